@@ -1,0 +1,437 @@
+"""Typed objects for every described type of the spec table, generated at import.
+
+Owns: one class per composite type (Open, Flow, Transfer, Source, Accepted, SaslInit, ...)
+and per described restricted type (the message sections Data, AmqpValue,
+MessageAnnotations, ...). Classes are generated from amqp10.spec, never written by hand:
+fields, order, defaults and mandatory flags come from the XML.
+
+Composite objects (1.4, 1.2): on decode, defaults are applied, mandatory fields must be
+present, every field's constructor must match its declared type, multiple=true fields
+become lists. On encode, trailing fields that are null or equal to their default are
+omitted. The decoders registered here are the codec's fast path for performatives:
+they read the list bytes field by field without building an intermediate list.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, ClassVar
+
+from amqp10 import codec
+from amqp10.codec import (
+    ARRAY8,
+    ARRAY32,
+    CODES_OF_TYPE,
+    DESCRIBED,
+    LIST0,
+    LIST8,
+    LIST32,
+    NULL,
+    Decoder,
+    Encoder,
+)
+from amqp10.errors import DecodeError, EncodeError
+from amqp10.spec import (
+    COMPOSITES,
+    SECTION_TYPES,
+    CompositeType,
+    Field,
+    RestrictedType,
+    default_value,
+    primitive_of,
+)
+from amqp10.types import Array, Described, symbol
+
+_BB = struct.Struct(">BB")
+_II = struct.Struct(">II")
+_ALL_CODES = frozenset(code for code in range(256) if codec.DECODERS[code] is not codec._invalid)
+
+
+def class_name(spec_name: str) -> str:
+    """'sasl-init' -> 'SaslInit'."""
+    return "".join(part.capitalize() for part in spec_name.split("-"))
+
+
+# Plain decoders: like codec.DECODERS but fixed-width numbers come back as plain int,
+# because a composite field's declared type already says what they are.
+def _plain_table() -> list[Decoder]:
+    table = list(codec.DECODERS)
+    unwrap = {
+        codec.UBYTE: ">B",
+        codec.USHORT: ">H",
+        codec.UINT: ">I",
+        codec.SMALLUINT: ">B",
+        codec.ULONG: ">Q",
+        codec.SMALLULONG: ">B",
+        codec.BYTE: ">b",
+        codec.SHORT: ">h",
+        codec.INT: ">i",
+        codec.SMALLINT: ">b",
+        codec.LONG: ">q",
+        codec.SMALLLONG: ">b",
+    }
+    for code, fmt in unwrap.items():
+        table[code] = codec._fixed(struct.Struct(fmt), None, codec.TYPE_OF_CODE[code])
+    table[codec.UINT0] = codec._constant(0)
+    table[codec.ULONG0] = codec._constant(0)
+    return table
+
+
+PLAIN_DECODERS = _plain_table()
+
+
+def _enc_fields_map(out: bytearray, value: dict) -> None:
+    """fields / annotations maps (2.8.14, 3.2.10): plain str keys go out as symbols."""
+    if any(type(key) is str for key in value):
+        value = {symbol(k) if type(k) is str else k: v for k, v in value.items()}
+    codec.enc_map(out, value)
+
+
+def _field_codes(field: Field) -> frozenset[int]:
+    primitive = primitive_of(field.type)
+    if primitive == "*":
+        return _ALL_CODES
+    if primitive in COMPOSITES:
+        return frozenset({DESCRIBED, NULL})
+    codes = CODES_OF_TYPE[primitive] | {NULL}
+    if field.multiple:
+        codes |= {ARRAY8, ARRAY32}
+    return frozenset(codes)
+
+
+def _field_encoder(field: Field) -> Encoder:
+    primitive = primitive_of(field.type)
+    if primitive == "*" or primitive in COMPOSITES:
+        return codec.encode_into
+    if field.type in {"fields", "annotations", "node-properties", "filter-set"}:
+        return _enc_fields_map
+    single = codec.ENCODERS_BY_TYPE[primitive]
+    if not field.multiple:
+        return single
+
+    def enc_multiple(out: bytearray, value: Any) -> None:
+        if isinstance(value, (list, tuple)):
+            codec.enc_array_of(out, primitive, value)
+        elif isinstance(value, Array):
+            codec.enc_array(out, value)
+        else:
+            single(out, value)
+
+    return enc_multiple
+
+
+class Composite:
+    """Base of every generated composite class."""
+
+    __slots__ = ()
+    SPEC: ClassVar[CompositeType]
+    NAME: ClassVar[str]
+    DESCRIPTOR_CODE: ClassVar[int]
+    FIELD_NAMES: ClassVar[tuple[str, ...]]
+    _DEFAULTS: ClassVar[tuple[Any, ...]]
+    _MANDATORY: ClassVar[tuple[bool, ...]]
+    _ENCODERS: ClassVar[tuple[Encoder, ...]]
+    _DESCRIPTOR_BYTES: ClassVar[bytes]
+
+    def field_values(self) -> list[Any]:
+        return [getattr(self, name) for name in self.FIELD_NAMES]
+
+    def encode_into(self, out: bytearray) -> None:
+        values = self.field_values()
+        defaults = self._DEFAULTS
+        last = len(values)
+        while last and (values[last - 1] is None or values[last - 1] == defaults[last - 1]):
+            if values[last - 1] is not None and type(values[last - 1]) is not type(
+                defaults[last - 1]
+            ):
+                break
+            last -= 1
+        out += self._DESCRIPTOR_BYTES
+        if last == 0:
+            out.append(LIST0)
+            return
+        body = bytearray()
+        mandatory = self._MANDATORY
+        encoders = self._ENCODERS
+        for index in range(last):
+            value = values[index]
+            if value is None:
+                if mandatory[index]:
+                    raise EncodeError(f"{self.NAME}.{self.FIELD_NAMES[index]} is mandatory")
+                body.append(NULL)
+            else:
+                encoders[index](body, value)
+        for index in range(last, len(values)):
+            if mandatory[index] and values[index] is None:
+                raise EncodeError(f"{self.NAME}.{self.FIELD_NAMES[index]} is mandatory")
+        codec.write_compound(out, LIST8, LIST32, last, body)
+
+    def encode(self) -> bytes:
+        out = bytearray()
+        self.encode_into(out)
+        return bytes(out)
+
+    def replace(self, **changes: Any) -> Composite:
+        """A copy with some fields changed (for fuzzers and tests)."""
+        values = {name: getattr(self, name) for name in self.FIELD_NAMES}
+        values.update(changes)
+        return type(self)(**values)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.field_values() == other.field_values()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        shown = []
+        for name, default, value in zip(self.FIELD_NAMES, self._DEFAULTS, self.field_values()):
+            if value is not None and value != default:
+                shown.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def _make_init(names: tuple[str, ...], defaults: tuple[Any, ...]) -> Any:
+    params = ", ".join(f"{name}=None" for name in names)
+    lines = [f"def __init__(self, {params}):" if names else "def __init__(self):"]
+    for index, name in enumerate(names):
+        if defaults[index] is None:
+            lines.append(f"    self.{name} = {name}")
+        else:
+            lines.append(f"    self.{name} = _d[{index}] if {name} is None else {name}")
+    if not names:
+        lines.append("    pass")
+    scope: dict[str, Any] = {"_d": defaults}
+    exec("\n".join(lines), scope)
+    return scope["__init__"]
+
+
+def _make_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
+    """Decode the list that follows the descriptor, straight into a `cls` instance."""
+    fields = spec.fields
+    count_max = len(fields)
+    allowed = tuple(_field_codes(f) for f in fields)
+    tables = tuple(
+        codec.DECODERS
+        if primitive_of(f.type) in ("*", "map") or f.type == "fields"
+        else PLAIN_DECODERS
+        for f in fields
+    )
+    multiple = tuple(i for i, f in enumerate(fields) if f.multiple)
+    mandatory = tuple(i for i, f in enumerate(fields) if f.mandatory)
+    requires = tuple(
+        (i, f.requires) for i, f in enumerate(fields) if f.requires and primitive_of(f.type) == "*"
+    )
+    names = cls.FIELD_NAMES
+    defaults = cls._DEFAULTS
+    name = spec.name
+    new = object.__new__
+
+    def dec(buf: bytes, pos: int, end: int, depth: int) -> tuple[Composite, int]:
+        code = buf[pos]
+        start = pos
+        if code == LIST0:
+            count = 0
+            pos += 1
+            stop = pos
+        elif code == LIST8:
+            if pos + 3 > end:
+                codec._need(pos + 1, 2, end, f"{name} list size and count")
+            size, count = _BB.unpack_from(buf, pos + 1)
+            stop = pos + 2 + size
+            pos += 3
+        elif code == LIST32:
+            if pos + 9 > end:
+                codec._need(pos + 1, 8, end, f"{name} list size and count")
+            size, count = _II.unpack_from(buf, pos + 1)
+            stop = pos + 5 + size
+            pos += 9
+        else:
+            raise DecodeError(pos, f"{name} as a list, got constructor 0x{code:02x}")
+        if stop > end or stop < pos:
+            raise DecodeError(start, f"{name} list within {end - start} byte(s)")
+        if count > count_max:
+            raise DecodeError(start, f"at most {count_max} fields of {name}, got {count}")
+        values: list[Any] = [None] * count_max
+        for index in range(count):
+            if pos >= stop:
+                codec._need(pos, 1, stop, f"{name}.{names[index]}")
+            item_code = buf[pos]
+            if item_code not in allowed[index]:
+                raise DecodeError(
+                    pos,
+                    f"{name}.{fields[index].name} of type {fields[index].type}, "
+                    f"got constructor 0x{item_code:02x}",
+                    "amqp:decode-error",
+                )
+            values[index], pos = tables[index][item_code](buf, pos + 1, stop, depth + 1)
+        if pos != stop:
+            raise DecodeError(pos, f"{name} list to end at byte {stop}")
+        for index in mandatory:
+            if values[index] is None:
+                raise DecodeError(start, f"mandatory field {name}.{fields[index].name}")
+        for index in multiple:
+            value = values[index]
+            if value is not None:
+                values[index] = list(value.items) if isinstance(value, Array) else [value]
+        for index, archetype in requires:
+            value = values[index]
+            if isinstance(value, Composite) and archetype not in value.SPEC.provides:
+                raise DecodeError(start, f"{name}.{fields[index].name} to be a {archetype}")
+        obj = new(cls)
+        for index in range(count_max):
+            value = values[index]
+            object.__setattr__(obj, names[index], defaults[index] if value is None else value)
+        return obj, stop
+
+    return dec
+
+
+def _build_from_list(cls: type[Composite], body_decoder: Decoder) -> codec.DescribedBuilder:
+    """Composite inside an array of described items: items arrive already decoded."""
+
+    def build(value: Any, pos: int) -> Composite:
+        if not isinstance(value, list):
+            raise DecodeError(pos, f"{cls.NAME} as a list")
+        body = bytearray()
+        codec.enc_list(body, value)
+        return body_decoder(bytes(body), 0, len(body), 1)[0]
+
+    return build
+
+
+def _make_composite(spec: CompositeType) -> type[Composite]:
+    names = tuple(f.attr for f in spec.fields)
+    defaults = tuple(default_value(f) for f in spec.fields)
+    namespace: dict[str, Any] = {
+        "__slots__": names,
+        "__doc__": f"{spec.name} ({spec.descriptor_name}, {spec.section}).",
+        "SPEC": spec,
+        "NAME": spec.name,
+        "DESCRIPTOR_CODE": spec.descriptor_code,
+        "FIELD_NAMES": names,
+        "_DEFAULTS": defaults,
+        "_MANDATORY": tuple(f.mandatory for f in spec.fields),
+        "_ENCODERS": tuple(_field_encoder(f) for f in spec.fields),
+        "_DESCRIPTOR_BYTES": b"\x00" + codec.encode(codec.ulong(spec.descriptor_code)),
+        "__init__": _make_init(names, defaults),
+    }
+    return type(class_name(spec.name), (Composite,), namespace)
+
+
+class Section:
+    """A described restricted type (message sections, 3.2): descriptor + one value."""
+
+    __slots__ = ("value",)
+    SPEC: ClassVar[RestrictedType]
+    NAME: ClassVar[str]
+    DESCRIPTOR_CODE: ClassVar[int]
+    SOURCE: ClassVar[str]
+    _DESCRIPTOR_BYTES: ClassVar[bytes]
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def encode_into(self, out: bytearray) -> None:
+        out += self._DESCRIPTOR_BYTES
+        value = self.value
+        if self.SOURCE == "map" and self.NAME != "application-properties":
+            _enc_fields_map(out, value)  # annotations (3.2.10): symbol keys
+        elif self.SOURCE == "map":
+            codec.enc_map(out, value)  # application-properties (3.2.5): string keys
+        elif self.SOURCE == "binary":
+            codec.enc_binary(out, value)
+        elif self.SOURCE == "list":
+            codec.enc_list(out, value)
+        else:
+            codec.encode_into(out, value)
+
+    def encode(self) -> bytes:
+        out = bytearray()
+        self.encode_into(out)
+        return bytes(out)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.value == other.value  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value!r})"
+
+
+_SECTION_SOURCE_TYPES = {"map": dict, "binary": bytes, "list": list}
+
+
+def _make_section(spec: RestrictedType) -> type[Section]:
+    source = primitive_of(spec.source)
+    namespace = {
+        "__slots__": (),
+        "__doc__": f"{spec.name} ({spec.descriptor_name}, {spec.section}).",
+        "SPEC": spec,
+        "NAME": spec.name,
+        "DESCRIPTOR_CODE": spec.descriptor_code,
+        "SOURCE": source,
+        "_DESCRIPTOR_BYTES": b"\x00" + codec.encode(codec.ulong(spec.descriptor_code)),
+    }
+    return type(class_name(spec.name), (Section,), namespace)
+
+
+def _section_builder(cls: type[Section]) -> codec.DescribedBuilder:
+    expected = _SECTION_SOURCE_TYPES.get(cls.SOURCE)
+
+    def build(value: Any, pos: int) -> Section:
+        if expected is not None and not isinstance(value, expected):
+            raise DecodeError(pos, f"{cls.NAME} to carry a {cls.SOURCE}")
+        return cls(value)
+
+    return build
+
+
+COMPOSITE_CLASSES: dict[str, type[Composite]] = {}
+SECTION_CLASSES: dict[str, type[Section]] = {}
+CLASS_BY_CODE: dict[int, type] = {}
+
+
+def _register() -> None:
+    for spec in COMPOSITES.values():
+        cls = _make_composite(spec)
+        COMPOSITE_CLASSES[spec.name] = cls
+        CLASS_BY_CODE[spec.descriptor_code] = cls
+        body = _make_body_decoder(cls, spec)
+        codec.COMPOSITE_BODY_DECODERS[spec.descriptor_code] = body
+        codec.COMPOSITE_BODY_DECODERS[spec.descriptor_name] = body
+        builder = _build_from_list(cls, body)
+        codec.DESCRIBED_BUILDERS[spec.descriptor_code] = builder
+        codec.DESCRIBED_BUILDERS[spec.descriptor_name] = builder
+    for code, spec in SECTION_TYPES.items():
+        cls = _make_section(spec)
+        SECTION_CLASSES[spec.name] = cls
+        CLASS_BY_CODE[code] = cls
+        codec.DESCRIBED_BUILDERS[code] = _section_builder(cls)
+        codec.DESCRIBED_BUILDERS[spec.descriptor_name] = _section_builder(cls)
+
+
+_register()
+
+
+def unwrap_described(item: Any) -> Any:
+    """The bare value of a described item (for arrays of described types)."""
+    if isinstance(item, Composite):
+        values = item.field_values()
+        while values and values[-1] is None:
+            values.pop()
+        return values
+    if isinstance(item, (Section, Described)):
+        return item.value
+    return item
+
+
+codec.UNWRAP_DESCRIBED = unwrap_described
+
+# The classes by name, for `from amqp10.composites import Open, Flow, ...`.
+globals().update({cls.__name__: cls for cls in COMPOSITE_CLASSES.values()})
+globals().update({cls.__name__: cls for cls in SECTION_CLASSES.values()})

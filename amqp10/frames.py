@@ -1,0 +1,265 @@
+"""Framing (2.2, 2.3, 5.3): protocol headers, frame headers, frame bodies, frame decoder.
+
+Owns: the 8-byte protocol headers (AMQP 0 / TLS 2 / SASL 3, version 1.0.0), the frame
+header (SIZE u32, DOFF u8 >= 2, TYPE u8, channel u16) with its extended header, empty
+(heartbeat) frames, AMQP and SASL frame bodies (performative + payload), and
+`FrameDecoder`, which turns bytes in any chunking into the same frames.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from amqp10 import codec
+from amqp10.composites import Composite
+from amqp10.errors import DecodeError, EncodeError
+from amqp10.spec import Cond
+
+FRAME_HEADER = struct.Struct(">IBBH")
+FRAME_HEADER_SIZE = 8
+PROTOCOL_HEADER_SIZE = 8
+
+
+class ProtocolId(IntEnum):
+    """The protocol id byte of a protocol header (2.2, 5.2.1, 5.3.1)."""
+
+    AMQP = 0
+    TLS = 2
+    SASL = 3
+
+
+class FrameType(IntEnum):
+    AMQP = 0x00
+    SASL = 0x01
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolHeader:
+    """'AMQP' + protocol id + major.minor.revision."""
+
+    protocol_id: int
+    major: int = 1
+    minor: int = 0
+    revision: int = 0
+
+    def encode(self) -> bytes:
+        return b"AMQP" + bytes((self.protocol_id, self.major, self.minor, self.revision))
+
+    @classmethod
+    def decode(cls, data: bytes) -> ProtocolHeader:
+        if len(data) < PROTOCOL_HEADER_SIZE:
+            raise DecodeError(len(data), "an 8-byte protocol header")
+        if bytes(data[:4]) != b"AMQP":
+            raise DecodeError(
+                0, f"protocol header 'AMQP', got {bytes(data[:4])!r}", Cond.FRAMING_ERROR
+            )
+        return cls(data[4], data[5], data[6], data[7])
+
+    @property
+    def is_supported(self) -> bool:
+        """Version 1.0.0 of a protocol id this core speaks."""
+        return (self.major, self.minor, self.revision) == (1, 0, 0) and self.protocol_id in (
+            ProtocolId.AMQP,
+            ProtocolId.SASL,
+            ProtocolId.TLS,
+        )
+
+
+AMQP_HEADER = ProtocolHeader(ProtocolId.AMQP)
+SASL_HEADER = ProtocolHeader(ProtocolId.SASL)
+TLS_HEADER = ProtocolHeader(ProtocolId.TLS)
+
+
+@dataclass(slots=True)
+class Frame:
+    """One frame. `performative` is None for an empty (heartbeat) frame.
+
+    `payload` is what follows the performative in the body (transfer message bytes);
+    `raw` keeps the exact frame bytes when it came from the wire; `size` is SIZE.
+    """
+
+    type: int
+    channel: int
+    performative: Any
+    payload: bytes = b""
+    extended_header: bytes = b""
+    size: int = 0
+    raw: bytes = b""
+
+    @property
+    def is_empty(self) -> bool:
+        return self.performative is None
+
+    @property
+    def name(self) -> str:
+        """Performative name ('flow', 'sasl-init') or 'empty'."""
+        if self.performative is None:
+            return "empty"
+        return getattr(self.performative, "NAME", type(self.performative).__name__)
+
+
+def encode_frame(
+    performative: Composite | None,
+    channel: int = 0,
+    payload: bytes = b"",
+    frame_type: int = FrameType.AMQP,
+    extended_header: bytes = b"",
+) -> bytes:
+    """The bytes of one frame; `performative=None` gives an empty (heartbeat) frame."""
+    if len(extended_header) % 4:
+        raise EncodeError("extended header must be a whole number of 4-byte words")
+    if not 0 <= channel <= 0xFFFF:
+        raise EncodeError(f"channel {channel} out of range")
+    body = bytearray()
+    if performative is not None:
+        performative.encode_into(body)
+        body += payload
+    doff = 2 + len(extended_header) // 4
+    if doff > 255:
+        raise EncodeError("extended header longer than DOFF allows")
+    size = 4 * doff + len(body)
+    return FRAME_HEADER.pack(size, doff, frame_type, channel) + extended_header + bytes(body)
+
+
+EMPTY_FRAME = encode_frame(None)
+
+
+def decode_frame(data: bytes, max_frame_size: int = 0xFFFFFFFF) -> Frame:
+    """Decode exactly one whole frame held in `data`."""
+    if len(data) < FRAME_HEADER_SIZE:
+        raise DecodeError(len(data), "an 8-byte frame header", Cond.FRAMING_ERROR)
+    size, doff, frame_type, channel = FRAME_HEADER.unpack_from(data, 0)
+    _check_header(size, doff, max_frame_size)
+    if size != len(data):
+        raise DecodeError(
+            0, f"frame SIZE {size} to equal the {len(data)} bytes given", Cond.FRAMING_ERROR
+        )
+    return _frame_from(bytes(data), size, doff, frame_type, channel)
+
+
+def _check_header(size: int, doff: int, max_frame_size: int) -> None:
+    """2.3.1: SIZE >= 8, DOFF >= 2, 4*DOFF <= SIZE; SIZE within the agreed max."""
+    if size < FRAME_HEADER_SIZE:
+        raise DecodeError(0, f"frame SIZE >= 8, got {size}", Cond.FRAMING_ERROR)
+    if doff < 2:
+        raise DecodeError(4, f"DOFF >= 2, got {doff}", Cond.FRAMING_ERROR)
+    if 4 * doff > size:
+        raise DecodeError(4, f"DOFF*4 ({4 * doff}) <= SIZE ({size})", Cond.FRAMING_ERROR)
+    if size > max_frame_size:
+        raise DecodeError(
+            0, f"frame SIZE {size} <= max-frame-size {max_frame_size}", Cond.FRAMING_ERROR
+        )
+
+
+def _frame_from(raw: bytes, size: int, doff: int, frame_type: int, channel: int) -> Frame:
+    body_start = 4 * doff
+    extended = raw[FRAME_HEADER_SIZE:body_start]
+    if body_start == size:
+        return Frame(frame_type, channel, None, b"", extended, size, raw)
+    if frame_type not in (FrameType.AMQP, FrameType.SASL):
+        raise DecodeError(5, f"frame type 0 or 1, got {frame_type}", Cond.FRAMING_ERROR)
+    try:
+        performative, end = codec.decode_value(raw, body_start, size)
+    except DecodeError:
+        raise
+    if not isinstance(performative, Composite) or not _provides_frame(performative, frame_type):
+        kind = "an AMQP performative" if frame_type == FrameType.AMQP else "a SASL frame body"
+        raise DecodeError(body_start, f"{kind}, got {type(performative).__name__}")
+    payload = raw[end:size]
+    if payload and performative.NAME != "transfer":
+        raise DecodeError(end, f"nothing after {performative.NAME}, got {len(payload)} byte(s)")
+    return Frame(frame_type, channel, performative, payload, extended, size, raw)
+
+
+def _provides_frame(performative: Composite, frame_type: int) -> bool:
+    wanted = "frame" if frame_type == FrameType.AMQP else "sasl-frame"
+    return wanted in performative.SPEC.provides
+
+
+class FrameDecoder:
+    """Incremental decoder: feed bytes in any chunking, get the same frames.
+
+    It expects a protocol header first (`expect_header=True`), then frames; after a SASL
+    outcome the caller calls `expect_protocol_header()` again for the AMQP header.
+    `next_item()` returns a ProtocolHeader, a Frame, or None when more bytes are needed.
+    """
+
+    def __init__(self, expect_header: bool = True, max_frame_size: int = 0xFFFFFFFF) -> None:
+        self._buffer = bytearray()
+        self._expect_header = expect_header
+        self.max_frame_size = max_frame_size
+        self.offset = 0  # stream offset of the start of the buffer
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    def expect_protocol_header(self) -> None:
+        self._expect_header = True
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def next_item(self) -> ProtocolHeader | Frame | None:
+        buffer = self._buffer
+        if self._expect_header:
+            if len(buffer) < PROTOCOL_HEADER_SIZE:
+                if buffer and not b"AMQP".startswith(bytes(buffer[:4])):
+                    self._raise_at(0, DecodeError(0, "protocol header 'AMQP'", Cond.FRAMING_ERROR))
+                return None
+            try:
+                header = ProtocolHeader.decode(buffer[:PROTOCOL_HEADER_SIZE])
+            except DecodeError as exc:
+                self._raise_at(0, exc)
+            self._consume(PROTOCOL_HEADER_SIZE)
+            self._expect_header = False
+            return header
+        if len(buffer) < FRAME_HEADER_SIZE:
+            return None
+        size, doff, frame_type, channel = FRAME_HEADER.unpack_from(buffer, 0)
+        try:
+            _check_header(size, doff, self.max_frame_size)
+        except DecodeError as exc:
+            self._raise_at(0, exc)
+        if len(buffer) < size:
+            return None
+        raw = bytes(buffer[:size])
+        try:
+            frame = _frame_from(raw, size, doff, frame_type, channel)
+        except DecodeError as exc:
+            error = DecodeError(self.offset + exc.offset, exc.expected, exc.condition)
+            self._consume(size)  # the frame is whole: skip it so a lenient caller can go on
+            raise error from None
+        self._consume(size)
+        return frame
+
+    def _raise_at(self, base: int, exc: DecodeError) -> None:
+        raise DecodeError(self.offset + base + exc.offset, exc.expected, exc.condition) from None
+
+    def _consume(self, count: int) -> None:
+        del self._buffer[:count]
+        self.offset += count
+
+    def __iter__(self) -> FrameDecoder:
+        return self
+
+    def __next__(self) -> ProtocolHeader | Frame:
+        item = self.next_item()
+        if item is None:
+            raise StopIteration
+        return item
+
+
+def decode_stream(data: bytes, expect_header: bool = True) -> list[ProtocolHeader | Frame]:
+    """Every header and frame in `data` (SASL then AMQP headers handled in order)."""
+    decoder = FrameDecoder(expect_header)
+    decoder.feed(data)
+    items: list[ProtocolHeader | Frame] = []
+    while (item := decoder.next_item()) is not None:
+        items.append(item)
+        if isinstance(item, Frame) and item.name == "sasl-outcome":
+            decoder.expect_protocol_header()
+    return items

@@ -1,0 +1,201 @@
+"""The AMQP message format (3.2) and multi-frame transfers (2.6.14, 2.7.5).
+
+Owns: `Message` (header, delivery-annotations, message-annotations, properties,
+application-properties, body as data / amqp-sequence / amqp-value sections, footer) with
+its strict section-order decoding, and the split of one delivery's payload into transfer
+frames that fit a max-frame-size, plus reassembly of such frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from amqp10 import codec
+from amqp10.composites import (
+    AmqpSequence,
+    AmqpValue,
+    ApplicationProperties,
+    Composite,
+    Data,
+    DeliveryAnnotations,
+    Footer,
+    Header,
+    MessageAnnotations,
+    Properties,
+    Section,
+    Transfer,
+)
+from amqp10.errors import DecodeError, EncodeError
+from amqp10.frames import encode_frame
+
+# 3.2: the order sections must appear in; body sections share one slot.
+_ORDER = {
+    "header": 0,
+    "delivery-annotations": 1,
+    "message-annotations": 2,
+    "properties": 3,
+    "application-properties": 4,
+    "data": 5,
+    "amqp-sequence": 5,
+    "amqp-value": 5,
+    "footer": 6,
+}
+
+
+@dataclass(slots=True)
+class Message:
+    """A bare message plus its annotations. `body` is a list of Data or AmqpSequence
+    sections, or exactly one AmqpValue; `Message.of(x)` builds the common cases."""
+
+    header: Header | None = None
+    delivery_annotations: dict | None = None
+    message_annotations: dict | None = None
+    properties: Properties | None = None
+    application_properties: dict | None = None
+    body: list[Section] = field(default_factory=list)
+    footer: dict | None = None
+
+    @classmethod
+    def of(cls, body: Any, **sections: Any) -> Message:
+        """bytes -> one data section; anything else -> one amqp-value section."""
+        section = Data(bytes(body)) if isinstance(body, (bytes, bytearray)) else AmqpValue(body)
+        return cls(body=[section], **sections)
+
+    @property
+    def value(self) -> Any:
+        """The body as one Python value: bytes for data, the value of amqp-value."""
+        if len(self.body) == 1:
+            return self.body[0].value
+        if all(isinstance(s, Data) for s in self.body):
+            return b"".join(s.value for s in self.body)
+        return [s.value for s in self.body]
+
+    def encode(self) -> bytes:
+        out = bytearray()
+        if self.header is not None:
+            self.header.encode_into(out)
+        for cls, value in (
+            (DeliveryAnnotations, self.delivery_annotations),
+            (MessageAnnotations, self.message_annotations),
+        ):
+            if value is not None:
+                cls(value).encode_into(out)
+        if self.properties is not None:
+            self.properties.encode_into(out)
+        if self.application_properties is not None:
+            ApplicationProperties(self.application_properties).encode_into(out)
+        self._check_body()
+        for section in self.body:
+            section.encode_into(out)
+        if self.footer is not None:
+            Footer(self.footer).encode_into(out)
+        return bytes(out)
+
+    def _check_body(self) -> None:
+        kinds = {type(s) for s in self.body}
+        if len(kinds) > 1 or (AmqpValue in kinds and len(self.body) != 1):
+            raise EncodeError("a body is data sections, amqp-sequence sections, or one amqp-value")
+        if kinds - {Data, AmqpSequence, AmqpValue}:
+            raise EncodeError("body sections must be Data, AmqpSequence or AmqpValue")
+
+    @classmethod
+    def decode(cls, payload: bytes) -> Message:
+        """Decode a whole message; sections must come in 3.2 order."""
+        message = cls()
+        pos = 0
+        end = len(payload)
+        last_rank = -1
+        body_kind: type | None = None
+        while pos < end:
+            start = pos
+            section, pos = codec.decode_value(payload, pos, end)
+            name = getattr(section, "NAME", None)
+            rank = _ORDER.get(name) if isinstance(section, (Section, Composite)) else None
+            if rank is None:
+                raise DecodeError(start, f"a message section, got {type(section).__name__}")
+            if rank < last_rank or (rank == last_rank and rank != 5):
+                raise DecodeError(start, f"section {name} in 3.2 order")
+            if rank == 5:
+                if body_kind is not None and (
+                    body_kind is not type(section) or body_kind is AmqpValue
+                ):
+                    raise DecodeError(start, "one kind of body section (3.2)")
+                body_kind = type(section)
+                message.body.append(section)
+            else:
+                _assign(message, name, section)
+            last_rank = rank
+        return message
+
+
+def _assign(message: Message, name: str, section: Any) -> None:
+    if name in ("header", "properties"):
+        setattr(message, name, section)
+    else:
+        setattr(message, name.replace("-", "_"), section.value)
+
+
+def transfer_frames(
+    transfer: Transfer, payload: bytes, max_frame_size: int, channel: int = 0
+) -> list[bytes]:
+    """Split one delivery into frames of at most `max_frame_size` bytes (2.6.14).
+
+    The first frame carries every field of `transfer`; continuation frames repeat only
+    the handle (and `more`), as the spec allows. All but the last have more=true.
+    """
+    first = transfer.replace(more=False)
+    whole = encode_frame(first, channel, payload)
+    if len(whole) <= max_frame_size:
+        return [whole]
+    frames: list[bytes] = []
+    remaining = memoryview(payload)
+    head = transfer.replace(more=True)
+    continuation = Transfer(handle=transfer.handle, more=True)
+    current = head
+    while True:
+        overhead = len(encode_frame(current, channel))
+        room = max_frame_size - overhead
+        if room <= 0:
+            raise EncodeError(f"max-frame-size {max_frame_size} too small for a transfer")
+        if len(remaining) <= room:
+            last = current.replace(more=False)
+            frames.append(encode_frame(last, channel, bytes(remaining)))
+            return frames
+        frames.append(encode_frame(current, channel, bytes(remaining[:room])))
+        remaining = remaining[room:]
+        current = continuation
+
+
+class TransferAssembler:
+    """Reassembles multi-frame deliveries of one link: feed transfers in order."""
+
+    def __init__(self) -> None:
+        self._first: Transfer | None = None
+        self._chunks: list[bytes] = []
+
+    @property
+    def in_progress(self) -> bool:
+        return self._first is not None
+
+    def feed(self, transfer: Transfer, payload: bytes) -> tuple[Transfer, bytes] | None:
+        """Returns (first transfer, whole payload) when the delivery is complete.
+
+        An aborted transfer discards what was gathered and returns (transfer, b"").
+        """
+        if self._first is None:
+            self._first = transfer
+        self._chunks.append(payload)
+        if transfer.aborted:
+            first = self._first
+            self._reset()
+            return first, b""
+        if transfer.more:
+            return None
+        first, whole = self._first, b"".join(self._chunks)
+        self._reset()
+        return first, whole
+
+    def _reset(self) -> None:
+        self._first = None
+        self._chunks = []

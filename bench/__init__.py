@@ -1,0 +1,1 @@
+"""bench: see ARCHITECTURE.md. Built by a later issue."""

@@ -1,0 +1,1 @@
+"""conformance: see ARCHITECTURE.md. Built by a later issue."""

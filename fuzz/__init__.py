@@ -1,0 +1,1 @@
+"""fuzz: see ARCHITECTURE.md. Built by a later issue."""

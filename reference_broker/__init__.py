@@ -1,0 +1,1 @@
+"""reference_broker: see ARCHITECTURE.md. Built by a later issue."""

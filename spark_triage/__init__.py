@@ -1,0 +1,1 @@
+"""spark_triage: see ARCHITECTURE.md. Built by a later issue."""

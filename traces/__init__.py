@@ -1,0 +1,1 @@
+"""traces: see ARCHITECTURE.md. Built by a later issue."""
