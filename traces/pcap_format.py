@@ -1,0 +1,55 @@
+"""Constants of the classic pcap and pcapng formats and the link layers `traces/` handles.
+
+Owns: magic numbers, link-type numbers, header layouts. Data only.
+"""
+
+from __future__ import annotations
+
+import struct
+
+# classic pcap (https://www.tcpdump.org/manpages/pcap-savefile.5.html)
+MAGIC_MICRO = 0xA1B2C3D4
+MAGIC_NANO = 0xA1B23C4D
+PCAP_GLOBAL_HEADER_SIZE = 24
+PCAP_RECORD_HEADER_SIZE = 16
+
+# pcapng block types
+PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_IDB = 0x00000001
+PCAPNG_SPB = 0x00000003
+PCAPNG_EPB = 0x00000006
+PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
+
+# link types (https://www.tcpdump.org/linktypes.html)
+LINKTYPE_NULL = 0  # BSD loopback, 4-byte address family in host byte order
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101  # raw IPv4/IPv6
+LINKTYPE_RAW_12 = 12  # DLT_RAW on some systems
+LINKTYPE_RAW_14 = 14  # DLT_RAW on OpenBSD
+LINKTYPE_LOOP = 108  # OpenBSD loopback, address family in network byte order
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_LINUX_SLL2 = 276
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+
+ETHERTYPE_IPV4 = 0x0800
+ETHERTYPE_IPV6 = 0x86DD
+ETHERTYPE_VLAN = (0x8100, 0x88A8, 0x9100)
+
+IPPROTO_TCP = 6
+
+TCP_FIN = 0x01
+TCP_SYN = 0x02
+TCP_RST = 0x04
+TCP_PSH = 0x08
+TCP_ACK = 0x10
+
+GLOBAL_HEADER = struct.Struct("<IHHiIII")
+RECORD_HEADER = struct.Struct("<IIII")
+ETHERNET_HEADER = struct.Struct("!6s6sH")
+IPV4_HEADER = struct.Struct("!BBHHHBBH4s4s")
+IPV6_HEADER = struct.Struct("!IHBB16s16s")
+TCP_HEADER = struct.Struct("!HHIIBBHHH")
+
+# IPv4 total length is 16 bits: keep every synthesized segment below it.
+MAX_SEGMENT_PAYLOAD = 65000

@@ -1,0 +1,227 @@
+"""TCP reassembly: capture segments -> per-connection, in-order byte streams -> TraceItems.
+
+Owns: `PcapTraceReader`, which follows every TCP connection of a capture, orders each
+direction's bytes by sequence number (retransmissions and overlaps trimmed, keeping the
+bytes seen first; out-of-order segments held until the gap fills, within a bound), and
+feeds them to a `ConnectionDecoder`. The client is the side that sent the first SYN; for
+a connection whose start was not captured, the side talking to a known AMQP port, else
+the first to send. A gap that never fills turns the rest of that direction into raw
+items. A SYN on a finished 4-tuple starts a new connection.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Iterator
+
+from traces.model import CLIENT, SERVER, ConnectionInfo, TraceItem
+from traces.pcap_format import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
+from traces.pcap_reader import TcpSegment, iter_tcp_segments
+from traces.streams import DEFAULT_MAX_FRAME_SIZE, ConnectionDecoder
+
+AMQP_PORTS = frozenset((5672, 5671))
+MAX_OUT_OF_ORDER_BYTES = 16 * 1024 * 1024
+
+
+def format_endpoint(endpoint: tuple[bytes, int]) -> str:
+    address = ipaddress.ip_address(endpoint[0])
+    host = str(address) if address.version == 4 else f"[{address}]"
+    return f"{host}:{endpoint[1]}"
+
+
+def _seq_diff(a: int, b: int) -> int:
+    """a - b in 32-bit serial arithmetic (RFC 1982 style), as a signed int."""
+    return ((a - b + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+class _HalfStream:
+    __slots__ = ("fin", "next_seq", "out_of_order", "out_of_order_bytes")
+
+    def __init__(self) -> None:
+        self.next_seq: int | None = None
+        self.out_of_order: dict[int, tuple[bytes, float]] = {}
+        self.out_of_order_bytes = 0
+        self.fin = False
+
+
+class _Connection:
+    __slots__ = ("client", "decoder", "finished", "halves", "info", "saw_syn", "started")
+
+    def __init__(self, info: ConnectionInfo, client: tuple[bytes, int], decoder) -> None:
+        self.info = info
+        self.client = client
+        self.decoder: ConnectionDecoder | None = decoder
+        self.halves = {CLIENT: _HalfStream(), SERVER: _HalfStream()}
+        self.finished = False
+        self.started = False
+        self.saw_syn = False
+
+
+class PcapTraceReader:
+    """Iterate a capture's AMQP items, connection by connection, in capture order.
+
+    `ports`: server ports to treat as AMQP even without a protocol header at the start
+    (captures that begin mid-connection); `only_ports=True` ignores every other flow.
+    `connections` fills in as connections are met.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        ports: Iterable[int] = AMQP_PORTS,
+        only_ports: bool = False,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        self.path = path
+        self.ports = frozenset(ports)
+        self.only_ports = only_ports
+        self.max_frame_size = max_frame_size
+        self.connections: dict[int, ConnectionInfo] = {}
+        self._by_key: dict[tuple, _Connection] = {}
+        self._last_time = 0.0
+
+    def __iter__(self) -> Iterator[TraceItem]:
+        return self.items(iter_tcp_segments(self.path))
+
+    def items(self, segments: Iterable[TcpSegment]) -> Iterator[TraceItem]:
+        for segment in segments:
+            self._last_time = segment.time
+            yield from self._segment(segment)
+        for connection in self._by_key.values():
+            yield from self._finish(connection, self._last_time)
+        self._by_key.clear()
+
+    # -- per segment ------------------------------------------------------------------
+    def _segment(self, segment: TcpSegment) -> list[TraceItem]:
+        src, dst = segment.src, segment.dst
+        key = (src, dst) if src < dst else (dst, src)
+        connection = self._by_key.get(key)
+        flags = segment.flags
+        is_syn = flags & TCP_SYN and not flags & TCP_ACK
+        items: list[TraceItem] = []
+        if connection is not None and is_syn and (connection.finished or connection.started):
+            items.extend(self._finish(connection, segment.time))
+            connection = None
+        if connection is None:
+            if self.only_ports and src[1] not in self.ports and dst[1] not in self.ports:
+                return items
+            if is_syn or dst[1] in self.ports or (src[1] not in self.ports and segment.payload):
+                client, server = src, dst
+            elif src[1] in self.ports:
+                client, server = dst, src
+            else:
+                return items  # a bare ACK of a connection we did not see start
+            info = ConnectionInfo(
+                0,  # numbered when its first byte is delivered
+                format_endpoint(client),
+                format_endpoint(server),
+                segment.time,
+            )
+            connection = _Connection(info, client, None)
+            self._by_key[key] = connection
+        direction = CLIENT if src == connection.client else SERVER
+        half = connection.halves[direction]
+        if flags & TCP_SYN:
+            connection.saw_syn = True
+            half.next_seq = (segment.seq + 1) & 0xFFFFFFFF
+            half.out_of_order.clear()
+            return items
+        payload = segment.payload
+        if payload:
+            items.extend(self._data(connection, direction, half, segment.seq, payload, segment.time))
+        if flags & (TCP_FIN | TCP_RST):
+            half.fin = True
+            if flags & TCP_RST or connection.halves[CLIENT if direction == SERVER else SERVER].fin:
+                connection.finished = True
+                connection.info.end_time = segment.time
+        return items
+
+    def _data(
+        self,
+        connection: _Connection,
+        direction: str,
+        half: _HalfStream,
+        seq: int,
+        payload: bytes,
+        time: float,
+    ) -> list[TraceItem]:
+        if half.next_seq is None:
+            half.next_seq = seq  # the start of this direction was not captured
+        diff = _seq_diff(seq, half.next_seq)
+        if diff > 0:
+            if seq not in half.out_of_order or len(half.out_of_order[seq][0]) < len(payload):
+                half.out_of_order[seq] = (payload, time)
+                half.out_of_order_bytes += len(payload)
+            if half.out_of_order_bytes > MAX_OUT_OF_ORDER_BYTES:
+                return self._give_up_gap(connection, direction, half, time)
+            return []
+        if -diff >= len(payload):
+            return []  # a retransmission of bytes already delivered
+        if diff < 0:
+            payload = payload[-diff:]
+        items = self._deliver(connection, direction, payload, time)
+        half.next_seq = (half.next_seq + len(payload)) & 0xFFFFFFFF
+        if half.out_of_order:
+            items.extend(self._drain_out_of_order(connection, direction, half))
+        return items
+
+    def _drain_out_of_order(
+        self, connection: _Connection, direction: str, half: _HalfStream
+    ) -> list[TraceItem]:
+        items: list[TraceItem] = []
+        progress = True
+        while half.out_of_order and progress:
+            progress = False
+            for seq in sorted(half.out_of_order, key=lambda s: _seq_diff(s, half.next_seq)):
+                diff = _seq_diff(seq, half.next_seq)
+                if diff > 0:
+                    break
+                payload, time = half.out_of_order.pop(seq)
+                half.out_of_order_bytes -= len(payload)
+                if -diff < len(payload):
+                    payload = payload[-diff:] if diff else payload
+                    items.extend(self._deliver(connection, direction, payload, time))
+                    half.next_seq = (half.next_seq + len(payload)) & 0xFFFFFFFF
+                    progress = True
+                    break
+        return items
+
+    def _give_up_gap(
+        self, connection: _Connection, direction: str, half: _HalfStream, time: float
+    ) -> list[TraceItem]:
+        """Bytes never arrived: decode no further; the rest of this direction is raw."""
+        decoder = self._decoder(connection, b"")
+        items = decoder.lose(direction, time)
+        first = min(half.out_of_order, key=lambda s: _seq_diff(s, half.next_seq or s))
+        half.next_seq = first
+        items.extend(self._drain_out_of_order(connection, direction, half))
+        return items
+
+    def _decoder(self, connection: _Connection, first_payload: bytes) -> ConnectionDecoder:
+        if connection.decoder is None:
+            expect_header = connection.saw_syn or first_payload[:4] == b"AMQP"
+            connection.decoder = ConnectionDecoder(
+                connection.info.connection_id, expect_header, self.max_frame_size
+            )
+        return connection.decoder
+
+    def _deliver(
+        self, connection: _Connection, direction: str, payload: bytes, time: float
+    ) -> list[TraceItem]:
+        if not connection.started:
+            connection.started = True
+            connection.info.connection_id = len(self.connections) + 1
+            self.connections[connection.info.connection_id] = connection.info
+        connection.info.byte_counts[direction] += len(payload)
+        return self._decoder(connection, payload).feed(direction, payload, time)
+
+    def _finish(self, connection: _Connection, time: float) -> list[TraceItem]:
+        items: list[TraceItem] = []
+        for direction, half in connection.halves.items():
+            if half.out_of_order:
+                items.extend(self._give_up_gap(connection, direction, half, time))
+        if connection.decoder is not None:
+            items.extend(connection.decoder.finish(time))
+        if connection.info.end_time is None:
+            connection.info.end_time = time
+        return items
