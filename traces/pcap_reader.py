@@ -222,7 +222,13 @@ def iter_tcp_segments(path: str) -> Iterator[TcpSegment]:
             sport, dport, seq, ack, data_offset, flags = tcp(packet, offset)
             start = offset + (data_offset >> 4) * 4
             yield TcpSegment(
-                time, (src, sport), (dst, dport), seq, ack, flags, packet[start : min(end, len(packet))]
+                time,
+                (src, sport),
+                (dst, dport),
+                seq,
+                ack,
+                flags,
+                packet[start : min(end, len(packet))],
             )
         except (struct.error, IndexError):
             continue  # a packet cut short by the snap length: not ours to decode

@@ -89,7 +89,9 @@ class PcapWriter:
         client_ip = ipaddress.ip_address(client_host)
         server_ip = ipaddress.ip_address(server_host)
         if client_ip.version != server_ip.version:
-            client_ip = ipaddress.ip_address(f"10.1.{connection_id >> 8 & 255}.{connection_id & 255}")
+            client_ip = ipaddress.ip_address(
+                f"10.1.{connection_id >> 8 & 255}.{connection_id & 255}"
+            )
             server_ip = ipaddress.ip_address("10.2.0.1")
         seed = zlib.crc32(f"{connection_id}{client}{server}".encode())
         client_isn, server_isn = seed & 0x7FFFFFFF, (seed * 7919) & 0x7FFFFFFF

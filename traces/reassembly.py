@@ -128,7 +128,9 @@ class PcapTraceReader:
             return items
         payload = segment.payload
         if payload:
-            items.extend(self._data(connection, direction, half, segment.seq, payload, segment.time))
+            items.extend(
+                self._data(connection, direction, half, segment.seq, payload, segment.time)
+            )
         if flags & (TCP_FIN | TCP_RST):
             half.fin = True
             if flags & TCP_RST or connection.halves[CLIENT if direction == SERVER else SERVER].fin:

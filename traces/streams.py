@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from amqp10.errors import DecodeError
 from amqp10.frames import Frame, FrameDecoder, ProtocolHeader
-
 from traces.model import CLIENT, SERVER, TraceItem
 
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024

@@ -1,0 +1,252 @@
+"""Recording proxy: relay AMQP connections byte for byte and record them.
+
+Owns: `RecordingProxy` (asyncio, uvloop when installed). Each accepted connection gets
+an upstream connection; every chunk read from one side is written to the other side in
+the same callback, before anything else happens (no added buffering, no reframing),
+then handed to the recording queue. The queue is bounded: above its high-water mark the
+proxy pauses reading from the sockets that feed it until the recorder catches up, so
+memory stays bounded and a slow disk slows the pair instead of dropping bytes.
+Half-closes are passed on (write_eof). Stop with `stop()` (or SIGINT/SIGTERM from the
+CLI): connections are closed, the queue drained and every file closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections import deque
+
+from traces.model import CLIENT, SERVER
+from traces.recorder import Recorder
+
+READ_CHUNK = 256 * 1024
+QUEUE_HIGH_WATER = 2048  # queued chunks before reading is paused
+QUEUE_LOW_WATER = 512
+FLUSH_INTERVAL = 1.0
+
+
+def _endpoint(address: tuple) -> str:
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class _Side(asyncio.Protocol):
+    """One socket of a relayed pair."""
+
+    def __init__(self, pair: _Pair, direction: str) -> None:
+        self.pair = pair
+        self.direction = direction  # who sends what this socket reads
+        self.transport: asyncio.Transport | None = None
+        self.eof = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.direction == CLIENT:
+            transport.pause_reading()  # type: ignore[attr-defined]  # until upstream is up
+            asyncio.get_running_loop().create_task(self.pair.proxy.connect_upstream(self.pair))
+        else:
+            self.pair.opened()
+
+    def data_received(self, data: bytes) -> None:
+        self.pair.relay(self, data)
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self.pair.half_close(self)
+        return True  # keep our write side open until the peer is done
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.pair.lost(self)
+
+    # flow control from the peer socket's write buffer
+    def pause_writing(self) -> None:
+        self.pair.peer_of(self).pause_reading()
+
+    def resume_writing(self) -> None:
+        self.pair.peer_of(self).resume_reading()
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            with contextlib.suppress(RuntimeError):
+                self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            with contextlib.suppress(RuntimeError):
+                self.transport.resume_reading()
+
+
+class _Pair:
+    def __init__(self, proxy: RecordingProxy, connection_id: int) -> None:
+        self.proxy = proxy
+        self.connection_id = connection_id
+        self.client = _Side(self, CLIENT)
+        self.upstream = _Side(self, SERVER)
+        self.closed = False
+        self.closer: str | None = None
+
+    def opened(self) -> None:
+        """Upstream is connected: record the connection before any byte of it."""
+        client = self.client.transport.get_extra_info("peername")  # type: ignore[union-attr]
+        server = self.upstream.transport.get_extra_info("peername")  # type: ignore[union-attr]
+        self.proxy.enqueue(
+            ("open", self.connection_id, _endpoint(client), _endpoint(server), time.time())
+        )
+
+    def peer_of(self, side: _Side) -> _Side:
+        return self.upstream if side is self.client else self.client
+
+    def relay(self, side: _Side, data: bytes) -> None:
+        peer = self.peer_of(side)
+        if peer.transport is not None and not peer.transport.is_closing():
+            peer.transport.write(data)  # first: the peer gets the bytes now
+        self.proxy.enqueue(("data", self.connection_id, side.direction, data, time.time()), side)
+
+    def half_close(self, side: _Side) -> None:
+        if self.closer is None:
+            self.closer = side.direction
+        peer = self.peer_of(side)
+        if peer.transport is not None and not peer.transport.is_closing():
+            if peer.transport.can_write_eof():
+                peer.transport.write_eof()
+            else:
+                peer.transport.close()
+        if peer.eof:
+            self.close()
+
+    def lost(self, side: _Side) -> None:
+        if self.closer is None:
+            self.closer = side.direction
+        self.close()
+
+    def close(self) -> None:
+        for side in (self.client, self.upstream):
+            if side.transport is not None and not side.transport.is_closing():
+                side.transport.close()
+        if not self.closed:
+            self.closed = True
+            self.proxy.pairs.pop(self.connection_id, None)
+            self.proxy.enqueue(("close", self.connection_id, self.closer or CLIENT, time.time()))
+
+
+class RecordingProxy:
+    def __init__(
+        self,
+        listen_host: str,
+        listen_port: int,
+        upstream_host: str,
+        upstream_port: int,
+        recorder: Recorder,
+    ) -> None:
+        self.listen_host = listen_host
+        self.listen_port = listen_port
+        self.upstream_host = upstream_host
+        self.upstream_port = upstream_port
+        self.recorder = recorder
+        self.pairs: dict[int, _Pair] = {}
+        self._next_id = 1
+        self._queue: deque[tuple] = deque()
+        self._paused: set[_Side] = set()
+        self._wakeup = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._server: asyncio.base_events.Server | None = None
+        self.bound: tuple[str, int] | None = None
+
+    # -- queue ------------------------------------------------------------------------
+    def enqueue(self, event: tuple, source: _Side | None = None) -> None:
+        self._queue.append(event)
+        self._wakeup.set()
+        if source is not None and len(self._queue) >= QUEUE_HIGH_WATER:
+            source.pause_reading()
+            self._paused.add(source)
+
+    def _drain_queue(self, limit: int | None = None) -> None:
+        recorder = self.recorder
+        queue = self._queue
+        done = 0
+        while queue and (limit is None or done < limit):
+            event = queue.popleft()
+            done += 1
+            kind = event[0]
+            if kind == "data":
+                recorder.data(event[1], event[2], event[3], event[4])
+            elif kind == "open":
+                recorder.open_connection(event[1], event[2], event[3], event[4])
+            elif kind == "close":
+                recorder.close_connection(event[1], event[3], event[2])
+        if self._paused and len(queue) <= QUEUE_LOW_WATER:
+            paused, self._paused = self._paused, set()
+            for side in paused:
+                side.resume_reading()
+
+    async def _record_loop(self) -> None:
+        last_flush = time.monotonic()
+        while True:
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), FLUSH_INTERVAL)
+            except TimeoutError:
+                pass
+            self._wakeup.clear()
+            while self._queue:
+                self._drain_queue(limit=256)
+                await asyncio.sleep(0)  # let the relays run between batches
+            if time.monotonic() - last_flush >= FLUSH_INTERVAL:
+                self.recorder.flush()
+                last_flush = time.monotonic()
+            if self._stopping.is_set() and not self._queue:
+                return
+
+    # -- connections ------------------------------------------------------------------
+    def _accept(self) -> asyncio.Protocol:
+        connection_id = self._next_id
+        self._next_id += 1
+        pair = _Pair(self, connection_id)
+        self.pairs[connection_id] = pair
+        return pair.client
+
+    async def connect_upstream(self, pair: _Pair) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.create_connection(
+                lambda: pair.upstream, self.upstream_host, self.upstream_port
+            )
+        except OSError:
+            if pair.client.transport is not None:
+                pair.client.transport.close()
+            self.pairs.pop(pair.connection_id, None)
+            pair.closed = True
+            return
+        if pair.client.transport is not None and not pair.client.transport.is_closing():
+            pair.client.transport.resume_reading()
+        else:
+            pair.close()
+
+    async def run(self, ready: asyncio.Future | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._accept, self.listen_host, self.listen_port, reuse_address=True
+        )
+        sockname = self._server.sockets[0].getsockname()
+        self.bound = (sockname[0], sockname[1])
+        if ready is not None and not ready.done():
+            ready.set_result(self.bound)
+        recording = asyncio.create_task(self._record_loop())
+        await self._stopping.wait()
+        self._server.close()
+        for pair in list(self.pairs.values()):
+            pair.close()
+        await asyncio.sleep(0)
+        self._wakeup.set()
+        await recording
+        self._drain_queue()
+        self.recorder.close(time.time())
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._wakeup.set()
