@@ -74,9 +74,9 @@ def show_line(item: TraceItem, with_time: bool = False) -> str:
     arrow = "->" if item.direction == CLIENT else "<-"
     channel = item.item.channel if isinstance(item.item, Frame) else ""
     stamp = f" {_iso(item.time)}" if with_time else ""
-    return f"[conn {item.connection_id}] #{item.index}{stamp} {channel} {arrow} {describe(item)}".replace(
-        "  ", " "
-    )
+    prefix = f"[conn {item.connection_id}] #{item.index}{stamp}"
+    middle = f" {channel} " if channel != "" else " "
+    return f"{prefix}{middle}{arrow} {describe(item)}"
 
 
 def _iso(time: float) -> str:
