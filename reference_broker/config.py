@@ -1,0 +1,311 @@
+"""Broker configuration: every option of `amqpspec broker`, from TOML and the command line.
+
+Owns: the `BrokerConfig` / `Limits` / `User` dataclasses, their defaults (RabbitMQ 4's where
+it has one), loading a TOML file, the argparse options and CLI overrides (CLI wins over
+the file, the file over the defaults). Touches nothing else.
+
+TOML layout (every key optional)::
+
+    host = "127.0.0.1"
+    port = 5672
+    admin_port = 15672          # 0 = any free port, -1 = no admin API
+    data_dir = "/var/lib/amqpspec-broker"
+    log_level = "info"
+    faults = ["ignore-drain"]
+    sasl_anonymous = "loopback"   # "loopback" | "always" | "never"
+    loopback_users = ["guest"]
+    tls_cert = "cert.pem"
+    tls_key = "key.pem"
+    tls_port = 5671
+    [users.guest]
+    password = "guest"
+    tags = ["administrator"]
+    [limits]
+    max_frame_size = 131072
+    channel_max = 64
+    ...
+    [alarms]
+    memory_high_watermark = 0.4          # fraction of RAM, or
+    memory_high_watermark_bytes = 0      # absolute (wins when > 0)
+    disk_free_limit_bytes = 50000000
+    check_interval = 1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .faults import Faults, parse_faults
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+ANONYMOUS_MODES = ("loopback", "always", "never")
+
+
+class ConfigError(ValueError):
+    """An invalid option value or config file."""
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    name: str
+    password: str
+    tags: tuple[str, ...] = ("administrator",)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_frame_size: int = 131072  # open.max-frame-size (2.7.1); minimum 512
+    channel_max: int = 64  # sessions per connection (RabbitMQ session_max_per_connection)
+    handle_max: int = 256  # links per session (RabbitMQ link_max_per_session)
+    max_message_size: int = 16 * 1024 * 1024  # -> amqp:link:message-size-exceeded
+    max_incoming_window: int = 400  # session incoming-window, frames (2.5.6)
+    max_link_credit: int = 170  # credit granted to publishers, re-granted below half
+    max_queue_credit: int = 256
+    max_unconfirmed: int = 1000  # no re-grant while this many publishes await confirm
+    idle_time_out_ms: int = 60_000  # our open.idle-time-out (0 = none)
+    alarm_window_margin: int = 400  # transfers tolerated after incoming-window 0
+    admin_max_body: int = 1 << 20
+
+    @property
+    def link_credit_regrant_below(self) -> int:
+        return self.max_link_credit // 2
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmConfig:
+    memory_high_watermark: float = 0.4  # fraction of physical memory
+    memory_high_watermark_bytes: int = 0  # absolute; wins over the fraction when > 0
+    disk_free_limit_bytes: int = 50_000_000  # RabbitMQ's default 50 MB
+    check_interval: float = 1.0
+
+    def memory_limit(self, total_memory: int) -> int:
+        if self.memory_high_watermark_bytes > 0:
+            return self.memory_high_watermark_bytes
+        return int(total_memory * self.memory_high_watermark)
+
+
+DEFAULT_USERS: tuple[User, ...] = (User("guest", "guest"),)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 5672
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 15672
+    data_dir: str | None = None  # None: no durable storage (everything in memory)
+    config_file: str | None = None
+    log_level: str = "info"
+    users: tuple[User, ...] = DEFAULT_USERS
+    loopback_users: tuple[str, ...] = ("guest",)
+    sasl_anonymous: str = "loopback"
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_port: int = 5671
+    fsync: bool = True
+    faults: Faults = field(default_factory=Faults)
+    limits: Limits = field(default_factory=Limits)
+    alarms: AlarmConfig = field(default_factory=AlarmConfig)
+
+    def __post_init__(self) -> None:
+        _check(self.log_level in LOG_LEVELS, f"log_level must be one of {LOG_LEVELS}")
+        _check(self.sasl_anonymous in ANONYMOUS_MODES, f"sasl_anonymous: one of {ANONYMOUS_MODES}")
+        _check(0 <= self.port <= 65535, "port must be 0..65535")
+        _check(-1 <= self.admin_port <= 65535, "admin_port must be -1..65535")
+        _check(self.limits.max_frame_size >= 512, "max_frame_size must be at least 512 (2.7.1)")
+        _check(1 <= self.limits.channel_max <= 65535, "channel_max must be 1..65535")
+        _check(self.limits.handle_max >= 1, "handle_max must be at least 1")
+        _check(self.limits.max_link_credit >= 1, "max_link_credit must be at least 1")
+        _check(self.limits.max_incoming_window >= 1, "max_incoming_window must be at least 1")
+        _check((self.tls_cert is None) == (self.tls_key is None), "tls_cert needs tls_key")
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    def user(self, name: str) -> User | None:
+        for user in self.users:
+            if user.name == name:
+                return user
+        return None
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+# ---------------------------------------------------------------------- TOML
+def _users_from(table: Mapping[str, Any]) -> tuple[User, ...]:
+    users = []
+    for name, entry in table.items():
+        if not isinstance(entry, Mapping) or "password" not in entry:
+            raise ConfigError(f"users.{name} needs a password")
+        users.append(
+            User(name, str(entry["password"]), tuple(entry.get("tags", ("administrator",))))
+        )
+    return tuple(users)
+
+
+def _section(cls: type, table: Mapping[str, Any], where: str) -> Any:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(table) - known
+    if unknown:
+        raise ConfigError(f"unknown option(s) in [{where}]: {', '.join(sorted(unknown))}")
+    return cls(**table)
+
+
+_TOP_LEVEL = {
+    "host",
+    "port",
+    "admin_host",
+    "admin_port",
+    "data_dir",
+    "log_level",
+    "loopback_users",
+    "sasl_anonymous",
+    "tls_cert",
+    "tls_key",
+    "tls_port",
+    "fsync",
+    "faults",
+    "users",
+    "limits",
+    "alarms",
+}
+
+
+def from_mapping(data: Mapping[str, Any], base: BrokerConfig | None = None) -> BrokerConfig:
+    unknown = set(data) - _TOP_LEVEL
+    if unknown:
+        raise ConfigError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    changes: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "users":
+            changes["users"] = _users_from(value)
+        elif key == "limits":
+            changes["limits"] = _section(Limits, value, "limits")
+        elif key == "alarms":
+            changes["alarms"] = _section(AlarmConfig, value, "alarms")
+        elif key == "faults":
+            changes["faults"] = parse_faults(value)
+        elif key == "loopback_users":
+            changes["loopback_users"] = tuple(value)
+        else:
+            changes[key] = value
+    try:
+        return dataclasses.replace(base or BrokerConfig(), **changes)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def load_toml(path: str | Path, base: BrokerConfig | None = None) -> BrokerConfig:
+    try:
+        data = tomllib.loads(Path(path).read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    return from_mapping(data, base).replace(config_file=str(path))
+
+
+# ---------------------------------------------------------------------- command line
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of `amqpspec broker`; every default is None so only given ones override."""
+    add = parser.add_argument
+    add("--host", help="AMQP listen address (default 127.0.0.1)")
+    add("--port", type=int, help="AMQP port (default 5672)")
+    add("--admin-host", help="admin HTTP API listen address (default 127.0.0.1)")
+    add("--admin-port", type=int, help="admin HTTP API port (default 15672; -1 = off)")
+    add("--data-dir", help="directory for durable queues (default: in memory only)")
+    add("--config", dest="config_file", help="TOML config file")
+    add(
+        "--user",
+        action="append",
+        default=None,
+        metavar="NAME:PASSWORD",
+        help="add a user (repeatable); replaces the users of the config file",
+    )
+    add("--tls-cert", help="TLS certificate (PEM) for amqps")
+    add("--tls-key", help="TLS private key (PEM)")
+    add("--tls-port", type=int, help="amqps port (default 5671)")
+    add("--log-level", choices=LOG_LEVELS)
+    add(
+        "--fault",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="switch on a deliberate bug (repeatable; 'help' lists them)",
+    )
+    add("--no-fsync", action="store_true", default=None, help="skip fsync (unsafe; benchmarks)")
+    add("--max-frame-size", type=int)
+    add("--channel-max", type=int)
+    add("--handle-max", type=int)
+    add("--max-message-size", type=int)
+    add("--max-incoming-window", type=int)
+    add("--max-link-credit", type=int)
+    add("--memory-high-watermark", type=float, help="fraction of RAM (default 0.4)")
+    add("--memory-high-watermark-bytes", type=int)
+    add("--disk-free-limit", type=int, dest="disk_free_limit_bytes", help="bytes")
+
+
+_LIMIT_OPTIONS = (
+    "max_frame_size",
+    "channel_max",
+    "handle_max",
+    "max_message_size",
+    "max_incoming_window",
+    "max_link_credit",
+)
+_ALARM_OPTIONS = ("memory_high_watermark", "memory_high_watermark_bytes", "disk_free_limit_bytes")
+
+
+def parse_user(spec: str) -> User:
+    name, sep, password = spec.partition(":")
+    if not sep or not name:
+        raise ConfigError(f"--user wants NAME:PASSWORD, got {spec!r}")
+    return User(name, password)
+
+
+def from_args(args: argparse.Namespace | Sequence[str]) -> BrokerConfig:
+    """Defaults <- config file (if --config) <- command-line options."""
+    if not isinstance(args, argparse.Namespace):
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        args = parser.parse_args(list(args))
+    get = vars(args).get
+    config = load_toml(get("config_file")) if get("config_file") else BrokerConfig()
+    changes: dict[str, Any] = {}
+    for key in (
+        "host",
+        "port",
+        "admin_host",
+        "admin_port",
+        "data_dir",
+        "tls_cert",
+        "tls_key",
+        "tls_port",
+        "log_level",
+    ):
+        if get(key) is not None:
+            changes[key] = get(key)
+    if get("user"):
+        changes["users"] = tuple(parse_user(spec) for spec in get("user"))
+    if get("fault"):
+        changes["faults"] = parse_faults(list(config.faults.enabled) + list(get("fault")))
+    if get("no_fsync"):
+        changes["fsync"] = False
+    limit_changes = {k: get(k) for k in _LIMIT_OPTIONS if get(k) is not None}
+    if limit_changes:
+        changes["limits"] = dataclasses.replace(config.limits, **limit_changes)
+    alarm_changes = {k: get(k) for k in _ALARM_OPTIONS if get(k) is not None}
+    if alarm_changes:
+        changes["alarms"] = dataclasses.replace(config.alarms, **alarm_changes)
+    return config.replace(**changes)

@@ -1,0 +1,220 @@
+"""Fault catalog: deliberate, switchable bugs modelled on real broker bugs (off by default).
+
+Owns: the frozen registry of fault names (one-line description, real-world origin and the
+layer that implements each), the `Faults` set object, and parsing of `--fault NAME`.
+Touches nothing else. Every fault is a plain boolean attribute of `Faults`
+(`faults.overdeliver_on_regrant`), so an off path costs one attribute load.
+
+Where each fault lives:
+- queue layer (`reference_broker.queues`, implemented there): overdeliver-on-regrant,
+  transfer-before-credit, ignore-drain, excess-credit-after-drain, no-requeue-on-detach,
+  redeliver-undeliverable-here.
+- protocol layer (the connection/session code that drives the engine; wired there):
+  no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
+  skip-window-check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+QUEUE_LAYER = "queue"
+PROTOCOL_LAYER = "protocol"
+
+
+@dataclass(frozen=True, slots=True)
+class FaultInfo:
+    name: str
+    description: str
+    origin: str
+    layer: str
+    where: str
+
+    @property
+    def attribute(self) -> str:
+        return self.name.replace("-", "_")
+
+
+def _fault(name: str, description: str, origin: str, layer: str, where: str) -> FaultInfo:
+    return FaultInfo(name, description, origin, layer, where)
+
+
+CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
+    {
+        info.name: info
+        for info in (
+            _fault(
+                "overdeliver-on-regrant",
+                "a new link-credit grant is added to the remaining credit instead of replacing "
+                "it (2.6.7), so a receiver that re-grants gets more transfers than granted",
+                "RabbitMQ #2597 (fixed by PR #9022, credit API v2)",
+                QUEUE_LAYER,
+                "queues.ClassicQueue.flow",
+            ),
+            _fault(
+                "transfer-before-credit",
+                "a new consumer gets one delivery before the receiver granted any credit",
+                "rabbitmq-amqp1.0#43",
+                QUEUE_LAYER,
+                "queues.ClassicQueue.add_consumer",
+            ),
+            _fault(
+                "ignore-drain",
+                "the drain flag of a flow is ignored: no delivery-count advance, credit kept, "
+                "no drain reply",
+                "go-amqp#255 (ActiveMQ and the Qpid example brokers never drain)",
+                QUEUE_LAYER,
+                "queues.ClassicQueue.flow",
+            ),
+            _fault(
+                "no-drain-reply",
+                "drain is applied but the flow that must answer it is never sent",
+                "go-amqp#255",
+                PROTOCOL_LAYER,
+                "protocol layer: drop CreditReply events whose drain is True",
+            ),
+            _fault(
+                "excess-credit-after-drain",
+                "after a drain the reply says link-credit 0 but the queue keeps the old credit "
+                "and goes on delivering beyond the grant",
+                "DISPATCH-1090 / DISPATCH-1496",
+                QUEUE_LAYER,
+                "queues.ClassicQueue._complete_drain",
+            ),
+            _fault(
+                "no-requeue-on-detach",
+                "deliveries still unsettled when a link detaches are dropped instead of requeued",
+                "RabbitMQ PR #9022 item 27 (3.x did not requeue in-flight deliveries)",
+                QUEUE_LAYER,
+                "queues.ClassicQueue.remove_consumer",
+            ),
+            _fault(
+                "ignore-alarm",
+                "a resource alarm does not close the publishers' session incoming-window",
+                "RabbitMQ PR #9953 (3.x never blocked AMQP 1.0 publishers on alarm)",
+                PROTOCOL_LAYER,
+                "protocol layer: alarm observer does not send incoming-window 0",
+            ),
+            _fault(
+                "negative-window-after-alarm",
+                "the incoming-window computed after an alarm overshoot goes negative (wraps) "
+                "instead of being clamped at 0",
+                "RabbitMQ #12904",
+                PROTOCOL_LAYER,
+                "protocol layer: session incoming-window computation",
+            ),
+            _fault(
+                "credit-per-frame",
+                "link credit is counted per transfer frame instead of per delivery, so "
+                "multi-frame messages consume several credits",
+                "azure-uamqp-c PR #383",
+                PROTOCOL_LAYER,
+                "protocol layer: outgoing multi-frame transfer accounting",
+            ),
+            _fault(
+                "redeliver-undeliverable-here",
+                "a delivery modified with undeliverable-here is redelivered to the same link",
+                "ARTEMIS-794",
+                QUEUE_LAYER,
+                "queues.ClassicQueue.settle",
+            ),
+            _fault(
+                "no-echo",
+                "a flow with echo=true gets no flow in reply",
+                "2.6.7 echo (several client libraries and brokers ignore it)",
+                PROTOCOL_LAYER,
+                "protocol layer: drop CreditReply events requested only by echo",
+            ),
+            _fault(
+                "skip-window-check",
+                "incoming transfers beyond the session incoming-window are accepted instead of "
+                "ending the session with amqp:session:window-violation (2.5.6)",
+                "2.5.6 session flow control (brokers that never enforce their window)",
+                PROTOCOL_LAYER,
+                "protocol layer: incoming transfer window check",
+            ),
+        )
+    }
+)
+
+
+class UnknownFaultError(ValueError):
+    """A --fault name that is not in CATALOG."""
+
+    def __init__(self, name: str) -> None:
+        known = ", ".join(sorted(CATALOG))
+        super().__init__(f"unknown fault {name!r}; known faults: {known}")
+        self.name = name
+
+
+class Faults:
+    """An immutable set of enabled faults with one boolean attribute per catalog entry."""
+
+    __slots__ = (
+        "_enabled",
+        "credit_per_frame",
+        "excess_credit_after_drain",
+        "ignore_alarm",
+        "ignore_drain",
+        "negative_window_after_alarm",
+        "no_drain_reply",
+        "no_echo",
+        "no_requeue_on_detach",
+        "overdeliver_on_regrant",
+        "redeliver_undeliverable_here",
+        "skip_window_check",
+        "transfer_before_credit",
+    )
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        enabled = frozenset(names)
+        for name in enabled:
+            if name not in CATALOG:
+                raise UnknownFaultError(name)
+        for info in CATALOG.values():
+            object.__setattr__(self, info.attribute, info.name in enabled)
+        object.__setattr__(self, "_enabled", enabled)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Faults is immutable")
+
+    @property
+    def enabled(self) -> frozenset[str]:
+        return self._enabled
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._enabled
+
+    def __bool__(self) -> bool:
+        return bool(self._enabled)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Faults) and other._enabled == self._enabled
+
+    def __hash__(self) -> int:
+        return hash(self._enabled)
+
+    def __repr__(self) -> str:
+        return f"Faults({sorted(self._enabled)!r})"
+
+
+NO_FAULTS = Faults()
+
+
+def parse_faults(values: Iterable[str]) -> Faults:
+    """Parse repeated `--fault NAME` values (also accepting comma-separated lists)."""
+    names: list[str] = []
+    for value in values:
+        names.extend(part.strip() for part in value.split(",") if part.strip())
+    return Faults(names)
+
+
+def describe_catalog() -> str:
+    """One line per fault, for `--fault help` and the docs."""
+    width = max(len(name) for name in CATALOG)
+    return "\n".join(
+        f"{info.name:<{width}}  [{info.layer}] {info.description} ({info.origin})"
+        for info in CATALOG.values()
+    )
