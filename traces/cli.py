@@ -70,7 +70,7 @@ def _check(args: argparse.Namespace) -> int:
     trace = open_trace(args.file, _ports(args))
     try:
         findings = check_trace(trace, args.liveness_bound)
-    except ModuleNotFoundError as exc:
+    except ImportError as exc:
         print(f"amqpspec trace check: checker not available ({exc})", file=sys.stderr)
         return 2
     must = 0

@@ -1,0 +1,1 @@
+"""Helpers for the traces tests: a proton peer, proton clients, tshark, process control."""
