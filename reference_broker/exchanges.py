@@ -63,7 +63,18 @@ class Binding:
 
 
 def quote_binding_key(key: str) -> str:
-    return key.replace("%", "%25").replace("~", "%7E")
+    """RabbitMQ management's quoting of a key inside a props id: ASCII alphanumerics and
+    -_. stay, a space becomes +, every other byte of the UTF-8 form is %XX."""
+    out = []
+    for byte in key.encode("utf-8"):
+        ch = chr(byte)
+        if byte < 128 and (ch.isalnum() or ch in "-_."):
+            out.append(ch)
+        elif ch == " ":
+            out.append("+")
+        else:
+            out.append(f"%{byte:02X}")
+    return "".join(out)
 
 
 def arguments_hash(arguments: Iterable[tuple[str, Any]]) -> str:
