@@ -1,0 +1,106 @@
+"""amqp10.engine: sans-IO AMQP 1.0 endpoints (h11 / aioquic style).
+
+Bytes in, events out, bytes to send; time is passed in (`now`, any monotonic seconds),
+never read. No sockets, no clock, no threads. The driver (broker, probe client, tests)
+owns the I/O loop:
+
+    conn = Connection(role="client", container_id="c1", max_frame_size=65536,
+                      channel_max=65535, idle_timeout_ms=30000, sasl=ClientSasl())
+    conn.open()
+    loop:
+        send(conn.data_to_send(now))
+        conn.receive_data(recv(), now)           # b"" when the peer closed the socket
+        for event in conn.events(): ...          # or conn.next_event() -> Event | None
+        timer = conn.get_timer(); ... conn.handle_timer(now) once it passes
+        stop when conn.finished (after flushing data_to_send())
+
+Endpoints (every state change goes through the tables in `transitions`):
+- Connection(role, container_id, *, hostname, max_frame_size, channel_max,
+  idle_timeout_ms, sasl, properties, offered_capabilities, desired_capabilities,
+  auto_reply=True): open(), close(error=None, description=None), begin(...) -> Session.
+- Session: attach_sender(name, source, target, ...) -> Link, attach_receiver(...) ->
+  Link, accept(...) (answer a RemoteBegin), end(error=None), flow(incoming_window=None,
+  echo=False), disposition(role, first, last, settled, state, batchable).
+- Link: accept(source, target, ...) / reject(error) (answer a RemoteAttach),
+  flow(link_credit, drain, echo, available), send(payload, delivery_tag, settled,
+  message_format) -> delivery-id, drained(), disposition(first, last, settled, state),
+  detach(closed=True, error=None).
+
+With auto_reply=True (default) the engine answers the peer's close, end and detach
+with its own at once; echo flows are always answered. Peer misbehaviour becomes the
+spec's error condition on a close / end / detach and a ProtocolErrorRaised event;
+local misuse raises UsageError.
+"""
+
+from amqp10.engine.connection import Connection
+from amqp10.engine.events import (
+    DeliveryAborted,
+    DispositionReceived,
+    Event,
+    FlowReceived,
+    IdleTimeout,
+    ProtocolErrorRaised,
+    ProtocolHeaderReceived,
+    RemoteAttach,
+    RemoteBegin,
+    RemoteClose,
+    RemoteDetach,
+    RemoteEnd,
+    RemoteOpen,
+    SaslAuthenticated,
+    SaslMechanismsOffered,
+    SaslOutcomeReceived,
+    TransferReceived,
+    TransportClosed,
+)
+from amqp10.engine.link import Link
+from amqp10.engine.sasl import ClientSasl, ServerSasl
+from amqp10.engine.session import Session
+from amqp10.engine.transitions import (
+    TABLES,
+    ConnInput,
+    ConnState,
+    LinkInput,
+    LinkState,
+    SaslInput,
+    SaslState,
+    SessInput,
+    SessState,
+    UsageError,
+)
+
+__all__ = [
+    "TABLES",
+    "ClientSasl",
+    "ConnInput",
+    "ConnState",
+    "Connection",
+    "DeliveryAborted",
+    "DispositionReceived",
+    "Event",
+    "FlowReceived",
+    "IdleTimeout",
+    "Link",
+    "LinkInput",
+    "LinkState",
+    "ProtocolErrorRaised",
+    "ProtocolHeaderReceived",
+    "RemoteAttach",
+    "RemoteBegin",
+    "RemoteClose",
+    "RemoteDetach",
+    "RemoteEnd",
+    "RemoteOpen",
+    "SaslAuthenticated",
+    "SaslInput",
+    "SaslMechanismsOffered",
+    "SaslOutcomeReceived",
+    "SaslState",
+    "ServerSasl",
+    "SessInput",
+    "SessState",
+    "Session",
+    "TransferReceived",
+    "TransportClosed",
+    "UsageError",
+]

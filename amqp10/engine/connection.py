@@ -1,0 +1,593 @@
+"""The connection endpoint (2.4) and the SASL layer in front of it (5.3): bytes in,
+events out, bytes to send, time passed in.
+
+Owns: protocol-header exchange, SASL frames, open/close negotiation (max-frame-size,
+channel-max, idle-time-out with heartbeats and expiry), channel -> Session dispatch,
+the output buffer and the event queue. May touch: its Sessions (through their public
+and `_`-prefixed engine methods). Every state change goes through CONNECTION_TABLE /
+SASL_TABLE (transitions.py); the handlers here are one small function per performative.
+
+    conn = Connection(role="client", container_id="c1", idle_timeout_ms=30000,
+                      sasl=ClientSasl("PLAIN", "user", "pw"))
+    conn.open()
+    sock.sendall(conn.data_to_send(now))
+    conn.receive_data(sock.recv(65536), now)   # b"" = the peer closed the socket
+    for event in conn.events(): ...
+    conn.get_timer() -> deadline or None; conn.handle_timer(now) when it passes
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from amqp10.composites import (
+    Begin,
+    Close,
+    Error,
+    Open,
+    SaslChallenge,
+    SaslInit,
+    SaslMechanisms,
+    SaslOutcome,
+    SaslResponse,
+)
+from amqp10.engine import events as ev
+from amqp10.engine.sasl import ClientSasl, ServerSasl
+from amqp10.engine.session import Session
+from amqp10.engine.transitions import (
+    DISCARD,
+    HEADER_THEN_END,
+    OPEN_THEN_CLOSE,
+    ConnInput,
+    ConnState,
+    SaslInput,
+    SaslState,
+    UsageError,
+    connection_machine,
+    sasl_machine,
+)
+from amqp10.errors import DecodeError, ProtocolError
+from amqp10.frames import (
+    AMQP_HEADER,
+    EMPTY_FRAME,
+    SASL_HEADER,
+    Frame,
+    FrameDecoder,
+    FrameType,
+    ProtocolHeader,
+    ProtocolId,
+    encode_frame,
+)
+from amqp10.spec import MIN_MAX_FRAME_SIZE, Cond, SaslCode
+
+# states in which our idle-time-out is watched / heartbeats are sent (2.4.5)
+_LIVE = frozenset(
+    {
+        ConnState.OPEN_PIPE,
+        ConnState.OPEN_SENT,
+        ConnState.OPEN_RCVD,
+        ConnState.OPENED,
+    }
+)
+_CLOSE_SENT = frozenset(
+    {
+        ConnState.OC_PIPE,
+        ConnState.CLOSE_PIPE,
+        ConnState.CLOSE_SENT,
+        ConnState.DISCARDING,
+        ConnState.END,
+    }
+)
+
+
+def as_error(error: Error | str | None, description: str | None = None) -> Error | None:
+    """An Error composite from a condition symbol (or an Error, or None)."""
+    if error is None or isinstance(error, Error):
+        return error
+    return Error(condition=error, description=description)
+
+
+class Connection:
+    """One AMQP connection endpoint, client or server (2.4)."""
+
+    def __init__(
+        self,
+        role: str = "client",
+        container_id: str | None = None,
+        *,
+        hostname: str | None = None,
+        max_frame_size: int = 65536,
+        channel_max: int = 65535,
+        idle_timeout_ms: int | None = None,
+        sasl: ClientSasl | ServerSasl | None = None,
+        properties: dict | None = None,
+        offered_capabilities: list[str] | None = None,
+        desired_capabilities: list[str] | None = None,
+        auto_reply: bool = True,
+    ) -> None:
+        if role not in ("client", "server"):
+            raise ValueError("role is 'client' or 'server'")
+        if max_frame_size < MIN_MAX_FRAME_SIZE:
+            raise ValueError(f"max_frame_size must be >= {MIN_MAX_FRAME_SIZE} (2.7.1)")
+        self._check_sasl_role(role, sasl)
+        self.role = role
+        self.container_id = container_id or f"amqp10-{uuid.uuid4()}"
+        self.hostname = hostname
+        self.max_frame_size = max_frame_size
+        self.channel_max = channel_max
+        self.idle_timeout_ms = idle_timeout_ms
+        self.properties = properties
+        self.offered_capabilities = offered_capabilities
+        self.desired_capabilities = desired_capabilities
+        self.auto_reply = auto_reply
+        self.sasl = sasl
+        self._machine = connection_machine()
+        self._sasl_machine = sasl_machine() if sasl is not None else None
+        self._decoder = FrameDecoder(expect_header=True, max_frame_size=MIN_MAX_FRAME_SIZE)
+        self._out = bytearray()
+        self._events: deque[ev.Event] = deque()
+        self._open_requested = False
+        self._input_broken = False
+        self._sasl_failed = False
+        self.sasl_outcome: int | None = None
+        self.sasl_username: str | None = None
+        self.remote_open: Open | None = None
+        self.remote_close: Close | None = None
+        self.remote_max_frame_size = MIN_MAX_FRAME_SIZE  # 2.4.1: before open, 512
+        self.remote_channel_max = 0
+        self.remote_idle_timeout_ms: int | None = None
+        self.sessions_by_channel: dict[int, Session] = {}  # our channel -> session
+        self._sessions_by_remote: dict[int, Session] = {}  # peer channel -> session
+        self._now: float | None = None
+        self._last_received: float | None = None
+        self._last_sent: float | None = None
+        self._handlers = {Open: self._on_open, Close: self._on_close}
+        self._sasl_handlers = {
+            SaslMechanisms: self._on_sasl_mechanisms,
+            SaslInit: self._on_sasl_init,
+            SaslOutcome: self._on_sasl_outcome,
+            SaslChallenge: self._on_sasl_challenge,
+            SaslResponse: self._on_sasl_response,
+        }
+
+    @staticmethod
+    def _check_sasl_role(role: str, sasl: Any) -> None:
+        wanted = ClientSasl if role == "client" else ServerSasl
+        if sasl is not None and not isinstance(sasl, wanted):
+            raise ValueError(f"a {role} takes sasl={wanted.__name__}(...)")
+
+    # --- public state -----------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnState:
+        return self._machine.state
+
+    @property
+    def sasl_state(self) -> SaslState | None:
+        return None if self._sasl_machine is None else self._sasl_machine.state
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more will be exchanged: flush data_to_send() and close the socket."""
+        return self._machine.state is ConnState.END or self._sasl_failed or self._input_broken
+
+    @property
+    def _in_sasl(self) -> bool:
+        return self._sasl_machine is not None and self._sasl_machine.state is not SaslState.DONE
+
+    # --- I/O ------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes, now: float) -> None:
+        """Feed bytes from the peer; b"" means the peer closed the byte stream."""
+        self._now = now
+        if not data:
+            self._on_transport_closed()
+            return
+        self._last_received = now
+        if self.finished:
+            return
+        self._decoder.feed(data)
+        while not self.finished:
+            item = self._next_item()
+            if item is None:
+                return
+            if isinstance(item, ProtocolHeader):
+                self._on_header(item)
+            else:
+                self._on_frame(item)
+
+    def _next_item(self) -> ProtocolHeader | Frame | None:
+        expecting_header = self._decoder._expect_header
+        try:
+            return self._decoder.next_item()
+        except DecodeError as exc:
+            if expecting_header:
+                self._on_bad_header(None)
+            else:
+                self._fail(ProtocolError(exc.condition, str(exc), "connection"))
+                if exc.condition == Cond.FRAMING_ERROR:
+                    self._input_broken = True  # frame boundaries are lost
+            return None
+
+    def data_to_send(self, now: float | None = None) -> bytes:
+        """Bytes to write to the peer (and clear them)."""
+        if now is not None:
+            self._now = now
+        if not self._out:
+            return b""
+        data = bytes(self._out)
+        self._out.clear()
+        self._last_sent = self._now
+        return data
+
+    def next_event(self) -> ev.Event | None:
+        return self._events.popleft() if self._events else None
+
+    def events(self) -> Iterator[ev.Event]:
+        """Every pending event, oldest first."""
+        while self._events:
+            yield self._events.popleft()
+
+    # --- timers (2.4.5) ----------------------------------------------------------------
+
+    def get_timer(self) -> float | None:
+        """When handle_timer() must next be called (same clock as `now`), or None."""
+        times = [t for t in (self._idle_deadline(), self._heartbeat_due()) if t is not None]
+        return min(times) if times else None
+
+    def _idle_deadline(self) -> float | None:
+        if not self.idle_timeout_ms or self.state not in _LIVE or self._last_received is None:
+            return None
+        return self._last_received + self.idle_timeout_ms / 1000
+
+    def _heartbeat_due(self) -> float | None:
+        if not self.remote_idle_timeout_ms or self.state not in _LIVE:
+            return None
+        last = self._last_sent if self._last_sent is not None else self._now
+        if last is None:
+            return None
+        # 2.4.5: send frames well within the peer's idle timeout: at half of it
+        return last + self.remote_idle_timeout_ms / 2000
+
+    def handle_timer(self, now: float) -> None:
+        self._now = now
+        deadline = self._idle_deadline()
+        if deadline is not None and now >= deadline:
+            self._events.append(ev.IdleTimeout(self.idle_timeout_ms or 0))
+            self.close(Cond.RESOURCE_LIMIT_EXCEEDED, "local idle-time-out expired")
+            return
+        due = self._heartbeat_due()
+        if due is not None and now >= due and not self._out:
+            self._out += EMPTY_FRAME
+            self._last_sent = now
+
+    # --- actions ----------------------------------------------------------------------
+
+    def open(
+        self,
+        hostname: str | None = None,
+        properties: dict | None = None,
+        offered_capabilities: list[str] | None = None,
+        desired_capabilities: list[str] | None = None,
+    ) -> None:
+        """Send our open (after the headers, and after SASL when configured)."""
+        if self._open_requested:
+            raise UsageError("open() was already called")
+        self._open_requested = True
+        self.hostname = hostname or self.hostname
+        self.properties = properties or self.properties
+        self.offered_capabilities = offered_capabilities or self.offered_capabilities
+        self.desired_capabilities = desired_capabilities or self.desired_capabilities
+        if self._in_sasl:
+            if self.role == "client" and self._sasl_machine.state is SaslState.START:
+                self._sasl_machine.process(SaslInput.SEND_HEADER)
+                self._out += SASL_HEADER.encode()
+            return  # the open goes out after a successful sasl-outcome (5.3.2)
+        self._send_header_and_open()
+
+    def _send_header_and_open(self) -> None:
+        if self._machine.allows(ConnInput.SEND_HEADER):
+            self._machine.process(ConnInput.SEND_HEADER)
+            self._out += AMQP_HEADER.encode()
+        if self._open_requested and self._machine.allows(ConnInput.SEND_OPEN):
+            self._machine.process(ConnInput.SEND_OPEN)
+            self._write_open()
+
+    def _write_open(self) -> None:
+        self._out += encode_frame(
+            Open(
+                container_id=self.container_id,
+                hostname=self.hostname,
+                max_frame_size=self.max_frame_size,
+                channel_max=self.channel_max,
+                idle_time_out=self.idle_timeout_ms,
+                offered_capabilities=self.offered_capabilities,
+                desired_capabilities=self.desired_capabilities,
+                properties=self.properties,
+            )
+        )
+        # once the peer has our open it may use our max-frame-size (2.7.1)
+        self._decoder.max_frame_size = self.max_frame_size
+
+    def close(self, error: Error | str | None = None, description: str | None = None) -> None:
+        """Send close (2.7.9); with an error the connection discards input until the
+        peer's close (2.4.6 DISCARDING). Before the AMQP layer runs (SASL), it only ends."""
+        err = as_error(error, description)
+        if self._in_sasl:
+            self._sasl_failed = True
+            return
+        inp = ConnInput.SEND_CLOSE if err is None else ConnInput.SEND_CLOSE_ERROR
+        action = self._machine.process(inp)
+        if action == OPEN_THEN_CLOSE:
+            self._write_open()
+        self._out += encode_frame(Close(error=err))
+
+    def begin(
+        self,
+        incoming_window: int = 2048,
+        outgoing_window: int = 2048,
+        handle_max: int = 0xFFFFFFFF,
+        *,
+        auto_window: bool = True,
+        properties: dict | None = None,
+        offered_capabilities: list[str] | None = None,
+        desired_capabilities: list[str] | None = None,
+    ) -> Session:
+        """Begin a new session (2.5.2) on the lowest free channel."""
+        session = Session(
+            self,
+            incoming_window=incoming_window,
+            outgoing_window=outgoing_window,
+            handle_max=handle_max,
+            auto_window=auto_window,
+            properties=properties,
+            offered_capabilities=offered_capabilities,
+            desired_capabilities=desired_capabilities,
+        )
+        session._send_begin()
+        return session
+
+    # --- engine-internal, used by Session -----------------------------------------
+
+    def _allocate_channel(self, session: Session) -> int:
+        limit = self.remote_channel_max if self.remote_open is not None else self.channel_max
+        for channel in range(limit + 1):
+            if channel not in self.sessions_by_channel:
+                self.sessions_by_channel[channel] = session
+                return channel
+        raise UsageError(f"no free channel <= channel-max {limit} (2.7.1)")
+
+    def _can_send(self) -> bool:
+        return self._machine.allows(ConnInput.SEND_FRAME)
+
+    def _check_can_send(self) -> None:
+        self._machine.process(ConnInput.SEND_FRAME)
+
+    def _write(self, frame_bytes: bytes) -> None:
+        self._out += frame_bytes
+
+    def _emit(self, event: ev.Event) -> None:
+        self._events.append(event)
+
+    def _session_unmapped(self, session: Session) -> None:
+        if self.sessions_by_channel.get(session.channel) is session:
+            del self.sessions_by_channel[session.channel]
+
+    def _remote_channel_ended(self, session: Session) -> None:
+        if self._sessions_by_remote.get(session.remote_channel) is session:
+            del self._sessions_by_remote[session.remote_channel]
+
+    # --- headers (2.2, 5.3.1) --------------------------------------------------------
+
+    def _on_header(self, header: ProtocolHeader) -> None:
+        self._events.append(ev.ProtocolHeaderReceived(header.protocol_id, header.is_supported))
+        wanted = ProtocolId.SASL if self._in_sasl else ProtocolId.AMQP
+        if header.protocol_id != wanted or not header.is_supported:
+            self._on_bad_header(header)
+        elif self._in_sasl:
+            self._on_sasl_header()
+        else:
+            self._machine.process(ConnInput.RECV_HEADER)
+            if self.state is ConnState.HDR_RCVD:
+                self._send_header_and_open()
+
+    def _on_bad_header(self, header: ProtocolHeader | None) -> None:
+        """2.2: answer with the header we support, then end the connection."""
+        ours = SASL_HEADER if self._in_sasl else AMQP_HEADER
+        sasl_sent = self._sasl_machine is not None and self._sasl_machine.state is not (
+            SaslState.START
+        )
+        try:
+            action = self._machine.process(ConnInput.RECV_BAD_HEADER)
+        except ProtocolError as exc:
+            self._fail(exc)
+            self._input_broken = True
+            return
+        if action == HEADER_THEN_END and not sasl_sent:
+            self._out += ours.encode()
+        self._input_broken = True
+        what = "unreadable" if header is None else f"protocol id {header.protocol_id}"
+        self._events.append(
+            ev.ProtocolErrorRaised(Cond.FRAMING_ERROR, f"unsupported header: {what}", "connection")
+        )
+
+    # --- SASL (5.3) -----------------------------------------------------------------
+
+    def _sasl_step(self, inp: SaslInput) -> bool:
+        """Apply a SASL input; a refused RECV ends the connection (there is no close)."""
+        try:
+            self._sasl_machine.process(inp)
+        except ProtocolError as exc:
+            self._events.append(
+                ev.ProtocolErrorRaised(exc.condition, exc.description, "connection")
+            )
+            self._sasl_failed = True
+            return False
+        return True
+
+    def _on_sasl_header(self) -> None:
+        if not self._sasl_step(SaslInput.RECV_HEADER):
+            return
+        if self.role == "server":
+            self._sasl_machine.process(SaslInput.SEND_HEADER)
+            self._sasl_machine.process(SaslInput.SEND_MECHANISMS)
+            self._out += SASL_HEADER.encode()
+            mechanisms = self.sasl.mechanisms_frame()
+            self._out += encode_frame(mechanisms, frame_type=FrameType.SASL)
+
+    def _on_sasl_frame(self, frame: Frame) -> None:
+        if frame.type != FrameType.SASL:
+            error = ProtocolError(Cond.ILLEGAL_STATE, "AMQP frame during SASL", "connection")
+            self._events.append(ev.ProtocolErrorRaised(error.condition, str(error), "connection"))
+            self._sasl_failed = True
+            return
+        self._sasl_handlers[type(frame.performative)](frame.performative)
+
+    def _on_sasl_mechanisms(self, mechanisms: SaslMechanisms) -> None:
+        if not self._sasl_step(SaslInput.RECV_MECHANISMS):
+            return
+        offered = tuple(str(m) for m in mechanisms.sasl_server_mechanisms or ())
+        self._events.append(ev.SaslMechanismsOffered(offered))
+        try:
+            init = self.sasl.init_for(offered)
+        except ProtocolError as exc:
+            self._events.append(
+                ev.ProtocolErrorRaised(exc.condition, exc.description, "connection")
+            )
+            self._sasl_failed = True
+            return
+        self._sasl_machine.process(SaslInput.SEND_INIT)
+        self._out += encode_frame(init, frame_type=FrameType.SASL)
+
+    def _on_sasl_init(self, init: SaslInit) -> None:
+        if not self._sasl_step(SaslInput.RECV_INIT):
+            return
+        code, username = self.sasl.judge(init)
+        self._sasl_machine.process(SaslInput.SEND_OUTCOME)
+        self._out += encode_frame(SaslOutcome(code=code), frame_type=FrameType.SASL)
+        self.sasl_outcome, self.sasl_username = code, username
+        self._events.append(ev.SaslAuthenticated(str(init.mechanism), username, code))
+        self._after_sasl(code)
+
+    def _on_sasl_outcome(self, outcome: SaslOutcome) -> None:
+        if not self._sasl_step(SaslInput.RECV_OUTCOME):
+            return
+        self.sasl_outcome = outcome.code
+        self._events.append(ev.SaslOutcomeReceived(outcome.code, outcome.additional_data))
+        self._after_sasl(outcome.code)
+
+    def _on_sasl_challenge(self, challenge: SaslChallenge) -> None:
+        self._on_sasl_unsupported(SaslInput.RECV_CHALLENGE)
+
+    def _on_sasl_response(self, response: SaslResponse) -> None:
+        self._on_sasl_unsupported(SaslInput.RECV_RESPONSE)
+
+    def _on_sasl_unsupported(self, inp: SaslInput) -> None:
+        """ANONYMOUS and PLAIN never challenge (RFC 4505, 4616): a legal challenge or
+        response is still one our mechanisms cannot answer, so the exchange fails."""
+        if self._sasl_step(inp):
+            self._events.append(
+                ev.ProtocolErrorRaised(
+                    Cond.NOT_IMPLEMENTED, f"{inp.value} unsupported", "connection"
+                )
+            )
+            self._sasl_failed = True
+
+    def _after_sasl(self, code: int) -> None:
+        if code != SaslCode.OK:
+            self._sasl_failed = True  # 5.3.3.6: the connection is not established
+            return
+        self._decoder.expect_protocol_header()  # 5.3.2: the AMQP header follows
+        if self.role == "client":
+            self._send_header_and_open()
+
+    # --- frames ----------------------------------------------------------------------
+
+    def _on_frame(self, frame: Frame) -> None:
+        if self._in_sasl:
+            self._on_sasl_frame(frame)
+            return
+        performative = frame.performative
+        if performative is None:
+            return  # empty frame: a heartbeat (2.4.5); receiving it reset the idle clock
+        try:
+            if frame.type != FrameType.AMQP:
+                raise ProtocolError(Cond.ILLEGAL_STATE, f"{frame.name} after SASL", "connection")
+            handler = self._handlers.get(type(performative))
+            if handler is not None:
+                handler(performative)
+            else:
+                self._on_session_frame(frame)
+        except ProtocolError as exc:
+            self._fail(exc)
+
+    def _on_open(self, open_: Open) -> None:
+        action = self._machine.process(ConnInput.RECV_OPEN)
+        if action == DISCARD:
+            return
+        self.remote_open = open_
+        self.remote_max_frame_size = open_.max_frame_size
+        self.remote_channel_max = open_.channel_max
+        self.remote_idle_timeout_ms = open_.idle_time_out or None
+        if open_.max_frame_size < MIN_MAX_FRAME_SIZE:  # 2.7.1: at least 512
+            raise ProtocolError(
+                Cond.FRAME_SIZE_TOO_SMALL,
+                f"max-frame-size {open_.max_frame_size} < {MIN_MAX_FRAME_SIZE}",
+                "connection",
+            )
+        self._events.append(ev.RemoteOpen(open_))
+
+    def _on_close(self, close: Close) -> None:
+        self._machine.process(ConnInput.RECV_CLOSE)
+        self.remote_close = close
+        self._events.append(ev.RemoteClose(close.error))
+        if self.auto_reply and self._machine.allows(ConnInput.SEND_CLOSE):
+            self.close()  # 2.4.3: answer the peer's close with ours
+
+    def _on_session_frame(self, frame: Frame) -> None:
+        if self._machine.process(ConnInput.RECV_FRAME) == DISCARD:
+            return
+        if isinstance(frame.performative, Begin):
+            self._on_begin(frame.channel, frame.performative)
+            return
+        session = self._sessions_by_remote.get(frame.channel)
+        if session is None:  # 2.5.1: no session is mapped to this incoming channel
+            raise ProtocolError(
+                Cond.ILLEGAL_STATE, f"{frame.name} on unmapped channel {frame.channel}"
+            )
+        session._receive(frame)
+
+    def _on_begin(self, channel: int, begin: Begin) -> None:
+        if channel > self.channel_max:  # 2.7.1: outside our channel-max
+            raise ProtocolError(
+                Cond.FRAMING_ERROR, f"channel {channel} > channel-max {self.channel_max}"
+            )
+        session = self._sessions_by_remote.get(channel)
+        if session is None and begin.remote_channel is not None:
+            session = self.sessions_by_channel.get(begin.remote_channel)
+            if session is None or session.remote_channel is not None:
+                raise ProtocolError(
+                    Cond.ILLEGAL_STATE, f"begin answers channel {begin.remote_channel} (2.5.2)"
+                )
+        if session is None:
+            session = Session(self, incoming=True)
+        self._sessions_by_remote.setdefault(channel, session)
+        session._receive_begin(channel, begin)
+
+    def _on_transport_closed(self) -> None:
+        clean = self.state is ConnState.END or self._sasl_failed
+        self._machine.process(ConnInput.TRANSPORT_CLOSED)
+        self._events.append(ev.TransportClosed(clean))
+
+    # --- errors -------------------------------------------------------------------------
+
+    def _fail(self, exc: ProtocolError) -> None:
+        """The peer broke a connection rule: report it and close with its condition."""
+        self._events.append(ev.ProtocolErrorRaised(exc.condition, exc.description, "connection"))
+        if self.state in _CLOSE_SENT or self._in_sasl:
+            return  # 2.4.6: nothing more may be sent after close
+        if self._machine.allows(ConnInput.SEND_CLOSE_ERROR):
+            self.close(exc.condition, exc.description)

@@ -1,0 +1,176 @@
+"""Events the engine reports to its driver (broker, probe client, tests).
+
+Owns: the frozen, slotted dataclasses `Connection.next_event()` returns. Each names what
+the PEER did (Remote*, *Received) or what the engine concluded (ProtocolErrorRaised,
+IdleTimeout). Session and link events carry the engine's Session / Link object so the
+driver can answer on it; the decoded performative is attached where it has more to say
+than the event's own fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from amqp10.composites import Attach, Begin, Error, Flow, Open
+
+if TYPE_CHECKING:
+    from amqp10.engine.link import Link
+    from amqp10.engine.session import Session
+
+
+class Event:
+    """Base class of every engine event."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolHeaderReceived(Event):
+    """The peer's 8-byte protocol header (2.2); protocol_id 0 AMQP, 3 SASL."""
+
+    protocol_id: int
+    supported: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SaslMechanismsOffered(Event):
+    """Client side: the server's sasl-mechanisms (5.3.3.1)."""
+
+    mechanisms: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SaslOutcomeReceived(Event):
+    """Client side: the server's sasl-outcome (5.3.3.6); code 0 = ok, 1 = auth."""
+
+    code: int
+    additional_data: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class SaslAuthenticated(Event):
+    """Server side: a sasl-init was judged; `code` is the outcome code sent."""
+
+    mechanism: str
+    username: str | None
+    code: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteOpen(Event):
+    """The peer's open (2.7.1); the negotiated limits are on the Connection."""
+
+    open: Open
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteClose(Event):
+    """The peer's close (2.7.9); error is None for a clean close."""
+
+    error: Error | None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteBegin(Event):
+    """The peer's begin (2.7.2). For a session we began, session.state is MAPPED;
+    for a new one (BEGIN_RCVD) answer with session.accept() or session.end()."""
+
+    session: Session
+    begin: Begin
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteEnd(Event):
+    session: Session
+    error: Error | None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteAttach(Event):
+    """The peer's attach (2.7.3). For a link we attached, link.state is ATTACHED; for
+    a new one (ATTACH_RCVD) answer with link.accept(...) or link.reject(error)."""
+
+    link: Link
+    attach: Attach
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteDetach(Event):
+    link: Link
+    closed: bool
+    error: Error | None
+
+
+@dataclass(frozen=True, slots=True)
+class FlowReceived(Event):
+    """A flow (2.7.4). `link` is None for a session-only flow. The link's credit state
+    (link.link_credit, link.delivery_count, link.drain) is already updated (2.6.7)."""
+
+    session: Session
+    link: Link | None
+    flow: Flow
+
+
+@dataclass(frozen=True, slots=True)
+class TransferReceived(Event):
+    """One whole delivery on a receiving link: every frame of a multi-frame transfer
+    reassembled (2.6.14). `settled` is the sender's settled flag; `state` its state."""
+
+    link: Link
+    delivery_id: int
+    delivery_tag: bytes
+    payload: bytes = field(repr=False)
+    settled: bool
+    state: Any
+    message_format: int
+    frame_count: int  # how many transfer frames carried it
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryAborted(Event):
+    """The sender aborted a delivery (2.7.5 aborted=true); its frames are dropped."""
+
+    link: Link
+    delivery_id: int | None
+    delivery_tag: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class DispositionReceived(Event):
+    """A disposition (2.7.6) for delivery-ids first..last; `role` is the PEER's role
+    (Role.RECEIVER when it settles/updates deliveries we sent)."""
+
+    session: Session
+    role: bool
+    first: int
+    last: int
+    settled: bool
+    state: Any
+    batchable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolErrorRaised(Event):
+    """The peer broke a rule; the engine has sent close/end/detach with `condition`
+    (or, when already closing, only reports it). scope: connection, session, link."""
+
+    condition: str
+    description: str
+    scope: str
+
+
+@dataclass(frozen=True, slots=True)
+class IdleTimeout(Event):
+    """Nothing arrived within our idle-time-out (2.4.5); the engine sent close with
+    amqp:resource-limit-exceeded."""
+
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransportClosed(Event):
+    """receive_data(b"") was called: the byte stream ended. `clean` is True when the
+    connection had reached END (close exchanged or header refused)."""
+
+    clean: bool

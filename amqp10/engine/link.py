@@ -1,0 +1,437 @@
+"""The link endpoint (2.6): attach/detach, link credit (2.6.7), transfers in and out,
+multi-frame reassembly, settlement modes.
+
+Owns: one link's state (LINK_TABLE), its flow-control state (delivery-count,
+link-credit, available, drain) and its transfer reassembler. May touch: its Session (to
+send frames, allocate handles and delivery-ids, emit events through the connection).
+
+Credit bookkeeping, receiver side: every flow we send grants up to the horizon
+delivery-count + link-credit; a new delivery at or past the highest horizon granted is
+`amqp:link:transfer-limit-exceeded` (2.6.7). A lowered grant does not shrink the horizon,
+because transfers already in flight against the older grant are legal.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+from amqp10.composites import Attach, Detach, Flow, Transfer
+from amqp10.engine import events as ev
+from amqp10.engine.flowcontrol import credit_horizon, sender_link_credit, window_left
+from amqp10.engine.transitions import (
+    ATTACH_THEN_DETACH,
+    DISCARD,
+    LinkInput,
+    LinkState,
+    SessState,
+    UsageError,
+    link_machine,
+)
+from amqp10.errors import ProtocolError
+from amqp10.frames import Frame
+from amqp10.message import TransferAssembler
+from amqp10.serial import serial_add, serial_ge, serial_max
+from amqp10.spec import Cond, Role, SndSettleMode
+
+if TYPE_CHECKING:
+    from amqp10.composites import Error
+    from amqp10.engine.session import Session
+
+_ECHO = object()  # accept(): "answer with the peer's terminus"
+_TAG = struct.Struct(">I")
+
+
+class Link:
+    """One link endpoint. `role` is ours: Role.SENDER (False) or Role.RECEIVER (True)."""
+
+    def __init__(
+        self,
+        session: Session,
+        name: str,
+        role: bool,
+        source: Any,
+        target: Any,
+        snd_settle_mode: int | None,
+        rcv_settle_mode: int | None,
+    ) -> None:
+        self.session = session
+        self.name = name
+        self.role = role
+        self.source = source
+        self.target = target
+        self.snd_settle_mode = snd_settle_mode
+        self.rcv_settle_mode = rcv_settle_mode
+        self.max_message_size: int | None = None
+        self._machine = link_machine()
+        self.handle: int | None = None
+        self.remote_handle: int | None = None
+        self.remote_attach: Attach | None = None
+        self.remote_detach: Detach | None = None
+        # 2.6.7 flow-control state
+        self.initial_delivery_count: int | None = None
+        self.delivery_count: int | None = None  # a receiver learns it from the attach
+        self.link_credit = 0
+        self.available = 0
+        self.drain = False
+        self._granted_horizon: int | None = None  # receiver: highest dc + credit granted
+        self._latest_horizon: int | None = None  # receiver: dc + credit of the last grant
+        self._last_flow: Flow | None = None  # sender: the receiver's latest flow
+        self._assembler = TransferAssembler()
+        self._frames_in_delivery = 0
+
+    @property
+    def state(self) -> LinkState:
+        return self._machine.state
+
+    @property
+    def is_sender(self) -> bool:
+        return self.role is Role.SENDER or self.role == Role.SENDER
+
+    def __repr__(self) -> str:
+        role = "sender" if self.is_sender else "receiver"
+        return f"<Link {self.name!r} {role} handle={self.handle} {self.state.value}>"
+
+    # --- attach -------------------------------------------------------------------
+
+    def _attach(self, fields: dict[str, Any]) -> None:
+        self.session.connection._check_can_send()
+        self._machine.refuse_unless(LinkInput.SEND_ATTACH)
+        self.handle = self.session._allocate_handle(self)
+        self.max_message_size = fields.get("max_message_size")
+        self._machine.process(LinkInput.SEND_ATTACH)
+        self.session._send_attach(self._attach_frame(fields))
+        if self.state is LinkState.ATTACH_SENT:
+            self.session._attaching_link(self)
+
+    def _attach_frame(self, fields: dict[str, Any]) -> Attach:
+        return Attach(
+            name=self.name,
+            handle=self.handle,
+            role=self.role,
+            snd_settle_mode=self.snd_settle_mode,
+            rcv_settle_mode=self.rcv_settle_mode,
+            source=self.source,
+            target=self.target,
+            initial_delivery_count=self.initial_delivery_count if self.is_sender else None,
+            **fields,
+        )
+
+    def accept(
+        self,
+        source: Any = _ECHO,
+        target: Any = _ECHO,
+        *,
+        snd_settle_mode: int | None = None,
+        rcv_settle_mode: int | None = None,
+        initial_delivery_count: int = 0,
+        **attach_fields: Any,
+    ) -> None:
+        """Answer the peer's attach (ATTACH_RCVD) with ours (2.6.3). source/target
+        default to the peer's; pass None for a null terminus. Settle modes default to
+        the peer's."""
+        remote = self.remote_attach
+        self.source = remote.source if source is _ECHO else source
+        self.target = remote.target if target is _ECHO else target
+        self.snd_settle_mode = (
+            remote.snd_settle_mode if snd_settle_mode is None else snd_settle_mode
+        )
+        self.rcv_settle_mode = (
+            remote.rcv_settle_mode if rcv_settle_mode is None else rcv_settle_mode
+        )
+        if self.is_sender:
+            self.initial_delivery_count = self.delivery_count = initial_delivery_count
+            if self._last_flow is not None:  # credit granted before our attach
+                self._sender_flow(self._last_flow)
+        self._attach(attach_fields)
+
+    def reject(self, error: Error | str | None = None, description: str | None = None) -> None:
+        """Refuse the peer's attach: our attach with a null local terminus, then a
+        closing detach carrying `error` (2.6.3)."""
+        if self.is_sender:
+            self.source = None
+        else:
+            self.target = None
+        self.detach(closed=True, error=error, description=description)
+
+    def _receive_attach(self, attach: Attach) -> None:
+        self._machine.process(LinkInput.RECV_ATTACH)
+        self.remote_attach = attach
+        self.remote_handle = attach.handle
+        if self.snd_settle_mode is None:  # an incoming link: take the peer's modes
+            self.snd_settle_mode = attach.snd_settle_mode
+            self.rcv_settle_mode = attach.rcv_settle_mode
+        if not self.is_sender:
+            self._learn_initial_delivery_count(attach)
+        self.session.connection._emit(ev.RemoteAttach(self, attach))
+
+    def _learn_initial_delivery_count(self, attach: Attach) -> None:
+        """2.6.7: the receiver's delivery-count starts at the sender's
+        initial-delivery-count; credit granted before then counts from it."""
+        initial = attach.initial_delivery_count or 0
+        self.initial_delivery_count = self.delivery_count = initial
+        if self._granted_horizon is None and self.link_credit:
+            self._granted_horizon = credit_horizon(initial, self.link_credit)
+            self._latest_horizon = self._granted_horizon
+
+    # --- credit (2.6.7) ---------------------------------------------------------------
+
+    @property
+    def credit(self) -> int:
+        return self.link_credit
+
+    def flow(
+        self,
+        link_credit: int | None = None,
+        drain: bool = False,
+        echo: bool = False,
+        available: int | None = None,
+    ) -> None:
+        """Send a link flow. A receiver grants `link_credit` (and may ask to `drain`);
+        a sender reports `available` (2.6.7)."""
+        self._machine.refuse_unless(LinkInput.SEND_FLOW)
+        if self.is_sender:
+            if link_credit is not None or drain:
+                raise UsageError("only the receiver sets link-credit and drain (2.6.7)")
+            if available is not None:
+                self.available = available
+        else:
+            if link_credit is not None:
+                self._grant(link_credit)
+            self.drain = drain
+        self._send_flow(echo)
+
+    def _grant(self, link_credit: int) -> None:
+        self.link_credit = link_credit
+        if self.delivery_count is None:
+            return  # the horizon is fixed when the sender's attach arrives
+        horizon = self._latest_horizon = credit_horizon(self.delivery_count, link_credit)
+        if self._granted_horizon is None:
+            self._granted_horizon = horizon
+        else:
+            self._granted_horizon = serial_max(self._granted_horizon, horizon)
+
+    def _send_flow(self, echo: bool = False) -> None:
+        self._machine.process(LinkInput.SEND_FLOW)
+        self.session._send_flow(self, echo)
+
+    def _flow_fields(self) -> dict[str, Any]:
+        return {
+            "handle": self.handle,
+            "delivery_count": self.delivery_count,
+            "link_credit": self.link_credit,
+            "available": self.available if self.is_sender else None,
+            "drain": self.drain,
+        }
+
+    def drained(self) -> bool:
+        """Sender in drain mode with nothing more to send: use up the credit
+        (delivery-count += link-credit, link-credit = 0) and report it in a flow
+        (2.6.7). Returns False (and sends nothing) when drain was not asked for."""
+        if not self.is_sender:
+            raise UsageError("drained() is the sender's answer to drain")
+        if not self.drain:
+            return False
+        self.delivery_count = serial_add(self.delivery_count, self.link_credit)
+        self.link_credit = 0
+        self._send_flow()
+        return True
+
+    def _receive_flow(self, flow: Flow) -> None:
+        if self._machine.process(LinkInput.RECV_FLOW) == DISCARD:
+            return
+        if self.is_sender:
+            self._sender_flow(flow)
+        else:
+            self._receiver_flow(flow)
+        if flow.echo and self._machine.allows(LinkInput.SEND_FLOW):
+            self._send_flow()  # 2.7.4 echo: our flow state, promptly
+
+    def _sender_flow(self, flow: Flow) -> None:
+        self._last_flow = flow
+        if self.delivery_count is None:
+            return  # not attached by us yet: computed in accept()
+        if flow.link_credit is not None:
+            self.link_credit = sender_link_credit(
+                flow.delivery_count,
+                flow.link_credit,
+                self.delivery_count,
+                self.initial_delivery_count,
+            )
+        self.drain = flow.drain
+
+    def _receiver_flow(self, flow: Flow) -> None:
+        if flow.delivery_count is not None:
+            self.delivery_count = flow.delivery_count
+        self.available = flow.available or 0
+        if self._latest_horizon is not None and self.delivery_count is not None:
+            # our credit is what is left of our latest grant (2.6.7)
+            self.link_credit = window_left(self._latest_horizon, self.delivery_count)
+
+    # --- transfers --------------------------------------------------------------------
+
+    def send(
+        self,
+        payload: bytes,
+        delivery_tag: bytes | None = None,
+        settled: bool | None = None,
+        message_format: int = 0,
+        *,
+        state: Any = None,
+        batchable: bool = False,
+    ) -> int:
+        """Send one delivery (split into frames at the peer's max-frame-size, 2.6.14).
+        Needs link-credit (2.6.7); returns its delivery-id. `settled` defaults from
+        snd-settle-mode (settled for SETTLED, else unsettled)."""
+        if not self.is_sender:
+            raise UsageError("send() on a receiving link")
+        self._machine.refuse_unless(LinkInput.SEND_TRANSFER)
+        if self.link_credit <= 0:  # 2.6.7: no transfer without credit
+            raise UsageError(f"no link-credit on {self.name!r}")
+        settled = self._settled_flag(settled)
+        delivery_id = self.session._next_delivery_id()
+        if delivery_tag is None:
+            delivery_tag = _TAG.pack(delivery_id)
+        transfer = Transfer(
+            handle=self.handle,
+            delivery_id=delivery_id,
+            delivery_tag=delivery_tag,
+            message_format=message_format,
+            settled=settled,
+            state=state,
+            batchable=batchable,
+        )
+        self._machine.process(LinkInput.SEND_TRANSFER)
+        self.session._send_transfer(transfer, payload)
+        # 2.6.7: each delivery advances delivery-count and uses one credit
+        self.delivery_count = serial_add(self.delivery_count, 1)
+        self.link_credit -= 1
+        return delivery_id
+
+    def _settled_flag(self, settled: bool | None) -> bool:
+        mode = self.snd_settle_mode
+        if settled is None:
+            return mode == SndSettleMode.SETTLED
+        if mode == SndSettleMode.SETTLED and not settled:
+            raise UsageError("snd-settle-mode settled: every delivery is sent settled (2.8.2)")
+        if mode == SndSettleMode.UNSETTLED and settled:
+            raise UsageError("snd-settle-mode unsettled: deliveries are sent unsettled (2.8.2)")
+        return settled
+
+    def disposition(
+        self,
+        first: int,
+        last: int | None = None,
+        settled: bool = False,
+        state: Any = None,
+        batchable: bool = False,
+    ) -> None:
+        """A disposition with our role for delivery-ids first..last (2.7.6)."""
+        self.session.disposition(self.role, first, last, settled, state, batchable)
+
+    def _receive_transfer(self, frame: Frame) -> None:
+        try:
+            if self._machine.process(LinkInput.RECV_TRANSFER) == DISCARD:
+                return
+            self._accept_transfer(frame)
+        except ProtocolError as exc:
+            if exc.scope != "link":
+                raise
+            self._fail(exc)
+
+    def _accept_transfer(self, frame: Frame) -> None:
+        transfer: Transfer = frame.performative
+        if self.is_sender:
+            raise ProtocolError(Cond.ILLEGAL_STATE, "transfer sent to a sender", "link")
+        if not self._assembler.in_progress:
+            self._first_frame(transfer)
+        self._frames_in_delivery += 1
+        done = self._assembler.feed(transfer, frame.payload)
+        if done is None:
+            return
+        first, payload = done
+        frames, self._frames_in_delivery = self._frames_in_delivery, 0
+        emit = self.session.connection._emit
+        if transfer.aborted:  # 2.6.14: an aborted delivery is discarded
+            emit(ev.DeliveryAborted(self, first.delivery_id, first.delivery_tag))
+            return
+        settled = bool(first.settled or transfer.settled)
+        state = transfer.state if transfer.state is not None else first.state
+        emit(
+            ev.TransferReceived(
+                self,
+                first.delivery_id,
+                first.delivery_tag,
+                payload,
+                settled,
+                state,
+                first.message_format or 0,
+                frames,
+            )
+        )
+
+    def _first_frame(self, transfer: Transfer) -> None:
+        """2.7.5: the first frame of a delivery names it; 2.6.7: it takes one credit."""
+        if transfer.delivery_id is None or transfer.delivery_tag is None:
+            raise ProtocolError(
+                Cond.INVALID_FIELD, "first transfer of a delivery without id or tag", "link"
+            )
+        if self._granted_horizon is None or serial_ge(self.delivery_count, self._granted_horizon):
+            raise ProtocolError(
+                Cond.TRANSFER_LIMIT_EXCEEDED,
+                f"delivery {transfer.delivery_id} with no link-credit",
+                "link",
+            )
+        self.delivery_count = serial_add(self.delivery_count, 1)
+        self.link_credit = max(0, self.link_credit - 1)
+
+    # --- detach ---------------------------------------------------------------------
+
+    def detach(
+        self, closed: bool = True, error: Error | str | None = None, description: str | None = None
+    ) -> None:
+        """Send detach (2.7.7); closed=False only suspends the link."""
+        from amqp10.engine.connection import as_error
+
+        self.session.connection._check_can_send()
+        self._machine.refuse_unless(LinkInput.SEND_DETACH)
+        if self.handle is None:  # refusing from ATTACH_RCVD: our attach needs a handle
+            self.handle = self.session._allocate_handle(self)
+        action = self._machine.process(LinkInput.SEND_DETACH)
+        if action == ATTACH_THEN_DETACH:
+            self.session._send_attach(self._attach_frame({}))
+        detach = Detach(handle=self.handle, closed=closed, error=as_error(error, description))
+        self.session._send_detach(detach)
+        self._maybe_detached()
+
+    def _receive_detach(self, detach: Detach) -> None:
+        self._machine.process(LinkInput.RECV_DETACH)
+        self.remote_detach = detach
+        self.session._remote_link_detached(self)
+        self.session.connection._emit(ev.RemoteDetach(self, detach.closed, detach.error))
+        if (
+            self.session.connection.auto_reply
+            and self._machine.allows(LinkInput.SEND_DETACH)
+            and self.session.state in _CAN_REPLY
+        ):
+            self.detach(closed=detach.closed)  # 2.6.6: answer with our detach
+        self._maybe_detached()
+
+    def _maybe_detached(self) -> None:
+        if self.state is LinkState.DETACHED:
+            self.session._link_detached(self)
+
+    def _fail(self, exc: ProtocolError) -> None:
+        """The peer broke a link rule: report it and detach with its condition."""
+        self.session.connection._emit(
+            ev.ProtocolErrorRaised(exc.condition, exc.description, "link")
+        )
+        if not self.session.connection._can_send():
+            return
+        if self._machine.allows(LinkInput.SEND_DETACH):
+            self.detach(closed=True, error=exc.condition, description=exc.description)
+        else:
+            raise ProtocolError(exc.condition, exc.description, "session")
+
+
+_CAN_REPLY = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})

@@ -1,0 +1,458 @@
+"""The session endpoint (2.5): begin/end, session flow control (2.5.6), handle -> Link
+dispatch, delivery-ids and dispositions.
+
+Owns: the session window state (next-incoming-id, incoming-window, next-outgoing-id,
+outgoing-window, remote-incoming-window as a horizon), the queue of transfer frames
+waiting for the peer's window, the handle maps. May touch: its Connection (to write
+frames and emit events) and its Links. Every state change goes through SESSION_TABLE.
+
+Window policy: with `auto_window=True` the incoming window is re-granted (a session
+flow) whenever it falls below half of `incoming_window`; with False the application
+refills it with `session.flow(incoming_window=n)`. Outgoing transfer frames wait in
+order while the peer's remote-incoming-window is 0 (2.5.6: never sent beyond it).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from amqp10.composites import Attach, Begin, Detach, Disposition, End, Flow, Transfer
+from amqp10.engine import events as ev
+from amqp10.engine.flowcontrol import remote_incoming_horizon, window_left
+from amqp10.engine.link import Link
+from amqp10.engine.transitions import (
+    BEGIN_THEN_END,
+    DISCARD,
+    SessInput,
+    SessState,
+    UsageError,
+    session_machine,
+)
+from amqp10.errors import ProtocolError
+from amqp10.frames import Frame, encode_frame
+from amqp10.message import transfer_frames
+from amqp10.serial import serial_add, serial_ge, serial_max
+from amqp10.spec import Cond, RcvSettleMode, Role, SndSettleMode
+
+if TYPE_CHECKING:
+    from amqp10.composites import Error
+    from amqp10.engine.connection import Connection
+
+_INPUT_OF = {
+    Attach: SessInput.RECV_ATTACH,
+    Flow: SessInput.RECV_FLOW,
+    Transfer: SessInput.RECV_TRANSFER,
+    Disposition: SessInput.RECV_DISPOSITION,
+    Detach: SessInput.RECV_DETACH,
+    End: SessInput.RECV_END,
+}
+
+
+class Session:
+    """One session endpoint. Create with Connection.begin(); incoming sessions arrive
+    in a RemoteBegin event and are answered with accept() or end()."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        incoming: bool = False,
+        incoming_window: int = 2048,
+        outgoing_window: int = 2048,
+        handle_max: int = 0xFFFFFFFF,
+        auto_window: bool = True,
+        properties: dict | None = None,
+        offered_capabilities: list[str] | None = None,
+        desired_capabilities: list[str] | None = None,
+    ) -> None:
+        self.connection = connection
+        self._machine = session_machine()
+        self.channel: int | None = None if incoming else connection._allocate_channel(self)
+        self.remote_channel: int | None = None
+        self.remote_begin: Begin | None = None
+        self.remote_end_error: Error | None = None
+        self._configure(incoming_window, outgoing_window, handle_max, auto_window)
+        self.properties = properties
+        self.offered_capabilities = offered_capabilities
+        self.desired_capabilities = desired_capabilities
+        # 2.5.6 session state
+        self.initial_outgoing_id = 0
+        self.next_outgoing_id = 0
+        self.next_incoming_id: int | None = None  # learned from the peer's begin
+        self.incoming_window = incoming_window
+        self._enforced_horizon: int | None = None  # highest next-incoming-id + window granted
+        self._remote_horizon = 0  # first transfer-id the peer's window does not admit
+        self.remote_outgoing_window = 0
+        self.remote_handle_max = 0xFFFFFFFF
+        self.next_delivery_id = 0
+        self.links: dict[int, Link] = {}  # our handle -> link
+        self._remote_links: dict[int, Link] = {}  # peer's handle -> link
+        self._attaching: dict[str, Link] = {}  # name -> our link awaiting the peer's attach
+        self._queue: deque[tuple[bytes, bool]] = deque()  # (frame, is_transfer)
+
+    def _configure(
+        self, incoming_window: int, outgoing_window: int, handle_max: int, auto_window: bool
+    ) -> None:
+        self.incoming_window_max = incoming_window
+        self.outgoing_window = outgoing_window
+        self.handle_max = handle_max
+        self.auto_window = auto_window
+
+    def __repr__(self) -> str:
+        return f"<Session channel={self.channel} remote={self.remote_channel} {self.state.value}>"
+
+    @property
+    def state(self) -> SessState:
+        return self._machine.state
+
+    @property
+    def remote_incoming_window(self) -> int:
+        """2.5.6: transfer frames the peer still admits."""
+        return window_left(self._remote_horizon, self.next_outgoing_id)
+
+    @property
+    def queued_frames(self) -> int:
+        """Frames waiting for the peer's incoming window (transfers and what follows)."""
+        return len(self._queue)
+
+    # --- actions ----------------------------------------------------------------------
+
+    def _send_begin(self) -> None:
+        self.connection._check_can_send()
+        self._machine.process(SessInput.SEND_BEGIN)
+        self._write_begin()
+
+    def _write_begin(self) -> None:
+        begin = Begin(
+            remote_channel=self.remote_channel,
+            next_outgoing_id=self.next_outgoing_id,
+            incoming_window=self.incoming_window,
+            outgoing_window=self.outgoing_window,
+            handle_max=self.handle_max,
+            offered_capabilities=self.offered_capabilities,
+            desired_capabilities=self.desired_capabilities,
+            properties=self.properties,
+        )
+        self.connection._write(encode_frame(begin, self.channel))
+
+    def accept(
+        self,
+        incoming_window: int | None = None,
+        outgoing_window: int | None = None,
+        handle_max: int | None = None,
+        *,
+        auto_window: bool | None = None,
+        properties: dict | None = None,
+    ) -> None:
+        """Answer a peer's begin (BEGIN_RCVD) with ours (2.5.2)."""
+        self._configure(
+            self.incoming_window_max if incoming_window is None else incoming_window,
+            self.outgoing_window if outgoing_window is None else outgoing_window,
+            self.handle_max if handle_max is None else handle_max,
+            self.auto_window if auto_window is None else auto_window,
+        )
+        self.incoming_window = self.incoming_window_max
+        self.properties = properties or self.properties
+        self.connection._check_can_send()
+        self._machine.process(SessInput.SEND_BEGIN)
+        self._map_local_channel()
+        self._grant_window()
+        self._write_begin()
+
+    def _map_local_channel(self) -> None:
+        if self.channel is None:
+            self.channel = self.connection._allocate_channel(self)
+
+    def end(self, error: Error | str | None = None, description: str | None = None) -> None:
+        """Send end (2.7.8). Pending transfer frames are dropped; with an error, frames
+        from the peer are discarded until its end (2.5.5 DISCARDING)."""
+        from amqp10.engine.connection import as_error
+
+        err = as_error(error, description)
+        self.connection._check_can_send()
+        action = self._machine.process(
+            SessInput.SEND_END if err is None else SessInput.SEND_END_ERROR
+        )
+        if action == BEGIN_THEN_END:
+            self._map_local_channel()
+            self._write_begin()
+        self._queue.clear()
+        self.connection._write(encode_frame(End(error=err), self.channel))
+        self._maybe_unmapped()
+
+    def attach_sender(
+        self,
+        name: str,
+        source: Any = None,
+        target: Any = None,
+        *,
+        snd_settle_mode: int = SndSettleMode.MIXED,
+        rcv_settle_mode: int = RcvSettleMode.FIRST,
+        initial_delivery_count: int = 0,
+        **attach_fields: Any,
+    ) -> Link:
+        """Attach a sending link (2.6.3); other Attach fields pass through by keyword."""
+        link = Link(self, name, Role.SENDER, source, target, snd_settle_mode, rcv_settle_mode)
+        link.initial_delivery_count = link.delivery_count = initial_delivery_count
+        link._attach(attach_fields)
+        return link
+
+    def attach_receiver(
+        self,
+        name: str,
+        source: Any = None,
+        target: Any = None,
+        *,
+        snd_settle_mode: int = SndSettleMode.MIXED,
+        rcv_settle_mode: int = RcvSettleMode.FIRST,
+        **attach_fields: Any,
+    ) -> Link:
+        """Attach a receiving link (2.6.3); grant credit with link.flow(link_credit=n)."""
+        link = Link(self, name, Role.RECEIVER, source, target, snd_settle_mode, rcv_settle_mode)
+        link._attach(attach_fields)
+        return link
+
+    def flow(self, incoming_window: int | None = None, echo: bool = False) -> None:
+        """Send a session flow (2.7.4), optionally with a new incoming-window."""
+        if incoming_window is not None:
+            self.incoming_window_max = self.incoming_window = incoming_window
+        self._send_flow(None, echo)
+
+    def disposition(
+        self,
+        role: bool,
+        first: int,
+        last: int | None = None,
+        settled: bool = False,
+        state: Any = None,
+        batchable: bool = False,
+    ) -> None:
+        """Send a disposition (2.7.6) for our deliveries first..last; `role` is OUR
+        role (Role.RECEIVER settles/updates what the peer sent us)."""
+        self._send_checked(
+            SessInput.SEND_DISPOSITION,
+            Disposition(
+                role=role, first=first, last=last, settled=settled, state=state, batchable=batchable
+            ),
+        )
+
+    # --- engine-internal: sending ------------------------------------------------
+
+    def _send_checked(self, inp: SessInput, performative: Any) -> None:
+        self.connection._check_can_send()
+        self._machine.process(inp)
+        self.connection._write(encode_frame(performative, self.channel))
+
+    def _flow_fields(self) -> dict[str, Any]:
+        self._grant_window()
+        return {
+            "next_incoming_id": self.next_incoming_id,
+            "incoming_window": self.incoming_window,
+            "next_outgoing_id": self.next_outgoing_id,
+            "outgoing_window": self.outgoing_window,
+        }
+
+    def _grant_window(self) -> None:
+        """Record the window we are about to advertise (2.5.6); a reduced window does
+        not shrink what in-flight transfers may already use."""
+        if self.next_incoming_id is None:
+            return
+        horizon = serial_add(self.next_incoming_id, self.incoming_window)
+        if self._enforced_horizon is None:
+            self._enforced_horizon = horizon
+        else:
+            self._enforced_horizon = serial_max(self._enforced_horizon, horizon)
+
+    def _send_flow(self, link: Link | None, echo: bool = False) -> None:
+        fields = self._flow_fields()
+        if link is not None:
+            fields.update(link._flow_fields())
+        self._send_checked(SessInput.SEND_FLOW, Flow(echo=echo, **fields))
+
+    def _send_transfer(self, transfer: Transfer, payload: bytes) -> None:
+        self.connection._check_can_send()
+        self._machine.process(SessInput.SEND_TRANSFER)
+        frames = transfer_frames(
+            transfer, payload, self.connection.remote_max_frame_size, self.channel
+        )
+        self._queue.extend((frame, True) for frame in frames)
+        self._pump()
+
+    def _send_detach(self, detach: Detach) -> None:
+        self.connection._check_can_send()
+        self._machine.process(SessInput.SEND_DETACH)
+        frame = encode_frame(detach, self.channel)
+        if self._queue:
+            self._queue.append((frame, False))  # keep it behind the link's transfers
+        else:
+            self.connection._write(frame)
+
+    def _send_attach(self, attach: Attach) -> None:
+        self._send_checked(SessInput.SEND_ATTACH, attach)
+
+    def _pump(self) -> None:
+        """Release queued frames while the peer's incoming window admits transfers."""
+        queue, write = self._queue, self.connection._write
+        while queue:
+            frame, is_transfer = queue[0]
+            if is_transfer:
+                if not serial_ge(self._remote_horizon, serial_add(self.next_outgoing_id, 1)):
+                    return
+                self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
+            queue.popleft()
+            write(frame)
+
+    def _allocate_handle(self, link: Link) -> int:
+        limit = min(self.handle_max, self.remote_handle_max)
+        handle = 0
+        while handle in self.links:
+            handle += 1
+        if handle > limit:
+            raise UsageError(f"no free handle <= handle-max {limit} (2.7.2)")
+        self.links[handle] = link
+        return handle
+
+    def _attaching_link(self, link: Link) -> None:
+        self._attaching[link.name] = link
+
+    def _next_delivery_id(self) -> int:
+        delivery_id = self.next_delivery_id
+        self.next_delivery_id = serial_add(delivery_id, 1)
+        return delivery_id
+
+    def _link_detached(self, link: Link) -> None:
+        if link.handle is not None and self.links.get(link.handle) is link:
+            del self.links[link.handle]
+
+    def _remote_link_detached(self, link: Link) -> None:
+        if link.remote_handle is not None and self._remote_links.get(link.remote_handle) is link:
+            del self._remote_links[link.remote_handle]
+
+    # --- receiving --------------------------------------------------------------------
+
+    def _receive_begin(self, channel: int, begin: Begin) -> None:
+        self._machine.process(SessInput.RECV_BEGIN)
+        self.remote_channel = channel
+        self.remote_begin = begin
+        self.next_incoming_id = begin.next_outgoing_id
+        self.remote_outgoing_window = begin.outgoing_window
+        self.remote_handle_max = begin.handle_max
+        # 2.5.6: the peer's incoming-window counts from our initial-outgoing-id
+        self._remote_horizon = remote_incoming_horizon(
+            None, begin.incoming_window, self.initial_outgoing_id
+        )
+        if self.state is SessState.MAPPED:
+            self._grant_window()
+        self.connection._emit(ev.RemoteBegin(self, begin))
+
+    def _receive(self, frame: Frame) -> None:
+        """One frame for this session: the table first, then the handler."""
+        performative = frame.performative
+        try:
+            if self._machine.process(_INPUT_OF[type(performative)]) == DISCARD:
+                return
+            self._handlers[type(performative)](self, frame)
+        except ProtocolError as exc:
+            if exc.scope == "connection":
+                raise
+            self._fail(exc)
+
+    def _on_attach(self, frame: Frame) -> None:
+        attach: Attach = frame.performative
+        if attach.handle > self.handle_max:  # 2.7.2 handle-max: close with framing-error
+            raise ProtocolError(
+                Cond.FRAMING_ERROR, f"handle {attach.handle} > handle-max {self.handle_max}"
+            )
+        link = self._remote_links.get(attach.handle)
+        if link is None:
+            link = self._attaching.pop(attach.name, None)
+            if link is None or link.role == attach.role:
+                link = Link(self, attach.name, not attach.role, None, None, None, None)
+        self._remote_links.setdefault(attach.handle, link)
+        link._receive_attach(attach)
+
+    def _on_flow(self, frame: Frame) -> None:
+        flow: Flow = frame.performative
+        # 2.5.6: remote-incoming-window from the flow
+        self._remote_horizon = remote_incoming_horizon(
+            flow.next_incoming_id, flow.incoming_window, self.initial_outgoing_id
+        )
+        self.remote_outgoing_window = flow.outgoing_window
+        link = None
+        if flow.handle is not None:
+            link = self._link_for(flow.handle, "flow")
+            link._receive_flow(flow)
+        elif flow.echo:
+            self._send_flow(None)
+        self.connection._emit(ev.FlowReceived(self, link, flow))
+        self._pump()
+
+    def _link_for(self, handle: int, what: str) -> Link:
+        link = self._remote_links.get(handle)
+        if link is None:  # 2.8.16 (session-error): not currently attached
+            raise ProtocolError(Cond.UNATTACHED_HANDLE, f"{what} on handle {handle}", "session")
+        return link
+
+    def _on_transfer(self, frame: Frame) -> None:
+        transfer: Transfer = frame.performative
+        # 2.5.6: each transfer frame takes one id of our incoming window
+        if self._enforced_horizon is None or serial_ge(
+            self.next_incoming_id, self._enforced_horizon
+        ):
+            raise ProtocolError(
+                Cond.WINDOW_VIOLATION,
+                f"transfer-id {self.next_incoming_id} beyond the incoming-window",
+                "session",
+            )
+        self.next_incoming_id = serial_add(self.next_incoming_id, 1)
+        self.incoming_window = max(0, self.incoming_window - 1)
+        self._link_for(transfer.handle, "transfer")._receive_transfer(frame)
+        if (
+            self.auto_window
+            and self.incoming_window * 2 < self.incoming_window_max
+            and self._machine.allows(SessInput.SEND_FLOW)
+        ):
+            self.incoming_window = self.incoming_window_max
+            self._send_flow(None)
+
+    def _on_disposition(self, frame: Frame) -> None:
+        d: Disposition = frame.performative
+        last = d.first if d.last is None else d.last
+        self.connection._emit(
+            ev.DispositionReceived(self, d.role, d.first, last, d.settled, d.state, d.batchable)
+        )
+
+    def _on_detach(self, frame: Frame) -> None:
+        detach: Detach = frame.performative
+        self._link_for(detach.handle, "detach")._receive_detach(detach)
+
+    def _on_end(self, frame: Frame) -> None:
+        end: End = frame.performative
+        self.remote_end_error = end.error
+        self.connection._remote_channel_ended(self)
+        self.connection._emit(ev.RemoteEnd(self, end.error))
+        if self.connection.auto_reply and self.state is SessState.END_RCVD:
+            self.end()  # 2.5.3: answer the peer's end with ours
+        self._maybe_unmapped()
+
+    def _maybe_unmapped(self) -> None:
+        if self.state is SessState.UNMAPPED:
+            self.connection._session_unmapped(self)
+
+    _handlers = {
+        Attach: _on_attach,
+        Flow: _on_flow,
+        Transfer: _on_transfer,
+        Disposition: _on_disposition,
+        Detach: _on_detach,
+        End: _on_end,
+    }
+
+    # --- errors -------------------------------------------------------------------------
+
+    def _fail(self, exc: ProtocolError) -> None:
+        """The peer broke a session rule: report it and end the session with it."""
+        self.connection._emit(ev.ProtocolErrorRaised(exc.condition, exc.description, "session"))
+        if self._machine.allows(SessInput.SEND_END_ERROR) and self.connection._can_send():
+            self.end(exc.condition, exc.description)
