@@ -1,0 +1,14 @@
+"""The checker (oracle): AMQP 1.0 rule violations in one connection's frame trace.
+
+    from amqp10.checker import Checker, Violation, RULES, Rule, check_connection
+
+`Checker(liveness_bound=None)`; `.feed(origin, item, time=None)` -> new violations, with
+origin "client" (the connection initiator) or "server" and item a ProtocolHeader or
+Frame; `.finish(now=None)` at the end of the trace; `.violations` all so far.
+`RULES` is the catalog (rule id -> Rule with section, MUST/SHOULD and spec sentence).
+"""
+
+from amqp10.checker.core import Checker, check_connection
+from amqp10.checker.rules import RULES, Rule, Violation
+
+__all__ = ["RULES", "Checker", "Rule", "Violation", "check_connection"]

@@ -1,0 +1,335 @@
+"""The checker (oracle): feed it one connection's frames, both directions, in order.
+
+Owns: `Checker` (dispatch, framing 2.2/2.3, SASL order 5.3.2, connection 2.4/2.7.1/2.7.9,
+idle timeout 2.4.5, the time-based sweeps) and `check_connection`. Sessions, links and
+settlement live in `sessions.py`, `links.py` and `settlement.py` (mixins over the same
+state). Pure: time only comes in as the `time` argument; no I/O.
+
+Conservative where frames race: a frame of one side can only depend on frames of the
+other side that appear before it in the trace, and which of those it had read is
+unknown unless proven (see `horizons.py`). Rules that need time are checked only when
+the caller gives times; liveness-style rules (stall, unanswered drain/echo/close) only
+when `liveness_bound` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from amqp10.checker.links import LinkRules
+from amqp10.checker.rules import Violation, violation
+from amqp10.checker.sessions import SessionRules
+from amqp10.checker.settlement import SettlementRules
+from amqp10.checker.state import CLIENT, ORIGINS, SERVER, Link, Peer, other
+from amqp10.frames import Frame, FrameType, ProtocolHeader, ProtocolId
+from amqp10.spec import MIN_MAX_FRAME_SIZE
+
+_NO_LIMIT = 0xFFFFFFFF
+
+
+class Checker(SessionRules, LinkRules, SettlementRules):
+    """Checks one connection. `feed` each item in trace order; `finish` at the end."""
+
+    def __init__(self, liveness_bound: float | None = None) -> None:
+        self.liveness_bound = liveness_bound
+        self.violations: list[Violation] = []
+        self.index = -1
+        self.now: float | None = None
+        self.peers: dict[str, Peer] = {CLIENT: Peer(), SERVER: Peer()}
+        # proven[o]: trace index up to which peer `o` provably read the other side's frames
+        self.proven: dict[str, int] = {CLIENT: -1, SERVER: -1}
+        self._links: list[Link] = []
+        self._next_sweep: float | None = None
+        self._new: list[Violation] = []
+        self._finished = False
+
+    # --- public API -------------------------------------------------------------------
+    def feed(
+        self, origin: str, item: ProtocolHeader | Frame, time: float | None = None
+    ) -> list[Violation]:
+        """Check the next item of the trace, sent by `origin`; returns the new violations."""
+        if origin not in ORIGINS:
+            raise ValueError(f"origin must be 'client' or 'server', got {origin!r}")
+        self.index += 1
+        self._new = new = []
+        peer = self.peers[origin]
+        if time is not None:
+            self.now = time
+        if isinstance(item, ProtocolHeader):
+            self._on_header(origin, peer, item)
+        elif isinstance(item, Frame):
+            self._on_frame(origin, peer, item, time)
+        else:
+            raise TypeError(f"expected a ProtocolHeader or Frame, got {type(item).__name__}")
+        if time is not None:
+            peer.last_time = time
+            if self.liveness_bound is not None and (
+                self._next_sweep is None or time >= self._next_sweep
+            ):
+                self._sweep(time)
+                self._next_sweep = time + self.liveness_bound / 4
+        return new
+
+    def finish(self, now: float | None = None) -> list[Violation]:
+        """End of trace: idle timeout and the liveness-style rules. Returns new violations."""
+        self._new = new = []
+        if self._finished:
+            return new
+        self._finished = True
+        now = self.now if now is None else now
+        if now is not None:
+            for origin in ORIGINS:
+                self._check_idle(origin, self.peers[origin], now, self.index)
+            if self.liveness_bound is not None:
+                self._sweep(now)
+        self._finish_proven()
+        return new
+
+    def note_available(
+        self, sender_origin: str, channel: int, handle: int, count: int | None = None
+    ) -> None:
+        """The caller knows the sender of this link has messages (`count`, None = some).
+
+        `channel` and `handle` are those the sender uses in its own frames. Feeds the
+        liveness rule like a sender flow's `available`.
+        """
+        end = self.peers[sender_origin].sessions.get(channel)
+        link = end.handles.get(handle) if end is not None else None
+        if link is None:
+            raise KeyError(f"no attached link on channel {channel} handle {handle}")
+        link.caller_available = -1 if count is None else count
+        if link.progress_time is None or self.now is not None:
+            link.progress_time = self.now
+
+    # --- reporting ----------------------------------------------------------------------
+    def _report(self, rule_id: str, frame_index: int, origin: str, reason: str) -> None:
+        found = violation(rule_id, frame_index, origin, reason)
+        self.violations.append(found)
+        self._new.append(found)
+
+    def _prove(self, origin: str, frame_index: int) -> None:
+        """`origin` has provably read every frame of its peer up to `frame_index`."""
+        if frame_index > self.proven[origin]:
+            self.proven[origin] = frame_index
+
+    # --- framing (2.2, 2.3) and SASL (5.3.2) --------------------------------------------
+    def _on_header(self, origin: str, peer: Peer, header: ProtocolHeader) -> None:
+        idx = self.index
+        if peer.tls:
+            return
+        if peer.closed:
+            self._report("connection.frame-after-close", idx, origin, "protocol header after close")
+            return
+        if peer.layer is None:
+            if header.protocol_id == ProtocolId.TLS:
+                peer.tls = True  # what follows is TLS records, not frames
+            else:
+                peer.layer = "sasl" if header.protocol_id == ProtocolId.SASL else "amqp"
+            return
+        if peer.layer == "sasl" and header.protocol_id == ProtocolId.AMQP:
+            # The server sends it after its outcome; a client after the server's outcome,
+            # or pipelined after its own sasl-init.
+            partner = self.peers[other(origin)]
+            done = peer.sasl_outcome is not None or (
+                partner.sasl_outcome is not None or (origin == CLIENT and peer.sasl_init)
+            )
+            if not done:
+                self._report(
+                    "security.sasl-order", idx, origin, "AMQP header before the SASL outcome"
+                )
+            peer.layer = "amqp"
+            return
+        self._report(
+            "framing.unexpected-header",
+            idx,
+            origin,
+            f"protocol header id {header.protocol_id} inside the {peer.layer} layer",
+        )
+
+    def _on_frame(self, origin: str, peer: Peer, frame: Frame, time: float | None) -> None:
+        idx = self.index
+        if peer.tls:
+            return
+        if time is not None:
+            self._check_idle(origin, peer, time, idx)
+        if peer.closed:
+            self._report(
+                "connection.frame-after-close",
+                idx,
+                origin,
+                f"{frame.name} frame after this peer's close (frame {peer.close_idx})",
+            )
+            return
+        if peer.layer is None:
+            self._report(
+                "framing.header-first",
+                idx,
+                origin,
+                f"{frame.name} frame before any protocol header",
+            )
+            peer.layer = "amqp"
+        self._check_frame_shape(origin, frame, idx)
+        performative = frame.performative
+        name = frame.name
+        is_sasl = name.startswith("sasl-") or frame.type == FrameType.SASL
+        if is_sasl:
+            if peer.layer != "sasl":
+                self._report("security.sasl-order", idx, origin, f"{name} frame outside SASL")
+            elif name == "sasl-outcome":
+                peer.sasl_outcome = performative
+            elif name == "sasl-init":
+                peer.sasl_init = True
+            return
+        if peer.layer == "sasl":
+            self._report(
+                "security.sasl-order", idx, origin, f"AMQP {name} frame before the AMQP header"
+            )
+            return
+        if performative is None:
+            return  # empty frame (heartbeat)
+        if peer.open is None and name != "open":
+            self._report("connection.open-first", idx, origin, f"{name} before this peer's open")
+            peer.open_idx = -2  # report once
+        handler = self._HANDLERS.get(name)
+        if handler is not None:
+            handler(self, origin, peer, frame, idx, time)
+
+    def _check_frame_shape(self, origin: str, frame: Frame, idx: int) -> None:
+        raw = frame.raw
+        if len(raw) >= 8:
+            doff = raw[4]
+            if doff < 2 or 4 * doff > len(raw):
+                self._report("framing.doff", idx, origin, f"DOFF {doff} in a {len(raw)}-byte frame")
+        name = frame.name
+        if frame.type not in (FrameType.AMQP, FrameType.SASL):
+            self._report("framing.wrong-frame-type", idx, origin, f"frame type {frame.type:#x}")
+        elif frame.performative is not None:
+            sasl_body = name.startswith("sasl-")
+            if sasl_body != (frame.type == FrameType.SASL):
+                kind = "SASL" if frame.type == FrameType.SASL else "AMQP"
+                self._report("framing.wrong-frame-type", idx, origin, f"{name} in a {kind} frame")
+        size = frame.size or len(raw)
+        if not size:
+            return  # built in memory without a size: nothing to check
+        partner = self.peers[other(origin)]
+        if partner.open is None:
+            if size > MIN_MAX_FRAME_SIZE:
+                self._report(
+                    "framing.pre-open-frame-size",
+                    idx,
+                    origin,
+                    f"{size}-byte {name} frame before the partner's open (limit 512)",
+                )
+            return
+        limit = partner.open.max_frame_size
+        limit = _NO_LIMIT if limit is None else limit
+        if size > limit:
+            self._report(
+                "framing.max-frame-size",
+                idx,
+                origin,
+                f"{size}-byte {name} frame, partner's max-frame-size is {limit}",
+            )
+
+    # --- connection (2.4, 2.7.1, 2.7.9) -------------------------------------------------
+    def _on_open(self, origin: str, peer: Peer, frame: Frame, idx: int, time: float | None):
+        open_ = frame.performative
+        if peer.open is not None:
+            self._report("connection.open-channel", idx, origin, "second open on the connection")
+            return
+        if frame.channel != 0:
+            self._report("connection.open-channel", idx, origin, f"open on channel {frame.channel}")
+        if open_.container_id is None:
+            self._report("connection.container-id", idx, origin, "open without container-id")
+        peer.open = open_
+        peer.open_idx = idx
+        peer.open_time = time
+
+    def _on_close(self, origin: str, peer: Peer, frame: Frame, idx: int, time: float | None):
+        peer.closed = True
+        peer.close_idx = idx
+        peer.close_time = time
+
+    def _check_idle(self, origin: str, peer: Peer, time: float, idx: int) -> None:
+        """2.4.5: something must be sent within the partner's advertised idle-time-out."""
+        partner = self.peers[other(origin)]
+        if peer.closed or partner.closed or partner.open is None:
+            return
+        timeout_ms = partner.open.idle_time_out
+        if not timeout_ms:
+            return
+        starts = [t for t in (peer.last_time, partner.open_time) if t is not None]
+        if not starts:
+            return
+        silent = time - max(starts)
+        if silent > timeout_ms / 1000:
+            self._report(
+                "connection.idle-timeout",
+                idx,
+                origin,
+                f"nothing sent for {silent:.3f} s, partner's idle-time-out is "
+                f"{timeout_ms / 1000:.3f} s",
+            )
+            peer.last_time = time  # one report per silent gap
+
+    # --- time-based sweeps and end of trace -------------------------------------------
+    def _sweep(self, now: float) -> None:
+        bound = self.liveness_bound
+        assert bound is not None
+        for origin in ORIGINS:
+            peer, partner = self.peers[origin], self.peers[other(origin)]
+            if (
+                peer.closed
+                and not partner.closed
+                and peer.close_time is not None
+                and now - peer.close_time >= bound
+                and peer.close_idx >= 0
+            ):
+                self._report(
+                    "connection.close-unanswered",
+                    peer.close_idx,
+                    other(origin),
+                    f"no close answered the close of frame {peer.close_idx} within {bound} s",
+                )
+                peer.close_idx = -1 - peer.close_idx  # report once
+        if self.peers[CLIENT].closed or self.peers[SERVER].closed:
+            return
+        live = []
+        for link in self._links:
+            if self._link_sweep(link, now, bound):
+                live.append(link)
+        self._links = live
+
+    def _finish_proven(self) -> None:
+        """End of trace: requests a peer provably read and never answered."""
+        for link in self._links:
+            self._link_finish(link)
+
+
+Checker._HANDLERS = {
+    "open": Checker._on_open,
+    "close": Checker._on_close,
+    "begin": SessionRules._on_begin,
+    "end": SessionRules._on_end,
+    "flow": SessionRules._on_flow,
+    "transfer": SessionRules._on_transfer,
+    "attach": LinkRules._on_attach,
+    "detach": LinkRules._on_detach,
+    "disposition": SettlementRules._on_disposition,
+}
+
+
+def check_connection(
+    items: Iterable[tuple[str, Any] | tuple[str, Any, float]],
+    liveness_bound: float | None = None,
+) -> list[Violation]:
+    """Every violation in one connection's trace: (origin, item[, time]) tuples in order."""
+    checker = Checker(liveness_bound)
+    for entry in items:
+        if len(entry) == 3:
+            checker.feed(entry[0], entry[1], entry[2])
+        else:
+            checker.feed(entry[0], entry[1])
+    checker.finish()
+    return checker.violations

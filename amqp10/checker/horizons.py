@@ -1,0 +1,145 @@
+"""Exact credit-horizon tracking for link credit (2.6.7) and session windows (2.5.6).
+
+Owns: `Horizons`, the set of grants one side has given and the other side may still be
+acting on. Pure bookkeeping over serial numbers; knows nothing about frames.
+
+The algorithm (both for link credit and session incoming windows)
+-----------------------------------------------------------------
+A grant from the receiving side R defines a *horizon*: for link credit
+`delivery-count(flow) + link-credit(flow)` (2.6.7; `initial-delivery-count` from the
+sender's attach stands in when the flow has no delivery-count), for a session
+`next-incoming-id(flow) + incoming-window(flow)` (2.5.6). The sending side S may send
+delivery (resp. transfer frame) number `n` only while `n < horizon` of the grant it has
+applied last. S applies grants in the order R sent them (one TCP stream), and each new
+grant replaces the previous one entirely, so S's state at any moment is the horizon of
+*some* grant in R's sequence: the last one S had read when it sent.
+
+The checker sees one interleaving of both directions (a capture anywhere on the path).
+A frame of S can only depend on grants that appear before it; which of those S had
+already read is unknown, except where S proves it. Hence:
+
+* Candidates: every grant of R from the last one S has *provably* read onwards. A grant
+  is superseded (dropped) once S has provably read a later one.
+* Verdict: S's delivery `n` is a violation iff `n >= horizon` for EVERY candidate, i.e.
+  `n >= max(candidate horizons)`. A transfer that raced a credit reduction is within the
+  older, larger horizon, which stays a candidate until S proves it read the reduction:
+  never a false violation.
+* Proofs (fed by the checker as "S has read every frame of R up to trace index P"):
+  S's own flow for the link carries its delivery-count X and link-credit L; its horizon
+  X + L names the grant it applied. The earliest candidate with horizon X + L is a safe
+  lower bound (any later one would prune more than S can be shown to have read). Drain
+  and echo replies are such flows. A begin answering R's begin (remote-channel) also
+  proves S read everything R sent before it. A flow of S whose X + L matches no grant
+  (fe2o3-amqp#264: a sender zeroing link-credit) proves nothing and sets nothing: only
+  the receiver sets link-credit.
+
+Representation, O(1) amortized per grant/check with bounded memory in practice:
+only the maximum over candidates matters, and candidates are dropped as a prefix. So
+grants live in a monotonic deque ("sliding-window maximum"): a new grant evicts older
+grants at the back whose horizon is <= its own (they can never be the unique maximum
+while it remains, and a prefix drop removes them first). Each entry remembers the
+first trace index of the grants it absorbed (`first_idx`), so a prefix drop "up to the
+last grant at or before P" is exact. For proof look-ups a small dict maps horizon ->
+trace indices of grants with that horizon (capped; a miss only means less pruning).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from amqp10.serial import serial_diff, serial_le
+
+_MAX_KEYS = 256  # distinct horizon values remembered for proof look-ups
+_MAX_PER_KEY = 8  # grant indices remembered per horizon value
+
+
+class Grant:
+    """One surviving grant: trace index, first absorbed index, horizon and extras."""
+
+    __slots__ = ("credit", "drain", "first_idx", "horizon", "idx")
+
+    def __init__(self, idx: int, first_idx: int, horizon: int, credit: int, drain: bool):
+        self.idx = idx
+        self.first_idx = first_idx
+        self.horizon = horizon
+        self.credit = credit
+        self.drain = drain
+
+
+class Horizons:
+    """Candidate horizons granted by one side to the other (see the module header)."""
+
+    __slots__ = ("_by_horizon", "_grants", "last", "proven")
+
+    def __init__(self) -> None:
+        self._grants: deque[Grant] = deque()
+        self._by_horizon: dict[int, list[int]] = {}
+        self.last: Grant | None = None  # the most recent grant (what S will end up with)
+        self.proven = -1  # trace index up to which S provably read R's frames
+
+    def grant(self, idx: int, horizon: int, credit: int = 0, drain: bool = False) -> None:
+        """R granted `horizon` in the frame at trace index `idx` (indices increase)."""
+        grants = self._grants
+        first_idx = idx
+        while grants and serial_le(grants[-1].horizon, horizon):
+            first_idx = grants.pop().first_idx
+        entry = Grant(idx, first_idx, horizon, credit, drain)
+        grants.append(entry)
+        self.last = entry
+        self._remember(horizon, idx)
+
+    def _remember(self, horizon: int, idx: int) -> None:
+        by_horizon = self._by_horizon
+        indices = by_horizon.get(horizon)
+        if indices is None:
+            if len(by_horizon) >= _MAX_KEYS:
+                self._purge()
+                if len(by_horizon) >= _MAX_KEYS:
+                    return  # forget it: a missed proof only keeps more candidates
+            by_horizon[horizon] = [idx]
+        elif len(indices) < _MAX_PER_KEY:
+            indices.append(idx)
+
+    def _purge(self) -> None:
+        live_from = self._grants[0].first_idx if self._grants else 0
+        stale = [h for h, indices in self._by_horizon.items() if indices[-1] < live_from]
+        for h in stale:
+            del self._by_horizon[h]
+
+    def prove(self, proven_idx: int) -> None:
+        """S has read every frame of R up to trace index `proven_idx`: drop superseded grants.
+
+        Among grants at or before `proven_idx` only the latest still counts; grants
+        after it all stay candidates.
+        """
+        if proven_idx <= self.proven:
+            return
+        self.proven = proven_idx
+        grants = self._grants
+        while len(grants) >= 2 and grants[1].first_idx <= proven_idx:
+            grants.popleft()
+
+    def earliest_with(self, horizon: int) -> int | None:
+        """Trace index of the earliest live grant with this horizon, if remembered."""
+        indices = self._by_horizon.get(horizon)
+        if not indices or not self._grants:
+            return None
+        live_from = self._grants[0].first_idx
+        while indices and indices[0] < live_from:
+            indices.pop(0)
+        if not indices:
+            del self._by_horizon[horizon]
+            return None
+        return indices[0]
+
+    def best(self) -> Grant | None:
+        """The candidate with the largest horizon (None when R granted nothing yet)."""
+        return self._grants[0] if self._grants else None
+
+    def beyond_every(self, number: int) -> bool:
+        """True when `number` is at or past the horizon of every candidate."""
+        best = self.best()
+        return best is None or serial_diff(best.horizon, number) >= 0
+
+    def __len__(self) -> int:
+        return len(self._grants)

@@ -1,0 +1,431 @@
+"""Link rules (2.6, 2.7.3-2.7.7): lifecycle, link credit with exact horizons, drain, echo,
+settle modes on transfers, and the liveness (stall) rule.
+
+Owns: `LinkRules`, the checker mixin for attach, detach and the link half of flow and
+transfer. Credit verdicts come from `Horizons` (see horizons.py for the algorithm).
+May touch: the state records.
+
+Counting (2.6.7): delivery-count counts deliveries, not frames: only the first transfer
+frame of a delivery is checked against credit and counted (azure-uamqp-c PR #383).
+Aborted deliveries are counted leniently: the spec leaves open whether they consume
+credit, so they are not counted for the credit verdict but are for the receiver's
+delivery-count bound.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from amqp10.checker.state import Link, LinkEnd, Peer, SessionEnd, other
+from amqp10.serial import serial_add, serial_diff, serial_lt
+from amqp10.spec import RcvSettleMode, SndSettleMode
+
+if TYPE_CHECKING:
+    from amqp10.checker.core import Checker
+    from amqp10.frames import Frame
+
+
+class LinkRules:
+    # --- lifecycle ----------------------------------------------------------------------
+    def _on_attach(self: Checker, origin: str, peer: Peer, frame: Frame, idx: int, time: Any):
+        end = self._session_end(origin, peer, frame, idx)
+        if end is None:
+            return
+        attach = frame.performative
+        handle = attach.handle
+        session = end.session
+        partner_end = session.ends.get(other(origin))
+        if partner_end is not None and handle > partner_end.begin.handle_max:
+            self._report(
+                "link.attach.handle-max",
+                idx,
+                origin,
+                f"attach on handle {handle}, partner's handle-max is "
+                f"{partner_end.begin.handle_max}",
+            )
+        if handle in end.handles:
+            self._report(
+                "link.attach.handle-in-use",
+                idx,
+                origin,
+                f"attach of {attach.name!r} on handle {handle}, in use by "
+                f"{end.handles[handle].name!r}",
+            )
+            return
+        link = session.links.get(attach.name)
+        joining = (
+            link is not None
+            and origin not in link.ends
+            and any(not e.detached for e in link.ends.values())
+        )
+        if joining:
+            assert link is not None
+            remote = next(iter(link.ends.values()))
+            if remote.role == bool(attach.role):
+                role = "receiver" if attach.role else "sender"
+                self._report(
+                    "link.attach.role",
+                    idx,
+                    origin,
+                    f"attach of {attach.name!r} as {role}, and the peer's attach (frame "
+                    f"{remote.attach_idx}) is a {role} too",
+                )
+        else:
+            link = Link(attach.name)
+            session.links[attach.name] = link
+            self._links.append(link)
+        link.ends[origin] = LinkEnd(attach, idx)
+        end.handles[handle] = link
+        end.detached_handles.discard(handle)
+        if not attach.role:  # the sender's attach starts its delivery-count
+            initial = attach.initial_delivery_count or 0
+            link.delivery_count = initial
+            for grant_idx, flow, _ in link.pending_flows:
+                link.grants.grant(
+                    grant_idx, serial_add(initial, flow.link_credit), flow.link_credit, flow.drain
+                )
+            link.pending_flows.clear()
+
+    def _link_of(
+        self: Checker, origin: str, end: SessionEnd, handle: int, idx: int, what: str
+    ) -> Link | None:
+        link = end.handles.get(handle)
+        if link is not None:
+            return link
+        if handle in end.detached_handles:
+            self._report(
+                "link.frame-after-detach",
+                idx,
+                origin,
+                f"{what} on handle {handle} after this peer detached it",
+            )
+        else:
+            self._report(
+                "link.unattached-handle",
+                idx,
+                origin,
+                f"{what} on handle {handle}, which this peer has not attached",
+            )
+        return None
+
+    def _on_detach(self: Checker, origin: str, peer: Peer, frame: Frame, idx: int, time: Any):
+        end = self._session_end(origin, peer, frame, idx)
+        if end is None:
+            return
+        handle = frame.performative.handle
+        link = self._link_of(origin, end, handle, idx, "detach")
+        if link is None:
+            return
+        del end.handles[handle]
+        end.detached_handles.add(handle)
+        link.ends[origin].detached = True
+        link.drain_pending = None
+        link.echo_pending.clear()
+
+    # --- flow (2.6.7, 2.7.4) ------------------------------------------------------------
+    def _link_flow(self: Checker, origin: str, end: SessionEnd, flow: Any, idx: int, time: Any):
+        link = self._link_of(origin, end, flow.handle, idx, "flow")
+        if link is None:
+            return
+        link.echo_pending.pop(origin, None)  # any flow of ours answers a pending echo
+        if flow.echo:
+            link.echo_pending[other(origin)] = (idx, time)
+        if link.ends[origin].role:
+            self._receiver_flow(origin, link, flow, idx, time)
+        else:
+            self._sender_flow(origin, link, flow, idx, time)
+
+    def _receiver_flow(self: Checker, origin: str, link: Link, flow: Any, idx: int, time: Any):
+        credit = flow.link_credit
+        if credit is None:
+            return  # no grant in this flow
+        sender_count = link.delivery_count
+        count = flow.delivery_count
+        if count is not None and sender_count is not None:
+            seen = serial_add(sender_count, 0)
+            if serial_lt(seen, count):
+                self._report(
+                    "link.credit.receiver-delivery-count-ahead",
+                    idx,
+                    origin,
+                    f"receiver's delivery-count {count:#x} on link {link.name!r} is ahead of "
+                    f"the sender's {seen:#x}",
+                )
+        if count is None:
+            if sender_count is None:  # the sender's attach is not in yet
+                link.pending_flows.append((idx, flow, time))
+                return
+            sender_end = link.ends.get(other(origin))
+            count = sender_end.attach.initial_delivery_count or 0 if sender_end else 0
+        grants = link.grants
+        lenient = self._lenient_count(link)
+        was_outstanding = grants.last is not None and serial_lt(lenient, grants.last.horizon)
+        horizon = serial_add(count, credit)
+        grants.grant(idx, horizon, credit, bool(flow.drain))
+        if flow.drain:
+            link.drain_grant_idx = idx
+            # A reply is owed when there is credit to drain (2.6.7).
+            link.drain_pending = (idx, horizon, time) if serial_lt(lenient, horizon) else None
+        else:
+            link.drain_pending = None
+        if not was_outstanding and serial_lt(lenient, horizon):
+            link.progress_time = time
+            link.stall_reported = False
+
+    def _sender_flow(self: Checker, origin: str, link: Link, flow: Any, idx: int, time: Any):
+        link.drain_pending = None  # the sender sent its state: the drain got its reply
+        count = flow.delivery_count
+        if flow.available is not None:
+            if not link.available and flow.available > 0:
+                link.progress_time = time
+                link.stall_reported = False
+            link.available = flow.available
+        if count is None:
+            return
+        tracked = self._lenient_count(link)
+        if link.delivery_count is not None and serial_lt(count, tracked):
+            self._report(
+                "link.credit.sender-delivery-count-regressed",
+                idx,
+                origin,
+                f"sender's delivery-count {count:#x} on link {link.name!r} is behind the "
+                f"{tracked:#x} deliveries it sent",
+            )
+        link.delivery_count = count
+        link.aborted = 0
+        if flow.link_credit is None:
+            return
+        # The horizon the sender states names the receiver grant it applied (a proof);
+        # a horizon that matches no grant proves nothing (fe2o3-amqp#264).
+        grants = link.grants
+        grant_idx = grants.earliest_with(serial_add(count, flow.link_credit))
+        if grant_idx is not None:
+            self._prove(origin, grant_idx)
+            if flow.link_credit == 0 and grant_idx == link.drain_grant_idx:
+                link.drain_done = grant_idx
+
+    # --- transfer (2.6.7, 2.7.5, 2.8.2, 2.8.3) -----------------------------------------
+    @staticmethod
+    def _lenient_count(link: Link) -> int:
+        count = link.delivery_count or 0
+        return serial_add(count, -link.aborted) if link.aborted else count
+
+    def _link_transfer(self: Checker, origin: str, end: SessionEnd, frame: Frame, idx: int, time):
+        transfer = frame.performative
+        link = self._link_of(origin, end, transfer.handle, idx, "transfer")
+        if link is None:
+            return
+        sender = link.ends[origin]
+        if sender.role:
+            self._report(
+                "link.transfer.wrong-role",
+                idx,
+                origin,
+                f"transfer on handle {transfer.handle}, attached as receiver of {link.name!r}",
+            )
+            return
+        if link.in_delivery:
+            self._continuation(origin, end, link, sender, transfer, idx)
+            return
+        delivery_id = transfer.delivery_id
+        if delivery_id is None or transfer.delivery_tag is None:
+            missing = "delivery-id" if delivery_id is None else "delivery-tag"
+            self._report(
+                "link.transfer.first-frame-fields",
+                idx,
+                origin,
+                f"first transfer of a delivery on handle {transfer.handle} without {missing}",
+            )
+        self._check_credit(origin, link, transfer, idx)
+        link.delivery_count = serial_add(link.delivery_count or 0, 1)
+        if link.available:
+            link.available -= 1
+        if link.caller_available and link.caller_available > 0:
+            link.caller_available -= 1
+        link.progress_time = time
+        link.stall_reported = False
+        if link.drain_pending is not None and not serial_lt(
+            self._lenient_count(link), link.drain_pending[1]
+        ):
+            link.drain_pending = None  # the credit was used up by deliveries
+        deliveries = end.deliveries
+        if delivery_id is not None:
+            if deliveries.low is None:
+                deliveries.low = deliveries.high = delivery_id
+            else:
+                if serial_lt(delivery_id, deliveries.low):
+                    deliveries.low = delivery_id
+                if serial_lt(deliveries.high, delivery_id):
+                    deliveries.high = delivery_id
+            if transfer.settled:
+                deliveries.settle(delivery_id, "transfer")
+        mode = sender.attach.snd_settle_mode
+        if mode == SndSettleMode.UNSETTLED and transfer.settled:
+            self._report(
+                "settlement.snd-settle-mode",
+                idx,
+                origin,
+                f"settled transfer on {link.name!r}, whose snd-settle-mode is unsettled",
+            )
+        self._check_rcv_settle_mode(origin, link, transfer, idx)
+        link.delivery_id = delivery_id
+        link.delivery_settled = bool(transfer.settled)
+        if transfer.aborted:
+            link.aborted += 1
+        elif transfer.more:
+            link.in_delivery = True
+        else:
+            self._delivery_complete(origin, link, sender, idx)
+
+    def _continuation(self: Checker, origin, end, link: Link, sender: LinkEnd, transfer, idx):
+        if transfer.delivery_id is not None and transfer.delivery_id != link.delivery_id:
+            self._report(
+                "link.transfer.first-frame-fields",
+                idx,
+                origin,
+                f"continuation transfer with delivery-id {transfer.delivery_id:#x}, the "
+                f"delivery is {link.delivery_id!s}",
+            )
+        if transfer.settled:
+            link.delivery_settled = True
+            if link.delivery_id is not None:
+                end.deliveries.settle(link.delivery_id, "transfer")
+        self._check_rcv_settle_mode(origin, link, transfer, idx)
+        if transfer.aborted:
+            link.in_delivery = False
+            link.aborted += 1
+        elif not transfer.more:
+            link.in_delivery = False
+            self._delivery_complete(origin, link, sender, idx)
+
+    def _delivery_complete(self: Checker, origin: str, link: Link, sender: LinkEnd, idx: int):
+        if sender.attach.snd_settle_mode == SndSettleMode.SETTLED and not link.delivery_settled:
+            self._report(
+                "settlement.snd-settle-mode",
+                idx,
+                origin,
+                f"unsettled delivery on {link.name!r}, whose snd-settle-mode is settled",
+            )
+
+    def _check_rcv_settle_mode(self: Checker, origin: str, link: Link, transfer: Any, idx: int):
+        if transfer.rcv_settle_mode != RcvSettleMode.SECOND:
+            return
+        receiver = link.ends.get(other(origin))
+        if receiver is not None and receiver.attach.rcv_settle_mode == RcvSettleMode.FIRST:
+            self._report(
+                "settlement.rcv-settle-mode",
+                idx,
+                origin,
+                f"transfer with rcv-settle-mode second on {link.name!r}, negotiated first",
+            )
+
+    def _check_credit(self: Checker, origin: str, link: Link, transfer: Any, idx: int) -> None:
+        grants = link.grants
+        grants.prove(self.proven[origin])
+        number = self._lenient_count(link)
+        if not grants.beyond_every(number):
+            return
+        best = grants.best()
+        last = grants.last
+        did = transfer.delivery_id
+        what = f"transfer delivery-id {did:#x}" if did is not None else "transfer"
+        if best is None:
+            self._report(
+                "link.credit.transfer-without-credit",
+                idx,
+                origin,
+                f"{what} on handle {transfer.handle} before the receiver granted any credit",
+            )
+        elif last is not None and link.drain_done >= 0 and last.idx == link.drain_done:
+            self._report(
+                "link.drain.transfer-after-drain",
+                idx,
+                origin,
+                f"{what} on handle {transfer.handle} after the drain of frame "
+                f"{link.drain_done} completed, no credit granted since",
+            )
+        elif best.credit == 0:
+            self._report(
+                "link.credit.transfer-without-credit",
+                idx,
+                origin,
+                f"{what} on handle {transfer.handle}: every grant is zero credit "
+                f"(horizon {best.horizon:#x} from frame {best.idx})",
+            )
+        else:
+            self._report(
+                "link.credit.transfer-beyond-credit",
+                idx,
+                origin,
+                f"{what} on handle {transfer.handle} beyond every credit granted "
+                f"(horizon {best.horizon:#x} from frame {best.idx})",
+            )
+
+    # --- liveness, unanswered drain/echo ----------------------------------------------
+    def _link_sweep(self: Checker, link: Link, now: float, bound: float) -> bool:
+        """Time-based checks of one link; False once the link is gone for good."""
+        ends = link.ends
+        if ends and all(e.detached for e in ends.values()):
+            return False
+        sender_origin = link.sender_origin()
+        if link.drain_pending is not None and sender_origin is not None:
+            drain_idx, _horizon, asked = link.drain_pending
+            if asked is not None and now - asked >= bound:
+                self._report(
+                    "link.drain.no-reply",
+                    drain_idx,
+                    sender_origin,
+                    f"no flow answered the drain request of frame {drain_idx} on "
+                    f"{link.name!r} within {bound} s",
+                )
+                link.drain_pending = None
+        for asked_origin, (echo_idx, asked) in list(link.echo_pending.items()):
+            if asked is not None and now - asked >= bound:
+                self._report(
+                    "link.echo.unanswered",
+                    echo_idx,
+                    asked_origin,
+                    f"no flow answered the echo request of frame {echo_idx} on "
+                    f"{link.name!r} within {bound} s",
+                )
+                del link.echo_pending[asked_origin]
+        if sender_origin is not None and not link.stall_reported:
+            self._check_stall(link, sender_origin, now, bound)
+        return True
+
+    def _check_stall(self: Checker, link: Link, sender_origin: str, now: float, bound: float):
+        last = link.grants.last
+        since = link.progress_time
+        if last is None or since is None or now - since < bound:
+            return
+        if any(e.detached for e in link.ends.values()):
+            return
+        if not serial_lt(self._lenient_count(link), last.horizon):
+            return  # no credit outstanding
+        if not (link.available or link.caller_available):
+            return  # no messages known to be available
+        credit = serial_diff(self._lenient_count(link), last.horizon)
+        self._report(
+            "link.liveness.stall",
+            last.idx,
+            sender_origin,
+            f"link {link.name!r}: credit {credit} outstanding (grant of frame {last.idx}) and "
+            f"messages available, nothing delivered for {now - since:.3f} s",
+        )
+        link.stall_reported = True
+
+    def _link_finish(self: Checker, link: Link) -> None:
+        """A drain request the sender provably read and never answered (2.6.7)."""
+        sender_origin = link.sender_origin()
+        if link.drain_pending is None or sender_origin is None:
+            return
+        drain_idx = link.drain_pending[0]
+        if self.proven[sender_origin] >= drain_idx:
+            self._report(
+                "link.drain.no-reply",
+                drain_idx,
+                sender_origin,
+                f"the sender read the drain request of frame {drain_idx} on {link.name!r} "
+                f"and sent no flow back",
+            )
+            link.drain_pending = None

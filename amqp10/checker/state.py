@@ -1,0 +1,183 @@
+"""What the checker remembers about one connection: peers, sessions, links, deliveries.
+
+Owns: plain slotted state records. No rules live here; the checker modules mutate them.
+Every record is O(1) in size except the per-session maps keyed by handle/name and the
+capped settlement memory of `Deliveries`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from amqp10.checker.horizons import Horizons
+
+CLIENT = "client"
+SERVER = "server"
+ORIGINS = (CLIENT, SERVER)
+
+_SETTLED_MEMORY = 8192  # delivery-ids whose settlement is remembered per direction
+
+
+def other(origin: str) -> str:
+    return SERVER if origin == CLIENT else CLIENT
+
+
+class Peer:
+    """One side of the connection, as seen from what it sent."""
+
+    __slots__ = (
+        "close_idx",
+        "close_time",
+        "closed",
+        "ended_channels",
+        "idle_reported",
+        "last_time",
+        "layer",
+        "open",
+        "open_idx",
+        "open_time",
+        "sasl_init",
+        "sasl_outcome",
+        "sessions",
+        "tls",
+        "unanswered_begins",
+    )
+
+    def __init__(self) -> None:
+        self.layer: str | None = None  # None (no header yet), "sasl" or "amqp"
+        self.tls = False
+        self.sasl_outcome: Any = None  # the sasl-outcome this peer sent
+        self.sasl_init = False  # this peer sent a sasl-init
+        self.open: Any = None
+        self.open_idx = -1
+        self.open_time: float | None = None
+        self.closed = False
+        self.close_idx = -1
+        self.close_time: float | None = None
+        self.last_time: float | None = None
+        self.idle_reported = False
+        self.sessions: dict[int, SessionEnd] = {}  # outgoing channel -> its session end
+        self.unanswered_begins: dict[int, Session] = {}  # channel -> session begun, no answer
+        self.ended_channels: set[int] = set()  # channels whose session this peer ended
+
+
+class Deliveries:
+    """Deliveries one endpoint sent on a session: id range and settlement memory."""
+
+    __slots__ = ("high", "low", "settled_by")
+
+    def __init__(self) -> None:
+        self.low: int | None = None
+        self.high: int | None = None
+        self.settled_by: OrderedDict[int, str] = OrderedDict()  # id -> "transfer" or origin
+
+    def settle(self, delivery_id: int, by: str) -> None:
+        settled = self.settled_by
+        settled[delivery_id] = by
+        if len(settled) > _SETTLED_MEMORY:
+            settled.popitem(last=False)
+
+
+class SessionEnd:
+    """One endpoint of a session: the begin it sent and what it sent since."""
+
+    __slots__ = (
+        "begin",
+        "begin_idx",
+        "channel",
+        "deliveries",
+        "detached_handles",
+        "ended",
+        "handles",
+        "incoming",
+        "next_outgoing_id",
+        "pending_grants",
+        "session",
+    )
+
+    def __init__(self, session: Session, channel: int, begin: Any, begin_idx: int) -> None:
+        self.session = session
+        self.channel = channel
+        self.begin = begin
+        self.begin_idx = begin_idx
+        self.next_outgoing_id: int = begin.next_outgoing_id
+        self.ended = False
+        # Session-window grants this end gave for the PEER's transfer frames (2.5.6).
+        self.incoming = Horizons()
+        # Grants made before the peer's begin told its initial next-outgoing-id.
+        self.pending_grants: list[tuple[int, int]] = []  # (trace index, incoming-window)
+        self.handles: dict[int, Link] = {}
+        self.detached_handles: set[int] = set()
+        self.deliveries = Deliveries()
+
+
+class Session:
+    """A session: the two ends, paired by the answering begin's remote-channel."""
+
+    __slots__ = ("echo_pending", "ends", "links")
+
+    def __init__(self) -> None:
+        self.ends: dict[str, SessionEnd] = {}
+        self.links: dict[str, Link] = {}  # link name -> link
+        self.echo_pending: dict[str, tuple[int, float | None]] = {}  # asked origin -> idx
+
+
+class LinkEnd:
+    __slots__ = ("attach", "attach_idx", "detached", "handle", "role")
+
+    def __init__(self, attach: Any, attach_idx: int) -> None:
+        self.attach = attach
+        self.attach_idx = attach_idx
+        self.handle: int = attach.handle
+        self.role: bool = bool(attach.role)
+        self.detached = False
+
+
+class Link:
+    """A link and the sender's credit state (2.6.7) as far as the trace shows it."""
+
+    __slots__ = (
+        "aborted",
+        "available",
+        "caller_available",
+        "delivery_count",
+        "delivery_id",
+        "delivery_settled",
+        "drain_done",
+        "drain_grant_idx",
+        "drain_pending",
+        "echo_pending",
+        "ends",
+        "grants",
+        "in_delivery",
+        "name",
+        "pending_flows",
+        "progress_time",
+        "stall_reported",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ends: dict[str, LinkEnd] = {}
+        self.delivery_count: int | None = None  # the sender's, tracked from its frames
+        self.grants = Horizons()  # the receiver's credit horizons
+        self.pending_flows: list[tuple[int, Any, float | None]] = []  # before sender attach
+        self.in_delivery = False  # a multi-frame delivery is open
+        self.delivery_settled = False
+        self.delivery_id: int | None = None
+        self.drain_pending: tuple[int, int, float | None] | None = None  # idx, horizon, time
+        self.drain_grant_idx = -1  # trace index of the receiver's last drain request
+        self.drain_done = -1  # trace index of the drain grant the sender proved it completed
+        self.aborted = 0  # aborted deliveries since the sender last stated its delivery-count
+        self.echo_pending: dict[str, tuple[int, float | None]] = {}  # asked origin -> idx
+        self.available: int | None = None  # sender's estimate, minus deliveries since
+        self.caller_available: int | None = None  # -1 = unbounded
+        self.progress_time: float | None = None
+        self.stall_reported = False
+
+    def sender_origin(self) -> str | None:
+        for origin, end in self.ends.items():
+            if end.role is False:
+                return origin
+        return None
