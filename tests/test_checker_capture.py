@@ -1,0 +1,126 @@
+"""The checker on a real capture: RabbitMQ 3.10.8 over-delivering at prefetch 2 (#2597).
+
+The data is python-qpid-proton's own PN_TRACE_FRM=1 log of the run (the client's view,
+shared/captures/rabbitmq-3.10.8-prefetch2-overdelivery.client-trace.txt.gz). That is
+proton's text rendering, not AMQP bytes, so a small test-only parser turns each line into
+a composite; only top-level scalar fields are kept (nested composites such as source or
+state become placeholders, strings and binaries stay text). Frames built in memory carry
+no SIZE, so the frame-size rules are not exercised here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+
+from amqp10.checker import check_connection
+from amqp10.composites import COMPOSITE_CLASSES, Source, Target
+from amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, FrameType
+
+CAPTURE = (
+    Path(__file__).resolve().parents[2]
+    / "shared/captures/rabbitmq-3.10.8-prefetch2-overdelivery.client-trace.txt.gz"
+)
+
+_LINE = re.compile(r"(SASL|AMQP):FRAME:(\d*) +(->|<-) +(?:@([a-z-]+)\(\d+\) \[(.*)|(SASL|AMQP)$)")
+_VALUE = re.compile(r'0x[0-9a-f]+|true|false|b?"(?:[^"\\]|\\.)*"|:"[^"]*"|:[\w.-]+')
+_PLACEHOLDER = {"source": Source(), "target": Target()}
+
+
+def _fields(text: str) -> dict[str, object]:
+    """Top-level name=value pairs of one rendered composite body."""
+    fields: dict[str, object] = {}
+    depth, pos, quote = 0, 0, False
+    start = 0
+    pieces: list[str] = []
+    for pos, char in enumerate(text):
+        if char == '"' and (pos == 0 or text[pos - 1] != "\\"):
+            quote = not quote
+        elif quote:
+            continue
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth < 0:
+                pieces.append(text[start:pos])
+                break
+        elif char == "," and depth == 0:
+            pieces.append(text[start:pos])
+            start = pos + 1
+    for piece in pieces:
+        name, _, value = piece.strip().partition("=")
+        if not name:
+            continue
+        key = name.replace("-", "_")
+        if value.startswith("@"):
+            fields[key] = _PLACEHOLDER.get(name)
+        elif value.startswith("0x"):
+            fields[key] = int(value, 16)
+        elif value in ("true", "false"):
+            fields[key] = value == "true"
+        elif value.startswith('b"'):
+            fields[key] = value[2:-1].encode()
+        else:
+            fields[key] = value.strip('"')
+    return fields
+
+
+def parse_proton_trace(lines):
+    """(origin, ProtocolHeader | Frame) in log order; '->' is the client (initiator)."""
+    classes = {cls.NAME: cls for cls in COMPOSITE_CLASSES.values()}
+    for line in lines:
+        match = _LINE.search(line)
+        if not match:
+            continue
+        _layer, channel, arrow, name, body, header = match.groups()
+        origin = "client" if arrow == "->" else "server"
+        if header:
+            yield origin, SASL_HEADER if header == "SASL" else AMQP_HEADER
+            continue
+        frame_type = FrameType.SASL if name.startswith("sasl-") else FrameType.AMQP
+        if name in ("sasl-mechanisms", "sasl-init", "sasl-outcome", "open"):
+            performative = classes[name](**_sasl_or_open(name, body))
+        else:
+            performative = classes[name](**_fields(body))
+        yield origin, Frame(frame_type, int(channel or 0), performative)
+
+
+def _sasl_or_open(name: str, body: str) -> dict[str, object]:
+    fields = _fields(body)
+    keep = {
+        "open": ("container_id", "max_frame_size", "channel_max", "idle_time_out"),
+        "sasl-outcome": ("code",),
+        "sasl-init": ("mechanism",),
+        "sasl-mechanisms": (),
+    }[name]
+    out = {key: fields[key] for key in keep if key in fields}
+    if name == "sasl-mechanisms":
+        out["sasl_server_mechanisms"] = ["ANONYMOUS"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def capture_items():
+    if not CAPTURE.exists():
+        pytest.skip(f"capture not present: {CAPTURE}")
+    with gzip.open(CAPTURE, "rt") as text:
+        return list(parse_proton_trace(text))
+
+
+def test_parser_reads_every_frame(capture_items):
+    names = [item.name if isinstance(item, Frame) else "header" for _, item in capture_items]
+    assert names.count("transfer") == 10_000
+    assert names.count("header") == 4
+    assert names.count("attach") == 2
+
+
+def test_rabbitmq_over_deliveries_and_nothing_else(capture_items):
+    violations = check_connection(capture_items)
+    assert {v.rule_id for v in violations} == {"link.credit.transfer-beyond-credit"}
+    flagged = [v.reason for v in violations]
+    assert any("delivery-id 0xf93 " in reason and "horizon 0xf93" in reason for reason in flagged)
+    assert len(violations) == 3
