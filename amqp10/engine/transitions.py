@@ -351,9 +351,16 @@ def _errors(
     }
 
 
+_AWAITING_HEADER = frozenset(
+    {ConnState.START, ConnState.HDR_SENT, ConnState.OPEN_PIPE, ConnState.OC_PIPE}
+)
+
+
 def _conn_error(state: ConnState, inp: ConnInput) -> ErrorSpec:
     if inp in (ConnInput.RECV_HEADER, ConnInput.RECV_BAD_HEADER):
         return Cond.FRAMING_ERROR, "connection"  # a second header mid-stream (2.2)
+    if state in _AWAITING_HEADER:
+        return Cond.FRAMING_ERROR, "connection"  # a frame where the header must be (2.2)
     return Cond.ILLEGAL_STATE, "connection"
 
 

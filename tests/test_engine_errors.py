@@ -1,0 +1,350 @@
+"""Peer misbehaviour: crafted frames (amqp10.frames.encode_frame + composites) fed to a
+real engine; the close / end / detach the engine sends back must carry the spec's
+error condition. The engine's output is decoded with amqp10.frames.FrameDecoder."""
+
+from __future__ import annotations
+
+import pytest
+
+from amqp10.composites import (
+    Attach,
+    Begin,
+    Close,
+    Detach,
+    Disposition,
+    End,
+    Flow,
+    Open,
+    Source,
+    Target,
+    Transfer,
+)
+from amqp10.engine import (
+    Connection,
+    ConnState,
+    LinkState,
+    ProtocolErrorRaised,
+    RemoteAttach,
+    RemoteBegin,
+    SessState,
+    TransferReceived,
+)
+from amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, ProtocolHeader, encode_frame
+from amqp10.spec import Cond, Role
+
+
+class Peer:
+    """A scripted peer: writes crafted frames into the engine, decodes what it sends."""
+
+    def __init__(self, engine: Connection) -> None:
+        self.engine = engine
+        self.decoder = FrameDecoder()
+        self.received: list[ProtocolHeader | Frame] = []
+        self.now = 0.0
+
+    def send(self, *chunks: bytes) -> None:
+        self.engine.receive_data(b"".join(chunks), self.now)
+
+    def frame(self, performative, channel: int = 0, payload: bytes = b"") -> None:
+        self.send(encode_frame(performative, channel, payload))
+
+    def read(self) -> list[ProtocolHeader | Frame]:
+        self.decoder.feed(self.engine.data_to_send(self.now))
+        new = list(self.decoder)
+        self.received.extend(new)
+        return new
+
+    def performatives(self, kind) -> list:
+        self.read()
+        return [
+            item.performative
+            for item in self.received
+            if isinstance(item, Frame) and isinstance(item.performative, kind)
+        ]
+
+    def errors(self) -> list[ProtocolErrorRaised]:
+        return [e for e in self.engine.events() if isinstance(e, ProtocolErrorRaised)]
+
+
+def server_peer(**engine_args) -> Peer:
+    """The engine is the server; the peer has sent header + open and both are open."""
+    peer = Peer(Connection("server", "engine", **engine_args))
+    peer.send(AMQP_HEADER.encode(), encode_frame(Open(container_id="peer")))
+    peer.engine.open()
+    assert peer.engine.state is ConnState.OPENED
+    peer.read()
+    return peer
+
+
+def with_session(peer: Peer, **accept) -> object:
+    peer.frame(Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100))
+    session = next(e for e in peer.engine.events() if isinstance(e, RemoteBegin)).session
+    session.accept(**accept)
+    peer.read()
+    return session
+
+
+def with_receiving_link(peer: Peer, credit: int | None = None, handle: int = 0):
+    """The peer attaches a sender; the engine's receiver accepts and grants credit."""
+    peer.frame(
+        Attach(
+            name=f"l{handle}",
+            handle=handle,
+            role=Role.SENDER,
+            source=Source(address="s"),
+            target=Target(address="q"),
+            initial_delivery_count=0,
+        )
+    )
+    link = next(e for e in peer.engine.events() if isinstance(e, RemoteAttach)).link
+    link.accept()
+    if credit is not None:
+        link.flow(link_credit=credit)
+    peer.read()
+    return link
+
+
+def transfer(delivery_id: int, handle: int = 0) -> Transfer:
+    return Transfer(handle=handle, delivery_id=delivery_id, delivery_tag=b"%d" % delivery_id)
+
+
+def close_condition(peer: Peer) -> str:
+    closes = peer.performatives(Close)
+    assert len(closes) == 1, peer.received
+    return closes[0].error.condition
+
+
+def end_condition(peer: Peer) -> str:
+    ends = peer.performatives(End)
+    assert len(ends) == 1, peer.received
+    return ends[0].error.condition
+
+
+# --- connection errors ------------------------------------------------------------------
+
+
+def test_decode_error_closes_with_decode_error():
+    peer = server_peer()
+    bad = encode_frame(End())[:-1] + b"\x40"  # the performative's list replaced by null
+    peer.send(bad)
+    assert close_condition(peer) == Cond.DECODE_ERROR
+    assert peer.engine.state is ConnState.DISCARDING
+    assert peer.errors()[0].condition == Cond.DECODE_ERROR
+    # 2.4.6 DISCARDING: frames are dropped until the peer's close, which ends it
+    peer.frame(Begin(next_outgoing_id=0, incoming_window=1, outgoing_window=1))
+    assert not peer.engine.sessions_by_channel
+    peer.frame(Close())
+    assert peer.engine.state is ConnState.END
+
+
+def test_frame_larger_than_max_frame_size_is_framing_error():
+    peer = server_peer(max_frame_size=512)
+    with_session(peer)
+    with_receiving_link(peer, credit=5)
+    peer.frame(transfer(0), payload=b"x" * 600)
+    assert close_condition(peer) == Cond.FRAMING_ERROR
+    assert peer.engine.finished  # frame boundaries are lost: no more input is read
+
+
+def test_doff_below_two_is_framing_error():
+    peer = server_peer()
+    frame = bytearray(encode_frame(Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1)))
+    frame[4] = 1  # DOFF
+    peer.send(bytes(frame))
+    assert close_condition(peer) == Cond.FRAMING_ERROR
+
+
+def test_open_with_max_frame_size_below_512():
+    peer = Peer(Connection("server", "engine"))
+    peer.send(AMQP_HEADER.encode(), encode_frame(Open(container_id="p", max_frame_size=256)))
+    # 2.4.6: the engine still sends its open, then the close with the error
+    opens, closes = peer.performatives(Open), peer.performatives(Close)
+    assert len(opens) == 1 and closes[0].error.condition == Cond.FRAME_SIZE_TOO_SMALL
+    kinds = [type(i.performative) for i in peer.received if isinstance(i, Frame)]
+    assert kinds == [Open, Close]
+
+
+def test_channel_above_channel_max_is_framing_error():
+    peer = server_peer(channel_max=1)
+    peer.frame(Begin(next_outgoing_id=0, incoming_window=1, outgoing_window=1), channel=5)
+    assert close_condition(peer) == Cond.FRAMING_ERROR
+
+
+def test_second_open_is_illegal_state():
+    peer = server_peer()
+    peer.frame(Open(container_id="again"))
+    assert close_condition(peer) == Cond.ILLEGAL_STATE
+
+
+def test_frame_on_unmapped_channel_is_illegal_state():
+    peer = server_peer()
+    peer.frame(Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1), channel=3)
+    assert close_condition(peer) == Cond.ILLEGAL_STATE
+
+
+def test_begin_on_mapped_channel_is_illegal_state():
+    peer = server_peer()
+    with_session(peer)
+    peer.frame(Begin(next_outgoing_id=0, incoming_window=1, outgoing_window=1))
+    assert close_condition(peer) == Cond.ILLEGAL_STATE
+
+
+@pytest.mark.parametrize("header", [b"AMQP\x01\x01\x00\x00", b"AMQP\x00\x02\x00\x00", b"HTTP/1.1"])
+def test_unsupported_header_is_answered_with_ours(header):
+    peer = Peer(Connection("server", "engine"))
+    peer.send(header)
+    items = peer.read()
+    assert items == [AMQP_HEADER]
+    assert peer.engine.finished and peer.engine.state is ConnState.END
+
+
+def test_amqp_frame_before_header():
+    peer = Peer(Connection("server", "engine"))
+    peer.send(encode_frame(Open(container_id="x")))
+    assert peer.read() == [AMQP_HEADER]  # not a header: answered with ours, then the end
+    assert peer.errors()[0].condition == Cond.FRAMING_ERROR
+
+
+# --- session errors ---------------------------------------------------------------------
+
+
+def test_transfer_beyond_incoming_window_is_window_violation():
+    peer = server_peer()
+    session = with_session(peer, incoming_window=2, auto_window=False)
+    with_receiving_link(peer, credit=10)
+    for delivery_id in range(2):
+        peer.frame(transfer(delivery_id))
+    assert peer.performatives(End) == []
+    peer.frame(transfer(2))
+    assert end_condition(peer) == Cond.WINDOW_VIOLATION
+    assert session.state is SessState.DISCARDING
+    assert peer.engine.state is ConnState.OPENED  # only the session ends
+    peer.frame(transfer(3))  # 2.5.5: discarded until the peer's end
+    assert not peer.errors()[1:]
+    peer.frame(End())
+    assert session.state is SessState.UNMAPPED
+
+
+@pytest.mark.parametrize(
+    "performative",
+    [
+        Flow(incoming_window=9, next_outgoing_id=0, outgoing_window=9, handle=5, link_credit=1),
+        Transfer(handle=5, delivery_id=0, delivery_tag=b"t"),
+        Detach(handle=5, closed=True),
+    ],
+    ids=["flow", "transfer", "detach"],
+)
+def test_unattached_handle(performative):
+    peer = server_peer()
+    with_session(peer)
+    peer.frame(performative)
+    assert end_condition(peer) == Cond.UNATTACHED_HANDLE
+
+
+def test_attach_on_handle_in_use():
+    peer = server_peer()
+    with_session(peer)
+    with_receiving_link(peer)
+    peer.frame(Attach(name="other", handle=0, role=Role.SENDER, initial_delivery_count=0))
+    assert end_condition(peer) == Cond.HANDLE_IN_USE
+
+
+def test_handle_above_handle_max_is_framing_error():
+    peer = server_peer()
+    with_session(peer, handle_max=3)
+    peer.frame(Attach(name="big", handle=7, role=Role.SENDER, initial_delivery_count=0))
+    assert close_condition(peer) == Cond.FRAMING_ERROR
+
+
+def test_disposition_and_end_after_ok_traffic_are_accepted():
+    peer = server_peer()
+    session = with_session(peer)
+    peer.frame(Disposition(role=Role.RECEIVER, first=0, last=3, settled=True))
+    assert not peer.errors()
+    peer.frame(End())
+    assert session.state is SessState.UNMAPPED
+    assert len(peer.performatives(End)) == 1  # answered (auto_reply)
+
+
+# --- link errors ------------------------------------------------------------------------
+
+
+def test_transfer_without_credit_is_transfer_limit_exceeded():
+    peer = server_peer()
+    with_session(peer)
+    link = with_receiving_link(peer, credit=None)
+    peer.frame(transfer(0))
+    detaches = peer.performatives(Detach)
+    assert detaches[0].error.condition == Cond.TRANSFER_LIMIT_EXCEEDED and detaches[0].closed
+    assert link.state is LinkState.DETACH_SENT
+    # frames in flight after our detach are discarded, the peer's detach completes it
+    peer.frame(transfer(1))
+    peer.frame(Detach(handle=0, closed=True))
+    assert link.state is LinkState.DETACHED
+
+
+def test_transfer_beyond_granted_credit():
+    peer = server_peer()
+    with_session(peer)
+    with_receiving_link(peer, credit=2)
+    peer.frame(transfer(0))
+    peer.frame(transfer(1))
+    assert peer.performatives(Detach) == []
+    peer.frame(transfer(2))
+    assert peer.performatives(Detach)[0].error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
+
+
+def test_in_flight_transfers_after_credit_reduction_are_legal():
+    """2.6.7: transfers sent against an older, larger grant are not a violation."""
+    peer = server_peer()
+    with_session(peer)
+    link = with_receiving_link(peer, credit=5)
+    link.flow(link_credit=1)  # reduced while the peer may already be sending
+    peer.read()
+    for delivery_id in range(3):
+        peer.frame(transfer(delivery_id))
+    assert peer.performatives(Detach) == []
+    received = [e for e in peer.engine.events() if isinstance(e, TransferReceived)]
+    assert len(received) == 3
+
+
+def test_continuation_frames_take_no_credit():
+    peer = server_peer()
+    with_session(peer)
+    with_receiving_link(peer, credit=1)
+    first = Transfer(handle=0, delivery_id=0, delivery_tag=b"t", more=True)
+    peer.frame(first, payload=b"ab")
+    peer.frame(Transfer(handle=0, more=True), payload=b"cd")
+    peer.frame(Transfer(handle=0), payload=b"ef")
+    events = [e for e in peer.engine.events() if isinstance(e, TransferReceived)]
+    assert [e.payload for e in events] == [b"abcdef"] and events[0].frame_count == 3
+    assert peer.performatives(Detach) == []
+
+
+def test_transfer_to_a_sending_link_is_illegal_state():
+    peer = server_peer()
+    with_session(peer)
+    peer.frame(Attach(name="r", handle=0, role=Role.RECEIVER, source=Source(address="q")))
+    link = next(e for e in peer.engine.events() if isinstance(e, RemoteAttach)).link
+    link.accept()
+    peer.frame(transfer(0))
+    assert peer.performatives(Detach)[0].error.condition == Cond.ILLEGAL_STATE
+
+
+def test_transfer_before_our_attach_is_transfer_limit_exceeded():
+    peer = server_peer()
+    with_session(peer)
+    peer.frame(Attach(name="s", handle=0, role=Role.SENDER, initial_delivery_count=0))
+    peer.frame(transfer(0))
+    # we never attached: the answer is our attach, then the detach with the error
+    kinds = [type(p) for p in peer.performatives(object) if isinstance(p, (Attach, Detach))]
+    assert kinds == [Attach, Detach]
+    assert peer.performatives(Detach)[0].error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
+
+
+def test_errors_are_reported_as_events():
+    peer = server_peer()
+    with_session(peer)
+    peer.frame(Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1, handle=9))
+    error = peer.errors()[0]
+    assert (error.condition, error.scope) == (Cond.UNATTACHED_HANDLE, "session")
