@@ -15,7 +15,7 @@ def frames(text: str) -> list[dict]:
         match = _LINE.search(line)
         if not match:
             continue
-        channel, arrow, name, rest, header = match.groups()
+        channel, arrow, name, rest, _header = match.groups()
         fields: dict[str, object] = {}
         if name:
             # only top-level fields: cut nested composites/maps out

@@ -15,7 +15,17 @@ def amqp_pdus(pcap: str, port: int, timeout: float = 60) -> list[dict]:
     """[{'kind': 'header'|'frame', 'code': int, 'channel': int, 'args': {name: show}}]."""
     assert TSHARK, "tshark is not installed"
     result = subprocess.run(
-        [TSHARK, "-r", pcap, "-d", f"tcp.port=={port},amqp", "-T", "pdml"],
+        [
+            TSHARK,
+            "-o",
+            "tcp.reassemble_out_of_order:TRUE",
+            "-r",
+            pcap,
+            "-d",
+            f"tcp.port=={port},amqp",
+            "-T",
+            "pdml",
+        ],
         capture_output=True,
         timeout=timeout,
         check=True,

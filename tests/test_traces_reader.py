@@ -1,0 +1,179 @@
+"""Reading foreign captures: real broker pcaps, crafted tcpdump-style pcaps in every
+supported format, TCP reassembly (split, merged, retransmitted, overlapping and
+out-of-order segments, sequence wrap), capture gaps and mid-connection starts."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+from traces_support.crafted import exchange, segment_plan, write_capture
+from traces_support.tshark import TSHARK, amqp_pdus
+
+from amqp10.frames import Frame, ProtocolHeader, decode_stream
+from traces.load import TraceError, open_trace
+from traces.model import CLIENT, SERVER
+from traces.pcap_writer import PcapWriter
+from traces.reassembly import PcapTraceReader
+
+CAPTURES = "/work/shared/captures"
+RABBITMQ = os.path.join(CAPTURES, "rabbitmq-3.10.8-prefetch2-overdelivery.pcap")
+PROTON_C = os.path.join(CAPTURES, "proton-c-example-broker-basic-and-multiframe.pcap")
+PERFORMATIVES = (
+    "open",
+    "begin",
+    "attach",
+    "flow",
+    "transfer",
+    "disposition",
+    "detach",
+    "end",
+    "close",
+)
+
+
+def _counts(path: str) -> dict[str, int]:
+    counts = Counter(item.name for item in open_trace(path))
+    return {name: counts[name] for name in PERFORMATIVES if counts[name]}
+
+
+@pytest.mark.skipif(not os.path.exists(RABBITMQ), reason="shared captures not present")
+def test_rabbitmq_capture_counts_match_tshark():
+    # tshark's counts, from /work/shared/captures/README.md
+    assert _counts(RABBITMQ) == {
+        "open": 2,
+        "begin": 2,
+        "attach": 2,
+        "flow": 19_994,
+        "transfer": 10_000,
+        "disposition": 9_963,
+        "close": 2,
+    }
+
+
+@pytest.mark.skipif(not os.path.exists(PROTON_C), reason="shared captures not present")
+def test_proton_c_capture_counts_match_tshark_and_multiframe_transfers_decode():
+    assert _counts(PROTON_C) == {
+        "open": 8,
+        "begin": 8,
+        "attach": 8,
+        "flow": 464,
+        "transfer": 4_200,
+        "disposition": 421,
+        "detach": 2,
+        "end": 2,
+        "close": 8,
+    }
+    trace = open_trace(PROTON_C)
+    items = list(trace)
+    assert len(trace.connections) == 4
+    more = [i for i in items if i.name == "transfer" and i.item.performative.more]
+    assert more, "the 100 kB messages are multi-frame transfers"
+    assert not [i for i in items if i.kind == "raw"]
+    # directions: every connection starts with the client's protocol header
+    for connection_id in trace.connections:
+        first = next(i for i in items if i.connection_id == connection_id)
+        assert first.direction == CLIENT and isinstance(first.item, ProtocolHeader)
+
+
+VARIANTS = {
+    "ethernet-usec": {},
+    "ethernet-nsec": {"nano": True},
+    "big-endian": {"endianness": ">"},
+    "linux-cooked": {"link": "sll"},
+    "bsd-loopback": {"link": "null"},
+    "ipv6": {"ip": 6},
+    "ipv6-loopback": {"link": "null", "ip": 6},
+    "pcapng": {"pcapng": True},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_reassembles_split_merged_retransmitted_and_reordered_segments(tmp_path, variant):
+    path = str(tmp_path / f"{variant}.pcap")
+    client, server = write_capture(path, **VARIANTS[variant])
+    trace = open_trace(path)
+    items = list(trace)
+    for direction, stream in ((CLIENT, client), (SERVER, server)):
+        ours = [i for i in items if i.direction == direction]
+        expected = decode_stream(stream)
+        assert [i.raw for i in ours] == [
+            e.raw if isinstance(e, Frame) else e.encode() for e in expected
+        ]
+        assert [i.item for i in ours] == expected
+    assert len(trace.connections) == 1
+    info = trace.connections[1]
+    assert info.client.endswith(":40000") and info.server.endswith(":5672")
+    assert [i.index for i in items] == list(range(len(items)))
+    assert items[0].time == pytest.approx(1_700_000_000.004, abs=1e-6)
+
+
+def test_crafted_plan_really_is_disordered():
+    client, server = exchange()
+    plan = [p for p in segment_plan(client, server) if p[0] == CLIENT]
+    offsets = [offset for _, offset, _ in plan]
+    assert offsets != sorted(offsets)  # out of order
+    assert len(set(offsets)) < len(offsets)  # retransmitted / overlapping
+    lengths = {len(data) for _, _, data in plan}
+    assert min(lengths) < 8 and max(lengths) > 500  # splits headers and merges frames
+
+
+@pytest.mark.tshark
+@pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
+def test_tshark_sees_the_same_pdus_in_a_crafted_capture(tmp_path):
+    path = str(tmp_path / "crafted.pcap")
+    write_capture(path)
+    ours = list(open_trace(path))
+    pdus = amqp_pdus(path, 5672)
+    assert [p["code"] for p in pdus] == [
+        i.item.protocol_id
+        if isinstance(i.item, ProtocolHeader)
+        else i.item.performative.DESCRIPTOR_CODE
+        for i in ours
+    ]
+
+
+def test_a_lost_segment_turns_the_rest_of_that_direction_raw(tmp_path):
+    client, server = exchange(10)
+    path = str(tmp_path / "gap.pcap")
+    with PcapWriter(path) as writer:
+        writer.open_connection(1, "10.0.0.1:40000", "10.0.0.2:5672", 1.0)
+        writer.data(1, CLIENT, client[:100], 1.1)
+        writer._flows[1].next_seq[CLIENT] += 50  # 50 bytes never captured
+        writer.data(1, CLIENT, client[150:], 1.2)
+        writer.data(1, SERVER, server, 1.3)
+    items = list(open_trace(path))
+    client_items = [i for i in items if i.direction == CLIENT]
+    assert client_items[0].name == "protocol-header"
+    assert client_items[-1].kind == "raw"
+    assert b"".join(i.raw for i in client_items) == client[:100] + client[150:]
+    assert [i.item for i in items if i.direction == SERVER] == decode_stream(server)
+
+
+def test_a_capture_started_mid_connection_decodes_frames(tmp_path):
+    """No SYN and no protocol header: frames to a known AMQP port are still decoded."""
+    client, server = exchange(5)
+    client_frames = decode_stream(client)[2:]  # from the begin frame on
+    tail = b"".join(f.raw for f in client_frames)
+    path = str(tmp_path / "mid.pcap")
+    with PcapWriter(path) as writer:
+        writer.open_connection(1, "10.0.0.1:40000", "10.0.0.2:5672", 1.0)
+        writer.data(1, CLIENT, tail, 1.1)
+    # drop the three handshake packets: re-read only data segments
+    from traces.pcap_reader import iter_tcp_segments
+
+    segments = [s for s in iter_tcp_segments(path) if s.payload]
+    reader = PcapTraceReader(path)
+    items = list(reader.items(segments))
+    assert [i.item for i in items] == client_frames
+    assert reader.connections[1].client == "10.0.0.1:40000"
+
+
+def test_unreadable_input_is_a_trace_error(tmp_path):
+    path = tmp_path / "junk.pcap"
+    path.write_bytes(b"this is not a capture at all")
+    with pytest.raises(TraceError):
+        open_trace(str(path))
+    with pytest.raises(TraceError):
+        open_trace(str(tmp_path / "missing.pcap"))
