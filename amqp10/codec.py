@@ -670,6 +670,9 @@ def _element_bytes(element_type: str, items: tuple) -> tuple[int, bytes]:
         return BOOL, bytes(1 if item else 0 for item in items)
     chunks = []
     for item in items:
+        if type(item) is PreEncoded:
+            chunks.append(item)
+            continue
         one = bytearray()
         encoder(one, item)
         chunks.append(one)
@@ -732,6 +735,13 @@ CODES_OF_TYPE_PRIMARY = {
     "timestamp": TIMESTAMP,
     "uuid": UUID,
 }
+
+
+class PreEncoded(bytes):
+    """One value already encoded (constructor + body), e.g. a composite's list inside an
+    array of described items; array encoding re-expresses it with the array's constructor."""
+
+    __slots__ = ()
 
 
 def _identity(item: Any) -> Any:

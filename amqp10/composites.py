@@ -137,6 +137,11 @@ class Composite:
         return [getattr(self, name) for name in self.FIELD_NAMES]
 
     def encode_into(self, out: bytearray) -> None:
+        out += self._DESCRIPTOR_BYTES
+        self.encode_list_into(out)
+
+    def encode_list_into(self, out: bytearray) -> None:
+        """The composite's list (1.4) without its descriptor."""
         values = self.field_values()
         defaults = self._DEFAULTS
         last = len(values)
@@ -146,12 +151,15 @@ class Composite:
             ):
                 break
             last -= 1
-        out += self._DESCRIPTOR_BYTES
+        mandatory = self._MANDATORY
         if last == 0:
+            if True in mandatory:
+                raise EncodeError(
+                    f"{self.NAME}.{self.FIELD_NAMES[mandatory.index(True)]} is mandatory"
+                )
             out.append(LIST0)
             return
         body = bytearray()
-        mandatory = self._MANDATORY
         encoders = self._ENCODERS
         for index in range(last):
             value = values[index]
@@ -421,10 +429,10 @@ _register()
 def unwrap_described(item: Any) -> Any:
     """The bare value of a described item (for arrays of described types)."""
     if isinstance(item, Composite):
-        values = item.field_values()
-        while values and values[-1] is None:
-            values.pop()
-        return values
+        # Its list encoded with the declared field types (a handle stays a uint).
+        body = bytearray()
+        item.encode_list_into(body)
+        return codec.PreEncoded(body)
     if isinstance(item, (Section, Described)):
         return item.value
     return item

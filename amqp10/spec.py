@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqp10 import spec_table
+from amqp10.types import symbol
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +145,8 @@ def default_value(field: Field) -> Any:
         return literal == "true"
     if primitive in {"ubyte", "ushort", "uint", "ulong", "byte", "short", "int", "long"}:
         return int(literal)
+    if primitive == "symbol":
+        return symbol(literal)  # as decoded: expiry-policy "session-end" is a symbol
     return literal
 
 
