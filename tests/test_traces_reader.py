@@ -153,7 +153,7 @@ def test_a_lost_segment_turns_the_rest_of_that_direction_raw(tmp_path):
 
 def test_a_capture_started_mid_connection_decodes_frames(tmp_path):
     """No SYN and no protocol header: frames to a known AMQP port are still decoded."""
-    client, server = exchange(5)
+    client, _server = exchange(5)
     client_frames = decode_stream(client)[2:]  # from the begin frame on
     tail = b"".join(f.raw for f in client_frames)
     path = str(tmp_path / "mid.pcap")
