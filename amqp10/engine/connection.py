@@ -175,6 +175,12 @@ class Connection:
         return self._machine.state is ConnState.END or self._sasl_failed or self._input_broken
 
     @property
+    def can_begin(self) -> bool:
+        """Our open is out (pipelined or answered): sessions may be begun. With SASL
+        that is after a successful outcome (5.3.2), so wait for it first."""
+        return self._machine.allows(ConnInput.SEND_FRAME)
+
+    @property
     def _in_sasl(self) -> bool:
         return self._sasl_machine is not None and self._sasl_machine.state is not SaslState.DONE
 
