@@ -1,0 +1,196 @@
+"""Messages (amqp10.message): section round trips, strict 3.2 section order, and multi-frame
+transfer split/reassembly honouring max-frame-size, incl. aborted deliveries.
+
+Spec: 3.2 (message format), 2.6.14 (transfers), 2.7.5 (transfer: more, aborted), 2.7.1
+(max-frame-size).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from amqp10 import codec
+from amqp10.composites import (
+    AmqpSequence,
+    AmqpValue,
+    ApplicationProperties,
+    Data,
+    Footer,
+    Header,
+    MessageAnnotations,
+    Open,
+    Properties,
+    Transfer,
+)
+from amqp10.errors import DecodeError, EncodeError
+from amqp10.frames import FrameDecoder, decode_frame
+from amqp10.message import Message, TransferAssembler, transfer_frames
+from amqp10.spec import MIN_MAX_FRAME_SIZE
+from amqp10.types import symbol
+from fuzz import strategies as gen
+
+SOME = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@SOME
+@given(gen.messages())
+def test_message_roundtrip(message):
+    encoded = message.encode()
+    decoded = Message.decode(encoded)
+    assert gen.typed_repr(decoded) == gen.typed_repr(message)
+    assert decoded.encode() == encoded
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(gen.sections())
+def test_every_section_roundtrips_alone(section):
+    encoded = section.encode()
+    decoded = codec.decode(encoded)
+    assert gen.typed_repr(decoded) == gen.typed_repr(section)
+
+
+def test_message_of_and_value():
+    data = Message.of(b"hello world!")
+    assert data.body == [Data(b"hello world!")] and data.value == b"hello world!"
+    assert data.encode() == bytes.fromhex("005375a00c") + b"hello world!"
+    value = Message.of({"a": 1})
+    assert value.body == [AmqpValue({"a": 1})] and value.value == {"a": 1}
+    chunks = Message(body=[Data(b"ab"), Data(b"cd")])
+    assert chunks.value == b"abcd"
+    seqs = Message(body=[AmqpSequence([1]), AmqpSequence([2])])
+    assert seqs.value == [[1], [2]]
+
+
+def test_full_message_section_order_on_the_wire():
+    message = Message(
+        header=Header(durable=True),
+        delivery_annotations={symbol("x-da"): 1},
+        message_annotations={symbol("x-opt"): "v"},
+        properties=Properties(message_id="id-1", to="q"),
+        application_properties={"k": 2},
+        body=[Data(b"1"), Data(b"2")],
+        footer={symbol("x-f"): None},
+    )
+    encoded = message.encode()
+    codes = []
+    pos = 0
+    while pos < len(encoded):
+        section, pos = codec.decode_value(encoded, pos)
+        codes.append(section.DESCRIPTOR_CODE)
+    assert codes == [0x70, 0x71, 0x72, 0x73, 0x74, 0x75, 0x75, 0x78]
+    assert Message.decode(encoded) == message
+
+
+def _sections(*items):
+    return b"".join(item.encode() for item in items)
+
+
+@pytest.mark.parametrize(
+    "payload, why",
+    [
+        (_sections(Properties(), Header()), "properties before header"),
+        (_sections(Header(), Header()), "two headers"),
+        (_sections(Data(b"x"), ApplicationProperties({})), "app-properties after the body"),
+        (_sections(Footer({}), Data(b"x")), "body after the footer"),
+        (_sections(AmqpValue(1), AmqpValue(2)), "two amqp-value sections"),
+        (_sections(Data(b"x"), AmqpSequence([])), "mixed body kinds"),
+        (_sections(AmqpValue(1), Data(b"x")), "mixed body kinds"),
+        (_sections(MessageAnnotations({}), MessageAnnotations({})), "twice"),
+        (Open(container_id="c").encode(), "a performative is no section"),
+        (codec.encode(1), "a plain value is no section"),
+        (Data(b"x").encode()[:-1], "truncated"),
+        (bytes.fromhex("005375a10178"), "data with a string"),
+        (bytes.fromhex("005374a10178"), "application-properties with a string"),
+    ],
+)
+def test_bad_section_sequences(payload, why):
+    with pytest.raises(DecodeError):
+        Message.decode(payload)
+
+
+def test_body_kinds_are_checked_on_encode():
+    with pytest.raises(EncodeError):
+        Message(body=[AmqpValue(1), AmqpValue(2)]).encode()
+    with pytest.raises(EncodeError):
+        Message(body=[Data(b"x"), AmqpSequence([])]).encode()
+    with pytest.raises(EncodeError):
+        Message(body=[Footer({})]).encode()
+
+
+def test_empty_message_is_empty_bytes():
+    assert Message().encode() == b""
+    assert Message.decode(b"") == Message()
+
+
+# ------------------------------------------------------------------ multi-frame transfers
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    payload=st.binary(max_size=3000),
+    max_frame_size=st.integers(MIN_MAX_FRAME_SIZE, 2048),
+    channel=st.integers(0, 0xFFFF),
+    transfer=gen.composite("transfer"),
+)
+def test_split_respects_max_frame_size_and_reassembles(payload, max_frame_size, channel, transfer):
+    transfer = transfer.replace(more=False, aborted=False)
+    frames = transfer_frames(transfer, payload, max_frame_size, channel)
+    assert all(len(raw) <= max_frame_size for raw in frames)
+    decoded = [decode_frame(raw, max_frame_size) for raw in frames]
+    assert all(f.channel == channel and f.name == "transfer" for f in decoded)
+    # all but the last frame say more=true (2.7.5); the last says more=false
+    assert [f.performative.more for f in decoded] == [True] * (len(frames) - 1) + [False]
+    first = decoded[0].performative
+    assert first.replace(more=False) == transfer
+    for cont in decoded[1:]:
+        assert cont.performative.handle == transfer.handle
+    assert b"".join(f.payload for f in decoded) == payload
+    # Every frame but the last is full: the split wastes no frame.
+    assert all(len(raw) == max_frame_size for raw in frames[:-1])
+    assembler = TransferAssembler()
+    results = [assembler.feed(f.performative, f.payload) for f in decoded]
+    assert results[:-1] == [None] * (len(frames) - 1)
+    whole_first, whole = results[-1]
+    assert whole == payload and whole_first == decoded[0].performative
+    assert not assembler.in_progress
+
+
+def test_split_of_a_real_message_through_the_frame_decoder():
+    message = Message.of(b"x" * 5000, properties=Properties(message_id="m"))
+    transfer = Transfer(handle=2, delivery_id=9, delivery_tag=b"t", message_format=0)
+    frames = transfer_frames(transfer, message.encode(), 512, channel=1)
+    assert len(frames) > 9
+    decoder = FrameDecoder(expect_header=False, max_frame_size=512)
+    decoder.feed(b"".join(frames))
+    assembler = TransferAssembler()
+    result = None
+    for frame in decoder:
+        result = assembler.feed(frame.performative, frame.payload)
+    first, payload = result
+    assert first.delivery_id == 9 and Message.decode(payload) == message
+
+
+def test_small_delivery_is_one_frame():
+    (raw,) = transfer_frames(Transfer(handle=0, delivery_id=0), b"abc", 512)
+    frame = decode_frame(raw)
+    assert frame.performative.more is False and frame.payload == b"abc"
+
+
+def test_max_frame_size_too_small_for_the_transfer():
+    with pytest.raises(EncodeError):
+        transfer_frames(Transfer(handle=0, delivery_tag=b"t" * 40), b"x" * 100, 50)
+
+
+def test_aborted_transfer_discards_the_delivery():
+    assembler = TransferAssembler()
+    first = Transfer(handle=0, delivery_id=1, delivery_tag=b"a", more=True)
+    assert assembler.feed(first, b"part") is None
+    assert assembler.in_progress
+    aborted = assembler.feed(Transfer(handle=0, more=True, aborted=True), b"")
+    assert aborted == (first, b"")
+    assert not assembler.in_progress
+    # The next delivery starts clean.
+    nxt = Transfer(handle=0, delivery_id=2, delivery_tag=b"b")
+    assert assembler.feed(nxt, b"whole") == (nxt, b"whole")
