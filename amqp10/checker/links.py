@@ -163,7 +163,7 @@ class LinkRules:
         horizon = serial_add(count, credit)
         grants.grant(idx, horizon, credit, bool(flow.drain))
         if flow.drain:
-            link.drain_grant_idx = idx
+            link.drain_grants.append(idx)
             # A reply is owed when there is credit to drain (2.6.7).
             link.drain_pending = (idx, horizon, time) if serial_lt(lenient, horizon) else None
         else:
@@ -193,16 +193,21 @@ class LinkRules:
             )
         link.delivery_count = count
         link.aborted = 0
-        if flow.link_credit is None:
+        credit = flow.link_credit
+        if not credit and not (credit == 0 and flow.drain):
             return
-        # The horizon the sender states names the receiver grant it applied (a proof);
-        # a horizon that matches no grant proves nothing (fe2o3-amqp#264).
-        grants = link.grants
-        grant_idx = grants.earliest_with(serial_add(count, flow.link_credit))
-        if grant_idx is not None:
-            self._prove(origin, grant_idx)
-            if flow.link_credit == 0 and grant_idx == link.drain_grant_idx:
-                link.drain_done = grant_idx
+        # The horizon the sender states names the receiver grant it applied (a proof).
+        # Positive credit is exact. Zero credit is exact only for a drain reply: a sender
+        # with credit used up (or overdrawn and clamped to 0) names no grant by it, and a
+        # sender zeroing its credit (fe2o3-amqp#264) proves nothing and sets nothing.
+        grant_idx = link.grants.earliest_with(serial_add(count, credit))
+        if grant_idx is None:
+            return
+        if credit == 0:
+            if grant_idx not in link.drain_grants:
+                return
+            link.drain_done = grant_idx
+        self._prove(origin, grant_idx)
 
     # --- transfer (2.6.7, 2.7.5, 2.8.2, 2.8.3) -----------------------------------------
     @staticmethod

@@ -7,7 +7,7 @@ capped settlement memory of `Deliveries`.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 from amqp10.checker.horizons import Horizons
@@ -145,7 +145,7 @@ class Link:
         "delivery_id",
         "delivery_settled",
         "drain_done",
-        "drain_grant_idx",
+        "drain_grants",
         "drain_pending",
         "echo_pending",
         "ends",
@@ -167,7 +167,7 @@ class Link:
         self.delivery_settled = False
         self.delivery_id: int | None = None
         self.drain_pending: tuple[int, int, float | None] | None = None  # idx, horizon, time
-        self.drain_grant_idx = -1  # trace index of the receiver's last drain request
+        self.drain_grants: deque[int] = deque(maxlen=16)  # indices of recent drain requests
         self.drain_done = -1  # trace index of the drain grant the sender proved it completed
         self.aborted = 0  # aborted deliveries since the sender last stated its delivery-count
         self.echo_pending: dict[str, tuple[int, float | None]] = {}  # asked origin -> idx
