@@ -53,7 +53,7 @@ class ManagementClient:
         """One request; returns (status, decoded JSON or None). Retries once on a
         connection the server closed while idle."""
         payload = None if body is None else json.dumps(body).encode()
-        headers = {"Authorization": self._auth, "Accept": "application/json"}
+        headers = {"Authorization": self._auth}  # no Accept: RabbitMQ 406s some 204s
         if payload is not None:
             headers["Content-Type"] = "application/json"
         for attempt in (1, 2):
