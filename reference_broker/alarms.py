@@ -165,3 +165,24 @@ class ResourceAlarms:
 
     def as_json(self) -> dict[str, object]:
         return {kind: state.as_json() for kind, state in self.states.items()}
+
+
+def alarms_from_config(
+    memory_high_watermark: float,
+    memory_high_watermark_bytes: int,
+    disk_free_limit_bytes: int,
+    check_interval: float,
+    data_dir: str | os.PathLike[str] | None,
+) -> ResourceAlarms:
+    """Build from the fields of config.AlarmConfig: `alarms_from_config(**asdict(cfg.alarms),
+    data_dir=cfg.data_dir)`; the memory limit is absolute when given, else a fraction of RAM."""
+    if memory_high_watermark_bytes > 0:
+        memory_limit = memory_high_watermark_bytes
+    else:
+        memory_limit = int(read_total_memory() * memory_high_watermark)
+    return ResourceAlarms(
+        memory_limit=memory_limit,
+        disk_free_limit=disk_free_limit_bytes,
+        data_dir=data_dir or ".",
+        interval=check_interval,
+    )

@@ -239,3 +239,19 @@ def test_unknown_fault_is_a_clear_error():
     assert "overdeliver-on-regrant" in str(info.value)  # lists the known names
     with pytest.raises(UnknownFaultError):
         from_args(["--fault", "nope"])
+
+
+def test_alarms_from_config_uses_absolute_or_relative_watermark(tmp_path):
+    from dataclasses import asdict
+
+    from reference_broker.alarms import alarms_from_config, read_total_memory
+    from reference_broker.config import AlarmConfig
+
+    absolute = alarms_from_config(
+        **asdict(AlarmConfig(memory_high_watermark_bytes=5000)), data_dir=tmp_path
+    )
+    assert absolute.states[MEMORY].limit == 5000
+    relative = alarms_from_config(**asdict(AlarmConfig(memory_high_watermark=0.5)), data_dir=None)
+    assert relative.states[MEMORY].limit == read_total_memory() // 2
+    assert MEMORY not in relative.check(0.0)  # this test process is far below half the RAM
+    assert relative.states[DISK].reading is not None and relative.states[DISK].reading > 0
