@@ -282,6 +282,8 @@ class Connection:
         """Send our open (after the headers, and after SASL when configured)."""
         if self._open_requested:
             raise UsageError("open() was already called")
+        if not self._in_sasl and self.state is not ConnState.START:
+            self._machine.refuse_unless(ConnInput.SEND_OPEN)
         self._open_requested = True
         self.hostname = hostname or self.hostname
         self.properties = properties or self.properties
@@ -572,7 +574,9 @@ class Connection:
                 Cond.FRAMING_ERROR, f"channel {channel} > channel-max {self.channel_max}"
             )
         session = self._sessions_by_remote.get(channel)
-        if session is None and begin.remote_channel is not None:
+        if session is not None:  # 2.5.1: the channel is in use by a session
+            raise ProtocolError(Cond.ILLEGAL_STATE, f"begin on channel {channel} in use")
+        if begin.remote_channel is not None:
             session = self.sessions_by_channel.get(begin.remote_channel)
             if session is None or session.remote_channel is not None:
                 raise ProtocolError(
@@ -580,7 +584,7 @@ class Connection:
                 )
         if session is None:
             session = Session(self, incoming=True)
-        self._sessions_by_remote.setdefault(channel, session)
+        self._sessions_by_remote[channel] = session
         session._receive_begin(channel, begin)
 
     def _on_transport_closed(self) -> None:

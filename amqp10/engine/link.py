@@ -130,7 +130,10 @@ class Link:
         """Answer the peer's attach (ATTACH_RCVD) with ours (2.6.3). source/target
         default to the peer's; pass None for a null terminus. Settle modes default to
         the peer's."""
+        self._machine.refuse_unless(LinkInput.SEND_ATTACH)
         remote = self.remote_attach
+        if remote is None:
+            raise UsageError("accept() answers a peer's attach; this link was attached by us")
         self.source = remote.source if source is _ECHO else source
         self.target = remote.target if target is _ECHO else target
         self.snd_settle_mode = (

@@ -174,7 +174,9 @@ class Session:
         action = self._machine.process(
             SessInput.SEND_END if err is None else SessInput.SEND_END_ERROR
         )
-        if action == BEGIN_THEN_END:
+        if action == BEGIN_THEN_END or self.channel is None:
+            # the peer began (and maybe ended) before we answered: our begin goes
+            # first, an end alone would name no channel of ours (2.5.2)
             self._map_local_channel()
             self._write_begin()
         self._queue.clear()

@@ -210,6 +210,9 @@ def _sess_table() -> dict[tuple[SessState, SessInput], Transition]:
     add(s.MAPPED, i.SEND_END_ERROR, s.DISCARDING)
     add(s.MAPPED, i.RECV_END, s.END_RCVD)
     traffic(s.END_SENT, "RECV")  # still processed: window and ids stay in step (2.5.6)
+    # ended before the peer's begin arrived: its begin maps the channel, its end follows
+    add(s.END_SENT, i.RECV_BEGIN, s.END_SENT)
+    add(s.DISCARDING, i.RECV_BEGIN, s.DISCARDING)
     add(s.END_SENT, i.RECV_END, s.UNMAPPED)
     add(s.END_RCVD, i.SEND_END, s.UNMAPPED)
     add(s.END_RCVD, i.SEND_END_ERROR, s.UNMAPPED)
@@ -269,6 +272,8 @@ def _link_table() -> dict[tuple[LinkState, LinkInput], Transition]:
     add(s.DETACH_SENT, i.RECV_FLOW, s.DETACH_SENT, DISCARD)
     add(s.DETACH_SENT, i.RECV_TRANSFER, s.DETACH_SENT, DISCARD)
     add(s.DETACH_SENT, i.RECV_DETACH, s.DETACHED)
+    # detached before the peer's attach arrived: its attach, then its detach (2.6.3)
+    add(s.DETACH_SENT, i.RECV_ATTACH, s.DETACH_SENT)
     add(s.DETACH_RCVD, i.SEND_DETACH, s.DETACHED)
     return t
 
