@@ -113,7 +113,7 @@ class Consumer:
         return len(self.unacked)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Delivery:
     """Hand `message` to `consumer` now. `delivery_count_after` is the link's delivery-count
     after this delivery (i.e. this delivery is number delivery_count_after - 1)."""
@@ -345,11 +345,17 @@ class ClassicQueue:
         consumers = self._consumers
         active = deque(c for c in consumers.values() if c.credit > 0)
         ready = self._ready
-        while active and (ready or self._returned):
+        returned = self._returned
+        single = len(consumers) == 1
+        append = events.append
+        while active and (ready or returned):
             consumer = active.popleft()
-            msg = self._take_for(consumer)
-            if msg is None:
-                continue  # everything left is undeliverable here
+            if returned:
+                msg = self._take_for(consumer)
+                if msg is None:
+                    continue  # everything requeued is undeliverable here, and ready is empty
+            else:
+                msg = ready.popleft()
             consumer.credit -= 1
             consumer.delivery_count = (consumer.delivery_count + 1) & 0xFFFFFFFF
             consumer.delivered_total += 1
@@ -358,8 +364,9 @@ class ClassicQueue:
                 self._discard(msg)
             else:
                 consumer.unacked[msg.msg_id] = msg
-            events.append(Delivery(self, consumer, msg, consumer.settled, consumer.delivery_count))
-            consumers.move_to_end(consumer.tag)  # the next dispatch starts with the others
+            append(Delivery(self, consumer, msg, consumer.settled, consumer.delivery_count))
+            if not single:
+                consumers.move_to_end(consumer.tag)  # the next dispatch starts with the others
             if consumer.credit > 0:
                 active.append(consumer)
 
