@@ -1,1 +1,17 @@
-"""reference_broker: see ARCHITECTURE.md. Built by a later issue."""
+"""reference_broker: the bundled, correct-first AMQP 1.0 broker (issue 4; see ARCHITECTURE.md).
+
+Broker model (no AMQP bytes, no engine, no clock):
+- `queues`     classic queue: FIFO, round-robin, per-consumer credit (credit API v2), drain,
+               echo, settlement outcomes, requeue; `Delivery` / `CreditReply` events.
+- `credit`     publisher link-credit re-grant rule (170, below half, unconfirmed cap).
+- `exchanges`  direct, fanout, topic, headers, default exchange; bindings.
+- `addressing` RabbitMQ 4 address v2 (and v1 aliases) parsing and building.
+- `vhost`      the shared registry: queues, exchanges, bindings, dynamic queues,
+               connections; publish/route, dispatch_pending, durable definitions.
+- `store`      durable message log (group commit, compaction, recovery), definitions file.
+- `alarms`     memory / disk resource alarms with observers.
+- `config`     BrokerConfig from TOML + command line.
+- `faults`     the catalog of switchable real-world bugs.
+- `admin`, `admin_client`  RabbitMQ-compatible management HTTP API subset and its client.
+The protocol layer (connections, sessions, links on the `amqp10` engine) sits on top.
+"""

@@ -12,6 +12,7 @@ Protocol-layer entry points:
   queues it reached, the store tokens to wait for, and `released` when unroutable.
 - `dispatch_pending()` -> Delivery / CreditReply events of every queue that may have work.
 - `create_dynamic_queue(owner)` / `release_owner(owner)` for reply-to queues (3.5.3 dynamic).
+- `cancel_consumer(queue, tag)` on detach / end / close / connection loss (requeues).
 - `listeners`: callbacks told when a queue is deleted (its consumers must be detached).
 """
 
@@ -34,7 +35,7 @@ from .exchanges import (
     freeze_arguments,
 )
 from .faults import NO_FAULTS, Faults
-from .queues import ClassicQueue, QueueEvent
+from .queues import ClassicQueue, QueuedMessage, QueueEvent
 from .store import DefinitionsFile, MessageStore
 
 NOT_FOUND = "amqp:not-found"
@@ -203,6 +204,15 @@ class VirtualHost:
 
     def purge_queue(self, name: str) -> int:
         return self.get_queue(name).purge()
+
+    def cancel_consumer(self, queue: ClassicQueue, tag: str) -> list[QueuedMessage]:
+        """A consumer link detached or its session/connection ended: requeue its unsettled
+        deliveries (2.6.6; RabbitMQ 4 treats every detach as closed), auto-delete the queue
+        if that was its last consumer. Returns the requeued messages. Call
+        `dispatch_pending()` afterwards: other consumers may now get them."""
+        requeued = queue.remove_consumer(tag)
+        self.consumer_removed(queue)
+        return requeued
 
     def consumer_removed(self, queue: ClassicQueue) -> None:
         """Call after queue.remove_consumer: auto-delete queues go with their last consumer."""

@@ -437,3 +437,39 @@ def test_on_ready_callback_marks_work():
     q.add_consumer("c")
     q.flow("c", delivery_count=None, link_credit=1)
     assert marked == ["q"]
+
+
+# ---------------------------------------------------------------------- publisher credit
+def test_publisher_regrant_rule():
+    from reference_broker.credit import initial_publisher_credit, publisher_regrant
+
+    assert initial_publisher_credit() == 170
+    assert publisher_regrant(85, 0) is None  # not below half yet
+    assert publisher_regrant(84, 0) == 170
+    assert publisher_regrant(0, 999) == 170
+    assert publisher_regrant(0, 1000) is None  # too many unconfirmed: wait for confirms
+    assert publisher_regrant(3, 0, max_link_credit=10) == 10
+
+
+def test_vhost_cancel_consumer_requeues_and_redispatches_with_drain_reply():
+    from reference_broker.vhost import VirtualHost
+
+    v = VirtualHost()
+    q, _ = v.declare_queue("q", durable=False)
+    fill(q, 3)
+    q.add_consumer("a", owner="A")
+    q.add_consumer("b", owner="B")
+    q.flow("a", delivery_count=None, link_credit=3)
+    assert len(deliveries(v.dispatch_pending())) == 3
+    q.flow("b", delivery_count=None, link_credit=5, drain=True)
+    requeued = v.cancel_consumer(q, "a")
+    assert [m.payload for m in requeued] == [b"m0", b"m1", b"m2"]
+    events = v.dispatch_pending()
+    assert [(type(e).__name__, e.consumer.owner) for e in events] == [
+        ("Delivery", "B"),
+        ("Delivery", "B"),
+        ("Delivery", "B"),
+        ("CreditReply", "B"),
+    ]
+    assert all(not e.message.first_acquirer for e in deliveries(events))
+    assert events[-1].delivery_count == 5 and events[-1].link_credit == 0
