@@ -337,7 +337,14 @@ class AsyncGroupCommit:
     async def _run(self) -> None:
         loop = self._loop or asyncio.get_running_loop()
         while self.store.has_pending or self._waiters:
-            durable = await loop.run_in_executor(None, self.store.flush)
+            try:
+                durable = await loop.run_in_executor(None, self.store.flush)
+            except Exception as exc:  # disk full, I/O error: fail every waiting publish
+                waiters, self._waiters = self._waiters, []
+                for _, future in waiters:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
             keep: list[tuple[int, asyncio.Future[int]]] = []
             for token, future in self._waiters:
                 if token <= durable:

@@ -214,3 +214,20 @@ def test_async_group_commit_batches_concurrent_publishers(tmp_path):
     assert 1 <= fsyncs < 400  # 400 confirms, far fewer fsyncs
     assert fsyncs <= 40  # each round of 20 publishers shares an fsync
     store.close()
+
+
+def test_async_group_commit_fails_waiters_when_flush_fails(tmp_path):
+    store = MessageStore.open(tmp_path)
+
+    def broken_flush() -> int:
+        raise OSError(28, "No space left on device")
+
+    store.flush = broken_flush  # type: ignore[method-assign]
+
+    async def main() -> None:
+        commit = AsyncGroupCommit(store)
+        token = store.append_publish("q", 1, b"x")
+        with pytest.raises(OSError):
+            await asyncio.wait_for(commit.wait(token), 10)
+
+    asyncio.run(main())
