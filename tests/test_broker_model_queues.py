@@ -473,3 +473,73 @@ def test_vhost_cancel_consumer_requeues_and_redispatches_with_drain_reply():
     ]
     assert all(not e.message.first_acquirer for e in deliveries(events))
     assert events[-1].delivery_count == 5 and events[-1].link_credit == 0
+
+
+# ---------------------------------------------------------------------- random operations
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("publish"), st.integers(1, 4)),
+        st.tuples(st.just("attach"), st.integers(0, 2)),
+        st.tuples(st.just("detach"), st.integers(0, 2)),
+        st.tuples(st.just("flow"), st.integers(0, 2), st.integers(0, 5), st.booleans()),
+        st.tuples(
+            st.just("settle"),
+            st.integers(0, 2),
+            st.sampled_from(["accepted", "rejected", "released", "failed", "elsewhere"]),
+        ),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(OPS)
+def test_property_messages_are_conserved_and_never_misdelivered(ops):
+    """Every message is in exactly one place (ready, or acquired by one consumer, or gone
+    after accepted/rejected); a consumer never holds more than its grants allow; a message
+    modified undeliverable-here never returns to that consumer."""
+    q = ClassicQueue("q")
+    published = gone = 0
+    attached: set[str] = set()
+    refused: dict[int, set[str]] = {}
+    for op in ops:
+        kind = op[0]
+        if kind == "publish":
+            fill(q, op[1], published)
+            published += op[1]
+        elif kind == "attach" and f"c{op[1]}" not in attached:
+            q.add_consumer(f"c{op[1]}")
+            attached.add(f"c{op[1]}")
+        elif kind == "detach" and f"c{op[1]}" in attached:
+            q.remove_consumer(f"c{op[1]}")
+            attached.discard(f"c{op[1]}")
+        elif kind == "flow" and f"c{op[1]}" in attached:
+            tag = f"c{op[1]}"
+            consumer = q.consumer(tag)
+            q.flow(tag, delivery_count=consumer.delivery_count, link_credit=op[2], drain=op[3])
+        elif kind == "settle" and f"c{op[1]}" in attached:
+            tag = f"c{op[1]}"
+            held = list(q.consumer(tag).unacked)[:1]
+            outcome = op[2]
+            if outcome in ("accepted", "rejected"):
+                gone += q.settle(tag, held, ACCEPTED if outcome == "accepted" else REJECTED)
+            elif outcome == "released":
+                q.settle(tag, held, RELEASED)
+            else:
+                here = outcome == "elsewhere"
+                q.settle(tag, held, MODIFIED, delivery_failed=True, undeliverable_here=here)
+                if here:
+                    for msg_id in held:
+                        refused.setdefault(msg_id, set()).add(tag)
+        before = {tag: q.consumer(tag).credit for tag in attached}
+        events = q.dispatch()
+        for delivery in deliveries(events):
+            tag = delivery.consumer.tag
+            assert tag not in refused.get(delivery.message.msg_id, set())
+            before[tag] -= 1
+            assert before[tag] >= 0  # never beyond the consumer's credit
+        ready_ids = [m.msg_id for m in q.ready_messages()]
+        held_ids = [i for tag in attached for i in q.consumer(tag).unacked]
+        assert len(ready_ids) + len(held_ids) + gone == published
+        assert len(set(ready_ids) | set(held_ids)) == len(ready_ids) + len(held_ids)
+        assert ready_ids == sorted(ready_ids)  # requeued messages keep the original order
