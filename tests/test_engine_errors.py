@@ -348,3 +348,18 @@ def test_errors_are_reported_as_events():
     peer.frame(Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1, handle=9))
     error = peer.errors()[0]
     assert (error.condition, error.scope) == (Cond.UNATTACHED_HANDLE, "session")
+
+
+def test_delivery_beyond_our_max_message_size():
+    peer = Peer(Connection("server", "engine"))
+    peer.send(AMQP_HEADER.encode(), encode_frame(Open(container_id="peer")))
+    peer.engine.open()
+    with_session(peer)
+    peer.frame(Attach(name="m", handle=0, role=Role.SENDER, initial_delivery_count=0))
+    link = next(e for e in peer.engine.events() if isinstance(e, RemoteAttach)).link
+    link.accept(max_message_size=10)
+    link.flow(link_credit=5)
+    peer.frame(Transfer(handle=0, delivery_id=0, delivery_tag=b"a", more=True), payload=b"x" * 6)
+    assert peer.performatives(Detach) == []
+    peer.frame(Transfer(handle=0), payload=b"x" * 6)
+    assert peer.performatives(Detach)[0].error.condition == Cond.MESSAGE_SIZE_EXCEEDED

@@ -432,6 +432,23 @@ def test_usage_errors():
         sender.detach()
 
 
+def test_send_respects_the_peers_max_message_size():
+    pair = opened_pair()
+    cs, _ = session_pair(pair)
+    sender = cs.attach_sender("m", target=Target(address="q"))
+    pair.pump()
+    receiver = one(RemoteAttach, pair.take("server")).link
+    receiver.accept(max_message_size=4)
+    receiver.flow(link_credit=2)
+    pair.pump()
+    assert sender.remote_attach.max_message_size == 4
+    with pytest.raises(UsageError):
+        sender.send(b"12345")  # 2.7.3: larger than the peer's max-message-size
+    sender.send(b"1234")
+    pair.pump()
+    assert [t.payload for t in of(TransferReceived, pair.take("server"))] == [b"1234"]
+
+
 def test_aborted_delivery_is_dropped():
     pair = opened_pair(max_frame_size=512)
     cs, _ = session_pair(pair)

@@ -79,6 +79,7 @@ class Link:
         self._last_flow: Flow | None = None  # sender: the receiver's latest flow
         self._assembler = TransferAssembler()
         self._frames_in_delivery = 0
+        self._bytes_in_delivery = 0
 
     @property
     def state(self) -> LinkState:
@@ -292,6 +293,9 @@ class Link:
         if self.link_credit <= 0:  # 2.6.7: no transfer without credit
             raise UsageError(f"no link-credit on {self.name!r}")
         settled = self._settled_flag(settled)
+        limit = self.remote_attach.max_message_size if self.remote_attach else None
+        if limit and len(payload) > limit:
+            raise UsageError(f"{len(payload)} bytes > the peer's max-message-size {limit} (2.7.3)")
         delivery_id = self.session._next_delivery_id()
         if delivery_tag is None:
             delivery_tag = _TAG.pack(delivery_id)
@@ -348,7 +352,15 @@ class Link:
             raise ProtocolError(Cond.ILLEGAL_STATE, "transfer sent to a sender", "link")
         if not self._assembler.in_progress:
             self._first_frame(transfer)
+            self._bytes_in_delivery = 0
         self._frames_in_delivery += 1
+        self._bytes_in_delivery += len(frame.payload)
+        if self.max_message_size and self._bytes_in_delivery > self.max_message_size:
+            raise ProtocolError(  # 2.7.3 max-message-size: ours, as we attached with it
+                Cond.MESSAGE_SIZE_EXCEEDED,
+                f"delivery larger than max-message-size {self.max_message_size}",
+                "link",
+            )
         done = self._assembler.feed(transfer, frame.payload)
         if done is None:
             return

@@ -275,10 +275,13 @@ class Session:
     def _send_transfer(self, transfer: Transfer, payload: bytes) -> None:
         self.connection._check_can_send()
         self._machine.process(SessInput.SEND_TRANSFER)
-        frames = transfer_frames(
-            transfer, payload, self.connection.remote_max_frame_size, self.channel
-        )
-        self._queue.extend((frame, True) for frame in frames)
+        max_frame_size = self.connection.remote_max_frame_size
+        frame = encode_frame(transfer, self.channel, payload)  # the common, one-frame case
+        if len(frame) <= max_frame_size:
+            self._queue.append((frame, True))
+        else:  # 2.6.14: split at the peer's max-frame-size
+            frames = transfer_frames(transfer, payload, max_frame_size, self.channel)
+            self._queue.extend((f, True) for f in frames)
         self._pump()
 
     def _send_detach(self, detach: Detach) -> None:

@@ -45,6 +45,13 @@ HEADER_THEN_END = "header-then-end"
 END = "end"
 
 
+class _Enum(Enum):
+    """Members are singletons: identity hashing keeps the per-frame table lookups in C
+    (Enum's own __hash__ is a Python function)."""
+
+    __hash__ = object.__hash__
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
     action: str
@@ -54,7 +61,7 @@ class Transition:
 # --- connection (2.4.6) ---------------------------------------------------------------
 
 
-class ConnState(Enum):
+class ConnState(_Enum):
     START = "START"
     HDR_RCVD = "HDR_RCVD"
     HDR_SENT = "HDR_SENT"
@@ -71,7 +78,7 @@ class ConnState(Enum):
     END = "END"
 
 
-class ConnInput(Enum):
+class ConnInput(_Enum):
     SEND_HEADER = "SEND_HEADER"
     RECV_HEADER = "RECV_HEADER"
     RECV_BAD_HEADER = "RECV_BAD_HEADER"  # a header we do not speak (2.2)
@@ -148,7 +155,7 @@ CONNECTION_TABLE = _conn_table()
 # --- session (2.5.5) ------------------------------------------------------------------
 
 
-class SessState(Enum):
+class SessState(_Enum):
     UNMAPPED = "UNMAPPED"
     BEGIN_SENT = "BEGIN_SENT"
     BEGIN_RCVD = "BEGIN_RCVD"
@@ -158,7 +165,7 @@ class SessState(Enum):
     DISCARDING = "DISCARDING"
 
 
-class SessInput(Enum):
+class SessInput(_Enum):
     SEND_BEGIN = "SEND_BEGIN"
     RECV_BEGIN = "RECV_BEGIN"
     SEND_END = "SEND_END"
@@ -227,7 +234,7 @@ SESSION_TABLE = _sess_table()
 # --- link (2.6) -----------------------------------------------------------------------
 
 
-class LinkState(Enum):
+class LinkState(_Enum):
     DETACHED = "DETACHED"
     ATTACH_SENT = "ATTACH_SENT"
     ATTACH_RCVD = "ATTACH_RCVD"
@@ -236,7 +243,7 @@ class LinkState(Enum):
     DETACH_RCVD = "DETACH_RCVD"
 
 
-class LinkInput(Enum):
+class LinkInput(_Enum):
     SEND_ATTACH = "SEND_ATTACH"
     RECV_ATTACH = "RECV_ATTACH"
     SEND_FLOW = "SEND_FLOW"
@@ -284,7 +291,7 @@ LINK_TABLE = _link_table()
 # --- SASL (5.3.2) ---------------------------------------------------------------------
 
 
-class SaslState(Enum):
+class SaslState(_Enum):
     START = "START"
     HDR_SENT = "HDR_SENT"
     HDR_RCVD = "HDR_RCVD"
@@ -296,7 +303,7 @@ class SaslState(Enum):
     DONE = "DONE"
 
 
-class SaslInput(Enum):
+class SaslInput(_Enum):
     SEND_HEADER = "SEND_HEADER"
     RECV_HEADER = "RECV_HEADER"
     SEND_MECHANISMS = "SEND_MECHANISMS"
