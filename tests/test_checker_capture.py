@@ -124,3 +124,35 @@ def test_rabbitmq_over_deliveries_and_nothing_else(capture_items):
     flagged = [v.reason for v in violations]
     assert any("delivery-id 0xf93 " in reason and "horizon 0xf93" in reason for reason in flagged)
     assert len(violations) == 3
+
+
+def _pcap_findings(name: str) -> list:
+    path = CAPTURE.parent / name
+    if not path.exists():
+        pytest.skip(f"capture not present: {path}")
+    from traces.check import check_trace
+    from traces.load import open_trace
+
+    return check_trace(open_trace(str(path)), liveness_bound=30.0)
+
+
+def test_rabbitmq_pcap_wire_view_flags_four_over_deliveries_and_a_flow_after_close():
+    """On the wire (tshark on loopback) the broker's frames are seen as it sent them.
+
+    The wire shows one more over-delivery than the client's log (0xd56: the client's next
+    grant was sent only after that transfer left the broker; in the client's own log the
+    grant precedes the transfer's arrival, so there it may have raced) and a flow the
+    broker sent after its own close (2.7.9).
+    """
+    findings = [f for f in _pcap_findings(CAPTURE.name.replace(".client-trace.txt.gz", ".pcap"))]
+    rules = sorted(f.violation.rule_id for f in findings if f.violation)
+    assert rules == ["connection.frame-after-close"] + ["link.credit.transfer-beyond-credit"] * 4
+    reasons = " ".join(f.violation.reason for f in findings if f.violation)
+    for delivery_id in ("0xd56", "0xf93", "0x2011", "0x22be"):
+        assert f"delivery-id {delivery_id} " in reasons
+
+
+def test_proton_c_broker_pcap_is_clean():
+    """Proton C example broker, 2,000 small and 40 multi-frame messages: no violation."""
+    findings = _pcap_findings("proton-c-example-broker-basic-and-multiframe.pcap")
+    assert [f.line() for f in findings] == []

@@ -399,3 +399,27 @@ def test_over_sending_sender_is_caught(steps, at_sender, wrap, extra):
     # Caught whenever beyond every grant; flagged only when really sent without credit.
     assert beyond_every_grant <= flagged <= model.illegal, [str(v) for v in violations]
     assert {v.rule_id for v in violations} <= CREDIT_RULES
+
+
+def test_session_echo_is_answered_by_any_flow_of_the_peer():
+    def asked() -> tuple[Trace, int]:
+        trace = Trace().setup(time=0.0)
+        echo = trace.frame(
+            C,
+            Flow(incoming_window=9, next_outgoing_id=0, outgoing_window=9, echo=True),
+            time=1.0,
+        )
+        return trace, echo
+
+    bad, echo = asked()
+    violations = bad.check(liveness_bound=5.0, now=10.0)
+    assert [(v.rule_id, v.frame_index, v.origin) for v in violations] == [
+        ("link.echo.unanswered", echo, S)
+    ]
+    good, _ = asked()
+    good.frame(
+        S,
+        Flow(next_incoming_id=0, incoming_window=9, next_outgoing_id=0, outgoing_window=9),
+        time=1.5,
+    )
+    assert good.check(liveness_bound=5.0, now=10.0) == []

@@ -21,7 +21,7 @@ from amqp10.checker.links import LinkRules
 from amqp10.checker.rules import Violation, violation
 from amqp10.checker.sessions import SessionRules
 from amqp10.checker.settlement import SettlementRules
-from amqp10.checker.state import CLIENT, ORIGINS, SERVER, Link, Peer, other
+from amqp10.checker.state import CLIENT, ORIGINS, SERVER, Link, Peer, Session, other
 from amqp10.frames import Frame, FrameType, ProtocolHeader, ProtocolId
 from amqp10.spec import MIN_MAX_FRAME_SIZE
 
@@ -40,6 +40,7 @@ class Checker(SessionRules, LinkRules, SettlementRules):
         # proven[o]: trace index up to which peer `o` provably read the other side's frames
         self.proven: dict[str, int] = {CLIENT: -1, SERVER: -1}
         self._links: list[Link] = []
+        self._sessions: list[Session] = []
         self._next_sweep: float | None = None
         self._new: list[Violation] = []
         self._finished = False
@@ -300,6 +301,12 @@ class Checker(SessionRules, LinkRules, SettlementRules):
             if self._link_sweep(link, now, bound):
                 live.append(link)
         self._links = live
+        open_sessions = []
+        for session in self._sessions:
+            if any(not end.ended for end in session.ends.values()):
+                open_sessions.append(session)
+                self._session_sweep(session, now, bound)
+        self._sessions = open_sessions
 
     def _finish_proven(self) -> None:
         """End of trace: requests a peer provably read and never answered."""

@@ -51,6 +51,7 @@ from amqp10.serial import serial_diff, serial_le
 
 _MAX_KEYS = 256  # distinct horizon values remembered for proof look-ups
 _MAX_PER_KEY = 8  # grant indices remembered per horizon value
+_MAX_UNREAD = 1024  # grants not yet proven read, remembered to place the last one read
 
 
 class Grant:
@@ -67,13 +68,30 @@ class Grant:
 
 
 class Horizons:
-    """Candidate horizons granted by one side to the other (see the module header)."""
+    """Candidate horizons granted by one side to the other (see the module header).
 
-    __slots__ = ("_by_horizon", "_grants", "last", "proven")
+    `lookups=False` (session windows: no sender ever names a window it applied) keeps
+    only the maximum structure.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "_by_horizon",
+        "_grants",
+        "_lookups",
+        "_purged_at",
+        "_read_from",
+        "_unread",
+        "last",
+        "proven",
+    )
+
+    def __init__(self, lookups: bool = True) -> None:
         self._grants: deque[Grant] = deque()
+        self._lookups = lookups
         self._by_horizon: dict[int, list[int]] = {}
+        self._unread: deque[int] = deque()  # grant indices after `proven`, oldest first
+        self._read_from = -1  # the last grant known read: a lower bound of the true one
+        self._purged_at = -1
         self.last: Grant | None = None  # the most recent grant (what S will end up with)
         self.proven = -1  # trace index up to which S provably read R's frames
 
@@ -86,14 +104,18 @@ class Horizons:
         entry = Grant(idx, first_idx, horizon, credit, drain)
         grants.append(entry)
         self.last = entry
-        self._remember(horizon, idx)
+        if self._lookups:
+            if len(self._unread) < _MAX_UNREAD:
+                self._unread.append(idx)  # past the cap the last-read bound only lags
+            self._remember(horizon, idx)
 
     def _remember(self, horizon: int, idx: int) -> None:
         by_horizon = self._by_horizon
         indices = by_horizon.get(horizon)
         if indices is None:
             if len(by_horizon) >= _MAX_KEYS:
-                self._purge()
+                if self._purged_at != self._read_from:
+                    self._purge()
                 if len(by_horizon) >= _MAX_KEYS:
                     return  # forget it: a missed proof only keeps more candidates
             by_horizon[horizon] = [idx]
@@ -101,8 +123,9 @@ class Horizons:
             indices.append(idx)
 
     def _purge(self) -> None:
-        live_from = self._grants[0].first_idx if self._grants else 0
-        stale = [h for h, indices in self._by_horizon.items() if indices[-1] < live_from]
+        """Drop grants older than the last one read: superseded, never a proof again."""
+        self._purged_at = read_from = self._read_from
+        stale = [h for h, indices in self._by_horizon.items() if indices[-1] < read_from]
         for h in stale:
             del self._by_horizon[h]
 
@@ -118,14 +141,21 @@ class Horizons:
         grants = self._grants
         while len(grants) >= 2 and grants[1].first_idx <= proven_idx:
             grants.popleft()
+        unread = self._unread
+        while unread and unread[0] <= proven_idx:
+            self._read_from = unread.popleft()
 
     def earliest_with(self, horizon: int) -> int | None:
-        """Trace index of the earliest live grant with this horizon, if remembered."""
+        """Trace index of the earliest grant with this horizon not known superseded.
+
+        Grants before the last one known read are superseded; the earliest remaining
+        one is the safe choice (the sender may have applied it or any later one).
+        """
         indices = self._by_horizon.get(horizon)
-        if not indices or not self._grants:
+        if not indices:
             return None
-        live_from = self._grants[0].first_idx
-        while indices and indices[0] < live_from:
+        read_from = self._read_from
+        while indices and indices[0] < read_from:
             indices.pop(0)
         if not indices:
             del self._by_horizon[horizon]

@@ -64,6 +64,7 @@ class SessionRules:
         initiator: SessionEnd | None = None
         if remote is None:
             session = Session()
+            self._sessions.append(session)
             peer.unanswered_begins[channel] = session
         else:
             answered = partner.unanswered_begins.pop(remote, None)
@@ -75,6 +76,7 @@ class SessionRules:
                     f"begin with remote-channel {remote}: the peer has no unanswered begin there",
                 )
                 session = Session()
+                self._sessions.append(session)
             else:
                 session = answered
                 initiator = session.ends.get(other(origin))
@@ -162,3 +164,16 @@ class SessionRules:
                     f"transfer-id {transfer_id:#x} beyond every incoming-window granted ({where})",
                 )
         self._link_transfer(origin, end, frame, idx, time)
+
+    def _session_sweep(self: Checker, session: Session, now: float, bound: float) -> None:
+        """2.7.4: a session-level echo (flow without handle) answered by any flow."""
+        for asked_origin, (echo_idx, asked) in list(session.echo_pending.items()):
+            if asked is not None and now - asked >= bound:
+                self._report(
+                    "link.echo.unanswered",
+                    echo_idx,
+                    asked_origin,
+                    f"no flow answered the session echo request of frame {echo_idx} "
+                    f"within {bound} s",
+                )
+                del session.echo_pending[asked_origin]

@@ -104,7 +104,7 @@ class SessionEnd:
         self.next_outgoing_id: int = begin.next_outgoing_id
         self.ended = False
         # Session-window grants this end gave for the PEER's transfer frames (2.5.6).
-        self.incoming = Horizons()
+        self.incoming = Horizons(lookups=False)
         # Grants made before the peer's begin told its initial next-outgoing-id.
         self.pending_grants: list[tuple[int, int]] = []  # (trace index, incoming-window)
         self.handles: dict[int, Link] = {}
