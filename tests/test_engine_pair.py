@@ -408,6 +408,16 @@ def test_idle_timeout_expires_without_traffic():
     assert client.state is ConnState.END
 
 
+def test_idle_timeout_when_the_peer_never_answers():
+    client = Connection("client", "c", idle_timeout_ms=2000)
+    client.open()
+    assert client.data_to_send(10.0).startswith(b"AMQP")
+    assert client.get_timer() == pytest.approx(12.0)  # counted from our open
+    client.handle_timer(12.0)
+    assert one(IdleTimeout, list(client.events())).timeout_ms == 2000
+    assert client.state is ConnState.OC_PIPE  # close sent, the peer's header never came
+
+
 def test_transport_closed_event():
     pair = opened_pair()
     pair.client.receive_data(b"", 1.0)
@@ -435,13 +445,14 @@ def test_usage_errors():
 def test_send_respects_the_peers_max_message_size():
     pair = opened_pair()
     cs, _ = session_pair(pair)
-    sender = cs.attach_sender("m", target=Target(address="q"))
+    sender = cs.attach_sender("m", target="q")  # an address string stands for Target
     pair.pump()
     receiver = one(RemoteAttach, pair.take("server")).link
     receiver.accept(max_message_size=4)
     receiver.flow(link_credit=2)
     pair.pump()
     assert sender.remote_attach.max_message_size == 4
+    assert receiver.remote_attach.target == Target(address="q")
     with pytest.raises(UsageError):
         sender.send(b"12345")  # 2.7.3: larger than the peer's max-message-size
     sender.send(b"1234")

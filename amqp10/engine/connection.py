@@ -130,6 +130,7 @@ class Connection:
         self._out = bytearray()
         self._events: deque[ev.Event] = deque()
         self._open_requested = False
+        self._sent_open = False
         self._input_broken = False
         self._sasl_failed = False
         self.sasl_outcome: int | None = None
@@ -144,6 +145,7 @@ class Connection:
         self._now: float | None = None
         self._last_received: float | None = None
         self._last_sent: float | None = None
+        self._open_sent_at: float | None = None  # our idle clock runs from here (2.4.5)
         self._handlers = {Open: self._on_open, Close: self._on_close}
         self._sasl_handlers = {
             SaslMechanisms: self._on_sasl_mechanisms,
@@ -227,6 +229,8 @@ class Connection:
         data = bytes(self._out)
         self._out.clear()
         self._last_sent = self._now
+        if self._open_sent_at is None and self._sent_open:
+            self._open_sent_at = self._now
         return data
 
     def next_event(self) -> ev.Event | None:
@@ -245,9 +249,12 @@ class Connection:
         return min(times) if times else None
 
     def _idle_deadline(self) -> float | None:
-        if not self.idle_timeout_ms or self.state not in _LIVE or self._last_received is None:
+        if not self.idle_timeout_ms or self.state not in _LIVE:
             return None
-        return self._last_received + self.idle_timeout_ms / 1000
+        base = self._last_received
+        if base is None or (self._open_sent_at is not None and self._open_sent_at > base):
+            base = self._open_sent_at
+        return None if base is None else base + self.idle_timeout_ms / 1000
 
     def _heartbeat_due(self) -> float | None:
         if not self.remote_idle_timeout_ms or self.state not in _LIVE:
@@ -305,6 +312,7 @@ class Connection:
             self._write_open()
 
     def _write_open(self) -> None:
+        self._sent_open = True
         self._out += encode_frame(
             Open(
                 container_id=self.container_id,

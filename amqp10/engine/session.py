@@ -17,7 +17,17 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from amqp10.composites import Attach, Begin, Detach, Disposition, End, Flow, Transfer
+from amqp10.composites import (
+    Attach,
+    Begin,
+    Detach,
+    Disposition,
+    End,
+    Flow,
+    Source,
+    Target,
+    Transfer,
+)
 from amqp10.engine import events as ev
 from amqp10.engine.flowcontrol import remote_incoming_horizon, window_left
 from amqp10.engine.link import Link
@@ -47,6 +57,15 @@ _INPUT_OF = {
     Detach: SessInput.RECV_DETACH,
     End: SessInput.RECV_END,
 }
+
+
+def _source(source: Any) -> Any:
+    """A plain address string stands for Source(address=...)."""
+    return Source(address=source) if isinstance(source, str) else source
+
+
+def _target(target: Any) -> Any:
+    return Target(address=target) if isinstance(target, str) else target
 
 
 class Session:
@@ -194,8 +213,18 @@ class Session:
         initial_delivery_count: int = 0,
         **attach_fields: Any,
     ) -> Link:
-        """Attach a sending link (2.6.3); other Attach fields pass through by keyword."""
-        link = Link(self, name, Role.SENDER, source, target, snd_settle_mode, rcv_settle_mode)
+        """Attach a sending link (2.6.3). source/target: Source/Target composites, an
+        address string, or None; other Attach fields pass through by keyword
+        (max_message_size, properties, offered_capabilities, ...)."""
+        link = Link(
+            self,
+            name,
+            Role.SENDER,
+            _source(source),
+            _target(target),
+            snd_settle_mode,
+            rcv_settle_mode,
+        )
         link.initial_delivery_count = link.delivery_count = initial_delivery_count
         link._attach(attach_fields)
         return link
@@ -211,7 +240,15 @@ class Session:
         **attach_fields: Any,
     ) -> Link:
         """Attach a receiving link (2.6.3); grant credit with link.flow(link_credit=n)."""
-        link = Link(self, name, Role.RECEIVER, source, target, snd_settle_mode, rcv_settle_mode)
+        link = Link(
+            self,
+            name,
+            Role.RECEIVER,
+            _source(source),
+            _target(target),
+            snd_settle_mode,
+            rcv_settle_mode,
+        )
         link._attach(attach_fields)
         return link
 
