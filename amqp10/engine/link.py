@@ -24,6 +24,7 @@ from amqp10.engine.transitions import (
     DISCARD,
     LinkInput,
     LinkState,
+    SessInput,
     SessState,
     UsageError,
     link_machine,
@@ -95,9 +96,15 @@ class Link:
 
     # --- attach -------------------------------------------------------------------
 
-    def _attach(self, fields: dict[str, Any]) -> None:
+    def _check(self, link_input: LinkInput, session_input: SessInput) -> None:
+        """Refuse before any side effect: the connection, session and link tables must
+        all allow the frame (UsageError otherwise)."""
         self.session.connection._check_can_send()
-        self._machine.refuse_unless(LinkInput.SEND_ATTACH)
+        self.session._machine.refuse_unless(session_input)
+        self._machine.refuse_unless(link_input)
+
+    def _attach(self, fields: dict[str, Any]) -> None:
+        self._check(LinkInput.SEND_ATTACH, SessInput.SEND_ATTACH)
         self.handle = self.session._allocate_handle(self)
         self.max_message_size = fields.get("max_message_size")
         self._machine.process(LinkInput.SEND_ATTACH)
@@ -193,7 +200,7 @@ class Link:
     ) -> None:
         """Send a link flow. A receiver grants `link_credit` (and may ask to `drain`);
         a sender reports `available` (2.6.7)."""
-        self._machine.refuse_unless(LinkInput.SEND_FLOW)
+        self._check(LinkInput.SEND_FLOW, SessInput.SEND_FLOW)
         if self.is_sender:
             if link_credit is not None or drain:
                 raise UsageError("only the receiver sets link-credit and drain (2.6.7)")
@@ -289,7 +296,7 @@ class Link:
         snd-settle-mode (settled for SETTLED, else unsettled)."""
         if not self.is_sender:
             raise UsageError("send() on a receiving link")
-        self._machine.refuse_unless(LinkInput.SEND_TRANSFER)
+        self._check(LinkInput.SEND_TRANSFER, SessInput.SEND_TRANSFER)
         if self.link_credit <= 0:  # 2.6.7: no transfer without credit
             raise UsageError(f"no link-credit on {self.name!r}")
         settled = self._settled_flag(settled)
@@ -408,8 +415,7 @@ class Link:
         """Send detach (2.7.7); closed=False only suspends the link."""
         from amqp10.engine.connection import as_error
 
-        self.session.connection._check_can_send()
-        self._machine.refuse_unless(LinkInput.SEND_DETACH)
+        self._check(LinkInput.SEND_DETACH, SessInput.SEND_DETACH)
         if self.handle is None:  # refusing from ATTACH_RCVD: our attach needs a handle
             self.handle = self.session._allocate_handle(self)
         action = self._machine.process(LinkInput.SEND_DETACH)
@@ -441,8 +447,11 @@ class Link:
         self.session.connection._emit(
             ev.ProtocolErrorRaised(exc.condition, exc.description, "link")
         )
-        if not self.session.connection._can_send():
+        session = self.session
+        if not session.connection._can_send():
             return
+        if not session._machine.allows(SessInput.SEND_DETACH):
+            return  # the session is ending: the end settles the link too (2.6.1)
         if self._machine.allows(LinkInput.SEND_DETACH):
             self.detach(closed=True, error=exc.condition, description=exc.description)
         else:
