@@ -527,3 +527,32 @@ def test_close_variant_is_clean(rule_id):
     violations = good.check(**options)
     assert not found(violations, rule_id), [str(v) for v in violations]
     assert violations == [], [str(v) for v in violations]
+
+
+def test_docs_rule_catalog_is_generated_from_the_code():
+    from pathlib import Path
+
+    from amqp10.checker.rules import catalog_markdown
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
+    assert docs.read_text() == catalog_markdown(), "run: python -m amqp10.checker.rules"
+
+
+def test_rule_ids_are_hierarchical_and_sections_numbered():
+    import re
+
+    for rule_id, rule in RULES.items():
+        assert re.fullmatch(r"[a-z]+(\.[a-z0-9-]+)+", rule_id), rule_id
+        assert re.fullmatch(r"\d+(\.\d+)+", rule.section), rule
+        assert rule.level in ("MUST", "SHOULD")
+        assert rule.rule_id == rule_id and rule.sentence.endswith(".")
+
+
+def test_a_run_of_frames_before_open_is_reported_once():
+    trace = Trace()
+    trace.header(C)
+    trace.header(S)
+    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    first = trace.frame(C, begin)
+    trace.frame(C, Attach(name="q", handle=0, role=True))
+    assert found(trace.check(), "connection.open-first") == [first]

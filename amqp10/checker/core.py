@@ -41,6 +41,7 @@ class Checker(SessionRules, LinkRules, SettlementRules):
         self.proven: dict[str, int] = {CLIENT: -1, SERVER: -1}
         self._links: list[Link] = []
         self._sessions: list[Session] = []
+        self._close_reported: set[str] = set()
         self._next_sweep: float | None = None
         self._new: list[Violation] = []
         self._finished = False
@@ -189,7 +190,7 @@ class Checker(SessionRules, LinkRules, SettlementRules):
             return
         if performative is None:
             return  # empty frame (heartbeat)
-        if peer.open is None and name != "open":
+        if peer.open is None and name != "open" and peer.open_idx != -2:
             self._report("connection.open-first", idx, origin, f"{name} before this peer's open")
             peer.open_idx = -2  # report once
         handler = self._HANDLERS.get(name)
@@ -285,7 +286,7 @@ class Checker(SessionRules, LinkRules, SettlementRules):
                 and not partner.closed
                 and peer.close_time is not None
                 and now - peer.close_time >= bound
-                and peer.close_idx >= 0
+                and origin not in self._close_reported
             ):
                 self._report(
                     "connection.close-unanswered",
@@ -293,7 +294,7 @@ class Checker(SessionRules, LinkRules, SettlementRules):
                     other(origin),
                     f"no close answered the close of frame {peer.close_idx} within {bound} s",
                 )
-                peer.close_idx = -1 - peer.close_idx  # report once
+                self._close_reported.add(origin)
         if self.peers[CLIENT].closed or self.peers[SERVER].closed:
             return
         live = []

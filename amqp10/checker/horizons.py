@@ -26,21 +26,35 @@ already read is unknown, except where S proves it. Hence:
   never a false violation.
 * Proofs (fed by the checker as "S has read every frame of R up to trace index P"):
   S's own flow for the link carries its delivery-count X and link-credit L; its horizon
-  X + L names the grant it applied. The earliest candidate with horizon X + L is a safe
-  lower bound (any later one would prune more than S can be shown to have read). Drain
-  and echo replies are such flows. A begin answering R's begin (remote-channel) also
-  proves S read everything R sent before it. A flow of S whose X + L matches no grant
-  (fe2o3-amqp#264: a sender zeroing link-credit) proves nothing and sets nothing: only
-  the receiver sets link-credit.
+  X + L names the grant it applied. The earliest not-yet-superseded grant with horizon
+  X + L is a safe lower bound (a later one would prune grants S may not have read).
+  Only L > 0 is exact: a sender that has used up or overdrawn its credit (a reduction
+  raced its transfers) may report L = 0 and so name a grant it never read. L = 0 counts
+  only as a drain reply (the flow has drain set and X + 0 is the horizon of a drain
+  request), which is also what the transfer-after-drain rule (DISPATCH-1090) rests on.
+  A sender flow naming no grant (fe2o3-amqp#264: a sender zeroing its link-credit)
+  proves nothing and sets nothing: only the receiver sets link-credit; the stall that
+  follows is the liveness rule's business. A begin answering R's begin (remote-channel)
+  also proves S read everything R sent before it.
 
-Representation, O(1) amortized per grant/check with bounded memory in practice:
+Worked example (RabbitMQ 3.10, shared/REAL-BROKERS.md): R grants (0x178, 1) -> horizon
+0x179; S's flow (0x178, 1) names it (proof); R grants (0x178, 2) -> 0x17a; S sends
+deliveries 0x178, 0x179, 0x17a. Candidates are {0x179, 0x17a}; 0x17a >= both: the third
+transfer is beyond every grant. Reduction race: R grants 5 then 1 at delivery-count 0,
+S sends five: the grant of 5 is still a candidate (no proof S read the reduction), so
+none is flagged.
+
+Representation, O(1) amortized per grant/check with bounded memory:
 only the maximum over candidates matters, and candidates are dropped as a prefix. So
 grants live in a monotonic deque ("sliding-window maximum"): a new grant evicts older
 grants at the back whose horizon is <= its own (they can never be the unique maximum
 while it remains, and a prefix drop removes them first). Each entry remembers the
 first trace index of the grants it absorbed (`first_idx`), so a prefix drop "up to the
-last grant at or before P" is exact. For proof look-ups a small dict maps horizon ->
-trace indices of grants with that horizon (capped; a miss only means less pruning).
+last grant at or before P" is exact. For proof look-ups a dict maps horizon -> trace
+indices of grants with that horizon, and a capped queue of grant indices not yet proven
+read gives the last grant known read (entries before it are superseded and purged).
+Every cap errs the safe way: a forgotten grant index only means a missed proof, i.e.
+more candidates, never a false violation.
 """
 
 from __future__ import annotations

@@ -375,3 +375,28 @@ def violation(rule_id: str, frame_index: int, origin: str, reason: str) -> Viola
     """A Violation of a catalog rule (KeyError for an unknown id: ids are stable)."""
     rule = RULES[rule_id]
     return Violation(rule_id, rule.section, rule.level, frame_index, origin, reason)
+
+
+def catalog_markdown() -> str:
+    """The catalog as Markdown (docs/rules.md is this text: `python -m amqp10.checker.rules`)."""
+    lines = [
+        "# Checker rule catalog",
+        "",
+        "Generated from `amqp10/checker/rules.py` by `python -m amqp10.checker.rules`;",
+        "a test keeps this file in step with the code. Sections are those of the OASIS",
+        "AMQP 1.0 core specification; sentences are paraphrased.",
+        "",
+        f"{len(RULES)} rules.",
+        "",
+        "| rule id | section | level | title | spec sentence |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for rule in RULES.values():
+        lines.append(
+            f"| `{rule.rule_id}` | {rule.section} | {rule.level} | {rule.title} | {rule.sentence} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(catalog_markdown(), end="")
