@@ -44,10 +44,11 @@ transfer is beyond every grant. Reduction race: R grants 5 then 1 at delivery-co
 S sends five: the grant of 5 is still a candidate (no proof S read the reduction), so
 none is flagged.
 
-Representation, O(1) amortized per grant/check with bounded memory:
-only the maximum over candidates matters, and candidates are dropped as a prefix. So
-grants live in a monotonic deque ("sliding-window maximum"): a new grant evicts older
-grants at the back whose horizon is <= its own (they can never be the unique maximum
+Representation, O(1) amortized per grant/check; memory bounded by the caps below and
+by the grants that can still matter (a strictly falling run of horizons). Only the
+maximum over candidates matters, and candidates are dropped as a prefix. So grants
+live in a monotonic deque ("sliding-window maximum"): a new grant evicts older grants
+at the back whose horizon is <= its own (they can never be the unique maximum
 while it remains, and a prefix drop removes them first). Each entry remembers the
 first trace index of the grants it absorbed (`first_idx`), so a prefix drop "up to the
 last grant at or before P" is exact. For proof look-ups a dict maps horizon -> trace
