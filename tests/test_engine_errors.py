@@ -363,3 +363,33 @@ def test_delivery_beyond_our_max_message_size():
     assert peer.performatives(Detach) == []
     peer.frame(Transfer(handle=0), payload=b"x" * 6)
     assert peer.performatives(Detach)[0].error.condition == Cond.MESSAGE_SIZE_EXCEEDED
+
+
+def test_garbage_in_sasl_ends_the_exchange():
+    from amqp10.composites import SaslInit
+    from amqp10.engine import ServerSasl
+    from amqp10.frames import SASL_HEADER, FrameType
+
+    peer = Peer(Connection("server", "engine", sasl=ServerSasl()))
+    peer.send(SASL_HEADER.encode(), encode_frame(None, frame_type=FrameType.SASL))
+    assert not peer.engine.finished  # an empty frame is harmless
+    init = encode_frame(SaslInit(mechanism="ANONYMOUS"), frame_type=FrameType.SASL)
+    peer.send(init[:11] + b"\x40" + init[12:])  # the list constructor replaced by null
+    assert peer.engine.finished
+    assert [e.condition for e in peer.errors()] == [Cond.DECODE_ERROR]
+
+
+def test_amqp_header_after_sasl_is_required():
+    from amqp10.engine import ClientSasl, ServerSasl
+
+    server = Connection("server", "s", sasl=ServerSasl())
+    client = Connection("client", "c", sasl=ClientSasl())
+    client.open()
+    server.receive_data(client.data_to_send(0.0), 0.0)
+    client.receive_data(server.data_to_send(0.0), 0.0)
+    init = client.data_to_send(0.0)  # the sasl-init
+    server.receive_data(init, 0.0)
+    assert server.sasl_outcome == 0
+    server.receive_data(b"AMQP\x03\x01\x00\x00", 0.0)  # SASL again instead of AMQP
+    out = server.data_to_send(0.0)
+    assert out.endswith(b"AMQP\x00\x01\x00\x00") and server.finished

@@ -127,6 +127,7 @@ class Connection:
         self._machine = connection_machine()
         self._sasl_machine = sasl_machine() if sasl is not None else None
         self._decoder = FrameDecoder(expect_header=True, max_frame_size=MIN_MAX_FRAME_SIZE)
+        self._awaiting_header = True  # the decoder reads the next bytes as a header
         self._out = bytearray()
         self._events: deque[ev.Event] = deque()
         self._open_requested = False
@@ -208,17 +209,19 @@ class Connection:
                 self._on_frame(item)
 
     def _next_item(self) -> ProtocolHeader | Frame | None:
-        expecting_header = self._decoder._expect_header
         try:
-            return self._decoder.next_item()
+            item = self._decoder.next_item()
         except DecodeError as exc:
-            if expecting_header:
+            if self._awaiting_header:
                 self._on_bad_header(None)
             else:
                 self._fail(ProtocolError(exc.condition, str(exc), "connection"))
                 if exc.condition == Cond.FRAMING_ERROR:
                     self._input_broken = True  # frame boundaries are lost
             return None
+        if isinstance(item, ProtocolHeader):
+            self._awaiting_header = False
+        return item
 
     def data_to_send(self, now: float | None = None) -> bytes:
         """Bytes to write to the peer (and clear them)."""
@@ -422,7 +425,7 @@ class Connection:
             self._fail(exc)
             self._input_broken = True
             return
-        if action == HEADER_THEN_END and not sasl_sent:
+        if action == HEADER_THEN_END and not (self._in_sasl and sasl_sent):
             self._out += ours.encode()
         self._input_broken = True
         what = "unreadable" if header is None else f"protocol id {header.protocol_id}"
@@ -460,7 +463,8 @@ class Connection:
             self._events.append(ev.ProtocolErrorRaised(error.condition, str(error), "connection"))
             self._sasl_failed = True
             return
-        self._sasl_handlers[type(frame.performative)](frame.performative)
+        if frame.performative is not None:  # an empty frame carries nothing
+            self._sasl_handlers[type(frame.performative)](frame.performative)
 
     def _on_sasl_mechanisms(self, mechanisms: SaslMechanisms) -> None:
         if not self._sasl_step(SaslInput.RECV_MECHANISMS):
@@ -517,6 +521,7 @@ class Connection:
             self._sasl_failed = True  # 5.3.3.6: the connection is not established
             return
         self._decoder.expect_protocol_header()  # 5.3.2: the AMQP header follows
+        self._awaiting_header = True
         if self.role == "client":
             self._send_header_and_open()
 
@@ -605,7 +610,10 @@ class Connection:
     def _fail(self, exc: ProtocolError) -> None:
         """The peer broke a connection rule: report it and close with its condition."""
         self._events.append(ev.ProtocolErrorRaised(exc.condition, exc.description, "connection"))
-        if self.state in _CLOSE_SENT or self._in_sasl:
+        if self._in_sasl:
+            self._sasl_failed = True  # SASL has no close: the exchange just ends (5.3.2)
+            return
+        if self.state in _CLOSE_SENT:
             return  # 2.4.6: nothing more may be sent after close
         if self._machine.allows(ConnInput.SEND_CLOSE_ERROR):
             self.close(exc.condition, exc.description)
