@@ -17,7 +17,7 @@ from test_checker_support import C, S, Trace, found
 
 from amqp10.checker import Checker, check_connection
 from amqp10.checker.horizons import _MAX_KEYS, Horizons
-from amqp10.composites import Attach, Begin, Flow, Open, Transfer
+from amqp10.composites import Attach, Begin, Detach, Disposition, Flow, Open, Transfer
 from amqp10.frames import AMQP_HEADER, Frame, FrameType
 from amqp10.serial import serial_add, serial_lt
 
@@ -423,3 +423,55 @@ def test_session_echo_is_answered_by_any_flow_of_the_peer():
         time=1.5,
     )
     assert good.check(liveness_bound=5.0, now=10.0) == []
+
+
+def test_state_stays_bounded_on_a_long_connection():
+    """Per-frame work is O(1) amortized and what the checker keeps does not grow."""
+
+    def frame(performative) -> Frame:
+        return Frame(FrameType.AMQP, 0, performative)
+
+    checker = Checker()
+    feed = checker.feed
+    feed(C, AMQP_HEADER)
+    feed(S, AMQP_HEADER)
+    feed(C, frame(Open(container_id="c")))
+    feed(S, frame(Open(container_id="s")))
+    feed(C, frame(Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=9)))
+    feed(
+        S, frame(Begin(remote_channel=0, next_outgoing_id=0, incoming_window=9, outgoing_window=9))
+    )
+    delivered = 0
+    for link_number in range(20):  # short-lived links come and go
+        name = f"q{link_number}"
+        feed(C, frame(Attach(name=name, handle=0, role=True)))
+        feed(S, frame(Attach(name=name, handle=0, role=False, initial_delivery_count=0)))
+        for count in range(1000):  # prefetch 1: a grant after every delivery, no sender flow
+            feed(
+                C,
+                frame(
+                    Flow(
+                        next_incoming_id=delivered,
+                        incoming_window=100,
+                        next_outgoing_id=0,
+                        outgoing_window=9,
+                        handle=0,
+                        delivery_count=count,
+                        link_credit=1,
+                    )
+                ),
+            )
+            feed(S, frame(Transfer(handle=0, delivery_id=delivered, delivery_tag=b"t")))
+            feed(C, frame(Disposition(role=True, first=delivered, settled=True)))
+            delivered += 1
+        link = checker.peers[S].sessions[0].handles[0]
+        assert len(link.grants) <= 2
+        assert len(link.grants._by_horizon) <= 256
+        feed(C, frame(Detach(handle=0, closed=True)))
+        feed(S, frame(Detach(handle=0, closed=True)))
+    assert checker.violations == []
+    assert len(checker._links) == 0
+    server_end = checker.peers[S].sessions[0]
+    assert len(server_end.deliveries.settled_by) <= 8192
+    assert len(checker.peers[C].sessions[0].incoming) <= 2
+    assert len(checker.peers[S].sessions[0].session.links) == 0

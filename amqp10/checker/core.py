@@ -39,8 +39,9 @@ class Checker(SessionRules, LinkRules, SettlementRules):
         self.peers: dict[str, Peer] = {CLIENT: Peer(), SERVER: Peer()}
         # proven[o]: trace index up to which peer `o` provably read the other side's frames
         self.proven: dict[str, int] = {CLIENT: -1, SERVER: -1}
-        self._links: list[Link] = []
-        self._sessions: list[Session] = []
+        # Live links and sessions (by id), dropped once both ends detached / ended.
+        self._links: dict[int, Link] = {}
+        self._sessions: dict[int, Session] = {}
         self._close_reported: set[str] = set()
         self._next_sweep: float | None = None
         self._new: list[Violation] = []
@@ -297,21 +298,14 @@ class Checker(SessionRules, LinkRules, SettlementRules):
                 self._close_reported.add(origin)
         if self.peers[CLIENT].closed or self.peers[SERVER].closed:
             return
-        live = []
-        for link in self._links:
-            if self._link_sweep(link, now, bound):
-                live.append(link)
-        self._links = live
-        open_sessions = []
-        for session in self._sessions:
-            if any(not end.ended for end in session.ends.values()):
-                open_sessions.append(session)
-                self._session_sweep(session, now, bound)
-        self._sessions = open_sessions
+        for link in list(self._links.values()):
+            self._link_sweep(link, now, bound)
+        for session in list(self._sessions.values()):
+            self._session_sweep(session, now, bound)
 
     def _finish_proven(self) -> None:
         """End of trace: requests a peer provably read and never answered."""
-        for link in self._links:
+        for link in list(self._links.values()):
             self._link_finish(link)
 
 

@@ -73,7 +73,7 @@ class LinkRules:
         else:
             link = Link(attach.name)
             session.links[attach.name] = link
-            self._links.append(link)
+            self._links[id(link)] = link
         link.ends[origin] = LinkEnd(attach, idx)
         end.handles[handle] = link
         end.detached_handles.discard(handle)
@@ -121,6 +121,14 @@ class LinkRules:
         link.ends[origin].detached = True
         link.drain_pending = None
         link.echo_pending.clear()
+        if all(e.detached for e in link.ends.values()):
+            self._forget_link(end.session, link)
+
+    def _forget_link(self: Checker, session: Any, link: Link) -> None:
+        """Both ends detached: the link's state can go (the name may be attached anew)."""
+        self._links.pop(id(link), None)
+        if session.links.get(link.name) is link:
+            del session.links[link.name]
 
     # --- flow (2.6.7, 2.7.4) ------------------------------------------------------------
     def _link_flow(self: Checker, origin: str, end: SessionEnd, flow: Any, idx: int, time: Any):
@@ -367,11 +375,8 @@ class LinkRules:
             )
 
     # --- liveness, unanswered drain/echo ----------------------------------------------
-    def _link_sweep(self: Checker, link: Link, now: float, bound: float) -> bool:
-        """Time-based checks of one link; False once the link is gone for good."""
-        ends = link.ends
-        if ends and all(e.detached for e in ends.values()):
-            return False
+    def _link_sweep(self: Checker, link: Link, now: float, bound: float) -> None:
+        """Time-based checks of one link: unanswered drain and echo, stall."""
         sender_origin = link.sender_origin()
         if link.drain_pending is not None and sender_origin is not None:
             drain_idx, _horizon, asked = link.drain_pending
@@ -396,7 +401,6 @@ class LinkRules:
                 del link.echo_pending[asked_origin]
         if sender_origin is not None and not link.stall_reported:
             self._check_stall(link, sender_origin, now, bound)
-        return True
 
     def _check_stall(self: Checker, link: Link, sender_origin: str, now: float, bound: float):
         last = link.grants.last

@@ -64,7 +64,7 @@ class SessionRules:
         initiator: SessionEnd | None = None
         if remote is None:
             session = Session()
-            self._sessions.append(session)
+            self._sessions[id(session)] = session
             peer.unanswered_begins[channel] = session
         else:
             answered = partner.unanswered_begins.pop(remote, None)
@@ -76,7 +76,7 @@ class SessionRules:
                     f"begin with remote-channel {remote}: the peer has no unanswered begin there",
                 )
                 session = Session()
-                self._sessions.append(session)
+                self._sessions[id(session)] = session
             else:
                 session = answered
                 initiator = session.ends.get(other(origin))
@@ -103,11 +103,18 @@ class SessionRules:
         del peer.sessions[frame.channel]
         peer.unanswered_begins.pop(frame.channel, None)
         peer.ended_channels.add(frame.channel)
+        session = end.session
         for link in end.handles.values():
             link_end = link.ends.get(origin)
             if link_end is not None:
                 link_end.detached = True
+            if all(e.detached for e in link.ends.values()):
+                self._forget_link(session, link)
         end.handles.clear()
+        if all(e.ended for e in session.ends.values()):
+            self._sessions.pop(id(session), None)
+            for link in list(session.links.values()):
+                self._forget_link(session, link)
 
     def _on_flow(self: Checker, origin: str, peer: Peer, frame: Frame, idx: int, time: Any):
         end = self._session_end(origin, peer, frame, idx)
