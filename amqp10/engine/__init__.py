@@ -26,6 +26,13 @@ Endpoints (every state change goes through the tables in `transitions`):
   message_format) -> delivery-id, drained(), disposition(first, last, settled, state),
   detach(closed=True, error=None).
 
+State/negotiation: conn.state, conn.finished (flush, then close the socket),
+conn.can_begin (our open is out; with SASL after the outcome), conn.remote_open,
+remote_max_frame_size, remote_channel_max, remote_idle_timeout_ms; Session and Link
+expose their 2.5.6 / 2.6.7 state as attributes. Tables: `transitions.TABLES`. In-memory
+client/server pair for tests: `amqp10.engine.testing.ConnectionPair`. Reference:
+docs/engine.md.
+
 With auto_reply=True (default) the engine answers the peer's close, end and detach
 with its own at once; echo flows are always answered. Peer misbehaviour becomes the
 spec's error condition on a close / end / detach and a ProtocolErrorRaised event;
