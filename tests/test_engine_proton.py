@@ -173,7 +173,9 @@ def test_engine_client_against_proton_server(proton_server):
 
         for i in range(3):
             sender.send(Message.of(f"to-proton-{i}").encode())
-        pump.run_until(lambda: len(got) == 2 and acked() >= 3, on_event)
+        # a multi-frame delivery: split at proton's max-frame-size, paced by its window
+        sender.send(Message.of("x" * 300_000).encode())
+        pump.run_until(lambda: len(got) == 2 and acked() >= 4, on_event)
         assert got == ["from-proton-1", "from-proton-2"]
         assert all(
             isinstance(e.state, Accepted) for e in seen if isinstance(e, DispositionReceived)
@@ -184,9 +186,9 @@ def test_engine_client_against_proton_server(proton_server):
     finally:
         sock.close()
     deadline = time.monotonic() + WAIT
-    while len(handler.received) < 3 and time.monotonic() < deadline:
+    while len(handler.received) < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert handler.received == ["to-proton-0", "to-proton-1", "to-proton-2"]
+    assert handler.received == ["to-proton-0", "to-proton-1", "to-proton-2", "x" * 300_000]
 
 
 # --- 2. our server, proton client -----------------------------------------------------
@@ -266,10 +268,11 @@ def test_proton_client_against_engine_server():
             sender = client.create_sender("q")
             for i in range(3):
                 sender.send(proton.Message(body=f"via-engine-{i}"))  # waits for acceptance
+            sender.send(proton.Message(body="y" * 200_000))  # multi-frame both ways
             receiver = client.create_receiver("q", credit=10)
-            bodies = [receiver.receive(timeout=WAIT).body for _ in range(3)]
+            bodies = [receiver.receive(timeout=WAIT).body for _ in range(4)]
             receiver.accept()
-            assert bodies == ["via-engine-0", "via-engine-1", "via-engine-2"]
+            assert bodies == ["via-engine-0", "via-engine-1", "via-engine-2", "y" * 200_000]
         finally:
             client.close()
     finally:
