@@ -356,6 +356,7 @@ class Connection:
         desired_capabilities: list[str] | None = None,
     ) -> Session:
         """Begin a new session (2.5.2) on the lowest free channel."""
+        self._machine.refuse_unless(ConnInput.SEND_FRAME)  # before a channel is taken
         session = Session(
             self,
             incoming_window=incoming_window,

@@ -34,6 +34,7 @@ from amqp10.engine.link import Link
 from amqp10.engine.transitions import (
     BEGIN_THEN_END,
     DISCARD,
+    ConnInput,
     SessInput,
     SessState,
     UsageError,
@@ -165,6 +166,8 @@ class Session:
         properties: dict | None = None,
     ) -> None:
         """Answer a peer's begin (BEGIN_RCVD) with ours (2.5.2)."""
+        self.connection._machine.refuse_unless(ConnInput.SEND_FRAME)
+        self._machine.refuse_unless(SessInput.SEND_BEGIN)
         self._configure(
             self.incoming_window_max if incoming_window is None else incoming_window,
             self.outgoing_window if outgoing_window is None else outgoing_window,
