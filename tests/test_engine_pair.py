@@ -31,7 +31,7 @@ from amqp10.engine import (
 )
 from amqp10.engine.testing import ConnectionPair
 from amqp10.frames import FrameDecoder
-from amqp10.spec import Cond, Role, SaslCode, SndSettleMode
+from amqp10.spec import Cond, RcvSettleMode, Role, SaslCode, SndSettleMode
 
 
 def of(kind, events):
@@ -151,6 +151,36 @@ def test_server_side_sender_and_settled_mode():
     got = of(TransferReceived, pair.take("client"))
     assert [t.payload for t in got] == [b"a", b"b"] and all(t.settled for t in got)
     assert receiver.link_credit == 0 and receiver.delivery_count == 102
+
+
+def test_rcv_settle_mode_second_and_mixed_sender():
+    """2.6.12 / 3.4: with rcv-settle-mode second the receiver states the outcome
+    unsettled, the sender settles, then the receiver settles; a mixed sender chooses
+    per delivery."""
+    pair = opened_pair()
+    cs, _ = session_pair(pair)
+    sender, receiver = sender_link(
+        pair, cs, snd_settle_mode=SndSettleMode.MIXED, rcv_settle_mode=RcvSettleMode.SECOND
+    )
+    assert receiver.rcv_settle_mode == RcvSettleMode.SECOND
+    receiver.flow(link_credit=2)
+    pair.pump()
+    first = sender.send(b"unsettled", settled=False)
+    second = sender.send(b"pre-settled", settled=True)
+    pair.pump()
+    got = of(TransferReceived, pair.take("server"))
+    assert [(t.delivery_id, t.settled) for t in got] == [(first, False), (second, True)]
+    receiver.disposition(first, settled=False, state=Accepted())
+    pair.pump()
+    d = one(DispositionReceived, pair.take("client"))
+    assert (d.role, d.first, d.last, d.settled) == (Role.RECEIVER, first, first, False)
+    sender.disposition(first, settled=True, state=Accepted())
+    pair.pump()
+    d = one(DispositionReceived, pair.take("server"))
+    assert (d.role, d.settled, d.state) == (Role.SENDER, True, Accepted())
+    receiver.disposition(first, settled=True)
+    pair.pump()
+    assert one(DispositionReceived, pair.take("client")).settled is True
 
 
 def test_refused_link_gets_null_terminus_and_error():
