@@ -1,0 +1,7 @@
+"""`python -m reference_broker [options]`: the same as `amqpspec broker`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
