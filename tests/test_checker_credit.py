@@ -475,3 +475,85 @@ def test_state_stays_bounded_on_a_long_connection():
     assert len(server_end.deliveries.settled_by) <= 8192
     assert len(checker.peers[C].sessions[0].incoming) <= 2
     assert len(checker.peers[S].sessions[0].session.links) == 0
+
+
+_SMALL = st.integers(0, 4)
+_PERFORMATIVES = st.one_of(
+    st.builds(
+        Begin,
+        remote_channel=st.none() | _SMALL,
+        next_outgoing_id=_SMALL,
+        incoming_window=_SMALL,
+        outgoing_window=_SMALL,
+        handle_max=st.none() | _SMALL,
+    ),
+    st.builds(
+        Attach,
+        name=st.sampled_from(["a", "b"]),
+        handle=_SMALL,
+        role=st.booleans(),
+        initial_delivery_count=st.none() | _SMALL,
+        snd_settle_mode=st.integers(0, 2),
+        rcv_settle_mode=st.integers(0, 1),
+    ),
+    st.builds(
+        Flow,
+        next_incoming_id=st.none() | _SMALL,
+        incoming_window=_SMALL,
+        next_outgoing_id=_SMALL,
+        outgoing_window=_SMALL,
+        handle=st.none() | _SMALL,
+        delivery_count=st.none() | _SMALL,
+        link_credit=st.none() | _SMALL,
+        available=st.none() | _SMALL,
+        drain=st.booleans(),
+        echo=st.booleans(),
+    ),
+    st.builds(
+        Transfer,
+        handle=st.none() | _SMALL,
+        delivery_id=st.none() | _SMALL,
+        delivery_tag=st.none() | st.just(b"t"),
+        settled=st.none() | st.booleans(),
+        more=st.booleans(),
+        aborted=st.booleans(),
+        rcv_settle_mode=st.none() | _SMALL,
+    ),
+    st.builds(
+        Disposition,
+        role=st.booleans(),
+        first=_SMALL,
+        last=st.none() | _SMALL,
+        settled=st.booleans(),
+    ),
+    st.builds(Detach, handle=_SMALL, closed=st.booleans()),
+    st.builds(
+        Open,
+        container_id=st.none() | st.just("x"),
+        channel_max=st.none() | _SMALL,
+        idle_time_out=st.none() | st.integers(0, 2000),
+    ),
+)
+_ITEMS = st.lists(
+    st.tuples(
+        st.sampled_from([C, S]),
+        st.one_of(
+            st.just(AMQP_HEADER),
+            st.builds(lambda p, ch: Frame(FrameType.AMQP, ch, p), _PERFORMATIVES, _SMALL),
+        ),
+        st.none() | st.floats(0, 100),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_ITEMS, st.none() | st.floats(0.5, 10))
+def test_any_frame_sequence_is_judged_without_crashing(items, bound):
+    checker = Checker(liveness_bound=bound)
+    for origin, item, time in items:
+        checker.feed(origin, item, time)
+    checker.finish()
+    for found_violation in checker.violations:
+        assert 0 <= found_violation.frame_index < max(1, len(items))
+        assert found_violation.origin in (C, S)

@@ -26,6 +26,19 @@ from amqp10.frames import Frame, FrameType, ProtocolHeader, ProtocolId
 from amqp10.spec import MIN_MAX_FRAME_SIZE
 
 _NO_LIMIT = 0xFFFFFFFF
+_MANDATORY: dict[type, tuple[str, ...]] = {}
+
+
+def _complete(performative: Any) -> bool:
+    """All mandatory fields present. The wire decoder enforces this; frames built in
+    memory (fuzzers) may not, and the checker judges protocol state, not encodings."""
+    names = _MANDATORY.get(type(performative))
+    if names is None:
+        spec = getattr(performative, "SPEC", None)
+        fields = spec.fields if spec is not None else ()
+        names = tuple(f.name.replace("-", "_") for f in fields if f.mandatory)
+        _MANDATORY[type(performative)] = names
+    return all(getattr(performative, name, None) is not None for name in names)
 
 
 class Checker(SessionRules, LinkRules, SettlementRules):
@@ -195,7 +208,7 @@ class Checker(SessionRules, LinkRules, SettlementRules):
             self._report("connection.open-first", idx, origin, f"{name} before this peer's open")
             peer.open_idx = -2  # report once
         handler = self._HANDLERS.get(name)
-        if handler is not None:
+        if handler is not None and _complete(performative):
             handler(self, origin, peer, frame, idx, time)
 
     def _check_frame_shape(self, origin: str, frame: Frame, idx: int) -> None:
