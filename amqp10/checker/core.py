@@ -208,7 +208,8 @@ class Checker(SessionRules, LinkRules, SettlementRules):
             self._report("connection.open-first", idx, origin, f"{name} before this peer's open")
             peer.open_idx = -2  # report once
         handler = self._HANDLERS.get(name)
-        if handler is not None and _complete(performative):
+        # open's one mandatory field (container-id) is a rule of its own
+        if handler is not None and (name == "open" or _complete(performative)):
             handler(self, origin, peer, frame, idx, time)
 
     def _check_frame_shape(self, origin: str, frame: Frame, idx: int) -> None:
