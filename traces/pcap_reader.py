@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from traces.pcap_format import (
     ETHERTYPE_IPV4,
@@ -193,12 +195,68 @@ def _network_offset(linktype: int, packet: bytes) -> tuple[int, int] | None:
     return None
 
 
+def follow_pcap(
+    path: str, finished: Callable[[], bool], poll_interval: float = 0.05
+) -> Iterator[tuple[float, int, bytes]]:
+    """Like iter_packets for a classic pcap that another process is still writing.
+
+    Waits for each whole record; returns once `finished()` is true and the file is read
+    to its end. Memory: one record at a time.
+    """
+    with open(path, "rb") as file:
+        header = _read_exactly(file, 24, finished, poll_interval)
+        if header is None:
+            return
+        magic_le = struct.unpack_from("<I", header, 0)[0]
+        order = "<" if magic_le in (MAGIC_MICRO, MAGIC_NANO) else ">"
+        magic = struct.unpack_from(order + "I", header, 0)[0]
+        if magic not in (MAGIC_MICRO, MAGIC_NANO):
+            raise CaptureFormatError(f"{path}: not a classic pcap file")
+        scale = 1e-9 if magic == MAGIC_NANO else 1e-6
+        linktype = struct.unpack_from(order + "I", header, 20)[0] & 0x0FFFFFFF
+        record = struct.Struct(order + "IIII")
+        while True:
+            head = _read_exactly(file, 16, finished, poll_interval)
+            if head is None:
+                return
+            seconds, fraction, caplen, _wirelen = record.unpack(head)
+            packet = _read_exactly(file, caplen, finished, poll_interval)
+            if packet is None:
+                return
+            yield seconds + fraction * scale, linktype, packet
+
+
+def _read_exactly(
+    file: BinaryIO, count: int, finished: Callable[[], bool], poll_interval: float
+) -> bytes | None:
+    """`count` bytes from a growing file, or None at the end of a finished file."""
+    data = b""
+    while len(data) < count:
+        chunk = file.read(count - len(data))
+        if chunk:
+            data += chunk
+            continue
+        if finished():
+            chunk = file.read(count - len(data))  # written just before it finished
+            if not chunk:
+                return None
+            data += chunk
+            continue
+        time.sleep(poll_interval)
+    return data
+
+
 def iter_tcp_segments(path: str) -> Iterator[TcpSegment]:
     """Every TCP segment of a capture (non-TCP and unfragmented-IP-less packets skipped)."""
+    return tcp_segments(iter_packets(path))
+
+
+def tcp_segments(packets: Iterable[tuple[float, int, bytes]]) -> Iterator[TcpSegment]:
+    """The TCP segments among (time, link type, packet bytes) tuples."""
     ipv4 = _IPV4.unpack_from
     ipv6 = _IPV6.unpack_from
     tcp = _TCP.unpack_from
-    for time, linktype, packet in iter_packets(path):
+    for stamp, linktype, packet in packets:
         try:
             located = _network_offset(linktype, packet)
             if located is None:
@@ -222,7 +280,7 @@ def iter_tcp_segments(path: str) -> Iterator[TcpSegment]:
             sport, dport, seq, ack, data_offset, flags = tcp(packet, offset)
             start = offset + (data_offset >> 4) * 4
             yield TcpSegment(
-                time,
+                stamp,
                 (src, sport),
                 (dst, dport),
                 seq,

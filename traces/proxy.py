@@ -90,6 +90,11 @@ class _Pair:
         self.upstream = _Side(self, SERVER)
         self.closed = False
         self.closer: str | None = None
+        self.upstream_ready = False
+        # client bytes that arrived before the upstream connection was up (some event
+        # loops deliver data before a pause_reading() made in connection_made applies)
+        self.early: list[tuple[bytes, float]] = []
+        self.early_eof = False
 
     def opened(self) -> None:
         """Upstream is connected: record the connection before any byte of it."""
@@ -98,17 +103,31 @@ class _Pair:
         self.proxy.enqueue(
             ("open", self.connection_id, _endpoint(client), _endpoint(server), time.time())
         )
+        self.upstream_ready = True
+        early, self.early = self.early, []
+        for data, stamp in early:
+            self.upstream.transport.write(data)  # type: ignore[union-attr]
+            self.proxy.enqueue(("data", self.connection_id, CLIENT, data, stamp))
+        if self.early_eof:
+            self.half_close(self.client)
 
     def peer_of(self, side: _Side) -> _Side:
         return self.upstream if side is self.client else self.client
 
     def relay(self, side: _Side, data: bytes) -> None:
+        if not self.upstream_ready:
+            self.early.append((data, time.time()))
+            side.pause_reading()
+            return
         peer = self.peer_of(side)
         if peer.transport is not None and not peer.transport.is_closing():
             peer.transport.write(data)  # first: the peer gets the bytes now
         self.proxy.enqueue(("data", self.connection_id, side.direction, data, time.time()), side)
 
     def half_close(self, side: _Side) -> None:
+        if not self.upstream_ready:
+            self.early_eof = True  # passed on once the early bytes are written
+            return
         if self.closer is None:
             self.closer = side.direction
         peer = self.peer_of(side)

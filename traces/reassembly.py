@@ -112,13 +112,14 @@ class PcapTraceReader:
             else:
                 return items  # a bare ACK of a connection we did not see start
             info = ConnectionInfo(
-                0,  # numbered when its first byte is delivered
+                len(self.connections) + 1,
                 format_endpoint(client),
                 format_endpoint(server),
                 segment.time,
             )
             connection = _Connection(info, client, None)
             self._by_key[key] = connection
+            self.connections[info.connection_id] = info
         direction = CLIENT if src == connection.client else SERVER
         half = connection.halves[direction]
         if flags & TCP_SYN:
@@ -210,10 +211,7 @@ class PcapTraceReader:
     def _deliver(
         self, connection: _Connection, direction: str, payload: bytes, time: float
     ) -> list[TraceItem]:
-        if not connection.started:
-            connection.started = True
-            connection.info.connection_id = len(self.connections) + 1
-            self.connections[connection.info.connection_id] = connection.info
+        connection.started = True
         connection.info.byte_counts[direction] += len(payload)
         return self._decoder(connection, payload).feed(direction, payload, time)
 

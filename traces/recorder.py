@@ -1,9 +1,9 @@
 """Recorder: relayed chunks -> pcap + Parquet frame log + connection index, streaming.
 
 Owns: `Recorder`, a synchronous sink the proxy drives with `open_connection`, `data`
-and `close_connection`; it writes each chunk to the pcap as it was relayed, decodes a
-copy with the core (`ConnectionDecoder`) into frame-log rows, and keeps per-direction
-byte counts and SHA-256 digests for the index. `close()` flushes and closes every file.
+and `close_connection`. It writes each chunk to the pcap as it was relayed, keeps
+per-direction byte counts and SHA-256 digests for the index,. The Parquet frame log is built from the pcap by `FrameLogProcess`
+in a separate process, off the relaying path. `close()` flushes and closes every file.
 Files written for a run with trace id T in DIR: T.pcap, T.parquet, T.connections.json.
 No sockets, no event loop: the caller owns time and I/O scheduling.
 """
@@ -15,20 +15,19 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from traces.framelog import FrameLogWriter
+from traces.framelog_process import FrameLogProcess
 from traces.model import CLIENT, SERVER, ConnectionInfo
 from traces.pcap_writer import PcapWriter
-from traces.streams import DEFAULT_MAX_FRAME_SIZE, ConnectionDecoder
+from traces.streams import DEFAULT_MAX_FRAME_SIZE
 
 
 @dataclass(slots=True)
 class _Recording:
     info: ConnectionInfo
-    decoder: ConnectionDecoder
     digests: dict[str, object] = field(
         default_factory=lambda: {CLIENT: hashlib.sha256(), SERVER: hashlib.sha256()}
     )
-    items: int = 0
+    chunks: int = 0
     closed: bool = False
 
 
@@ -38,7 +37,6 @@ class Recorder:
         out_dir: str,
         trace_id: str,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        rows_per_group: int = 16384,
     ) -> None:
         os.makedirs(out_dir, exist_ok=True)
         self.trace_id = trace_id
@@ -47,7 +45,9 @@ class Recorder:
         self.index_path = os.path.join(out_dir, f"{trace_id}.connections.json")
         self.max_frame_size = max_frame_size
         self._pcap = PcapWriter(self.pcap_path)
-        self._log = FrameLogWriter(self.parquet_path, trace_id, rows_per_group)
+        self._pcap.flush()
+        self._builder = FrameLogProcess(self.pcap_path, self.parquet_path, trace_id, max_frame_size)
+        self.builder_exit_code: int | None = None
         self._open: dict[int, _Recording] = {}
         self._done: list[_Recording] = []
         self._closed = False
@@ -55,36 +55,29 @@ class Recorder:
 
     def open_connection(self, connection_id: int, client: str, server: str, time: float) -> None:
         info = ConnectionInfo(connection_id, client, server, time)
-        decoder = ConnectionDecoder(connection_id, True, self.max_frame_size)
-        self._open[connection_id] = _Recording(info, decoder)
+        self._open[connection_id] = _Recording(info)
         self._pcap.open_connection(connection_id, client, server, time)
 
     def data(self, connection_id: int, direction: str, chunk: bytes, time: float) -> None:
         recording = self._open[connection_id]
         recording.info.byte_counts[direction] += len(chunk)
         recording.digests[direction].update(chunk)  # type: ignore[attr-defined]
+        recording.chunks += 1
         self._pcap.data(connection_id, direction, chunk, time)
-        for item in recording.decoder.feed(direction, chunk, time):
-            self._log.add(item, recording.info)
-            recording.items += 1
 
     def close_connection(self, connection_id: int, time: float, closer: str = CLIENT) -> None:
         recording = self._open.pop(connection_id, None)
         if recording is None:
             return
-        for item in recording.decoder.finish(time):
-            self._log.add(item, recording.info)
-            recording.items += 1
         recording.info.end_time = time
         recording.closed = True
         self._pcap.close_connection(connection_id, time, closer)
         self._done.append(recording)
+        self.write_index()
 
     def flush(self) -> None:
-        """Make what is recorded so far readable (pcap buffer, a Parquet row group)."""
+        """Make what is recorded so far readable to the frame-log builder and to readers."""
         self._pcap.flush()
-        self._log.flush()
-        self.write_index()
 
     def close(self, time: float) -> None:
         if self._closed:
@@ -93,8 +86,8 @@ class Recorder:
         for connection_id in list(self._open):
             self.close_connection(connection_id, time)
         self._pcap.close(time)
-        self._log.close(r.info for r in self._done)
         self.write_index()
+        self.builder_exit_code = self._builder.finish()
 
     def write_index(self) -> None:
         recordings = self._done + list(self._open.values())
@@ -110,12 +103,7 @@ class Recorder:
                     "end_time": info.end_time,
                     "bytes": dict(info.byte_counts),
                     "sha256": {d: h.hexdigest() for d, h in recording.digests.items()},  # type: ignore[attr-defined]
-                    "items": recording.items,
-                    "decode_errors": {
-                        d: str(recording.decoder.error(d))
-                        for d in (CLIENT, SERVER)
-                        if recording.decoder.error(d) is not None
-                    },
+                    "chunks": recording.chunks,
                     "closed": recording.closed,
                 }
             )
