@@ -2,8 +2,9 @@
 
 Owns: `Recorder`, a synchronous sink the proxy drives with `open_connection`, `data`
 and `close_connection`. It writes each chunk to the pcap as it was relayed, keeps
-per-direction byte counts and SHA-256 digests for the index,. The Parquet frame log is built from the pcap by `FrameLogProcess`
-in a separate process, off the relaying path. `close()` flushes and closes every file.
+per-direction byte counts and SHA-256 digests for the index. The Parquet frame log is
+built from the pcap by `FrameLogProcess` in a separate process, off the relaying path.
+`close()` flushes and closes every file.
 Files written for a run with trace id T in DIR: T.pcap, T.parquet, T.connections.json.
 No sockets, no event loop: the caller owns time and I/O scheduling.
 """
