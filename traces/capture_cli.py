@@ -76,6 +76,13 @@ async def _serve(args: argparse.Namespace) -> int:
     print(f"parquet {recorder.parquet_path}", flush=True)
     print(f"index {recorder.index_path}", flush=True)
     await task
+    if recorder.builder_exit_code != 0:
+        print(
+            f"amqpspec capture: the frame log builder exited with {recorder.builder_exit_code};"
+            f" the pcap {recorder.pcap_path} is complete, convert it with `amqpspec trace convert`",
+            file=sys.stderr,
+        )
+        return 1
     print("stopped; files closed", flush=True)
     return 0
 
