@@ -20,6 +20,7 @@ import asyncio
 import ipaddress
 import itertools
 import logging
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -63,6 +64,7 @@ from .vhost import BrokerError, ConnectionSummary, VirtualHost
 
 log = logging.getLogger("reference_broker.connection")
 
+DISPATCH_BATCH = 256  # deliveries per queue between two writes (RabbitMQ max_queue_credit)
 CLOSE_GRACE_S = 5.0  # after our close, wait this long for the peer's before dropping it
 _CLOSING = frozenset({ConnState.CLOSE_SENT, ConnState.DISCARDING, ConnState.CLOSE_PIPE})
 _GONE_LINK = frozenset({LinkState.DETACHED, LinkState.DETACH_SENT})
@@ -96,6 +98,7 @@ class BrokerContext:
         self.alarm_active = bool(alarms and alarms.any_active)
         self._durable_waiters: list[tuple[int, BrokerSession, int, PublisherLink]] = []
         self._ids = itertools.count(1)
+        self._continuation = False
         if alarms is not None:
             alarms.add_observer(self._on_alarm)
         if commit is not None:
@@ -106,8 +109,10 @@ class BrokerContext:
 
     # ------------------------------------------------------------------ turn end
     def run_dispatch(self) -> None:
-        """Queue events of every queue with work -> transfers and flows."""
-        for event in self.vhost.dispatch_pending():
+        """Queue events of every queue with work -> transfers and flows, at most
+        DISPATCH_BATCH deliveries per queue per turn: the rest follows after a write, so
+        the consumer starts on the first batch while we encode the next."""
+        for event in self.vhost.dispatch_pending(DISPATCH_BATCH):
             if type(event) is Delivery:
                 event.consumer.owner.deliver(event)
             elif type(event) is CreditReply:
@@ -122,6 +127,16 @@ class BrokerContext:
     def end_turn(self) -> None:
         self.run_dispatch()
         self.flush()
+        if self.vhost.dispatch_due and not self._continuation:
+            self._continuation = True
+            asyncio.get_running_loop().call_soon(self._continue_dispatch)
+
+    def _continue_dispatch(self) -> None:
+        self._continuation = False
+        try:
+            self.end_turn()
+        except Exception:
+            log.exception("dispatch failed")
 
     # ------------------------------------------------------------------ durable confirms
     def wait_durable(
@@ -598,6 +613,10 @@ class AmqpProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # flows and dispositions are small: never let Nagle hold them back
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername") or ("?", 0)
         local = transport.get_extra_info("sockname") or ("?", 0)
         self.connection = BrokerConnection(

@@ -326,29 +326,39 @@ class ClassicQueue:
         return consumer
 
     # ------------------------------------------------------------------ dispatch
-    def dispatch(self) -> list[QueueEvent]:
+    def dispatch(self, limit: int | None = None) -> list[QueueEvent]:
         """Hand ready messages to consumers with credit, round-robin, then settle drains.
 
         Returns Delivery events in send order, followed by the CreditReply events that are
-        due (a drain reply always comes after the deliveries of its consumer).
+        due (a drain reply always comes after the deliveries of its consumer). With
+        `limit`, at most that many deliveries are handed out; if work is left the queue
+        marks itself ready again and replies of consumers that could still receive wait
+        for a later dispatch (so a drain reply still follows every delivery).
         """
         events: list[QueueEvent] = []
         consumers = self._consumers
         if consumers and (self._ready or self._returned):
-            self._deliver_round_robin(events)
+            self._deliver_round_robin(events, limit)
+        cut_short = (
+            limit is not None and len(events) >= limit and bool(self._ready or self._returned)
+        )
         for consumer in consumers.values():
-            if consumer.reply_due:
+            if consumer.reply_due and not (cut_short and consumer.credit > 0):
                 events.append(self._credit_reply(consumer))
+        if cut_short and self._on_ready is not None:
+            self._on_ready(self)
         return events
 
-    def _deliver_round_robin(self, events: list[QueueEvent]) -> None:
+    def _deliver_round_robin(self, events: list[QueueEvent], limit: int | None = None) -> None:
         consumers = self._consumers
         active = deque(c for c in consumers.values() if c.credit > 0)
         ready = self._ready
         returned = self._returned
         single = len(consumers) == 1
         append = events.append
-        while active and (ready or returned):
+        budget = -1 if limit is None else limit
+        while active and (ready or returned) and budget != 0:
+            budget -= 1
             consumer = active.popleft()
             if returned:
                 msg = self._take_for(consumer)

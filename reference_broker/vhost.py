@@ -402,16 +402,25 @@ class VirtualHost:
     def _mark_dirty(self, queue: ClassicQueue) -> None:
         self._dirty[queue.name] = queue
 
-    def dispatch_pending(self) -> list[QueueEvent]:
-        """Run dispatch on every queue that may have deliveries or credit replies due."""
+    def dispatch_pending(self, limit: int | None = None) -> list[QueueEvent]:
+        """Run dispatch on every queue that may have deliveries or credit replies due.
+        With `limit` (deliveries per queue), one pass only: queues with work left stay
+        pending (`dispatch_due`) for the next call, so the caller can write in between."""
         events: list[QueueEvent] = []
         while self._dirty:
             dirty = list(self._dirty.values())
             self._dirty.clear()
             for queue in dirty:
                 if self.queues.get(queue.name) is queue:
-                    events.extend(queue.dispatch())
+                    events.extend(queue.dispatch(limit))
+            if limit is not None:
+                break
         return events
+
+    @property
+    def dispatch_due(self) -> bool:
+        """Some queue may have deliveries or credit replies to hand out."""
+        return bool(self._dirty)
 
     # ------------------------------------------------------------------ connections
     def register_connection(self, summary: ConnectionSummary) -> None:

@@ -1,0 +1,267 @@
+"""Helpers for the reference broker's socket tests (tests/test_broker_*.py).
+
+Owns: starting an in-process broker on ephemeral ports (`running_broker`), a management
+client for it, and `EngineClient`: an amqp10 engine client over a real socket for tests
+that assert on frames (flows, dispositions, detaches). Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from amqp10.engine import ClientSasl, Connection, Event
+from reference_broker.admin_client import ManagementClient
+from reference_broker.config import BrokerConfig, Limits
+from reference_broker.faults import Faults
+from reference_broker.server import BrokerThread
+
+WAIT = 10.0
+
+
+def broker_config(*, faults: tuple[str, ...] = (), limits: dict | None = None, **changes: Any):
+    config = BrokerConfig(host="127.0.0.1", port=0, admin_port=0, faults=Faults(faults))
+    if limits:
+        config = config.replace(limits=Limits(**limits))
+    return config.replace(**changes)
+
+
+@contextlib.contextmanager
+def running_broker(**kwargs: Any) -> Iterator[BrokerThread]:
+    broker = BrokerThread(broker_config(**kwargs)).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def management(broker: BrokerThread) -> ManagementClient:
+    return ManagementClient(f"http://127.0.0.1:{broker.admin_port}", "guest", "guest")
+
+
+def url(broker: BrokerThread, user: str | None = None, password: str | None = None) -> str:
+    auth = f"{user}:{password}@" if user else ""
+    return f"amqp://{auth}127.0.0.1:{broker.port}"
+
+
+class EngineClient:
+    """An amqp10 engine client on a real socket; collects every event it gets."""
+
+    def __init__(self, port: int, *, sasl: ClientSasl | None = None, **options: Any) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        self.sock.setblocking(False)
+        self.conn = Connection("client", "engine-test-client", sasl=sasl, **options)
+        self.events: list[Event] = []
+        self.closed = False
+
+    def open(self) -> None:
+        self.conn.open()
+        self.wait_for(lambda: self.conn.remote_open is not None, "open")
+
+    def pump(self, timeout: float = 0.05) -> None:
+        now = time.monotonic()
+        data = self.conn.data_to_send(now)
+        if data:
+            self._send(data)
+        readable, _, _ = select.select([self.sock], [], [], timeout)
+        if readable:
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except (BlockingIOError, InterruptedError):
+                chunk = None
+            except OSError:
+                chunk = b""
+            if chunk is not None:
+                if not chunk:
+                    self.closed = True
+                self.conn.receive_data(chunk, time.monotonic())
+        self.events.extend(self.conn.events())
+        data = self.conn.data_to_send(time.monotonic())
+        if data:
+            self._send(data)
+
+    def _send(self, data: bytes) -> None:
+        view = memoryview(data)
+        deadline = time.monotonic() + WAIT
+        while view:
+            try:
+                sent = self.sock.send(view)
+                view = view[sent:]
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("socket send stalled") from None
+                select.select([], [self.sock], [], 0.05)
+            except OSError:
+                self.closed = True
+                return
+
+    def wait_for(self, predicate: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result:
+                return result
+            if self.closed or time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}; events: {self.events[-10:]}")
+            self.pump()
+
+    def wait_event(
+        self,
+        kind: type,
+        what: str = "",
+        *,
+        where: Callable[[Any], bool] = bool,
+        start: int = 0,
+        timeout: float = WAIT,
+    ) -> Any:
+        def find() -> Any:
+            for event in self.events[start:]:
+                if isinstance(event, kind) and where(event):
+                    return event
+            return None
+
+        return self.wait_for(find, what or kind.__name__, timeout)
+
+    def settle(self, timeout: float = 0.3) -> None:
+        """Pump for a while (to see that nothing more comes)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.closed:
+            self.pump(0.02)
+
+    def of(self, kind: type, start: int = 0) -> list[Any]:
+        return [e for e in self.events[start:] if isinstance(e, kind)]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if not self.closed and self.conn.remote_open is not None:
+                self.conn.close()
+                self.pump()
+        self.sock.close()
+
+
+# --- python-qpid-proton clients (Container + MessagingHandler), bounded by a timer ---------
+
+
+def _proton():
+    import proton
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    return proton, MessagingHandler, Container
+
+
+class ProtonRun:
+    """Outcome of a proton client run."""
+
+    def __init__(self) -> None:
+        self.bodies: list[Any] = []
+        self.messages: list[Any] = []
+        self.accepted = 0
+        self.released = 0
+        self.rejected = 0
+        self.error: str | None = None
+        self.timed_out = False
+
+
+def proton_send(
+    broker_url: str, target: str | None, bodies: list[Any], *, settled: bool = False, **message: Any
+) -> ProtonRun:
+    """Send every body (as fast as credit allows) to `target` (None: the anonymous
+    terminus); wait for all outcomes. `message` are proton.Message fields."""
+    proton, MessagingHandler, Container = _proton()
+    run = ProtonRun()
+
+    class Sender(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(auto_settle=True)
+            self.sent = 0
+
+        def on_start(self, event: Any) -> None:
+            self.timer = event.container.schedule(WAIT * 3, self)
+            self.conn = event.container.connect(broker_url)
+            opts = proton.reactor.AtMostOnce() if settled else None
+            event.container.create_sender(self.conn, target, options=opts)
+
+        def on_sendable(self, event: Any) -> None:
+            while event.sender.credit and self.sent < len(bodies):
+                event.sender.send(proton.Message(body=bodies[self.sent], **message))
+                self.sent += 1
+            if settled and self.sent == len(bodies):
+                self._done(event)
+
+        def _count(self, event: Any) -> None:
+            if run.accepted + run.released + run.rejected == len(bodies):
+                self._done(event)
+
+        def on_accepted(self, event: Any) -> None:
+            run.accepted += 1
+            self._count(event)
+
+        def on_released(self, event: Any) -> None:
+            run.released += 1
+            self._count(event)
+
+        def on_rejected(self, event: Any) -> None:
+            run.rejected += 1
+            self._count(event)
+
+        def _done(self, event: Any) -> None:
+            self.timer.cancel()
+            event.connection.close()
+
+        def on_link_error(self, event: Any) -> None:
+            run.error = str(event.link.remote_condition)
+            self.timer.cancel()
+            event.connection.close()
+
+        def on_transport_error(self, event: Any) -> None:
+            run.error = str(event.transport.condition)
+            self.timer.cancel()
+
+        def on_timer_task(self, event: Any) -> None:
+            run.timed_out = True
+            self.conn.close()
+
+    Container(Sender()).run()
+    return run
+
+
+def proton_receive(
+    broker_url: str, address: str, count: int, *, prefetch: int = 200, accept: bool = True
+) -> ProtonRun:
+    """Receive `count` messages with MessagingHandler(prefetch=...) (it re-grants credit
+    as messages are processed: the pattern of RabbitMQ #2597)."""
+    _, MessagingHandler, Container = _proton()
+    run = ProtonRun()
+
+    class Receiver(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(prefetch=prefetch, auto_accept=accept)
+
+        def on_start(self, event: Any) -> None:
+            self.timer = event.container.schedule(WAIT * 3, self)
+            self.conn = event.container.connect(broker_url)
+            event.container.create_receiver(self.conn, address)
+
+        def on_message(self, event: Any) -> None:
+            run.bodies.append(event.message.body)
+            run.messages.append(event.message)
+            if len(run.bodies) == count:
+                self.timer.cancel()
+                event.connection.close()
+
+        def on_link_error(self, event: Any) -> None:
+            run.error = str(event.link.remote_condition)
+            self.timer.cancel()
+            event.connection.close()
+
+        def on_timer_task(self, event: Any) -> None:
+            run.timed_out = True
+            self.conn.close()
+
+    Container(Receiver()).run()
+    return run
