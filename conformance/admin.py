@@ -1,0 +1,187 @@
+"""Admin adapters: how the suite manages a broker out of band (queues, alarms).
+
+Owns: `Admin` (the interface), `RabbitMqHttpAdmin` (RabbitMQ management HTTP API — the
+reference broker serves the same subset), `RabbitMqCtlAdmin` (rabbitmqctl, with the
+environment of tools/brokers/rabbitmq.sh), `NoAdmin` (every operation Unsupported) and
+`make_admin(settings, url_override)`. Memory alarms: `PUT/DELETE /api/alarms/memory` on
+the reference broker; `rabbitmqctl set_vm_memory_high_watermark 0.00001` / restore on
+RabbitMQ. Touches nothing else.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import subprocess
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from conformance.profile import AdminSettings
+from conformance.verdicts import HarnessError, Unsupported
+from reference_broker.admin_client import ManagementClient, ManagementError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_RESTORED_WATERMARK = "0.4"
+
+
+class Admin:
+    """Out-of-band broker management; every method may raise Unsupported."""
+
+    name = "none"
+
+    def declare_queue(self, queue: str) -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot declare queues")
+
+    def delete_queue(self, queue: str) -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot delete queues")
+
+    def purge_queue(self, queue: str) -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot purge queues")
+
+    def queue_depth(self, queue: str) -> int:
+        raise Unsupported(f"admin adapter {self.name!r} cannot report queue depth")
+
+    def raise_alarm(self, kind: str = "memory") -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot raise alarms")
+
+    def clear_alarm(self, kind: str = "memory") -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot clear alarms")
+
+    def close(self) -> None:
+        pass
+
+
+class NoAdmin(Admin):
+    name = "none"
+
+
+class _Ctl:
+    """rabbitmqctl with the node environment of tools/brokers/rabbitmq.sh."""
+
+    def __init__(self, command: str, env_script: str | None) -> None:
+        self.command = command
+        self.env = dict(os.environ)
+        if env_script:
+            script = Path(env_script)
+            if not script.is_absolute():
+                script = REPO_ROOT / script
+            out = subprocess.run(
+                ["bash", str(script), "env"], capture_output=True, text=True, timeout=30
+            )
+            for line in out.stdout.splitlines():
+                key, sep, value = line.partition("=")
+                if sep:
+                    self.env[key] = value
+
+    def __call__(self, *args: str, timeout: float = 60.0) -> str:
+        try:
+            out = subprocess.run(
+                [self.command, *args], capture_output=True, text=True, timeout=timeout, env=self.env
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise HarnessError(f"rabbitmqctl {' '.join(args)}: {exc}") from exc
+        if out.returncode != 0:
+            raise HarnessError(f"rabbitmqctl {' '.join(args)}: {out.stderr.strip()[:300]}")
+        return out.stdout
+
+
+class RabbitMqHttpAdmin(Admin):
+    name = "rabbitmq-http"
+
+    def __init__(self, url: str, alarm: str = "http", ctl: _Ctl | None = None) -> None:
+        parts = urlsplit(url)
+        base = f"{parts.scheme or 'http'}://{parts.hostname or '127.0.0.1'}:{parts.port or 15672}"
+        self.client = ManagementClient(
+            base, unquote(parts.username or "guest"), unquote(parts.password or "guest")
+        )
+        self.alarm = alarm
+        self.ctl = ctl
+
+    def _call(self, what: str, func, *args):  # type: ignore[no-untyped-def]
+        try:
+            return func(*args)
+        except (ManagementError, OSError, http.client.HTTPException) as exc:
+            self.client.close()  # a half-done request leaves the connection unusable
+            raise HarnessError(f"admin {what}: {exc}") from exc
+
+    def declare_queue(self, queue: str) -> None:
+        self._call("declare queue", self.client.declare_queue, queue)
+
+    def delete_queue(self, queue: str) -> None:
+        self._call("delete queue", lambda q: self.client.delete_queue(q, missing_ok=True), queue)
+
+    def purge_queue(self, queue: str) -> None:
+        self._call("purge queue", self.client.purge_queue, queue)
+
+    def queue_depth(self, queue: str) -> int:
+        info = self._call("queue", self.client.queue, queue)
+        return int(info.get("messages", 0) or 0)
+
+    def raise_alarm(self, kind: str = "memory") -> None:
+        if self.alarm == "rabbitmqctl" and self.ctl is not None:
+            _ctl_alarm(self.ctl, kind, True)
+        else:
+            self._call("raise alarm", self.client.raise_alarm, kind)
+
+    def clear_alarm(self, kind: str = "memory") -> None:
+        if self.alarm == "rabbitmqctl" and self.ctl is not None:
+            _ctl_alarm(self.ctl, kind, False)
+        else:
+            self._call("clear alarm", self.client.clear_alarm, kind)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _ctl_alarm(ctl: _Ctl, kind: str, on: bool) -> None:
+    if kind == "memory":
+        ctl("set_vm_memory_high_watermark", "0.00001" if on else _RESTORED_WATERMARK)
+    elif kind == "disk":
+        ctl("set_disk_free_limit", "1000GB" if on else "50MB")
+    else:
+        raise Unsupported(f"no {kind} alarm through rabbitmqctl")
+
+
+class RabbitMqCtlAdmin(Admin):
+    """rabbitmqctl only: purge/delete/depth and alarms; queues cannot be declared."""
+
+    name = "rabbitmqctl"
+
+    def __init__(self, ctl: _Ctl) -> None:
+        self.ctl = ctl
+
+    def delete_queue(self, queue: str) -> None:
+        self.ctl("delete_queue", queue)
+
+    def purge_queue(self, queue: str) -> None:
+        self.ctl("purge_queue", queue)
+
+    def queue_depth(self, queue: str) -> int:
+        for line in self.ctl("list_queues", "-q", "name", "messages").splitlines():
+            name, _, count = line.rpartition("\t")
+            if name == queue:
+                return int(count)
+        raise HarnessError(f"no queue {queue!r}")
+
+    def raise_alarm(self, kind: str = "memory") -> None:
+        _ctl_alarm(self.ctl, kind, True)
+
+    def clear_alarm(self, kind: str = "memory") -> None:
+        _ctl_alarm(self.ctl, kind, False)
+
+
+def make_admin(settings: AdminSettings, url_override: str | None = None) -> Admin:
+    adapter = settings.adapter
+    if url_override and adapter == "none":
+        adapter = "rabbitmq-http"
+    if adapter == "rabbitmq-http":
+        url = url_override or settings.url or "http://guest:guest@127.0.0.1:15672"
+        ctl = (
+            _Ctl(settings.rabbitmqctl, settings.env_script)
+            if settings.alarm == "rabbitmqctl"
+            else None
+        )
+        return RabbitMqHttpAdmin(url, settings.alarm, ctl)
+    if adapter == "rabbitmqctl":
+        return RabbitMqCtlAdmin(_Ctl(settings.rabbitmqctl, settings.env_script))
+    return NoAdmin()

@@ -1,0 +1,235 @@
+"""2.6.7 link flow control: credit accuracy of the broker as a sender (RabbitMQ #2597 & co).
+
+Owns the cases `2.6.7/credit-*`. The checker's link.credit.* rules judge every transfer
+against every grant in every case; the cases add the scenario and exact counts.
+"""
+
+from __future__ import annotations
+
+from amqp10.engine import FlowReceived
+from conformance.registry import MUST, case
+from conformance.steps import collect, consumer, expect_count, fill
+
+CREDIT_LIMIT = (
+    "If the link-credit is less than or equal to zero, i.e., the delivery-count is the same "
+    "as or greater than the delivery-limit, it is illegal to send more messages."
+)
+
+
+@case(
+    "2.6.7/credit-single-grant",
+    MUST,
+    CREDIT_LIMIT,
+    requires={"queues"},
+)
+def credit_single_grant(probe, ctx):
+    """5 messages queued, one grant of 3: exactly 3 transfers arrive."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 5)
+    _, link = consumer(probe, ctx, queue, credit=3)
+    expect_count(probe, link, 3)
+
+
+def _credit_n(credit: int, queued: int):
+    def run(probe, ctx):
+        queue = ctx.queue()
+        fill(probe, ctx, queue, queued)
+        _, link = consumer(probe, ctx, queue, credit=credit)
+        expect_count(probe, link, credit)
+
+    run.__doc__ = f"{queued} messages queued, link-credit {credit}: exactly {credit} transfers."
+    run.__name__ = run.__qualname__ = f"credit_{credit}"
+    return run
+
+
+for _credit, _queued in ((1, 3), (2, 5), (200, 250)):
+    case(f"2.6.7/credit-{_credit}", MUST, CREDIT_LIMIT, requires={"queues"})(
+        _credit_n(_credit, _queued)
+    )
+
+
+@case(
+    "2.6.7/credit-zero-no-transfer",
+    MUST,
+    CREDIT_LIMIT,
+    requires={"queues"},
+)
+def credit_zero(probe, ctx):
+    """Messages queued, receiver attached without credit, then an explicit grant of 0:
+    no transfer may arrive."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 3)
+    _, link = consumer(probe, ctx, queue, credit=0)
+    probe.grant(link, 0)
+    extra = collect(probe, link, quiet=1.0)
+    ctx.check(not extra, f"{len(extra)} transfers with link-credit 0")
+
+
+@case(
+    "2.6.7/credit-regrant-in-flight",
+    MUST,
+    CREDIT_LIMIT + " A receiver may grant again at any time; the new link-credit replaces "
+    "the old (link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)).",
+    requires={"queues"},
+    budget=120.0,
+)
+def credit_regrant_in_flight(probe, ctx):
+    """The proton prefetch pattern over 2,000 messages: link-credit 2 re-granted after every
+    delivery while transfers are in flight, with a small (4-frame) session window. A broker
+    that adds the new grant to the old credit over-delivers (RabbitMQ #2597)."""
+    queue = ctx.queue()
+    count = 2000
+    fill(probe, ctx, queue, count)
+    session = probe.open_session(incoming_window=4)
+    _, link = consumer(probe, ctx, queue, credit=2, session=session)
+    got = probe.receive(link, count, regrant=2, timeout=10.0)
+    ctx.check(len(got) == count, f"received {len(got)} of {count}")
+
+
+@case(
+    "2.6.7/credit-reduced-in-flight",
+    MUST,
+    "The receiver may reduce credit while transfers are in flight; those are legal, but once "
+    "the sender has applied the new flow (its echo reply proves it) " + CREDIT_LIMIT,
+    requires={"queues", "echo"},
+)
+def credit_reduced(probe, ctx):
+    """50 queued, grant 50 then at once link-credit 0 with echo: after the broker's echo
+    reply no transfer may follow; never more than 50 in all."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 50)
+    _, link = consumer(probe, ctx, queue, credit=50)
+    since = probe.mark()
+    probe.grant(link, 0, echo=True)
+    reply = probe.wait_for_frame(
+        "flow", predicate=lambda f: f.performative.handle == link.remote_handle, since=since
+    )
+    before = len(probe.transfers(link))
+    after_reply = collect(probe, link, quiet=1.0)
+    total = before + len(after_reply)
+    ctx.check(total <= 50, f"{total} transfers for a grant of 50")
+    horizon = reply.performative.delivery_count + reply.performative.link_credit
+    ctx.note(f"{total} in flight before the reduction applied; echo reply horizon {horizon}")
+
+
+@case(
+    "2.6.7/credit-multi-frame-counts-once",
+    MUST,
+    "delivery-count: incremented ... for each delivery (not for each transfer frame); "
+    "only the first transfer frame of a multi-frame delivery consumes link-credit (2.6.7, "
+    "2.6.14).",
+    requires={"queues", "multi-frame", "echo"},
+)
+def credit_multi_frame(probe, ctx):
+    """Our max-frame-size 512; three 3,000-byte messages queued; link-credit 2: exactly two
+    whole (multi-frame) deliveries, and the echo reply reports link-credit 0 with
+    delivery-count advanced by 2 (azure-uamqp-c PR #383 counted frames)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 3, size=3000)
+    receiver = ctx.probe()
+    receiver.open(max_frame_size=512)
+    _, link = consumer(receiver, ctx, queue)
+    dc0 = link.delivery_count
+    receiver.grant(link, 2)
+    got = expect_count(receiver, link, 2)
+    ctx.check(all(d.frame_count > 1 for d in got), "deliveries were not split into frames")
+    since = receiver.mark()
+    receiver.grant(link, 0, echo=True)
+    reply = receiver.wait_for_frame(
+        "flow", predicate=lambda f: f.performative.handle == link.remote_handle, since=since
+    ).performative
+    ctx.check(
+        reply.link_credit == 0 and (reply.delivery_count - dc0) % 2**32 == 2,
+        f"echo reply delivery-count {reply.delivery_count} (start {dc0}), link-credit "
+        f"{reply.link_credit}: credit counted per frame?",
+    )
+
+
+@case(
+    "2.6.7/credit-links-independent",
+    MUST,
+    "Link credit is per link: each link has its own delivery-count and link-credit (2.6.7); "
+    + CREDIT_LIMIT,
+    requires={"queues"},
+)
+def credit_links_independent(probe, ctx):
+    """Five receivers on one session, credits 1..5, ten messages behind each: every link
+    gets exactly its own credit."""
+    session = probe.open_session()
+    links = []
+    for credit in range(1, 6):
+        queue = ctx.queue(f"l{credit}")
+        fill(probe, ctx, queue, 10)
+        _, link = consumer(probe, ctx, queue, session=session)
+        links.append((credit, link))
+    for credit, link in links:
+        probe.grant(link, credit)
+    probe.idle(1.0)
+    for credit, link in links:
+        got = collect(probe, link, quiet=0.3)
+        ctx.check(len(got) == credit, f"link with credit {credit} got {len(got)} transfers")
+
+
+@case(
+    "2.6.7/credit-grant-before-attach-reply",
+    MUST,
+    "A flow without delivery-count means the receiver has not seen the sender's attach: the "
+    "sender uses initial-delivery-count (2.6.7). " + CREDIT_LIMIT,
+    requires={"queues"},
+)
+def credit_grant_early(probe, ctx):
+    """Credit 2 granted right after our attach, before the broker's attach arrives: exactly
+    two transfers."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 4)
+    session = probe.open_session()
+    link = probe.attach_receiver(session, ctx.source(queue), wait=False)
+    link.flow(link_credit=2)
+    probe.flush()
+    probe.wait_attached(link)
+    expect_count(probe, link, 2)
+
+
+@case(
+    "2.6.7/credit-after-consumption",
+    MUST,
+    CREDIT_LIMIT + " New credit is granted relative to the receiver's delivery-count.",
+    requires={"queues"},
+)
+def credit_topup(probe, ctx):
+    """Grant 3, consume 3, grant 3 again (new credit only after the old is used): exactly 6
+    in all out of 10 queued."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 10)
+    _, link = consumer(probe, ctx, queue, credit=3)
+    expect_count(probe, link, 3)
+    probe.grant(link, 3)
+    expect_count(probe, link, 3)
+
+
+@case(
+    "2.6.7/credit-flow-state-reported",
+    MUST,
+    "The sender's flow carries its delivery-count and link-credit (2.7.4); an echo is "
+    "answered with the current state, which must agree with what it sent.",
+    requires={"queues", "echo"},
+)
+def credit_state_echo(probe, ctx):
+    """Grant 5 with 2 queued: 2 transfers; an echo then reports delivery-count +2 and
+    link-credit 3 (or less, never more)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 2)
+    _, link = consumer(probe, ctx, queue)
+    dc0 = link.delivery_count
+    probe.grant(link, 5)
+    probe.receive(link, 2)
+    probe.grant(link, 3, echo=True)
+    event = probe.expect(
+        lambda e: isinstance(e, FlowReceived) and e.link is link, what="echo reply flow"
+    )
+    flow = event.flow
+    ctx.check(
+        (flow.delivery_count - dc0) % 2**32 == 2,
+        f"delivery-count {flow.delivery_count} after 2 deliveries from {dc0}",
+    )
+    ctx.check(flow.link_credit <= 3, f"link-credit {flow.link_credit} after a grant of 3")

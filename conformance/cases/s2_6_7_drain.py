@@ -1,0 +1,130 @@
+"""2.6.7 drain: the broker as a sender uses up the credit and reports it (go-amqp#255,
+DISPATCH-1090). Owns the cases `2.6.7/drain-*`.
+"""
+
+from __future__ import annotations
+
+from conformance.registry import MUST, case
+from conformance.steps import collect, consumer, drain_reply, expect_count, fill
+
+DRAIN = (
+    "drain: if set, the sender will (after sending all available messages) advance the "
+    "delivery-count as much as possible, consuming all link-credit, and send the flow state "
+    "to the receiver."
+)
+
+
+def _advance(after: int, before: int) -> int:
+    return (after - before) % 2**32
+
+
+@case("2.6.7/drain-empty-queue", MUST, DRAIN, requires={"queues", "drain-reply"})
+def drain_empty(probe, ctx):
+    """Empty queue, link-credit 10 with drain: a prompt flow with delivery-count +10 and
+    link-credit 0, and no transfer."""
+    queue = ctx.queue()
+    _, link = consumer(probe, ctx, queue)
+    dc0 = link.delivery_count
+    since = probe.mark()
+    probe.grant(link, 10, drain=True)
+    reply = drain_reply(probe, link, since)
+    ctx.check(
+        _advance(reply.delivery_count, dc0) == 10,
+        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 10",
+    )
+    extra = collect(probe, link, 0.3)
+    ctx.check(not extra, f"{len(extra)} transfers from an empty queue")
+
+
+@case("2.6.7/drain-partial", MUST, DRAIN, requires={"queues", "drain-reply"})
+def drain_partial(probe, ctx):
+    """3 queued, link-credit 10 with drain: 3 transfers, then a flow with delivery-count
+    +10 and link-credit 0."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 3)
+    _, link = consumer(probe, ctx, queue)
+    dc0 = link.delivery_count
+    since = probe.mark()
+    probe.grant(link, 10, drain=True)
+    got = probe.receive(link, 3)
+    reply = drain_reply(probe, link, since)
+    ctx.check(
+        _advance(reply.delivery_count, dc0) == 10,
+        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 10",
+    )
+    extra = collect(probe, link, 0.3)
+    ctx.check(not extra and len(got) == 3, f"{len(got) + len(extra)} transfers, expected 3")
+
+
+@case("2.6.7/drain-exact", MUST, DRAIN, requires={"queues", "drain-reply"})
+def drain_exact(probe, ctx):
+    """5 queued, link-credit 5 with drain: 5 transfers and a flow with link-credit 0 and
+    delivery-count +5."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 5)
+    _, link = consumer(probe, ctx, queue)
+    dc0 = link.delivery_count
+    since = probe.mark()
+    probe.grant(link, 5, drain=True)
+    probe.receive(link, 5)
+    reply = drain_reply(probe, link, since)
+    ctx.check(
+        _advance(reply.delivery_count, dc0) == 5,
+        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 5",
+    )
+
+
+@case("2.6.7/drain-credit-after", MUST, DRAIN, requires={"queues", "drain-reply"})
+def drain_then_credit(probe, ctx):
+    """Drain an empty queue, then queue 5 and grant 2 without drain: exactly 2 transfers
+    (no credit left over from before the drain: DISPATCH-1090)."""
+    queue = ctx.queue()
+    _, link = consumer(probe, ctx, queue)
+    since = probe.mark()
+    probe.grant(link, 10, drain=True)
+    drain_reply(probe, link, since)
+    fill(probe, ctx, queue, 5)
+    extra = collect(probe, link, 0.5)
+    ctx.check(not extra, f"{len(extra)} transfers after the drain used up the credit")
+    probe.grant(link, 2)
+    expect_count(probe, link, 2)
+
+
+@case("2.6.7/drain-in-flight", MUST, DRAIN, requires={"queues", "drain-reply"})
+def drain_in_flight(probe, ctx):
+    """20 queued, grant 20, then at once the same horizon with drain: 20 transfers in all,
+    then a flow with link-credit 0."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 20)
+    _, link = consumer(probe, ctx, queue, credit=20)
+    since = probe.mark()
+    probe.grant(link, link.link_credit, drain=True)  # same horizon, now draining
+    probe.receive(link, 20)
+    drain_reply(probe, link, since)
+    extra = collect(probe, link, 0.3)
+    ctx.check(not extra, f"{20 + len(extra)} transfers for a grant of 20")
+
+
+@case(
+    "2.6.7/drain-then-detach-nothing-unsettled",
+    MUST,
+    DRAIN + " Deliveries settled by the receiver are not redelivered (2.6.12).",
+    requires={"queues", "drain-reply", "unsettled-deliveries"},
+)
+def drain_then_detach(probe, ctx):
+    """3 queued, drain with credit 5, settle the 3, detach: the queue is empty afterwards (a
+    new receiver's drain gets no transfer)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 3)
+    _, link = consumer(probe, ctx, queue)
+    since = probe.mark()
+    probe.grant(link, 5, drain=True)
+    probe.receive(link, 3)
+    drain_reply(probe, link, since)
+    probe.detach(link)
+    _, again = consumer(probe, ctx, queue)
+    since = probe.mark()
+    probe.grant(again, 5, drain=True)
+    drain_reply(probe, again, since)
+    redelivered = collect(probe, again, 0.3) + probe.transfers(again)
+    ctx.check(not redelivered, f"{len(redelivered)} settled deliveries came back after detach")

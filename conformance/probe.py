@@ -1,0 +1,701 @@
+"""The probe client: a frame-level AMQP 1.0 client on the `amqp10` engine over a real socket.
+
+Owns: `Probe` (one TCP connection: blocking socket, every wait bounded by a per-wait
+timeout and by the case's deadline), its recording (every byte both directions, decoded
+with `traces.streams.ConnectionDecoder` into timestamped TraceItems and fed to the
+checker as it arrives), and helpers for the cases: open/begin/attach, grant credit,
+send and settle messages, wait for events or frames, and send raw or crafted frames that
+bypass the engine (negative cases). Builds frames only through `amqp10` (encode_frame,
+composites, Message). Touches nothing else; the runner owns traces on disk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import select
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from amqp10.checker import Checker, Violation
+from amqp10.composites import Accepted, Attach, Error, Source, Target
+from amqp10.engine import (
+    ClientSasl,
+    Connection,
+    DispositionReceived,
+    Event,
+    FlowReceived,
+    Link,
+    ProtocolErrorRaised,
+    RemoteAttach,
+    RemoteBegin,
+    RemoteClose,
+    RemoteDetach,
+    RemoteEnd,
+    RemoteOpen,
+    Session,
+    TransferReceived,
+    TransportClosed,
+)
+from amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, FrameType, ProtocolHeader, encode_frame
+from amqp10.message import Message
+from amqp10.spec import Role
+from conformance.verdicts import CaseFailed, HarnessError
+from traces.model import CLIENT, SERVER, TraceItem
+from traces.streams import ConnectionDecoder
+
+DEFAULT_WAIT = 5.0
+_connection_ids = itertools.count(1)
+
+
+class WaitTimeout(CaseFailed):
+    """The broker did not do what we waited for within the bound."""
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Bytes as they crossed the socket (for the pcap)."""
+
+    direction: str
+    data: bytes
+    time: float
+
+
+@dataclass(slots=True)
+class Recording:
+    """Everything one probe connection saw, in order."""
+
+    connection_id: int
+    client: str = "127.0.0.1:0"
+    server: str = "127.0.0.1:0"
+    start: float = 0.0
+    end: float | None = None
+    items: list[TraceItem] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+
+
+class Probe:
+    """One client connection to the broker under test.
+
+    Created connected (TCP) but not opened; `open()` / `open_session()` start the AMQP
+    layer on the engine. `deadline` (monotonic seconds) caps every wait of the case.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        sasl_mechanism: str | None = "PLAIN",
+        hostname: str | None = None,
+        wait: float = DEFAULT_WAIT,
+        deadline: float | None = None,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self.host, self.port = host, port
+        self.username, self.password = username, password
+        self.sasl_mechanism = sasl_mechanism
+        self.hostname = hostname or host
+        self.wait = wait
+        self.deadline = deadline
+        self.recording = Recording(next(_connection_ids))
+        self.checker = Checker()
+        self._decoder = ConnectionDecoder(self.recording.connection_id)
+        self.conn: Connection | None = None
+        self.inbox: list[Event] = []  # engine events not yet taken by a wait
+        self.closed = False  # the socket is closed (by either side)
+        self.peer_closed = False  # the broker closed the TCP stream
+        self._frame_cursor = 0
+        try:
+            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+        except OSError as exc:
+            raise HarnessError(f"cannot connect to {host}:{port}: {exc}") from exc
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        local, remote = self.sock.getsockname(), self.sock.getpeername()
+        self.recording.client = f"{local[0]}:{local[1]}"
+        self.recording.server = f"{remote[0]}:{remote[1]}"
+        self.recording.start = time.time()
+
+    # --- recording ----------------------------------------------------------------------
+    def _record(self, direction: str, data: bytes) -> None:
+        now = time.time()
+        self.recording.chunks.append(Chunk(direction, data, now))
+        for item in self._decoder.feed(direction, data, now):
+            self.recording.items.append(item)
+            if item.item is not None:
+                self.recording.violations += self.checker.feed(direction, item.item, now)
+
+    @property
+    def violations(self) -> list[Violation]:
+        return self.recording.violations
+
+    def server_frames(self, name: str | None = None) -> list[Frame]:
+        """Every frame the broker sent so far (optionally only those named `name`)."""
+        return [
+            t.item
+            for t in self.recording.items
+            if t.direction == SERVER
+            and isinstance(t.item, Frame)
+            and (name is None or t.item.name == name)
+        ]
+
+    def item_index(self, frame: Frame) -> int:
+        for trace_item in self.recording.items:
+            if trace_item.item is frame:
+                return trace_item.index
+        return -1
+
+    # --- raw I/O ------------------------------------------------------------------------
+    def send_raw(self, data: bytes) -> None:
+        """Send bytes as they are (after anything the engine has queued), recorded."""
+        self.flush()
+        self._send_bytes(data)
+
+    def send_frame(self, performative: Any, channel: int = 0, payload: bytes = b"") -> None:
+        """A crafted frame, bypassing the engine (its state does not see it)."""
+        self.send_raw(encode_frame(performative, channel, payload))
+
+    def send_header(self, header: ProtocolHeader = AMQP_HEADER) -> None:
+        self.send_raw(header.encode())
+
+    def _send_bytes(self, data: bytes) -> None:
+        if not data or self.closed:
+            return
+        view = memoryview(data)
+        end = time.monotonic() + self.wait
+        while view:
+            try:
+                sent = self.sock.send(view)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self._on_eof()
+                return
+            if sent:
+                self._record(CLIENT, bytes(view[:sent]))
+                view = view[sent:]
+            elif time.monotonic() > end:
+                raise WaitTimeout(f"broker did not read {len(view)} bytes within {self.wait}s")
+            else:
+                select.select([], [self.sock], [], 0.05)
+
+    def flush(self) -> None:
+        if self.conn is not None and not self.closed:
+            self._send_bytes(self.conn.data_to_send(time.monotonic()))
+
+    def _on_eof(self) -> None:
+        if self.closed:
+            return
+        self.closed = self.peer_closed = True
+        self.recording.end = time.time()
+        for item in self._decoder.finish(time.time()):
+            self.recording.items.append(item)
+        if self.conn is not None:
+            self.conn.receive_data(b"", time.monotonic())
+            self._collect_events()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def pump(self, timeout: float) -> bool:
+        """Flush, then read whatever arrives within `timeout`; True if anything did."""
+        self.flush()
+        if self.closed:
+            return False
+        timeout = max(0.0, min(timeout, self._left()))
+        readable, _, _ = select.select([self.sock], [], [], timeout)
+        got = False
+        while readable:
+            try:
+                data = self.sock.recv(262144)
+            except BlockingIOError:
+                break
+            except OSError:
+                data = b""
+            if not data:
+                self._on_eof()
+                return True
+            got = True
+            self._record(SERVER, data)
+            if self.conn is not None:
+                self.conn.receive_data(data, time.monotonic())
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        if self.conn is not None:
+            self._run_timer()
+            self._collect_events()
+            self.flush()
+        return got
+
+    def _run_timer(self) -> None:
+        assert self.conn is not None
+        timer = self.conn.get_timer()
+        if timer is not None and time.monotonic() >= timer:
+            self.conn.handle_timer(time.monotonic())
+
+    def _collect_events(self) -> None:
+        assert self.conn is not None
+        self.inbox.extend(self.conn.events())
+
+    def _left(self) -> float:
+        if self.deadline is None:
+            return 3600.0
+        return max(0.0, self.deadline - time.monotonic())
+
+    # --- waits --------------------------------------------------------------------------
+    def expect(
+        self, predicate: Callable[[Event], bool], timeout: float | None = None, what: str = ""
+    ) -> Event:
+        """Take the first event matching `predicate` (already received or arriving within
+        `timeout`); WaitTimeout otherwise."""
+        timeout = self.wait if timeout is None else timeout
+        end = time.monotonic() + min(timeout, self._left())
+        while True:
+            for index, event in enumerate(self.inbox):
+                if predicate(event):
+                    del self.inbox[index]
+                    return event
+            left = end - time.monotonic()
+            if left <= 0 or self.closed:
+                label = what or getattr(predicate, "__name__", "event")
+                state = " (connection closed)" if self.closed else ""
+                raise WaitTimeout(f"no {label} from the broker within {timeout:g}s{state}")
+            self.pump(min(left, 0.5))
+
+    def expect_type(self, event_type: type, timeout: float | None = None, **fields: Any) -> Any:
+        def match(event: Event) -> bool:
+            return isinstance(event, event_type) and all(
+                getattr(event, k) == v for k, v in fields.items()
+            )
+
+        return self.expect(match, timeout, event_type.__name__)
+
+    def wait_for_frame(
+        self,
+        name: str,
+        timeout: float | None = None,
+        predicate: Callable[[Frame], bool] | None = None,
+        since: int | None = None,
+    ) -> Frame:
+        """The next broker frame named `name` (after the last one a wait returned, or
+        after trace position `since`) matching `predicate`."""
+        timeout = self.wait if timeout is None else timeout
+        end = time.monotonic() + min(timeout, self._left())
+        start = self._frame_cursor if since is None else since
+        while True:
+            items = self.recording.items
+            for position in range(start, len(items)):
+                trace_item = items[position]
+                frame = trace_item.item
+                if (
+                    trace_item.direction == SERVER
+                    and isinstance(frame, Frame)
+                    and frame.name == name
+                    and (predicate is None or predicate(frame))
+                ):
+                    self._frame_cursor = position + 1
+                    return frame
+            left = end - time.monotonic()
+            if left <= 0 or self.closed:
+                state = " (connection closed)" if self.closed else ""
+                raise WaitTimeout(f"no {name} frame from the broker within {timeout:g}s{state}")
+            self.pump(min(left, 0.5))
+
+    def mark(self) -> int:
+        """Trace position now: pass as `since=` to look only at later frames."""
+        return len(self.recording.items)
+
+    def idle(self, seconds: float) -> None:
+        """Keep the connection serviced for `seconds` (bounded by the deadline)."""
+        end = time.monotonic() + min(seconds, self._left())
+        while not self.closed and (left := end - time.monotonic()) > 0:
+            self.pump(min(left, 0.2))
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        """Wait for the broker to close the TCP stream; True if it did."""
+        timeout = self.wait if timeout is None else timeout
+        end = time.monotonic() + min(timeout, self._left())
+        while not self.closed and (left := end - time.monotonic()) > 0:
+            self.pump(min(left, 0.5))
+        return self.closed
+
+    def error_outcome(self, timeout: float | None = None, since: int = 0) -> str:
+        """Wait for the broker to end something and name it: 'close:<condition>',
+        'end:<condition>', 'detach:<condition>' (condition 'none' without error),
+        'header:<protocol-id>.<major>.<minor>.<revision>' (a protocol header in answer to
+        ours), 'tcp-close', or 'timeout'. Looks at broker items after position `since`."""
+        timeout = self.wait if timeout is None else timeout
+        end = time.monotonic() + min(timeout, self._left())
+        while True:
+            found = self._ending_after(since)
+            if found is not None:
+                return found
+            if self.closed:
+                return "tcp-close"
+            left = end - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            self.pump(min(left, 0.5))
+
+    def _ending_after(self, since: int) -> str | None:
+        for trace_item in self.recording.items[since:]:
+            if trace_item.direction != SERVER:
+                continue
+            item = trace_item.item
+            if isinstance(item, ProtocolHeader) and since > 0:
+                return f"header:{item.protocol_id}.{item.major}.{item.minor}.{item.revision}"
+            if isinstance(item, Frame) and item.name in ("close", "end", "detach"):
+                error = item.performative.error
+                if item.name == "detach" and error is None:
+                    continue
+                condition = str(error.condition) if error is not None else "none"
+                return f"{item.name}:{condition}"
+        return None
+
+    def header_answer(self, timeout: float | None = None) -> str:
+        """After sending a protocol header: the broker's header ('header:0.1.0.0'),
+        'tcp-close' or 'timeout'."""
+        timeout = self.wait if timeout is None else timeout
+        end = time.monotonic() + min(timeout, self._left())
+        while True:
+            for trace_item in self.recording.items:
+                header = trace_item.item
+                if trace_item.direction == SERVER and isinstance(header, ProtocolHeader):
+                    return (
+                        f"header:{header.protocol_id}.{header.major}."
+                        f"{header.minor}.{header.revision}"
+                    )
+            if self.closed:
+                return "tcp-close"
+            left = end - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            self.pump(min(left, 0.5))
+
+    def raw_handshake(self, sasl: bool = True) -> None:
+        """Without the engine: protocol headers and SASL (ANONYMOUS or PLAIN) by hand, up
+        to the point where our open is due; the case then sends its own (crafted) open."""
+        if sasl and self.sasl_mechanism:
+            self.send_header(SASL_HEADER)
+            self.wait_for_frame("sasl-mechanisms")
+            init = ClientSasl(
+                self.sasl_mechanism,
+                self.username or "",
+                self.password or "",
+                hostname=self.hostname,
+            ).init_for(tuple(str(m) for m in self._offered()))
+            self.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
+            outcome = self.wait_for_frame("sasl-outcome")
+            if outcome.performative.code != 0:
+                raise HarnessError(f"SASL refused (code {outcome.performative.code})")
+        self.send_header(AMQP_HEADER)
+        self.header_answer()
+
+    def _offered(self) -> list[str]:
+        mechanisms = self.server_frames("sasl-mechanisms")[-1].performative.sasl_server_mechanisms
+        return list(mechanisms) if isinstance(mechanisms, list | tuple) else [mechanisms]
+
+    # --- connection ---------------------------------------------------------------------
+    def open(
+        self,
+        *,
+        max_frame_size: int = 65536,
+        channel_max: int = 65535,
+        idle_timeout_ms: int | None = None,
+        sasl: bool = True,
+        container_id: str | None = None,
+        wait_open: bool = True,
+    ) -> RemoteOpen | None:
+        """Start the engine: headers, SASL (when `sasl` and the profile says so), open;
+        waits for the broker's open unless `wait_open` is False."""
+        if self.conn is not None:
+            raise HarnessError("probe already opened")
+        client_sasl = None
+        if sasl and self.sasl_mechanism:
+            client_sasl = ClientSasl(
+                self.sasl_mechanism,
+                self.username or "",
+                self.password or "",
+                hostname=self.hostname,
+            )
+        self.conn = Connection(
+            "client",
+            container_id or f"amqpspec-probe-{self.recording.connection_id}",
+            hostname=self.hostname,
+            max_frame_size=max_frame_size,
+            channel_max=channel_max,
+            idle_timeout_ms=idle_timeout_ms,
+            sasl=client_sasl,
+        )
+        self.conn.open()
+        self.flush()
+        if not wait_open:
+            return None
+        return self.expect_type(RemoteOpen)
+
+    def begin(self, incoming_window: int = 2048, outgoing_window: int = 2048, **kw: Any) -> Session:
+        if self.conn is None:
+            self.open()
+        assert self.conn is not None
+        session = self.conn.begin(incoming_window, outgoing_window, **kw)
+        self.flush()
+        self.expect(lambda e: isinstance(e, RemoteBegin) and e.session is session, what="begin")
+        return session
+
+    def open_session(self, **kw: Any) -> Session:
+        """Open the connection if needed and begin a session (waits for the broker's begin)."""
+        return self.begin(**kw)
+
+    def close(self, error: Error | str | None = None, wait: bool = True) -> None:
+        """Close the connection cleanly (waits for the broker's close, then the socket)."""
+        if self.closed:
+            return
+        if self.conn is None:
+            self.disconnect()
+            return
+        self.conn.close(error)
+        self.flush()
+        if wait:
+            try:
+                self.expect_type(RemoteClose, timeout=min(self.wait, 3.0))
+            except CaseFailed:
+                pass
+        self.disconnect()
+
+    def disconnect(self) -> None:
+        """Drop the TCP connection at once (no close frame)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.recording.end = time.time()
+        for item in self._decoder.finish(time.time()):
+            self.recording.items.append(item)
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # --- links --------------------------------------------------------------------------
+    def attach_receiver(
+        self,
+        session: Session,
+        address: str | Source | None,
+        *,
+        credit: int = 0,
+        name: str | None = None,
+        wait: bool = True,
+        **attach_fields: Any,
+    ) -> Link:
+        """Attach a receiving link from `address`; grant `credit` once attached."""
+        source = Source(address=address) if isinstance(address, str) else address
+        link = session.attach_receiver(
+            name or f"recv-{self._unique()}", source, Target(), **attach_fields
+        )
+        self.flush()
+        if wait:
+            self.wait_attached(link)
+            if credit:
+                self.grant(link, credit)
+        return link
+
+    def attach_sender(
+        self,
+        session: Session,
+        address: str | Target | None,
+        *,
+        name: str | None = None,
+        wait: bool = True,
+        **attach_fields: Any,
+    ) -> Link:
+        target = Target(address=address) if isinstance(address, str) else address
+        link = session.attach_sender(
+            name or f"send-{self._unique()}", Source(), target, **attach_fields
+        )
+        self.flush()
+        if wait:
+            self.wait_attached(link)
+        return link
+
+    def wait_attached(self, link: Link, timeout: float | None = None) -> Attach:
+        event = self.expect(
+            lambda e: isinstance(e, RemoteAttach) and e.link is link, timeout, "attach"
+        )
+        attach: Attach = event.attach
+        terminus = attach.target if link.is_sender else attach.source
+        if terminus is None:
+            # 2.6.3: a refused link is attached with a null terminus and detached at once
+            detach = self.expect(
+                lambda e: isinstance(e, RemoteDetach) and e.link is link, timeout, "detach"
+            )
+            condition = detach.error.condition if detach.error is not None else "none"
+            raise HarnessError(f"broker refused link {link.name!r}: {condition}")
+        return attach
+
+    def _unique(self) -> int:
+        self._counter = getattr(self, "_counter", 0) + 1
+        return self._counter
+
+    def grant(self, link: Link, credit: int, *, drain: bool = False, echo: bool = False) -> None:
+        """Receiver: a flow granting `credit` (link-credit = credit, 2.6.7)."""
+        link.flow(link_credit=credit, drain=drain, echo=echo)
+        self.flush()
+
+    def send_message(
+        self,
+        link: Link,
+        body: bytes | Message = b"x",
+        *,
+        settled: bool | None = None,
+        tag: bytes | None = None,
+        wait_credit: bool = True,
+        timeout: float | None = None,
+    ) -> int:
+        """Sender: one message (waits for credit); returns its delivery-id."""
+        message = body if isinstance(body, Message) else Message.of(body)
+        if wait_credit and link.link_credit <= 0:
+            self.expect(
+                lambda e: isinstance(e, FlowReceived) and e.link is link and link.link_credit > 0,
+                timeout,
+                "link credit",
+            )
+        delivery_id = link.send(message.encode(), tag or f"t{self._unique()}".encode(), settled)
+        self.flush()
+        return delivery_id
+
+    def publish(
+        self,
+        link: Link,
+        count: int,
+        body: Callable[[int], bytes | Message] | bytes = b"x",
+        *,
+        settled: bool = False,
+        confirm: bool = True,
+        timeout: float = 30.0,
+    ) -> None:
+        """Send `count` messages; with `confirm` wait until every one is settled by the broker."""
+        sent: set[int] = set()
+        for index in range(count):
+            payload = body(index) if callable(body) else body
+            sent.add(self.send_message(link, payload, settled=settled, timeout=timeout))
+            if len(self.inbox) > 256:
+                self._drop_dispositions(sent)
+        if confirm and not settled:
+            end = time.monotonic() + timeout
+            while sent:
+                self._drop_dispositions(sent)
+                if not sent:
+                    break
+                if time.monotonic() > end or self.closed:
+                    raise WaitTimeout(f"{len(sent)} of {count} messages not settled by the broker")
+                self.pump(0.2)
+
+    def _drop_dispositions(self, pending: set[int]) -> None:
+        keep: list[Event] = []
+        for event in self.inbox:
+            if isinstance(event, DispositionReceived) and event.role == Role.RECEIVER:
+                if event.settled:
+                    pending.difference_update(range(event.first, event.last + 1))
+                continue
+            keep.append(event)
+        self.inbox = keep
+
+    def next_transfer(self, link: Link, timeout: float | None = None) -> TransferReceived:
+        """The next delivery on `link`; fails at once when the link, session or connection
+        ends instead (a broker error, or our engine refusing a broker frame)."""
+
+        def match(event: Event) -> bool:
+            return (
+                (isinstance(event, TransferReceived | RemoteDetach) and event.link is link)
+                or isinstance(event, ProtocolErrorRaised | RemoteClose | TransportClosed)
+                or (isinstance(event, RemoteEnd) and event.session is link.session)
+            )
+
+        event = self.expect(match, timeout, "transfer")
+        if isinstance(event, TransferReceived):
+            return event
+        self.inbox.insert(0, event)
+        if isinstance(event, ProtocolErrorRaised):
+            raise CaseFailed(
+                f"the broker broke a rule our engine enforces: {event.condition}: "
+                f"{event.description}"
+            )
+        raise CaseFailed(f"waiting for a transfer, got {type(event).__name__} instead: {event}")
+
+    def transfers(self, link: Link) -> list[TransferReceived]:
+        """Take every delivery already received on `link` (no waiting)."""
+        taken = [e for e in self.inbox if isinstance(e, TransferReceived) and e.link is link]
+        self.inbox = [e for e in self.inbox if e not in taken]
+        return taken
+
+    def settle(self, link: Link, delivery: TransferReceived | int, state: Any = None) -> None:
+        """Receiver: settle one delivery with `state` (default accepted)."""
+        delivery_id = delivery if isinstance(delivery, int) else delivery.delivery_id
+        link.disposition(delivery_id, settled=True, state=Accepted() if state is None else state)
+        self.flush()
+
+    def receive(
+        self,
+        link: Link,
+        count: int,
+        *,
+        settle: bool = True,
+        regrant: int | None = None,
+        timeout: float | None = None,
+        on_delivery: Callable[[TransferReceived], None] | None = None,
+    ) -> list[TransferReceived]:
+        """Receive `count` deliveries; settle each (accepted); with `regrant`, grant
+        link-credit=regrant after every delivery (proton's prefetch pattern)."""
+        received: list[TransferReceived] = []
+        for _ in range(count):
+            delivery = self.next_transfer(link, timeout)
+            received.append(delivery)
+            if on_delivery is not None:
+                on_delivery(delivery)
+            if settle and not delivery.settled:
+                link.disposition(delivery.delivery_id, settled=True, state=Accepted())
+            if regrant is not None and link.state.name == "ATTACHED":
+                link.flow(link_credit=regrant)
+            self.flush()
+        return received
+
+    def detach(self, link: Link, closed: bool = True, wait: bool = True) -> RemoteDetach | None:
+        link.detach(closed=closed)
+        self.flush()
+        if not wait:
+            return None
+        return self.expect(
+            lambda e: isinstance(e, RemoteDetach) and e.link is link, what="detach reply"
+        )
+
+    def end(self, session: Session, wait: bool = True) -> None:
+        session.end()
+        self.flush()
+        if wait:
+            self.expect(lambda e: isinstance(e, RemoteEnd) and e.session is session, what="end")
+
+    def link_flows(self, link: Link, since: int = 0) -> list[Any]:
+        """Flows the broker sent for `link` (by its handle) after trace position `since`."""
+        flows = []
+        for trace_item in self.recording.items[since:]:
+            frame = trace_item.item
+            if (
+                trace_item.direction == SERVER
+                and isinstance(frame, Frame)
+                and frame.name == "flow"
+                and frame.performative.handle == link.remote_handle
+                and link.remote_handle is not None
+            ):
+                flows.append(frame.performative)
+        return flows
+
+    def frames_since(self, since: int, name: str | None = None) -> Iterable[TraceItem]:
+        for trace_item in self.recording.items[since:]:
+            if trace_item.direction == SERVER and isinstance(trace_item.item, Frame):
+                if name is None or trace_item.item.name == name:
+                    yield trace_item

@@ -1,0 +1,156 @@
+"""Broker profiles: what the suite may assume about the broker under test (TOML data).
+
+Owns: `Profile` (address templates, capabilities, connection settings, admin adapter and
+timeouts) and `load_profile(name_or_path)`, which reads `conformance/profiles/<name>.toml`
+or any TOML file path. A new broker needs a new file only, never code. Touches nothing
+else. Capability names are lower-case with hyphens (e.g. `drain-reply`).
+
+File layout (every table optional except `name`):
+
+    name = "mybroker"
+    description = "..."
+    [connection]   sasl = "PLAIN" | "ANONYMOUS" | "none"; username; password; hostname
+    [addresses]    queue_source, queue_target ("{queue}"), exchange_target ("{exchange}",
+                   "{key}"), unroutable_target; declare_queues = true|false
+    [capabilities] <name> = true|false ...   (see CAPABILITIES)
+    [limits]       max_frame_size, channel_max, handle_max, idle_timeout_ms (broker's)
+    [admin]        adapter = "rabbitmq-http" | "rabbitmqctl" | "none"; url; alarm = "http" |
+                   "rabbitmqctl"; rabbitmqctl = command; env_script = path
+    [timeouts]     wait (seconds per wait), case_budget (seconds per case)
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+
+# Every capability a case may require, with what it means.
+CAPABILITIES: dict[str, str] = {
+    "queues": "named queues reachable through the queue address templates",
+    "declare-queues": "the admin adapter can declare and delete queues",
+    "queue-depth": "the admin adapter can report a queue's depth",
+    "drain-reply": "a drain request is answered with a flow (2.6.7)",
+    "echo": "a flow with echo=true is answered (2.7.4)",
+    "available": "the broker reports `available` on its sender flows",
+    "requeue-on-detach": "unsettled deliveries return to the queue when a link goes away",
+    "redelivery-marks": "redelivered messages carry header delivery-count / first-acquirer",
+    "unsettled-deliveries": "the broker sends deliveries unsettled (at-least-once)",
+    "exchanges": "exchange addresses route messages",
+    "released-unroutable": "an unroutable message is answered with released",
+    "rejected-outcome": "a rejected delivery is dead-lettered or dropped, not redelivered",
+    "modified-outcome": "modified outcomes are honoured",
+    "alarms": "the admin adapter can raise/clear a resource alarm",
+    "sasl-anonymous": "SASL ANONYMOUS is accepted",
+    "sasl-plain": "SASL PLAIN is accepted",
+    "heartbeats": "the broker sends empty frames within our idle-time-out",
+    "window-enforced": "transfers beyond the session window end the session",
+    "multi-frame": "deliveries larger than max-frame-size are accepted and delivered",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AdminSettings:
+    adapter: str = "none"
+    url: str | None = None
+    alarm: str = "http"
+    rabbitmqctl: str = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+    env_script: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    description: str = ""
+    sasl: str = "PLAIN"
+    username: str | None = "guest"
+    password: str | None = "guest"
+    hostname: str | None = None
+    queue_source: str = "{queue}"
+    queue_target: str = "{queue}"
+    exchange_target: str | None = None
+    unroutable_target: str | None = None
+    declare_queues: bool = False
+    capabilities: frozenset[str] = frozenset()
+    limits: dict[str, int] = field(default_factory=dict)
+    admin: AdminSettings = AdminSettings()
+    wait: float = 5.0
+    case_budget: float = 60.0
+    path: str = ""
+
+    def has(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def source(self, queue: str) -> str:
+        return self.queue_source.format(queue=quote(queue, safe=""))
+
+    def target(self, queue: str) -> str:
+        return self.queue_target.format(queue=quote(queue, safe=""))
+
+    def exchange(self, exchange: str, key: str) -> str:
+        if self.exchange_target is None:
+            raise KeyError("profile has no exchange_target")
+        return self.exchange_target.format(
+            exchange=quote(exchange, safe=""), key=quote(key, safe="")
+        )
+
+
+class ProfileError(ValueError):
+    pass
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A shipped profile by name, or a TOML file by path."""
+    path = Path(name_or_path)
+    if not path.suffix == ".toml" or not path.exists():
+        path = PROFILE_DIR / f"{name_or_path}.toml"
+    if not path.exists():
+        raise ProfileError(
+            f"no profile {name_or_path!r} (shipped: {', '.join(available_profiles())}; "
+            "or give a path to a .toml file)"
+        )
+    with path.open("rb") as handle:
+        data = tomllib.load(handle)
+    return profile_from_dict(data, str(path))
+
+
+def profile_from_dict(data: dict[str, Any], path: str = "") -> Profile:
+    if "name" not in data:
+        raise ProfileError(f"{path}: a profile needs a name")
+    conn = data.get("connection", {})
+    addresses = data.get("addresses", {})
+    caps = data.get("capabilities", {})
+    unknown = sorted(set(caps) - set(CAPABILITIES))
+    if unknown:
+        raise ProfileError(f"{path}: unknown capabilities {unknown}; known: {sorted(CAPABILITIES)}")
+    admin = data.get("admin", {})
+    if admin.get("adapter", "none") not in ("rabbitmq-http", "rabbitmqctl", "none"):
+        raise ProfileError(f"{path}: admin adapter must be rabbitmq-http, rabbitmqctl or none")
+    timeouts = data.get("timeouts", {})
+    return Profile(
+        name=data["name"],
+        description=data.get("description", ""),
+        sasl=conn.get("sasl", "PLAIN"),
+        username=conn.get("username"),
+        password=conn.get("password"),
+        hostname=conn.get("hostname"),
+        queue_source=addresses.get("queue_source", "{queue}"),
+        queue_target=addresses.get("queue_target", "{queue}"),
+        exchange_target=addresses.get("exchange_target"),
+        unroutable_target=addresses.get("unroutable_target"),
+        declare_queues=bool(addresses.get("declare_queues", False)),
+        capabilities=frozenset(name for name, on in caps.items() if on),
+        limits=dict(data.get("limits", {})),
+        admin=AdminSettings(**admin),
+        wait=float(timeouts.get("wait", 5.0)),
+        case_budget=float(timeouts.get("case_budget", 60.0)),
+        path=path,
+    )

@@ -1,0 +1,94 @@
+"""The case registry: declarative conformance cases, one module per spec section.
+
+Owns: `Case` and the `case(...)` decorator that registers a run function under a stable
+id (`<spec section>/<slug>`, e.g. `2.6.7/drain-empty-queue`), and `load_cases()`, which
+imports every module of `conformance/cases/` and returns the cases in definition order.
+Adding a case = one decorated function in the module of its section. Touches nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from conformance.probe import Probe
+    from conformance.runner import CaseContext
+
+Level = Literal["MUST", "SHOULD"]
+MUST: Level = "MUST"
+SHOULD: Level = "SHOULD"
+RunFunction = Callable[["Probe", "CaseContext"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    case_id: str
+    level: Level
+    sentence: str  # the spec sentence it checks (paraphrased where long)
+    description: str
+    requires: frozenset[str]  # profile capabilities needed
+    outcomes: frozenset[str]  # acceptable outcomes, h2spec-style (empty: case-defined)
+    run: RunFunction
+    budget: float | None  # seconds; None = the profile's case_budget
+    ignore_rules: frozenset[str]  # checker rules a deliberately bad probe frame may trigger
+    module: str
+
+    @property
+    def section(self) -> str:
+        return self.case_id.split("/", 1)[0]
+
+    @property
+    def slug(self) -> str:
+        return self.case_id.replace("/", "__").replace(".", "_")
+
+
+_REGISTRY: dict[str, Case] = {}
+
+
+def case(
+    case_id: str,
+    level: Level,
+    sentence: str,
+    *,
+    requires: Iterable[str] = (),
+    outcomes: Iterable[str] = (),
+    budget: float | None = None,
+    ignore_rules: Iterable[str] = (),
+) -> Callable[[RunFunction], RunFunction]:
+    """Register the decorated `run(probe, ctx)` as a case. Its docstring describes it."""
+    if "/" not in case_id:
+        raise ValueError(f"case id {case_id!r} must be '<section>/<slug>'")
+    if level not in (MUST, SHOULD):
+        raise ValueError(f"level must be MUST or SHOULD, got {level!r}")
+
+    def register(run: RunFunction) -> RunFunction:
+        if case_id in _REGISTRY and _REGISTRY[case_id].run.__qualname__ != run.__qualname__:
+            raise ValueError(f"duplicate case id {case_id!r}")
+        _REGISTRY[case_id] = Case(
+            case_id,
+            level,
+            " ".join(sentence.split()),
+            " ".join((run.__doc__ or "").split()),
+            frozenset(requires),
+            frozenset(outcomes),
+            run,
+            budget,
+            frozenset(ignore_rules),
+            run.__module__,
+        )
+        return run
+
+    return register
+
+
+def load_cases() -> list[Case]:
+    """Every registered case (importing all of conformance.cases), in definition order."""
+    import conformance.cases as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    return list(_REGISTRY.values())

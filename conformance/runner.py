@@ -1,0 +1,289 @@
+"""The case runner: one case against one broker -> one graded verdict with its trace.
+
+Owns: `BrokerTarget` (the --broker URL), `CaseContext` (what a case's run() gets besides
+its first probe: fresh queues, address templates, more connections, capability checks,
+outcome checks, SHOULD notes), `CaseResult` and `run_case()`, which runs the case, asks
+the checker about every frame the broker sent, grades the verdict (OK, NON-STRICT,
+UNSUPPORTED, FAILED, ERROR) and renders the frame trace as text. Touches nothing on disk:
+`results` writes files.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import traceback
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+from amqp10.checker import Violation
+from conformance.admin import Admin
+from conformance.probe import Probe, Recording
+from conformance.profile import Profile
+from conformance.registry import MUST, Case
+from conformance.verdicts import CaseFailed, HarnessError, ShouldNotMet, Unsupported, Verdict
+from traces.model import SERVER
+from traces.render import show_line
+
+_queue_counter = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTarget:
+    host: str
+    port: int
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> BrokerTarget:
+        """amqp://[user:pass@]HOST[:PORT] (port 5672 by default)."""
+        parts = urlsplit(url if "://" in url else f"amqp://{url}")
+        if parts.scheme not in ("amqp", ""):
+            raise ValueError(f"unsupported broker URL scheme {parts.scheme!r} (amqp:// only)")
+        return cls(
+            parts.hostname or "127.0.0.1",
+            parts.port or 5672,
+            unquote(parts.username) if parts.username else None,
+            unquote(parts.password) if parts.password else None,
+        )
+
+    def __str__(self) -> str:
+        return f"amqp://{self.host}:{self.port}"
+
+
+@dataclass(slots=True)
+class CaseResult:
+    case_id: str
+    level: str
+    verdict: Verdict
+    duration: float
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+    trace_text: str = ""
+    recordings: list[Recording] = field(default_factory=list)
+
+
+class CaseContext:
+    """Everything a case may use besides its first probe."""
+
+    def __init__(
+        self, case: Case, target: BrokerTarget, profile: Profile, admin: Admin, deadline: float
+    ) -> None:
+        self.case = case
+        self.target = target
+        self.profile = profile
+        self.admin = admin
+        self.deadline = deadline
+        self.probes: list[Probe] = []
+        self.queues: list[str] = []
+        self.notes: list[str] = []
+        self.should_failures: list[str] = []
+
+    # --- connections --------------------------------------------------------------------
+    def probe(self, *, sasl_mechanism: str | None = None, **kw: object) -> Probe:
+        """A new connection to the broker (recorded in this case's trace)."""
+        mechanism = self.profile.sasl if sasl_mechanism is None else sasl_mechanism
+        probe = Probe(
+            self.target.host,
+            self.target.port,
+            username=self.target.username or self.profile.username,
+            password=self.target.password or self.profile.password,
+            sasl_mechanism=None if mechanism == "none" else mechanism,
+            hostname=self.profile.hostname,
+            wait=self.profile.wait,
+            deadline=self.deadline,
+            **kw,  # type: ignore[arg-type]
+        )
+        self.probes.append(probe)
+        return probe
+
+    # --- queues and addresses -----------------------------------------------------------
+    def queue(self, tag: str = "q") -> str:
+        """A fresh, empty queue for this case (declared through the admin adapter when the
+        profile says queues must be declared)."""
+        self.require("queues")
+        slug = "".join(ch if ch.isalnum() else "-" for ch in self.case.case_id)
+        name = f"amqpspec-{slug}-{tag}-{next(_queue_counter)}-{int(time.time() * 1000) % 100000}"
+        if self.profile.declare_queues:
+            self.admin.declare_queue(name)
+        self.queues.append(name)
+        return name
+
+    def source(self, queue: str) -> str:
+        return self.profile.source(queue)
+
+    def target_address(self, queue: str) -> str:
+        return self.profile.target(queue)
+
+    def depth(self, queue: str) -> int:
+        self.require("queue-depth")
+        return self.admin.queue_depth(queue)
+
+    # --- judgement ----------------------------------------------------------------------
+    def require(self, *capabilities: str) -> None:
+        missing = [c for c in capabilities if not self.profile.has(c)]
+        if missing:
+            raise Unsupported(f"profile {self.profile.name!r} lacks {', '.join(missing)}")
+
+    def outcome(self, observed: str, outcomes: set[str] | frozenset[str] | None = None) -> str:
+        """Check an observed outcome against the acceptable set (the case's by default)."""
+        acceptable = self.case.outcomes if outcomes is None else frozenset(outcomes)
+        if observed not in acceptable:
+            raise CaseFailed(f"observed {observed!r}; acceptable: {', '.join(sorted(acceptable))}")
+        self.note(f"outcome {observed}")
+        return observed
+
+    def check(self, condition: bool, message: str) -> None:
+        """A requirement of the case's level (MUST -> FAILED, SHOULD -> NON-STRICT)."""
+        if not condition:
+            raise CaseFailed(message)
+
+    def should(self, condition: bool, message: str) -> None:
+        """A SHOULD inside the case: not met -> NON-STRICT (the case goes on)."""
+        if not condition:
+            self.should_failures.append(message)
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def close(self) -> None:
+        for probe in self.probes:
+            try:
+                if not probe.closed:
+                    if probe.conn is not None:
+                        probe.close(wait=True)
+                    else:
+                        probe.disconnect()
+            except Exception:
+                probe.disconnect()
+        for queue in self.queues:
+            if self.profile.declare_queues:
+                try:
+                    self.admin.delete_queue(queue)
+                except Exception:
+                    pass
+
+
+def run_case(case: Case, target: BrokerTarget, profile: Profile, admin: Admin) -> CaseResult:
+    started = time.monotonic()
+    missing = sorted(case.requires - profile.capabilities)
+    if missing:
+        return CaseResult(
+            case.case_id,
+            case.level,
+            Verdict.UNSUPPORTED,
+            0.0,
+            f"profile {profile.name!r} lacks {', '.join(missing)}",
+        )
+    budget = case.budget if case.budget is not None else profile.case_budget
+    ctx = CaseContext(case, target, profile, admin, started + budget)
+    verdict, reason = Verdict.OK, ""
+    try:
+        probe = ctx.probe()
+        case.run(probe, ctx)
+    except Unsupported as exc:
+        verdict, reason = Verdict.UNSUPPORTED, str(exc)
+    except ShouldNotMet as exc:
+        verdict, reason = Verdict.NON_STRICT, str(exc)
+    except CaseFailed as exc:
+        verdict = Verdict.FAILED if case.level == MUST else Verdict.NON_STRICT
+        reason = str(exc)
+    except HarnessError as exc:
+        verdict, reason = Verdict.ERROR, str(exc)
+    except Exception as exc:
+        verdict = Verdict.ERROR
+        reason = f"{type(exc).__name__}: {exc} ({_where(exc)})"
+    finally:
+        ctx.close()
+    recordings = [probe.recording for probe in ctx.probes]
+    for probe in ctx.probes:
+        probe.recording.violations += probe.checker.finish()
+    verdict, reason = _judge(case, verdict, reason, recordings, ctx)
+    result = CaseResult(
+        case.case_id,
+        case.level,
+        verdict,
+        time.monotonic() - started,
+        reason,
+        ctx.notes,
+        recordings=recordings,
+    )
+    result.trace_text = render_trace(case, result)
+    return result
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "?"
+    last = frames[-1]
+    return f"{last.filename.rsplit('/', 1)[-1]}:{last.lineno}"
+
+
+def broker_violations(case: Case, recordings: list[Recording]) -> list[tuple[Recording, Violation]]:
+    """The checker's findings against the broker (frames it sent), minus the rules the
+    case's own deliberate misbehaviour may set off."""
+    found = []
+    for recording in recordings:
+        for violation in recording.violations:
+            if violation.origin == SERVER and violation.rule_id not in case.ignore_rules:
+                found.append((recording, violation))
+    return found
+
+
+def _judge(
+    case: Case,
+    verdict: Verdict,
+    reason: str,
+    recordings: list[Recording],
+    ctx: CaseContext,
+) -> tuple[Verdict, str]:
+    found = broker_violations(case, recordings)
+    must = [(r, v) for r, v in found if v.level == MUST]
+    should = [(r, v) for r, v in found if v.level != MUST]
+    if must and verdict != Verdict.FAILED:
+        recording, first = must[0]
+        text = f"checker: {first}" + _frame_line(recording, first.frame_index)
+        if len(must) > 1:
+            text += f" (+{len(must) - 1} more)"
+        return Verdict.FAILED, text + (f"; case: {reason}" if reason else "")
+    if must:
+        recording, first = must[0]
+        return verdict, f"{reason}; checker: {first}" + _frame_line(recording, first.frame_index)
+    if verdict == Verdict.OK and (should or ctx.should_failures):
+        texts = [str(v) for _, v in should] + ctx.should_failures
+        return Verdict.NON_STRICT, "; ".join(texts)
+    return verdict, reason
+
+
+def _frame_line(recording: Recording, index: int) -> str:
+    for item in recording.items:
+        if item.index == index:
+            return f" | offending frame: {show_line(item)}"
+    return ""
+
+
+def render_trace(case: Case, result: CaseResult) -> str:
+    """The case's frame trace as text: header, every connection's items, violations."""
+    lines = [
+        f"case {case.case_id} [{case.level}] verdict {result.verdict.value} "
+        f"({result.duration:.3f}s)",
+        f"spec: {case.sentence}",
+    ]
+    if case.outcomes:
+        lines.append(f"acceptable outcomes: {', '.join(sorted(case.outcomes))}")
+    if result.reason:
+        lines.append(f"reason: {result.reason}")
+    lines += [f"note: {note}" for note in result.notes]
+    for recording in result.recordings:
+        lines.append("")
+        lines.append(
+            f"== connection {recording.connection_id} {recording.client} -> {recording.server}"
+        )
+        start = recording.start
+        for item in recording.items:
+            lines.append(f"{item.time - start:9.6f} {show_line(item)}")
+        for violation in recording.violations:
+            lines.append(f"!! {violation}")
+    return "\n".join(lines) + "\n"
