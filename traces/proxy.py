@@ -25,6 +25,8 @@ READ_CHUNK = 256 * 1024
 QUEUE_HIGH_WATER = 2048  # queued chunks before reading is paused
 QUEUE_LOW_WATER = 512
 FLUSH_INTERVAL = 1.0
+RECORD_INTERVAL = 0.005  # record in batches: no extra loop wake-up per relayed chunk
+RECORD_BATCH = 256  # ... unless this many chunks are waiting
 
 
 def _endpoint(address: tuple) -> str:
@@ -180,7 +182,8 @@ class RecordingProxy:
     # -- queue ------------------------------------------------------------------------
     def enqueue(self, event: tuple, source: _Side | None = None) -> None:
         self._queue.append(event)
-        self._wakeup.set()
+        if len(self._queue) >= RECORD_BATCH or event[0] != "data":
+            self._wakeup.set()
         if source is not None and len(self._queue) >= QUEUE_HIGH_WATER:
             source.pause_reading()
             self._paused.add(source)
@@ -207,13 +210,18 @@ class RecordingProxy:
     async def _record_loop(self) -> None:
         last_flush = time.monotonic()
         while True:
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), FLUSH_INTERVAL)
-            except TimeoutError:
-                pass
+            if not self._queue:
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), FLUSH_INTERVAL)
+                except TimeoutError:
+                    pass
+            elif not self._wakeup.is_set():
+                # chunks are waiting: give the relays a few ms to add more, then record
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), RECORD_INTERVAL)
             self._wakeup.clear()
             while self._queue:
-                self._drain_queue(limit=256)
+                self._drain_queue(limit=RECORD_BATCH)
                 await asyncio.sleep(0)  # let the relays run between batches
             if time.monotonic() - last_flush >= FLUSH_INTERVAL:
                 self.recorder.flush()
