@@ -1,0 +1,382 @@
+"""Reference broker, frame level: link credit (2.6.7), drain, echo, available, session
+windows and alarms (2.5.6), detach requeue (2.6.6), outcomes (3.4), confirms, limits.
+
+An amqp10 engine client on a real socket (tests/broker_support.EngineClient) drives the
+broker and every assertion is on the frames it got. The engine client is a strict
+receiver: a transfer beyond its grant is `amqp:link:transfer-limit-exceeded`, so the
+credit tests fail on any over-delivery. Some faults of reference_broker/faults.py are
+switched on to prove the same assertions catch them.
+"""
+
+from __future__ import annotations
+
+import pytest
+from broker_support import EngineClient, management, running_broker
+
+from amqp10.composites import Accepted, Modified, Rejected, Released
+from amqp10.engine import (
+    DispositionReceived,
+    FlowReceived,
+    ProtocolErrorRaised,
+    RemoteAttach,
+    RemoteDetach,
+    RemoteEnd,
+    TransferReceived,
+)
+from amqp10.message import Message
+from amqp10.spec import Cond, Role
+
+QUEUE = "/queues/q"
+
+
+@pytest.fixture
+def broker():
+    with running_broker() as b:
+        management(b).declare_queue("q", durable=False)
+        yield b
+
+
+@pytest.fixture
+def client(broker):
+    c = EngineClient(broker.port)
+    c.open()
+    yield c
+    c.close()
+
+
+def publish(broker, count: int, prefix: str = "m") -> None:
+    """Fill the queue through the broker's own model (not under test here)."""
+
+    def fill() -> None:
+        queue = broker.server.vhost.get_queue("q")
+        for i in range(count):
+            queue.publish(Message.of(f"{prefix}{i}".encode()).encode())
+
+    broker.call(fill)
+
+
+def begin(client: EngineClient):
+    session = client.conn.begin()
+    client.wait_for(lambda: session.remote_channel is not None, "begin")
+    return session
+
+
+def receiver(client: EngineClient, session, address: str = QUEUE, name: str = "r", **kw):
+    link = session.attach_receiver(name, source=address, **kw)
+    client.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    return link
+
+
+def sender(client: EngineClient, session, address: str = QUEUE, name: str = "s", **kw):
+    link = session.attach_sender(name, target=address, **kw)
+    client.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    client.wait_for(lambda: link.link_credit > 0, "publisher credit")
+    return link
+
+
+def transfers(client: EngineClient, link, start: int = 0) -> list[TransferReceived]:
+    return [e for e in client.of(TransferReceived, start) if e.link is link]
+
+
+def link_flows(client: EngineClient, link, start: int = 0) -> list:
+    return [e.flow for e in client.of(FlowReceived, start) if e.link is link]
+
+
+def body(event: TransferReceived) -> bytes:
+    return Message.decode(event.payload).value
+
+
+def no_link_errors(client: EngineClient) -> None:
+    errors = client.of(ProtocolErrorRaised)
+    assert not errors, errors
+
+
+# --- link credit (2.6.7) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("credit", [1, 2, 200])
+def test_credit_is_never_exceeded(broker, client, credit):
+    publish(broker, 600)
+    link = receiver(client, begin(client))
+    link.flow(link_credit=credit)
+    client.wait_for(lambda: len(transfers(client, link)) >= credit, "first grant")
+    client.settle(0.2)
+    assert len(transfers(client, link)) == credit  # exactly the grant, no more
+    while len(transfers(client, link)) < 600:
+        seen = len(transfers(client, link))
+        link.flow(link_credit=credit)  # a fresh grant only once the old one is used
+        client.wait_for(lambda s=seen: len(transfers(client, link)) >= min(600, s + credit), "more")
+    assert [body(t) for t in transfers(client, link)] == [f"m{i}".encode() for i in range(600)]
+    no_link_errors(client)
+
+
+def _regrant_after_every_delivery(broker, client, count: int) -> list[bytes]:
+    """The MessagingHandler(prefetch=2) pattern of RabbitMQ #2597: a new grant of 2 after
+    every delivery, while earlier deliveries may still be in flight."""
+    publish(broker, count)
+    link = receiver(client, begin(client))
+    link.flow(link_credit=2)
+    handled = 0
+    while handled < count and not client.of(ProtocolErrorRaised) and not client.closed:
+        arrived = transfers(client, link)
+        for event in arrived[handled:]:
+            link.disposition(event.delivery_id, settled=True, state=Accepted())
+            link.flow(link_credit=2)
+        handled = len(arrived)
+        client.pump(0.05)
+    return [body(t) for t in transfers(client, link)]
+
+
+def test_prefetch_two_regrant_never_overdelivers(broker, client):
+    bodies = _regrant_after_every_delivery(broker, client, 1000)
+    no_link_errors(client)
+    assert bodies == [f"m{i}".encode() for i in range(1000)]
+
+
+def test_fault_overdeliver_on_regrant_is_caught():
+    with running_broker(faults=("overdeliver-on-regrant",)) as b:
+        management(b).declare_queue("q", durable=False)
+        c = EngineClient(b.port)
+        try:
+            c.open()
+            _regrant_after_every_delivery(b, c, 200)
+            errors = c.of(ProtocolErrorRaised)
+            assert errors and errors[0].condition == Cond.TRANSFER_LIMIT_EXCEEDED
+        finally:
+            c.close()
+
+
+def test_available_and_echo(broker, client):
+    publish(broker, 5)
+    link = receiver(client, begin(client))
+    start = len(client.events)
+    link.flow(link_credit=2, echo=True)
+    client.wait_for(lambda: len(transfers(client, link, start)) == 2, "two transfers")
+    client.wait_for(lambda: link_flows(client, link, start), "echo reply")
+    client.settle(0.2)
+    flows = link_flows(client, link, start)
+    assert flows[0].delivery_count is not None and flows[0].link_credit is not None
+    assert flows[0].link_credit + flows[0].delivery_count == 2  # the grant, as applied
+    assert flows[0].available is not None
+
+
+# --- drain -------------------------------------------------------------------------------
+
+
+def test_drain_on_empty_queue_answers_promptly(broker, client):
+    link = receiver(client, begin(client))
+    start = len(client.events)
+    link.flow(link_credit=10, drain=True)
+    reply = client.wait_for(lambda: link_flows(client, link, start), "drain reply")[0]
+    assert (reply.drain, reply.link_credit, reply.delivery_count) == (True, 0, 10)
+    assert transfers(client, link) == []
+
+
+def test_drain_sends_what_is_available_then_the_flow(broker, client):
+    publish(broker, 3)
+    link = receiver(client, begin(client))
+    start = len(client.events)
+    link.flow(link_credit=10, drain=True)
+    reply = client.wait_for(lambda: link_flows(client, link, start), "drain reply")[0]
+    got = transfers(client, link, start)
+    assert len(got) == 3
+    # the flow came after every transfer (2.6.7: send what is available, then advance)
+    flow_index = next(
+        i for i, e in enumerate(client.events) if isinstance(e, FlowReceived) and e.link is link
+    )
+    assert all(client.events.index(t) < flow_index for t in got)
+    assert (reply.link_credit, reply.delivery_count, reply.available) == (0, 10, 0)
+    # drained: no credit left, so a later publish stays in the queue
+    publish(broker, 1, "late")
+    client.settle(0.3)
+    assert len(transfers(client, link)) == 3
+
+
+def test_fault_no_drain_reply_is_caught():
+    with running_broker(faults=("no-drain-reply",)) as b:
+        c = EngineClient(b.port)
+        try:
+            c.open()
+            management(b).declare_queue("q", durable=False)
+            link = receiver(c, begin(c))
+            link.flow(link_credit=5, drain=True)
+            c.settle(0.5)
+            assert link_flows(c, link) == []
+        finally:
+            c.close()
+
+
+# --- settlement and requeue ----------------------------------------------------------------
+
+
+def test_detach_requeues_unsettled_with_first_acquirer_false(broker, client):
+    publish(broker, 4)
+    session = begin(client)
+    first = receiver(client, session, name="first")
+    first.flow(link_credit=4)
+    client.wait_for(lambda: len(transfers(client, first)) == 4, "4 transfers")
+    settled = transfers(client, first)[0]
+    first.disposition(settled.delivery_id, settled=True, state=Accepted())
+    first.detach(closed=True)
+    client.wait_event(RemoteDetach, where=lambda e: e.link is first)
+    second = receiver(client, session, name="second")
+    second.flow(link_credit=10)
+    client.wait_for(lambda: len(transfers(client, second)) == 3, "requeued")
+    client.settle(0.2)
+    again = transfers(client, second)
+    assert [body(t) for t in again] == [b"m1", b"m2", b"m3"]
+    for event in again:
+        header = Message.decode(event.payload).header
+        assert header is not None and header.first_acquirer is False  # 3.2.1
+
+
+def test_outcomes_released_modified_rejected(broker, client):
+    publish(broker, 3)
+    session = begin(client)
+    link = receiver(client, session, name="one")
+    link.flow(link_credit=3)
+    client.wait_for(lambda: len(transfers(client, link)) == 3, "3 transfers")
+    t0, t1, t2 = transfers(client, link)
+    link.disposition(t0.delivery_id, settled=True, state=Released())
+    link.disposition(t1.delivery_id, settled=True, state=Modified(delivery_failed=True))
+    link.disposition(t2.delivery_id, settled=True, state=Rejected())
+    start = len(client.events)
+    link.flow(link_credit=10)
+    client.wait_for(lambda: len(transfers(client, link, start)) == 2, "redeliveries")
+    client.settle(0.2)
+    again = transfers(client, link, start)
+    assert [body(t) for t in again] == [b"m0", b"m1"]  # rejected m2 is gone
+    headers = [Message.decode(t.payload).header for t in again]
+    assert headers[0].delivery_count == 0 and headers[0].first_acquirer is False
+    assert headers[1].delivery_count == 1  # modified delivery-failed raises it (3.4.5)
+
+
+# --- publishers: credit, confirms, routing outcomes -------------------------------------------
+
+
+def test_publisher_credit_and_batched_confirms(broker, client):
+    session = begin(client)
+    link = sender(client, session)
+    assert link.link_credit == 170  # RabbitMQ 4's max_link_credit
+    ids = [link.send(Message.of(f"p{i}".encode()).encode(), settled=False) for i in range(150)]
+    client.wait_for(
+        lambda: sum(e.last - e.first + 1 for e in client.of(DispositionReceived)) >= 150,
+        "confirms",
+    )
+    dispositions = client.of(DispositionReceived)
+    assert all(d.settled and isinstance(d.state, Accepted) for d in dispositions)
+    assert all(d.role == Role.RECEIVER for d in dispositions)
+    covered = sorted(i for d in dispositions for i in range(d.first, d.last + 1))
+    assert covered == ids
+    assert len(dispositions) < 150 / 4  # contiguous confirms are batched into ranges
+    client.wait_for(lambda: link.link_credit >= 170 // 2, "re-grant below half")
+
+
+def test_unroutable_publish_is_released(broker, client):
+    session = begin(client)
+    link = sender(client, session, address="/exchanges/amq.direct/nobody")
+    delivery_id = link.send(Message.of(b"lost").encode(), settled=False)
+    disposition = client.wait_event(DispositionReceived)
+    assert (disposition.first, disposition.settled) == (delivery_id, True)
+    assert isinstance(disposition.state, Released)
+
+
+def test_max_message_size_exceeded_detaches():
+    with running_broker(limits={"max_message_size": 1000}) as b:
+        management(b).declare_queue("q", durable=False)
+        c = EngineClient(b.port)
+        try:
+            c.open()
+            session = begin(c)
+            link = sender(c, session)
+            assert link.remote_attach.max_message_size == 1000
+            # make the client ignore the broker's limit, as a misbehaving peer would
+            link.remote_attach = link.remote_attach.replace(max_message_size=None)
+            link.send(Message.of(b"x" * 2000).encode(), settled=False)
+            detach = c.wait_event(RemoteDetach, where=lambda e: e.link is link)
+            assert detach.error.condition == Cond.MESSAGE_SIZE_EXCEEDED
+        finally:
+            c.close()
+
+
+def test_multi_frame_transfers_both_ways():
+    with running_broker(limits={"max_frame_size": 512}) as b:
+        management(b).declare_queue("q", durable=False)
+        c = EngineClient(b.port, max_frame_size=512)
+        try:
+            c.open()
+            session = begin(c)
+            out = sender(c, session)
+            payload = Message.of(bytes(range(256)) * 20).encode()  # ~5 KB: 11+ frames
+            out.send(payload, settled=False)
+            c.wait_event(DispositionReceived)
+            link = receiver(c, session)
+            link.flow(link_credit=1)
+            got = c.wait_for(lambda: transfers(c, link), "big transfer")[0]
+            assert got.payload == payload and got.frame_count > 1
+            no_link_errors(c)
+        finally:
+            c.close()
+
+
+# --- resource alarms (2.5.6 session window) -----------------------------------------------------
+
+
+def _alarm_round(broker, client, session, link) -> tuple[list, list]:
+    admin = management(broker)
+    start = len(client.events)
+    admin.raise_alarm("memory")
+    client.wait_for(
+        lambda: any(e.flow.incoming_window == 0 for e in client.of(FlowReceived, start)),
+        "window 0",
+        timeout=2,
+    )
+    blocked_at = len(client.events)
+    link.send(Message.of(b"during-alarm").encode(), settled=False)
+    client.settle(0.3)
+    during = client.of(DispositionReceived, blocked_at)
+    admin.clear_alarm("memory")
+    client.wait_for(lambda: client.of(DispositionReceived, blocked_at), "confirm after clear")
+    return during, client.of(FlowReceived, start)
+
+
+def test_alarm_closes_the_session_window_and_clear_reopens_it(broker, client):
+    session = begin(client)
+    link = sender(client, session)
+    during, flows = _alarm_round(broker, client, session, link)
+    assert during == []  # nothing was accepted while the window was 0
+    windows = [f.flow.incoming_window for f in flows if f.link is None]
+    assert 0 in windows and windows[-1] == 400
+    # consuming goes on during an alarm
+    management(broker).raise_alarm("disk")
+    consumer = receiver(client, session)
+    consumer.flow(link_credit=5)
+    client.wait_for(lambda: len(transfers(client, consumer)) == 1, "consume during alarm")
+    management(broker).clear_alarm("disk")
+
+
+def test_fault_ignore_alarm_is_caught():
+    with running_broker(faults=("ignore-alarm",)) as b:
+        management(b).declare_queue("q", durable=False)
+        c = EngineClient(b.port)
+        try:
+            c.open()
+            session = begin(c)
+            sender(c, session)
+            start = len(c.events)
+            management(b).raise_alarm("memory")
+            c.settle(0.5)
+            assert not any(e.flow.incoming_window == 0 for e in c.of(FlowReceived, start))
+        finally:
+            c.close()
+
+
+def test_end_requeues_and_session_end_is_answered(broker, client):
+    publish(broker, 2)
+    session = begin(client)
+    link = receiver(client, session)
+    link.flow(link_credit=2)
+    client.wait_for(lambda: len(transfers(client, link)) == 2, "2 transfers")
+    session.end()
+    client.wait_event(RemoteEnd)
+    assert broker.call(lambda: broker.server.vhost.get_queue("q").messages_ready) == 2
