@@ -296,3 +296,18 @@ def test_convert_of_a_real_capture_round_trips(tmp_path):
     ]
     show = amqpspec("trace", "show", out)
     assert len(show.stdout.splitlines()) == len(from_pcap)
+
+
+REAL = "/work/shared/captures"
+
+
+@pytest.mark.skipif(not os.path.exists(REAL), reason="shared captures not present")
+def test_check_finds_the_rabbitmq_overdelivery_in_the_real_capture():
+    """README: the broker sent delivery-id 0xf93 after the receiver granted 0xf91 + 2."""
+    result = amqpspec("trace", "check", f"{REAL}/rabbitmq-3.10.8-prefetch2-overdelivery.pcap")
+    assert result.returncode == 1
+    credit = [line for line in result.stdout.splitlines() if "link.credit" in line]
+    assert any("delivery-id 0xf93" in line and line.startswith("[conn 1] #") for line in credit)
+    assert all(" MUST " in line and "server" in line for line in credit)
+    result = amqpspec("trace", "check", f"{REAL}/proton-c-example-broker-basic-and-multiframe.pcap")
+    assert result.returncode == 0, result.stdout

@@ -179,9 +179,6 @@ def test_tshark_agrees_field_by_field(session):
 
 
 def test_trace_check_is_clean_on_the_recording(session):
-    checker = pytest.importorskip("amqp10.checker", reason="the checker (issue 2) is not merged")
-    if not hasattr(checker, "Checker"):
-        pytest.skip("the checker (issue 2) is not merged yet")
     for path in (session["capture"].pcap, session["capture"].parquet):
         result = subprocess.run(
             ["amqpspec", "trace", "check", path], capture_output=True, text=True, timeout=60

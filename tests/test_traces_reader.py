@@ -177,3 +177,54 @@ def test_unreadable_input_is_a_trace_error(tmp_path):
         open_trace(str(path))
     with pytest.raises(TraceError):
         open_trace(str(tmp_path / "missing.pcap"))
+
+
+def test_writer_ipv6_flows_read_back_and_tshark_dissects_them(tmp_path):
+    client, server = exchange(3)
+    path = str(tmp_path / "v6.pcap")
+    with PcapWriter(path) as writer:
+        writer.open_connection(7, "[::1]:40000", "[::1]:5672", 5.0)
+        writer.data(7, CLIENT, client, 5.1)
+        writer.data(7, SERVER, server, 5.2)
+    trace = open_trace(path)
+    items = list(trace)
+    assert trace.connections[1].client == "[::1]:40000"
+    assert [i.item for i in items if i.direction == CLIENT] == decode_stream(client)
+    if TSHARK:
+        assert len(amqp_pdus(path, 5672)) == len(items)
+
+
+def test_a_growing_pcap_is_followed_to_its_end(tmp_path):
+    """The proxy's frame-log builder reads the pcap while it is being written."""
+    import threading
+    import time
+
+    from traces.framelog import read_frame_log
+    from traces.framelog_process import build_frame_log
+
+    client, server = exchange(20)
+    pcap = str(tmp_path / "growing.pcap")
+    parquet = str(tmp_path / "growing.parquet")
+    done = threading.Event()
+    file = open(pcap, "wb")  # noqa: SIM115 - closed by the writer below
+    writer = PcapWriter(file)
+    writer.open_connection(1, "127.0.0.1:40000", "127.0.0.1:5672", 1.0)
+    file.flush()
+
+    def produce() -> None:
+        for start in range(0, len(client), 97):
+            writer.data(1, CLIENT, client[start : start + 97], 2.0)
+            file.flush()
+            time.sleep(0.001)
+        writer.data(1, SERVER, server, 3.0)
+        writer.close()
+        file.close()
+        done.set()
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    rows = build_frame_log(pcap, parquet, "growing", done)
+    producer.join(10)
+    items = list(read_frame_log(parquet))
+    assert rows == len(items) == len(decode_stream(client)) + len(decode_stream(server))
+    assert [i.item for i in items if i.direction == CLIENT] == decode_stream(client)
