@@ -328,8 +328,7 @@ class Probe:
     def error_outcome(self, timeout: float | None = None, since: int = 0) -> str:
         """Wait for the broker to end something and name it: 'close:<condition>',
         'end:<condition>', 'detach:<condition>' (condition 'none' without error),
-        'header:<protocol-id>.<major>.<minor>.<revision>' (a protocol header in answer to
-        ours), 'tcp-close', or 'timeout'. Looks at broker items after position `since`."""
+        'tcp-close', or 'timeout'. Looks at broker items after position `since`."""
         timeout = self.wait if timeout is None else timeout
         end = time.monotonic() + min(timeout, self._left())
         while True:
@@ -348,8 +347,6 @@ class Probe:
             if trace_item.direction != SERVER:
                 continue
             item = trace_item.item
-            if isinstance(item, ProtocolHeader) and since > 0:
-                return f"header:{item.protocol_id}.{item.major}.{item.minor}.{item.revision}"
             if isinstance(item, Frame) and item.name in ("close", "end", "detach"):
                 error = item.performative.error
                 if item.name == "detach" and error is None:
@@ -358,13 +355,13 @@ class Probe:
                 return f"{item.name}:{condition}"
         return None
 
-    def header_answer(self, timeout: float | None = None) -> str:
+    def header_answer(self, timeout: float | None = None, since: int = 0) -> str:
         """After sending a protocol header: the broker's header ('header:0.1.0.0'),
         'tcp-close' or 'timeout'."""
         timeout = self.wait if timeout is None else timeout
         end = time.monotonic() + min(timeout, self._left())
         while True:
-            for trace_item in self.recording.items:
+            for trace_item in self.recording.items[since:]:
                 header = trace_item.item
                 if trace_item.direction == SERVER and isinstance(header, ProtocolHeader):
                     return (
@@ -394,8 +391,9 @@ class Probe:
             outcome = self.wait_for_frame("sasl-outcome")
             if outcome.performative.code != 0:
                 raise HarnessError(f"SASL refused (code {outcome.performative.code})")
+        since = self.mark()
         self.send_header(AMQP_HEADER)
-        self.header_answer()
+        self.header_answer(since=since)
 
     def _offered(self) -> list[str]:
         mechanisms = self.server_frames("sasl-mechanisms")[-1].performative.sasl_server_mechanisms

@@ -1,0 +1,111 @@
+"""2.5.6 session flow control: transfers beyond the broker's incoming-window end the session
+with amqp:session:window-violation. Owns the cases `2.5.6/*`.
+"""
+
+from __future__ import annotations
+
+from amqp10.composites import Transfer
+from amqp10.engine import FlowReceived
+from amqp10.frames import Frame, encode_frame
+from conformance.registry import MUST, case
+from conformance.verdicts import Unsupported
+
+VIOLATION = {"end:amqp:session:window-violation", "close:amqp:session:window-violation"}
+MAX_BURST = 70000
+
+
+@case(
+    "2.5.6/window-violation-burst",
+    MUST,
+    "A sender MUST NOT send a transfer frame when the remote-incoming-window is zero; "
+    "transfers beyond the receiver's incoming-window are a session error "
+    "amqp:session:window-violation.",
+    requires={"queues", "window-enforced"},
+    outcomes=VIOLATION,
+    budget=60.0,
+)
+def window_violation(probe, ctx):
+    """One delivery split into (broker's incoming-window + 1) one-byte transfer frames, sent
+    in one burst: the broker ends the session with window-violation."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    sender = probe.attach_sender(session, ctx.target_address(queue))
+    if sender.link_credit <= 0:
+        probe.expect(
+            lambda e: isinstance(e, FlowReceived) and e.link is sender and sender.link_credit > 0,
+            what="link credit",
+        )
+    window = session.remote_incoming_window
+    if window > MAX_BURST:
+        raise Unsupported(f"broker incoming-window {window} frames: too large to exceed")
+    first_id = session.next_outgoing_id
+    head = Transfer(
+        handle=sender.handle,
+        delivery_id=session.next_delivery_id,
+        delivery_tag=b"window",
+        message_format=0,
+        more=True,
+    )
+    rest = encode_frame(Transfer(handle=sender.handle, more=True), session.channel, b"\x00")
+    since = probe.mark()
+    probe.send_raw(encode_frame(head, session.channel, b"\x00") + rest * window)
+    observed = probe.error_outcome(since=since, timeout=3.0)
+    if observed not in VIOLATION:
+        horizon = _widest_window(probe, since)
+        if horizon is not None and (horizon - first_id) % 2**32 > window:
+            raise Unsupported(
+                f"the broker widened its window during the burst (to id {horizon}); "
+                "the burst did not exceed it"
+            )
+    ctx.outcome(observed)
+
+
+def _widest_window(probe, since):
+    widest = None
+    for item in probe.frames_since(since, "flow"):
+        flow = item.item.performative if isinstance(item.item, Frame) else None
+        if flow is not None and flow.next_incoming_id is not None:
+            edge = (flow.next_incoming_id + flow.incoming_window) % 2**32
+            widest = edge if widest is None else max(widest, edge)
+    return widest
+
+
+@case(
+    "2.5.6/window-violation-closed-window",
+    MUST,
+    "A sender MUST NOT send a transfer frame when the remote-incoming-window is zero; "
+    "transfers beyond a closed window (incoming-window 0, e.g. on a resource alarm) are a "
+    "session error amqp:session:window-violation.",
+    requires={"queues", "alarms", "window-enforced"},
+    outcomes=VIOLATION,
+)
+def window_violation_alarm(probe, ctx):
+    """A memory alarm closes the broker's incoming window (a session flow with
+    incoming-window 0); 1,000 transfer frames sent anyway end the session."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    sender = probe.attach_sender(session, ctx.target_address(queue))
+    if sender.link_credit <= 0:
+        probe.expect(
+            lambda e: isinstance(e, FlowReceived) and e.link is sender and sender.link_credit > 0,
+            what="link credit",
+        )
+    since = probe.mark()
+    ctx.admin.raise_alarm("memory")
+    try:
+        probe.wait_for_frame(
+            "flow", 10.0, lambda f: f.performative.incoming_window == 0, since=since
+        )
+        head = Transfer(
+            handle=sender.handle,
+            delivery_id=session.next_delivery_id,
+            delivery_tag=b"closed-window",
+            message_format=0,
+            more=True,
+        )
+        rest = encode_frame(Transfer(handle=sender.handle, more=True), session.channel, b"\x00")
+        since = probe.mark()
+        probe.send_raw(encode_frame(head, session.channel, b"\x00") + rest * 999)
+        ctx.outcome(probe.error_outcome(since=since, timeout=5.0))
+    finally:
+        ctx.admin.clear_alarm("memory")
