@@ -1,0 +1,95 @@
+"""`amqpspec run`: the conformance suite against one broker, through pytest and the plugin.
+
+Owns: the `run` subcommand's options and turning them into a pytest invocation of
+`conformance/suite.py` with `-p conformance.plugin`, JUnit XML (DIR/junit-<broker>.xml) and
+allure results (DIR/allure, when allure-pytest is installed). Exit status: 0 when every
+verdict is OK / NON-STRICT / UNSUPPORTED (with --expect: when every verdict matches the
+expectations file), 1 otherwise, 2 on bad usage; --strict also fails on NON-STRICT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+from conformance.profile import ProfileError, available_profiles, load_profile
+
+SUITE = Path(__file__).with_name("suite.py")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--broker", required=True, help="amqp://[user:pass@]HOST:PORT")
+    parser.add_argument(
+        "--profile",
+        default="generic",
+        help=f"profile name ({', '.join(available_profiles())}) or path to a .toml file",
+    )
+    parser.add_argument("-k", dest="keyword", help="pytest -k expression over case ids")
+    parser.add_argument("--admin", help="admin endpoint URL, e.g. http://guest:guest@HOST:15672")
+    parser.add_argument("--results", default="reports/conformance", help="results directory")
+    parser.add_argument("--expect", help="expectations TOML; any difference fails the run")
+    parser.add_argument("--write-expect", help="write this run's verdicts to a TOML file")
+    parser.add_argument("--broker-name", help="name of the broker in index.json (default: profile)")
+    parser.add_argument("--strict", action="store_true", help="fail on NON-STRICT (SHOULD) too")
+    parser.add_argument("-q", "--quiet", action="store_true", help="less pytest output")
+
+
+def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
+    results = Path(args.results)
+    argv = [
+        str(SUITE),
+        "-p",
+        "conformance.plugin",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(REPO_ROOT),
+        "--broker",
+        args.broker,
+        "--profile",
+        args.profile,
+        "--results",
+        str(results),
+        "--broker-name",
+        broker_name,
+        f"--junitxml={results / f'junit-{broker_name}.xml'}",
+        "-o",
+        f"junit_suite_name=amqpspec-{broker_name}",
+        "-rN",
+    ]
+    argv.append("-q" if args.quiet else "-v")
+    if importlib.util.find_spec("allure_pytest") is not None:
+        argv.append(f"--alluredir={results / 'allure'}")
+    for option in ("keyword", "admin", "expect", "write_expect"):
+        value = getattr(args, option, None)
+        if value:
+            flag = "-k" if option == "keyword" else "--" + option.replace("_", "-")
+            argv += [flag, value]
+    if args.strict:
+        argv.append("--strict")
+    return argv
+
+
+def run(args: argparse.Namespace) -> int:
+    import pytest
+
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as exc:
+        print(f"amqpspec run: {exc}", file=sys.stderr)
+        return 2
+    broker_name = args.broker_name or profile.name
+    started = time.monotonic()
+    code = pytest.main(pytest_args(args, broker_name))
+    from conformance import plugin
+
+    state = plugin.LAST_RUN
+    elapsed = time.monotonic() - started
+    print(f"amqpspec run: {len(state.results)} cases against {broker_name} in {elapsed:.1f} s")
+    if not state.results:
+        return 1 if code not in (0, 5) else code
+    return state.exit_status()

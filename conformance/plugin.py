@@ -1,0 +1,256 @@
+"""pytest plugin: the conformance suite as pytest items (`-p conformance.plugin`).
+
+Owns: the command-line options (--broker, --profile, --admin, --results, --expect,
+--broker-name, --write-expect; pytest's own --strict also makes NON-STRICT fail), the `must` / `should` markers, one parametrized
+item per case (`conformance/suite.py::test_case[<case id>]`, selectable with `-k`), the
+fixtures (`amqp_profile`, `amqp_target`, `amqp_admin`, `probe`, `conformance_run`), allure
+attachments (text trace + pcap), and the end-of-session work: index.json, expectations
+comparison and the exit status. The verdict -> pytest outcome map: OK pass, NON-STRICT pass
+(fail with --strict), UNSUPPORTED skip, FAILED and ERROR fail. With --expect the exit
+status is decided by the expectations alone. May touch: the results DIR, stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.admin import Admin, make_admin
+from conformance.probe import Probe
+from conformance.profile import Profile, load_profile
+from conformance.registry import Case, load_cases
+from conformance.results import ResultsDir, compare, format_expectations, load_expectations
+from conformance.runner import BrokerTarget, CaseResult, run_case
+from conformance.verdicts import PASSING, Verdict
+
+DEFAULT_RESULTS = "reports/conformance"
+
+
+@dataclass
+class RunState:
+    """What one pytest session ran; `amqpspec run` reads it after pytest returns."""
+
+    broker: str = ""
+    results: list[CaseResult] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    expect_file: str | None = None
+    strict: bool = False
+    index_path: Path | None = None
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        return {r.case_id: r.verdict.value for r in self.results}
+
+    def exit_status(self) -> int:
+        if self.expect_file is not None:
+            return 1 if self.differences else 0
+        for result in self.results:
+            if result.verdict not in PASSING:
+                return 1
+            if self.strict and result.verdict == Verdict.NON_STRICT:
+                return 1
+        return 0
+
+
+LAST_RUN = RunState()
+_STATE = pytest.StashKey["_Session"]()
+
+
+class _Session:
+    def __init__(self, config: pytest.Config) -> None:
+        option = config.getoption
+        self.target = BrokerTarget.parse(option("amqp_broker"))
+        self.profile: Profile = load_profile(option("amqp_profile"))
+        self.admin_url: str | None = option("amqp_admin")
+        self._admin: Admin | None = None
+        self.broker = option("amqp_broker_name") or self.profile.name
+        self.results_dir = ResultsDir(option("amqp_results"), self.broker)
+        self.expect_file: str | None = option("amqp_expect")
+        self.write_expect: str | None = option("amqp_write_expect")
+        # pytest's own --strict (pytest >= 9) doubles as ours: NON-STRICT verdicts fail too
+        self.strict: bool = bool(option("strict", False))
+        global LAST_RUN
+        LAST_RUN = RunState(self.broker, expect_file=self.expect_file, strict=self.strict)
+        self.state = LAST_RUN
+
+    @property
+    def admin(self) -> Admin:
+        if self._admin is None:
+            self._admin = make_admin(self.profile.admin, self.admin_url)
+        return self._admin
+
+    def run(self, case: Case) -> CaseResult:
+        result = run_case(case, self.target, self.profile, self.admin)
+        entry = self.results_dir.add(result)
+        self.state.results.append(result)
+        self.state.index_path = self.results_dir.write_index()
+        _attach_to_allure(case, result, self.results_dir.root / entry["trace"], entry, self)
+        return result
+
+    def finish(self) -> None:
+        if self.expect_file:
+            expected = load_expectations(self.expect_file)
+            self.state.differences = compare(expected, self.state.verdicts)
+        if self.write_expect:
+            issues = {}
+            if Path(self.write_expect).exists():
+                issues = {k: v.issue for k, v in load_expectations(self.write_expect).items()}
+            Path(self.write_expect).write_text(
+                format_expectations(self.broker, self.state.verdicts, issues), encoding="utf-8"
+            )
+        if self._admin is not None:
+            self._admin.close()
+
+
+def _attach_to_allure(
+    case: Case, result: CaseResult, text_path: Path, entry: dict[str, Any], session: _Session
+) -> None:
+    try:
+        import allure
+    except ImportError:  # allure-pytest not installed: nothing to attach to
+        return
+    with contextlib.suppress(Exception):
+        allure.dynamic.title(f"{case.case_id} [{case.level}]")
+        allure.dynamic.description(f"{case.sentence}\n\n{case.description}")
+        allure.dynamic.label("broker", session.broker)
+        allure.dynamic.tag(case.level, result.verdict.value)
+        allure.dynamic.severity(
+            allure.severity_level.CRITICAL if case.level == "MUST" else allure.severity_level.NORMAL
+        )
+        allure.attach(result.trace_text, "frame trace", allure.attachment_type.TEXT)
+        if "pcap" in entry:
+            allure.attach.file(
+                str(session.results_dir.root / entry["pcap"]), "trace.pcap", None, "pcap"
+            )
+
+
+# --- pytest hooks ------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("amqpspec", "AMQP 1.0 conformance suite")
+    group.addoption("--broker", dest="amqp_broker", help="amqp://[user:pass@]HOST:PORT")
+    group.addoption("--profile", dest="amqp_profile", default="generic", help="NAME or PATH.toml")
+    group.addoption("--admin", dest="amqp_admin", help="admin endpoint URL (overrides profile)")
+    group.addoption("--results", dest="amqp_results", default=DEFAULT_RESULTS, help="results DIR")
+    group.addoption("--expect", dest="amqp_expect", help="expectations TOML to compare against")
+    group.addoption("--write-expect", dest="amqp_write_expect", help="write verdicts as TOML")
+    group.addoption("--broker-name", dest="amqp_broker_name", help="name in index.json")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "must: a MUST-level conformance case")
+    config.addinivalue_line("markers", "should: a SHOULD-level conformance case")
+    if config.getoption("amqp_broker", None):
+        config.stash[_STATE] = _Session(config)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "conformance_case" in metafunc.fixturenames:
+        params = [
+            pytest.param(case, id=case.case_id, marks=[getattr(pytest.mark, case.level.lower())])
+            for case in load_cases()
+        ]
+        metafunc.parametrize("conformance_case", params)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is None:
+        return
+    state.finish()
+    if state.expect_file is not None:
+        session.exitstatus = state.state.exit_status()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(_STATE, None)
+    if state is None or not state.state.results:
+        return
+    counts: dict[str, int] = {}
+    for result in state.state.results:
+        counts[result.verdict.value] = counts.get(result.verdict.value, 0) + 1
+    summary = ", ".join(f"{v} {n}" for v, n in sorted(counts.items()))
+    terminalreporter.write_sep("=", f"amqpspec verdicts ({state.broker}): {summary}")
+    for result in state.state.results:
+        if result.verdict in (Verdict.FAILED, Verdict.ERROR, Verdict.NON_STRICT):
+            terminalreporter.write_line(
+                f"{result.verdict.value:11} {result.case_id}: {result.reason[:300]}"
+            )
+    terminalreporter.write_line(f"index: {state.state.index_path}")
+    if state.expect_file is not None:
+        if state.state.differences:
+            terminalreporter.write_sep("-", f"differences from {state.expect_file}")
+            for line in state.state.differences:
+                terminalreporter.write_line(line)
+        else:
+            terminalreporter.write_line(f"every verdict matches {state.expect_file}")
+
+
+# --- fixtures ------------------------------------------------------------------------------
+
+
+def _state(request: pytest.FixtureRequest) -> _Session:
+    state = request.config.stash.get(_STATE, None)
+    if state is None:
+        pytest.skip("no --broker given: the conformance suite needs a broker")
+    return state
+
+
+@pytest.fixture
+def conformance_run(request: pytest.FixtureRequest) -> Callable[[Case], CaseResult]:
+    """Run a case, record it, and turn its verdict into the pytest outcome."""
+    state = _state(request)
+
+    def run(case: Case) -> CaseResult:
+        result = state.run(case)
+        request.node.user_properties.append(("verdict", result.verdict.value))
+        if result.verdict == Verdict.UNSUPPORTED:
+            pytest.skip(f"UNSUPPORTED: {result.reason}")
+        if result.verdict == Verdict.FAILED:
+            pytest.fail(f"FAILED: {result.reason}", pytrace=False)
+        if result.verdict == Verdict.ERROR:
+            pytest.fail(f"ERROR: {result.reason}", pytrace=False)
+        if result.verdict == Verdict.NON_STRICT and state.strict:
+            pytest.fail(f"NON-STRICT (--strict): {result.reason}", pytrace=False)
+        return result
+
+    return run
+
+
+@pytest.fixture
+def amqp_profile(request: pytest.FixtureRequest) -> Profile:
+    return _state(request).profile
+
+
+@pytest.fixture
+def amqp_target(request: pytest.FixtureRequest) -> BrokerTarget:
+    return _state(request).target
+
+
+@pytest.fixture
+def amqp_admin(request: pytest.FixtureRequest) -> Admin:
+    return _state(request).admin
+
+
+@pytest.fixture
+def probe(request: pytest.FixtureRequest) -> Iterator[Probe]:
+    """A connected (not yet opened) probe client for your own tests; closed afterwards."""
+    state = _state(request)
+    profile, target = state.profile, state.target
+    client = Probe(
+        target.host,
+        target.port,
+        username=target.username or profile.username,
+        password=target.password or profile.password,
+        sasl_mechanism=None if profile.sasl == "none" else profile.sasl,
+        hostname=profile.hostname,
+        wait=profile.wait,
+    )
+    yield client
+    client.close()

@@ -1,0 +1,150 @@
+"""Result files of a conformance run, and expectations files.
+
+Owns: the results directory layout (`DIR/index.json` autobahn-style
+`{broker: {case_id: {verdict, duration, trace, pcap, reason, level}}}`, merged across runs
+so several brokers share one DIR; `DIR/traces/<broker>/<case>.txt|.pcap`), writing a
+case's trace as text and pcap (`traces.pcap_writer.PcapWriter`), and expectations files
+(`conformance/expectations/<broker>.toml`: one line per case with its verdict and, for
+failures, the upstream issue) with their comparison. Touches only files under DIR and the
+expectations file it is asked to write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conformance.probe import Recording
+from conformance.runner import CaseResult
+from conformance.verdicts import Verdict
+from traces.model import CLIENT
+from traces.pcap_writer import PcapWriter
+
+INDEX = "index.json"
+
+
+def case_file_stem(case_id: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in case_id)
+
+
+def write_pcap(recordings: list[Recording], path: Path) -> None:
+    """Every connection of a case as one TCP flow each, bytes as they crossed the socket."""
+    with PcapWriter(str(path)) as writer:
+        for recording in recordings:
+            writer.open_connection(
+                recording.connection_id, recording.client, recording.server, recording.start
+            )
+            last = recording.start
+            for chunk in recording.chunks:
+                writer.data(recording.connection_id, chunk.direction, chunk.data, chunk.time)
+                last = chunk.time
+            writer.close_connection(recording.connection_id, recording.end or last, CLIENT)
+
+
+class ResultsDir:
+    """One broker's results in DIR (other brokers' entries in index.json are kept)."""
+
+    def __init__(self, root: str | Path, broker: str) -> None:
+        self.root = Path(root)
+        self.broker = broker
+        self.trace_dir = self.root / "traces" / case_file_stem(broker)
+        self.trace_dir.mkdir(parents=True, exist_ok=True)
+        self.entries: dict[str, dict[str, Any]] = {}
+
+    def add(self, result: CaseResult) -> dict[str, Any]:
+        stem = case_file_stem(result.case_id)
+        text_path = self.trace_dir / f"{stem}.txt"
+        text_path.write_text(result.trace_text, encoding="utf-8")
+        entry: dict[str, Any] = {
+            "verdict": result.verdict.value,
+            "level": result.level,
+            "duration": round(result.duration, 4),
+            "trace": os.path.relpath(text_path, self.root),
+            "reason": result.reason,
+        }
+        if result.recordings:
+            pcap_path = self.trace_dir / f"{stem}.pcap"
+            write_pcap(result.recordings, pcap_path)
+            entry["pcap"] = os.path.relpath(pcap_path, self.root)
+        self.entries[result.case_id] = entry
+        return entry
+
+    def write_index(self) -> Path:
+        path = self.root / INDEX
+        index = load_index(path) if path.exists() else {}
+        index[self.broker] = dict(sorted(self.entries.items()))
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+
+def load_index(path: str | Path) -> dict[str, dict[str, dict[str, Any]]]:
+    path = Path(path)
+    if path.is_dir():
+        path = path / INDEX
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# --- expectations --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    verdict: Verdict
+    issue: str = ""
+
+
+def load_expectations(path: str | Path) -> dict[str, Expectation]:
+    """`"case-id" = { verdict = "FAILED", issue = "rabbitmq/rabbitmq-server#2597" }` lines
+    under a `[cases]` table."""
+    with Path(path).open("rb") as handle:
+        data = tomllib.load(handle)
+    cases = data.get("cases", {})
+    expectations = {}
+    for case_id, value in cases.items():
+        if isinstance(value, str):
+            expectations[case_id] = Expectation(Verdict.parse(value))
+        else:
+            expectations[case_id] = Expectation(
+                Verdict.parse(value["verdict"]), str(value.get("issue", ""))
+            )
+    return expectations
+
+
+def compare(expected: dict[str, Expectation], verdicts: dict[str, str]) -> list[str]:
+    """Differences between a run's verdicts and the expectations, one line each. Only cases
+    that ran are compared (a -k selection does not count as missing)."""
+    lines = []
+    for case_id, verdict in sorted(verdicts.items()):
+        expectation = expected.get(case_id)
+        if expectation is None:
+            lines.append(f"{case_id}: {verdict}, not in the expectations file")
+        elif expectation.verdict.value != verdict:
+            issue = f" ({expectation.issue})" if expectation.issue else ""
+            lines.append(f"{case_id}: expected {expectation.verdict.value}{issue}, got {verdict}")
+    return lines
+
+
+def format_expectations(
+    broker: str, verdicts: dict[str, str], issues: dict[str, str] | None = None
+) -> str:
+    """An expectations file for `verdicts` (issues kept from an older file when given)."""
+    issues = issues or {}
+    lines = [
+        f"# Expected conformance verdicts for {broker}: one line per case.",
+        "# `amqpspec run --expect` fails on any difference; update this file in the commit",
+        "# that changes a verdict on purpose. `issue` names the upstream bug a failure matches.",
+        f'broker = "{broker}"',
+        "",
+        "[cases]",
+    ]
+    for case_id, verdict in sorted(verdicts.items()):
+        issue = issues.get(case_id, "")
+        extra = f', issue = "{issue}"' if issue else ""
+        lines.append(f'"{case_id}" = {{ verdict = "{verdict}"{extra} }}')
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,12 @@
+"""The conformance suite as one parametrized pytest test: one item per registered case.
+
+Collected when named explicitly (`amqpspec run` does; or `pytest -p conformance.plugin
+conformance/suite.py --broker URL --profile NAME`). Each item id is the case id, e.g.
+`test_case[2.6.7/drain-empty-queue]`; select with `-k drain-empty`.
+"""
+
+from __future__ import annotations
+
+
+def test_case(conformance_case, conformance_run):  # noqa: ANN001 - fixtures from the plugin
+    conformance_run(conformance_case)
