@@ -289,3 +289,50 @@ def test_signal_mid_connection_leaves_readable_files(tmp_path, signum):
     if TSHARK:
         result = subprocess.run([TSHARK, "-r", capture.pcap], capture_output=True, timeout=30)
         assert result.returncode == 0
+
+
+def _rss_kib(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(field)
+
+
+def test_a_slow_reader_is_back_pressured_not_buffered(tmp_path):
+    """64 MiB to a server that reads nothing for a while: the proxy's memory stays small
+    and every byte arrives intact (the pair is slowed, nothing dropped)."""
+    import time
+
+    payload = bytes(range(256)) * (64 * 1024 * 4)  # 64 MiB
+    server_sock = socket.create_server(("127.0.0.1", 0))
+    server_sock.settimeout(20)
+    capture = start_capture(server_sock.getsockname()[1], str(tmp_path), "bulk")
+    received = hashlib.sha256()
+    count = 0
+    try:
+        baseline = _rss_kib(capture.process.pid, "VmRSS")
+        with socket.create_connection(("127.0.0.1", capture.port), timeout=30) as sock:
+            peer, _ = server_sock.accept()
+            sender = threading.Thread(target=sock.sendall, args=(payload,), daemon=True)
+            sender.start()
+            time.sleep(1.0)  # the server reads nothing yet: buffers fill, the proxy pauses
+            peak_while_stalled = _rss_kib(capture.process.pid, "VmHWM")
+            with peer:
+                peer.settimeout(30)
+                while count < len(payload):
+                    chunk = peer.recv(1 << 20)
+                    assert chunk
+                    received.update(chunk)
+                    count += len(chunk)
+            sender.join(30)
+        peak = _rss_kib(capture.process.pid, "VmHWM")
+    finally:
+        assert capture.stop() == 0
+        server_sock.close()
+    assert received.digest() == hashlib.sha256(payload).digest()
+    assert peak_while_stalled - baseline < 32 * 1024, (baseline, peak_while_stalled)
+    assert peak - baseline < 48 * 1024, (baseline, peak)  # well under the 64 MiB relayed
+    with open(capture.index) as file:
+        (connection,) = json.load(file)["connections"]
+    assert connection["bytes"][CLIENT] == len(payload)

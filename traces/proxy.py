@@ -3,7 +3,7 @@
 Owns: `RecordingProxy` (asyncio, uvloop when installed). Each accepted connection gets
 an upstream connection; every chunk read from one side is written to the other side in
 the same callback, before anything else happens (no added buffering, no reframing),
-then handed to the recording queue. The queue is bounded: above its high-water mark the
+then handed to the recording queue. The queue is bounded (16 MiB): above it the
 proxy pauses reading from the sockets that feed it until the recorder catches up, so
 memory stays bounded and a slow disk slows the pair instead of dropping bytes.
 Half-closes are passed on (write_eof). Stop with `stop()` (or SIGINT/SIGTERM from the
@@ -22,11 +22,12 @@ from traces.model import CLIENT, SERVER
 from traces.recorder import Recorder
 
 READ_CHUNK = 256 * 1024
-QUEUE_HIGH_WATER = 2048  # queued chunks before reading is paused
-QUEUE_LOW_WATER = 512
+QUEUE_HIGH_WATER = 16 * 1024 * 1024  # queued bytes before reading is paused
+QUEUE_LOW_WATER = 4 * 1024 * 1024
 FLUSH_INTERVAL = 1.0
 RECORD_INTERVAL = 0.005  # record in batches: no extra loop wake-up per relayed chunk
 RECORD_BATCH = 256  # ... unless this many chunks are waiting
+RECORD_BATCH_BYTES = 1024 * 1024  # ... or this many bytes
 
 
 def _endpoint(address: tuple) -> str:
@@ -42,6 +43,7 @@ class _Side(asyncio.Protocol):
         self.direction = direction  # who sends what this socket reads
         self.transport: asyncio.Transport | None = None
         self.eof = False
+        self.paused_for: set[str] = set()  # "peer" (its write buffer), "queue", "upstream"
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -50,7 +52,7 @@ class _Side(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.direction == CLIENT:
-            transport.pause_reading()  # type: ignore[attr-defined]  # until upstream is up
+            self.pause_reading("upstream")  # until the upstream connection is up
             asyncio.get_running_loop().create_task(self.pair.proxy.connect_upstream(self.pair))
         else:
             self.pair.opened()
@@ -68,18 +70,23 @@ class _Side(asyncio.Protocol):
 
     # flow control from the peer socket's write buffer
     def pause_writing(self) -> None:
-        self.pair.peer_of(self).pause_reading()
+        self.pair.peer_of(self).pause_reading("peer")
 
     def resume_writing(self) -> None:
-        self.pair.peer_of(self).resume_reading()
+        self.pair.peer_of(self).resume_reading("peer")
 
-    def pause_reading(self) -> None:
+    def pause_reading(self, reason: str) -> None:
+        """Stop reading until every reason given is withdrawn (bounded memory)."""
+        self.paused_for.add(reason)
         if self.transport is not None and not self.transport.is_closing():
             with contextlib.suppress(RuntimeError):
                 self.transport.pause_reading()
 
-    def resume_reading(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+    def resume_reading(self, reason: str) -> None:
+        if reason not in self.paused_for:
+            return
+        self.paused_for.discard(reason)
+        if not self.paused_for and self.transport is not None and not self.transport.is_closing():
             with contextlib.suppress(RuntimeError):
                 self.transport.resume_reading()
 
@@ -119,7 +126,7 @@ class _Pair:
     def relay(self, side: _Side, data: bytes) -> None:
         if not self.upstream_ready:
             self.early.append((data, time.time()))
-            side.pause_reading()
+            side.pause_reading("upstream")
             return
         peer = self.peer_of(side)
         if peer.transport is not None and not peer.transport.is_closing():
@@ -173,6 +180,7 @@ class RecordingProxy:
         self.pairs: dict[int, _Pair] = {}
         self._next_id = 1
         self._queue: deque[tuple] = deque()
+        self.queued_bytes = 0
         self._paused: set[_Side] = set()
         self._wakeup = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -182,10 +190,16 @@ class RecordingProxy:
     # -- queue ------------------------------------------------------------------------
     def enqueue(self, event: tuple, source: _Side | None = None) -> None:
         self._queue.append(event)
-        if len(self._queue) >= RECORD_BATCH or event[0] != "data":
+        if event[0] == "data":
+            self.queued_bytes += len(event[3])
+        if (
+            len(self._queue) >= RECORD_BATCH
+            or self.queued_bytes >= RECORD_BATCH_BYTES
+            or event[0] != "data"
+        ):
             self._wakeup.set()
-        if source is not None and len(self._queue) >= QUEUE_HIGH_WATER:
-            source.pause_reading()
+        if source is not None and self.queued_bytes >= QUEUE_HIGH_WATER:
+            source.pause_reading("queue")
             self._paused.add(source)
 
     def _drain_queue(self, limit: int | None = None) -> None:
@@ -197,15 +211,16 @@ class RecordingProxy:
             done += 1
             kind = event[0]
             if kind == "data":
+                self.queued_bytes -= len(event[3])
                 recorder.data(event[1], event[2], event[3], event[4])
             elif kind == "open":
                 recorder.open_connection(event[1], event[2], event[3], event[4])
             elif kind == "close":
                 recorder.close_connection(event[1], event[3], event[2])
-        if self._paused and len(queue) <= QUEUE_LOW_WATER:
+        if self._paused and self.queued_bytes <= QUEUE_LOW_WATER:
             paused, self._paused = self._paused, set()
             for side in paused:
-                side.resume_reading()
+                side.resume_reading("queue")
 
     async def _record_loop(self) -> None:
         last_flush = time.monotonic()
@@ -250,7 +265,7 @@ class RecordingProxy:
             pair.closed = True
             return
         if pair.client.transport is not None and not pair.client.transport.is_closing():
-            pair.client.transport.resume_reading()
+            pair.client.resume_reading("upstream")
         else:
             pair.close()
 
