@@ -1,1 +1,13 @@
-"""traces: see ARCHITECTURE.md. Built by a later issue."""
+"""traces: record, read and check AMQP 1.0 frame traces (issue 3; docs/traces.md).
+
+Owns the package `traces/`:
+- `proxy.RecordingProxy` + `recorder.Recorder` + `framelog_process` — `amqpspec capture`:
+  relay byte for byte, write a pcap, build the Parquet frame log in a child process.
+- `pcap_writer.PcapWriter` — synthesized Ethernet/IP/TCP flows tshark dissects as AMQP.
+- `pcap_reader` (pcap/pcapng, link layers, IP -> TCP segments, struct only) and
+  `reassembly.PcapTraceReader` (TCP reassembly -> `model.TraceItem`s per connection).
+- `streams.ConnectionDecoder` — one connection's bytes -> headers, frames, raw runs (core).
+- `framelog` — the versioned Parquet schema, writer and reader.
+- `load.open_trace` — any trace file; `render` — show lines / JSON; `check.check_trace`
+  — the checker per connection; `cli` / `capture_cli` — the `amqpspec` subcommands.
+"""
