@@ -94,11 +94,7 @@ class ConfirmedPublisher(MessagingHandler):
 
     def on_transport_error(self, event) -> None:
         self.timer.cancel()
-        if event.connection is not None:
-            event.connection.close()
-
-    def on_disconnected(self, event) -> None:
-        self.timer.cancel()
+        event.container.stop()  # the broker is gone: no reconnect, no lingering
 
     def on_timer_task(self, event) -> None:
         self.killed = True
@@ -127,10 +123,9 @@ def test_confirmed_messages_survive_sigkill(tmp_path):
     broker = Broker(data_dir)
     try:
         url = f"amqp://127.0.0.1:{broker.port}"
-        got = proton_receive(url, "/queues/durable-q", len(all_confirmed))
-        assert not got.timed_out, f"only {len(got.bodies)} of {len(all_confirmed)} recovered"
-        # every confirmed publish is back; unconfirmed ones may or may not be
-        missing = all_confirmed - set(got.bodies)
-        assert not missing
+        recovered = proton_receive(url, "/queues/durable-q", None).bodies
+        # every confirmed publish is back (unconfirmed ones may or may not be), once
+        assert not all_confirmed - set(recovered)
+        assert len(recovered) == len(set(recovered))
     finally:
         broker.kill()

@@ -231,10 +231,17 @@ def proton_send(
 
 
 def proton_receive(
-    broker_url: str, address: str, count: int, *, prefetch: int = 200, accept: bool = True
+    broker_url: str,
+    address: str,
+    count: int | None,
+    *,
+    prefetch: int = 200,
+    accept: bool = True,
+    idle: float = 1.0,
 ) -> ProtonRun:
     """Receive `count` messages with MessagingHandler(prefetch=...) (it re-grants credit
-    as messages are processed: the pattern of RabbitMQ #2597)."""
+    as messages are processed: the pattern of RabbitMQ #2597). count=None: everything,
+    until nothing arrives for `idle` seconds."""
     _, MessagingHandler, Container = _proton()
     run = ProtonRun()
 
@@ -243,14 +250,17 @@ def proton_receive(
             super().__init__(prefetch=prefetch, auto_accept=accept)
 
         def on_start(self, event: Any) -> None:
-            self.timer = event.container.schedule(WAIT * 3, self)
+            self.timer = event.container.schedule(WAIT * 3 if count else idle, self)
             self.conn = event.container.connect(broker_url)
             event.container.create_receiver(self.conn, address)
 
         def on_message(self, event: Any) -> None:
             run.bodies.append(event.message.body)
             run.messages.append(event.message)
-            if len(run.bodies) == count:
+            if count is None:
+                self.timer.cancel()
+                self.timer = event.container.schedule(idle, self)
+            elif len(run.bodies) == count:
                 self.timer.cancel()
                 event.connection.close()
 
@@ -260,7 +270,7 @@ def proton_receive(
             event.connection.close()
 
         def on_timer_task(self, event: Any) -> None:
-            run.timed_out = True
+            run.timed_out = count is not None
             self.conn.close()
 
     Container(Receiver()).run()
