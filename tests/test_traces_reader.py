@@ -228,3 +228,46 @@ def test_a_growing_pcap_is_followed_to_its_end(tmp_path):
     items = list(read_frame_log(parquet))
     assert rows == len(items) == len(decode_stream(client)) + len(decode_stream(server))
     assert [i.item for i in items if i.direction == CLIENT] == decode_stream(client)
+
+
+def _prefixes():
+    from hypothesis import strategies as st
+
+    client, server = exchange(2)
+    return st.sampled_from([b"", client[:8], client[:40], client, server, b"AMQP\x03\x01\x00\x00"])
+
+
+def test_any_bytes_are_kept_whole_valid_or_not(tmp_path_factory):
+    """Whatever a peer sends, the reader returns every byte once, in order (frames, then raw
+    from the first undecodable byte on), and never raises."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    directory = tmp_path_factory.mktemp("anybytes")
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        prefix=_prefixes(),
+        junk=st.binary(max_size=300),
+        cuts=st.lists(st.integers(1, 50), min_size=1, max_size=8),
+    )
+    def check(prefix: bytes, junk: bytes, cuts: list[int]) -> None:
+        stream = prefix + junk
+        path = str(directory / "any.pcap")
+        with PcapWriter(path) as writer:
+            writer.open_connection(1, "127.0.0.1:40000", "127.0.0.1:5672", 1.0)
+            offset, turn = 0, 0
+            while offset < len(stream):
+                size = cuts[turn % len(cuts)]
+                writer.data(1, CLIENT, stream[offset : offset + size], 1.0 + turn)
+                offset, turn = offset + size, turn + 1
+            writer.data(1, SERVER, junk[::-1], 2.0)
+        items = list(open_trace(path))
+        for direction, sent in ((CLIENT, stream), (SERVER, junk[::-1])):
+            ours = [i for i in items if i.direction == direction]
+            assert b"".join(i.raw for i in ours) == sent
+            kinds = [i.kind for i in ours]
+            if "raw" in kinds:
+                assert set(kinds[kinds.index("raw") :]) == {"raw"}
+
+    check()
