@@ -655,12 +655,33 @@ class Probe:
             received.append(delivery)
             if on_delivery is not None:
                 on_delivery(delivery)
+            self._fail_if_gone(link)
             if settle and not delivery.settled:
                 link.disposition(delivery.delivery_id, settled=True, state=Accepted())
-            if regrant is not None and link.state.name == "ATTACHED":
+            if regrant is not None:
                 link.flow(link_credit=regrant)
             self.flush()
         return received
+
+    def _fail_if_gone(self, link: Link) -> None:
+        """CaseFailed naming the broker's end/close/detach when `link` can no longer be used."""
+        if link.state.name == "ATTACHED" and link.session.state.name == "MAPPED":
+            return
+        for event in self.inbox:
+            if isinstance(event, RemoteDetach | RemoteEnd | RemoteClose | ProtocolErrorRaised):
+                raise CaseFailed(f"the link went away mid-case: {event}")
+        raise CaseFailed(f"the link went away mid-case (link {link.state.name}, session "
+                         f"{link.session.state.name})")
+
+    def next_link_flow(self, link: Link, since: int, timeout: float | None = None) -> Any:
+        """The first flow the broker sent for `link` after trace position `since`."""
+        frame = self.wait_for_frame(
+            "flow",
+            timeout,
+            lambda f: link.remote_handle is not None and f.performative.handle == link.remote_handle,
+            since=since,
+        )
+        return frame.performative
 
     def detach(self, link: Link, closed: bool = True, wait: bool = True) -> RemoteDetach | None:
         link.detach(closed=closed)

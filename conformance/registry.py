@@ -32,6 +32,7 @@ class Case:
     description: str
     requires: frozenset[str]  # profile capabilities needed
     outcomes: frozenset[str]  # acceptable outcomes, h2spec-style (empty: case-defined)
+    lenient: frozenset[str]  # outcomes that meet the MUST but not the exact SHOULD (NON-STRICT)
     run: RunFunction
     budget: float | None  # seconds; None = the profile's case_budget
     ignore_rules: frozenset[str]  # checker rules a deliberately bad probe frame may trigger
@@ -56,10 +57,15 @@ def case(
     *,
     requires: Iterable[str] = (),
     outcomes: Iterable[str] = (),
+    lenient: Iterable[str] = (),
     budget: float | None = None,
     ignore_rules: Iterable[str] = (),
 ) -> Callable[[RunFunction], RunFunction]:
-    """Register the decorated `run(probe, ctx)` as a case. Its docstring describes it."""
+    """Register the decorated `run(probe, ctx)` as a case. Its docstring describes it.
+
+    `outcomes`: the acceptable outcomes (OK); `lenient`: outcomes that still show the broker
+    noticed (the MUST) but not in the way the spec names (NON-STRICT). An outcome ending in
+    `*` matches by prefix (`close:*` = a close with any condition)."""
     if "/" not in case_id:
         raise ValueError(f"case id {case_id!r} must be '<section>/<slug>'")
     if level not in (MUST, SHOULD):
@@ -75,6 +81,7 @@ def case(
             " ".join((run.__doc__ or "").split()),
             frozenset(requires),
             frozenset(outcomes),
+            frozenset(lenient),
             run,
             budget,
             frozenset(ignore_rules),

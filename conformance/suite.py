@@ -8,5 +8,5 @@ conformance/suite.py --broker URL --profile NAME`). Each item id is the case id,
 from __future__ import annotations
 
 
-def test_case(conformance_case, conformance_run):  # noqa: ANN001 - fixtures from the plugin
+def test_case(conformance_case, conformance_run):
     conformance_run(conformance_case)

@@ -36,6 +36,7 @@ def _after_open(probe):
     "DOFF: gives the position of the body within the frame; the value MUST be 2 or greater; "
     "a malformed frame is a connection error (framing-error).",
     outcomes=FRAMING,
+    lenient={"close:*"},
 )
 def doff_below_two(probe, ctx):
     """After open, an 8-byte frame whose DOFF is 1: the broker closes the connection."""
@@ -50,6 +51,7 @@ def doff_below_two(probe, ctx):
     "SIZE: the total size of the frame including the frame header (at least 8); a smaller "
     "size is malformed (framing-error).",
     outcomes=FRAMING,
+    lenient={"close:*"},
 )
 def size_below_header(probe, ctx):
     """After open, a frame header announcing SIZE 4: the broker closes the connection."""
@@ -64,6 +66,7 @@ def size_below_header(probe, ctx):
     "A peer MUST NOT send frames larger than its partner can handle (max-frame-size); a "
     "bigger frame is a framing-error.",
     outcomes=FRAMING | {"end:amqp:connection:framing-error"},
+    lenient={"close:*"},
 )
 def frame_too_big(probe, ctx):
     """After open, one frame larger than the broker's max-frame-size: the broker closes."""
@@ -84,6 +87,7 @@ def frame_too_big(probe, ctx):
     "A frame body that does not decode as a performative is a decode-error (2.8.15: data "
     "could not be decoded).",
     outcomes=DECODE,
+    lenient={"close:*", "end:*"},
 )
 def malformed_performative(probe, ctx):
     """After open and begin, a frame whose body is the flow descriptor around a string
@@ -101,6 +105,7 @@ def malformed_performative(probe, ctx):
     "The body of an AMQP frame is one of the nine performatives; an unknown descriptor "
     "cannot be decoded (decode-error / framing-error).",
     outcomes=DECODE | {"close:amqp:not-implemented"},
+    lenient={"close:*", "end:*"},
 )
 def unknown_performative(probe, ctx):
     """After open, a frame whose body is a described list with descriptor 0x99: refused."""
