@@ -311,3 +311,24 @@ def test_check_finds_the_rabbitmq_overdelivery_in_the_real_capture():
     assert all(" MUST " in line and "server" in line for line in credit)
     result = amqpspec("trace", "check", f"{REAL}/proton-c-example-broker-basic-and-multiframe.pcap")
     assert result.returncode == 0, result.stdout
+
+
+def test_check_does_not_judge_a_connection_captured_mid_way(tmp_path):
+    frames = _session_frames(transfers=3, credit=2)[4:]  # no headers, no open
+    path = str(tmp_path / "mid.pcap")
+    with PcapWriter(path) as writer:
+        writer.open_connection(1, "127.0.0.1:40001", "127.0.0.1:5672", 100.0)
+        for direction, data in frames:
+            writer.data(1, direction, data, 100.0)
+    # drop the SYN handshake so the capture really starts mid-connection
+    from traces.pcap_reader import iter_tcp_segments
+    from traces.reassembly import PcapTraceReader
+
+    segments = [s for s in iter_tcp_segments(path) if s.payload]
+    items = list(PcapTraceReader(path).items(segments))
+    assert [i.name for i in items][:2] == ["begin", "begin"]
+    from traces.check import check_trace
+
+    findings = check_trace(items)
+    assert [f.level for f in findings] == ["NOTE"]
+    assert "mid-connection" in findings[0].line()

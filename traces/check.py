@@ -3,8 +3,9 @@
 Owns: `check_trace(items)`, which keeps one `Checker` per connection, feeds it that
 connection's headers and frames in order with their origin ('client'/'server') and
 time, and returns `Finding`s: the checker's violations with the trace's own frame
-index (the number `trace show` prints), plus one note per direction that could not be
-decoded (raw bytes are not fed to the checker).
+index (the number `trace show` prints), plus notes: a direction that could not be decoded
+(raw bytes are not fed to the checker) and a connection whose start the capture missed
+(not checked at all, since the peers' state at the first captured frame is unknown).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from traces.model import KIND_RAW, TraceItem
+from traces.model import KIND_FRAME, KIND_RAW, TraceItem
 
 
 @dataclass(slots=True)
@@ -39,12 +40,13 @@ class Finding:
 
 
 class _Connection:
-    __slots__ = ("checker", "fed", "raw_noted")
+    __slots__ = ("checker", "fed", "raw_noted", "unchecked")
 
     def __init__(self, checker: Any) -> None:
         self.checker = checker
         self.fed: list[int] = []  # trace frame index of each item fed, in feed order
         self.raw_noted: set[str] = set()
+        self.unchecked = False  # the capture missed the connection's start
 
 
 def _index_of(connection: _Connection, violation: Any) -> int | None:
@@ -68,6 +70,20 @@ def check_trace(items: Iterable[TraceItem], liveness_bound: float | None = None)
         if connection is None:
             connection = _Connection(Checker(liveness_bound=liveness_bound))
             connections[item.connection_id] = connection
+            if item.kind == KIND_FRAME:
+                # 2.2: a connection starts with a protocol header. Without it the capture
+                # began mid-connection: the peers' state is unknown, so nothing is judged.
+                connection.unchecked = True
+                findings.append(
+                    Finding(
+                        item.connection_id,
+                        item.index,
+                        None,
+                        "the capture starts mid-connection (no protocol header); not checked",
+                    )
+                )
+        if connection.unchecked:
+            continue
         if item.kind == KIND_RAW:
             if item.direction not in connection.raw_noted:
                 connection.raw_noted.add(item.direction)
@@ -87,6 +103,8 @@ def check_trace(items: Iterable[TraceItem], liveness_bound: float | None = None)
                 Finding(item.connection_id, _index_of(connection, violation), violation)
             )
     for connection_id, connection in connections.items():
+        if connection.unchecked:
+            continue
         for violation in connection.checker.finish(now=last_time) or ():
             findings.append(Finding(connection_id, _index_of(connection, violation), violation))
     return findings
