@@ -201,3 +201,32 @@ def test_cli_starts_logs_ready_and_stops_on_sigterm():
             proc.kill()
             proc.wait(WAIT)
         proc.stderr.close()
+
+
+def test_amqps_listener(tmp_path):
+    from proton import SSLDomain
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    with running_broker(tls_cert=str(cert), tls_key=str(key), tls_port=0) as b:
+        management(b).declare_queue("tq", durable=False)
+        domain = SSLDomain(SSLDomain.MODE_CLIENT)
+        domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+        conn = BlockingConnection(
+            f"amqps://127.0.0.1:{b.server.tls_port}", timeout=WAIT, ssl_domain=domain
+        )
+        try:
+            conn.create_sender("/queues/tq").send(Message(body="over tls"))
+            receiver = conn.create_receiver("/queues/tq", credit=1)
+            assert receiver.receive(timeout=WAIT).body == "over tls"
+            receiver.accept()
+        finally:
+            conn.close()
