@@ -103,6 +103,7 @@ class BrokerContext:
             alarms.add_observer(self._on_alarm)
         if commit is not None:
             commit.on_durable.append(self._on_durable)
+        vhost.listeners.append(self._on_vhost_event)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -167,6 +168,17 @@ class BrokerContext:
         self._durable_waiters = [
             w for w in self._durable_waiters if w[1].connection is not connection
         ]
+
+    def _on_vhost_event(self, event: str, queue: Any) -> None:
+        """A queue was deleted (admin API, auto-delete): its consumers are detached with
+        amqp:resource-deleted (RabbitMQ 4 does the same)."""
+        if event != "queue.deleted":
+            return
+        for consumer in list(queue._consumers.values()):
+            owner = consumer.owner
+            if isinstance(owner, ConsumerLink):
+                owner.session.connection.queue_deleted(owner)
+        self.flush()
 
     # ------------------------------------------------------------------ alarms
     def _on_alarm(self, kind: str, active: bool, any_active: bool) -> None:
@@ -501,6 +513,24 @@ class BrokerConnection:
         publisher = PublisherLink(session, link, address)
         session.links[link] = publisher
         publisher.grant_initial()
+
+    def queue_deleted(self, consumer: ConsumerLink) -> None:
+        session = consumer.session
+        link = consumer.link
+        session.links.pop(link, None)
+        session.consumers.pop(link, None)
+        session.forget_consumer(consumer)
+        try:
+            link.detach(
+                closed=True,
+                error=Error(
+                    condition=Cond.RESOURCE_DELETED,
+                    description=f"queue '{consumer.queue.name}' deleted",
+                ),
+            )
+        except UsageError as exc:
+            log.debug("no detach for a deleted queue: %s", exc)
+        self.mark_dirty()
 
     def _on_detach(self, event: RemoteDetach) -> None:
         session = self.sessions.get(event.link.session)

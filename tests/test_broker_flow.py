@@ -13,12 +13,14 @@ from __future__ import annotations
 import pytest
 from broker_support import EngineClient, management, running_broker
 
-from amqp10.composites import Accepted, Modified, Rejected, Released
+from amqp10.composites import Accepted, Modified, Properties, Rejected, Released, Source
 from amqp10.engine import (
     DispositionReceived,
     FlowReceived,
+    IdleTimeout,
     ProtocolErrorRaised,
     RemoteAttach,
+    RemoteClose,
     RemoteDetach,
     RemoteEnd,
     TransferReceived,
@@ -380,3 +382,51 @@ def test_end_requeues_and_session_end_is_answered(broker, client):
     session.end()
     client.wait_event(RemoteEnd)
     assert broker.call(lambda: broker.server.vhost.get_queue("q").messages_ready) == 2
+
+
+# --- connection and queue lifecycle -------------------------------------------------------
+
+
+def test_heartbeats_keep_a_short_idle_timeout_alive(broker):
+    c = EngineClient(broker.port, idle_timeout_ms=400)
+    try:
+        c.open()
+        c.settle(1.5)  # > 3 idle periods: the broker must have sent empty frames
+        assert not c.closed and not c.of(IdleTimeout) and not c.of(RemoteClose)
+    finally:
+        c.close()
+
+
+def test_silent_client_is_closed_after_the_broker_idle_timeout():
+    with running_broker(limits={"idle_time_out_ms": 300}) as b:
+        c = EngineClient(b.port, timers=False)  # never sends heartbeats
+        try:
+            c.open()
+            close = c.wait_event(RemoteClose, timeout=5)
+            assert close.error.condition == Cond.RESOURCE_LIMIT_EXCEEDED
+        finally:
+            c.close()
+
+
+def test_deleting_a_queue_detaches_its_consumers(broker, client):
+    link = receiver(client, begin(client))
+    management(broker).delete_queue("q")
+    detach = client.wait_event(RemoteDetach, where=lambda e: e.link is link)
+    assert detach.error.condition == Cond.RESOURCE_DELETED
+
+
+def test_dynamic_queue_for_replies(broker, client):
+    session = begin(client)
+    link = session.attach_receiver("dyn", source=Source(dynamic=True))
+    attach = client.wait_event(RemoteAttach, where=lambda e: e.link is link).attach
+    address = attach.source.address
+    assert address.startswith("/queues/amq.gen-")
+    out = sender(client, session, address=None, name="anon")
+    out.send(Message.of(b"reply", properties=Properties(to=address)).encode(), settled=False)
+    link.flow(link_credit=1)
+    got = client.wait_for(lambda: transfers(client, link), "reply")[0]
+    assert body(got) == b"reply"
+    name = address.rsplit("/", 1)[1]
+    link.detach(closed=True)
+    client.wait_event(RemoteDetach, where=lambda e: e.link is link)
+    assert not broker.call(lambda: broker.server.vhost.has_queue(name))  # deleted with it

@@ -51,12 +51,15 @@ def url(broker: BrokerThread, user: str | None = None, password: str | None = No
 class EngineClient:
     """An amqp10 engine client on a real socket; collects every event it gets."""
 
-    def __init__(self, port: int, *, sasl: ClientSasl | None = None, **options: Any) -> None:
+    def __init__(
+        self, port: int, *, sasl: ClientSasl | None = None, timers: bool = True, **options: Any
+    ) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
         self.sock.setblocking(False)
         self.conn = Connection("client", "engine-test-client", sasl=sasl, **options)
         self.events: list[Event] = []
         self.closed = False
+        self.timers = timers  # False: never heartbeat (a silent peer)
 
     def open(self) -> None:
         self.conn.open()
@@ -79,6 +82,9 @@ class EngineClient:
                 if not chunk:
                     self.closed = True
                 self.conn.receive_data(chunk, time.monotonic())
+        due = self.conn.get_timer() if self.timers else None
+        if due is not None and time.monotonic() >= due:
+            self.conn.handle_timer(time.monotonic())
         self.events.extend(self.conn.events())
         data = self.conn.data_to_send(time.monotonic())
         if data:
