@@ -670,15 +670,19 @@ class Probe:
         for event in self.inbox:
             if isinstance(event, RemoteDetach | RemoteEnd | RemoteClose | ProtocolErrorRaised):
                 raise CaseFailed(f"the link went away mid-case: {event}")
-        raise CaseFailed(f"the link went away mid-case (link {link.state.name}, session "
-                         f"{link.session.state.name})")
+        raise CaseFailed(
+            f"the link went away mid-case (link {link.state.name}, session "
+            f"{link.session.state.name})"
+        )
 
     def next_link_flow(self, link: Link, since: int, timeout: float | None = None) -> Any:
         """The first flow the broker sent for `link` after trace position `since`."""
         frame = self.wait_for_frame(
             "flow",
             timeout,
-            lambda f: link.remote_handle is not None and f.performative.handle == link.remote_handle,
+            lambda f: (
+                link.remote_handle is not None and f.performative.handle == link.remote_handle
+            ),
             since=since,
         )
         return frame.performative

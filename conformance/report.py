@@ -77,7 +77,9 @@ def render_markdown(matrix: Matrix, out_dir: Path) -> str:
     lines.append("| --- |" + " --- |" * len(COLOURS))
     for broker in matrix.brokers:
         totals = matrix.totals(broker)
-        lines.append(f"| {broker} | " + " | ".join(str(totals.get(v, 0)) for v in sorted(COLOURS)) + " |")
+        lines.append(
+            f"| {broker} | " + " | ".join(str(totals.get(v, 0)) for v in sorted(COLOURS)) + " |"
+        )
     lines += ["", "| case | level | " + " | ".join(matrix.brokers) + " |"]
     lines.append("| --- | --- |" + " --- |" * len(matrix.brokers))
     for case_id in matrix.cases:
@@ -88,12 +90,15 @@ def render_markdown(matrix: Matrix, out_dir: Path) -> str:
                 cells.append("")
             else:
                 cells.append(f"[{cell['verdict']}]({_link(matrix, broker, cell, out_dir)})")
-        lines.append(f"| `{case_id}` | {matrix.levels.get(case_id, '')} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| `{case_id}` | {matrix.levels.get(case_id, '')} | " + " | ".join(cells) + " |"
+        )
     failures = [
         (broker, case_id, matrix.cells[(broker, case_id)])
         for case_id in matrix.cases
         for broker in matrix.brokers
-        if matrix.cells.get((broker, case_id), {}).get("verdict") in ("FAILED", "ERROR", "NON-STRICT")
+        if matrix.cells.get((broker, case_id), {}).get("verdict")
+        in ("FAILED", "ERROR", "NON-STRICT")
     ]
     if failures:
         lines += ["", "## Reasons", ""]

@@ -172,9 +172,7 @@ class CaseContext:
 
 
 def outcome_matches(observed: str, patterns: frozenset[str]) -> bool:
-    return any(
-        observed.startswith(p[:-1]) if p.endswith("*") else observed == p for p in patterns
-    )
+    return any(observed.startswith(p[:-1]) if p.endswith("*") else observed == p for p in patterns)
 
 
 def run_case(case: Case, target: BrokerTarget, profile: Profile, admin: Admin) -> CaseResult:

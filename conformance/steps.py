@@ -80,13 +80,26 @@ def expect_count(
 
 
 def drain_reply(probe: Probe, link: Link, since: int, timeout: float | None = None) -> Flow:
-    """The broker's flow for `link` with link-credit 0 after trace position `since`."""
-    frame = probe.wait_for_frame(
-        "flow",
-        timeout,
-        lambda f: f.performative.handle == link.remote_handle and f.performative.link_credit == 0,
-        since=since,
-    )
+    """The broker's flow for `link` with link-credit 0 after trace position `since`; the
+    failure names the last flow the broker did send for the link."""
+    try:
+        frame = probe.wait_for_frame(
+            "flow",
+            timeout,
+            lambda f: (
+                f.performative.handle == link.remote_handle and f.performative.link_credit == 0
+            ),
+            since=since,
+        )
+    except CaseFailed as exc:
+        flows = probe.link_flows(link, since)
+        seen = (
+            f"; the broker's last flow for the link: delivery-count {flows[-1].delivery_count}, "
+            f"link-credit {flows[-1].link_credit}, drain {flows[-1].drain} (credit not used up)"
+            if flows
+            else "; no flow for the link at all"
+        )
+        raise CaseFailed(f"no drain reply (flow with link-credit 0): {exc}{seen}") from exc
     return frame.performative
 
 

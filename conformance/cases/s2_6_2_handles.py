@@ -73,8 +73,9 @@ def unattached_transfer(probe, ctx):
 def handle_in_use(probe, ctx):
     """A receiver attached, then a crafted attach of another link on the same handle."""
     session = probe.open_session()
-    link = probe.attach_receiver(session, ctx.source(ctx.queue()) if ctx.profile.has("queues")
-                                 else None)
+    link = probe.attach_receiver(
+        session, ctx.source(ctx.queue()) if ctx.profile.has("queues") else None
+    )
     since = probe.mark()
     attach = Attach(
         name="amqpspec-second-link",
@@ -110,7 +111,12 @@ def handle_above_max(probe, ctx):
     if handle_max is None or handle_max >= 0xFFFFFFFF:
         raise Unsupported(f"broker handle-max {handle_max}: no handle above it")
     since = probe.mark()
-    attach = Attach(name="amqpspec-high", handle=handle_max + 1, role=Role.RECEIVER,
-                    source=Source(), target=Target())
+    attach = Attach(
+        name="amqpspec-high",
+        handle=handle_max + 1,
+        role=Role.RECEIVER,
+        source=Source(),
+        target=Target(),
+    )
     probe.send_frame(attach, session.channel)
     ctx.outcome(probe.error_outcome(since=since))

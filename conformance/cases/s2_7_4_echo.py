@@ -5,7 +5,6 @@ Owns the cases `2.7.4/*` (echo) and `2.6.7/available-*`.
 
 from __future__ import annotations
 
-from amqp10.engine import FlowReceived
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import consumer, fill
 
@@ -17,11 +16,10 @@ def echo_link(probe, ctx):
     """A receiver's flow with echo=true: the broker answers with a flow for that link."""
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
+    since = probe.mark()
     probe.grant(link, 1, echo=True)
-    event = probe.expect(
-        lambda e: isinstance(e, FlowReceived) and e.link is link, what="echo reply (link flow)"
-    )
-    ctx.check(event.flow.handle is not None, "echo reply has no handle")
+    event = probe.next_link_flow(link, since)
+    ctx.check(event.handle is not None, "echo reply has no handle")
 
 
 @case("2.7.4/echo-session", SHOULD, ECHO, requires={"echo"})
@@ -47,10 +45,9 @@ def echo_state(probe, ctx):
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
     dc0 = link.delivery_count
+    since = probe.mark()
     probe.grant(link, 4, echo=True)
-    flow = probe.expect(
-        lambda e: isinstance(e, FlowReceived) and e.link is link, what="echo reply"
-    ).flow
+    flow = probe.next_link_flow(link, since)
     ctx.check(
         flow.delivery_count == dc0, f"delivery-count {flow.delivery_count}, sent none from {dc0}"
     )
@@ -71,8 +68,7 @@ def available(probe, ctx):
     queue = ctx.queue()
     fill(probe, ctx, queue, 5)
     _, link = consumer(probe, ctx, queue)
+    since = probe.mark()
     probe.grant(link, 0, echo=True)
-    flow = probe.expect(
-        lambda e: isinstance(e, FlowReceived) and e.link is link, what="echo reply"
-    ).flow
+    flow = probe.next_link_flow(link, since)
     ctx.check(flow.available == 5, f"available {flow.available} with 5 messages queued")

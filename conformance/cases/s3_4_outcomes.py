@@ -31,9 +31,11 @@ def _publish_outcome(probe, address: str):
     sender = probe.attach_sender(session, address)
     delivery_id = probe.send_message(sender, body(0), settled=False)
     event = probe.expect(
-        lambda e: isinstance(e, DispositionReceived)
-        and e.role == Role.RECEIVER
-        and e.first <= delivery_id <= e.last,
+        lambda e: (
+            isinstance(e, DispositionReceived)
+            and e.role == Role.RECEIVER
+            and e.first <= delivery_id <= e.last
+        ),
         what="disposition for the published message",
     )
     return event

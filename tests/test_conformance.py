@@ -1,0 +1,343 @@
+"""The conformance harness against the real reference broker (subprocesses), clean and with
+a deliberate fault, plus fakes for the verdicts a healthy broker never produces.
+
+Covers: the #2597 re-grant case FAILED with the offending transfer on
+`--fault overdeliver-on-regrant` and OK without; a real `amqpspec run` writing index.json,
+JUnit XML, traces (text + pcap) and the report matrix; expectations diffing and the exit
+status; profile loading; UNSUPPORTED / ERROR / NON-STRICT grading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conformance.admin import NoAdmin, make_admin
+from conformance.profile import ProfileError, available_profiles, load_profile
+from conformance.registry import load_cases
+from conformance.results import (
+    Expectation,
+    compare,
+    format_expectations,
+    load_expectations,
+)
+from conformance.runner import BrokerTarget, run_case
+from conformance.verdicts import Verdict
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = {case.case_id: case for case in load_cases()}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RefBroker:
+    def __init__(self, *faults: str) -> None:
+        self.port, self.admin_port = _free_port(), _free_port()
+        argv = [sys.executable, "-m", "reference_broker", "--port", str(self.port)]
+        argv += ["--admin-port", str(self.admin_port), "--log-level", "warning"]
+        for fault in faults:
+            argv += ["--fault", fault]
+        self.process = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                socket.create_connection(("127.0.0.1", self.admin_port), timeout=0.5).close()
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("reference broker did not start")
+
+    @property
+    def url(self) -> str:
+        return f"amqp://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://guest:guest@127.0.0.1:{self.admin_port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[RefBroker]:
+    running = RefBroker()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def overdelivering_broker() -> Iterator[RefBroker]:
+    running = RefBroker("overdeliver-on-regrant")
+    yield running
+    running.stop()
+
+
+def _run(case_id: str, broker: RefBroker, profile_name: str = "reference"):
+    profile = load_profile(profile_name)
+    admin = make_admin(profile.admin, broker.admin_url)
+    try:
+        return run_case(CASES[case_id], BrokerTarget.parse(broker.url), profile, admin)
+    finally:
+        admin.close()
+
+
+# --- the #2597 case against the reference broker, clean and faulty -------------------------
+
+
+def test_regrant_case_ok_on_the_clean_reference_broker(broker: RefBroker) -> None:
+    result = _run("2.6.7/credit-regrant-in-flight", broker)
+    assert result.verdict == Verdict.OK, result.reason
+    transfers = [
+        t for t in result.recordings[-1].items if t.name == "transfer" and t.direction == "server"
+    ]
+    assert len(transfers) == 2000
+
+
+def test_regrant_case_fails_on_overdeliver_fault(overdelivering_broker: RefBroker) -> None:
+    result = _run("2.6.7/credit-regrant-in-flight", overdelivering_broker)
+    assert result.verdict == Verdict.FAILED
+    # the checker's rule and the offending transfer frame itself are in the reason
+    assert "link.credit.transfer-beyond-credit" in result.reason
+    assert "offending frame" in result.reason and "@transfer" in result.reason
+    assert "!! [MUST 2.6.7 link.credit.transfer-beyond-credit]" in result.trace_text
+
+
+def test_faulty_broker_still_passes_unrelated_cases(overdelivering_broker: RefBroker) -> None:
+    result = _run("2.6.7/credit-single-grant", overdelivering_broker)
+    assert result.verdict == Verdict.OK, result.reason
+
+
+# --- a real run: index.json, JUnit, traces, report -----------------------------------------
+
+
+def _amqpspec(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "amqpspec.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+SELECTION = "2.2/header-unsupported-version or credit-single-grant or drain-empty-queue"
+
+
+def test_run_writes_index_junit_traces_and_report(broker: RefBroker, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    run = _amqpspec(
+        "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
+        "--results", str(results), "-k", SELECTION, "-q",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    index = json.loads((results / "index.json").read_text())
+    entries = index["reference"]
+    assert set(entries) == {
+        "2.2/header-unsupported-version",
+        "2.6.7/credit-single-grant",
+        "2.6.7/drain-empty-queue",
+    }
+    for case_id, entry in entries.items():
+        assert entry["verdict"] == "OK", (case_id, entry)
+        assert entry["duration"] >= 0
+        text = (results / entry["trace"]).read_text()
+        assert text.startswith(f"case {case_id} [MUST] verdict OK")
+        pcap = (results / entry["pcap"]).read_bytes()
+        assert pcap[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")  # nanosecond pcap magic
+    drain_trace = (results / entries["2.6.7/drain-empty-queue"]["trace"]).read_text()
+    assert "drain=true" in drain_trace and "<- @flow" in drain_trace
+
+    junit = ET.parse(results / "junit-reference.xml").getroot()
+    names = [tc.get("name") for tc in junit.iter("testcase")]
+    assert "test_case[2.6.7/drain-empty-queue]" in names and len(names) == 3
+    assert list(junit.iter("failure")) == []
+    assert any((results / "allure").glob("*-attachment.pcap"))
+
+    out = tmp_path / "reports"
+    report = _amqpspec("report", str(results), "--out", str(out))
+    assert report.returncode == 0, report.stderr
+    markdown = (out / "conformance-matrix.md").read_text()
+    assert "| `2.6.7/drain-empty-queue` | MUST | [OK](" in markdown
+    assert "| reference | 0 | 0 | 0 | 3 | 0 |" in markdown
+    page = (out / "conformance-matrix.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "2.2/header-unsupported-version" in page
+
+
+def test_run_with_expectations_fails_on_difference(broker: RefBroker, tmp_path: Path) -> None:
+    expect = tmp_path / "reference.toml"
+    expect.write_text(
+        format_expectations(
+            "reference",
+            {"2.6.7/credit-single-grant": "FAILED"},
+            {"2.6.7/credit-single-grant": "example/issue#1"},
+        )
+    )
+    args = [
+        "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
+        "--results", str(tmp_path / "r"), "-k", "credit-single-grant", "-q",
+    ]  # fmt: skip
+    differing = _amqpspec(*args, "--expect", str(expect))
+    assert differing.returncode == 1
+    assert "expected FAILED (example/issue#1), got OK" in differing.stdout
+    expect.write_text(format_expectations("reference", {"2.6.7/credit-single-grant": "OK"}))
+    matching = _amqpspec(*args, "--expect", str(expect))
+    assert matching.returncode == 0, matching.stdout[-2000:]
+    assert "every verdict matches" in matching.stdout
+
+
+def test_unreachable_broker_is_error_and_fails_the_run(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens there
+    run = _amqpspec(
+        "run", "--broker", f"amqp://127.0.0.1:{port}", "--profile", "proton-example",
+        "--results", str(tmp_path), "-k", "2.4.1/open-answered", "-q",
+    )  # fmt: skip
+    assert run.returncode == 1
+    entry = json.loads((tmp_path / "index.json").read_text())["proton-example"]
+    assert entry["2.4.1/open-answered"]["verdict"] == "ERROR"
+    assert "cannot connect" in entry["2.4.1/open-answered"]["reason"]
+
+
+# --- verdict grading with fakes ------------------------------------------------------------
+
+
+class FakeServer:
+    """Accepts one connection, reads, answers `reply` once, then stays silent (or closes)."""
+
+    def __init__(self, reply: bytes, close: bool = False) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.port = self.sock.getsockname()[1]
+        self.reply, self.close = reply, close
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            conn.settimeout(5)
+            try:
+                conn.recv(1024)
+                conn.sendall(self.reply)
+                if not self.close:
+                    time.sleep(3)
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        self.thread.join(6)
+        self.sock.close()
+
+
+@pytest.mark.parametrize(
+    ("reply", "close", "verdict"),
+    [
+        (b"AMQP\x00\x01\x00\x00", True, Verdict.OK),  # 1.0 header, then close
+        (b"AMQP\x00\x00\x09\x01", True, Verdict.NON_STRICT),  # 0-9-1 header: lenient
+        (b"AMQP\x00\x01\x00\x00", False, Verdict.FAILED),  # header but socket kept open
+        (b"", True, Verdict.FAILED),  # no header at all: not acceptable
+    ],
+)
+def test_header_case_grading_against_fakes(reply: bytes, close: bool, verdict: Verdict) -> None:
+    server = FakeServer(reply, close)
+    profile = load_profile("generic")
+    try:
+        result = run_case(
+            CASES["2.2/header-unsupported-version"],
+            BrokerTarget("127.0.0.1", server.port),
+            dataclasses.replace(profile, wait=1.0),
+            NoAdmin(),
+        )
+    finally:
+        server.stop()
+    assert result.verdict == verdict, result.reason
+
+
+def test_missing_capability_is_unsupported_without_connecting() -> None:
+    result = run_case(
+        CASES["2.6.7/drain-empty-queue"],
+        BrokerTarget("127.0.0.1", 1),
+        load_profile("proton-example"),
+        NoAdmin(),
+    )
+    assert result.verdict == Verdict.UNSUPPORTED
+    assert "drain-reply" in result.reason
+
+
+# --- profiles, registry, expectations ------------------------------------------------------
+
+
+def test_shipped_profiles_load() -> None:
+    names = available_profiles()
+    assert {"reference", "rabbitmq3", "rabbitmq4", "proton-example", "generic"} <= set(names)
+    rabbit = load_profile("rabbitmq3")
+    assert rabbit.source("my q") == "/amq/queue/my%20q"
+    assert rabbit.exchange("amq.direct", "k") == "/exchange/amq.direct/k"
+    assert load_profile("reference").target("q") == "/queues/q"
+    assert not load_profile("proton-example").has("drain-reply")
+
+
+def test_profile_from_a_path_and_unknown_capability(tmp_path: Path) -> None:
+    good = tmp_path / "mine.toml"
+    good.write_text('name = "mine"\n[addresses]\nqueue_source = "queue://{queue}"\n')
+    assert load_profile(str(good)).source("a") == "queue://a"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\n[capabilities]\nteleport = true\n')
+    with pytest.raises(ProfileError, match="teleport"):
+        load_profile(str(bad))
+
+
+def test_case_ids_are_unique_sections_and_documented() -> None:
+    assert len(CASES) >= 40
+    for case_id, case in CASES.items():
+        section, _, slug = case_id.partition("/")
+        assert section[0].isdigit() and slug, case_id
+        assert case.sentence and case.description, case_id
+        assert case.level in ("MUST", "SHOULD")
+
+
+def test_expectations_round_trip_and_compare(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    path.write_text(
+        format_expectations("b", {"2.2/x": "OK", "2.6.7/y": "FAILED"}, {"2.6.7/y": "org/r#2597"})
+    )
+    loaded = load_expectations(path)
+    assert loaded["2.6.7/y"] == Expectation(Verdict.FAILED, "org/r#2597")
+    assert compare(loaded, {"2.2/x": "OK", "2.6.7/y": "FAILED"}) == []
+    assert compare(loaded, {"2.6.7/y": "OK", "2.9/new": "OK"}) == [
+        "2.6.7/y: expected FAILED (org/r#2597), got OK",
+        "2.9/new: OK, not in the expectations file",
+    ]
+
+
+def test_committed_expectations_name_known_cases() -> None:
+    for path in (REPO / "conformance" / "expectations").glob("*.toml"):
+        for case_id in load_expectations(path):
+            assert case_id in CASES, (path.name, case_id)
