@@ -65,7 +65,8 @@ from .vhost import BrokerError, ConnectionSummary, VirtualHost
 log = logging.getLogger("reference_broker.connection")
 
 DISPATCH_BATCH = 256  # deliveries per queue between two writes (RabbitMQ max_queue_credit)
-CLOSE_GRACE_S = 5.0  # after our close, wait this long for the peer's before dropping it
+CLOSE_GRACE_S = 5.0
+HANDSHAKE_TIMEOUT_S = 10.0  # protocol header + SASL + open (RabbitMQ handshake_timeout)  # after our close, wait this long for the peer's before dropping it
 _CLOSING = frozenset({ConnState.CLOSE_SENT, ConnState.DISCARDING, ConnState.CLOSE_PIPE})
 _GONE_LINK = frozenset({LinkState.DETACHED, LinkState.DETACH_SENT})
 _LIVE_SESSION = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})
@@ -214,6 +215,7 @@ class BrokerConnection:
         self.peer = peer
         self.open = True
         self.sessions: dict[Any, BrokerSession] = {}
+        self.publishers: dict[Any, PublisherLink] = {}  # engine Link -> publisher (hot path)
         self.sessions_with_confirms: list[BrokerSession] = []
         self._dirty = False
         self._consumer_tags = itertools.count(1)
@@ -512,6 +514,7 @@ class BrokerConnection:
         )
         publisher = PublisherLink(session, link, address)
         session.links[link] = publisher
+        self.publishers[link] = publisher
         publisher.grant_initial()
 
     def queue_deleted(self, consumer: ConsumerLink) -> None:
@@ -543,6 +546,7 @@ class BrokerConnection:
         state = session.links.pop(link, None)
         if state is None:
             return
+        self.publishers.pop(link, None)
         if isinstance(state, ConsumerLink):
             session.consumers.pop(link, None)
             queue = state.queue
@@ -554,12 +558,10 @@ class BrokerConnection:
     # ------------------------------------------------------------------ hot path
     def _on_transfer(self, event: TransferReceived) -> None:
         link = event.link
-        session = self.sessions.get(link.session)
-        if session is None:
+        publisher = self.publishers.get(link)
+        if publisher is None:
             return
-        publisher = session.links.get(link)
-        if type(publisher) is not PublisherLink:
-            return
+        session = publisher.session
         if self.context.alarm_active:
             self._transfer_during_alarm(session)
         to = subject = headers = None
@@ -652,7 +654,15 @@ class AmqpProtocol(asyncio.Protocol):
         self.connection = BrokerConnection(
             self.context, transport.write, transport.close, peer[:2], local[:2]
         )
+        asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT_S, self._handshake_deadline)
         self._arm_timer()
+
+    def _handshake_deadline(self) -> None:
+        """Like RabbitMQ's handshake_timeout: a peer that has not opened by now is dropped."""
+        connection = self.connection
+        if connection.open and (connection.engine is None or connection.engine.remote_open is None):
+            log.info("%s: no open within %s s; dropping it", connection.name, HANDSHAKE_TIMEOUT_S)
+            connection.shutdown()
 
     def data_received(self, data: bytes) -> None:
         connection = self.connection

@@ -55,10 +55,12 @@ def redelivered_payload(msg: QueuedMessage) -> bytes:
 class ConsumerLink:
     """A link on which the broker is the sender: the queue's consumer (3.5.3 source)."""
 
-    __slots__ = ("faults", "link", "queue", "session", "settled", "tag")
+    __slots__ = ("connection", "faults", "link", "queue", "session", "settled", "tag", "unsettled")
 
     def __init__(self, session: BrokerSession, link: Link, queue: ClassicQueue, tag: str) -> None:
         self.session = session
+        self.connection = session.connection
+        self.unsettled = session.unsettled  # delivery-id -> (link, msg id), per session
         self.link = link
         self.queue = queue
         self.tag = tag
@@ -70,7 +72,10 @@ class ConsumerLink:
         peer's max-frame-size). The queue already counted it against the link credit."""
         link = self.link
         msg = event.message
-        payload = redelivered_payload(msg) if msg.redelivered or msg.annotations else msg.payload
+        if msg.first_acquirer and not msg.delivery_count and not msg.annotations:
+            payload = msg.payload
+        else:  # redelivered (3.2.1) or modified with annotations (3.4.5)
+            payload = redelivered_payload(msg)
         # credit API v2: the queue's view is authoritative; mirror it into the engine link
         link.delivery_count = (event.delivery_count_after - 1) & _MASK
         link.link_credit = event.consumer.credit + 1
@@ -82,10 +87,12 @@ class ConsumerLink:
                 self.queue.settle(self.tag, [msg.msg_id], RELEASED)
             return
         if not event.settled:
-            self.session.unsettled[delivery_id] = (self, msg.msg_id)
+            self.unsettled[delivery_id] = (self, msg.msg_id)
         if self.faults.credit_per_frame:
             self._count_frames_as_credit(event, len(payload))
-        self.session.connection.mark_dirty()
+        connection = self.connection
+        if not connection._dirty:
+            connection.mark_dirty()
 
     def _count_frames_as_credit(self, event: Delivery, size: int) -> None:
         """Fault credit-per-frame (azure-uamqp-c PR #383): every transfer frame of a
