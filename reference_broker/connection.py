@@ -45,7 +45,7 @@ from amqp10.engine import (
     TransportClosed,
     UsageError,
 )
-from amqp10.engine.transitions import ConnState, LinkState, SessState
+from amqp10.engine.transitions import LinkState, SessState
 from amqp10.errors import DecodeError
 from amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, ProtocolId
 from amqp10.message import Message
@@ -65,9 +65,8 @@ from .vhost import BrokerError, ConnectionSummary, VirtualHost
 log = logging.getLogger("reference_broker.connection")
 
 DISPATCH_BATCH = 256  # deliveries per queue between two writes (RabbitMQ max_queue_credit)
-CLOSE_GRACE_S = 5.0
-HANDSHAKE_TIMEOUT_S = 10.0  # protocol header + SASL + open (RabbitMQ handshake_timeout)  # after our close, wait this long for the peer's before dropping it
-_CLOSING = frozenset({ConnState.CLOSE_SENT, ConnState.DISCARDING, ConnState.CLOSE_PIPE})
+CLOSE_GRACE_S = 5.0  # after our close, wait this long for the peer's before dropping it
+HANDSHAKE_TIMEOUT_S = 10.0  # protocol header + SASL + open (RabbitMQ handshake_timeout)
 _GONE_LINK = frozenset({LinkState.DETACHED, LinkState.DETACH_SENT})
 _LIVE_SESSION = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})
 
@@ -216,6 +215,7 @@ class BrokerConnection:
         self.open = True
         self.sessions: dict[Any, BrokerSession] = {}
         self.publishers: dict[Any, PublisherLink] = {}  # engine Link -> publisher (hot path)
+        self._credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
         self.sessions_with_confirms: list[BrokerSession] = []
         self._dirty = False
         self._consumer_tags = itertools.count(1)
@@ -304,6 +304,10 @@ class BrokerConnection:
             engine = self.engine = self._make_engine(data[:PROTOCOL_HEADER_SIZE])
         engine.receive_data(data, time.monotonic())
         self._drain_events()
+        if self._credit_checks:
+            checks, self._credit_checks = self._credit_checks, []
+            for publisher in checks:
+                publisher.maybe_regrant()
         if self.sessions_with_confirms:
             self.flush_confirms()
         self.mark_dirty()
@@ -582,7 +586,8 @@ class BrokerConnection:
         except (BrokerError, AddressError) as exc:
             condition = getattr(exc, "condition", Cond.INVALID_FIELD)
             self._refuse_publish(session, event, condition, getattr(exc, "reason", str(exc)))
-            publisher.maybe_regrant()
+            if publisher not in self._credit_checks:
+                self._credit_checks.append(publisher)
             return
         if not event.settled:
             if result.released:
@@ -592,8 +597,10 @@ class BrokerConnection:
                 self.context.wait_durable(max(result.tokens), session, event.delivery_id, publisher)
             else:
                 session.confirm(event.delivery_id)
-        if link.link_credit < publisher.regrant_below:
-            publisher.maybe_regrant()
+        if link.link_credit < publisher.regrant_below and publisher not in self._credit_checks:
+            # decided after the whole read: the engine has already counted every transfer
+            # of it against the credit, and the unconfirmed count must include them too
+            self._credit_checks.append(publisher)
 
     def _refuse_publish(
         self, session: BrokerSession, event: TransferReceived, condition: str, reason: str

@@ -430,3 +430,46 @@ def test_dynamic_queue_for_replies(broker, client):
     link.detach(closed=True)
     client.wait_event(RemoteDetach, where=lambda e: e.link is link)
     assert not broker.call(lambda: broker.server.vhost.has_queue(name))  # deleted with it
+
+
+def test_a_slow_durable_target_does_not_block_another_link(tmp_path):
+    import threading
+
+    with running_broker(data_dir=str(tmp_path / "d"), limits={"max_unconfirmed": 20}) as b:
+        admin = management(b)
+        admin.declare_queue("slow", durable=True)
+        admin.declare_queue("fast", durable=False)
+        store = b.server.vhost.store
+        release = threading.Event()
+        real_flush = store.flush
+
+        def stuck_flush() -> int:  # the disk is slow: no fsync completes for now
+            release.wait(10)
+            return real_flush()
+
+        store.flush = stuck_flush
+        c = EngineClient(b.port)
+        try:
+            c.open()
+            session = begin(c)
+            slow = sender(c, session, address="/queues/slow", name="slow")
+            fast = sender(c, session, address="/queues/fast", name="fast")
+            slow_ids = {slow.send(Message.of(b"s").encode(), settled=False) for _ in range(100)}
+            c.settle(0.3)
+            assert slow.link_credit < 100  # no re-grant while 20+ are unconfirmed
+            fast_ids: set[int] = set()
+            for _ in range(5):  # 5 x 100 on the same session: credit keeps coming
+                c.wait_for(lambda: fast.link_credit >= 100, "fast link credit")
+                fast_ids |= {
+                    fast.send(Message.of(b"f").encode(), settled=False) for _ in range(100)
+                }
+            confirmed = lambda: {  # noqa: E731
+                i for d in c.of(DispositionReceived) for i in range(d.first, d.last + 1)
+            }
+            c.wait_for(lambda: fast_ids <= confirmed(), "fast confirms")
+            assert not (slow_ids & confirmed())  # the slow ones wait for their fsync
+            release.set()
+            c.wait_for(lambda: slow_ids <= confirmed(), "slow confirms after fsync")
+        finally:
+            release.set()
+            c.close()
