@@ -64,6 +64,7 @@ from .vhost import BrokerError, ConnectionSummary, VirtualHost
 
 log = logging.getLogger("reference_broker.connection")
 
+RECEIVE_CHUNK = 8192  # bytes handed to the engine at a time (see receive())
 DISPATCH_BATCH = 256  # deliveries per queue between two writes (RabbitMQ max_queue_credit)
 CLOSE_GRACE_S = 5.0  # after our close, wait this long for the peer's before dropping it
 HANDSHAKE_TIMEOUT_S = 10.0  # protocol header + SASL + open (RabbitMQ handshake_timeout)
@@ -302,12 +303,22 @@ class BrokerConnection:
                 return
             data, self._head = self._head, b""
             engine = self.engine = self._make_engine(data[:PROTOCOL_HEADER_SIZE])
+        if len(data) <= RECEIVE_CHUNK:
+            self._receive_chunk(engine, data)
+        else:  # credit decided per chunk: a re-grant goes out while we work on the rest
+            for start in range(0, len(data), RECEIVE_CHUNK):
+                self._receive_chunk(engine, data[start : start + RECEIVE_CHUNK])
+
+    def _receive_chunk(self, engine: Connection, data: bytes) -> None:
         engine.receive_data(data, time.monotonic())
         self._drain_events()
         if self._credit_checks:
             checks, self._credit_checks = self._credit_checks, []
+            regranted = False
             for publisher in checks:
-                publisher.maybe_regrant()
+                regranted |= publisher.maybe_regrant()
+            if regranted and self.open:
+                self.flush()  # the publisher resumes now, in parallel with our work
         if self.sessions_with_confirms:
             self.flush_confirms()
         self.mark_dirty()

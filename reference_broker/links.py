@@ -180,24 +180,27 @@ class PublisherLink:
     def grant_initial(self) -> None:
         self.link.flow(link_credit=self.max_link_credit)
 
-    def maybe_regrant(self) -> None:
+    def maybe_regrant(self) -> bool:
         """RabbitMQ 4 (PR #9022 items 18, 20): top the link up to max-link-credit when it
-        fell below half, unless too many of its messages await a confirm."""
+        fell below half, unless too many of its messages await a confirm. True if a flow
+        was sent."""
         link = self.link
         if link.link_credit >= self.regrant_below:
-            return
+            return False
         credit = publisher_regrant(
             link.link_credit,
             self.unconfirmed,
             max_link_credit=self.max_link_credit,
             max_unconfirmed=self.max_unconfirmed,
         )
-        if credit is not None:
-            try:
-                link.flow(link_credit=credit)
-            except UsageError:
-                return
-            self.session.connection.mark_dirty()
+        if credit is None:
+            return False
+        try:
+            link.flow(link_credit=credit)
+        except UsageError:
+            return False
+        self.session.connection.mark_dirty()
+        return True
 
     def confirmed(self) -> None:
         """One of this link's durable publishes is on disk."""
