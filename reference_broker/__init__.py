@@ -13,5 +13,11 @@ Broker model (no AMQP bytes, no engine, no clock):
 - `config`     BrokerConfig from TOML + command line.
 - `faults`     the catalog of switchable real-world bugs.
 - `admin`, `admin_client`  RabbitMQ-compatible management HTTP API subset and its client.
-The protocol layer (connections, sessions, links on the `amqp10` engine) sits on top.
+Protocol layer (on the `amqp10` engine) and server:
+- `connection` per-connection pump socket <-> engine and the broker logic of its events;
+               `BrokerContext` shared by all connections (dispatch, confirms, alarms).
+- `sessions`   per-session unsettled deliveries, batched confirms, alarm windows.
+- `links`      consumer links (queue credit, credit API v2) and publisher links (170 credit).
+- `server`     asyncio server (uvloop), TLS, admin API, housekeeping; `BrokerThread`.
+- `cli`        `amqpspec broker` / `python -m reference_broker`.
 """
