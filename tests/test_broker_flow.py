@@ -15,6 +15,7 @@ from broker_support import EngineClient, management, running_broker
 
 from amqp10.composites import Accepted, Modified, Properties, Rejected, Released, Source
 from amqp10.engine import (
+    ClientSasl,
     DispositionReceived,
     FlowReceived,
     IdleTimeout,
@@ -23,10 +24,11 @@ from amqp10.engine import (
     RemoteClose,
     RemoteDetach,
     RemoteEnd,
+    SaslOutcomeReceived,
     TransferReceived,
 )
 from amqp10.message import Message
-from amqp10.spec import Cond, Role
+from amqp10.spec import Cond, Role, SaslCode
 
 QUEUE = "/queues/q"
 
@@ -473,3 +475,24 @@ def test_a_slow_durable_target_does_not_block_another_link(tmp_path):
         finally:
             release.set()
             c.close()
+
+
+def test_sasl_plain_bad_password_gets_auth_outcome_and_nothing_else(broker):
+    c = EngineClient(broker.port, sasl=ClientSasl("PLAIN", "guest", "wrong"))
+    try:
+        c.conn.open()
+        outcome = c.wait_event(SaslOutcomeReceived)
+        assert outcome.code == SaslCode.AUTH  # 5.3.3.6
+        c.wait_for(lambda: c.closed, "the broker drops the connection")
+        assert c.conn.remote_open is None  # no AMQP open after a failed SASL exchange
+    finally:
+        c.close()
+
+
+def test_sasl_plain_good_password(broker):
+    c = EngineClient(broker.port, sasl=ClientSasl("PLAIN", "guest", "guest"))
+    try:
+        c.open()
+        assert c.wait_event(SaslOutcomeReceived).code == SaslCode.OK
+    finally:
+        c.close()
