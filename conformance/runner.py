@@ -258,9 +258,10 @@ def _judge(
         if len(must) > 1:
             text += f" (+{len(must) - 1} more)"
         return Verdict.FAILED, text + (f"; case: {reason}" if reason else "")
-    if must:
+    if must:  # the checker's proof (rule + offending frame) first, the case's view after
         recording, first = must[0]
-        return verdict, f"{reason}; checker: {first}" + _frame_line(recording, first.frame_index)
+        text = f"checker: {first}" + _frame_line(recording, first.frame_index)
+        return verdict, f"{text}; case: {reason}"
     if verdict == Verdict.OK and (should or ctx.should_failures):
         texts = [str(v) for _, v in should] + ctx.should_failures
         return Verdict.NON_STRICT, "; ".join(texts)
