@@ -40,10 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
     results = Path(args.results)
-    argv = [
-        str(SUITE),
-        "-p",
-        "conformance.plugin",
+    argv = [str(SUITE)]
+    if not _plugin_autoloaded():
+        argv += ["-p", "conformance.plugin"]
+    argv += [
         "-p",
         "no:cacheprovider",
         "--rootdir",
@@ -72,6 +72,14 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
     if args.strict:
         argv.append("--strict")
     return argv
+
+
+def _plugin_autoloaded() -> bool:
+    """True when the `pytest11` entry point already loads the plugin (then `-p` would
+    register it twice)."""
+    from importlib.metadata import entry_points
+
+    return any(ep.value == "conformance.plugin" for ep in entry_points(group="pytest11"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
 """pytest plugin: the conformance suite as pytest items (`-p conformance.plugin`).
 
 Owns: the command-line options (--broker, --profile, --admin, --results, --expect,
---broker-name, --write-expect; pytest's own --strict also makes NON-STRICT fail), the `must` / `should` markers, one parametrized
-item per case (`conformance/suite.py::test_case[<case id>]`, selectable with `-k`), the
-fixtures (`amqp_profile`, `amqp_target`, `amqp_admin`, `probe`, `conformance_run`), allure
+--broker-name, --write-expect; pytest's own --strict also makes NON-STRICT fail), the
+`must` / `should` markers, one parametrized item per case
+(`conformance/suite.py::test_case[<case id>]`, selectable with `-k`), the fixtures
+(`amqp_profile`, `amqp_target`, `amqp_admin`, `probe`, `conformance_run`), allure
 attachments (text trace + pcap), and the end-of-session work: index.json, expectations
 comparison and the exit status. The verdict -> pytest outcome map: OK pass, NON-STRICT pass
 (fail with --strict), UNSUPPORTED skip, FAILED and ERROR fail. With --expect the exit

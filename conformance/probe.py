@@ -719,6 +719,7 @@ class Probe:
 
     def frames_since(self, since: int, name: str | None = None) -> Iterable[TraceItem]:
         for trace_item in self.recording.items[since:]:
-            if trace_item.direction == SERVER and isinstance(trace_item.item, Frame):
-                if name is None or trace_item.item.name == name:
-                    yield trace_item
+            frame = trace_item.item
+            wanted = isinstance(frame, Frame) and (name is None or frame.name == name)
+            if trace_item.direction == SERVER and wanted:
+                yield trace_item

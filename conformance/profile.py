@@ -110,7 +110,7 @@ def available_profiles() -> list[str]:
 def load_profile(name_or_path: str) -> Profile:
     """A shipped profile by name, or a TOML file by path."""
     path = Path(name_or_path)
-    if not path.suffix == ".toml" or not path.exists():
+    if path.suffix != ".toml" or not path.exists():
         path = PROFILE_DIR / f"{name_or_path}.toml"
     if not path.exists():
         raise ProfileError(

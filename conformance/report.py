@@ -145,11 +145,12 @@ def render_html(matrix: Matrix, out_dir: Path) -> str:
         for b in matrix.brokers
     )
     head = "".join(f"<th>{esc(b)}</th>" for b in matrix.brokers)
+    verdict_heads = "".join(f"<th>{v}</th>" for v in COLOURS)
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>AMQP 1.0 conformance matrix</title><style>{_STYLE}</style></head><body>"
         "<h1>AMQP 1.0 conformance matrix</h1>"
-        f"<table><tr><th>broker</th>{''.join(f'<th>{v}</th>' for v in COLOURS)}</tr>{totals}</table>"
+        f"<table><tr><th>broker</th>{verdict_heads}</tr>{totals}</table>"
         "<p>Hover a case for its spec sentence, a verdict for its reason; click for the trace.</p>"
         f"<table><tr><th>case</th><th>level</th>{head}</tr>{''.join(rows)}</table>"
         "</body></html>\n"

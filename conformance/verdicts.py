@@ -7,10 +7,10 @@ violations) into one verdict. Touches nothing else.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     OK = "OK"
     NON_STRICT = "NON-STRICT"  # a SHOULD not met
     UNSUPPORTED = "UNSUPPORTED"  # the profile says the broker lacks a needed capability
@@ -25,16 +25,16 @@ class Verdict(str, Enum):
 PASSING = frozenset({Verdict.OK, Verdict.NON_STRICT, Verdict.UNSUPPORTED})
 
 
-class Unsupported(Exception):
+class Unsupported(Exception):  # noqa: N818 - named after the verdict it yields
     """The broker (per its profile, or as observed) lacks what the case needs."""
 
 
-class CaseFailed(AssertionError):
+class CaseFailed(AssertionError):  # noqa: N818 - named after the verdict it yields
     """The broker did not do what the case's requirement says. For a MUST case this is
     FAILED; for a SHOULD case NON-STRICT."""
 
 
-class ShouldNotMet(Exception):
+class ShouldNotMet(Exception):  # noqa: N818 - named after the verdict it yields
     """A SHOULD-level expectation inside a MUST case was not met: NON-STRICT at worst."""
 
 

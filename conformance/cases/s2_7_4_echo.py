@@ -8,7 +8,10 @@ from __future__ import annotations
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import consumer, fill
 
-ECHO = "echo: if set to true then the receiver SHOULD send its state at the earliest convenient opportunity."
+ECHO = (
+    "echo: if set to true then the receiver SHOULD send its state at the earliest convenient "
+    "opportunity."
+)
 
 
 @case("2.7.4/echo-link", SHOULD, ECHO, requires={"echo"})

@@ -165,7 +165,7 @@ def disposition_range(probe, ctx):
     back to a new consumer."""
     queue = ctx.queue()
     fill(probe, ctx, queue, 5)
-    session, link = unsettled_consumer(probe, ctx, queue, credit=5)
+    _, link = unsettled_consumer(probe, ctx, queue, credit=5)
     got = probe.receive(link, 5, settle=False)
     ids = [d.delivery_id for d in got]
     link.disposition(ids[0], ids[-1], settled=True, state=Accepted())
