@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from amqp10.composites import Error, Rejected
+from amqp10.composites import Coordinator, Error, Rejected, Source, Target
 from amqp10.engine import (
     Connection,
     DeliveryAborted,
@@ -361,7 +361,12 @@ class BrokerConnection:
         ignore = self._ignore
         event = next_event()
         while event is not None:
-            handlers.get(type(event), ignore)(event)
+            try:
+                handlers.get(type(event), ignore)(event)
+            except UsageError as exc:
+                # the engine moved on meanwhile (e.g. it already closed the connection on a
+                # later frame of the same read): our answer is no longer possible
+                log.debug("%s: %s not answered: %s", self.name, type(event).__name__, exc)
             event = next_event()
 
     def shutdown(self) -> None:
@@ -504,6 +509,8 @@ class BrokerConnection:
 
     def _attach_consumer(self, session: BrokerSession, link: Any, attach: Any) -> None:
         source = attach.source
+        if source is not None and not isinstance(source, Source):  # 3.5.3: a source
+            raise AddressError(source, "the source of a consumer must be a source")
         if source is not None and source.dynamic:
             queue = self.vhost.create_dynamic_queue(link)
             source = source.replace(address=queue_address(queue.name))
@@ -518,6 +525,10 @@ class BrokerConnection:
 
     def _attach_publisher(self, session: BrokerSession, link: Any, attach: Any) -> None:
         target = attach.target
+        if isinstance(target, Coordinator):  # 4.2: transactions are not supported
+            raise AddressError(target, "transactions are not supported", Cond.NOT_IMPLEMENTED)
+        if target is not None and not isinstance(target, Target):  # 3.5.4: a target
+            raise AddressError(target, "the target of a publisher must be a target")
         if target is not None and target.dynamic:
             queue = self.vhost.create_dynamic_queue(link)
             target = target.replace(address=queue_address(queue.name))
