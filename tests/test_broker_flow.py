@@ -496,3 +496,18 @@ def test_sasl_plain_good_password(broker):
         assert c.wait_event(SaslOutcomeReceived).code == SaslCode.OK
     finally:
         c.close()
+
+
+def test_drain_across_dispatch_batches_replies_after_the_last_transfer(broker, client):
+    publish(broker, 600)  # more than one dispatch batch (256 per turn)
+    link = receiver(client, begin(client))
+    start = len(client.events)
+    link.flow(link_credit=1000, drain=True)
+    reply = client.wait_for(lambda: link_flows(client, link, start), "drain reply")[0]
+    got = transfers(client, link, start)
+    assert len(got) == 600
+    flow_index = next(
+        i for i, e in enumerate(client.events) if isinstance(e, FlowReceived) and e.link is link
+    )
+    assert client.events.index(got[-1]) < flow_index
+    assert (reply.link_credit, reply.delivery_count, reply.available) == (0, 1000, 0)
