@@ -22,6 +22,7 @@ import itertools
 import logging
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -97,7 +98,7 @@ class BrokerContext:
         self.connections: set[BrokerConnection] = set()
         self.dirty: list[BrokerConnection] = []
         self.alarm_active = bool(alarms and alarms.any_active)
-        self._durable_waiters: list[tuple[int, BrokerSession, int, PublisherLink]] = []
+        self._durable_waiters: deque[tuple[int, BrokerSession, int, PublisherLink]] = deque()
         self._ids = itertools.count(1)
         self._continuation = False
         if alarms is not None:
@@ -149,26 +150,23 @@ class BrokerContext:
         self.commit.kick()
 
     def _on_durable(self, durable_through: int) -> None:
+        """The store fsynced every record up to `durable_through`: confirm those publishes
+        (tokens grow with every append, so the waiters are in token order)."""
         waiters = self._durable_waiters
         if not waiters:
             return
-        keep = []
-        for entry in waiters:
-            token, session, delivery_id, link = entry
-            if token <= durable_through:
-                link.confirmed()
-                if session.connection.open:
-                    session.confirm(delivery_id)
-                    session.connection.mark_dirty()
-            else:
-                keep.append(entry)
-        self._durable_waiters = keep
+        while waiters and waiters[0][0] <= durable_through:
+            _, session, delivery_id, link = waiters.popleft()
+            link.confirmed()
+            if session.connection.open:
+                session.confirm(delivery_id)
+                session.connection.mark_dirty()
         self.end_turn()
 
     def forget_connection_waiters(self, connection: BrokerConnection) -> None:
-        self._durable_waiters = [
+        self._durable_waiters = deque(
             w for w in self._durable_waiters if w[1].connection is not connection
-        ]
+        )
 
     def _on_vhost_event(self, event: str, queue: Any) -> None:
         """A queue was deleted (admin API, auto-delete): its consumers are detached with
