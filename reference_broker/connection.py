@@ -217,7 +217,6 @@ class BrokerConnection:
         self._credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
         self.sessions_with_confirms: list[BrokerSession] = []
         self._dirty = False
-        self._consumer_tags = itertools.count(1)
         limits = self.config.limits
         self.name = f"{peer[0]}:{peer[1]} -> {local[0]}:{local[1]}"
         self._limits = limits
