@@ -42,7 +42,10 @@ from amqp10.types import (
 )
 
 MAX_DEPTH = 64  # nesting of compounds/described values before we call the input hostile
-MAX_ZERO_WIDTH_ARRAY = 1 << 16  # items of a zero-width element constructor (e.g. null)
+# Items of an array whose element constructor has no width (null, true, false, uint0,
+# ulong0, list0): they cost no input bytes, so an array of arrays of them could make a
+# small frame decode into millions of items. This implementation limit bounds that.
+MAX_ZERO_WIDTH_ARRAY = 64
 
 Decoder = Callable[[bytes, int, int, int], tuple[Any, int]]
 
@@ -318,9 +321,9 @@ def _array(width: int) -> Decoder:
         element_type = TYPE_OF_CODE.get(code)
         if element_type is None:
             raise DecodeError(pos - 1, f"a primitive element constructor, got 0x{code:02x}")
-        if code in _ZERO_WIDTH and count > MAX_ZERO_WIDTH_ARRAY:
-            raise DecodeError(pos, f"at most {MAX_ZERO_WIDTH_ARRAY} zero-width items")
-        if code not in _ZERO_WIDTH and count > stop - pos:
+        if code in _ZERO_WIDTH:
+            return _zero_width_array(code, element_type, count, descriptor, pos, stop)
+        if count > stop - pos:
             raise DecodeError(pos, f"array of {count} items in {stop - pos} byte(s)")
         element = DECODERS[code]
         items = []
@@ -337,13 +340,35 @@ def _array(width: int) -> Decoder:
     return dec
 
 
+def _zero_width_array(
+    code: int, element_type: str, count: int, descriptor: Any, pos: int, stop: int
+) -> tuple[Array, int]:
+    """Elements with no bytes (null, true, false, uint0, ulong0, list0): `count` costs no
+    input, so it is capped (an implementation limit, MAX_ZERO_WIDTH_ARRAY) to keep the
+    work of decoding proportional to the input, and the one value is shared."""
+    if count > MAX_ZERO_WIDTH_ARRAY:
+        raise DecodeError(pos, f"at most {MAX_ZERO_WIDTH_ARRAY} zero-width array items")
+    if pos != stop:
+        raise DecodeError(pos, f"array to end at byte {stop}")
+    if not count:
+        return Array(element_type, (), descriptor), pos
+    value = DECODERS[code](b"", 0, 0, 0)[0]
+    if descriptor is not None:
+        value = _described_value(descriptor, value, pos)
+    elif code == LIST0:
+        return Array(element_type, [[] for _ in range(count)], descriptor), pos
+    return Array(element_type, (value,) * count, descriptor), pos
+
+
 # Described values: amqp10.composites registers a builder per descriptor (code and name).
 DescribedBuilder = Callable[[Any, int], Any]
 DESCRIBED_BUILDERS: dict[Any, DescribedBuilder] = {}
 
 
 def _described_value(descriptor: Any, value: Any, pos: int) -> Any:
-    builder = DESCRIBED_BUILDERS.get(descriptor) if isinstance(descriptor, (int, str)) else None
+    # 1.2 / 1.5: a spec type is named by its ulong code or its symbol, nothing else.
+    kind = type(descriptor)
+    builder = DESCRIBED_BUILDERS.get(descriptor) if kind is ulong or kind is symbol else None
     if builder is None:
         try:
             return Described(descriptor, value)
@@ -364,7 +389,8 @@ def _dec_described(buf: bytes, pos: int, end: int, depth: int) -> tuple[Any, int
     if pos >= end:
         _need(pos, 1, end, "described value constructor")
     value_pos = pos
-    fast = COMPOSITE_BODY_DECODERS.get(descriptor) if isinstance(descriptor, (int, str)) else None
+    kind = type(descriptor)
+    fast = COMPOSITE_BODY_DECODERS.get(descriptor) if kind is ulong or kind is symbol else None
     if fast is not None:
         return fast(buf, pos, end, depth + 1)
     value, pos = DECODERS[buf[pos]](buf, pos + 1, end, depth + 1)
@@ -665,6 +691,8 @@ def _element_bytes(element_type: str, items: tuple) -> tuple[int, bytes]:
     if encoder is None:
         raise EncodeError(f"cannot make an array of {element_type!r}")
     if element_type == "null":
+        if len(items) > MAX_ZERO_WIDTH_ARRAY:
+            raise EncodeError(f"an array of more than {MAX_ZERO_WIDTH_ARRAY} nulls")
         return NULL, b""
     if element_type == "boolean":
         return BOOL, bytes(1 if item else 0 for item in items)

@@ -302,6 +302,8 @@ def _build_from_list(cls: type[Composite], body_decoder: Decoder) -> codec.Descr
     def build(value: Any, pos: int) -> Composite:
         if not isinstance(value, list):
             raise DecodeError(pos, f"{cls.NAME} as a list")
+        if not value:
+            return body_decoder(b"\x45", 0, 1, 1)[0]
         body = bytearray()
         codec.enc_list(body, value)
         return body_decoder(bytes(body), 0, len(body), 1)[0]

@@ -209,17 +209,40 @@ def test_map_switches_on_size_and_count():
         assert codec.decode(codec.encode(value)) == value
 
 
-def test_array_switches_on_size_and_count():
-    at_limit = Array("null", [None] * 255)  # count 255 fits array8
-    assert codec.encode(at_limit)[:3] == bytes([codec.ARRAY8, 2, 255])
-    over = Array("null", [None] * 256)  # count 256 needs array32
-    assert codec.encode(over)[:9] == bytes([codec.ARRAY32]) + struct.pack(">II", 5, 256)
-    bytes_253 = Array("ubyte", [ubyte(1)] * 253)  # size 1 + 1 + 253 = 255
-    assert codec.encode(bytes_253)[0] == codec.ARRAY8
+def test_array_switches_on_size():
+    bytes_253 = Array("ubyte", [ubyte(1)] * 253)  # size 1 + 1 + 253 = 255 -> array8
+    assert codec.encode(bytes_253)[:3] == bytes([codec.ARRAY8, 255, 253])
     bytes_254 = Array("ubyte", [ubyte(1)] * 254)
-    assert codec.encode(bytes_254)[0] == codec.ARRAY32
-    for value in (at_limit, over, bytes_253, bytes_254):
+    assert codec.encode(bytes_254)[:9] == bytes([codec.ARRAY32]) + struct.pack(">II", 259, 254)
+    # count 256 with 1-byte items (size > 255 anyway) -> array32
+    bools = Array("boolean", [True] * 256)
+    assert codec.encode(bools)[0] == codec.ARRAY32
+    for value in (bytes_253, bytes_254, bools):
         assert codec.decode(codec.encode(value)) == value
+
+
+def test_zero_width_arrays_are_capped():
+    # An array of null/true/false/uint0/ulong0/list0 items costs no bytes per item; an
+    # implementation limit keeps decoding work proportional to the input.
+    cap = codec.MAX_ZERO_WIDTH_ARRAY
+    nulls = Array("null", [None] * cap)
+    assert codec.encode(nulls) == bytes([codec.ARRAY8, 2, cap, codec.NULL])
+    assert codec.decode(codec.encode(nulls)) == nulls
+    with pytest.raises(EncodeError):
+        codec.encode(Array("null", [None] * (cap + 1)))
+    for constructor in (
+        codec.NULL,
+        codec.TRUE,
+        codec.FALSE,
+        codec.UINT0,
+        codec.ULONG0,
+        codec.LIST0,
+    ):
+        assert len(codec.decode(bytes([codec.ARRAY8, 2, cap, constructor])).items) == cap
+        with pytest.raises(DecodeError):
+            codec.decode(bytes([codec.ARRAY8, 2, cap + 1, constructor]))
+    lists = codec.decode(bytes([codec.ARRAY8, 2, 3, codec.LIST0])).items
+    assert lists == ([], [], []) and lists[0] is not lists[1]
 
 
 def test_array_elements_share_the_widest_constructor():
