@@ -154,7 +154,10 @@ class CaseContext:
         self.notes.append(message)
 
     def close(self) -> None:
-        for probe in self.probes:
+        # newest connection first: a consumer opened to check redelivery goes away before
+        # the connection holding unsettled deliveries, so teardown cannot race a requeue
+        # into a closing connection (keeps verdicts deterministic)
+        for probe in reversed(self.probes):
             try:
                 if not probe.closed:
                     if probe.conn is not None:

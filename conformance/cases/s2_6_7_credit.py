@@ -230,3 +230,56 @@ def credit_state_echo(probe, ctx):
         f"delivery-count {flow.delivery_count} after 2 deliveries from {dc0}",
     )
     ctx.check(flow.link_credit <= 3, f"link-credit {flow.link_credit} after a grant of 3")
+
+
+def _random_schedule(seed: int, drain: bool, echo: bool, steps: int = 80):
+    import random
+
+    rng = random.Random(seed)
+    kinds = ["grant", "grant", "reduce", "settle", "pump"]
+    kinds += ["drain"] if drain else []
+    kinds += ["echo"] if echo else []
+    return [(rng.choice(kinds), rng.randint(0, 6)) for _ in range(steps)]
+
+
+def _credit_schedule(seed: int):
+    def run(probe, ctx):
+        queue = ctx.queue()
+        fill(probe, ctx, queue, 300)
+        _, link = consumer(probe, ctx, queue)
+        schedule = _random_schedule(seed, ctx.profile.has("drain-reply"), ctx.profile.has("echo"))
+        received = 0
+        for kind, amount in schedule:
+            if kind == "grant":
+                probe.grant(link, amount)
+            elif kind == "reduce":
+                probe.grant(link, max(0, link.link_credit - amount))
+            elif kind == "drain":
+                probe.grant(link, amount, drain=True)
+            elif kind == "echo":
+                probe.grant(link, link.link_credit, echo=True)
+            elif kind == "settle":
+                for delivery in probe.transfers(link):
+                    received += 1
+                    if not delivery.settled:
+                        probe.settle(link, delivery)
+            probe.pump(0.02)
+        received += len(collect(probe, link, 0.5))
+        ctx.note(f"seed {seed}: {len(schedule)} operations, {received} deliveries")
+
+    run.__doc__ = (
+        f"A seeded random schedule (seed {seed}) of grants, reductions, drains, echoes and "
+        "settlements over 300 queued messages; the checker judges every transfer and flow."
+    )
+    run.__name__ = run.__qualname__ = f"credit_schedule_{seed}"
+    return run
+
+
+for _seed in (1, 2, 3):
+    case(
+        f"2.6.7/credit-random-schedule-{_seed}",
+        MUST,
+        CREDIT_LIMIT + " Each new grant replaces the old; drain uses up the credit; an echo "
+        "reports the current state.",
+        requires={"queues"},
+    )(_credit_schedule(_seed))
