@@ -327,7 +327,264 @@ def _make_composite(spec: CompositeType) -> type[Composite]:
         "_DESCRIPTOR_BYTES": b"\x00" + codec.encode(codec.ulong(spec.descriptor_code)),
         "__init__": _make_init(names, defaults),
     }
-    return type(class_name(spec.name), (Composite,), namespace)
+    cls = type(class_name(spec.name), (Composite,), namespace)
+    encode_list_into = _make_list_encoder(cls, spec)
+    descriptor_bytes = cls._DESCRIPTOR_BYTES
+
+    def encode_into(self: Composite, out: bytearray) -> None:
+        out += descriptor_bytes
+        encode_list_into(self, out)
+
+    cls.encode_list_into = encode_list_into
+    cls.encode_into = encode_into
+    return cls
+
+
+# ----------------------------------------------------------------- generated codecs
+# The fast path (issue: "a fast path for transfer, flow and disposition frames"): every
+# composite class gets an encode and a decode function generated from its spec fields,
+# with the common field types (uint, ulong, boolean, binary, symbol, string) inlined and
+# no intermediate lists. The generic field encoders/decoders above stay the reference;
+# tests/test_codec_composites.py and the proton oracle hold both to the same bytes.
+
+_INLINE_ENCODE = {
+    "uint": (
+        "if {v} == 0:\n    out.append(0x43)\n"
+        "elif 0 < {v} < 256:\n    out.append(0x52)\n    out.append({v})\n"
+        "else:\n    out += _BI(0x70, {v})\n"
+    ),
+    "ulong": (
+        "if {v} == 0:\n    out.append(0x44)\n"
+        "elif 0 < {v} < 256:\n    out.append(0x53)\n    out.append({v})\n"
+        "else:\n    out += _BQ(0x80, {v})\n"
+    ),
+    "boolean": "out.append(0x41 if {v} else 0x42)\n",
+    "ubyte": "out += _BB(0x50, {v})\n",
+    "ushort": "out += _BH(0x60, {v})\n",
+    "binary": (
+        "n = len({v})\n"
+        "if n < 256:\n    out.append(0xA0)\n    out.append(n)\n"
+        "else:\n    out += _BI(0xB0, n)\n"
+        "out += {v}\n"
+    ),
+    "symbol": (
+        "raw = {v}.encode('ascii')\nn = len(raw)\n"
+        "if n < 256:\n    out.append(0xA3)\n    out.append(n)\n"
+        "else:\n    out += _BI(0xB3, n)\n"
+        "out += raw\n"
+    ),
+    "string": (
+        "raw = {v}.encode('utf-8')\nn = len(raw)\n"
+        "if n < 256:\n    out.append(0xA1)\n    out.append(n)\n"
+        "else:\n    out += _BI(0xB1, n)\n"
+        "out += raw\n"
+    ),
+}
+
+
+def _indent(code: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "".join(pad + line + "\n" for line in code.splitlines())
+
+
+def _inline_kind(field: Field) -> str | None:
+    """Which inline template encodes/decodes this field, or None for the generic path."""
+    if field.multiple or field.type in {"fields", "annotations", "node-properties"}:
+        return None
+    primitive = primitive_of(field.type)
+    return primitive if primitive in _INLINE_ENCODE else None
+
+
+def _make_list_encoder(cls: type[Composite], spec: CompositeType) -> Any:
+    """encode_list_into(self, out): the composite's list (1.4), trailing null/default
+    fields omitted, list8 when it fits, written straight into `out`."""
+    fields = spec.fields
+    count = len(fields)
+    names = cls.FIELD_NAMES
+    defaults = cls._DEFAULTS
+    lines = ["def encode_list_into(self, out):"]
+    for i, name in enumerate(names):
+        lines.append(f"    v{i} = self.{name}")
+    for i, field in enumerate(fields):
+        if field.mandatory:
+            lines.append(f"    if v{i} is None:")
+            lines.append(f"        raise EncodeError('{spec.name}.{names[i]} is mandatory')")
+    # last = 1 + index of the last field that must be sent
+    lines.append("    last = 0")
+    for i in reversed(range(count)):
+        keyword = "if" if i == count - 1 else "elif"
+        if defaults[i] is None:
+            cond = f"v{i} is not None"
+        else:
+            cond = f"v{i} is not None and not (v{i} == _d{i} and type(v{i}) is _t{i})"
+        lines.append(f"    {keyword} {cond}:")
+        lines.append(f"        last = {i + 1}")
+    lines.append("    if last == 0:")
+    lines.append("        out.append(0x45)")
+    lines.append("        return")
+    lines.append("    start = len(out)")
+    lines.append("    out += b'\\xc0\\x00\\x00'")
+    lines.append("    try:")
+    if not fields:
+        lines.append("        pass")
+    for i, field in enumerate(fields):
+        body = []
+        kind = _inline_kind(field)
+        body.append(f"if v{i} is None:\n    out.append(0x40)\n")
+        if kind is not None:
+            body.append("else:\n" + _indent(_INLINE_ENCODE[kind].format(v=f"v{i}"), 4))
+        else:
+            body.append(f"else:\n    _e{i}(out, v{i})\n")
+        code = "".join(body)
+        if i == 0:
+            lines.append(_indent(code, 8).rstrip("\n"))
+        else:
+            lines.append(f"        if last > {i}:")
+            lines.append(_indent(code, 12).rstrip("\n"))
+    lines.append("    except EncodeError:")
+    lines.append("        del out[start:]")
+    lines.append("        raise")
+    lines.append("    except (struct.error, UnicodeEncodeError, OverflowError, TypeError) as exc:")
+    lines.append("        del out[start:]")
+    lines.append(f"        raise EncodeError(f'{spec.name}: {{exc}}') from None")
+    lines.append("    size = len(out) - start - 2")  # body bytes + the count byte
+    lines.append("    if size < 256:")
+    lines.append("        out[start + 1] = size")
+    lines.append("        out[start + 2] = last")
+    lines.append("    else:")
+    lines.append("        out[start : start + 3] = _LIST32(0xD0, size + 3, last)")
+    scope: dict[str, Any] = {
+        "EncodeError": EncodeError,
+        "struct": struct,
+        "_BI": struct.Struct(">BI").pack,
+        "_BQ": struct.Struct(">BQ").pack,
+        "_BB": struct.Struct(">BB").pack,
+        "_BH": struct.Struct(">BH").pack,
+        "_LIST32": struct.Struct(">BII").pack,
+    }
+    for i in range(count):
+        scope[f"_d{i}"] = defaults[i]
+        scope[f"_t{i}"] = type(defaults[i])
+        scope[f"_e{i}"] = cls._ENCODERS[i]
+    exec("\n".join(lines), scope)
+    return scope["encode_list_into"]
+
+
+# (constructor, width of the bytes after it, expression for the value) per inline type
+_INLINE_DECODE: dict[str, list[tuple[int, int, str]]] = {
+    "uint": [(0x52, 1, "buf[pos + 1]"), (0x43, 0, "0"), (0x70, 4, "_I(buf, pos + 1)[0]")],
+    "ulong": [(0x53, 1, "buf[pos + 1]"), (0x44, 0, "0"), (0x80, 8, "_Q(buf, pos + 1)[0]")],
+    "boolean": [(0x41, 0, "True"), (0x42, 0, "False")],
+}
+
+
+def _decode_field_code(i: int, field: Field, spec: CompositeType, what: str) -> str:
+    """Code that decodes field i at `pos` (constructor byte `c`) into v{i}."""
+    kind = _inline_kind(field)
+    out = ["c = buf[pos]", "if c == 0x40:", "    pos += 1"]
+    for code, width, expr in _INLINE_DECODE.get(kind or "", []):
+        out.append(f"elif c == {code:#x}:")
+        if width:
+            out.append(f"    if pos + {1 + width} > stop:")
+            out.append(f"        _need(pos + 1, {width}, stop, '{what}')")
+        out.append(f"    v{i} = {expr}")
+        out.append(f"    pos += {1 + width}")
+    out.append(f"elif c in _allowed{i}:")
+    out.append(f"    v{i}, pos = _table{i}[c](buf, pos + 1, stop, depth + 1)")
+    out.append("else:")
+    out.append(
+        f"    raise DecodeError(pos, f'{what} of type {field.type}, got constructor 0x{{c:02x}}')"
+    )
+    return "\n".join(out)
+
+
+def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
+    """Like _make_body_decoder, generated per class with the common types inlined."""
+    fields = spec.fields
+    count_max = len(fields)
+    names = cls.FIELD_NAMES
+    defaults = cls._DEFAULTS
+    name = spec.name
+    lines = [
+        "def dec(buf, pos, end, depth):",
+        "    start = pos",
+        "    code = buf[pos]",
+        "    if code == 0xC0:",
+        "        if pos + 3 > end:",
+        f"            _need(pos + 1, 2, end, '{name} list size and count')",
+        "        stop = pos + 2 + buf[pos + 1]",
+        "        count = buf[pos + 2]",
+        "        pos += 3",
+        "    elif code == 0x45:",
+        "        count = 0",
+        "        pos += 1",
+        "        stop = pos",
+        "    elif code == 0xD0:",
+        "        if pos + 9 > end:",
+        f"            _need(pos + 1, 8, end, '{name} list size and count')",
+        "        size, count = _II(buf, pos + 1)",
+        "        stop = pos + 5 + size",
+        "        pos += 9",
+        "    else:",
+        f"        raise DecodeError(pos, f'{name} as a list, got constructor 0x{{code:02x}}')",
+        "    if stop > end or stop < pos:",
+        f"        raise DecodeError(start, f'{name} list within {{end - start}} byte(s)')",
+        f"    if count > {count_max}:",
+        f"        raise DecodeError(start, f'at most {count_max} fields of {name}, got {{count}}')",
+    ]
+    if count_max:
+        lines.append("    " + " = ".join(f"v{i}" for i in range(count_max)) + " = None")
+    for i, field in enumerate(fields):
+        what = f"{name}.{field.name}"
+        lines.append(f"    if count > {i}:")
+        lines.append("        if pos >= stop:")
+        lines.append(f"            _need(pos, 1, stop, '{what}')")
+        lines.append(_indent(_decode_field_code(i, field, spec, what), 8).rstrip("\n"))
+    lines.append("    if pos != stop:")
+    lines.append(f"        raise DecodeError(pos, f'{name} list to end at byte {{stop}}')")
+    for i, field in enumerate(fields):
+        if field.mandatory:
+            lines.append(f"    if v{i} is None:")
+            lines.append(f"        raise DecodeError(start, 'mandatory field {name}.{field.name}')")
+        if field.multiple:
+            lines.append(f"    if v{i} is not None:")
+            lines.append(f"        v{i} = list(v{i}.items) if type(v{i}) is Array else [v{i}]")
+        if field.requires and primitive_of(field.type) == "*":
+            archetype = repr(field.requires)
+            lines.append(
+                f"    if isinstance(v{i}, Composite) and {archetype} not in v{i}.SPEC.provides:"
+            )
+            lines.append(
+                f"        raise DecodeError(start, '{name}.{field.name} to be a {field.requires}')"
+            )
+    lines.append("    obj = _new(_cls)")
+    for i, attr in enumerate(names):
+        if defaults[i] is None:
+            lines.append(f"    obj.{attr} = v{i}")
+        else:
+            lines.append(f"    obj.{attr} = _d{i} if v{i} is None else v{i}")
+    lines.append("    return obj, stop")
+    scope: dict[str, Any] = {
+        "DecodeError": DecodeError,
+        "Array": Array,
+        "Composite": Composite,
+        "_need": codec._need,
+        "_II": _II.unpack_from,
+        "_I": struct.Struct(">I").unpack_from,
+        "_Q": struct.Struct(">Q").unpack_from,
+        "_new": object.__new__,
+        "_cls": cls,
+    }
+    for i, field in enumerate(fields):
+        scope[f"_d{i}"] = defaults[i]
+        scope[f"_allowed{i}"] = _field_codes(field)
+        scope[f"_table{i}"] = (
+            codec.DECODERS
+            if primitive_of(field.type) in ("*", "map") or field.type == "fields"
+            else PLAIN_DECODERS
+        )
+    exec("\n".join(lines), scope)
+    return scope["dec"]
 
 
 class Section:
@@ -404,6 +661,8 @@ def _section_builder(cls: type[Section]) -> codec.DescribedBuilder:
 COMPOSITE_CLASSES: dict[str, type[Composite]] = {}
 SECTION_CLASSES: dict[str, type[Section]] = {}
 CLASS_BY_CODE: dict[int, type] = {}
+# descriptor code -> the generic (reference) list decoder; the codec uses the generated one
+REFERENCE_BODY_DECODERS: dict[int, Decoder] = {}
 
 
 def _register() -> None:
@@ -411,7 +670,8 @@ def _register() -> None:
         cls = _make_composite(spec)
         COMPOSITE_CLASSES[spec.name] = cls
         CLASS_BY_CODE[spec.descriptor_code] = cls
-        body = _make_body_decoder(cls, spec)
+        REFERENCE_BODY_DECODERS[spec.descriptor_code] = _make_body_decoder(cls, spec)
+        body = _make_fast_body_decoder(cls, spec)
         codec.COMPOSITE_BODY_DECODERS[spec.descriptor_code] = body
         codec.COMPOSITE_BODY_DECODERS[spec.descriptor_name] = body
         builder = _build_from_list(cls, body)

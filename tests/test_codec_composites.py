@@ -166,3 +166,57 @@ def test_replace_and_repr():
 
 def test_every_composite_class_exists():
     assert set(COMPOSITE_CLASSES) == set(spec.COMPOSITES)
+
+
+# The generated fast-path decoders must agree with the generic reference decoders.
+
+
+def _reference_decode(raw: bytes):
+    from amqp10.composites import REFERENCE_BODY_DECODERS
+
+    descriptor_end = 3  # 0x00 0x53 <code>
+    reference = REFERENCE_BODY_DECODERS[raw[2]]
+    return reference(raw, descriptor_end, len(raw), 1)
+
+
+def _fast_decode(raw: bytes):
+    return codec.COMPOSITE_BODY_DECODERS[raw[2]](raw, 3, len(raw), 1)
+
+
+def _outcome(decode, raw):
+    try:
+        return ("ok", gen.typed_repr(decode(raw)[0]), decode(raw)[1])
+    except DecodeError:
+        return ("error",)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(gen.any_composite(), st.data())
+def test_fast_and_reference_decoders_agree(obj, data):
+    raw = bytearray(obj.encode())
+    assert raw[:2] == b"\x00\x53"
+    assert _outcome(_fast_decode, bytes(raw)) == _outcome(_reference_decode, bytes(raw))
+    for _ in range(data.draw(st.integers(0, 3))):
+        if len(raw) <= 3:
+            break
+        index = data.draw(st.integers(3, len(raw) - 1))
+        raw[index] = data.draw(st.integers(0, 255))
+    mutated = bytes(raw[: data.draw(st.integers(4, max(4, len(raw))))])
+    assert _outcome(_fast_decode, mutated) == _outcome(_reference_decode, mutated)
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        Flow(next_incoming_id=-1, incoming_window=1, next_outgoing_id=0, outgoing_window=1),
+        Flow(next_incoming_id=2**32, incoming_window=1, next_outgoing_id=0, outgoing_window=1),
+        Transfer(handle=0, delivery_tag="not bytes"),
+        Attach(name="x", handle=0, role=False, snd_settle_mode=256),
+        Open(container_id="c", offered_capabilities=[symbol("é")]),
+    ],
+)
+def test_out_of_range_fields_raise_encode_error_and_leave_out_clean(obj):
+    out = bytearray(b"keep")
+    with pytest.raises(EncodeError):
+        obj.encode_into(out)
+    assert out.startswith(b"keep") and len(out) <= 4 + 3

@@ -1,0 +1,32 @@
+"""`amqpspec bench`: one sub-benchmark per module with `add_arguments(parser)` / `run(args)`.
+
+Owns: dispatch only. `amqpspec bench codec` runs bench.codec_bench (amqp10 against
+python-qpid-proton); add further benchmarks to BENCHMARKS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# name -> (module with add_arguments/run, one-line help)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "codec": ("bench.codec_bench", "amqp10 codec vs python-qpid-proton: transfer/flow/disposition"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK")
+    for name, (module_name, help_text) in BENCHMARKS.items():
+        module = importlib.import_module(module_name)
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(sub_parser)
+        sub_parser.set_defaults(_bench_module=module)
+
+
+def run(args: argparse.Namespace) -> int:
+    module = getattr(args, "_bench_module", None)
+    if module is None:
+        print("amqpspec bench: choose one of " + ", ".join(BENCHMARKS))
+        return 2
+    return int(module.run(args) or 0)
