@@ -380,6 +380,11 @@ def _described_value(descriptor: Any, value: Any, pos: int) -> Any:
 def _dec_described(buf: bytes, pos: int, end: int, depth: int) -> tuple[Any, int]:
     if depth >= MAX_DEPTH:
         raise DecodeError(pos, f"nesting under {MAX_DEPTH} levels")
+    if pos + 2 < end and buf[pos] == SMALLULONG:
+        # Fast path: every spec type has a descriptor code < 256, sent as smallulong.
+        fast = SMALL_DESCRIBED_DECODERS.get(buf[pos + 1])
+        if fast is not None:
+            return fast(buf, pos + 2, end, depth + 1)
     if pos >= end:
         _need(pos, 1, end, "descriptor constructor")
     code = buf[pos]
@@ -399,6 +404,9 @@ def _dec_described(buf: bytes, pos: int, end: int, depth: int) -> tuple[Any, int
 
 # Composite types decode straight from the list bytes (amqp10.composites registers these).
 COMPOSITE_BODY_DECODERS: dict[Any, Decoder] = {}
+# Descriptor code (sent as smallulong) -> decoder of the described value that follows,
+# for every spec composite and section (amqp10.composites registers these).
+SMALL_DESCRIBED_DECODERS: dict[int, Decoder] = {}
 
 
 def _invalid(buf: bytes, pos: int, end: int, depth: int) -> tuple[Any, int]:

@@ -644,7 +644,17 @@ def _make_section(spec: RestrictedType) -> type[Section]:
         "SOURCE": source,
         "_DESCRIPTOR_BYTES": b"\x00" + codec.encode(codec.ulong(spec.descriptor_code)),
     }
-    return type(class_name(spec.name), (Section,), namespace)
+    cls = type(class_name(spec.name), (Section,), namespace)
+    descriptor_bytes = cls._DESCRIPTOR_BYTES
+    if source == "binary":
+        enc_binary = codec.enc_binary
+
+        def encode_into(self: Section, out: bytearray) -> None:
+            out += descriptor_bytes
+            enc_binary(out, self.value)
+
+        cls.encode_into = encode_into
+    return cls
 
 
 def _section_builder(cls: type[Section]) -> codec.DescribedBuilder:
@@ -656,6 +666,24 @@ def _section_builder(cls: type[Section]) -> codec.DescribedBuilder:
         return cls(value)
 
     return build
+
+
+def _section_decoder(cls: type[Section]) -> Decoder:
+    """The section's value straight after its descriptor (fast path of the codec)."""
+    expected = _SECTION_SOURCE_TYPES.get(cls.SOURCE)
+    decoders = codec.DECODERS
+    new = object.__new__
+
+    def dec(buf: bytes, pos: int, end: int, depth: int) -> tuple[Section, int]:
+        value_pos = pos
+        value, pos = decoders[buf[pos]](buf, pos + 1, end, depth)
+        if expected is not None and not isinstance(value, expected):
+            raise DecodeError(value_pos, f"{cls.NAME} to carry a {cls.SOURCE}")
+        section = new(cls)
+        section.value = value
+        return section, pos
+
+    return dec
 
 
 COMPOSITE_CLASSES: dict[str, type[Composite]] = {}
@@ -674,6 +702,8 @@ def _register() -> None:
         body = _make_fast_body_decoder(cls, spec)
         codec.COMPOSITE_BODY_DECODERS[spec.descriptor_code] = body
         codec.COMPOSITE_BODY_DECODERS[spec.descriptor_name] = body
+        if spec.descriptor_code < 256:
+            codec.SMALL_DESCRIBED_DECODERS[spec.descriptor_code] = body
         builder = _build_from_list(cls, body)
         codec.DESCRIBED_BUILDERS[spec.descriptor_code] = builder
         codec.DESCRIBED_BUILDERS[spec.descriptor_name] = builder
@@ -683,6 +713,8 @@ def _register() -> None:
         CLASS_BY_CODE[code] = cls
         codec.DESCRIBED_BUILDERS[code] = _section_builder(cls)
         codec.DESCRIBED_BUILDERS[spec.descriptor_name] = _section_builder(cls)
+        if code < 256:
+            codec.SMALL_DESCRIBED_DECODERS[code] = _section_decoder(cls)
 
 
 _register()

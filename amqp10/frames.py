@@ -19,6 +19,7 @@ from amqp10.errors import DecodeError, EncodeError
 from amqp10.spec import Cond
 
 FRAME_HEADER = struct.Struct(">IBBH")
+_SIZE = struct.Struct(">I")
 FRAME_HEADER_SIZE = 8
 PROTOCOL_HEADER_SIZE = 8
 
@@ -109,6 +110,14 @@ def encode_frame(
     extended_header: bytes = b"",
 ) -> bytes:
     """The bytes of one frame; `performative=None` gives an empty (heartbeat) frame."""
+    if not extended_header and 0 <= channel <= 0xFFFF and 0 <= frame_type <= 0xFF:
+        # Fast path: header with SIZE patched in after the body is written.
+        out = bytearray(FRAME_HEADER.pack(0, 2, frame_type, channel))
+        if performative is not None:
+            performative.encode_into(out)
+            out += payload
+        _SIZE.pack_into(out, 0, len(out))
+        return bytes(out)
     if len(extended_header) % 4:
         raise EncodeError("extended header must be a whole number of 4-byte words")
     if not 0 <= channel <= 0xFFFF:
@@ -132,7 +141,8 @@ def decode_frame(data: bytes, max_frame_size: int = 0xFFFFFFFF) -> Frame:
     if len(data) < FRAME_HEADER_SIZE:
         raise DecodeError(len(data), "an 8-byte frame header", Cond.FRAMING_ERROR)
     size, doff, frame_type, channel = FRAME_HEADER.unpack_from(data, 0)
-    _check_header(size, doff, max_frame_size)
+    if size < FRAME_HEADER_SIZE or doff < 2 or 4 * doff > size or size > max_frame_size:
+        _check_header(size, doff, max_frame_size)
     if size != len(data):
         raise DecodeError(
             0, f"frame SIZE {size} to equal the {len(data)} bytes given", Cond.FRAMING_ERROR
@@ -161,21 +171,18 @@ def _frame_from(raw: bytes, size: int, doff: int, frame_type: int, channel: int)
         return Frame(frame_type, channel, None, b"", extended, size, raw)
     if frame_type not in (FrameType.AMQP, FrameType.SASL):
         raise DecodeError(5, f"frame type 0 or 1, got {frame_type}", Cond.FRAMING_ERROR)
-    try:
-        performative, end = codec.decode_value(raw, body_start, size)
-    except DecodeError:
-        raise
+    performative, end = codec.decode_value(raw, body_start, size)
     if not isinstance(performative, Composite) or not _provides_frame(performative, frame_type):
         kind = "an AMQP performative" if frame_type == FrameType.AMQP else "a SASL frame body"
         raise DecodeError(body_start, f"{kind}, got {type(performative).__name__}")
-    payload = raw[end:size]
+    payload = raw[end:size] if end < size else b""
     if payload and performative.NAME != "transfer":
         raise DecodeError(end, f"nothing after {performative.NAME}, got {len(payload)} byte(s)")
     return Frame(frame_type, channel, performative, payload, extended, size, raw)
 
 
 def _provides_frame(performative: Composite, frame_type: int) -> bool:
-    wanted = "frame" if frame_type == FrameType.AMQP else "sasl-frame"
+    wanted = "frame" if frame_type == 0 else "sasl-frame"  # FrameType.AMQP / SASL
     return wanted in performative.SPEC.provides
 
 

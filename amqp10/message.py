@@ -16,7 +16,6 @@ from amqp10.composites import (
     AmqpSequence,
     AmqpValue,
     ApplicationProperties,
-    Composite,
     Data,
     DeliveryAnnotations,
     Footer,
@@ -73,24 +72,28 @@ class Message:
 
     def encode(self) -> bytes:
         out = bytearray()
+        self.encode_into(out)
+        return bytes(out)
+
+    def encode_into(self, out: bytearray) -> None:
+        """Append the message's sections in 3.2 order."""
         if self.header is not None:
             self.header.encode_into(out)
-        for cls, value in (
-            (DeliveryAnnotations, self.delivery_annotations),
-            (MessageAnnotations, self.message_annotations),
-        ):
-            if value is not None:
-                cls(value).encode_into(out)
+        if self.delivery_annotations is not None:
+            DeliveryAnnotations(self.delivery_annotations).encode_into(out)
+        if self.message_annotations is not None:
+            MessageAnnotations(self.message_annotations).encode_into(out)
         if self.properties is not None:
             self.properties.encode_into(out)
         if self.application_properties is not None:
             ApplicationProperties(self.application_properties).encode_into(out)
-        self._check_body()
-        for section in self.body:
+        body = self.body
+        if len(body) != 1 or type(body[0]) not in _BODY_KINDS:
+            self._check_body()
+        for section in body:
             section.encode_into(out)
         if self.footer is not None:
             Footer(self.footer).encode_into(out)
-        return bytes(out)
 
     def _check_body(self) -> None:
         kinds = {type(s) for s in self.body}
@@ -107,26 +110,41 @@ class Message:
         end = len(payload)
         last_rank = -1
         body_kind: type | None = None
+        decode_value = codec.decode_value
         while pos < end:
             start = pos
-            section, pos = codec.decode_value(payload, pos, end)
-            name = getattr(section, "NAME", None)
-            rank = _ORDER.get(name) if isinstance(section, (Section, Composite)) else None
+            section, pos = decode_value(payload, pos, end)
+            kind = type(section)
+            rank = _RANK_OF_CLASS.get(kind)
             if rank is None:
-                raise DecodeError(start, f"a message section, got {type(section).__name__}")
+                raise DecodeError(start, f"a message section, got {kind.__name__}")
             if rank < last_rank or (rank == last_rank and rank != 5):
-                raise DecodeError(start, f"section {name} in 3.2 order")
+                raise DecodeError(start, f"section {section.NAME} in 3.2 order")
             if rank == 5:
-                if body_kind is not None and (
-                    body_kind is not type(section) or body_kind is AmqpValue
-                ):
+                if body_kind is not None and (body_kind is not kind or body_kind is AmqpValue):
                     raise DecodeError(start, "one kind of body section (3.2)")
-                body_kind = type(section)
+                body_kind = kind
                 message.body.append(section)
             else:
-                _assign(message, name, section)
+                _assign(message, section.NAME, section)
             last_rank = rank
         return message
+
+
+_BODY_KINDS = (Data, AmqpSequence, AmqpValue)
+# 3.2: the class of each section -> its rank in the order above
+_RANK_OF_CLASS: dict[type, int] = {
+    Header: 0,
+    DeliveryAnnotations: 1,
+    MessageAnnotations: 2,
+    Properties: 3,
+    ApplicationProperties: 4,
+    Data: 5,
+    AmqpSequence: 5,
+    AmqpValue: 5,
+    Footer: 6,
+}
+assert {cls.NAME: rank for cls, rank in _RANK_OF_CLASS.items()} == _ORDER
 
 
 def _assign(message: Message, name: str, section: Any) -> None:
