@@ -4,8 +4,9 @@
     python -m bench.codec_bench [--seconds 1.0] [--rounds 3]
 
 Owns: the benchmark cases and the table. Each case times encode and decode separately
-(best of `rounds` runs of about `seconds` each, fresh objects built inside the timed loop
-as an application would) and prints operations per second and amqp10/proton ratios:
+(best of `rounds` runs of about `seconds` each, amqp10 and proton runs alternating so
+machine load hits both alike; fresh objects are built inside the timed loop as an
+application would) and prints operations per second and amqp10/proton ratios:
 - transfer frame: a Transfer performative plus a 12-byte message (one data section),
   framed; decoded back to the Transfer and the Message. Proton's row is
   `proton.Message.encode/decode` for the same message (proton's Python API has no framing,
@@ -125,30 +126,30 @@ def proton_cases() -> list[Case]:
     ]
 
 
-def rate(fn: Callable[[], object], seconds: float, rounds: int) -> float:
-    """Best operations/s of `rounds` runs, each about `seconds` long."""
+def calibrate(fn: Callable[[], object], seconds: float) -> int:
+    """A batch size that takes about 1/20 of a timed run."""
     batch = 1
-    while True:  # calibrate a batch that takes ~1/20 of the run
+    while True:
         start = time.perf_counter()
         for _ in range(batch):
             fn()
         if time.perf_counter() - start > seconds / 20:
-            break
+            return batch
         batch *= 2
-    best = 0.0
-    for _ in range(rounds):
-        count = 0
-        start = time.perf_counter()
-        deadline = start + seconds
-        while True:
-            for _ in range(batch):
-                fn()
-            count += batch
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-        best = max(best, count / (now - start))
-    return best
+
+
+def timed_run(fn: Callable[[], object], batch: int, seconds: float) -> float:
+    """Operations/s of one run of about `seconds`."""
+    count = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(batch):
+            fn()
+        count += batch
+        now = time.perf_counter()
+        if now >= deadline:
+            return count / (now - start)
 
 
 @dataclass
@@ -160,29 +161,37 @@ class Result:
     roundtrip: float
 
 
-def measure(case: Case, seconds: float, rounds: int) -> Result:
+def _operations(case: Case) -> dict[str, Callable[[], object]]:
     raw = case.encode()
     case.decode(raw)
+    return {
+        "encode": case.encode,
+        "decode": lambda: case.decode(raw),
+        "roundtrip": lambda: case.decode(case.encode()),
+    }
 
-    def both() -> None:
-        case.decode(case.encode())
 
-    return Result(
-        case.name,
-        case.impl,
-        rate(case.encode, seconds, rounds),
-        rate(lambda: case.decode(raw), seconds, rounds),
-        rate(both, seconds, rounds),
-    )
+def measure_interleaved(cases: list[Case], seconds: float, rounds: int) -> list[Result]:
+    """Time every case's encode, decode and round trip, alternating between the cases
+    (amqp10, proton, amqp10, ...) for `rounds` rounds and keeping each one's best, so
+    that load from elsewhere on the machine hits both sides alike."""
+    ops = [_operations(case) for case in cases]
+    best = [dict.fromkeys(("encode", "decode", "roundtrip"), 0.0) for _ in cases]
+    for kind in ("encode", "decode", "roundtrip"):
+        batches = [calibrate(op[kind], seconds) for op in ops]
+        for _ in range(rounds):
+            for index, op in enumerate(ops):
+                speed = timed_run(op[kind], batches[index], seconds)
+                best[index][kind] = max(best[index][kind], speed)
+    return [Result(c.name, c.impl, **b) for c, b in zip(cases, best)]
 
 
 def run_all(seconds: float, rounds: int) -> list[Result]:
     results = []
     theirs = {c.name: c for c in proton_cases()}
-    for ours in amqp10_cases():  # interleaved: ours, then proton's, case by case
-        results.append(measure(ours, seconds, rounds))
-        if ours.name in theirs:
-            results.append(measure(theirs[ours.name], seconds, rounds))
+    for ours in amqp10_cases():
+        pair = [ours, theirs[ours.name]] if ours.name in theirs else [ours]
+        results += measure_interleaved(pair, seconds, rounds)
     return results
 
 

@@ -234,3 +234,19 @@ def test_defaults_convert_to_python_values():
     assert Source().durable == 0  # terminus-durability "none" -> 0
     assert Source().expiry_policy == "session-end"
     assert Source().timeout == 0
+
+
+def test_committed_table_is_what_the_generator_writes():
+    """tools/gen_spec_table.py run on the XML reproduces amqp10/spec_table.py exactly."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    generated = subprocess.run(
+        [sys.executable, str(root / "tools" / "gen_spec_table.py"), str(SPEC_DIR)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert generated == (root / "amqp10" / "spec_table.py").read_text()
