@@ -196,11 +196,15 @@ class FrameDecoder:
 
     def __init__(self, expect_header: bool = True, max_frame_size: int = 0xFFFFFFFF) -> None:
         self._buffer = bytearray()
+        self._pos = 0  # start of the unconsumed bytes in _buffer (compacted lazily)
         self._expect_header = expect_header
         self.max_frame_size = max_frame_size
-        self.offset = 0  # stream offset of the start of the buffer
+        self.offset = 0  # stream offset of the first unconsumed byte
 
     def feed(self, data: bytes) -> None:
+        if self._pos and self._pos >= len(self._buffer) // 2:
+            del self._buffer[: self._pos]  # amortized: each byte moves O(1) times
+            self._pos = 0
         self._buffer += data
 
     def expect_protocol_header(self) -> None:
@@ -208,32 +212,34 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) - self._pos
 
     def next_item(self) -> ProtocolHeader | Frame | None:
         buffer = self._buffer
+        base = self._pos
+        available = len(buffer) - base
         if self._expect_header:
-            if len(buffer) < PROTOCOL_HEADER_SIZE:
-                if buffer and not b"AMQP".startswith(bytes(buffer[:4])):
+            if available < PROTOCOL_HEADER_SIZE:
+                if available and not b"AMQP".startswith(bytes(buffer[base : base + 4])):
                     self._raise_at(0, DecodeError(0, "protocol header 'AMQP'", Cond.FRAMING_ERROR))
                 return None
             try:
-                header = ProtocolHeader.decode(buffer[:PROTOCOL_HEADER_SIZE])
+                header = ProtocolHeader.decode(buffer[base : base + PROTOCOL_HEADER_SIZE])
             except DecodeError as exc:
                 self._raise_at(0, exc)
             self._consume(PROTOCOL_HEADER_SIZE)
             self._expect_header = False
             return header
-        if len(buffer) < FRAME_HEADER_SIZE:
+        if available < FRAME_HEADER_SIZE:
             return None
-        size, doff, frame_type, channel = FRAME_HEADER.unpack_from(buffer, 0)
+        size, doff, frame_type, channel = FRAME_HEADER.unpack_from(buffer, base)
         try:
             _check_header(size, doff, self.max_frame_size)
         except DecodeError as exc:
             self._raise_at(0, exc)
-        if len(buffer) < size:
+        if available < size:
             return None
-        raw = bytes(buffer[:size])
+        raw = bytes(buffer[base : base + size])
         try:
             frame = _frame_from(raw, size, doff, frame_type, channel)
         except DecodeError as exc:
@@ -247,8 +253,11 @@ class FrameDecoder:
         raise DecodeError(self.offset + base + exc.offset, exc.expected, exc.condition) from None
 
     def _consume(self, count: int) -> None:
-        del self._buffer[:count]
+        self._pos += count
         self.offset += count
+        if self._pos == len(self._buffer):
+            self._buffer.clear()
+            self._pos = 0
 
     def __iter__(self) -> FrameDecoder:
         return self
