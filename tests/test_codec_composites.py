@@ -220,3 +220,15 @@ def test_out_of_range_fields_raise_encode_error_and_leave_out_clean(obj):
     with pytest.raises(EncodeError):
         obj.encode_into(out)
     assert out.startswith(b"keep") and len(out) <= 4 + 3
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(gen.any_composite())
+def test_generated_encoder_matches_the_generic_one(obj):
+    from amqp10.composites import Composite
+
+    generic = bytearray()
+    Composite.encode_list_into(obj, generic)  # the reference implementation
+    generated = bytearray()
+    obj.encode_list_into(generated)
+    assert generated == generic
