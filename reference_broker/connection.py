@@ -66,7 +66,6 @@ from .vhost import BrokerError, ConnectionSummary, VirtualHost
 log = logging.getLogger("reference_broker.connection")
 
 RECEIVE_CHUNK = 8192  # bytes handed to the engine at a time (see receive())
-DISPATCH_BATCH = 256  # deliveries per queue between two writes (RabbitMQ max_queue_credit)
 CLOSE_GRACE_S = 5.0  # after our close, wait this long for the peer's before dropping it
 HANDSHAKE_TIMEOUT_S = 10.0  # protocol header + SASL + open (RabbitMQ handshake_timeout)
 _GONE_LINK = frozenset({LinkState.DETACHED, LinkState.DETACH_SENT})
@@ -101,6 +100,8 @@ class BrokerContext:
         self._durable_waiters: deque[tuple[int, BrokerSession, int, PublisherLink]] = deque()
         self._ids = itertools.count(1)
         self._continuation = False
+        # RabbitMQ's max_queue_credit: deliveries a queue hands one consumer link per turn
+        self.dispatch_batch = config.limits.max_queue_credit
         if alarms is not None:
             alarms.add_observer(self._on_alarm)
         if commit is not None:
@@ -113,9 +114,9 @@ class BrokerContext:
     # ------------------------------------------------------------------ turn end
     def run_dispatch(self) -> None:
         """Queue events of every queue with work -> transfers and flows, at most
-        DISPATCH_BATCH deliveries per queue per turn: the rest follows after a write, so
+        `dispatch_batch` deliveries per queue per turn: the rest follows after a write, so
         the consumer starts on the first batch while we encode the next."""
-        for event in self.vhost.dispatch_pending(DISPATCH_BATCH):
+        for event in self.vhost.dispatch_pending(self.dispatch_batch):
             if type(event) is Delivery:
                 event.consumer.owner.deliver(event)
             elif type(event) is CreditReply:
