@@ -589,7 +589,7 @@ class Probe:
                 self._drop_dispositions(sent)
                 if not sent:
                     break
-                if time.monotonic() > end or self.closed:
+                if time.monotonic() > end or self.closed or self._left() <= 0:
                     raise WaitTimeout(f"{len(sent)} of {count} messages not settled by the broker")
                 self.pump(0.2)
 
@@ -655,7 +655,7 @@ class Probe:
             received.append(delivery)
             if on_delivery is not None:
                 on_delivery(delivery)
-            self._fail_if_gone(link)
+            self.fail_if_gone(link)
             if settle and not delivery.settled:
                 link.disposition(delivery.delivery_id, settled=True, state=Accepted())
             if regrant is not None:
@@ -663,7 +663,7 @@ class Probe:
             self.flush()
         return received
 
-    def _fail_if_gone(self, link: Link) -> None:
+    def fail_if_gone(self, link: Link) -> None:
         """CaseFailed naming the broker's end/close/detach when `link` can no longer be used."""
         if link.state.name == "ATTACHED" and link.session.state.name == "MAPPED":
             return

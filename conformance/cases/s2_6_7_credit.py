@@ -232,7 +232,7 @@ def credit_state_echo(probe, ctx):
     ctx.check(flow.link_credit <= 3, f"link-credit {flow.link_credit} after a grant of 3")
 
 
-def _random_schedule(seed: int, drain: bool, echo: bool, steps: int = 80):
+def _random_schedule(seed: int, drain: bool, echo: bool, steps: int = 200):
     import random
 
     rng = random.Random(seed)
@@ -242,44 +242,58 @@ def _random_schedule(seed: int, drain: bool, echo: bool, steps: int = 80):
     return [(rng.choice(kinds), rng.randint(0, 6)) for _ in range(steps)]
 
 
-def _credit_schedule(seed: int):
-    def run(probe, ctx):
-        queue = ctx.queue()
-        fill(probe, ctx, queue, 300)
-        _, link = consumer(probe, ctx, queue)
-        schedule = _random_schedule(seed, ctx.profile.has("drain-reply"), ctx.profile.has("echo"))
-        received = 0
-        for kind, amount in schedule:
-            if kind == "grant":
-                probe.grant(link, amount)
-            elif kind == "reduce":
-                probe.grant(link, max(0, link.link_credit - amount))
-            elif kind == "drain":
-                probe.grant(link, amount, drain=True)
-            elif kind == "echo":
-                probe.grant(link, link.link_credit, echo=True)
-            elif kind == "settle":
-                for delivery in probe.transfers(link):
-                    received += 1
-                    if not delivery.settled:
-                        probe.settle(link, delivery)
-            probe.pump(0.02)
-        received += len(collect(probe, link, 0.5))
-        ctx.note(f"seed {seed}: {len(schedule)} operations, {received} deliveries")
-
-    run.__doc__ = (
-        f"A seeded random schedule (seed {seed}) of grants, reductions, drains, echoes and "
-        "settlements over 300 queued messages; the checker judges every transfer and flow."
-    )
-    run.__name__ = run.__qualname__ = f"credit_schedule_{seed}"
-    return run
+SCHEDULE_SEEDS = range(1, 7)
 
 
-for _seed in (1, 2, 3):
-    case(
-        f"2.6.7/credit-random-schedule-{_seed}",
-        MUST,
-        CREDIT_LIMIT + " Each new grant replaces the old; drain uses up the credit; an echo "
-        "reports the current state.",
-        requires={"queues"},
-    )(_credit_schedule(_seed))
+def _broker_must_violation(probe) -> bool:
+    return any(v.origin == "server" and v.level == MUST for v in probe.violations)
+
+
+@case(
+    "2.6.7/credit-random-schedules",
+    MUST,
+    CREDIT_LIMIT + " Each new grant replaces the old; drain uses up the credit; an echo "
+    "reports the current state.",
+    requires={"queues"},
+    budget=120.0,
+)
+def credit_random_schedules(probe, ctx):
+    """Six seeded random schedules (seeds 1-6, 200 operations each, a fresh link each) of
+    grants, reductions, drains, echoes and settlements over one queue of 1,500 messages;
+    the checker judges every transfer and flow. Stops at the first broker violation."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 1500)
+    session = probe.open_session()
+    drain, echo = ctx.profile.has("drain-reply"), ctx.profile.has("echo")
+    for seed in SCHEDULE_SEEDS:
+        _, link = consumer(probe, ctx, queue, session=session)
+        received = _run_schedule(probe, link, _random_schedule(seed, drain, echo))
+        ctx.note(f"seed {seed}: {received} deliveries")
+        if _broker_must_violation(probe):
+            return
+        probe.detach(link)
+
+
+def _run_schedule(probe, link, schedule) -> int:
+    received = 0
+    for kind, amount in schedule:
+        probe.fail_if_gone(link)  # a broker that ended the session fails the case here
+        if kind == "grant":
+            probe.grant(link, amount)
+        elif kind == "reduce":
+            probe.grant(link, max(0, link.link_credit - amount))
+        elif kind == "drain":
+            probe.grant(link, amount, drain=True)
+        elif kind == "echo":
+            probe.grant(link, link.link_credit, echo=True)
+        elif kind == "settle":
+            for delivery in probe.transfers(link):
+                received += 1
+                if not delivery.settled:
+                    probe.settle(link, delivery)
+        probe.pump(0.005)
+    for delivery in collect(probe, link, 0.3):
+        received += 1
+        if not delivery.settled:
+            probe.settle(link, delivery)
+    return received
