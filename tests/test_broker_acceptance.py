@@ -97,3 +97,25 @@ def _encoded(i: int) -> bytes:
     from amqp10.message import Message
 
     return Message.of(f"n{i}").encode()
+
+
+def test_aborted_transfers_are_discarded(c_clients):
+    source = EXAMPLES.parent / "send-abort.c"
+    program = c_clients / "send-abort"
+    if not program.exists():
+        subprocess.run(
+            [
+                *("gcc", "-O2", f"-I{EXAMPLES.parent}", "-o", str(program), str(source)),
+                *("-lqpid-proton", "-lpthread"),
+            ],
+            check=True,
+            timeout=120,
+        )
+    with running_broker() as broker:
+        admin = management(broker)
+        admin.declare_queue("cq", durable=False)
+        out = run_client(c_clients, "send-abort", broker.port, "/queues/cq", 10)
+        assert out == "10 messages started and aborted"
+        assert admin.queue("cq")["messages"] == 0  # 2.6.14: an aborted delivery is dropped
+        assert run_client(c_clients, "send", broker.port, "/queues/cq", 5).startswith("5 ")
+        assert admin.queue("cq")["messages"] == 5
