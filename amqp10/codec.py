@@ -574,8 +574,12 @@ def enc_long(out: bytearray, value: int) -> None:
 
 
 def enc_float(out: bytearray, value: float) -> None:
+    try:
+        packed = _f.pack(value)
+    except OverflowError:
+        raise EncodeError(f"{value} out of range for float (binary32)") from None
     out.append(FLOAT)
-    out += _f.pack(value)
+    out += packed
 
 
 def enc_double(out: bytearray, value: float) -> None:
@@ -601,6 +605,8 @@ enc_decimal128 = _enc_raw(DECIMAL128, 16, "decimal128")
 def enc_char(out: bytearray, value: str) -> None:
     if len(value) != 1:
         raise EncodeError(f"char takes one code point, got {len(value)}")
+    if 0xD800 <= ord(value) <= 0xDFFF:
+        raise EncodeError("char must be a Unicode scalar value, not a surrogate (1.6.16)")
     out.append(CHAR)
     out += _I.pack(ord(value))
 
@@ -710,7 +716,12 @@ def _element_bytes(element_type: str, items: tuple) -> tuple[int, bytes]:
             chunks.append(item)
             continue
         one = bytearray()
-        encoder(one, item)
+        try:
+            encoder(one, item)
+        except (AttributeError, TypeError, ValueError) as exc:
+            if isinstance(exc, EncodeError):
+                raise
+            raise EncodeError(f"array of {element_type}: cannot encode {item!r}") from None
         chunks.append(one)
     wide = _WIDE_CONSTRUCTOR.get(element_type)
     if wide is None:  # fixed-width types with a single constructor

@@ -407,8 +407,14 @@ def test_deep_nesting_is_a_decode_error():
         char("ab"),
         decimal32(b"123"),
         "\ud800",  # a lone surrogate is not Unicode text
+        char("\udfff"),  # nor a char
+        float32(1e39),  # beyond binary32
+        float32(-1e39),
         object(),
         Array("no-such-type", [1]),
+        Array("array", [1]),  # an item that is no array
+        Array("uint", ["x"]),
+        Array("binary", [1]),
     ],
 )
 def test_encode_rejects_out_of_range(value):
