@@ -547,16 +547,19 @@ class BrokerConnection:
         session.links.pop(link, None)
         session.consumers.pop(link, None)
         session.forget_consumer(consumer)
+        self._detach_with(link, Cond.RESOURCE_DELETED, f"queue '{consumer.queue.name}' deleted")
+
+    def consumer_failed(self, consumer: ConsumerLink, condition: str, description: str) -> None:
+        """The consumer link cannot go on (e.g. a message above its max-message-size):
+        requeue what it holds and detach it with `condition` (RabbitMQ 4 does the same)."""
+        self._release_link(consumer.session, consumer.link)
+        self._detach_with(consumer.link, condition, description)
+
+    def _detach_with(self, link: Any, condition: str, description: str) -> None:
         try:
-            link.detach(
-                closed=True,
-                error=Error(
-                    condition=Cond.RESOURCE_DELETED,
-                    description=f"queue '{consumer.queue.name}' deleted",
-                ),
-            )
+            link.detach(closed=True, error=Error(condition=condition, description=description))
         except UsageError as exc:
-            log.debug("no detach for a deleted queue: %s", exc)
+            log.debug("no detach with %s: %s", condition, exc)
         self.mark_dirty()
 
     def _on_detach(self, event: RemoteDetach) -> None:

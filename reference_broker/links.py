@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from amqp10.composites import Header
 from amqp10.engine import Link, UsageError
 from amqp10.message import Message
-from amqp10.spec import SndSettleMode
+from amqp10.spec import Cond, SndSettleMode
 
 from .addressing import Address, AddressKind
 from .credit import publisher_regrant
@@ -81,10 +81,15 @@ class ConsumerLink:
         link.link_credit = event.consumer.credit + 1
         try:
             delivery_id = link.send(payload, settled=event.settled)
-        except UsageError as exc:  # link or session going away: give the message back
+        except UsageError as exc:  # too big for the peer, or the link is going away
             log.debug("cannot send on %r: %s", link, exc)
-            if not event.settled:
+            if not event.settled and self.tag in self.queue._consumers:
                 self.queue.settle(self.tag, [msg.msg_id], RELEASED)
+            limit = link.remote_attach.max_message_size if link.remote_attach else None
+            if limit and len(payload) > limit:  # 2.7.3: the receiver's max-message-size
+                self.connection.consumer_failed(
+                    self, Cond.MESSAGE_SIZE_EXCEEDED, f"{len(payload)} bytes > {limit}"
+                )
             return
         if not event.settled:
             self.unsettled[delivery_id] = (self, msg.msg_id)

@@ -511,3 +511,13 @@ def test_drain_across_dispatch_batches_replies_after_the_last_transfer(broker, c
     )
     assert client.events.index(got[-1]) < flow_index
     assert (reply.link_credit, reply.delivery_count, reply.available) == (0, 1000, 0)
+
+
+def test_message_above_the_consumers_max_message_size_detaches_it(broker, client):
+    publish(broker, 3, "x" * 3000)  # several in one dispatch batch
+    link = receiver(client, begin(client), max_message_size=1000)
+    link.flow(link_credit=5)
+    detach = client.wait_event(RemoteDetach, where=lambda e: e.link is link)
+    assert detach.error.condition == Cond.MESSAGE_SIZE_EXCEEDED
+    assert transfers(client, link) == []
+    assert broker.call(lambda: broker.server.vhost.get_queue("q").messages_ready) == 3
