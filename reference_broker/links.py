@@ -87,9 +87,10 @@ class ConsumerLink:
                 self.queue.settle(self.tag, [msg.msg_id], RELEASED)
             limit = link.remote_attach.max_message_size if link.remote_attach else None
             if limit and len(payload) > limit:  # 2.7.3: the receiver's max-message-size
-                self.connection.consumer_failed(
-                    self, Cond.MESSAGE_SIZE_EXCEEDED, f"{len(payload)} bytes > {limit}"
-                )
+                condition, reason = Cond.MESSAGE_SIZE_EXCEEDED, f"{len(payload)} bytes > {limit}"
+            else:  # the link cannot send any more: stop dispatching to it
+                condition, reason = Cond.DETACH_FORCED, str(exc)
+            self.connection.consumer_failed(self, condition, reason)
             return
         if not event.settled:
             self.unsettled[delivery_id] = (self, msg.msg_id)
