@@ -216,6 +216,7 @@ class BrokerConnection:
         self.sessions: dict[Any, BrokerSession] = {}
         self.publishers: dict[Any, PublisherLink] = {}  # engine Link -> publisher (hot path)
         self._credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
+        self.reads = 0  # chunks handed to the engine so far
         self.sessions_with_confirms: list[BrokerSession] = []
         self._dirty = False
         limits = self.config.limits
@@ -308,6 +309,7 @@ class BrokerConnection:
                 self._receive_chunk(engine, data[start : start + RECEIVE_CHUNK])
 
     def _receive_chunk(self, engine: Connection, data: bytes) -> None:
+        self.reads += 1
         engine.receive_data(data, time.monotonic())
         self._drain_events()
         if self._credit_checks:

@@ -55,7 +55,17 @@ def redelivered_payload(msg: QueuedMessage) -> bytes:
 class ConsumerLink:
     """A link on which the broker is the sender: the queue's consumer (3.5.3 source)."""
 
-    __slots__ = ("connection", "faults", "link", "queue", "session", "settled", "tag", "unsettled")
+    __slots__ = (
+        "attached_in_read",
+        "connection",
+        "faults",
+        "link",
+        "queue",
+        "session",
+        "settled",
+        "tag",
+        "unsettled",
+    )
 
     def __init__(self, session: BrokerSession, link: Link, queue: ClassicQueue, tag: str) -> None:
         self.session = session
@@ -66,6 +76,7 @@ class ConsumerLink:
         self.tag = tag
         self.settled = link.snd_settle_mode == SndSettleMode.SETTLED
         self.faults = session.connection.faults
+        self.attached_in_read = session.connection.reads
 
     def deliver(self, event: Delivery) -> None:
         """Send one Delivery from the queue as a transfer (split by the engine at the
@@ -130,7 +141,8 @@ class ConsumerLink:
 
     def receiver_flow(self, flow: Any) -> None:
         """The receiver's flow for this link: hand it to the queue (credit API v2).
-        Echo is answered by the engine itself (it always answers echo)."""
+        Echo is answered by the engine itself once the link is attached; a flow that came
+        in the same read as the attach (before our answer) is echoed by the queue."""
         consumer = self.queue._consumers.get(self.tag)
         if consumer is None:
             return
@@ -144,7 +156,7 @@ class ConsumerLink:
             delivery_count=delivery_count,
             link_credit=link_credit,
             drain=bool(flow.drain),
-            echo=False,
+            echo=bool(flow.echo) and self.attached_in_read == self.connection.reads,
         )
 
 

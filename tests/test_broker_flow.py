@@ -521,3 +521,14 @@ def test_message_above_the_consumers_max_message_size_detaches_it(broker, client
     assert detach.error.condition == Cond.MESSAGE_SIZE_EXCEEDED
     assert transfers(client, link) == []
     assert broker.call(lambda: broker.server.vhost.get_queue("q").messages_ready) == 3
+
+
+def test_echo_in_the_same_packet_as_the_attach_is_answered(broker, client):
+    publish(broker, 1)
+    session = begin(client)
+    link = session.attach_receiver("pipelined", source=QUEUE)
+    link.flow(link_credit=3, echo=True)  # goes out with the attach, before the broker's
+    client.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    flow = client.wait_for(lambda: link_flows(client, link), "echo reply")[0]
+    assert flow.delivery_count is not None and flow.link_credit is not None
+    assert flow.delivery_count + flow.link_credit == 3
