@@ -92,17 +92,24 @@ def drain_then_credit(probe, ctx):
 
 @case("2.6.7/drain-in-flight", MUST, DRAIN, requires={"queues", "drain-reply"})
 def drain_in_flight(probe, ctx):
-    """20 queued, grant 20, then at once the same horizon with drain: 20 transfers in all,
-    then a flow with link-credit 0."""
+    """10 queued, link-credit 20, then at once (transfers in flight) the same horizon with
+    drain: 10 transfers, then a flow with delivery-count +20 and link-credit 0. Fewer
+    messages than credit, so the drain always finds credit left whatever the timing."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 20)
-    _, link = consumer(probe, ctx, queue, credit=20)
+    fill(probe, ctx, queue, 10)
+    _, link = consumer(probe, ctx, queue)
+    dc0 = link.delivery_count
     since = probe.mark()
+    probe.grant(link, 20)
     probe.grant(link, link.link_credit, drain=True)  # same horizon, now draining
-    probe.receive(link, 20)
-    drain_reply(probe, link, since)
+    probe.receive(link, 10)
+    reply = drain_reply(probe, link, since)
+    ctx.check(
+        _advance(reply.delivery_count, dc0) == 20,
+        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 20",
+    )
     extra = collect(probe, link, 0.3)
-    ctx.check(not extra, f"{20 + len(extra)} transfers for a grant of 20")
+    ctx.check(not extra, f"{10 + len(extra)} transfers from 10 queued messages")
 
 
 @case(
