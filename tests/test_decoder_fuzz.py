@@ -45,7 +45,22 @@ def decode_with_frame_decoder(data: bytes) -> None:
     raise AssertionError("FrameDecoder did not stop")
 
 
+def decode_stream_with_headers(data: bytes) -> None:
+    """The decoder as a peer sees it: a protocol header first (AMQP magic prepended so
+    the fuzz reaches the frames), SASL outcome -> header again."""
+    decoder = FrameDecoder(expect_header=True, max_frame_size=1 << 20)
+    decoder.feed(b"AMQP" + data)
+    for _ in range(len(data) + 2):
+        item = decoder.next_item()
+        if item is None:
+            return
+        if getattr(item, "name", None) == "sasl-outcome":
+            decoder.expect_protocol_header()
+    raise AssertionError("FrameDecoder did not stop")
+
+
 TARGETS = {
+    "FrameDecoder+headers": decode_stream_with_headers,
     "codec.decode": codec.decode,
     "decode_frame": decode_frame,
     "FrameDecoder": decode_with_frame_decoder,
