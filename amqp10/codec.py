@@ -7,6 +7,11 @@ strict and total: on ANY bytes it returns a value or raises DecodeError with the
 values whose descriptor is a spec type are handed to the registry that
 amqp10.composites fills (so this module does not import it).
 
+Implementation limits (hostile-input bounds, each a DecodeError): nesting deeper than
+MAX_DEPTH; an array of more than MAX_ZERO_WIDTH_ARRAY items whose constructor has no
+width (null/true/false/uint0/ulong0/list0). Spec types are named only by a ulong or
+symbol descriptor.
+
 Decoder functions share one signature: `dec(buf, pos, end, depth) -> (value, new_pos)`,
 where `pos` points just past the constructor byte and `end` is the end of the enclosing
 compound; they never read at or past `end`.
