@@ -198,6 +198,9 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
 }
 
 
+CLIENT_VIOLATES = {"skip-window-check"}  # the scenario's client breaks 2.5.6 on purpose
+
+
 def run_scenario(fault: str, enabled: bool) -> bool:
     scenario, limits = SCENARIOS[fault]
     faults = (fault,) if enabled else ()
@@ -206,9 +209,13 @@ def run_scenario(fault: str, enabled: bool) -> bool:
         c = EngineClient(b.port, max_frame_size=512 if "max_frame_size" in limits else 65536)
         try:
             c.open()
-            return scenario(b, c)
+            observed = scenario(b, c)
         finally:
             c.close()
+        if not enabled and fault not in CLIENT_VIOLATES:
+            # a correct broker: the checker finds nothing in the whole trace either
+            assert [str(v) for v in c.violations] == []
+        return observed
 
 
 @pytest.mark.parametrize("fault", sorted(SCENARIOS))
@@ -234,3 +241,24 @@ def test_no_echo_is_answered_by_the_engine_even_with_the_fault():
             assert no_echo(b, c) is False
         finally:
             c.close()
+
+
+@pytest.mark.parametrize(
+    ("fault", "rule_id"),
+    [
+        ("overdeliver-on-regrant", "link.credit.transfer-beyond-credit"),
+        ("transfer-before-credit", "link.credit.transfer-without-credit"),
+    ],
+)
+def test_checker_names_the_credit_faults(fault, rule_id):
+    scenario, _ = SCENARIOS[fault]
+    with running_broker(faults=(fault,)) as b:
+        management(b).declare_queue("q", durable=False)
+        c = EngineClient(b.port)
+        try:
+            c.open()
+            scenario(b, c)
+        finally:
+            c.close()
+    found = {v.rule_id for v in c.violations if v.origin == "server"}
+    assert rule_id in found

@@ -46,6 +46,9 @@ def client(broker):
     c.open()
     yield c
     c.close()
+    # the whole conversation, both ways, through the project's checker
+    assert not c.wire_errors, c.wire_errors
+    assert [str(v) for v in c.violations] == []
 
 
 def publish(broker, count: int, prefix: str = "m") -> None:

@@ -14,7 +14,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from amqp10.checker import Checker, Violation
 from amqp10.engine import ClientSasl, Connection, Event
+from amqp10.errors import DecodeError
+from amqp10.frames import Frame, FrameDecoder
 from reference_broker.admin_client import ManagementClient
 from reference_broker.config import BrokerConfig, Limits
 from reference_broker.faults import Faults
@@ -60,10 +63,39 @@ class EngineClient:
         self.events: list[Event] = []
         self.closed = False
         self.timers = timers  # False: never heartbeat (a silent peer)
+        # every byte both ways goes through the checker (the project's oracle)
+        self.checker = Checker()
+        self._wire = {"client": FrameDecoder(), "server": FrameDecoder()}
+        self.wire_errors: list[str] = []
 
     def open(self) -> None:
         self.conn.open()
         self.wait_for(lambda: self.conn.remote_open is not None, "open")
+
+    def _trace(self, origin: str, data: bytes) -> None:
+        decoder = self._wire[origin]
+        if decoder is None:
+            return
+        decoder.feed(data)
+        while True:
+            try:
+                item = decoder.next_item()
+            except DecodeError as exc:
+                self.wire_errors.append(f"{origin}: {exc}")
+                self._wire[origin] = None
+                return
+            if item is None:
+                return
+            self.checker.feed(origin, item, time.monotonic())
+            if isinstance(item, Frame) and item.name == "sasl-outcome":
+                for other in self._wire.values():  # 5.3.2: the AMQP header follows
+                    if other is not None:
+                        other.expect_protocol_header()
+
+    @property
+    def violations(self) -> list[Violation]:
+        """What the checker found in the whole trace (call after close())."""
+        return self.checker.violations
 
     def pump(self, timeout: float = 0.05) -> None:
         now = time.monotonic()
@@ -81,6 +113,8 @@ class EngineClient:
             if chunk is not None:
                 if not chunk:
                     self.closed = True
+                else:
+                    self._trace("server", chunk)
                 self.conn.receive_data(chunk, time.monotonic())
         due = self.conn.get_timer() if self.timers else None
         if due is not None and time.monotonic() >= due:
@@ -91,6 +125,7 @@ class EngineClient:
             self._send(data)
 
     def _send(self, data: bytes) -> None:
+        self._trace("client", data)
         view = memoryview(data)
         deadline = time.monotonic() + WAIT
         while view:
@@ -146,7 +181,9 @@ class EngineClient:
             if not self.closed and self.conn.remote_open is not None:
                 self.conn.close()
                 self.pump()
+                self.settle(0.1)
         self.sock.close()
+        self.checker.finish(time.monotonic())
 
 
 # --- python-qpid-proton clients (Container + MessagingHandler), bounded by a timer ---------
