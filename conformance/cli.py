@@ -30,7 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-k", dest="keyword", help="pytest -k expression over case ids")
     parser.add_argument("--admin", help="admin endpoint URL, e.g. http://guest:guest@HOST:15672")
-    parser.add_argument("--results", default="reports/conformance", help="results directory")
+    parser.add_argument(
+        "--results",
+        default="reports/_conformance",
+        help="results directory (default reports/_conformance, not committed)",
+    )
     parser.add_argument("--expect", help="expectations TOML; any difference fails the run")
     parser.add_argument("--write-expect", help="write this run's verdicts to a TOML file")
     parser.add_argument("--broker-name", help="name of the broker in index.json (default: profile)")

@@ -29,7 +29,7 @@ from conformance.results import ResultsDir, compare, format_expectations, load_e
 from conformance.runner import BrokerTarget, CaseResult, run_case
 from conformance.verdicts import PASSING, Verdict
 
-DEFAULT_RESULTS = "reports/conformance"
+DEFAULT_RESULTS = "reports/_conformance"  # reports/_*/ is git-ignored
 
 
 @dataclass

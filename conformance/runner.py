@@ -278,8 +278,12 @@ def _frame_line(recording: Recording, index: int) -> str:
     return ""
 
 
+_HEAD, _TAIL = 20000, 5000  # text traces show this many first and last items
+
+
 def render_trace(case: Case, result: CaseResult) -> str:
-    """The case's frame trace as text: header, every connection's items, violations."""
+    """The case's frame trace as text: header, every connection's items (the first 20,000
+    and last 5,000 of a huge one, plus every item a violation cites), violations."""
     lines = [
         f"case {case.case_id} [{case.level}] verdict {result.verdict.value} "
         f"({result.duration:.3f}s)",
@@ -296,7 +300,15 @@ def render_trace(case: Case, result: CaseResult) -> str:
             f"== connection {recording.connection_id} {recording.client} -> {recording.server}"
         )
         start = recording.start
-        for item in recording.items:
+        cited = {v.frame_index for v in recording.violations}
+        items = recording.items
+        for position, item in enumerate(items):
+            elided = _HEAD <= position < len(items) - _TAIL and item.index not in cited
+            if elided:
+                if position == _HEAD:
+                    skipped = len(items) - _HEAD - _TAIL
+                    lines.append(f"... {skipped} items not shown (all bytes are in the pcap)")
+                continue
             lines.append(f"{item.time - start:9.6f} {show_line(item)}")
         for violation in recording.violations:
             lines.append(f"!! {violation}")
