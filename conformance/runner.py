@@ -21,6 +21,7 @@ from conformance.admin import Admin
 from conformance.probe import Probe, Recording
 from conformance.profile import Profile
 from conformance.registry import MUST, Case
+from conformance.relay import Relay
 from conformance.verdicts import CaseFailed, HarnessError, ShouldNotMet, Unsupported, Verdict
 from traces.model import SERVER
 from traces.render import show_line
@@ -97,6 +98,13 @@ class CaseContext:
         )
         self.probes.append(probe)
         return probe
+
+    def relay(self) -> Relay:
+        """A recording relay to the broker for a real client library (its traffic is judged
+        and traced like a probe's); connect the client to 127.0.0.1:<relay.port>."""
+        relay = Relay(self.target.host, self.target.port, self.deadline)
+        self.probes.append(relay)  # type: ignore[arg-type]
+        return relay
 
     # --- queues and addresses -----------------------------------------------------------
     def queue(self, tag: str = "q") -> str:

@@ -1,0 +1,110 @@
+"""2.6.7 credit accuracy seen through a real client library: python-qpid-proton's
+MessagingHandler with prefetch 2 (the pattern that exposed RabbitMQ #2597), its traffic
+relayed and recorded by `conformance.relay` and judged by the checker.
+
+Owns the cases `2.6.7/proton-*`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.registry import MUST, case
+from conformance.steps import fill
+from conformance.verdicts import CaseFailed, HarnessError, Unsupported
+
+MESSAGES = 2000
+
+
+def _handler_class() -> Any:
+    try:
+        from proton.handlers import MessagingHandler
+    except ImportError as exc:
+        raise Unsupported("python-qpid-proton is not installed") from exc
+
+    class PrefetchReceiver(MessagingHandler):
+        """Receive `count` messages with prefetch 2 (re-grant after every delivery)."""
+
+        def __init__(self, url: str, address: str, count: int, timeout: float, mechs: str):
+            super().__init__(prefetch=2, auto_accept=True)
+            self.url, self.address, self.count = url, address, count
+            self.timeout, self.mechs = timeout, mechs
+            self.received = 0
+            self.error: str | None = None
+            self.timer = None
+            self.connection = None
+
+        def on_start(self, event: Any) -> None:
+            self.connection = event.container.connect(
+                self.url, allowed_mechs=self.mechs, allow_insecure_mechs=True, reconnect=False
+            )
+            event.container.create_receiver(self.connection, self.address)
+            self.timer = event.container.schedule(self.timeout, self)
+
+        def on_session_init(self, event: Any) -> None:
+            event.session.incoming_capacity = 4 * 65536  # a small session window
+
+        def on_message(self, event: Any) -> None:
+            self.received += 1
+            if self.received >= self.count:
+                self._finish(event)
+
+        def on_timer_task(self, event: Any) -> None:
+            self.error = f"timed out after {self.received} of {self.count} messages"
+            self.timer = None
+            self._finish(event)
+
+        def on_link_error(self, event: Any) -> None:
+            self.error = f"link error: {event.link.remote_condition}"
+            self._finish(event)
+
+        def on_transport_error(self, event: Any) -> None:
+            self.error = f"transport error: {event.transport.condition}"
+            self._finish(event)
+
+        def _finish(self, event: Any) -> None:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            if self.connection is not None:
+                self.connection.close()
+                self.connection = None
+
+    return PrefetchReceiver
+
+
+@case(
+    "2.6.7/proton-prefetch-regrant",
+    MUST,
+    "If the link-credit is less than or equal to zero, it is illegal to send more messages; "
+    "a receiver may re-grant at any time and the new link-credit replaces the old.",
+    requires={"queues"},
+    budget=120.0,
+)
+def proton_prefetch(probe, ctx):
+    """python-qpid-proton receives 2,000 messages with MessagingHandler(prefetch=2) through
+    a recording relay: the checker judges every transfer the broker sends it."""
+    handler_class = _handler_class()
+    from proton.reactor import Container
+
+    queue = ctx.queue()
+    fill(probe, ctx, queue, MESSAGES)
+    relay = ctx.relay()
+    user, password = (
+        ctx.target.username or ctx.profile.username,
+        ctx.target.password or ctx.profile.password,
+    )
+    credentials = f"{user}:{password}@" if ctx.profile.sasl == "PLAIN" and user else ""
+    mechs = "PLAIN" if credentials else "ANONYMOUS"
+    url = f"amqp://{credentials}127.0.0.1:{relay.port}"
+    left = max(1.0, relay.deadline - __import__("time").monotonic() - 2.0)
+    handler = handler_class(url, ctx.source(queue), MESSAGES, left, mechs)
+    try:
+        Container(handler).run()
+    except Exception as exc:
+        raise HarnessError(f"proton container: {exc}") from exc
+    relay.disconnect()
+    ctx.note(f"proton received {handler.received} messages")
+    if handler.error:
+        raise CaseFailed(handler.error)
+    ctx.check(handler.received == MESSAGES, f"received {handler.received} of {MESSAGES}")
