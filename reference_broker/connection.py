@@ -383,6 +383,17 @@ class BrokerConnection:
         self.context.connections.discard(self)
         self._close_transport()
 
+    def close_forced(self, description: str = "broker shutdown") -> None:
+        """Broker stop: close with amqp:connection:forced (2.8.16), flush, drop."""
+        engine = self.engine
+        if self.open and engine is not None and engine.remote_open is not None:
+            try:
+                engine.close(Cond.CONNECTION_FORCED, description)
+            except UsageError:
+                pass  # already closing
+            self.flush()
+        self.shutdown()
+
     def connection_lost(self) -> None:
         if self.open and self.engine is None:
             self.shutdown()

@@ -127,7 +127,7 @@ class BrokerServer:
             server.close()
         if self.context is not None:
             for connection in list(self.context.connections):
-                connection.shutdown()
+                connection.close_forced()
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 2)

@@ -535,3 +535,17 @@ def test_echo_in_the_same_packet_as_the_attach_is_answered(broker, client):
     flow = client.wait_for(lambda: link_flows(client, link), "echo reply")[0]
     assert flow.delivery_count is not None and flow.link_credit is not None
     assert flow.delivery_count + flow.link_credit == 3
+
+
+def test_broker_stop_closes_connections_with_connection_forced():
+    b = running_broker()
+    broker = b.__enter__()
+    c = EngineClient(broker.port)
+    try:
+        c.open()
+        broker.stop()
+        close = c.wait_event(RemoteClose)
+        assert close.error.condition == Cond.CONNECTION_FORCED
+    finally:
+        b.__exit__(None, None, None)
+        c.close()
