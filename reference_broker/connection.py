@@ -116,11 +116,19 @@ class BrokerContext:
         """Queue events of every queue with work -> transfers and flows, at most
         `dispatch_batch` deliveries per queue per turn: the rest follows after a write, so
         the consumer starts on the first batch while we encode the next."""
-        for event in self.vhost.dispatch_pending(self.dispatch_batch):
+        vhost = self.vhost
+        queues = vhost.pending_queues
+        for event in vhost.dispatch_pending(self.dispatch_batch):
             if type(event) is Delivery:
                 event.consumer.owner.deliver(event)
             elif type(event) is CreditReply:
                 event.consumer.owner.credit_reply(event)
+        for queue in queues:  # 2.6.7 available, as the engine reports it in echo replies
+            available = queue.available
+            for consumer in queue._consumers.values():
+                owner = consumer.owner
+                if type(owner) is ConsumerLink:
+                    owner.link.available = available
 
     def flush(self) -> None:
         dirty = self.dirty
@@ -529,6 +537,7 @@ class BrokerConnection:
             queue = self.vhost.resolve_source(source.address if source is not None else None)
         link.accept(source=source, rcv_settle_mode=RcvSettleMode.FIRST, initial_delivery_count=0)
         tag = f"{self.context.next_id()}"
+        link.available = queue.available
         consumer = ConsumerLink(session, link, queue, tag)
         queue.add_consumer(tag, consumer, settled=consumer.settled, initial_delivery_count=0)
         session.links[link] = consumer

@@ -418,6 +418,11 @@ class VirtualHost:
         return events
 
     @property
+    def pending_queues(self) -> list[ClassicQueue]:
+        """The queues the next dispatch_pending() will look at."""
+        return list(self._dirty.values())
+
+    @property
     def dispatch_due(self) -> bool:
         """Some queue may have deliveries or credit replies to hand out."""
         return bool(self._dirty)

@@ -549,3 +549,13 @@ def test_broker_stop_closes_connections_with_connection_forced():
     finally:
         b.__exit__(None, None, None)
         c.close()
+
+
+def test_echo_with_no_credit_reports_available(broker, client):
+    link = receiver(client, begin(client))
+    publish(broker, 5)  # after the attach: the count must follow the queue
+    client.settle(0.1)
+    start = len(client.events)
+    link.flow(link_credit=0, echo=True)
+    flow = client.wait_for(lambda: link_flows(client, link, start), "echo reply")[0]
+    assert flow.available == 5 and flow.link_credit == 0
