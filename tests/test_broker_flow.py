@@ -552,9 +552,14 @@ def test_broker_stop_closes_connections_with_connection_forced():
 
 
 def test_echo_with_no_credit_reports_available(broker, client):
-    link = receiver(client, begin(client))
-    publish(broker, 5)  # after the attach: the count must follow the queue
-    client.settle(0.1)
+    session = begin(client)
+    link = receiver(client, session)
+    out = sender(client, session)  # publish after the attach: available must follow
+    for i in range(5):
+        out.send(Message.of(f"a{i}".encode()).encode(), settled=False)
+    client.wait_for(
+        lambda: sum(d.last - d.first + 1 for d in client.of(DispositionReceived)) == 5, "confirms"
+    )
     start = len(client.events)
     link.flow(link_credit=0, echo=True)
     flow = client.wait_for(lambda: link_flows(client, link, start), "echo reply")[0]
