@@ -341,3 +341,26 @@ def test_committed_expectations_name_known_cases() -> None:
     for path in (REPO / "conformance" / "expectations").glob("*.toml"):
         for case_id in load_expectations(path):
             assert case_id in CASES, (path.name, case_id)
+
+
+def test_fault_detection_table_names_undetected_faults() -> None:
+    from conformance.fault_matrix import detection_table
+
+    index = {
+        "reference": {"2.2/a": {"verdict": "OK"}, "2.2/b": {"verdict": "FAILED"}},
+        "reference+overdeliver-on-regrant": {
+            "2.6.7/credit-regrant-in-flight": {"verdict": "FAILED"},
+            "2.2/b": {"verdict": "FAILED"},  # fails on the clean broker too: not credited
+        },
+        "reference+no-echo": {"2.7.4/echo-link": {"verdict": "OK"}},
+        "reference+ignore-alarm": {"2.5.6/alarm-closes-window": {"verdict": "NON-STRICT"}},
+    }
+    faults = ["overdeliver-on-regrant", "no-echo", "ignore-alarm"]
+    table, undetected = detection_table(index, faults)
+    assert undetected == ["no-echo"]
+    rows = {line.split("`")[1]: line for line in table.splitlines() if line.startswith("| `")}
+    assert "RabbitMQ #2597" in rows["overdeliver-on-regrant"]
+    assert "`2.6.7/credit-regrant-in-flight`" in rows["overdeliver-on-regrant"]
+    assert "`2.2/b`" not in rows["overdeliver-on-regrant"]
+    assert "**none: undetected**" in rows["no-echo"]
+    assert "| - | `2.5.6/alarm-closes-window` |" in rows["ignore-alarm"]

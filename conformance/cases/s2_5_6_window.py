@@ -4,9 +4,10 @@ with amqp:session:window-violation. Owns the cases `2.5.6/*`.
 
 from __future__ import annotations
 
-from amqp10.composites import Transfer
+from amqp10.composites import Flow, Transfer
 from amqp10.engine import FlowReceived
 from amqp10.frames import Frame, encode_frame
+from amqp10.message import Message
 from conformance.registry import MUST, SHOULD, case
 from conformance.verdicts import CaseFailed, Unsupported
 
@@ -143,3 +144,62 @@ def alarm_closes_window(probe, ctx):
         since = probe.mark()
         ctx.admin.clear_alarm("memory")
     probe.wait_for_frame("flow", 10.0, lambda f: f.performative.incoming_window > 0, since=since)
+
+
+@case(
+    "2.5.6/alarm-window-stays-closed",
+    SHOULD,
+    "incoming-window: the maximum number of incoming transfer frames the endpoint can "
+    "currently receive; a broker in alarm keeps it at 0 — a transfer that was in flight "
+    "must not wrap it into a huge window (RabbitMQ #12904).",
+    requires={"queues", "alarms"},
+    outcomes={"window:0", "end:amqp:session:window-violation"},
+)
+def alarm_window_stays_closed(probe, ctx):
+    """Memory alarm: once the broker's session flow says incoming-window 0, one transfer
+    (as if in flight) and a session echo: the answer still says incoming-window 0 (or the
+    session ends with window-violation), never a reopened or wrapped window."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    sender = probe.attach_sender(session, ctx.target_address(queue))
+    if sender.link_credit <= 0:
+        probe.expect(
+            lambda e: isinstance(e, FlowReceived) and e.link is sender and sender.link_credit > 0,
+            what="link credit",
+        )
+    since = probe.mark()
+    ctx.admin.raise_alarm("memory")
+    try:
+        try:
+            probe.wait_for_frame(
+                "flow", 10.0, lambda f: f.performative.incoming_window == 0, since=since
+            )
+        except CaseFailed as exc:
+            raise Unsupported(f"the broker did not close its window on an alarm ({exc})") from exc
+        transfer = Transfer(
+            handle=sender.handle,
+            delivery_id=session.next_delivery_id,
+            delivery_tag=b"in-flight",
+            message_format=0,
+        )
+        since = probe.mark()
+        probe.send_raw(encode_frame(transfer, session.channel, Message.of(b"x").encode()))
+        echo = Flow(
+            next_incoming_id=session.next_incoming_id,
+            incoming_window=session.incoming_window,
+            next_outgoing_id=session.next_outgoing_id + 1,
+            outgoing_window=session.outgoing_window,
+            echo=True,
+        )
+        probe.send_frame(echo, session.channel)
+        observed = probe.error_outcome(since=since, timeout=2.0)
+        if observed == "timeout":
+            flows = [
+                t.item.performative
+                for t in probe.frames_since(since, "flow")
+                if t.item.performative.handle is None
+            ]
+            observed = f"window:{flows[-1].incoming_window}" if flows else "no session flow"
+        ctx.outcome(observed)
+    finally:
+        ctx.admin.clear_alarm("memory")

@@ -7,7 +7,7 @@ against every grant in every case; the cases add the scenario and exact counts.
 from __future__ import annotations
 
 from conformance.registry import MUST, case
-from conformance.steps import collect, consumer, expect_count, fill
+from conformance.steps import collect, consumer, drain_reply, expect_count, fill
 
 CREDIT_LIMIT = (
     "If the link-credit is less than or equal to zero, i.e., the delivery-count is the same "
@@ -297,3 +297,32 @@ def _run_schedule(probe, link, schedule) -> int:
         if not delivery.settled:
             probe.settle(link, delivery)
     return received
+
+
+@case(
+    "2.6.7/credit-multi-frame-drain",
+    MUST,
+    "delivery-count is incremented once per delivery, not per transfer frame (2.6.7, "
+    "2.6.14); a drain then advances it by exactly the credit left (drain reply).",
+    requires={"queues", "multi-frame", "drain-reply"},
+)
+def credit_multi_frame_drain(probe, ctx):
+    """Our max-frame-size 512; five 3,000-byte messages queued; link-credit 10 with drain: all
+    five (multi-frame) deliveries, then a drain reply with delivery-count +10. A broker that
+    counts frames runs out of credit early (azure-uamqp-c PR #383)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 5, size=3000)
+    receiver = ctx.probe()
+    receiver.open(max_frame_size=512)
+    _, link = consumer(receiver, ctx, queue)
+    dc0 = link.delivery_count
+    since = receiver.mark()
+    receiver.grant(link, 10, drain=True)
+    got = receiver.receive(link, 5)
+    ctx.check(all(d.frame_count > 1 for d in got), "deliveries were not split into frames")
+    reply = drain_reply(receiver, link, since)
+    ctx.check(
+        (reply.delivery_count - dc0) % 2**32 == 10,
+        f"drain reply delivery-count {reply.delivery_count} from {dc0} after 5 deliveries and "
+        f"a drain of credit 10: expected {dc0 + 10} (credit counted per frame?)",
+    )
