@@ -315,6 +315,21 @@ class BrokerConnection:
         else:  # credit decided per chunk: a re-grant goes out while we work on the rest
             for start in range(0, len(data), RECEIVE_CHUNK):
                 self._receive_chunk(engine, data[start : start + RECEIVE_CHUNK])
+        self.reopen_windows()
+
+    def reopen_windows(self) -> None:
+        """2.5.6: re-open a session's incoming window once less than half is left, after
+        the whole read. Every transfer of one read was sent before the peer could see a
+        new grant, so none of them may use it: a burst beyond the window we advertised
+        ends the session with window-violation (the engine's own auto-window would widen
+        the window in the middle of the burst)."""
+        for session in self.sessions.values():  # a handful: checked after every read
+            engine_session = session.engine
+            limit = engine_session.incoming_window_max
+            if engine_session.incoming_window * 2 < limit and engine_session.state is (
+                SessState.MAPPED
+            ):
+                session.set_window(limit)
 
     def _receive_chunk(self, engine: Connection, data: bytes) -> None:
         self.reads += 1
@@ -467,6 +482,7 @@ class BrokerConnection:
                 incoming_window=window,
                 outgoing_window=0xFFFFFFFF,
                 handle_max=limits.handle_max - 1,
+                auto_window=False,  # re-opened per read in reopen_windows(), see there
             )
         except UsageError as exc:  # e.g. no free channel
             log.info("%s: begin refused: %s", self.name, exc)

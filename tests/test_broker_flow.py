@@ -564,3 +564,22 @@ def test_echo_with_no_credit_reports_available(broker, client):
     link.flow(link_credit=0, echo=True)
     flow = client.wait_for(lambda: link_flows(client, link, start), "echo reply")[0]
     assert flow.available == 5 and flow.link_credit == 0
+
+
+def test_big_multi_frame_message_beyond_one_window():
+    """A delivery of more transfer frames than the incoming window (400): the window is
+    re-opened as frames arrive, although no delivery completes in between."""
+    with running_broker(limits={"max_frame_size": 512}) as b:
+        management(b).declare_queue("q", durable=False)
+        c = EngineClient(b.port, max_frame_size=512)
+        try:
+            c.open()
+            session = begin(c)
+            out = sender(c, session)
+            payload = Message.of(b"z" * 300_000).encode()  # ~650 frames of 512 bytes
+            delivery_id = out.send(payload, settled=False)
+            disposition = c.wait_event(DispositionReceived, timeout=20)
+            assert disposition.first == delivery_id and isinstance(disposition.state, Accepted)
+        finally:
+            c.close()
+        assert [str(v) for v in c.violations] == []
