@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Run the conformance suite against every broker CI has (issue 5) and compare each verdict
+# with the committed expectations file: the bundled reference broker, RabbitMQ 3.10 (Debian,
+# AMQP 1.0 plugin) and the Qpid Proton C example broker. Any difference fails. Brokers are
+# started here and stopped by PID on exit. Results land in reports/_ci/ (git-ignored);
+# the matrix is rendered with `amqpspec report`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${CONFORMANCE_RESULTS:-reports/_ci}"
+REF_PORT=5673 REF_ADMIN=15673 RMQ_PORT=5672 RMQ_ADMIN=15672 PROTON_PORT=5680
+rm -rf "$OUT"; mkdir -p "$OUT"
+status=0
+ref_pid=""
+
+cleanup() {
+    [ -n "$ref_pid" ] && kill "$ref_pid" 2>/dev/null && wait "$ref_pid" 2>/dev/null
+    STOP_MODE=kill AMQP_PORT=$RMQ_PORT MGMT_PORT=$RMQ_ADMIN bash tools/brokers/rabbitmq.sh stop >/dev/null 2>&1
+    bash tools/brokers/proton-c-broker.sh stop $PROTON_PORT >/dev/null 2>&1
+}
+trap cleanup EXIT
+
+wait_port() {  # bounded wait for a TCP listener
+    for _ in $(seq 1 100); do
+        (echo >/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "conformance-ci: nothing listening on port $1" >&2
+    return 1
+}
+
+run_suite() {  # name profile url admin
+    local name=$1 profile=$2 url=$3 admin=${4:-}
+    local started=$SECONDS
+    echo "== conformance: $name"
+    args=(run --broker "$url" --profile "$profile" --results "$OUT"
+          --expect "conformance/expectations/$name.toml")
+    [ -n "$admin" ] && args+=(--admin "$admin")
+    if amqpspec "${args[@]}"; then
+        echo "== $name: verdicts match conformance/expectations/$name.toml ($((SECONDS - started)) s)"
+    else
+        echo "== $name: verdicts DIFFER from conformance/expectations/$name.toml" >&2
+        status=1
+    fi
+}
+
+# 1. the bundled reference broker
+data=$(mktemp -d)
+python3 -m reference_broker --port $REF_PORT --admin-port $REF_ADMIN --data-dir "$data" \
+    >"$OUT/reference-broker.log" 2>&1 &
+ref_pid=$!
+wait_port $REF_PORT && run_suite reference reference "amqp://127.0.0.1:$REF_PORT" \
+    "http://guest:guest@127.0.0.1:$REF_ADMIN" || status=1
+kill "$ref_pid" 2>/dev/null; wait "$ref_pid" 2>/dev/null; ref_pid=""
+
+# 2. RabbitMQ 3.10 with the AMQP 1.0 plugin
+if AMQP_PORT=$RMQ_PORT MGMT_PORT=$RMQ_ADMIN bash tools/brokers/rabbitmq.sh start; then
+    run_suite rabbitmq3 rabbitmq3 "amqp://guest:guest@127.0.0.1:$RMQ_PORT" \
+        "http://guest:guest@127.0.0.1:$RMQ_ADMIN"
+    STOP_MODE=kill AMQP_PORT=$RMQ_PORT MGMT_PORT=$RMQ_ADMIN bash tools/brokers/rabbitmq.sh stop
+else
+    echo "conformance-ci: RabbitMQ did not start" >&2; status=1
+fi
+
+# 3. Qpid Proton's C example broker
+if bash tools/brokers/proton-c-broker.sh build && bash tools/brokers/proton-c-broker.sh start $PROTON_PORT; then
+    run_suite proton-example proton-example "amqp://127.0.0.1:$PROTON_PORT"
+    bash tools/brokers/proton-c-broker.sh stop $PROTON_PORT
+else
+    echo "conformance-ci: the proton C example broker did not start" >&2; status=1
+fi
+
+amqpspec report "$OUT" --out "$OUT" || status=1
+exit $status
