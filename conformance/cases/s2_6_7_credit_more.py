@@ -189,8 +189,7 @@ def credit_regrant_after_batch(probe, ctx):
     "2.6.7/credit-more-reduce-to-zero-then-grant",
     MUST,
     "A receiver may reduce credit to zero while transfers are in flight; once the sender's "
-    "echo reply shows it applied that, a new grant of n allows exactly n more. "
-    + CREDIT_LIMIT,
+    "echo reply shows it applied that, a new grant of n allows exactly n more. " + CREDIT_LIMIT,
     requires={"queues", "echo"},
 )
 def credit_reduce_then_grant(probe, ctx):
