@@ -152,8 +152,12 @@ def redelivery_delivery_count(probe, ctx):
     probe.detach(link)
     back = _redelivered(ctx, queue, 1)
     header = header_of(back[0])
-    count = header.delivery_count if header is not None else 0
-    ctx.check((count or 0) >= 1, f"redelivered header delivery-count {count}")
+    count = (header.delivery_count if header is not None else 0) or 0
+    first = header.first_acquirer if header is not None else None
+    ctx.check(
+        count >= 1 or first is False,
+        f"redelivery not marked: header delivery-count {count}, first-acquirer {first}",
+    )
 
 
 @case(
