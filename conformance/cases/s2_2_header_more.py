@@ -1,0 +1,99 @@
+"""2.2 / 5.2 / 5.3 protocol header negotiation, more variants: the TLS header when TLS is
+not offered on this port, wrong minor and revision numbers, a wrong SASL version, the
+SASL header answered, and a header that arrives one byte at a time.
+
+Owns the cases `2.2/header-more-*`.
+"""
+
+from __future__ import annotations
+
+from amqp10.frames import AMQP_HEADER, SASL_HEADER, TLS_HEADER, ProtocolHeader
+from conformance.registry import MUST, case
+
+NEGOTIATION = (
+    "If the requested protocol version is not supported, the server MUST send a protocol "
+    "header with a supported protocol version and then close the socket."
+)
+SUPPORTED = {"header:0.1.0.0", "header:3.1.0.0"}
+
+
+def _refused(probe, ctx, header: bytes) -> None:
+    probe.send_raw(header)
+    ctx.outcome(probe.header_answer())
+    ctx.check(probe.wait_closed(), "the broker did not close the socket after its header")
+
+
+@case(
+    "2.2/header-more-tls-not-offered",
+    MUST,
+    NEGOTIATION + " The TLS header (id 2, 5.2.1) on a port without TLS is such a request.",
+    outcomes=SUPPORTED | {"tcp-close"},
+    lenient={"header:*"},
+)
+def tls_not_offered(probe, ctx):
+    """AMQP 2 1.0.0 on the plain port: the broker answers a header it speaks (AMQP or
+    SASL) and closes, or just closes."""
+    probe.send_raw(TLS_HEADER.encode())
+    ctx.outcome(probe.header_answer())
+    ctx.check(probe.wait_closed(), "the broker kept the socket open after the TLS header")
+
+
+@case("2.2/header-more-wrong-minor", MUST, NEGOTIATION, outcomes=SUPPORTED, lenient={"header:*"})
+def wrong_minor(probe, ctx):
+    """AMQP 0 1.1.0: answered with a supported header, then closed."""
+    _refused(probe, ctx, ProtocolHeader(0, 1, 1, 0).encode())
+
+
+@case("2.2/header-more-wrong-revision", MUST, NEGOTIATION, outcomes=SUPPORTED, lenient={"header:*"})
+def wrong_revision(probe, ctx):
+    """AMQP 0 1.0.9: answered with a supported header, then closed."""
+    _refused(probe, ctx, ProtocolHeader(0, 1, 0, 9).encode())
+
+
+@case("2.2/header-more-wrong-major", MUST, NEGOTIATION, outcomes=SUPPORTED, lenient={"header:*"})
+def wrong_major(probe, ctx):
+    """AMQP 0 0.9.1-like major 0 minor 9: answered with a supported header, then closed."""
+    _refused(probe, ctx, ProtocolHeader(0, 0, 9, 1).encode())
+
+
+@case(
+    "2.2/header-more-sasl-wrong-version",
+    MUST,
+    NEGOTIATION,
+    outcomes=SUPPORTED,
+    lenient={"header:*"},
+)
+def sasl_wrong_version(probe, ctx):
+    """SASL 3 2.0.0: answered with a supported header (SASL 1.0.0 or AMQP), then closed."""
+    _refused(probe, ctx, ProtocolHeader(3, 2, 0, 0).encode())
+
+
+@case(
+    "2.2/header-more-sasl-answered",
+    MUST,
+    "A server that supports SASL answers the SASL header (AMQP 3 1.0.0) with the same "
+    "header and then sasl-mechanisms (5.3.1, 5.3.2).",
+    requires={"sasl-plain"},
+    outcomes={"header:3.1.0.0"},
+)
+def sasl_answered(probe, ctx):
+    """SASL header: the broker answers with the SASL header."""
+    probe.send_raw(SASL_HEADER.encode())
+    ctx.outcome(probe.header_answer())
+
+
+@case(
+    "2.2/header-more-byte-by-byte",
+    MUST,
+    "The protocol header is 8 octets on a byte stream; TCP may deliver it in pieces, and the "
+    "server answers it as a whole (2.2).",
+    outcomes=SUPPORTED,
+)
+def header_byte_by_byte(probe, ctx):
+    """The header (SASL if the profile uses SASL, else AMQP) sent one byte at a time with
+    pauses: the broker answers with a supported header."""
+    header = SASL_HEADER if probe.sasl_mechanism else AMQP_HEADER
+    for byte in header.encode():
+        probe.send_raw(bytes([byte]))
+        probe.idle(0.05)
+    ctx.outcome(probe.header_answer())
