@@ -1,0 +1,115 @@
+"""2.5 / 2.7.2 / 2.7.8 sessions: begin answered on the right channel, many sessions, a
+channel reused after end, a begin on a channel in use, an end on a channel never begun,
+and an end with an error answered.
+
+Owns the cases `2.7.2/begin-more-*` and `2.7.8/end-more-*`.
+"""
+
+from __future__ import annotations
+
+from amqp10.composites import Begin, End, Error
+from amqp10.engine import RemoteEnd
+from conformance.registry import MUST, SHOULD, case
+
+ANY_END = {"close:*", "end:*", "tcp-close"}
+
+
+@case(
+    "2.7.2/begin-more-remote-channel",
+    MUST,
+    "remote-channel: if a session is locally initiated, the remote-channel MUST NOT be set; "
+    "when an endpoint responds to a remotely initiated session, the remote-channel MUST be "
+    "set to the channel on which the remote session sent the begin.",
+)
+def begin_remote_channel(probe, ctx):
+    """Three sessions: each broker begin names our channel in remote-channel."""
+    probe.open()
+    sessions = [probe.begin() for _ in range(3)]
+    for session in sessions:
+        reply = session.remote_begin
+        ctx.check(
+            reply is not None and reply.remote_channel == session.channel,
+            f"begin for our channel {session.channel} says remote-channel "
+            f"{reply.remote_channel if reply else None}",
+        )
+
+
+@case(
+    "2.7.2/begin-more-many-sessions",
+    MUST,
+    "channel-max bounds the channels the broker uses; each begin is answered (2.5.2).",
+)
+def many_sessions(probe, ctx):
+    """channel-max 31, twenty sessions: twenty begins answered, every broker channel <= 31."""
+    probe.open(channel_max=31)
+    for _ in range(20):
+        probe.begin()
+    channels = [f.channel for f in probe.server_frames("begin")]
+    ctx.check(len(channels) == 20, f"{len(channels)} begins answered")
+    ctx.check(max(channels) <= 31, f"broker channel {max(channels)} above our channel-max 31")
+
+
+@case(
+    "2.7.2/begin-more-channel-reused",
+    MUST,
+    "After both ends of a session, its channel is free again (2.5.5 UNMAPPED) and a new "
+    "begin on it is answered.",
+)
+def channel_reused(probe, ctx):
+    """Begin on channel 0, end it, begin again (channel 0 again): answered."""
+    first = probe.open_session()
+    channel = first.channel
+    probe.end(first)
+    second = probe.begin()
+    ctx.check(second.channel == channel, f"engine chose channel {second.channel}")
+    ctx.check(second.remote_begin is not None, "no begin answer on the reused channel")
+
+
+@case(
+    "2.7.2/begin-more-channel-in-use",
+    SHOULD,
+    "A begin on a channel already carrying a session is illegal (2.5.1: a channel carries "
+    "one session at a time): the broker ends the session or closes the connection.",
+    outcomes={"close:amqp:connection:framing-error", "close:amqp:illegal-state", "tcp-close"},
+    lenient=ANY_END,
+)
+def channel_in_use(probe, ctx):
+    """A session on channel 0, then a crafted begin on channel 0 again: refused."""
+    session = probe.open_session()
+    since = probe.mark()
+    probe.send_frame(
+        Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10), session.channel
+    )
+    ctx.outcome(probe.error_outcome(timeout=2.0, since=since))
+
+
+@case(
+    "2.7.8/end-more-unknown-channel",
+    SHOULD,
+    "An end on a channel with no session refers to nothing (2.5.5): a connection error.",
+    outcomes={"close:amqp:connection:framing-error", "close:amqp:illegal-state", "tcp-close"},
+    lenient=ANY_END | {"ignored"},
+)
+def end_unknown_channel(probe, ctx):
+    """After open, an end on channel 9 that was never begun: the broker closes (ignoring
+    it is lenient)."""
+    probe.open()
+    since = probe.mark()
+    probe.send_frame(End(), 9)
+    observed = probe.error_outcome(timeout=1.5, since=since)
+    ctx.outcome("ignored" if observed == "timeout" else observed)
+
+
+@case(
+    "2.7.8/end-more-with-error-answered",
+    MUST,
+    "end: an endpoint that receives an end (with or without error) answers with its own "
+    "end (2.5.5).",
+)
+def end_with_error(probe, ctx):
+    """Begin, end with amqp:internal-error: the broker answers with an end."""
+    session = probe.open_session()
+    session.end(Error(condition="amqp:internal-error", description="amqpspec"))
+    probe.flush()
+    probe.expect(lambda e: isinstance(e, RemoteEnd) and e.session is session, what="end")
+    probe.begin()  # the connection stays usable
