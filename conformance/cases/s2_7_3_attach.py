@@ -1,0 +1,211 @@
+"""2.6.3 / 2.7.3 / 2.7.7 links: the broker's attach answers (role, name,
+initial-delivery-count), settle modes it agreed to and then keeps, a link name reused
+after detach, a detach or flow on a handle that is not attached, a transfer on a
+receiving link, and max-message-size enforcement.
+
+Owns the cases `2.7.3/attach-more-*`, `2.7.7/detach-more-*` and `2.6.2/*-more-*`.
+"""
+
+from __future__ import annotations
+
+from amqp10.composites import Detach, Transfer
+from amqp10.engine import DispositionReceived
+from amqp10.message import Message
+from amqp10.spec import RcvSettleMode, Role, SndSettleMode
+from conformance.registry import MUST, SHOULD, case
+from conformance.steps import body, consumer, fill
+from conformance.steps_more import exactly, link_flow, wait_credit
+from conformance.verdicts import Unsupported
+
+UNATTACHED = {"end:amqp:session:unattached-handle", "close:amqp:session:unattached-handle"}
+ANY_END = {"end:*", "close:*", "tcp-close"}
+
+
+@case(
+    "2.7.3/attach-more-receiver-answer",
+    MUST,
+    "The broker's attach for our receiving link has role sender, the same link name, and "
+    "initial-delivery-count set: 'This MUST NOT be null if role is sender'.",
+    requires={"queues"},
+)
+def receiver_answer(probe, ctx):
+    """Attach a receiver: the answer is a sender attach named like ours with an
+    initial-delivery-count."""
+    _, link = consumer(probe, ctx, ctx.queue())
+    reply = link.remote_attach
+    ctx.check(reply.role == Role.SENDER, f"answer role {reply.role}")
+    ctx.check(reply.name == link.name, f"answer name {reply.name!r} for {link.name!r}")
+    ctx.check(reply.initial_delivery_count is not None, "no initial-delivery-count")
+
+
+@case(
+    "2.7.3/attach-more-sender-answer",
+    MUST,
+    "The broker's attach for our sending link has role receiver and the same link name "
+    "(2.6.3: a link is identified by its name and the roles of its two ends).",
+    requires={"queues"},
+)
+def sender_answer(probe, ctx):
+    """Attach a sender: the answer is a receiver attach with our link name."""
+    session = probe.open_session()
+    link = probe.attach_sender(session, ctx.target_address(ctx.queue()))
+    reply = link.remote_attach
+    ctx.check(reply.role == Role.RECEIVER, f"answer role {reply.role}")
+    ctx.check(reply.name == link.name, f"answer name {reply.name!r} for {link.name!r}")
+
+
+@case(
+    "2.7.3/attach-more-snd-settle-unsettled-kept",
+    MUST,
+    "snd-settle-mode unsettled: the sender will send all deliveries initially unsettled to "
+    "the receiver; a broker that agreed to it in its attach keeps to it (2.8.2).",
+    requires={"queues"},
+)
+def snd_settle_unsettled(probe, ctx):
+    """A receiver asking for snd-settle-mode unsettled: if the broker's attach agrees,
+    every transfer arrives unsettled."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 3)
+    _, link = consumer(probe, ctx, queue, snd_settle_mode=SndSettleMode.UNSETTLED)
+    if link.remote_attach.snd_settle_mode != SndSettleMode.UNSETTLED:
+        raise Unsupported(f"broker answered snd-settle-mode {link.remote_attach.snd_settle_mode}")
+    probe.grant(link, 3)
+    got = probe.receive(link, 3)
+    ctx.check(not any(d.settled for d in got), "a settled transfer on an unsettled link")
+
+
+@case(
+    "2.7.3/attach-more-rcv-settle-first-publish",
+    MUST,
+    "rcv-settle-mode first: the receiver will spontaneously settle all incoming transfers "
+    "(2.8.3); the broker as receiver settles each unsettled delivery it takes.",
+    requires={"queues"},
+)
+def rcv_settle_first(probe, ctx):
+    """A publisher with rcv-settle-mode first: if the broker agrees, its dispositions for
+    our 5 unsettled messages are settled (publish() waits for exactly that)."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    sender = probe.attach_sender(
+        session, ctx.target_address(queue), rcv_settle_mode=RcvSettleMode.FIRST
+    )
+    agreed = sender.remote_attach.rcv_settle_mode
+    if agreed not in (None, RcvSettleMode.FIRST):
+        raise Unsupported(f"broker answered rcv-settle-mode {agreed}")
+    probe.publish(sender, 5, lambda i: body(i), timeout=10.0)
+
+
+@case(
+    "2.6.1/attach-more-name-reused-after-detach",
+    MUST,
+    "A link name identifies the link; after it is closed (detach closed=true answered) the "
+    "same name can attach a new link (2.6.1, 2.6.6).",
+    requires={"queues"},
+)
+def name_reused(probe, ctx):
+    """Attach receiver 'amqpspec-reuse', detach it, attach the same name again: answered,
+    and it receives."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 1)
+    session = probe.open_session()
+    first = probe.attach_receiver(session, ctx.source(queue), name="amqpspec-reuse")
+    probe.detach(first)
+    again = probe.attach_receiver(session, ctx.source(queue), name="amqpspec-reuse", credit=1)
+    exactly(probe, again, 1)
+
+
+@case(
+    "2.6.2/detach-more-unattached-handle",
+    MUST,
+    "If any input (other than an attach) related to a handle is received by an endpoint "
+    "while the handle is not associated with a link, the endpoint MUST respond with an end "
+    "carrying the error amqp:session:unattached-handle.",
+    outcomes=UNATTACHED,
+    lenient=ANY_END,
+)
+def detach_unattached(probe, ctx):
+    """A detach on handle 41, never attached: the broker ends the session."""
+    session = probe.open_session()
+    since = probe.mark()
+    probe.send_frame(Detach(handle=41, closed=True), session.channel)
+    ctx.outcome(probe.error_outcome(since=since))
+
+
+@case(
+    "2.6.2/flow-more-after-detach",
+    MUST,
+    "After a detach exchange the handle is no longer associated with a link: a flow on it "
+    "MUST be answered with an end carrying amqp:session:unattached-handle.",
+    requires={"queues"},
+    outcomes=UNATTACHED,
+    lenient=ANY_END,
+)
+def flow_after_detach(probe, ctx):
+    """Attach a receiver, detach it (answered), then a crafted flow on its old handle."""
+    session = probe.open_session()
+    link = probe.attach_receiver(session, ctx.source(ctx.queue()))
+    probe.detach(link)
+    since = probe.mark()
+    probe.send_frame(link_flow(session, link, link_credit=5), session.channel)
+    ctx.outcome(probe.error_outcome(since=since))
+
+
+@case(
+    "2.6.2/transfer-more-on-receiving-link",
+    SHOULD,
+    "Only the sender of a link sends transfers (2.6.1 roles): a transfer on our receiving "
+    "link's handle is illegal and ends the link, session or connection.",
+    requires={"queues"},
+    outcomes={
+        "detach:amqp:illegal-state",
+        "end:amqp:illegal-state",
+        "close:amqp:illegal-state",
+        "detach:amqp:not-allowed",
+        "end:amqp:session:unattached-handle",
+    },
+    lenient={"detach:*", "end:*", "close:*", "tcp-close"},
+)
+def transfer_on_receiver(probe, ctx):
+    """Attach a receiver, then a crafted transfer on its handle: refused."""
+    session = probe.open_session()
+    link = probe.attach_receiver(session, ctx.source(ctx.queue()))
+    since = probe.mark()
+    transfer = Transfer(handle=link.handle, delivery_id=0, delivery_tag=b"wrong", message_format=0)
+    probe.send_frame(transfer, session.channel, Message.of(b"x").encode())
+    ctx.outcome(probe.error_outcome(timeout=2.0, since=since))
+
+
+@case(
+    "2.7.3/attach-more-max-message-size-enforced",
+    MUST,
+    "max-message-size: the maximum message size supported by the link endpoint; any "
+    "attempt to deliver a message larger than this results in a message-size-exceeded "
+    "link-error.",
+    requires={"queues", "multi-frame"},
+    outcomes={"detach:amqp:link:message-size-exceeded"},
+    lenient={"detach:*", "end:*", "close:*", "disposition:rejected"},
+    budget=60.0,
+)
+def max_message_size(probe, ctx):
+    """When the broker's attach for our sender names a max-message-size of at most 1 MiB...
+    17 MiB, we send one message 1 KiB larger: the link is detached with
+    message-size-exceeded (a rejected outcome is lenient)."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    sender = probe.attach_sender(session, ctx.target_address(queue))
+    limit = sender.remote_attach.max_message_size
+    if not limit or limit > 17 * 1024 * 1024:
+        raise Unsupported(f"broker max-message-size {limit}: none, or too large to exceed")
+    wait_credit(probe, sender)
+    since = probe.mark()
+    payload = Message.of(b"\x00" * (limit + 1024)).encode()
+    delivery_id = session.next_delivery_id
+    sender.remote_attach = sender.remote_attach.replace(max_message_size=None)  # we exceed it
+    sender.send(payload, b"too-big", False)
+    probe.flush()
+    observed = probe.error_outcome(timeout=15.0, since=since)
+    if observed == "timeout":
+        for event in list(probe.inbox):
+            if isinstance(event, DispositionReceived) and event.first <= delivery_id <= event.last:
+                observed = f"disposition:{type(event.state).__name__.lower()}"
+    ctx.outcome(observed)
