@@ -1,0 +1,163 @@
+"""2.6.7 link flow control as a stateful property: hypothesis generates credit schedules
+(grant, reduce, drain, echo, settle, pause in any order), each run on a fresh link against
+the live broker; the checker (every transfer against every grant) and a small receiver-side
+model (never more deliveries than the widest horizon we granted) are the oracle.
+
+Seeded and bounded: a fixed seed, `max_examples` schedules of at most 40 operations, no
+shrinking (each example costs broker round trips), the whole case within its budget.
+
+Owns the cases `2.6.7/credit-hypothesis-*`.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from conformance.registry import MUST, case
+from conformance.steps import collect, consumer, fill
+from conformance.steps_more import advance
+from conformance.verdicts import CaseFailed
+
+CREDIT_LIMIT = (
+    "If the link-credit is less than or equal to zero, i.e., the delivery-count is the same "
+    "as or greater than the delivery-limit, it is illegal to send more messages. A new grant "
+    "replaces the old; drain uses up the credit; an echo reports the current state."
+)
+SEED = 20261121
+QUEUE_REFILL = 300
+
+
+def _operations(kinds: list[str]):
+    return st.lists(
+        st.tuples(st.sampled_from(kinds), st.integers(min_value=0, max_value=8)),
+        min_size=5,
+        max_size=40,
+    )
+
+
+class _Model:
+    """Receiver-side bound: deliveries on a link never pass the widest horizon granted."""
+
+    def __init__(self, dc0: int) -> None:
+        self.dc0 = dc0
+        self.widest = 0  # widest granted horizon, as an offset from dc0
+        self.received = 0
+
+    def granted(self, delivery_count: int, credit: int) -> None:
+        self.widest = max(self.widest, advance(delivery_count, self.dc0) + credit)
+
+    def check(self) -> None:
+        if self.received > self.widest:
+            raise CaseFailed(
+                f"{self.received} deliveries on a link whose widest grant allowed {self.widest}"
+            )
+
+
+def _run_schedule(probe, link, operations, model: _Model) -> None:
+    def take() -> None:
+        for delivery in probe.transfers(link):
+            model.received += 1
+            if not delivery.settled:
+                probe.settle(link, delivery)
+        model.check()
+
+    for kind, amount in operations:
+        probe.fail_if_gone(link)
+        if kind == "grant":
+            model.granted(link.delivery_count, amount)
+            probe.grant(link, amount)
+        elif kind == "reduce":
+            credit = max(0, link.link_credit - amount)
+            model.granted(link.delivery_count, credit)
+            probe.grant(link, credit)
+        elif kind == "drain":
+            model.granted(link.delivery_count, amount)
+            probe.grant(link, amount, drain=True)
+        elif kind == "echo":
+            model.granted(link.delivery_count, link.link_credit)
+            probe.grant(link, link.link_credit, echo=True)
+        elif kind == "settle":
+            take()
+        probe.pump(0.003 if kind != "pause" else 0.05)
+    for delivery in collect(probe, link, 0.2):
+        model.received += 1
+        if not delivery.settled:
+            probe.settle(link, delivery)
+    model.check()
+
+
+def _hypothesis_case(kinds: list[str], examples: int):
+    def run(probe, ctx):
+        queue = ctx.queue()
+        fill(probe, ctx, queue, QUEUE_REFILL)
+        session = probe.open_session()
+        state = {"received": 0, "runs": 0, "failure": None}
+
+        @seed(SEED)
+        @settings(
+            max_examples=examples,
+            database=None,
+            deadline=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(_operations(kinds))
+        def schedule(operations):
+            if state["failure"] is not None or _broker_violated(probe):
+                return
+            if state["received"] > QUEUE_REFILL // 2:
+                fill(probe, ctx, queue, QUEUE_REFILL)
+                state["received"] = 0
+            _, link = consumer(probe, ctx, queue, session=session)
+            model = _Model(link.delivery_count)
+            try:
+                _run_schedule(probe, link, operations, model)
+            except CaseFailed as exc:
+                state["failure"] = f"{exc} (schedule {operations})"
+                return
+            state["received"] += model.received
+            state["runs"] += 1
+            probe.detach(link)
+
+        schedule()
+        ctx.note(f"{state['runs']} schedules run (seed {SEED}, {examples} examples)")
+        if state["failure"] is not None:
+            raise CaseFailed(state["failure"])
+
+    return run
+
+
+def _broker_violated(probe) -> bool:
+    return any(v.origin == "server" and v.level == MUST for v in probe.violations)
+
+
+_grant_only = _hypothesis_case(["grant", "grant", "reduce", "settle", "pause"], 15)
+_grant_only.__doc__ = (
+    "Hypothesis (seed 20261121, 15 schedules of 5-40 operations): grants, reductions, "
+    "settlements and pauses on fresh links over one queue; the checker and the horizon "
+    "model judge every delivery."
+)
+_grant_only.__name__ = _grant_only.__qualname__ = "credit_hypothesis_grants"
+case(
+    "2.6.7/credit-hypothesis-grants",
+    MUST,
+    CREDIT_LIMIT,
+    requires={"queues"},
+    budget=90.0,
+)(_grant_only)
+
+_with_drain = _hypothesis_case(["grant", "reduce", "drain", "echo", "settle", "pause"], 15)
+_with_drain.__doc__ = (
+    "Hypothesis (seed 20261121, 15 schedules of 5-40 operations) with drains and echoes "
+    "mixed in: the checker follows every drain reply and echo reply, the horizon model "
+    "bounds the deliveries."
+)
+_with_drain.__name__ = _with_drain.__qualname__ = "credit_hypothesis_drain_echo"
+case(
+    "2.6.7/credit-hypothesis-drain-echo",
+    MUST,
+    CREDIT_LIMIT,
+    requires={"queues", "drain-reply", "echo"},
+    budget=90.0,
+)(_with_drain)
