@@ -1,0 +1,522 @@
+"""Broker benchmark (issue 4): msgs/s through the reference broker, RabbitMQ 3.10 (Debian)
+and Qpid Proton's C example broker in the same run, with the Proton C example clients.
+
+    amqpspec bench brokers [--messages 100000] [--rounds 3] [--credit 200] [--brokers ...]
+    python -m bench.broker_bench [same options]
+
+Owns: building the C client variants used here and by tests/test_broker_traced.py
+(`build_c_clients`), starting and stopping the three brokers on private ports, the timed
+runs, the table and the JSON report (reports/bench/brokers-DATE.json).
+
+What is timed, per broker and round (brokers interleaved, their order rotated each round):
+- sequential: `send N` to an empty queue until every message is accepted, then `receive N`
+  from it; two rates (N / wall time of each client process, connection set-up included).
+- concurrent: `receive N` and `send N` started together; N / wall time until both exit.
+Messages: the C `send` example patched to a 12-byte binary body (the stock example sends a
+map `{"sequence": n}` with a message-id). Credit: the stock C `receive` example grants all
+N credits at once when given a count (BATCH=1000 only when unlimited), so a variant built
+from the same source grants `--credit` (default 200) and tops it up to that value whenever
+it falls to half; it prints no bodies. Sends are unsettled (the broker confirms each).
+Every broker started here is stopped in `finally` (by its PID / its tools/brokers script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import pathlib
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TOOLS = ROOT / "tools" / "brokers"
+EXAMPLES = pathlib.Path("/usr/share/proton/examples/c")
+DEFAULT_BUILD_DIR = pathlib.Path(tempfile.gettempdir()) / "amqpspec-bench-proton-c"
+BODY = b"hello world!"
+assert len(BODY) == 12
+QUEUE = "bench"
+CLIENT_TIMEOUT = 600.0
+BROKERS = ("reference", "rabbitmq", "proton-c")
+
+# --- C client variants ---------------------------------------------------------------------
+
+_RECEIVE_PATCHES = [
+    # a fixed credit window instead of all-at-once (count given) / 1000 (unlimited)
+    ("static const int BATCH = 1000;", "static const int BATCH = RECEIVE_CREDIT;"),
+    (
+        "pn_link_flow(l, app->message_count ? app->message_count : BATCH);",
+        "pn_link_flow(l, BATCH);",
+    ),
+    # top up whenever credit is down to half (credit 1: after each message; credit 2: after
+    # each message too, i.e. the prefetch-2 re-grant pattern), counted or not
+    ("if (app->message_count == 0) {", "{"),
+    ("if (pn_link_credit(l) < BATCH/2) {", "if (pn_link_credit(l) <= BATCH/2) {"),
+    (
+        "} else if (++app->received >= app->message_count) {",
+        "} if (app->message_count && ++app->received >= app->message_count) {",
+    ),
+]
+_QUIET_PATCH = ('    printf("%s\\n", pn_string_get(s));\n', "")
+_SEND12_PATCHES = [
+    (
+        "  pn_message_set_id(app->message, (pn_atom_t){.type=PN_ULONG, .u.as_ulong=app->sent});\n",
+        "",
+    ),
+    (
+        "  pn_data_put_map(body);\n"
+        "  pn_data_enter(body);\n"
+        '  pn_data_put_string(body, pn_bytes(sizeof("sequence")-1, "sequence"));\n'
+        "  pn_data_put_int(body, app->sent); /* The sequence number */\n"
+        "  pn_data_exit(body);\n",
+        f'  pn_data_put_binary(body, pn_bytes({len(BODY)}, "{BODY.decode()}"));\n',
+    ),
+]
+
+
+def _patched(source: str, patches: list[tuple[str, str]]) -> str:
+    for old, new in patches:
+        if source.count(old) != 1:
+            raise RuntimeError(f"proton C example changed: cannot patch {old.strip()!r}")
+        source = source.replace(old, new)
+    return source
+
+
+def _compile(source_text: str, output: pathlib.Path, defines: dict[str, int]) -> None:
+    source = output.with_suffix(".c")
+    source.write_text(source_text)
+    flags = [f"-D{name}={value}" for name, value in defines.items()]
+    subprocess.run(
+        ["gcc", "-O2", f"-I{EXAMPLES}", *flags, "-o", str(output), str(source)]
+        + ["-lqpid-proton", "-lpthread"],
+        check=True,
+        timeout=300,
+    )
+
+
+def c_examples_available() -> bool:
+    return (EXAMPLES / "receive.c").exists() and shutil.which("gcc") is not None
+
+
+def build_c_clients(build_dir: pathlib.Path, credits: tuple[int, ...] = (200,)) -> pathlib.Path:
+    """Build the stock examples (broker send receive direct, by proton-c-broker.sh build)
+    and the variants: `send12` (12-byte binary body) and, per credit C, `receive-credit-C`
+    (credit window C, prints bodies) and `receive-quiet-credit-C` (prints only the count).
+    Idempotent; returns build_dir."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PROTON_BUILD_DIR": str(build_dir)}
+    subprocess.run([str(TOOLS / "proton-c-broker.sh"), "build"], env=env, check=True, timeout=300)
+    receive = (EXAMPLES / "receive.c").read_text()
+    send = (EXAMPLES / "send.c").read_text()
+    targets = {"send12": (_patched(send, _SEND12_PATCHES), {})}
+    for credit in credits:
+        windowed = _patched(receive, _RECEIVE_PATCHES)
+        targets[f"receive-credit-{credit}"] = (windowed, {"RECEIVE_CREDIT": credit})
+        quiet = _patched(windowed, [_QUIET_PATCH])
+        targets[f"receive-quiet-credit-{credit}"] = (quiet, {"RECEIVE_CREDIT": credit})
+    for name, (text, defines) in targets.items():
+        output = build_dir / name
+        if not output.exists():
+            _compile(text, output, defines)
+    return build_dir
+
+
+def run_c_client(program: pathlib.Path, port: int, address: str, count: int) -> str:
+    """Run one C example client to completion; return its last output line."""
+    result = subprocess.run(
+        [str(program), "127.0.0.1", str(port), address, str(count)],
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_TIMEOUT,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{program.name} exited {result.returncode}: {result.stderr[-2000:]}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+# --- brokers -------------------------------------------------------------------------------
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def free_port(avoid: set[int] = frozenset()) -> int:
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in avoid and not port_in_use(port + 20000 if port < 45535 else port):
+            return port
+
+
+def wait_port(port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not port_in_use(port):
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"broker exited with {process.returncode} before listening")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+        time.sleep(0.1)
+
+
+def _http(method: str, url: str, body: dict | None = None) -> int:
+    import base64
+
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+    request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status
+
+
+@dataclass
+class Broker:
+    """One broker under test: how to reach it, and how to empty its queue."""
+
+    name: str
+    label: str
+    port: int
+    address: str
+    admin_url: str | None = None
+    stop_actions: list = field(default_factory=list)
+
+    def queue_depth(self) -> int | None:
+        if self.admin_url is None:
+            return None
+        from reference_broker.admin_client import ManagementClient
+
+        with ManagementClient(self.admin_url) as admin:
+            return int(admin.queue(QUEUE).get("messages") or 0)
+
+
+@contextlib.contextmanager
+def reference_broker(work: pathlib.Path) -> Iterator[Broker]:
+    port, admin_port = free_port(), free_port()
+    log = (work / "reference-broker.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reference_broker", "--port", str(port)]
+        + ["--admin-port", str(admin_port), "--log-level", "warning"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=str(ROOT),
+    )
+    try:
+        wait_port(port, 30, process)
+        wait_port(admin_port, 30, process)
+        from reference_broker.admin_client import ManagementClient
+
+        admin_url = f"http://127.0.0.1:{admin_port}"
+        with ManagementClient(admin_url) as admin:
+            admin.declare_queue(QUEUE, durable=False)
+        version = _reference_version()
+        yield Broker(
+            "reference", f"reference broker {version}", port, f"/queues/{QUEUE}", admin_url
+        )
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+        log.close()
+
+
+def _reference_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("amqpspec")
+    except Exception:
+        return ""
+
+
+def _dpkg_version(package: str) -> str:
+    try:
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", package],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+@contextlib.contextmanager
+def rabbitmq_broker(work: pathlib.Path) -> Iterator[Broker]:
+    script = TOOLS / "rabbitmq.sh"
+    if not pathlib.Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists():
+        raise RuntimeError(f"RabbitMQ not installed: run '{script} install'")
+    taken: set[int] = set()
+    amqp_port = free_port()
+    taken.add(amqp_port)
+    mgmt_port = free_port(taken)
+    taken.add(mgmt_port)
+    dist_port = free_port(taken)
+    data_dir = work / "rabbitmq"
+    env = {
+        **os.environ,
+        "RABBITMQ_DATA_DIR": str(data_dir),
+        "AMQP_PORT": str(amqp_port),
+        "MGMT_PORT": str(mgmt_port),
+        "DIST_PORT": str(dist_port),
+        # a node name of its own: another rabbit@localhost may already be registered in epmd
+        "NODE_NAME": f"amqpspec-bench-{os.getpid()}@localhost",
+        "STOP_MODE": "kill",
+    }
+    try:
+        subprocess.run([str(script), "start"], env=env, check=True, timeout=180)
+        mgmt = f"http://127.0.0.1:{mgmt_port}"
+        _http(
+            "PUT",
+            f"{mgmt}/api/queues/%2F/{QUEUE}",
+            {"durable": False, "arguments": {"x-queue-type": "classic"}},
+        )
+        version = _dpkg_version("rabbitmq-server")
+        yield Broker("rabbitmq", f"RabbitMQ {version}", amqp_port, f"/amq/queue/{QUEUE}", mgmt)
+    finally:
+        subprocess.run([str(script), "stop"], env=env, timeout=120, check=False)
+
+
+@contextlib.contextmanager
+def proton_c_broker(build_dir: pathlib.Path) -> Iterator[Broker]:
+    script = TOOLS / "proton-c-broker.sh"
+    port = free_port()
+    env = {**os.environ, "PROTON_BUILD_DIR": str(build_dir), "PROTON_PORT": str(port)}
+    try:
+        subprocess.run([str(script), "start"], env=env, check=True, timeout=60)
+        version = _dpkg_version("libqpid-proton11")
+        yield Broker("proton-c", f"Proton C example broker {version}", port, QUEUE)
+    finally:
+        subprocess.run([str(script), "stop"], env=env, timeout=60, check=False)
+
+
+# --- timed runs ----------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    broker: str
+    round: int
+    mode: str  # "sequential-send", "sequential-receive", "concurrent"
+    messages: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+
+def _timed(program: pathlib.Path, port: int, address: str, count: int, expect: str) -> float:
+    start = time.perf_counter()
+    last = run_c_client(program, port, address, count)
+    elapsed = time.perf_counter() - start
+    if last != expect:
+        raise RuntimeError(f"{program.name}: expected {expect!r}, got {last!r}")
+    return elapsed
+
+
+def _spawn(program: pathlib.Path, port: int, address: str, count: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(program), "127.0.0.1", str(port), address, str(count)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(process: subprocess.Popen, expect: str) -> None:
+    try:
+        out, err = process.communicate(timeout=CLIENT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate(timeout=10)
+        raise RuntimeError(f"client timed out (expected {expect!r})") from None
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    if process.returncode != 0 or last != expect:
+        raise RuntimeError(f"client exit {process.returncode}, {last!r}: {err[-2000:]}")
+
+
+def run_round(
+    broker: Broker, clients: pathlib.Path, credit: int, messages: int, round_no: int
+) -> list[Sample]:
+    send = clients / "send12"
+    receive = clients / f"receive-quiet-credit-{credit}"
+    sent = f"{messages} messages sent and acknowledged"
+    received = f"{messages} messages received"
+    samples = []
+    seconds = _timed(send, broker.port, broker.address, messages, sent)
+    samples.append(Sample(broker.name, round_no, "sequential-send", messages, seconds))
+    seconds = _timed(receive, broker.port, broker.address, messages, received)
+    samples.append(Sample(broker.name, round_no, "sequential-receive", messages, seconds))
+    start = time.perf_counter()
+    receiver = _spawn(receive, broker.port, broker.address, messages)
+    sender = _spawn(send, broker.port, broker.address, messages)
+    _finish(sender, sent)
+    _finish(receiver, received)
+    seconds = time.perf_counter() - start
+    samples.append(Sample(broker.name, round_no, "concurrent", messages, seconds))
+    depth = broker.queue_depth()
+    if depth not in (None, 0):
+        raise RuntimeError(f"{broker.name}: {depth} messages left in the queue after a round")
+    return samples
+
+
+MODES = ("sequential-send", "sequential-receive", "concurrent")
+
+
+def medians(samples: list[Sample]) -> dict[str, dict[str, float]]:
+    by: dict[str, dict[str, list[float]]] = {}
+    for sample in samples:
+        by.setdefault(sample.broker, {}).setdefault(sample.mode, []).append(sample.rate)
+    return {b: {m: statistics.median(r) for m, r in modes.items()} for b, modes in by.items()}
+
+
+def table_rows(summary: dict[str, dict[str, float]], labels: dict[str, str]) -> list[list[str]]:
+    rows = []
+    for name in summary:
+        for mode in MODES:
+            rate = summary[name].get(mode)
+            if rate is None:
+                continue
+            ratios = []
+            for other in ("rabbitmq", "proton-c"):
+                base = summary.get(other, {}).get(mode)
+                ratios.append(f"{rate / base:.2f}x" if base else "")
+            rows.append([labels[name], mode, f"{rate:,.0f}", *ratios])
+    return rows
+
+
+HEADERS = ["broker", "mode", "msgs/s (median)", "vs RabbitMQ 3.10", "vs Proton C broker"]
+
+
+def print_table(rows: list[list[str]], title: str) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(str(x)) for x in col) for col in zip(HEADERS, *rows)]
+        print(title)
+        for line in [HEADERS, *rows]:
+            print("  ".join(str(x).rjust(w) for x, w in zip(line, widths)))
+        return
+    table = Table(title=title)
+    for header in HEADERS:
+        table.add_column(header, justify="left" if header in ("broker", "mode") else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=max(Console().width, 110)).print(table)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=int, default=100_000, help="messages per run")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (brokers interleaved)")
+    parser.add_argument("--credit", type=int, default=200, help="receiver credit window")
+    parser.add_argument(
+        "--brokers",
+        default=",".join(BROKERS),
+        help=f"comma-separated subset of {','.join(BROKERS)}",
+    )
+    parser.add_argument("--build-dir", default=str(DEFAULT_BUILD_DIR), help="C client builds")
+    parser.add_argument(
+        "--out", default=str(ROOT / "reports" / "bench"), help="directory for the JSON report"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in args.brokers.split(",") if n.strip()]
+    unknown = set(names) - set(BROKERS)
+    if unknown:
+        print(f"unknown brokers: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    if not c_examples_available():
+        print(
+            f"proton C examples missing: run '{TOOLS / 'proton-c-broker.sh'} install'",
+            file=sys.stderr,
+        )
+        return 2
+    clients = build_c_clients(pathlib.Path(args.build_dir), (args.credit,))
+    samples: list[Sample] = []
+    labels: dict[str, str] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="amqpspec-bench-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        work = pathlib.Path(tmp)
+        brokers = []
+        for name in names:
+            if name == "reference":
+                brokers.append(stack.enter_context(reference_broker(work)))
+            elif name == "rabbitmq":
+                brokers.append(stack.enter_context(rabbitmq_broker(work)))
+            else:
+                brokers.append(stack.enter_context(proton_c_broker(clients)))
+        for broker in brokers:
+            labels[broker.name] = broker.label
+            print(f"{broker.label}: 127.0.0.1:{broker.port} address {broker.address}", flush=True)
+        for round_no in range(args.rounds):
+            shift = round_no % len(brokers)
+            for broker in brokers[shift:] + brokers[:shift]:
+                got = run_round(broker, clients, args.credit, args.messages, round_no)
+                samples += got
+                print(
+                    f"round {round_no + 1} {broker.name}: "
+                    + ", ".join(f"{s.mode} {s.rate:,.0f}/s" for s in got),
+                    flush=True,
+                )
+    summary = medians(samples)
+    title = (
+        f"{args.messages:,} x 12-byte messages, credit {args.credit}, Proton C example "
+        f"clients, median of {args.rounds} rounds (msgs/s, higher is better)"
+    )
+    print_table(table_rows(summary, labels), title)
+    out_dir = pathlib.Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc)
+    path = out_dir / f"brokers-{stamp:%Y-%m-%d}.json"
+    report = {
+        "date": stamp.isoformat(timespec="seconds"),
+        "command": " ".join(["amqpspec", "bench", "brokers", *sys.argv[1:]])
+        if "bench" in sys.argv
+        else " ".join(sys.argv),
+        "messages": args.messages,
+        "rounds": args.rounds,
+        "credit": args.credit,
+        "body_bytes": len(BODY),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "load_average": os.getloadavg(),
+        "brokers": labels,
+        "median_rates": summary,
+        "samples": [asdict(s) | {"rate": s.rate} for s in samples],
+    }
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"report {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
