@@ -9,9 +9,13 @@ consumer settlement, requeue on detach/end/close/loss, alarm windows), and
 written once per read). May touch: the engine objects it creates, the vhost and queues
 through their APIs, sessions.py and links.py.
 
-Hot path per read: engine.receive_data; events; vhost.dispatch_pending (deliveries of
-every connection); confirms batched per session; one transport.write per dirty
-connection.
+Hot path per read: engine.receive_data (at most MAX_FRAMES_PER_STEP frames at a time);
+events; vhost.dispatch_pending (deliveries of every connection); confirms batched per
+session; one transport.write per dirty connection.
+
+Echo (2.7.4): the engine runs with auto_echo=False, so every echo is answered here from
+the broker's own state (a consumer's by its queue, credit API v2), and the `no-echo`
+fault can suppress them all.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from amqp10.composites import Coordinator, Error, Rejected, Source, Target
+from amqp10.composites import Coordinator, Error, Rejected
 from amqp10.engine import (
     Connection,
     DeliveryAborted,
@@ -50,7 +54,6 @@ from amqp10.engine.transitions import LinkState, SessState
 from amqp10.errors import DecodeError
 from amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, ProtocolId
 from amqp10.message import Message
-from amqp10.serial import serial_add
 from amqp10.spec import Cond, RcvSettleMode, Role
 
 from .addressing import AddressError, queue_address
@@ -65,7 +68,7 @@ from .vhost import BrokerError, ConnectionSummary, VirtualHost
 
 log = logging.getLogger("reference_broker.connection")
 
-RECEIVE_CHUNK = 8192  # bytes handed to the engine at a time (see receive())
+MAX_FRAMES_PER_STEP = 128  # frames the engine handles before we act on them (receive())
 CLOSE_GRACE_S = 5.0  # after our close, wait this long for the peer's before dropping it
 HANDSHAKE_TIMEOUT_S = 10.0  # protocol header + SASL + open (RabbitMQ handshake_timeout)
 _GONE_LINK = frozenset({LinkState.DETACHED, LinkState.DETACH_SENT})
@@ -115,20 +118,13 @@ class BrokerContext:
     def run_dispatch(self) -> None:
         """Queue events of every queue with work -> transfers and flows, at most
         `dispatch_batch` deliveries per queue per turn: the rest follows after a write, so
-        the consumer starts on the first batch while we encode the next."""
-        vhost = self.vhost
-        queues = vhost.pending_queues
-        for event in vhost.dispatch_pending(self.dispatch_batch):
+        the consumer starts on the first batch while we encode the next. Echo and drain
+        replies (CreditReply) carry the queue's `available` (2.6.7)."""
+        for event in self.vhost.dispatch_pending(self.dispatch_batch):
             if type(event) is Delivery:
                 event.consumer.owner.deliver(event)
             elif type(event) is CreditReply:
                 event.consumer.owner.credit_reply(event)
-        for queue in queues:  # 2.6.7 available, as the engine reports it in echo replies
-            available = queue.available
-            for consumer in queue._consumers.values():
-                owner = consumer.owner
-                if type(owner) is ConsumerLink:
-                    owner.link.available = available
 
     def flush(self) -> None:
         dirty = self.dirty
@@ -224,7 +220,6 @@ class BrokerConnection:
         self.sessions: dict[Any, BrokerSession] = {}
         self.publishers: dict[Any, PublisherLink] = {}  # engine Link -> publisher (hot path)
         self._credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
-        self.reads = 0  # chunks handed to the engine so far
         self.sessions_with_confirms: list[BrokerSession] = []
         self._dirty = False
         limits = self.config.limits
@@ -277,6 +272,7 @@ class BrokerConnection:
             channel_max=limits.channel_max - 1,
             idle_timeout_ms=limits.idle_time_out_ms or None,
             sasl=sasl,
+            auto_echo=False,  # echo answered from the queue's state; see _on_flow
         )
 
     def _sasl(self) -> ServerSasl:
@@ -310,19 +306,21 @@ class BrokerConnection:
                 return
             data, self._head = self._head, b""
             engine = self.engine = self._make_engine(data[:PROTOCOL_HEADER_SIZE])
-        if len(data) <= RECEIVE_CHUNK:
-            self._receive_chunk(engine, data)
-        else:  # credit decided per chunk: a re-grant goes out while we work on the rest
-            for start in range(0, len(data), RECEIVE_CHUNK):
-                self._receive_chunk(engine, data[start : start + RECEIVE_CHUNK])
+        # credit is decided every MAX_FRAMES_PER_STEP frames: a publisher's re-grant goes
+        # out while we work on the rest of a large read
+        more = engine.receive_data(data, time.monotonic(), MAX_FRAMES_PER_STEP)
+        self._after_step()
+        while more and self.open:
+            more = engine.receive_buffered(time.monotonic(), MAX_FRAMES_PER_STEP)
+            self._after_step()
         self.reopen_windows()
 
     def reopen_windows(self) -> None:
-        """2.5.6: re-open a session's incoming window once less than half is left, after
-        the whole read. Every transfer of one read was sent before the peer could see a
-        new grant, so none of them may use it: a burst beyond the window we advertised
-        ends the session with window-violation (the engine's own auto-window would widen
-        the window in the middle of the burst)."""
+        """2.5.6: re-open a session's incoming window once less than half is left, once
+        per read (one flow per read at most, where the engine's auto_window would send
+        one per half window). The engine enforces a grant from the moment it is written
+        out, so a burst beyond the window we advertised ends the session with
+        window-violation."""
         for session in self.sessions.values():  # a handful: checked after every read
             engine_session = session.engine
             limit = engine_session.incoming_window_max
@@ -331,9 +329,8 @@ class BrokerConnection:
             ):
                 session.set_window(limit)
 
-    def _receive_chunk(self, engine: Connection, data: bytes) -> None:
-        self.reads += 1
-        engine.receive_data(data, time.monotonic())
+    def _after_step(self) -> None:
+        """The events of one step of input, then publisher credit and confirms."""
         self._drain_events()
         if self._credit_checks:
             checks, self._credit_checks = self._credit_checks, []
@@ -452,14 +449,17 @@ class BrokerConnection:
         if event.scope == "connection":
             self._schedule_hard_close()
             return
-        # the engine ended a session or detached a link: release what went with it
-        for session in list(self.sessions.values()):
-            if session.engine.state not in _LIVE_SESSION:
-                self._release_session(session)
-                del self.sessions[session.engine]
-                continue
-            for link in [lk for lk in session.links if lk.state in _GONE_LINK]:
-                self._release_link(session, link)
+        # the engine ended the session or detached the link: release what went with it
+        engine_session = event.session
+        session = self.sessions.get(engine_session)
+        if session is None:
+            return
+        if engine_session.state not in _LIVE_SESSION:
+            self._release_session(session)
+            del self.sessions[engine_session]
+            self.summary.channels = len(self.sessions)
+        elif event.link is not None and event.link.state in _GONE_LINK:
+            self._release_link(session, event.link)
 
     def _schedule_hard_close(self) -> None:
         loop = asyncio.get_event_loop()
@@ -483,22 +483,15 @@ class BrokerConnection:
                 outgoing_window=0xFFFFFFFF,
                 handle_max=limits.handle_max - 1,
                 auto_window=False,  # re-opened per read in reopen_windows(), see there
+                # fault skip-window-check: transfers beyond the window are let through
+                enforce_window=not self.faults.skip_window_check,
             )
         except UsageError as exc:  # e.g. no free channel
             log.info("%s: begin refused: %s", self.name, exc)
             engine_session.end(Cond.RESOURCE_LIMIT_EXCEEDED, str(exc))
             return
-        if self.faults.skip_window_check:
-            self._disable_window_check(engine_session)
         self.sessions[engine_session] = BrokerSession(self, engine_session)
         self.summary.channels = len(self.sessions)
-
-    @staticmethod
-    def _disable_window_check(engine_session: Any) -> None:
-        """Fault skip-window-check: the engine has no switch for its 2.5.6 check, so move
-        its enforced horizon out of reach (see the report: engine hook wanted)."""
-        next_id = engine_session.next_incoming_id or 0
-        engine_session._enforced_horizon = serial_add(next_id, 0x7FFFFFFF)
 
     def _on_end(self, event: RemoteEnd) -> None:
         session = self.sessions.pop(event.session, None)
@@ -543,9 +536,7 @@ class BrokerConnection:
             log.debug("cannot refuse attach: %s", exc)
 
     def _attach_consumer(self, session: BrokerSession, link: Any, attach: Any) -> None:
-        source = attach.source
-        if source is not None and not isinstance(source, Source):  # 3.5.3: a source
-            raise AddressError(source, "the source of a consumer must be a source")
+        source = attach.source  # a Source or None: the engine refuses anything else
         if source is not None and source.dynamic:
             queue = self.vhost.create_dynamic_queue(link)
             source = source.replace(address=queue_address(queue.name))
@@ -553,18 +544,15 @@ class BrokerConnection:
             queue = self.vhost.resolve_source(source.address if source is not None else None)
         link.accept(source=source, rcv_settle_mode=RcvSettleMode.FIRST, initial_delivery_count=0)
         tag = f"{self.context.next_id()}"
-        link.available = queue.available
         consumer = ConsumerLink(session, link, queue, tag)
         queue.add_consumer(tag, consumer, settled=consumer.settled, initial_delivery_count=0)
         session.links[link] = consumer
         session.consumers[link] = consumer
 
     def _attach_publisher(self, session: BrokerSession, link: Any, attach: Any) -> None:
-        target = attach.target
+        target = attach.target  # a Target, a Coordinator or None (checked by the engine)
         if isinstance(target, Coordinator):  # 4.2: transactions are not supported
             raise AddressError(target, "transactions are not supported", Cond.NOT_IMPLEMENTED)
-        if target is not None and not isinstance(target, Target):  # 3.5.4: a target
-            raise AddressError(target, "the target of a publisher must be a target")
         if target is not None and target.dynamic:
             queue = self.vhost.create_dynamic_queue(link)
             target = target.replace(address=queue_address(queue.name))
@@ -681,14 +669,20 @@ class BrokerConnection:
 
     def _on_flow(self, event: FlowReceived) -> None:
         link = event.link
-        if link is None:
-            return
         session = self.sessions.get(event.session)
         if session is None:
             return
+        if link is None:  # a session flow: echo answered with our session state (2.7.4)
+            if event.flow.echo and not self.faults.no_echo:
+                event.session.flow()
+                self.mark_dirty()
+            return
         consumer = session.consumers.get(link)
-        if consumer is not None:
+        if consumer is not None:  # the queue applies it and answers echo / drain
             consumer.receiver_flow(event.flow)
+        elif event.flow.echo and not self.faults.no_echo and link in self.publishers:
+            link.send_flow_state()  # our grant as it stands (2.6.7, 2.7.4)
+            self.mark_dirty()
 
     def _on_disposition(self, event: DispositionReceived) -> None:
         if event.role != Role.RECEIVER:

@@ -5,9 +5,14 @@ Owns: per-link broker state only: which queue a consumer reads (the queue holds 
 delivery-count and credit, credit API v2), which target a publisher writes to, the
 publisher's unconfirmed count and credit re-grant (credit.py), and the header rewrite of
 redelivered messages (3.2.1). May touch: the engine Link given to it (send, flow,
-disposition, and its public credit attributes delivery_count / link_credit / drain /
-available, which mirror the queue's before each send), the queue of a consumer, the
-session state (sessions.py) to record unsettled deliveries and confirms.
+set_flow_state / send_flow_state for the queue's replies to drain and echo,
+disposition), the queue of a consumer, the session state (sessions.py) to record
+unsettled deliveries and confirms.
+
+Credit of a consumer link lives twice: in the queue (credit API v2, authoritative for
+what to dispatch) and in the engine Link, which applies the same 2.6.7 rules to the same
+flows and refuses a send beyond the receiver's grant (our guard against RabbitMQ #2597).
+Only the faults that over-deliver on purpose send past it (`send(check_credit=False)`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,13 @@ log = logging.getLogger("reference_broker.links")
 _MASK = 0xFFFFFFFF
 # per transfer frame beyond the payload: frame header + a transfer performative (2.7.5)
 _TRANSFER_OVERHEAD = 64
+# faults whose queue sends beyond (or reports state beyond) the receiver's grant
+_CREDIT_FAULTS = (
+    "overdeliver_on_regrant",
+    "transfer_before_credit",
+    "excess_credit_after_drain",
+    "credit_per_frame",
+)
 
 
 def redelivered_payload(msg: QueuedMessage) -> bytes:
@@ -56,7 +68,7 @@ class ConsumerLink:
     """A link on which the broker is the sender: the queue's consumer (3.5.3 source)."""
 
     __slots__ = (
-        "attached_in_read",
+        "check_credit",
         "connection",
         "faults",
         "link",
@@ -75,8 +87,8 @@ class ConsumerLink:
         self.queue = queue
         self.tag = tag
         self.settled = link.snd_settle_mode == SndSettleMode.SETTLED
-        self.faults = session.connection.faults
-        self.attached_in_read = session.connection.reads
+        self.faults = faults = session.connection.faults
+        self.check_credit = not any(getattr(faults, name) for name in _CREDIT_FAULTS)
 
     def deliver(self, event: Delivery) -> None:
         """Send one Delivery from the queue as a transfer (split by the engine at the
@@ -87,11 +99,8 @@ class ConsumerLink:
             payload = msg.payload
         else:  # redelivered (3.2.1) or modified with annotations (3.4.5)
             payload = redelivered_payload(msg)
-        # credit API v2: the queue's view is authoritative; mirror it into the engine link
-        link.delivery_count = (event.delivery_count_after - 1) & _MASK
-        link.link_credit = event.consumer.credit + 1
         try:
-            delivery_id = link.send(payload, settled=event.settled)
+            delivery_id = link.send(payload, settled=event.settled, check_credit=self.check_credit)
         except UsageError as exc:  # too big for the peer, or the link is going away
             log.debug("cannot send on %r: %s", link, exc)
             if not event.settled and self.tag in self.queue._consumers:
@@ -127,22 +136,25 @@ class ConsumerLink:
         if reply.drain and faults.no_drain_reply:
             return  # fault (go-amqp#255): the drain is applied, its flow never sent
         if reply.echo and not reply.drain and faults.no_echo:
-            return
+            return  # fault (no-echo): the echo is never answered
         link = self.link
-        link.delivery_count = reply.delivery_count
-        link.link_credit = reply.link_credit
-        link.drain = reply.drain
         try:
-            link.flow(available=reply.available)
+            link.set_flow_state(
+                delivery_count=reply.delivery_count,
+                link_credit=reply.link_credit,
+                drain=reply.drain,
+                available=reply.available,
+                check_credit=self.check_credit,
+            )
+            link.send_flow_state()
         except UsageError as exc:
             log.debug("no flow on %r: %s", link, exc)
             return
         self.session.connection.mark_dirty()
 
     def receiver_flow(self, flow: Any) -> None:
-        """The receiver's flow for this link: hand it to the queue (credit API v2).
-        Echo is answered by the engine itself once the link is attached; a flow that came
-        in the same read as the attach (before our answer) is echoed by the queue."""
+        """The receiver's flow for this link: hand it to the queue (credit API v2), which
+        answers drain and echo with a CreditReply (the engine has auto_echo off)."""
         consumer = self.queue._consumers.get(self.tag)
         if consumer is None:
             return
@@ -156,7 +168,7 @@ class ConsumerLink:
             delivery_count=delivery_count,
             link_credit=link_credit,
             drain=bool(flow.drain),
-            echo=bool(flow.echo) and self.attached_in_read == self.connection.reads,
+            echo=bool(flow.echo),
         )
 
 

@@ -3,17 +3,20 @@ misbehaviour with the fault on and does NOT observe it with the fault off.
 
 Scenarios run an amqp10 engine client over a real socket (tests/broker_support). The
 engine client is a strict peer, so several faults surface as its own protocol errors
-(transfer-limit-exceeded). `no-echo` cannot be injected while the engine answers every
-echo itself (reported upstream); its scenario documents that.
+(transfer-limit-exceeded). The broker's engine runs with auto_echo=False and answers
+echo itself, so `no-echo` suppresses every echo reply (link and session); the checker's
+`link.echo.unanswered` rule names it.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
 from broker_support import EngineClient, management, running_broker
 
+from amqp10.checker import Checker
 from amqp10.composites import Modified
 from amqp10.engine import FlowReceived, ProtocolErrorRaised, RemoteAttach, RemoteEnd
 from amqp10.engine import TransferReceived as Transfer
@@ -168,19 +171,34 @@ def skip_window_check(b, c) -> bool:
     # a peer ignoring the window: it believes it may send 40 frames
     session._remote_horizon = serial_add(session.next_outgoing_id, 1000)
     for i in range(40):
-        link.link_credit = max(link.link_credit, 1)
-        link.send(Message.of(str(i).encode()).encode(), settled=True)
+        link.send(Message.of(str(i).encode()).encode(), settled=True, check_credit=False)
     c.settle(0.4)
     management(b).clear_alarm("memory")
     ends = c.of(RemoteEnd)
     return not any(e.error and e.error.condition == Cond.WINDOW_VIOLATION for e in ends)
 
 
-def no_echo(b, c) -> bool:
-    link = _receiver(c, _session(c))
-    link.flow(link_credit=1, echo=True)
+def _echo_replies(b, c) -> dict[str, bool]:
+    """Ask for echo on a consumer link, a publisher link and the session: which got a
+    flow back?"""
+    session = _session(c)
+    consumer = _receiver(c, session)
+    publisher = _sender(c, session)
+    start = len(c.events)
+    consumer.flow(link_credit=1, echo=True)
+    publisher.send_flow_state(echo=True)
+    session.flow(echo=True)
     c.settle(0.3)
-    return not [e for e in c.of(FlowReceived) if e.link is link]
+    flows = c.of(FlowReceived, start)
+    return {
+        "consumer": any(e.link is consumer for e in flows),
+        "publisher": any(e.link is publisher for e in flows),
+        "session": any(e.link is None for e in flows),
+    }
+
+
+def no_echo(b, c) -> bool:
+    return not all(_echo_replies(b, c).values())
 
 
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
@@ -195,6 +213,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "negative-window-after-alarm": (negative_window_after_alarm, {}),
     "credit-per-frame": (credit_per_frame, {"max_frame_size": 512}),
     "skip-window-check": (skip_window_check, {"max_incoming_window": 4}),
+    "no-echo": (no_echo, {}),
 }
 
 
@@ -227,20 +246,31 @@ def test_fault_is_caught(fault):
 def test_every_protocol_and_queue_fault_has_a_scenario():
     from reference_broker.faults import CATALOG
 
-    missing = set(CATALOG) - set(SCENARIOS) - {"no-echo"}
+    missing = set(CATALOG) - set(SCENARIOS)
     assert missing == set()
 
 
-def test_no_echo_is_answered_by_the_engine_even_with_the_fault():
-    """The engine answers echo itself, so `no-echo` has no effect (engine hook wanted)."""
-    with running_broker(faults=("no-echo",)) as b:
+@pytest.mark.parametrize("enabled", [False, True])
+def test_no_echo_suppresses_every_echo_reply_and_the_checker_names_it(enabled):
+    with running_broker(faults=("no-echo",) if enabled else ()) as b:
         management(b).declare_queue("q", durable=False)
         c = EngineClient(b.port)
+        c.checker = Checker(liveness_bound=0.2)  # unanswered echo is a liveness rule
         try:
             c.open()
-            assert no_echo(b, c) is False
+            replies = _echo_replies(b, c)
+            # end the trace here: the close that follows forgets pending echo requests
+            c.checker.finish(time.monotonic())
         finally:
             c.close()
+    unanswered = [v for v in c.violations if v.rule_id == "link.echo.unanswered"]
+    if enabled:
+        assert replies == {"consumer": False, "publisher": False, "session": False}
+        assert {v.origin for v in unanswered} == {"server"}  # the side that owes a reply
+        assert len(unanswered) == 3
+    else:
+        assert replies == {"consumer": True, "publisher": True, "session": True}
+        assert unanswered == []
 
 
 @pytest.mark.parametrize(

@@ -107,6 +107,7 @@ class Connection:
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
         auto_reply: bool = True,
+        auto_echo: bool = True,
     ) -> None:
         if role not in ("client", "server"):
             raise ValueError("role is 'client' or 'server'")
@@ -123,6 +124,7 @@ class Connection:
         self.offered_capabilities = offered_capabilities
         self.desired_capabilities = desired_capabilities
         self.auto_reply = auto_reply
+        self.auto_echo = auto_echo  # False: the application answers echo flows (2.7.4)
         self.sasl = sasl
         self._machine = connection_machine()
         self._sasl_machine = sasl_machine() if sasl is not None else None
@@ -141,6 +143,7 @@ class Connection:
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE  # 2.4.1: before open, 512
         self.remote_channel_max = 0
         self.remote_idle_timeout_ms: int | None = None
+        self._grants_pending: list[Session] = []  # window grants not yet handed out (2.5.6)
         self.sessions_by_channel: dict[int, Session] = {}  # our channel -> session
         self._sessions_by_remote: dict[int, Session] = {}  # peer channel -> session
         self._now: float | None = None
@@ -189,24 +192,45 @@ class Connection:
 
     # --- I/O ------------------------------------------------------------------------
 
-    def receive_data(self, data: bytes, now: float) -> None:
-        """Feed bytes from the peer; b"" means the peer closed the byte stream."""
+    def receive_data(self, data: bytes, now: float, max_frames: int | None = None) -> bool:
+        """Feed bytes from the peer; b"" means the peer closed the byte stream.
+
+        With `max_frames` at most that many frames (and headers) are handled; the rest
+        stays buffered and True is returned: take the events, act on them (e.g. send a
+        credit re-grant), then call `receive_buffered(now, max_frames)` until it returns
+        False. Without it the whole buffer is handled (returns False)."""
         self._now = now
         if not data:
             self._on_transport_closed()
-            return
+            return False
         self._last_received = now
         if self.finished:
-            return
+            return False
         self._decoder.feed(data)
+        return self._handle_input(max_frames)
+
+    def receive_buffered(self, now: float, max_frames: int | None = None) -> bool:
+        """Go on with input left buffered by receive_data(..., max_frames); True while
+        frames may remain."""
+        self._now = now
+        if self.finished:
+            return False
+        return self._handle_input(max_frames)
+
+    def _handle_input(self, max_frames: int | None) -> bool:
+        budget = -1 if max_frames is None else max_frames
         while not self.finished:
+            if budget == 0:
+                return True
+            budget -= 1
             item = self._next_item()
             if item is None:
-                return
+                return False
             if isinstance(item, ProtocolHeader):
                 self._on_header(item)
             else:
                 self._on_frame(item)
+        return False
 
     def _next_item(self) -> ProtocolHeader | Frame | None:
         try:
@@ -231,6 +255,10 @@ class Connection:
             return b""
         data = bytes(self._out)
         self._out.clear()
+        if self._grants_pending:  # 2.5.6: the peer may now see these windows
+            for session in self._grants_pending:
+                session._grant_sent()
+            self._grants_pending.clear()
         self._last_sent = self._now
         if self._open_sent_at is None and self._sent_open:
             self._open_sent_at = self._now
@@ -351,6 +379,7 @@ class Connection:
         handle_max: int = 0xFFFFFFFF,
         *,
         auto_window: bool = True,
+        enforce_window: bool = True,
         properties: dict | None = None,
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
@@ -363,6 +392,7 @@ class Connection:
             outgoing_window=outgoing_window,
             handle_max=handle_max,
             auto_window=auto_window,
+            enforce_window=enforce_window,
             properties=properties,
             offered_capabilities=offered_capabilities,
             desired_capabilities=desired_capabilities,

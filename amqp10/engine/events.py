@@ -105,7 +105,9 @@ class RemoteDetach(Event):
 @dataclass(frozen=True, slots=True)
 class FlowReceived(Event):
     """A flow (2.7.4). `link` is None for a session-only flow. The link's credit state
-    (link.link_credit, link.delivery_count, link.drain) is already updated (2.6.7)."""
+    (link.link_credit, link.delivery_count, link.drain) is already updated (2.6.7).
+    With `Connection(auto_echo=False)` a flow with echo=true is the application's to
+    answer (`link.send_flow_state()` / `session.flow()`); otherwise the engine has."""
 
     session: Session
     link: Link | None
@@ -153,11 +155,15 @@ class DispositionReceived(Event):
 @dataclass(frozen=True, slots=True)
 class ProtocolErrorRaised(Event):
     """The peer broke a rule; the engine has sent close/end/detach with `condition`
-    (or, when already closing, only reports it). scope: connection, session, link."""
+    (or, when already closing, only reports it). scope: connection, session, link.
+    `session` is the Session it concerns (None for connection scope); `link` the Link
+    (None unless scope is link), so a driver can release exactly what went with it."""
 
     condition: str
     description: str
     scope: str
+    session: Session | None = None
+    link: Link | None = None
 
 
 @dataclass(frozen=True, slots=True)

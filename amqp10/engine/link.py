@@ -9,6 +9,16 @@ Credit bookkeeping, receiver side: every flow we send grants up to the horizon
 delivery-count + link-credit; a new delivery at or past the highest horizon granted is
 `amqp:link:transfer-limit-exceeded` (2.6.7). A lowered grant does not shrink the horizon,
 because transfers already in flight against the older grant are legal.
+
+Sender side: the receiver's latest grant fixes the horizon delivery-count(flow) +
+link-credit(flow); `send()` refuses a delivery without credit (UsageError). A sender
+whose credit is kept by the application (a broker queue, RabbitMQ's credit API v2)
+copies its state in with `set_flow_state()`, which refuses state beyond that horizon.
+
+Echo (2.7.4): with the connection's `auto_echo` (default) a flow with echo=true is
+answered with our flow state at once, or, when it arrives before our attach (ATTACH_RCVD),
+right after our attach. With auto_echo False the application answers it
+(`send_flow_state()`), so it can also decline to (fault injection).
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
-from amqp10.composites import Attach, Detach, Flow, Transfer
+from amqp10.composites import Attach, Coordinator, Detach, Flow, Source, Target, Transfer
 from amqp10.engine import events as ev
 from amqp10.engine.flowcontrol import credit_horizon, sender_link_credit, window_left
 from amqp10.engine.transitions import (
@@ -32,8 +42,9 @@ from amqp10.engine.transitions import (
 from amqp10.errors import ProtocolError
 from amqp10.frames import Frame
 from amqp10.message import TransferAssembler
-from amqp10.serial import serial_add, serial_ge, serial_max
+from amqp10.serial import serial_add, serial_ge, serial_gt, serial_lt, serial_max
 from amqp10.spec import Cond, Role, SndSettleMode
+from amqp10.types import Described
 
 if TYPE_CHECKING:
     from amqp10.composites import Error
@@ -78,6 +89,8 @@ class Link:
         self._granted_horizon: int | None = None  # receiver: highest dc + credit granted
         self._latest_horizon: int | None = None  # receiver: dc + credit of the last grant
         self._last_flow: Flow | None = None  # sender: the receiver's latest flow
+        self._credit_horizon: int | None = None  # sender: dc + credit of the latest grant
+        self._echo_owed = False  # an echo arrived before our attach (auto_echo)
         self._assembler = TransferAssembler()
         self._frames_in_delivery = 0
         self._bytes_in_delivery = 0
@@ -155,6 +168,9 @@ class Link:
             if self._last_flow is not None:  # credit granted before our attach
                 self._sender_flow(self._last_flow)
         self._attach(attach_fields)
+        if self._echo_owed:  # 2.7.4: an echo that came before our attach, answered now
+            self._echo_owed = False
+            self._send_flow()
 
     def reject(self, error: Error | str | None = None, description: str | None = None) -> None:
         """Refuse the peer's attach: our attach with a null local terminus, then a
@@ -174,6 +190,10 @@ class Link:
             self.rcv_settle_mode = attach.rcv_settle_mode
         if not self.is_sender:
             self._learn_initial_delivery_count(attach)
+        problem = terminus_problem(attach)
+        if problem is not None:  # refused here: the application never sees the link
+            self._fail(ProtocolError(Cond.INVALID_FIELD, problem, "link"))
+            return
         self.session.connection._emit(ev.RemoteAttach(self, attach))
 
     def _learn_initial_delivery_count(self, attach: Attach) -> None:
@@ -222,6 +242,54 @@ class Link:
         else:
             self._granted_horizon = serial_max(self._granted_horizon, horizon)
 
+    def send_flow_state(self, echo: bool = False) -> None:
+        """Send our flow state as it is (2.7.4), e.g. to answer an echo when the
+        connection has auto_echo=False. Unlike flow(), it changes nothing: a receiver
+        keeps its drain flag and grant, a sender reports its current `available`."""
+        self._check(LinkInput.SEND_FLOW, SessInput.SEND_FLOW)
+        self._send_flow(echo)
+
+    def set_flow_state(
+        self,
+        *,
+        delivery_count: int | None = None,
+        link_credit: int | None = None,
+        drain: bool | None = None,
+        available: int | None = None,
+        check_credit: bool = True,
+    ) -> None:
+        """Sender whose credit is kept by the application (a broker queue with credit
+        API v2): copy its 2.6.7 state into the link; nothing is sent (send_flow_state()
+        or send() follow). With check_credit (default) the state must stay within the
+        receiver's latest grant: delivery-count never goes back and delivery-count +
+        link-credit never passes delivery-count(flow) + link-credit(flow); UsageError
+        otherwise. check_credit=False is for deliberate misbehaviour (fault injection)."""
+        if not self.is_sender:
+            raise UsageError("set_flow_state() is for a sender; a receiver grants with flow()")
+        new_count = self.delivery_count if delivery_count is None else delivery_count
+        new_credit = self.link_credit if link_credit is None else link_credit
+        if check_credit:
+            if new_count is None:
+                raise UsageError("no delivery-count before our attach")
+            if link_credit is not None and link_credit < 0:
+                raise UsageError("link-credit is never negative (2.6.7)")
+            if self.delivery_count is not None and serial_lt(new_count, self.delivery_count):
+                raise UsageError(f"delivery-count {new_count} goes back (2.6.7)")
+            horizon = self._credit_horizon
+            if horizon is None:
+                horizon = self.delivery_count  # no grant yet: no credit
+            if horizon is None or serial_gt(serial_add(new_count, new_credit), horizon):
+                raise UsageError(
+                    f"delivery-count {new_count} + link-credit {new_credit} beyond the "
+                    f"receiver's grant (2.6.7)"
+                )
+        self.delivery_count = new_count
+        self.link_credit = new_credit
+        if drain is not None:
+            self.drain = drain
+        if available is not None:
+            self.available = available
+
     def _send_flow(self, echo: bool = False) -> None:
         self._machine.process(LinkInput.SEND_FLOW)
         self.session._send_flow(self, echo)
@@ -255,14 +323,23 @@ class Link:
             self._sender_flow(flow)
         else:
             self._receiver_flow(flow)
-        if flow.echo and self._machine.allows(LinkInput.SEND_FLOW):
-            self._send_flow()  # 2.7.4 echo: our flow state, promptly
+        if flow.echo and self.session.connection.auto_echo:
+            if self._machine.allows(LinkInput.SEND_FLOW):
+                self._send_flow()  # 2.7.4 echo: our flow state, promptly
+            elif self.state is LinkState.ATTACH_RCVD:
+                self._echo_owed = True  # answered right after our attach (accept())
 
     def _sender_flow(self, flow: Flow) -> None:
         self._last_flow = flow
         if self.delivery_count is None:
             return  # not attached by us yet: computed in accept()
         if flow.link_credit is not None:
+            base = (
+                self.initial_delivery_count
+                if flow.delivery_count is None
+                else (flow.delivery_count)
+            )
+            self._credit_horizon = credit_horizon(base, flow.link_credit)
             self.link_credit = sender_link_credit(
                 flow.delivery_count,
                 flow.link_credit,
@@ -290,14 +367,16 @@ class Link:
         *,
         state: Any = None,
         batchable: bool = False,
+        check_credit: bool = True,
     ) -> int:
         """Send one delivery (split into frames at the peer's max-frame-size, 2.6.14).
         Needs link-credit (2.6.7); returns its delivery-id. `settled` defaults from
-        snd-settle-mode (settled for SETTLED, else unsettled)."""
+        snd-settle-mode (settled for SETTLED, else unsettled). check_credit=False sends
+        even without credit: deliberate misbehaviour, for fault injection only."""
         if not self.is_sender:
             raise UsageError("send() on a receiving link")
         self._check(LinkInput.SEND_TRANSFER, SessInput.SEND_TRANSFER)
-        if self.link_credit <= 0:  # 2.6.7: no transfer without credit
+        if self.link_credit <= 0 and check_credit:  # 2.6.7: no transfer without credit
             raise UsageError(f"no link-credit on {self.name!r}")
         settled = self._settled_flag(settled)
         limit = self.remote_attach.max_message_size if self.remote_attach else None
@@ -319,7 +398,8 @@ class Link:
         self.session._send_transfer(transfer, payload)
         # 2.6.7: each delivery advances delivery-count and uses one credit
         self.delivery_count = serial_add(self.delivery_count, 1)
-        self.link_credit -= 1
+        if self.link_credit > 0:
+            self.link_credit -= 1
         return delivery_id
 
     def _settled_flag(self, settled: bool | None) -> bool:
@@ -420,6 +500,8 @@ class Link:
             self.handle = self.session._allocate_handle(self)
         action = self._machine.process(LinkInput.SEND_DETACH)
         if action == ATTACH_THEN_DETACH:
+            if self.is_sender and self.initial_delivery_count is None:
+                self.initial_delivery_count = self.delivery_count = 0  # 2.7.3: a sender's
             self.session._send_attach(self._attach_frame({}))
         detach = Detach(handle=self.handle, closed=closed, error=as_error(error, description))
         self.session._send_detach(detach)
@@ -445,7 +527,7 @@ class Link:
     def _fail(self, exc: ProtocolError) -> None:
         """The peer broke a link rule: report it and detach with its condition."""
         self.session.connection._emit(
-            ev.ProtocolErrorRaised(exc.condition, exc.description, "link")
+            ev.ProtocolErrorRaised(exc.condition, exc.description, "link", self.session, self)
         )
         session = self.session
         if not session.connection._can_send():
@@ -459,3 +541,25 @@ class Link:
 
 
 _CAN_REPLY = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})
+_SOURCE_ARCHETYPE = (Source,)
+_TARGET_ARCHETYPE = (Target, Coordinator)
+
+
+def terminus_problem(attach: Attach) -> str | None:
+    """3.5.3 / 3.5.4 / 4.5.1: an attach's source must provide the `source` archetype
+    (Source) and its target the `target` archetype (Target, Coordinator), or be null.
+    The codec already refuses a known composite of another archetype (decode-error); a
+    described value of an unknown type cannot be used as a terminus, so the link is
+    refused with amqp:invalid-field. Returns what is wrong, or None."""
+    source, target = attach.source, attach.target
+    if source is not None and not isinstance(source, _SOURCE_ARCHETYPE):
+        return f"attach source is {_kind(source)}, not a source (3.5.3)"
+    if target is not None and not isinstance(target, _TARGET_ARCHETYPE):
+        return f"attach target is {_kind(target)}, not a target (3.5.4)"
+    return None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, Described):
+        return f"a described value with descriptor {value.descriptor!r}"
+    return f"a {type(value).__name__}"

@@ -10,6 +10,14 @@ Window policy: with `auto_window=True` the incoming window is re-granted (a sess
 flow) whenever it falls below half of `incoming_window`; with False the application
 refills it with `session.flow(incoming_window=n)`. Outgoing transfer frames wait in
 order while the peer's remote-incoming-window is 0 (2.5.6: never sent beyond it).
+
+Window check (2.5.6, `enforce_window=True`): a transfer beyond every window the peer
+could have seen ends the session with amqp:session:window-violation. A grant (begin or
+flow) counts from the moment its bytes leave the engine (`Connection.data_to_send()`),
+not when it is queued: transfers handled in the same receive_data() as a re-grant were
+sent before the peer could know it, so a burst beyond the advertised window is a
+violation with auto_window too. A lowered window never shrinks what was granted before.
+`enforce_window=False` switches the check off (fault injection: a lax broker).
 """
 
 from __future__ import annotations
@@ -82,11 +90,13 @@ class Session:
         outgoing_window: int = 2048,
         handle_max: int = 0xFFFFFFFF,
         auto_window: bool = True,
+        enforce_window: bool = True,
         properties: dict | None = None,
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
     ) -> None:
         self.connection = connection
+        self.enforce_window = enforce_window
         self._machine = session_machine()
         self.channel: int | None = None if incoming else connection._allocate_channel(self)
         self.remote_channel: int | None = None
@@ -101,7 +111,8 @@ class Session:
         self.next_outgoing_id = 0
         self.next_incoming_id: int | None = None  # learned from the peer's begin
         self.incoming_window = incoming_window
-        self._enforced_horizon: int | None = None  # highest next-incoming-id + window granted
+        self._enforced_horizon: int | None = None  # highest next-incoming-id + window seen
+        self._pending_horizon: int | None = None  # granted, not yet handed to data_to_send()
         self._remote_horizon = 0  # first transfer-id the peer's window does not admit
         self.remote_outgoing_window = 0
         self.remote_handle_max = 0xFFFFFFFF
@@ -163,6 +174,7 @@ class Session:
         handle_max: int | None = None,
         *,
         auto_window: bool | None = None,
+        enforce_window: bool | None = None,
         properties: dict | None = None,
     ) -> None:
         """Answer a peer's begin (BEGIN_RCVD) with ours (2.5.2)."""
@@ -175,6 +187,8 @@ class Session:
             self.auto_window if auto_window is None else auto_window,
         )
         self.incoming_window = self.incoming_window_max
+        if enforce_window is not None:
+            self.enforce_window = enforce_window
         self.properties = properties or self.properties
         self.connection._check_can_send()
         self._machine.process(SessInput.SEND_BEGIN)
@@ -295,16 +309,31 @@ class Session:
             "outgoing_window": self.outgoing_window,
         }
 
-    def _grant_window(self) -> None:
-        """Record the window we are about to advertise (2.5.6); a reduced window does
-        not shrink what in-flight transfers may already use."""
+    def _grant_window(self, seen: bool = False) -> None:
+        """Record the window we are about to advertise (2.5.6). It is enforced once the
+        peer can have seen it: when data_to_send() hands its frame out (`seen` when the
+        peer has answered it already). A reduced window does not shrink what in-flight
+        transfers may already use."""
         if self.next_incoming_id is None:
             return
         horizon = serial_add(self.next_incoming_id, self.incoming_window)
-        if self._enforced_horizon is None:
-            self._enforced_horizon = horizon
+        if seen:
+            enforced = self._enforced_horizon
+            self._enforced_horizon = horizon if enforced is None else serial_max(enforced, horizon)
+            return
+        pending = self._pending_horizon
+        if pending is None:
+            self._pending_horizon = horizon
+            self.connection._grants_pending.append(self)
         else:
-            self._enforced_horizon = serial_max(self._enforced_horizon, horizon)
+            self._pending_horizon = serial_max(pending, horizon)
+
+    def _grant_sent(self) -> None:
+        """data_to_send() handed out our latest grant: from now on the peer may use it."""
+        horizon, self._pending_horizon = self._pending_horizon, None
+        if horizon is not None:
+            enforced = self._enforced_horizon
+            self._enforced_horizon = horizon if enforced is None else serial_max(enforced, horizon)
 
     def _send_flow(self, link: Link | None, echo: bool = False) -> None:
         fields = self._flow_fields()
@@ -388,7 +417,7 @@ class Session:
             None, begin.incoming_window, self.initial_outgoing_id
         )
         if self.state is SessState.MAPPED:
-            self._grant_window()
+            self._grant_window(seen=True)  # the peer answers our begin: it has our window
         self.connection._emit(ev.RemoteBegin(self, begin))
 
     def _receive(self, frame: Frame) -> None:
@@ -428,8 +457,8 @@ class Session:
         if flow.handle is not None:
             link = self._link_for(flow.handle, "flow")
             link._receive_flow(flow)
-        elif flow.echo:
-            self._send_flow(None)
+        elif flow.echo and self.connection.auto_echo:
+            self._send_flow(None)  # 2.7.4 echo on the session: our session state
         self.connection._emit(ev.FlowReceived(self, link, flow))
         self._pump()
 
@@ -442,8 +471,9 @@ class Session:
     def _on_transfer(self, frame: Frame) -> None:
         transfer: Transfer = frame.performative
         # 2.5.6: each transfer frame takes one id of our incoming window
-        if self._enforced_horizon is None or serial_ge(
-            self.next_incoming_id, self._enforced_horizon
+        if self.enforce_window and (
+            self._enforced_horizon is None
+            or serial_ge(self.next_incoming_id, self._enforced_horizon)
         ):
             raise ProtocolError(
                 Cond.WINDOW_VIOLATION,
@@ -498,6 +528,7 @@ class Session:
 
     def _fail(self, exc: ProtocolError) -> None:
         """The peer broke a session rule: report it and end the session with it."""
-        self.connection._emit(ev.ProtocolErrorRaised(exc.condition, exc.description, "session"))
+        error = ev.ProtocolErrorRaised(exc.condition, exc.description, "session", self)
+        self.connection._emit(error)
         if self._machine.allows(SessInput.SEND_END_ERROR) and self.connection._can_send():
             self.end(exc.condition, exc.description)
