@@ -10,6 +10,7 @@ owns the I/O loop:
     loop:
         send(conn.data_to_send(now))
         conn.receive_data(recv(), now)           # b"" when the peer closed the socket
+                                                 # (max_frames=n + receive_buffered: steps)
         for event in conn.events(): ...          # or conn.next_event() -> Event | None
         timer = conn.get_timer(); ... conn.handle_timer(now) once it passes
         stop when conn.finished (after flushing data_to_send())
@@ -17,14 +18,16 @@ owns the I/O loop:
 Endpoints (every state change goes through the tables in `transitions`):
 - Connection(role, container_id, *, hostname, max_frame_size, channel_max,
   idle_timeout_ms, sasl, properties, offered_capabilities, desired_capabilities,
-  auto_reply=True): open(), close(error=None, description=None), begin(...) -> Session.
+  auto_reply=True, auto_echo=True): open(), close(error=None, description=None),
+  begin(..., auto_window=True, enforce_window=True) -> Session.
 - Session: attach_sender(name, source, target, ...) -> Link, attach_receiver(...) ->
   Link, accept(...) (answer a RemoteBegin), end(error=None), flow(incoming_window=None,
   echo=False), disposition(role, first, last, settled, state, batchable).
 - Link: accept(source, target, ...) / reject(error) (answer a RemoteAttach),
   flow(link_credit, drain, echo, available), send(payload, delivery_tag, settled,
-  message_format) -> delivery-id, drained(), disposition(first, last, settled, state),
-  detach(closed=True, error=None).
+  message_format, check_credit=True) -> delivery-id, drained(), set_flow_state(...)
+  (sender credit kept by the application), send_flow_state(echo=False),
+  disposition(first, last, settled, state), detach(closed=True, error=None).
 
 State/negotiation: conn.state, conn.finished (flush, then close the socket),
 conn.can_begin (our open is out; with SASL after the outcome), conn.remote_open,
@@ -34,9 +37,11 @@ client/server pair for tests: `amqp10.engine.testing.ConnectionPair`. Reference:
 docs/engine.md.
 
 With auto_reply=True (default) the engine answers the peer's close, end and detach
-with its own at once; echo flows are always answered. Peer misbehaviour becomes the
-spec's error condition on a close / end / detach and a ProtocolErrorRaised event;
-local misuse raises UsageError.
+with its own at once; with auto_echo=True (default) echo flows are answered (after our
+attach when they come before it). Peer misbehaviour becomes the spec's error condition
+on a close / end / detach and a ProtocolErrorRaised event (naming its session / link);
+local misuse raises UsageError. A window grant is enforced once data_to_send() has
+handed it out (2.5.6).
 """
 
 from amqp10.engine.connection import Connection
