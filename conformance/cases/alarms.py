@@ -21,6 +21,7 @@ from conformance.steps_more import exactly, wait_credit
 from conformance.verdicts import CaseFailed, Unsupported
 
 ALARM_NEEDS = {"queues", "alarms"}
+ALARM_WAIT = 5.0  # seconds for the window-0 flow after the alarm is raised
 BLOCKED = (
     "A broker in a resource alarm stops publishers through session flow control (a flow "
     "with incoming-window 0, 2.5.6) and keeps everything else working, so queues can be "
@@ -40,7 +41,7 @@ def memory_alarm(ctx):
 def _window_closed(probe, since, what="the publisher session"):
     try:
         probe.wait_for_frame(
-            "flow", 10.0, lambda f: f.performative.incoming_window == 0, since=since
+            "flow", ALARM_WAIT, lambda f: f.performative.incoming_window == 0, since=since
         )
     except CaseFailed as exc:
         raise Unsupported(
@@ -121,7 +122,7 @@ def every_session_blocked(probe, ctx):
         for session in (first, second):
             probe.wait_for_frame(
                 "flow",
-                10.0,
+                ALARM_WAIT,
                 lambda f, ch=session.remote_channel: (
                     f.channel == ch and f.performative.incoming_window == 0
                 ),

@@ -52,8 +52,9 @@ def wrong_revision(probe, ctx):
 
 @case("2.2/header-more-wrong-major", MUST, NEGOTIATION, outcomes=SUPPORTED, lenient={"header:*"})
 def wrong_major(probe, ctx):
-    """AMQP 0 0.9.1-like major 0 minor 9: answered with a supported header, then closed."""
-    _refused(probe, ctx, ProtocolHeader(0, 0, 9, 1).encode())
+    """AMQP 0 9.0.0 (a major version that does not exist): answered with a supported
+    header, then closed. (Not 0 0.9.1: that is AMQP 0-9-1's own header.)"""
+    _refused(probe, ctx, ProtocolHeader(0, 9, 0, 0).encode())
 
 
 @case(

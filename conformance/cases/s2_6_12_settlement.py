@@ -25,7 +25,7 @@ SETTLED_DONE = (
 def _redelivered(ctx, queue, expected: int):
     other = ctx.probe()
     _, link = unsettled_consumer(other, ctx, queue, credit=expected + 5)
-    got = other.receive(link, expected, timeout=10.0) if expected else []
+    got = other.receive(link, expected, timeout=5.0) if expected else []
     return got + collect(other, link, 0.4)
 
 
