@@ -98,8 +98,10 @@ def _compile(source_text: str, output: pathlib.Path, defines: dict[str, int]) ->
     source.write_text(source_text)
     flags = [f"-D{name}={value}" for name, value in defines.items()]
     subprocess.run(
-        ["gcc", "-O2", f"-I{EXAMPLES}", *flags, "-o", str(output), str(source)]
-        + ["-lqpid-proton", "-lpthread"],
+        [
+            *("gcc", "-O2", f"-I{EXAMPLES}", *flags, "-o", str(output), str(source)),
+            *("-lqpid-proton", "-lpthread"),
+        ],
         check=True,
         timeout=300,
     )
@@ -209,8 +211,10 @@ def reference_broker(work: pathlib.Path) -> Iterator[Broker]:
     port, admin_port = free_port(), free_port()
     log = (work / "reference-broker.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "reference_broker", "--port", str(port)]
-        + ["--admin-port", str(admin_port), "--log-level", "warning"],
+        [
+            *(sys.executable, "-m", "reference_broker", "--port", str(port)),
+            *("--admin-port", str(admin_port), "--log-level", "warning"),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=str(ROOT),
@@ -490,7 +494,7 @@ def run(args: argparse.Namespace) -> int:
     print_table(table_rows(summary, labels), title)
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc)
+    stamp = datetime.datetime.now(datetime.UTC)
     path = out_dir / f"brokers-{stamp:%Y-%m-%d}.json"
     report = {
         "date": stamp.isoformat(timespec="seconds"),
