@@ -152,7 +152,7 @@ def _prefetch(prefetch: int, count: int):
     return run
 
 
-for _prefetch_n, _count in ((1, 1000), (10, 2000)):
+for _prefetch_n, _count in ((1, 1000), (10, 1000)):
     case(
         f"2.6.7/credit-prefetch-{_prefetch_n}-regrant",
         MUST,

@@ -11,7 +11,7 @@ from amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import fill
 from conformance.steps_more import exactly
-from conformance.verdicts import Unsupported
+from conformance.verdicts import CaseFailed, Unsupported
 
 
 def _dynamic_receiver(probe, ctx):
@@ -61,6 +61,8 @@ def dynamic_source_address(probe, ctx):
 def dynamic_source_usable(probe, ctx):
     """Dynamic source; a message published to its address reaches the receiver."""
     _, link, source = _dynamic_receiver(probe, ctx)
+    if not source.address:  # 3.5.3/terminus-dynamic-source-address judges that
+        raise CaseFailed(f"dynamic source answered without an address: {source!r}")
     other = ctx.probe()
     other_session = other.open_session()
     sender = other.attach_sender(other_session, source.address)
