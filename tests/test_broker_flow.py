@@ -29,6 +29,7 @@ from amqp10.engine import (
 )
 from amqp10.message import Message
 from amqp10.spec import Cond, Role, SaslCode
+from amqp10.types import Described, symbol
 
 QUEUE = "/queues/q"
 
@@ -583,3 +584,75 @@ def test_big_multi_frame_message_beyond_one_window():
         finally:
             c.close()
         assert [str(v) for v in c.violations] == []
+
+
+def _broker_links(broker) -> list[int]:
+    """How many links each broker session holds (read on the broker's loop)."""
+    return broker.call(
+        lambda: [
+            len(session.links)
+            for connection in broker.server.context.connections
+            for session in connection.sessions.values()
+        ]
+    )
+
+
+def test_attach_with_a_terminus_that_is_not_a_source_is_refused_and_serving_goes_on(broker):
+    """3.5.3: the engine refuses a source of the wrong archetype itself (attach with a
+    null terminus, then detach with amqp:invalid-field); the session goes on."""
+    publish(broker, 1)
+    c = EngineClient(broker.port)
+    try:
+        c.open()
+        session = begin(c)
+        bad = session.attach_receiver("bad", source=Described(symbol("x:not-a-source"), "q"))
+        detach = c.wait_event(RemoteDetach, where=lambda e: e.link is bad)
+        assert detach.closed and detach.error.condition == Cond.INVALID_FIELD
+        attach = c.wait_event(RemoteAttach, where=lambda e: e.link is bad).attach
+        assert attach.source is None
+        assert _broker_links(broker) == [0]
+        good = receiver(c, session, name="good")
+        good.flow(link_credit=1)
+        got = c.wait_for(lambda: transfers(c, good), "a delivery after the refusal")
+        assert body(got[0]) == b"m0"
+    finally:
+        c.close()
+
+
+def test_a_publisher_beyond_its_credit_is_detached_and_released():
+    """2.6.7: the engine detaches a link whose sender ignores its credit with
+    transfer-limit-exceeded; ProtocolErrorRaised names the link, so the broker releases
+    exactly that one and the session's other link goes on. (Credit 4, five transfers in
+    one packet: no re-grant can have been seen in between.)"""
+    with running_broker(limits={"max_link_credit": 4}) as b:
+        management(b).declare_queue("q", durable=False)
+        c = EngineClient(b.port)
+        try:
+            c.open()
+            session = begin(c)
+            keep = receiver(c, session)
+            out = sender(c, session)
+            assert out.link_credit == 4 and _broker_links(b) == [2]
+            for i in range(5):
+                out.send(Message.of(b"x%d" % i).encode(), settled=True, check_credit=False)
+            detach = c.wait_event(RemoteDetach, where=lambda e: e.link is out)
+            assert detach.error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
+            c.wait_for(lambda: _broker_links(b) == [1], "the publisher released")
+            keep.flow(link_credit=4)
+            c.wait_for(lambda: len(transfers(c, keep)) == 4, "the consumer still served")
+            assert [body(t) for t in transfers(c, keep)] == [b"x0", b"x1", b"x2", b"x3"]
+        finally:
+            c.close()
+
+
+def test_echo_on_a_publisher_link_and_on_the_session_is_answered(broker, client):
+    session = begin(client)
+    out = sender(client, session)
+    start = len(client.events)
+    out.send_flow_state(echo=True)
+    session.flow(echo=True)
+    client.wait_for(
+        lambda: {e.link for e in client.of(FlowReceived, start)} >= {out, None}, "echo replies"
+    )
+    reply = link_flows(client, out, start)[0]
+    assert reply.link_credit == out.link_credit and not reply.echo
