@@ -334,11 +334,9 @@ class Link:
         if self.delivery_count is None:
             return  # not attached by us yet: computed in accept()
         if flow.link_credit is not None:
-            base = (
-                self.initial_delivery_count
-                if flow.delivery_count is None
-                else (flow.delivery_count)
-            )
+            base = flow.delivery_count
+            if base is None:  # the receiver had not seen our attach: initial stands in
+                base = self.initial_delivery_count
             self._credit_horizon = credit_horizon(base, flow.link_credit)
             self.link_credit = sender_link_credit(
                 flow.delivery_count,
