@@ -1,7 +1,8 @@
 """`amqpspec bench`: one sub-benchmark per module with `add_arguments(parser)` / `run(args)`.
 
 Owns: dispatch only. `amqpspec bench codec` runs bench.codec_bench (amqp10 against
-python-qpid-proton); add further benchmarks to BENCHMARKS.
+python-qpid-proton), `amqpspec bench brokers` bench.broker_bench (reference broker against
+RabbitMQ 3.10 and the Proton C example broker); add further benchmarks to BENCHMARKS.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import importlib
 # name -> (module with add_arguments/run, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "codec": ("bench.codec_bench", "amqp10 codec vs python-qpid-proton: transfer/flow/disposition"),
+    "brokers": (
+        "bench.broker_bench",
+        "msgs/s: reference broker vs RabbitMQ 3.10 vs Proton C example broker (C clients)",
+    ),
 }
 
 
