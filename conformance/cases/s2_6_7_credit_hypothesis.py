@@ -1,9 +1,9 @@
 """2.6.7 link flow control as a stateful property: hypothesis generates credit schedules
-(grant, reduce, drain, echo, settle, pause in any order), each run on a fresh link against
+(grant, re-grant after settling, reduce, drain, echo, settle, pause in any order), each run on a fresh link against
 the live broker; the checker (every transfer against every grant) and a small receiver-side
 model (never more deliveries than the widest horizon we granted) are the oracle.
 
-Seeded and bounded: a fixed seed, `max_examples` schedules of at most 40 operations, no
+Seeded and bounded: a fixed seed, `max_examples` schedules of at most 60 operations, no
 shrinking (each example costs broker round trips), the whole case within its budget.
 
 Owns the cases `2.6.7/credit-hypothesis-*`.
@@ -32,7 +32,7 @@ def _operations(kinds: list[str]):
     return st.lists(
         st.tuples(st.sampled_from(kinds), st.integers(min_value=0, max_value=8)),
         min_size=5,
-        max_size=40,
+        max_size=60,
     )
 
 
@@ -79,6 +79,10 @@ def _run_schedule(probe, link, operations, model: _Model) -> None:
             probe.grant(link, link.link_credit, echo=True)
         elif kind == "settle":
             take()
+        elif kind == "regrant":  # the prefetch pattern: settle what came, grant again
+            take()
+            model.granted(link.delivery_count, amount + 1)
+            probe.grant(link, amount + 1)
         probe.pump(0.003 if kind != "pause" else 0.05)
     for delivery in collect(probe, link, 0.2):
         model.received += 1
@@ -132,10 +136,10 @@ def _broker_violated(probe) -> bool:
     return any(v.origin == "server" and v.level == MUST for v in probe.violations)
 
 
-_grant_only = _hypothesis_case(["grant", "grant", "reduce", "settle", "pause"], 15)
+_grant_only = _hypothesis_case(["grant", "regrant", "regrant", "reduce", "settle", "pause"], 30)
 _grant_only.__doc__ = (
-    "Hypothesis (seed 20261121, 15 schedules of 5-40 operations): grants, reductions, "
-    "settlements and pauses on fresh links over one queue; the checker and the horizon "
+    "Hypothesis (seed 20261121, 30 schedules of 5-60 operations): grants, re-grants "
+    "after settling (the prefetch pattern), reductions, settlements and pauses on fresh links over one queue; the checker and the horizon "
     "model judge every delivery."
 )
 _grant_only.__name__ = _grant_only.__qualname__ = "credit_hypothesis_grants"
@@ -147,9 +151,11 @@ case(
     budget=90.0,
 )(_grant_only)
 
-_with_drain = _hypothesis_case(["grant", "reduce", "drain", "echo", "settle", "pause"], 15)
+_with_drain = _hypothesis_case(
+    ["grant", "regrant", "reduce", "drain", "echo", "settle", "pause"], 30
+)
 _with_drain.__doc__ = (
-    "Hypothesis (seed 20261121, 15 schedules of 5-40 operations) with drains and echoes "
+    "Hypothesis (seed 20261121, 30 schedules of 5-60 operations) with drains and echoes "
     "mixed in: the checker follows every drain reply and echo reply, the horizon model "
     "bounds the deliveries."
 )

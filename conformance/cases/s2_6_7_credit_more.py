@@ -91,6 +91,38 @@ def credit_zero_then_grant(probe, ctx):
     exactly(probe, link, 2)
 
 
+ROUNDS = 8  # a racy over-delivery shows in some rounds only: repeat on fresh links
+
+
+def _broker_violated(probe) -> bool:
+    return any(v.origin == "server" and v.level == MUST for v in probe.violations)
+
+
+def _repeated_grants(probe, ctx, credits: tuple[int, ...], queued: int) -> None:
+    """ROUNDS fresh receivers on one queue; each gets the flows `credits` in a row before
+    anything is read (so all carry the same delivery-count): exactly the last credit
+    arrives. Stops at the first round the checker flags."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, queued * ROUNDS)
+    session = probe.open_session()
+    last = credits[-1]
+    for round_no in range(ROUNDS):
+        _, link = consumer(probe, ctx, queue, session=session)
+        for credit in credits:  # nothing is read between the grants: same delivery-count
+            probe.grant(link, credit)
+        got = probe.receive(link, last)
+        extra = collect(probe, link, 0.3)
+        settle_all(probe, link, extra)
+        ctx.check(
+            not extra,
+            f"round {round_no + 1}: {len(got) + len(extra)} transfers after flows with "
+            f"link-credit {credits} and one delivery-count (the last grant allows {last})",
+        )
+        if _broker_violated(probe):
+            return
+        probe.detach(link)
+
+
 @case(
     "2.6.7/credit-more-same-grant-repeated",
     MUST,
@@ -98,18 +130,10 @@ def credit_zero_then_grant(probe, ctx):
     requires={"queues"},
 )
 def credit_same_grant_repeated(probe, ctx):
-    """10 queued; five flows in a row, each delivery-count d0 + link-credit 2 (the same
-    horizon): exactly 2 transfers, not 10 (a broker that adds grants over-delivers)."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 10)
-    _, link = consumer(probe, ctx, queue)
-    dc0 = link.delivery_count
-    for _ in range(5):  # nothing is read between the grants: each says dc0 + 2
-        probe.grant(link, 2)
-    ctx.note(f"five flows with delivery-count {dc0}, link-credit 2")
-    got = probe.receive(link, 2)
-    extra = collect(probe, link, 0.5)
-    ctx.check(not extra, f"{len(got) + len(extra)} transfers for five grants of one horizon")
+    """Eight rounds on fresh links: five flows in a row, each delivery-count d0 +
+    link-credit 2 (one horizon): exactly 2 transfers per round, not 10 (a broker that adds
+    grants over-delivers)."""
+    _repeated_grants(probe, ctx, (2, 2, 2, 2, 2), 10)
 
 
 @case(
@@ -119,19 +143,9 @@ def credit_same_grant_repeated(probe, ctx):
     requires={"queues"},
 )
 def credit_grow_grant(probe, ctx):
-    """20 queued; grants 1, 3, 6 in a row before any transfer (same delivery-count): the
-    last replaces the others, so exactly 6."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 20)
-    _, link = consumer(probe, ctx, queue)
-    for credit in (1, 3, 6):  # nothing is read between the grants: same delivery-count
-        probe.grant(link, credit)
-    got = []
-    while len(got) < 6:
-        got += [probe.next_transfer(link)]
-    extra = collect(probe, link, 0.5)
-    settle_all(probe, link, got + extra)
-    ctx.check(not extra, f"{6 + len(extra)} transfers for a final grant of 6")
+    """Eight rounds on fresh links: grants 1, 3, 6 in a row before any transfer is read
+    (same delivery-count): the last replaces the others, so exactly 6 per round."""
+    _repeated_grants(probe, ctx, (1, 3, 6), 12)
 
 
 def _prefetch(prefetch: int, count: int):

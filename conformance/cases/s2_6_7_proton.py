@@ -47,7 +47,10 @@ def _handler_class() -> Any:
         def on_message(self, event: Any) -> None:
             self.received += 1
             if self.received >= self.count:
-                self._finish(event)
+                event.receiver.close()  # detach first; the connection closes once detached
+
+        def on_link_closed(self, event: Any) -> None:
+            self._finish(event)
 
         def on_timer_task(self, event: Any) -> None:
             self.error = f"timed out after {self.received} of {self.count} messages"
