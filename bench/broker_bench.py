@@ -53,19 +53,35 @@ BROKERS = ("reference", "rabbitmq", "proton-c")
 # --- C client variants ---------------------------------------------------------------------
 
 _RECEIVE_PATCHES = [
-    # a fixed credit window instead of all-at-once (count given) / 1000 (unlimited)
+    # a credit window instead of all N credits at once (count given) / 1000 (unlimited)
     ("static const int BATCH = 1000;", "static const int BATCH = RECEIVE_CREDIT;"),
     (
         "pn_link_flow(l, app->message_count ? app->message_count : BATCH);",
-        "pn_link_flow(l, BATCH);",
+        "pn_link_flow(l, app->message_count && app->message_count < BATCH"
+        " ? app->message_count : BATCH);",
     ),
-    # top up whenever credit is down to half (credit 1: after each message; credit 2: after
-    # each message too, i.e. the prefetch-2 re-grant pattern), counted or not
-    ("if (app->message_count == 0) {", "{"),
-    ("if (pn_link_credit(l) < BATCH/2) {", "if (pn_link_credit(l) <= BATCH/2) {"),
+    # top up to the window whenever credit is down to half (credit 1 and 2: after every
+    # message, i.e. the prefetch-2 re-grant pattern), never past the count: a counted
+    # receiver takes exactly N messages and reports once
     (
-        "} else if (++app->received >= app->message_count) {",
-        "} if (app->message_count && ++app->received >= app->message_count) {",
+        "         if (app->message_count == 0) {\n"
+        "           /* receive forever - see if more credit is needed */\n"
+        "           if (pn_link_credit(l) < BATCH/2) {\n"
+        "             /* Grant enough credit to bring it up to BATCH: */\n"
+        "             pn_link_flow(l, BATCH - pn_link_credit(l));\n"
+        "           }\n"
+        "         } else if (++app->received >= app->message_count) {\n",
+        "         {\n"
+        "           int want = BATCH;\n"
+        "           if (app->message_count) {\n"
+        "             ++app->received;\n"
+        "             if (app->message_count - app->received < want)"
+        " want = app->message_count - app->received;\n"
+        "           }\n"
+        "           if (pn_link_credit(l) <= BATCH/2 && pn_link_credit(l) < want)\n"
+        "             pn_link_flow(l, want - pn_link_credit(l));\n"
+        "         }\n"
+        "         if (app->message_count && app->received == app->message_count) {\n",
     ),
 ]
 _QUIET_PATCH = ('    printf("%s\\n", pn_string_get(s));\n', "")
@@ -129,7 +145,8 @@ def build_c_clients(build_dir: pathlib.Path, credits: tuple[int, ...] = (200,)) 
         targets[f"receive-quiet-credit-{credit}"] = (quiet, {"RECEIVE_CREDIT": credit})
     for name, (text, defines) in targets.items():
         output = build_dir / name
-        if not output.exists():
+        source = output.with_suffix(".c")
+        if not output.exists() or not source.exists() or source.read_text() != text:
             _compile(text, output, defines)
     return build_dir
 

@@ -10,11 +10,15 @@ Runs (the broker is a `python -m reference_broker` subprocess with its admin API
   credit only once the old is used up) and MessagingHandler(prefetch=2) (credit re-granted
   after every message, the RabbitMQ #2597 pattern).
 - slow: 100k messages per route with the Qpid Proton C example `send` and a `receive`
-  built from the C example with a credit window (bench.broker_bench.build_c_clients:
-  credit 200 topped up at half; credit 2, which tops up after every message, for the
-  classic queue).
-- negative control: the broker with fault overdeliver-on-regrant and the prefetch-2
-  receiver: `trace check` exits 1 naming link.credit.transfer-beyond-credit.
+  built from the C example with a credit window (bench.broker_bench.build_c_clients):
+  credit 200, topped up once down to 100; and 20k through the classic queue with credit
+  2 topped up after every message (the re-grant pattern, one round trip per message).
+- control: a sender paced one message per arrival, then a burst, to a receiver that tops
+  credit up to 2 after every message: clean against the correct broker; against the
+  broker with fault overdeliver-on-regrant `trace check` exits 1, and only on
+  link.credit.transfer-beyond-credit. (With a full queue this fault stays invisible: the
+  broker has spent its credit before each re-grant arrives.)
+Owns only this file; the C client variants come from bench/broker_bench.py.
 """
 
 from __future__ import annotations
