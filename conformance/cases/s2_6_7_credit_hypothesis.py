@@ -1,7 +1,8 @@
 """2.6.7 link flow control as a stateful property: hypothesis generates credit schedules
-(grant, re-grant after settling, reduce, drain, echo, settle, pause in any order), each run on a fresh link against
-the live broker; the checker (every transfer against every grant) and a small receiver-side
-model (never more deliveries than the widest horizon we granted) are the oracle.
+(grant, re-grant after settling, reduce, drain, echo, settle, pause in any order), each
+run on a fresh link against the live broker; the checker (every transfer against every
+grant) and a small receiver-side model (never more deliveries than the widest horizon we
+granted) are the oracle.
 
 Seeded and bounded: a fixed seed, `max_examples` schedules of at most 60 operations, no
 shrinking (each example costs broker round trips), the whole case within its budget.
@@ -139,8 +140,8 @@ def _broker_violated(probe) -> bool:
 _grant_only = _hypothesis_case(["grant", "regrant", "regrant", "reduce", "settle", "pause"], 30)
 _grant_only.__doc__ = (
     "Hypothesis (seed 20261121, 30 schedules of 5-60 operations): grants, re-grants "
-    "after settling (the prefetch pattern), reductions, settlements and pauses on fresh links over one queue; the checker and the horizon "
-    "model judge every delivery."
+    "after settling (the prefetch pattern), reductions, settlements and pauses on fresh "
+    "links over one queue; the checker and the horizon model judge every delivery."
 )
 _grant_only.__name__ = _grant_only.__qualname__ = "credit_hypothesis_grants"
 case(
@@ -152,7 +153,7 @@ case(
 )(_grant_only)
 
 _with_drain = _hypothesis_case(
-    ["grant", "regrant", "reduce", "drain", "echo", "settle", "pause"], 30
+    ["grant", "regrant", "reduce", "drain", "drain", "echo", "settle", "pause"], 30
 )
 _with_drain.__doc__ = (
     "Hypothesis (seed 20261121, 30 schedules of 5-60 operations) with drains and echoes "
