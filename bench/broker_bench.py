@@ -531,9 +531,7 @@ def run(args: argparse.Namespace) -> int:
     path = out_dir / f"brokers-{stamp:%Y-%m-%d}.json"
     report = {
         "date": stamp.isoformat(timespec="seconds"),
-        "command": " ".join(["amqpspec", "bench", "brokers", *sys.argv[1:]])
-        if "bench" in sys.argv
-        else " ".join(sys.argv),
+        "command": _command_line(),
         "messages": args.messages,
         "rounds": args.rounds,
         "credit": args.credit,
@@ -547,6 +545,13 @@ def run(args: argparse.Namespace) -> int:
     path.write_text(json.dumps(report, indent=2) + "\n")
     print(f"report {path}")
     return 0
+
+
+def _command_line() -> str:
+    program = pathlib.Path(sys.argv[0]).name
+    if program == "amqpspec":
+        return " ".join(["amqpspec", *sys.argv[1:]])
+    return " ".join([sys.executable, "-m", "bench.broker_bench", *sys.argv[1:]])
 
 
 def main(argv: list[str] | None = None) -> int:
