@@ -98,11 +98,15 @@ class _Session:
             expected = load_expectations(self.expect_file)
             self.state.differences = compare(expected, self.state.verdicts)
         if self.write_expect:
-            issues = {}
+            issues: dict[str, str] = {}
+            also: dict[str, str] = {}
             if Path(self.write_expect).exists():
-                issues = {k: v.issue for k, v in load_expectations(self.write_expect).items()}
+                old = load_expectations(self.write_expect)
+                issues = {k: v.issue for k, v in old.items()}
+                also = {k: v.text for k, v in old.items() if v.also}
             Path(self.write_expect).write_text(
-                format_expectations(self.broker, self.state.verdicts, issues), encoding="utf-8"
+                format_expectations(self.broker, self.state.verdicts, issues, also),
+                encoding="utf-8",
             )
         if self._admin is not None:
             self._admin.close()

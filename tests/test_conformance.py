@@ -337,6 +337,16 @@ def test_expectations_round_trip_and_compare(tmp_path: Path) -> None:
     ]
 
 
+def test_expectations_accept_alternative_verdicts(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    path.write_text(format_expectations("b", {"2.6.7/p": "OK"}, {}, {"2.6.7/p": "OK|FAILED"}))
+    assert '"2.6.7/p" = { verdict = "OK|FAILED" }' in path.read_text()
+    loaded = load_expectations(path)
+    assert compare(loaded, {"2.6.7/p": "FAILED"}) == []
+    assert compare(loaded, {"2.6.7/p": "OK"}) == []
+    assert compare(loaded, {"2.6.7/p": "ERROR"}) == ["2.6.7/p: expected OK|FAILED, got ERROR"]
+
+
 def test_committed_expectations_name_known_cases() -> None:
     for path in (REPO / "conformance" / "expectations").glob("*.toml"):
         for case_id in load_expectations(path):

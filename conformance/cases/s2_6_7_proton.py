@@ -41,8 +41,11 @@ def _handler_class() -> Any:
             event.container.create_receiver(self.connection, self.address)
             self.timer = event.container.schedule(self.timeout, self)
 
+        def on_connection_bound(self, event: Any) -> None:
+            event.transport.max_frame_size = 4096  # before our open goes out
+
         def on_session_init(self, event: Any) -> None:
-            event.session.incoming_capacity = 4 * 65536  # a small session window
+            event.session.incoming_capacity = 4 * 4096  # a 4-frame session window
 
         def on_message(self, event: Any) -> None:
             self.received += 1
@@ -50,6 +53,9 @@ def _handler_class() -> Any:
                 event.receiver.close()  # detach first; the connection closes once detached
 
         def on_link_closed(self, event: Any) -> None:
+            self._finish(event)
+
+        def on_link_remote_detach(self, event: Any) -> None:  # a detach without closed=true
             self._finish(event)
 
         def on_timer_task(self, event: Any) -> None:
