@@ -220,6 +220,27 @@ def test_set_flow_state_refuses_state_beyond_the_receivers_grant(state, why):
     assert (link.delivery_count, link.link_credit) == (1, 4)  # unchanged
 
 
+def test_set_flow_state_keeps_transfers_sent_before_a_credit_reduction():
+    """2.6.7: the receiver cut credit to 0 while 3 transfers of its grant of 5 were in
+    flight; the sender's state keeps them (delivery-count 3, credit 0) but may not add
+    credit past the reduced grant."""
+    peer = server_peer()
+    with_session(peer)
+    link = with_sending_link(peer)
+    peer.frame(grant(5))
+    for _ in range(3):
+        link.send(b"m")
+    peer.frame(grant(0))  # the receiver had seen none of them: horizon 0
+    link.set_flow_state(delivery_count=3, link_credit=0, available=2)
+    link.send_flow_state()
+    flow = peer.performatives(Flow)[-1]
+    assert (flow.delivery_count, flow.link_credit) == (3, 0)
+    with pytest.raises(UsageError):
+        link.set_flow_state(delivery_count=3, link_credit=1)
+    with pytest.raises(UsageError):
+        link.set_flow_state(delivery_count=4, link_credit=0)
+
+
 def test_send_without_credit_is_refused_unless_check_credit_is_off():
     peer = server_peer()
     with_session(peer)

@@ -278,6 +278,11 @@ class Link:
             horizon = self._credit_horizon
             if horizon is None:
                 horizon = self.delivery_count  # no grant yet: no credit
+            elif self.delivery_count is not None:
+                # transfers sent under an earlier, larger grant may already stand past a
+                # reduced one (2.6.7: they were legal in flight); the state may keep them
+                # but add no credit beyond the latest grant
+                horizon = serial_max(horizon, self.delivery_count)
             if horizon is None or serial_gt(serial_add(new_count, new_credit), horizon):
                 raise UsageError(
                     f"delivery-count {new_count} + link-credit {new_credit} beyond the "
