@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import gzip
 import re
-from pathlib import Path
 
 import pytest
+from shared_paths import RABBITMQ_CLIENT_LOG
 
 from amqp10.checker import check_connection
 from amqp10.composites import COMPOSITE_CLASSES, Source, Target
 from amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, FrameType
 
-CAPTURE = (
-    Path(__file__).resolve().parents[2]
-    / "shared/captures/rabbitmq-3.10.8-prefetch2-overdelivery.client-trace.txt.gz"
-)
+CAPTURE = RABBITMQ_CLIENT_LOG
 
 _LINE = re.compile(r"(SASL|AMQP):FRAME:(\d*) +(->|<-) +(?:@([a-z-]+)\(\d+\) \[(.*)|(SASL|AMQP)$)")
 _VALUE = re.compile(r'0x[0-9a-f]+|true|false|b?"(?:[^"\\]|\\.)*"|:"[^"]*"|:[\w.-]+')
@@ -105,8 +102,7 @@ def _sasl_or_open(name: str, body: str) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def capture_items():
-    if not CAPTURE.exists():
-        pytest.skip(f"capture not present: {CAPTURE}")
+    assert CAPTURE.exists(), f"shared test data missing: {CAPTURE}"
     with gzip.open(CAPTURE, "rt") as text:
         return list(parse_proton_trace(text))
 
@@ -128,8 +124,7 @@ def test_rabbitmq_over_deliveries_and_nothing_else(capture_items):
 
 def _pcap_findings(name: str) -> list:
     path = CAPTURE.parent / name
-    if not path.exists():
-        pytest.skip(f"capture not present: {path}")
+    assert path.exists(), f"shared test data missing: {path}"
     from traces.check import check_trace
     from traces.load import open_trace
 

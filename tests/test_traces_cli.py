@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from shared_paths import CAPTURES, PROTON_C_PCAP
 
 from amqp10.composites import (
     Attach,
@@ -284,9 +284,7 @@ def test_frame_log_rows_for_errors_dispositions_and_row_groups(tmp_path):
 
 
 def test_convert_of_a_real_capture_round_trips(tmp_path):
-    capture = "/work/shared/captures/proton-c-example-broker-basic-and-multiframe.pcap"
-    if not os.path.exists(capture):
-        pytest.skip("shared captures not present")
+    capture = str(PROTON_C_PCAP)
     out = str(tmp_path / "proton.parquet")
     assert amqpspec("trace", "convert", capture, out).returncode == 0
     from_pcap = list(open_trace(capture))
@@ -298,10 +296,9 @@ def test_convert_of_a_real_capture_round_trips(tmp_path):
     assert len(show.stdout.splitlines()) == len(from_pcap)
 
 
-REAL = "/work/shared/captures"
+REAL = str(CAPTURES)
 
 
-@pytest.mark.skipif(not os.path.exists(REAL), reason="shared captures not present")
 def test_check_finds_the_rabbitmq_overdelivery_in_the_real_capture():
     """README: the broker sent delivery-id 0xf93 after the receiver granted 0xf91 + 2."""
     result = amqpspec("trace", "check", f"{REAL}/rabbitmq-3.10.8-prefetch2-overdelivery.pcap")

@@ -4,10 +4,10 @@ out-of-order segments, sequence wrap), capture gaps and mid-connection starts.""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import pytest
+from shared_paths import PROTON_C_PCAP, RABBITMQ_PCAP
 from traces_support.crafted import exchange, segment_plan, write_capture
 from traces_support.tshark import TSHARK, amqp_pdus
 
@@ -17,9 +17,8 @@ from traces.model import CLIENT, SERVER
 from traces.pcap_writer import PcapWriter
 from traces.reassembly import PcapTraceReader
 
-CAPTURES = "/work/shared/captures"
-RABBITMQ = os.path.join(CAPTURES, "rabbitmq-3.10.8-prefetch2-overdelivery.pcap")
-PROTON_C = os.path.join(CAPTURES, "proton-c-example-broker-basic-and-multiframe.pcap")
+RABBITMQ = str(RABBITMQ_PCAP)
+PROTON_C = str(PROTON_C_PCAP)
 PERFORMATIVES = (
     "open",
     "begin",
@@ -38,7 +37,6 @@ def _counts(path: str) -> dict[str, int]:
     return {name: counts[name] for name in PERFORMATIVES if counts[name]}
 
 
-@pytest.mark.skipif(not os.path.exists(RABBITMQ), reason="shared captures not present")
 def test_rabbitmq_capture_counts_match_tshark():
     # tshark's counts, from /work/shared/captures/README.md
     assert _counts(RABBITMQ) == {
@@ -52,7 +50,6 @@ def test_rabbitmq_capture_counts_match_tshark():
     }
 
 
-@pytest.mark.skipif(not os.path.exists(PROTON_C), reason="shared captures not present")
 def test_proton_c_capture_counts_match_tshark_and_multiframe_transfers_decode():
     assert _counts(PROTON_C) == {
         "open": 8,
