@@ -156,8 +156,8 @@ def window_no_wrap(probe, ctx):
             opened = [w for w in windows if w]
             if opened:
                 observed = f"window:{max(opened)}"
-            else:
-                observed = f"window:{windows[-1]}" if windows else "no session flow"
+            else:  # no flow since: the window stays at the 0 we saw (echo is a SHOULD)
+                observed = f"window:{windows[-1]}" if windows else "window:0"
         ctx.outcome(observed)
     finally:
         ctx.admin.clear_alarm("memory")
