@@ -36,6 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="results directory (default reports/_conformance, not committed)",
     )
     parser.add_argument("--expect", help="expectations TOML; any difference fails the run")
+    parser.add_argument(
+        "--expect-retries",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --expect: rerun a case whose verdict differs up to N times; one that "
+        "matches on a retry is reported UNSTABLE and does not fail the run (default 0)",
+    )
     parser.add_argument("--write-expect", help="write this run's verdicts to a TOML file")
     parser.add_argument("--broker-name", help="name of the broker in index.json (default: profile)")
     parser.add_argument("--strict", action="store_true", help="fail on NON-STRICT (SHOULD) too")
@@ -73,6 +81,8 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         if value:
             flag = "-k" if option == "keyword" else "--" + option.replace("_", "-")
             argv += [flag, value]
+    if getattr(args, "expect_retries", 0):
+        argv += ["--expect-retries", str(args.expect_retries)]
     if args.strict:
         argv.append("--strict")
     return argv
@@ -93,6 +103,12 @@ def run(args: argparse.Namespace) -> int:
         profile = load_profile(args.profile)
     except ProfileError as exc:
         print(f"amqpspec run: {exc}", file=sys.stderr)
+        return 2
+    if args.expect_retries < 0 or (args.expect_retries and not args.expect):
+        print(
+            "amqpspec run: --expect-retries needs --expect and a count of 0 or more",
+            file=sys.stderr,
+        )
         return 2
     broker_name = args.broker_name or profile.name
     started = time.monotonic()

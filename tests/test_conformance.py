@@ -9,6 +9,7 @@ status; profile loading; UNSUPPORTED / ERROR / NON-STRICT grading.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import socket
@@ -374,3 +375,106 @@ def test_fault_detection_table_names_undetected_faults() -> None:
     assert "`2.2/b`" not in rows["overdeliver-on-regrant"]
     assert "**none: undetected**" in rows["no-echo"]
     assert "| - | `2.5.6/alarm-closes-window` |" in rows["ignore-alarm"]
+
+
+class FlakyRelay:
+    """A TCP relay to a real broker that hangs up on the first `drop` connections: a broker
+    that fails a case in some runs only, for the --expect-retries tests."""
+
+    def __init__(self, upstream_port: int, drop: int) -> None:
+        self.upstream_port, self.drop = upstream_port, drop
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            if self.accepted <= self.drop:
+                client.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        src.settimeout(30)
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+
+def test_expect_retries_report_unstable_case_without_failing(
+    broker: RefBroker, tmp_path: Path
+) -> None:
+    relay = FlakyRelay(broker.port, drop=1)
+    try:
+        expect = tmp_path / "flaky.toml"
+        expect.write_text(format_expectations("reference", {"2.4.1/open-answered": "OK"}))
+        results = tmp_path / "r"
+        args = [
+            "run", "--broker", f"amqp://127.0.0.1:{relay.port}", "--profile", "reference",
+            "--results", str(results), "-k", "2.4.1/open-answered", "-q",
+            "--expect", str(expect),
+        ]  # fmt: skip
+        strict = _amqpspec(*args)
+        assert strict.returncode == 1, strict.stdout[-2000:]
+        assert "expected OK, got " in strict.stdout
+        relay.accepted = 0  # the next run's first connection is dropped again
+        retried = _amqpspec(*args, "--expect-retries", "2")
+    finally:
+        relay.close()
+    assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-2000:]
+    assert "UNSTABLE" in retried.stdout and "2.4.1/open-answered: expected OK, attempts " in (
+        retried.stdout
+    )
+    entry = json.loads((results / "index.json").read_text())["reference"]["2.4.1/open-answered"]
+    first, *later = entry["attempts"]
+    assert first != "OK" and later == ["OK"] and entry["verdict"] == first
+
+
+def test_expect_retries_still_fail_a_difference_that_repeats(
+    broker: RefBroker, tmp_path: Path
+) -> None:
+    expect = tmp_path / "wrong.toml"
+    expect.write_text(format_expectations("reference", {"2.6.7/credit-single-grant": "FAILED"}))
+    results = tmp_path / "r"
+    run = _amqpspec(
+        "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
+        "--results", str(results), "-k", "credit-single-grant", "-q",
+        "--expect", str(expect), "--expect-retries", "2",
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert "expected FAILED, got OK" in run.stdout and "UNSTABLE" not in run.stdout
+    entry = json.loads((results / "index.json").read_text())["reference"]
+    assert entry["2.6.7/credit-single-grant"]["attempts"] == ["OK", "OK", "OK"]
+
+
+def test_expect_retries_needs_expect(tmp_path: Path) -> None:
+    run = _amqpspec(
+        "run", "--broker", "amqp://127.0.0.1:1", "--results", str(tmp_path),
+        "--expect-retries", "2",
+    )  # fmt: skip
+    assert run.returncode == 2 and "--expect-retries needs --expect" in run.stderr
