@@ -40,6 +40,8 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
+from bench.table import print_table
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools" / "brokers"
 EXAMPLES = pathlib.Path("/usr/share/proton/examples/c")
@@ -445,24 +447,6 @@ def table_rows(summary: dict[str, dict[str, float]], labels: dict[str, str]) -> 
 HEADERS = ["broker", "mode", "msgs/s (median)", "vs RabbitMQ 3.10", "vs Proton C broker"]
 
 
-def print_table(rows: list[list[str]], title: str) -> None:
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        widths = [max(len(str(x)) for x in col) for col in zip(HEADERS, *rows)]
-        print(title)
-        for line in [HEADERS, *rows]:
-            print("  ".join(str(x).rjust(w) for x, w in zip(line, widths)))
-        return
-    table = Table(title=title)
-    for header in HEADERS:
-        table.add_column(header, justify="left" if header in ("broker", "mode") else "right")
-    for row in rows:
-        table.add_row(*row)
-    Console(width=max(Console().width, 110)).print(table)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--messages", type=int, default=100_000, help="messages per run")
     parser.add_argument("--rounds", type=int, default=3, help="rounds (brokers interleaved)")
@@ -524,7 +508,7 @@ def run(args: argparse.Namespace) -> int:
         f"{args.messages:,} x 12-byte messages, credit {args.credit}, Proton C example "
         f"clients, median of {args.rounds} rounds (msgs/s, higher is better)"
     )
-    print_table(table_rows(summary, labels), title)
+    print_table(HEADERS, table_rows(summary, labels), title, left_columns=("broker", "mode"))
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC)

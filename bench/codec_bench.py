@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from amqp10.composites import Disposition, Flow, Transfer
 from amqp10.frames import decode_frame, encode_frame
 from amqp10.message import Message
+from bench.table import print_table
 
 BODY = b"hello world!"  # 12 bytes
 assert len(BODY) == 12
@@ -213,24 +214,6 @@ def table_rows(results: list[Result]) -> list[list[str]]:
 HEADERS = ["case", "impl", "encode/s", "decode/s", "encode+decode/s", "amqp10/proton"]
 
 
-def print_table(results: list[Result]) -> None:
-    rows = table_rows(results)
-    try:
-        from rich.console import Console
-        from rich.table import Table
-    except ImportError:
-        widths = [max(len(str(x)) for x in col) for col in zip(HEADERS, *rows)]
-        for line in [HEADERS, *rows]:
-            print("  ".join(str(x).rjust(w) for x, w in zip(line, widths)))
-        return
-    table = Table(title="amqp10 codec vs python-qpid-proton (ops/s, higher is better)")
-    for header in HEADERS:
-        table.add_column(header, justify="left" if header in ("case", "impl") else "right")
-    for row in rows:
-        table.add_row(*row)
-    Console(width=max(Console().width, 110)).print(table)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="length of one timed run")
     parser.add_argument("--rounds", type=int, default=3, help="runs per measurement (best)")
@@ -244,7 +227,12 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         version = "not installed"
     print(f"python {sys.version.split()[0]}, python-qpid-proton {version}")
-    print_table(run_all(args.seconds, args.rounds))
+    print_table(
+        HEADERS,
+        table_rows(run_all(args.seconds, args.rounds)),
+        "amqp10 codec vs python-qpid-proton (ops/s, higher is better)",
+        left_columns=("case", "impl"),
+    )
     return 0
 
 
