@@ -31,7 +31,8 @@ Endpoints (every state change goes through the tables in `transitions`):
 
 State/negotiation: conn.state, conn.finished (flush, then close the socket),
 conn.can_begin (our open is out; with SASL after the outcome), conn.remote_open,
-remote_max_frame_size, remote_channel_max, remote_idle_timeout_ms; Session and Link
+remote_max_frame_size, remote_channel_max, remote_idle_timeout_ms; frames_received /
+frames_sent (counters, heartbeats included, protocol headers not); Session and Link
 expose their 2.5.6 / 2.6.7 state as attributes. Tables: `transitions.TABLES`. In-memory
 client/server pair for tests: `amqp10.engine.testing.ConnectionPair`. Reference:
 docs/engine.md.

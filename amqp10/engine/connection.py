@@ -131,6 +131,10 @@ class Connection:
         self._decoder = FrameDecoder(expect_header=True, max_frame_size=MIN_MAX_FRAME_SIZE)
         self._awaiting_header = True  # the decoder reads the next bytes as a header
         self._out = bytearray()
+        # frames (not protocol headers) handled from the peer / queued for it, heartbeats
+        # included: plain counters for statistics (e.g. a broker's connection list)
+        self.frames_received = 0
+        self.frames_sent = 0
         self._events: deque[ev.Event] = deque()
         self._open_requested = False
         self._sent_open = False
@@ -306,6 +310,7 @@ class Connection:
         due = self._heartbeat_due()
         if due is not None and now >= due and not self._out:
             self._out += EMPTY_FRAME
+            self.frames_sent += 1
             self._last_sent = now
 
     # --- actions ----------------------------------------------------------------------
@@ -356,6 +361,7 @@ class Connection:
                 properties=self.properties,
             )
         )
+        self.frames_sent += 1
         # once the peer has our open it may use our max-frame-size (2.7.1)
         self._decoder.max_frame_size = self.max_frame_size
 
@@ -371,6 +377,7 @@ class Connection:
         if action == OPEN_THEN_CLOSE:
             self._write_open()
         self._out += encode_frame(Close(error=err))
+        self.frames_sent += 1
 
     def begin(
         self,
@@ -418,6 +425,7 @@ class Connection:
 
     def _write(self, frame_bytes: bytes) -> None:
         self._out += frame_bytes
+        self.frames_sent += 1
 
     def _emit(self, event: ev.Event) -> None:
         self._events.append(event)
@@ -487,6 +495,7 @@ class Connection:
             self._out += SASL_HEADER.encode()
             mechanisms = self.sasl.mechanisms_frame()
             self._out += encode_frame(mechanisms, frame_type=FrameType.SASL)
+            self.frames_sent += 1
 
     def _on_sasl_frame(self, frame: Frame) -> None:
         if frame.type != FrameType.SASL:
@@ -512,6 +521,7 @@ class Connection:
             return
         self._sasl_machine.process(SaslInput.SEND_INIT)
         self._out += encode_frame(init, frame_type=FrameType.SASL)
+        self.frames_sent += 1
 
     def _on_sasl_init(self, init: SaslInit) -> None:
         if not self._sasl_step(SaslInput.RECV_INIT):
@@ -519,6 +529,7 @@ class Connection:
         code, username = self.sasl.judge(init)
         self._sasl_machine.process(SaslInput.SEND_OUTCOME)
         self._out += encode_frame(SaslOutcome(code=code), frame_type=FrameType.SASL)
+        self.frames_sent += 1
         self.sasl_outcome, self.sasl_username = code, username
         self._events.append(ev.SaslAuthenticated(str(init.mechanism), username, code))
         self._after_sasl(code)
@@ -559,6 +570,7 @@ class Connection:
     # --- frames ----------------------------------------------------------------------
 
     def _on_frame(self, frame: Frame) -> None:
+        self.frames_received += 1
         if self._in_sasl:
             self._on_sasl_frame(frame)
             return
