@@ -317,7 +317,9 @@ class AdminApi:
             "container_id": c.container_id,
             "state": "running",
             "connected_at": int(c.connected_at * 1000),
+            "recv_oct": c.bytes_in,
             "recv_cnt": c.frames_in,
+            "send_oct": c.bytes_out,
             "send_cnt": c.frames_out,
             "client_properties": c.client_properties,
         }

@@ -17,6 +17,7 @@ TOML layout (every key optional)::
     tls_cert = "cert.pem"
     tls_key = "key.pem"
     tls_port = 5671
+    idle_timeout = 60             # seconds advertised in open.idle-time-out; 0 = none
     [users.guest]
     password = "guest"
     tags = ["administrator"]
@@ -45,6 +46,8 @@ from .faults import Faults, parse_faults
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ANONYMOUS_MODES = ("loopback", "always", "never")
+# idle-time-out is a uint of milliseconds, and the threshold we enforce is twice it
+MAX_IDLE_TIME_OUT_MS = 0x7FFFFFFF
 
 
 class ConfigError(ValueError):
@@ -68,7 +71,9 @@ class Limits:
     max_link_credit: int = 170  # credit granted to publishers, re-granted below half
     max_queue_credit: int = 256
     max_unconfirmed: int = 1000  # no re-grant while this many publishes await confirm
-    idle_time_out_ms: int = 60_000  # our open.idle-time-out (0 = none)
+    # our open.idle-time-out (0 = none, never expire); a peer silent for twice this is
+    # closed with amqp:resource-limit-exceeded (2.4.5: advertise half the real threshold)
+    idle_time_out_ms: int = 60_000
     alarm_window_margin: int = 400  # transfers tolerated after incoming-window 0
     admin_max_body: int = 1 << 20
 
@@ -123,6 +128,10 @@ class BrokerConfig:
         _check(self.limits.handle_max >= 1, "handle_max must be at least 1")
         _check(self.limits.max_link_credit >= 1, "max_link_credit must be at least 1")
         _check(self.limits.max_incoming_window >= 1, "max_incoming_window must be at least 1")
+        _check(
+            0 <= self.limits.idle_time_out_ms <= MAX_IDLE_TIME_OUT_MS,
+            "idle timeout must be 0 (none) .. 2147483 s (open.idle-time-out: milliseconds)",
+        )
         _check((self.tls_cert is None) == (self.tls_key is None), "tls_cert needs tls_key")
 
     @property
@@ -181,7 +190,15 @@ _TOP_LEVEL = {
     "users",
     "limits",
     "alarms",
+    "idle_timeout",
 }
+
+
+def idle_timeout_ms(seconds: Any) -> int:
+    """`--idle-timeout` / `idle_timeout` (seconds, fractions allowed) -> milliseconds."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise ConfigError(f"idle timeout: seconds >= 0 (0 = none), got {seconds!r}")
+    return round(seconds * 1000)
 
 
 def from_mapping(data: Mapping[str, Any], base: BrokerConfig | None = None) -> BrokerConfig:
@@ -190,6 +207,8 @@ def from_mapping(data: Mapping[str, Any], base: BrokerConfig | None = None) -> B
         raise ConfigError(f"unknown option(s): {', '.join(sorted(unknown))}")
     changes: dict[str, Any] = {}
     for key, value in data.items():
+        if key == "idle_timeout":
+            continue  # applied to the limits below, after a [limits] table
         if key == "users":
             changes["users"] = _users_from(value)
         elif key == "limits":
@@ -202,6 +221,11 @@ def from_mapping(data: Mapping[str, Any], base: BrokerConfig | None = None) -> B
             changes["loopback_users"] = tuple(value)
         else:
             changes[key] = value
+    if "idle_timeout" in data:
+        limits = changes.get("limits", (base or BrokerConfig()).limits)
+        changes["limits"] = dataclasses.replace(
+            limits, idle_time_out_ms=idle_timeout_ms(data["idle_timeout"])
+        )
     try:
         return dataclasses.replace(base or BrokerConfig(), **changes)
     except TypeError as exc:
@@ -251,6 +275,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--max-message-size", type=int)
     add("--max-incoming-window", type=int)
     add("--max-link-credit", type=int)
+    add(
+        "--idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="idle-time-out advertised in our open (default 60; 0 = none, never expire); "
+        "a peer silent for twice this is closed with amqp:resource-limit-exceeded (2.4.5)",
+    )
     add("--memory-high-watermark", type=float, help="fraction of RAM (default 0.4)")
     add("--memory-high-watermark-bytes", type=int)
     add("--disk-free-limit", type=int, dest="disk_free_limit_bytes", help="bytes")
@@ -303,6 +334,8 @@ def from_args(args: argparse.Namespace | Sequence[str]) -> BrokerConfig:
     if get("no_fsync"):
         changes["fsync"] = False
     limit_changes = {k: get(k) for k in _LIMIT_OPTIONS if get(k) is not None}
+    if get("idle_timeout") is not None:
+        limit_changes["idle_time_out_ms"] = idle_timeout_ms(get("idle_timeout"))
     if limit_changes:
         changes["limits"] = dataclasses.replace(config.limits, **limit_changes)
     alarm_changes = {k: get(k) for k in _ALARM_OPTIONS if get(k) is not None}

@@ -299,6 +299,8 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------ pump
     def receive(self, data: bytes) -> None:
+        summary = self.summary
+        summary.bytes_in += len(data)  # admin API recv_oct / recv_cnt: counters, per read
         engine = self.engine
         if engine is None:
             self._head += data
@@ -313,6 +315,7 @@ class BrokerConnection:
         while more and self.open:
             more = engine.receive_buffered(time.monotonic(), MAX_FRAMES_PER_STEP)
             self._after_step()
+        summary.frames_in = engine.frames_received
         self.reopen_windows()
 
     def reopen_windows(self) -> None:
@@ -364,6 +367,9 @@ class BrokerConnection:
         data = engine.data_to_send(time.monotonic())
         if data and self.open:
             self._write(data)
+            summary = self.summary  # admin API send_oct / send_cnt
+            summary.bytes_out += len(data)
+            summary.frames_out = engine.frames_sent
         if engine.finished and self.open:
             self.shutdown()
 
@@ -433,7 +439,13 @@ class BrokerConnection:
         if isinstance(props, dict):
             self.summary.client_properties = {str(k): str(v) for k, v in props.items()}
         self.vhost.register_connection(self.summary)
-        self.engine.open(properties={"product": "amqpspec reference broker"})
+        engine = self.engine
+        engine.open(properties={"product": "amqpspec reference broker"})
+        if engine.idle_timeout_ms:
+            # 2.4.5: "the value in idle-time-out SHOULD be half the peer's actual timeout
+            # threshold": our open (now written) advertised T; the engine closes a peer
+            # silent for 2T with amqp:resource-limit-exceeded (IdleTimeout, see below)
+            engine.idle_timeout_ms = 2 * self._limits.idle_time_out_ms
 
     def _on_close(self, event: RemoteClose) -> None:
         for session in list(self.sessions.values()):
@@ -441,7 +453,9 @@ class BrokerConnection:
         self.sessions.clear()
 
     def _on_idle_timeout(self, event: IdleTimeout) -> None:
-        log.info("%s: idle-time-out %d ms expired", self.name, event.timeout_ms)
+        """2.4.5: nothing received for twice our idle-time-out: the engine has sent close
+        with amqp:resource-limit-exceeded; the peer gets CLOSE_GRACE_S to answer it."""
+        log.info("%s: nothing received for %d ms; closing", self.name, event.timeout_ms)
         self._schedule_hard_close()
 
     def _on_protocol_error(self, event: ProtocolErrorRaised) -> None:

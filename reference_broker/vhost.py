@@ -85,8 +85,10 @@ class ConnectionSummary:
     protocol: str = "AMQP 1-0"
     channels: int = 0
     connected_at: float = 0.0
-    frames_in: int = 0
+    frames_in: int = 0  # AMQP/SASL frames, heartbeats included (the engine's counters)
     frames_out: int = 0
+    bytes_in: int = 0  # every byte read / written, protocol headers included
+    bytes_out: int = 0
     client_properties: dict[str, Any] = field(default_factory=dict)
 
 
