@@ -15,7 +15,7 @@ import shutil
 import subprocess
 
 import pytest
-from broker_support import management, proton_receive, running_broker, url
+from broker_support import ROUTE_IDS, ROUTES, management, proton_receive, running_broker, url
 
 pytestmark = [pytest.mark.slow, pytest.mark.proton]
 
@@ -46,25 +46,7 @@ def run_client(clients: pathlib.Path, program: str, port: int, address: str, cou
     return result.stdout.strip().splitlines()[-1]
 
 
-# (name, target address, queues to read, bindings (exchange, queue, key, args))
-ROUTES = [
-    ("classic", "/queues/cq", ["cq"], []),
-    ("durable", "/queues/dq", ["dq"], []),
-    ("direct", "/exchanges/amq.direct/k1", ["cq"], [("amq.direct", "cq", "k1", None)]),
-    (
-        "fanout",
-        "/exchanges/amq.fanout",
-        ["cq", "dq"],
-        [("amq.fanout", "cq", "", None), ("amq.fanout", "dq", "", None)],
-    ),
-    ("topic", "/exchanges/amq.topic/a.b.c", ["cq"], [("amq.topic", "cq", "a.*.c", None)]),
-    ("headers", "/exchanges/amq.headers", ["cq"], [("amq.headers", "cq", "", {})]),
-]
-
-
-@pytest.mark.parametrize(
-    ("name", "target", "queues", "bindings"), ROUTES, ids=[r[0] for r in ROUTES]
-)
+@pytest.mark.parametrize(("name", "target", "queues", "bindings"), ROUTES, ids=ROUTE_IDS)
 def test_100k_with_c_clients(c_clients, tmp_path, name, target, queues, bindings):
     with running_broker(data_dir=str(tmp_path / "data"), fsync=name != "fanout") as broker:
         admin = management(broker)

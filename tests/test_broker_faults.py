@@ -14,7 +14,12 @@ import time
 from collections.abc import Callable
 
 import pytest
-from broker_support import EngineClient, management, running_broker
+from broker_support import (
+    EngineClient,
+    connected_client,
+    management,
+    running_broker_with_queue,
+)
 
 from amqp10.checker import Checker
 from amqp10.composites import Modified
@@ -223,14 +228,9 @@ CLIENT_VIOLATES = {"skip-window-check"}  # the scenario's client breaks 2.5.6 on
 def run_scenario(fault: str, enabled: bool) -> bool:
     scenario, limits = SCENARIOS[fault]
     faults = (fault,) if enabled else ()
-    with running_broker(faults=faults, limits=limits or None) as b:
-        management(b).declare_queue("q", durable=False)
-        c = EngineClient(b.port, max_frame_size=512 if "max_frame_size" in limits else 65536)
-        try:
-            c.open()
+    with running_broker_with_queue(faults=faults, limits=limits or None) as b:
+        with connected_client(b, max_frame_size=512 if "max_frame_size" in limits else 65536) as c:
             observed = scenario(b, c)
-        finally:
-            c.close()
         if not enabled and fault not in CLIENT_VIOLATES:
             # a correct broker: the checker finds nothing in the whole trace either
             assert [str(v) for v in c.violations] == []
@@ -252,8 +252,7 @@ def test_every_protocol_and_queue_fault_has_a_scenario():
 
 @pytest.mark.parametrize("enabled", [False, True])
 def test_no_echo_suppresses_every_echo_reply_and_the_checker_names_it(enabled):
-    with running_broker(faults=("no-echo",) if enabled else ()) as b:
-        management(b).declare_queue("q", durable=False)
+    with running_broker_with_queue(faults=("no-echo",) if enabled else ()) as b:
         c = EngineClient(b.port)
         c.checker = Checker(liveness_bound=0.2)  # unanswered echo is a liveness rule
         try:
@@ -282,13 +281,7 @@ def test_no_echo_suppresses_every_echo_reply_and_the_checker_names_it(enabled):
 )
 def test_checker_names_the_credit_faults(fault, rule_id):
     scenario, _ = SCENARIOS[fault]
-    with running_broker(faults=(fault,)) as b:
-        management(b).declare_queue("q", durable=False)
-        c = EngineClient(b.port)
-        try:
-            c.open()
-            scenario(b, c)
-        finally:
-            c.close()
+    with running_broker_with_queue(faults=(fault,)) as b, connected_client(b) as c:
+        scenario(b, c)
     found = {v.rule_id for v in c.violations if v.origin == "server"}
     assert rule_id in found

@@ -11,7 +11,13 @@ switched on to prove the same assertions catch them.
 from __future__ import annotations
 
 import pytest
-from broker_support import EngineClient, management, running_broker
+from broker_support import (
+    EngineClient,
+    connected_client,
+    management,
+    running_broker,
+    running_broker_with_queue,
+)
 
 from amqp10.composites import Accepted, Modified, Properties, Rejected, Released, Source
 from amqp10.engine import (
@@ -36,17 +42,14 @@ QUEUE = "/queues/q"
 
 @pytest.fixture
 def broker():
-    with running_broker() as b:
-        management(b).declare_queue("q", durable=False)
+    with running_broker_with_queue() as b:
         yield b
 
 
 @pytest.fixture
 def client(broker):
-    c = EngineClient(broker.port)
-    c.open()
-    yield c
-    c.close()
+    with connected_client(broker) as c:
+        yield c
     # the whole conversation, both ways, through the project's checker
     assert not c.wire_errors, c.wire_errors
     assert [str(v) for v in c.violations] == []
@@ -142,16 +145,13 @@ def test_prefetch_two_regrant_never_overdelivers(broker, client):
 
 
 def test_fault_overdeliver_on_regrant_is_caught():
-    with running_broker(faults=("overdeliver-on-regrant",)) as b:
-        management(b).declare_queue("q", durable=False)
-        c = EngineClient(b.port)
-        try:
-            c.open()
-            _regrant_after_every_delivery(b, c, 200)
-            errors = c.of(ProtocolErrorRaised)
-            assert errors and errors[0].condition == Cond.TRANSFER_LIMIT_EXCEEDED
-        finally:
-            c.close()
+    with (
+        running_broker_with_queue(faults=("overdeliver-on-regrant",)) as b,
+        connected_client(b) as c,
+    ):
+        _regrant_after_every_delivery(b, c, 200)
+        errors = c.of(ProtocolErrorRaised)
+        assert errors and errors[0].condition == Cond.TRANSFER_LIMIT_EXCEEDED
 
 
 def test_available_and_echo(broker, client):
@@ -201,17 +201,11 @@ def test_drain_sends_what_is_available_then_the_flow(broker, client):
 
 
 def test_fault_no_drain_reply_is_caught():
-    with running_broker(faults=("no-drain-reply",)) as b:
-        c = EngineClient(b.port)
-        try:
-            c.open()
-            management(b).declare_queue("q", durable=False)
-            link = receiver(c, begin(c))
-            link.flow(link_credit=5, drain=True)
-            c.settle(0.5)
-            assert link_flows(c, link) == []
-        finally:
-            c.close()
+    with running_broker_with_queue(faults=("no-drain-reply",)) as b, connected_client(b) as c:
+        link = receiver(c, begin(c))
+        link.flow(link_credit=5, drain=True)
+        c.settle(0.5)
+        assert link_flows(c, link) == []
 
 
 # --- settlement and requeue ----------------------------------------------------------------
@@ -290,41 +284,35 @@ def test_unroutable_publish_is_released(broker, client):
 
 
 def test_max_message_size_exceeded_detaches():
-    with running_broker(limits={"max_message_size": 1000}) as b:
-        management(b).declare_queue("q", durable=False)
-        c = EngineClient(b.port)
-        try:
-            c.open()
-            session = begin(c)
-            link = sender(c, session)
-            assert link.remote_attach.max_message_size == 1000
-            # make the client ignore the broker's limit, as a misbehaving peer would
-            link.remote_attach = link.remote_attach.replace(max_message_size=None)
-            link.send(Message.of(b"x" * 2000).encode(), settled=False)
-            detach = c.wait_event(RemoteDetach, where=lambda e: e.link is link)
-            assert detach.error.condition == Cond.MESSAGE_SIZE_EXCEEDED
-        finally:
-            c.close()
+    with (
+        running_broker_with_queue(limits={"max_message_size": 1000}) as b,
+        connected_client(b) as c,
+    ):
+        session = begin(c)
+        link = sender(c, session)
+        assert link.remote_attach.max_message_size == 1000
+        # make the client ignore the broker's limit, as a misbehaving peer would
+        link.remote_attach = link.remote_attach.replace(max_message_size=None)
+        link.send(Message.of(b"x" * 2000).encode(), settled=False)
+        detach = c.wait_event(RemoteDetach, where=lambda e: e.link is link)
+        assert detach.error.condition == Cond.MESSAGE_SIZE_EXCEEDED
 
 
 def test_multi_frame_transfers_both_ways():
-    with running_broker(limits={"max_frame_size": 512}) as b:
-        management(b).declare_queue("q", durable=False)
-        c = EngineClient(b.port, max_frame_size=512)
-        try:
-            c.open()
-            session = begin(c)
-            out = sender(c, session)
-            payload = Message.of(bytes(range(256)) * 20).encode()  # ~5 KB: 11+ frames
-            out.send(payload, settled=False)
-            c.wait_event(DispositionReceived)
-            link = receiver(c, session)
-            link.flow(link_credit=1)
-            got = c.wait_for(lambda: transfers(c, link), "big transfer")[0]
-            assert got.payload == payload and got.frame_count > 1
-            no_link_errors(c)
-        finally:
-            c.close()
+    with (
+        running_broker_with_queue(limits={"max_frame_size": 512}) as b,
+        connected_client(b, max_frame_size=512) as c,
+    ):
+        session = begin(c)
+        out = sender(c, session)
+        payload = Message.of(bytes(range(256)) * 20).encode()  # ~5 KB: 11+ frames
+        out.send(payload, settled=False)
+        c.wait_event(DispositionReceived)
+        link = receiver(c, session)
+        link.flow(link_credit=1)
+        got = c.wait_for(lambda: transfers(c, link), "big transfer")[0]
+        assert got.payload == payload and got.frame_count > 1
+        no_link_errors(c)
 
 
 # --- resource alarms (2.5.6 session window) -----------------------------------------------------
@@ -364,19 +352,13 @@ def test_alarm_closes_the_session_window_and_clear_reopens_it(broker, client):
 
 
 def test_fault_ignore_alarm_is_caught():
-    with running_broker(faults=("ignore-alarm",)) as b:
-        management(b).declare_queue("q", durable=False)
-        c = EngineClient(b.port)
-        try:
-            c.open()
-            session = begin(c)
-            sender(c, session)
-            start = len(c.events)
-            management(b).raise_alarm("memory")
-            c.settle(0.5)
-            assert not any(e.flow.incoming_window == 0 for e in c.of(FlowReceived, start))
-        finally:
-            c.close()
+    with running_broker_with_queue(faults=("ignore-alarm",)) as b, connected_client(b) as c:
+        session = begin(c)
+        sender(c, session)
+        start = len(c.events)
+        management(b).raise_alarm("memory")
+        c.settle(0.5)
+        assert not any(e.flow.incoming_window == 0 for e in c.of(FlowReceived, start))
 
 
 def test_end_requeues_and_session_end_is_answered(broker, client):
@@ -394,24 +376,19 @@ def test_end_requeues_and_session_end_is_answered(broker, client):
 
 
 def test_heartbeats_keep_a_short_idle_timeout_alive(broker):
-    c = EngineClient(broker.port, idle_timeout_ms=400)
-    try:
-        c.open()
+    with connected_client(broker, idle_timeout_ms=400) as c:
         c.settle(1.5)  # > 3 idle periods: the broker must have sent empty frames
         assert not c.closed and not c.of(IdleTimeout) and not c.of(RemoteClose)
-    finally:
-        c.close()
 
 
 def test_silent_client_is_closed_after_the_broker_idle_timeout():
-    with running_broker(limits={"idle_time_out_ms": 300}) as b:
-        c = EngineClient(b.port, timers=False)  # never sends heartbeats
-        try:
-            c.open()
-            close = c.wait_event(RemoteClose, timeout=5)
-            assert close.error.condition == Cond.RESOURCE_LIMIT_EXCEEDED
-        finally:
-            c.close()
+    # timers=False: the client never sends heartbeats
+    with (
+        running_broker(limits={"idle_time_out_ms": 300}) as b,
+        connected_client(b, timers=False) as c,
+    ):
+        close = c.wait_event(RemoteClose, timeout=5)
+        assert close.error.condition == Cond.RESOURCE_LIMIT_EXCEEDED
 
 
 def test_deleting_a_queue_detaches_its_consumers(broker, client):
@@ -494,12 +471,8 @@ def test_sasl_plain_bad_password_gets_auth_outcome_and_nothing_else(broker):
 
 
 def test_sasl_plain_good_password(broker):
-    c = EngineClient(broker.port, sasl=ClientSasl("PLAIN", "guest", "guest"))
-    try:
-        c.open()
+    with connected_client(broker, sasl=ClientSasl("PLAIN", "guest", "guest")) as c:
         assert c.wait_event(SaslOutcomeReceived).code == SaslCode.OK
-    finally:
-        c.close()
 
 
 def test_drain_across_dispatch_batches_replies_after_the_last_transfer(broker, client):
@@ -570,19 +543,14 @@ def test_echo_with_no_credit_reports_available(broker, client):
 def test_big_multi_frame_message_beyond_one_window():
     """A delivery of more transfer frames than the incoming window (400): the window is
     re-opened as frames arrive, although no delivery completes in between."""
-    with running_broker(limits={"max_frame_size": 512}) as b:
-        management(b).declare_queue("q", durable=False)
-        c = EngineClient(b.port, max_frame_size=512)
-        try:
-            c.open()
+    with running_broker_with_queue(limits={"max_frame_size": 512}) as b:
+        with connected_client(b, max_frame_size=512) as c:
             session = begin(c)
             out = sender(c, session)
             payload = Message.of(b"z" * 300_000).encode()  # ~650 frames of 512 bytes
             delivery_id = out.send(payload, settled=False)
             disposition = c.wait_event(DispositionReceived, timeout=20)
             assert disposition.first == delivery_id and isinstance(disposition.state, Accepted)
-        finally:
-            c.close()
         assert [str(v) for v in c.violations] == []
 
 
@@ -601,9 +569,7 @@ def test_attach_with_a_terminus_that_is_not_a_source_is_refused_and_serving_goes
     """3.5.3: the engine refuses a source of the wrong archetype itself (attach with a
     null terminus, then detach with amqp:invalid-field); the session goes on."""
     publish(broker, 1)
-    c = EngineClient(broker.port)
-    try:
-        c.open()
+    with connected_client(broker) as c:
         session = begin(c)
         bad = session.attach_receiver("bad", source=Described(symbol("x:not-a-source"), "q"))
         detach = c.wait_event(RemoteDetach, where=lambda e: e.link is bad)
@@ -615,8 +581,6 @@ def test_attach_with_a_terminus_that_is_not_a_source_is_refused_and_serving_goes
         good.flow(link_credit=1)
         got = c.wait_for(lambda: transfers(c, good), "a delivery after the refusal")
         assert body(got[0]) == b"m0"
-    finally:
-        c.close()
 
 
 def test_a_publisher_beyond_its_credit_is_detached_and_released():
@@ -624,25 +588,19 @@ def test_a_publisher_beyond_its_credit_is_detached_and_released():
     transfer-limit-exceeded; ProtocolErrorRaised names the link, so the broker releases
     exactly that one and the session's other link goes on. (Credit 4, five transfers in
     one packet: no re-grant can have been seen in between.)"""
-    with running_broker(limits={"max_link_credit": 4}) as b:
-        management(b).declare_queue("q", durable=False)
-        c = EngineClient(b.port)
-        try:
-            c.open()
-            session = begin(c)
-            keep = receiver(c, session)
-            out = sender(c, session)
-            assert out.link_credit == 4 and _broker_links(b) == [2]
-            for i in range(5):
-                out.send(Message.of(b"x%d" % i).encode(), settled=True, check_credit=False)
-            detach = c.wait_event(RemoteDetach, where=lambda e: e.link is out)
-            assert detach.error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
-            c.wait_for(lambda: _broker_links(b) == [1], "the publisher released")
-            keep.flow(link_credit=4)
-            c.wait_for(lambda: len(transfers(c, keep)) == 4, "the consumer still served")
-            assert [body(t) for t in transfers(c, keep)] == [b"x0", b"x1", b"x2", b"x3"]
-        finally:
-            c.close()
+    with running_broker_with_queue(limits={"max_link_credit": 4}) as b, connected_client(b) as c:
+        session = begin(c)
+        keep = receiver(c, session)
+        out = sender(c, session)
+        assert out.link_credit == 4 and _broker_links(b) == [2]
+        for i in range(5):
+            out.send(Message.of(b"x%d" % i).encode(), settled=True, check_credit=False)
+        detach = c.wait_event(RemoteDetach, where=lambda e: e.link is out)
+        assert detach.error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
+        c.wait_for(lambda: _broker_links(b) == [1], "the publisher released")
+        keep.flow(link_credit=4)
+        c.wait_for(lambda: len(transfers(c, keep)) == 4, "the consumer still served")
+        assert [body(t) for t in transfers(c, keep)] == [b"x0", b"x1", b"x2", b"x3"]
 
 
 def test_echo_on_a_publisher_link_and_on_the_session_is_answered(broker, client):

@@ -38,7 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from traces_support.processes import Capture, start_capture
+from broker_support import ROUTE_IDS, ROUTES
+from traces_support.processes import Capture, start_capture, stop
 
 from bench.broker_bench import build_c_clients, c_examples_available, run_c_client
 from reference_broker.admin_client import ManagementClient
@@ -51,21 +52,6 @@ C_COUNT = 100_000
 PY_COUNT = 500  # per receiver; four receivers per queue and route
 BEYOND_CREDIT = "link.credit.transfer-beyond-credit"
 
-# (name, target address, queues it fills, bindings (exchange, queue, key, arguments))
-ROUTES = [
-    ("classic", "/queues/cq", ["cq"], []),
-    ("durable", "/queues/dq", ["dq"], []),
-    ("direct", "/exchanges/amq.direct/k1", ["cq"], [("amq.direct", "cq", "k1", None)]),
-    (
-        "fanout",
-        "/exchanges/amq.fanout",
-        ["cq", "dq"],
-        [("amq.fanout", "cq", "", None), ("amq.fanout", "dq", "", None)],
-    ),
-    ("topic", "/exchanges/amq.topic/a.b.c", ["cq"], [("amq.topic", "cq", "a.*.c", None)]),
-    ("headers", "/exchanges/amq.headers", ["cq"], [("amq.headers", "cq", "", {})]),
-]
-ROUTE_IDS = [route[0] for route in ROUTES]
 # receiver modes: (link name, credit, re-grant after every message)
 MODES = [("credit-1", 1, False), ("credit-2", 2, False), ("credit-200", 200, False)]
 PREFETCH_2 = ("prefetch-2", 2, True)
@@ -118,13 +104,7 @@ def broker_process(data_dir: pathlib.Path, *args: str) -> Iterator[Broker]:
         yield Broker(port, admin)
     finally:
         admin.close()
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        stop(process)
         log.close()
 
 

@@ -1,8 +1,9 @@
 """Helpers for the reference broker's socket tests (tests/test_broker_*.py).
 
 Owns: starting an in-process broker on ephemeral ports (`running_broker`), a management
-client for it, and `EngineClient`: an amqp10 engine client over a real socket for tests
-that assert on frames (flows, dispositions, detaches). Every wait is bounded.
+client for it, the acceptance runs' routes (`ROUTES`, `ROUTE_IDS`), and `EngineClient`:
+an amqp10 engine client over a real socket for tests that assert on frames (flows,
+dispositions, detaches). Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -25,6 +26,24 @@ from reference_broker.server import BrokerThread
 
 WAIT = 10.0
 
+# The acceptance runs' routes (tests/test_broker_acceptance.py, tests/test_broker_traced.py):
+# a classic queue (cq), a durable queue (dq) and each amq.* exchange type.
+# (name, target address, queues it fills, bindings (exchange, queue, key, arguments))
+ROUTES = [
+    ("classic", "/queues/cq", ["cq"], []),
+    ("durable", "/queues/dq", ["dq"], []),
+    ("direct", "/exchanges/amq.direct/k1", ["cq"], [("amq.direct", "cq", "k1", None)]),
+    (
+        "fanout",
+        "/exchanges/amq.fanout",
+        ["cq", "dq"],
+        [("amq.fanout", "cq", "", None), ("amq.fanout", "dq", "", None)],
+    ),
+    ("topic", "/exchanges/amq.topic/a.b.c", ["cq"], [("amq.topic", "cq", "a.*.c", None)]),
+    ("headers", "/exchanges/amq.headers", ["cq"], [("amq.headers", "cq", "", {})]),
+]
+ROUTE_IDS = [route[0] for route in ROUTES]
+
 
 def broker_config(*, faults: tuple[str, ...] = (), limits: dict | None = None, **changes: Any):
     config = BrokerConfig(host="127.0.0.1", port=0, admin_port=0, faults=Faults(faults))
@@ -40,6 +59,14 @@ def running_broker(**kwargs: Any) -> Iterator[BrokerThread]:
         yield broker
     finally:
         broker.stop()
+
+
+@contextlib.contextmanager
+def running_broker_with_queue(queue: str = "q", **kwargs: Any) -> Iterator[BrokerThread]:
+    """running_broker(**kwargs) with the non-durable queue `queue` declared."""
+    with running_broker(**kwargs) as broker:
+        management(broker).declare_queue(queue, durable=False)
+        yield broker
 
 
 def management(broker: BrokerThread) -> ManagementClient:
@@ -184,6 +211,17 @@ class EngineClient:
                 self.settle(0.1)
         self.sock.close()
         self.checker.finish(time.monotonic())
+
+
+@contextlib.contextmanager
+def connected_client(broker: BrokerThread, **options: Any) -> Iterator[EngineClient]:
+    """EngineClient(broker.port, **options), opened; closed on leaving (also on failure)."""
+    client = EngineClient(broker.port, **options)
+    try:
+        client.open()
+        yield client
+    finally:
+        client.close()
 
 
 # --- python-qpid-proton clients (Container + MessagingHandler), bounded by a timer ---------
