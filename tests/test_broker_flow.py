@@ -19,7 +19,7 @@ from broker_support import (
     running_broker_with_queue,
 )
 
-from amqp10.composites import Accepted, Modified, Properties, Rejected, Released, Source
+from amqp10.composites import Accepted, Flow, Modified, Properties, Rejected, Released, Source
 from amqp10.engine import (
     ClientSasl,
     DispositionReceived,
@@ -91,6 +91,22 @@ def transfers(client: EngineClient, link, start: int = 0) -> list[TransferReceiv
 
 def link_flows(client: EngineClient, link, start: int = 0) -> list:
     return [e.flow for e in client.of(FlowReceived, start) if e.link is link]
+
+
+def drain(client: EngineClient, link, credit: int) -> tuple[Flow, list[TransferReceived]]:
+    """Grant `credit` with drain set and wait for the broker's flow that answers it
+    (2.6.7); returns that flow and the transfers that came since the grant."""
+    start = len(client.events)
+    link.flow(link_credit=credit, drain=True)
+    reply = client.wait_for(lambda: link_flows(client, link, start), "drain reply")[0]
+    return reply, transfers(client, link, start)
+
+
+def first_flow_index(client: EngineClient, link) -> int:
+    """Where in client.events the first flow the broker sent on `link` is."""
+    return next(
+        i for i, e in enumerate(client.events) if isinstance(e, FlowReceived) and e.link is link
+    )
 
 
 def body(event: TransferReceived) -> bytes:
@@ -173,9 +189,7 @@ def test_available_and_echo(broker, client):
 
 def test_drain_on_empty_queue_answers_promptly(broker, client):
     link = receiver(client, begin(client))
-    start = len(client.events)
-    link.flow(link_credit=10, drain=True)
-    reply = client.wait_for(lambda: link_flows(client, link, start), "drain reply")[0]
+    reply, _ = drain(client, link, 10)
     assert (reply.drain, reply.link_credit, reply.delivery_count) == (True, 0, 10)
     assert transfers(client, link) == []
 
@@ -183,15 +197,10 @@ def test_drain_on_empty_queue_answers_promptly(broker, client):
 def test_drain_sends_what_is_available_then_the_flow(broker, client):
     publish(broker, 3)
     link = receiver(client, begin(client))
-    start = len(client.events)
-    link.flow(link_credit=10, drain=True)
-    reply = client.wait_for(lambda: link_flows(client, link, start), "drain reply")[0]
-    got = transfers(client, link, start)
+    reply, got = drain(client, link, 10)
     assert len(got) == 3
     # the flow came after every transfer (2.6.7: send what is available, then advance)
-    flow_index = next(
-        i for i, e in enumerate(client.events) if isinstance(e, FlowReceived) and e.link is link
-    )
+    flow_index = first_flow_index(client, link)
     assert all(client.events.index(t) < flow_index for t in got)
     assert (reply.link_credit, reply.delivery_count, reply.available) == (0, 10, 0)
     # drained: no credit left, so a later publish stays in the queue
@@ -478,15 +487,9 @@ def test_sasl_plain_good_password(broker):
 def test_drain_across_dispatch_batches_replies_after_the_last_transfer(broker, client):
     publish(broker, 600)  # more than one dispatch batch (256 per turn)
     link = receiver(client, begin(client))
-    start = len(client.events)
-    link.flow(link_credit=1000, drain=True)
-    reply = client.wait_for(lambda: link_flows(client, link, start), "drain reply")[0]
-    got = transfers(client, link, start)
+    reply, got = drain(client, link, 1000)
     assert len(got) == 600
-    flow_index = next(
-        i for i, e in enumerate(client.events) if isinstance(e, FlowReceived) and e.link is link
-    )
-    assert client.events.index(got[-1]) < flow_index
+    assert client.events.index(got[-1]) < first_flow_index(client, link)
     assert (reply.link_credit, reply.delivery_count, reply.available) == (0, 1000, 0)
 
 
