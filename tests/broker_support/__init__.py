@@ -296,8 +296,7 @@ def proton_send(
 
         def on_link_error(self, event: Any) -> None:
             run.error = str(event.link.remote_condition)
-            self.timer.cancel()
-            event.connection.close()
+            self._done(event)
 
         def on_transport_error(self, event: Any) -> None:
             run.error = str(event.transport.condition)
@@ -342,13 +341,15 @@ def proton_receive(
                 self.timer.cancel()
                 self.timer = event.container.schedule(idle, self)
             elif len(run.bodies) == count:
-                self.timer.cancel()
-                event.connection.close()
+                self._done(event)
+
+        def _done(self, event: Any) -> None:
+            self.timer.cancel()
+            event.connection.close()
 
         def on_link_error(self, event: Any) -> None:
             run.error = str(event.link.remote_condition)
-            self.timer.cancel()
-            event.connection.close()
+            self._done(event)
 
         def on_timer_task(self, event: Any) -> None:
             run.timed_out = count is not None
