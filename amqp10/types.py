@@ -1,7 +1,8 @@
 """Python representations of the AMQP 1.0 primitive types (1.6) that plain Python lacks.
 
 Owns: the typed wrappers that let a value say which AMQP type it is (ubyte, uint, symbol,
-timestamp, decimal128, ...), plus Described and Array. Plain Python values map as:
+timestamp, decimal128, ...) and WRAPPERS (type name -> wrapper), plus Described and
+Array. Plain Python values map as:
 None -> null, bool -> boolean, int -> long, float -> double, str -> string,
 bytes -> binary, uuid.UUID -> uuid, list/tuple -> list, dict -> map.
 The generic decoder returns these wrappers so that decode(encode(v)) keeps the type.
@@ -122,4 +123,24 @@ INT_RANGES: dict[type, tuple[int, int]] = {
     int32: (-(2**31), 2**31 - 1),
     long: (-(2**63), 2**63 - 1),
     timestamp: (-(2**63), 2**63 - 1),
+}
+
+# AMQP primitive type name (1.6) -> its wrapper above, for the names plain Python lacks
+# (AMQP "int" is int32, AMQP "float" is float32).
+WRAPPERS: dict[str, type] = {
+    "ubyte": ubyte,
+    "ushort": ushort,
+    "uint": uint,
+    "ulong": ulong,
+    "byte": byte,
+    "short": short,
+    "int": int32,
+    "long": long,
+    "timestamp": timestamp,
+    "float": float32,
+    "char": char,
+    "symbol": symbol,
+    "decimal32": decimal32,
+    "decimal64": decimal64,
+    "decimal128": decimal128,
 }

@@ -19,39 +19,12 @@ from hypothesis import strategies as st
 
 from amqp10 import codec, spec
 from amqp10 import composites as amqp_composites
+from amqp10 import types as amqp_types
 from amqp10.message import Message
-from amqp10.types import (
-    INT_RANGES,
-    Array,
-    Described,
-    byte,
-    char,
-    decimal32,
-    decimal64,
-    decimal128,
-    float32,
-    int32,
-    long,
-    short,
-    symbol,
-    timestamp,
-    ubyte,
-    uint,
-    ulong,
-    ushort,
-)
+from amqp10.types import INT_RANGES, WRAPPERS, Array, Described, symbol, ulong
 
-INT_CLASSES = {
-    "ubyte": ubyte,
-    "ushort": ushort,
-    "uint": uint,
-    "ulong": ulong,
-    "byte": byte,
-    "short": short,
-    "int": int32,
-    "long": long,
-    "timestamp": timestamp,
-}
+# the integral types by AMQP name (ranges: amqp10.types.INT_RANGES)
+INT_CLASSES = {name: cls for name, cls in WRAPPERS.items() if cls in INT_RANGES}
 
 
 def _int_values(cls: type) -> st.SearchStrategy[int]:
@@ -72,12 +45,12 @@ def primitive(name: str, allow_nan: bool = False, max_size: int = 40) -> st.Sear
     simple: dict[str, st.SearchStrategy] = {
         "null": st.none(),
         "boolean": st.booleans(),
-        "float": st.floats(width=32, allow_nan=allow_nan).map(float32),
+        "float": st.floats(width=32, allow_nan=allow_nan).map(amqp_types.float32),
         "double": st.floats(allow_nan=allow_nan),
-        "decimal32": st.binary(min_size=4, max_size=4).map(decimal32),
-        "decimal64": st.binary(min_size=8, max_size=8).map(decimal64),
-        "decimal128": st.binary(min_size=16, max_size=16).map(decimal128),
-        "char": st.characters(exclude_categories=("Cs",)).map(char),
+        "decimal32": st.binary(min_size=4, max_size=4).map(amqp_types.decimal32),
+        "decimal64": st.binary(min_size=8, max_size=8).map(amqp_types.decimal64),
+        "decimal128": st.binary(min_size=16, max_size=16).map(amqp_types.decimal128),
+        "char": st.characters(exclude_categories=("Cs",)).map(amqp_types.char),
         "uuid": st.uuids(),
         "binary": st.binary(max_size=max_size),
         "string": st.text(max_size=max_size),
@@ -344,7 +317,7 @@ def typed_repr(value: Any) -> Any:
         return ("list", tuple(typed_repr(v) for v in value))
     if isinstance(value, dict):
         return ("map", tuple((typed_repr(k), typed_repr(v)) for k, v in value.items()))
-    if type(value) is float32:
+    if type(value) is amqp_types.float32:
         return ("float", struct.pack(">f", value))
     if type(value) is float:
         return ("double", struct.pack(">d", value))

@@ -49,23 +49,17 @@ from amqp10 import codec, spec
 from amqp10.composites import Composite, Data, Header, Properties, Section
 from amqp10.message import Message
 from amqp10.types import (
+    WRAPPERS,
     Array,
     Described,
-    byte,
-    char,
     decimal32,
     decimal64,
-    decimal128,
     float32,
-    int32,
-    long,
-    short,
     symbol,
     timestamp,
     ubyte,
     uint,
     ulong,
-    ushort,
 )
 from fuzz import strategies as gen
 
@@ -103,40 +97,8 @@ ARRAY_CODES = {
 }
 ARRAY_NAMES = {code: name for name, code in ARRAY_CODES.items()}
 
-# our wrapper -> proton wrapper (same Python base type)
-TO_PROTON_SCALAR = {
-    ubyte: P.ubyte,
-    ushort: P.ushort,
-    uint: P.uint,
-    ulong: P.ulong,
-    byte: P.byte,
-    short: P.short,
-    int32: P.int32,
-    long: int,
-    timestamp: P.timestamp,
-    float32: P.float32,
-    char: P.char,
-    symbol: P.symbol,
-    decimal128: P.decimal128,
-}
-FROM_PROTON_SCALAR = {
-    P.ubyte: ubyte,
-    P.ushort: ushort,
-    P.uint: uint,
-    P.ulong: ulong,
-    P.byte: byte,
-    P.short: short,
-    P.int32: int32,
-    int: long,
-    P.timestamp: timestamp,
-    P.float32: float32,
-    P.char: char,
-    P.symbol: symbol,
-    P.decimal128: decimal128,
-}
-# declared primitive type of a composite field -> proton constructor (D3)
-TYPED = {
-    "boolean": bool,
+# AMQP primitive type name -> proton's Python type for it (D3: proton's long is a bare int)
+PROTON_TYPES = {
     "ubyte": P.ubyte,
     "ushort": P.ushort,
     "uint": P.uint,
@@ -146,8 +108,19 @@ TYPED = {
     "int": P.int32,
     "long": int,
     "timestamp": P.timestamp,
-    "string": str,
+    "float": P.float32,
+    "char": P.char,
     "symbol": P.symbol,
+    "decimal128": P.decimal128,
+}
+# our wrapper <-> proton's (same Python base type); decimal32/64 are converted (D2)
+TO_PROTON_SCALAR = {WRAPPERS[name]: kind for name, kind in PROTON_TYPES.items()}
+FROM_PROTON_SCALAR = {kind: WRAPPERS[name] for name, kind in PROTON_TYPES.items()}
+# declared primitive type of a composite field -> proton constructor (D3)
+TYPED = {
+    **PROTON_TYPES,
+    "boolean": bool,
+    "string": str,
     "binary": bytes,
     "uuid": lambda v: v,
 }
