@@ -248,15 +248,32 @@ class ProtonRun:
         self.timed_out = False
 
 
+def _bounded_handler(run: ProtonRun) -> type:
+    """A MessagingHandler base for one run: `_done` cancels the run's timer (self.timer)
+    and closes the connection; a link error is recorded in `run` and ends it too."""
+    _, MessagingHandler, _ = _proton()
+
+    class Bounded(MessagingHandler):
+        def _done(self, event: Any) -> None:
+            self.timer.cancel()
+            event.connection.close()
+
+        def on_link_error(self, event: Any) -> None:
+            run.error = str(event.link.remote_condition)
+            self._done(event)
+
+    return Bounded
+
+
 def proton_send(
     broker_url: str, target: str | None, bodies: list[Any], *, settled: bool = False, **message: Any
 ) -> ProtonRun:
     """Send every body (as fast as credit allows) to `target` (None: the anonymous
     terminus); wait for all outcomes. `message` are proton.Message fields."""
-    proton, MessagingHandler, Container = _proton()
+    proton, _, Container = _proton()
     run = ProtonRun()
 
-    class Sender(MessagingHandler):
+    class Sender(_bounded_handler(run)):
         def __init__(self) -> None:
             super().__init__(auto_settle=True)
             self.sent = 0
@@ -290,14 +307,6 @@ def proton_send(
             run.rejected += 1
             self._count(event)
 
-        def _done(self, event: Any) -> None:
-            self.timer.cancel()
-            event.connection.close()
-
-        def on_link_error(self, event: Any) -> None:
-            run.error = str(event.link.remote_condition)
-            self._done(event)
-
         def on_transport_error(self, event: Any) -> None:
             run.error = str(event.transport.condition)
             self.timer.cancel()
@@ -322,10 +331,10 @@ def proton_receive(
     """Receive `count` messages with MessagingHandler(prefetch=...) (it re-grants credit
     as messages are processed: the pattern of RabbitMQ #2597). count=None: everything,
     until nothing arrives for `idle` seconds."""
-    _, MessagingHandler, Container = _proton()
+    _, _, Container = _proton()
     run = ProtonRun()
 
-    class Receiver(MessagingHandler):
+    class Receiver(_bounded_handler(run)):
         def __init__(self) -> None:
             super().__init__(prefetch=prefetch, auto_accept=accept)
 
@@ -342,14 +351,6 @@ def proton_receive(
                 self.timer = event.container.schedule(idle, self)
             elif len(run.bodies) == count:
                 self._done(event)
-
-        def _done(self, event: Any) -> None:
-            self.timer.cancel()
-            event.connection.close()
-
-        def on_link_error(self, event: Any) -> None:
-            run.error = str(event.link.remote_condition)
-            self._done(event)
 
         def on_timer_task(self, event: Any) -> None:
             run.timed_out = count is not None
