@@ -5,44 +5,25 @@ it does, then the socket is closed. Owns the cases `2.2/*`.
 from __future__ import annotations
 
 from amqp10.frames import ProtocolHeader
+from conformance.cases.checks import header_refused, refused_header_case
+from conformance.cases.sentences import NEGOTIATION
+from conformance.cases.sentences import SUPPORTED_HEADERS as SUPPORTED
 from conformance.registry import MUST, case
 
-NEGOTIATION = (
-    "If the requested protocol version is not supported, the server MUST send a protocol "
-    "header with a supported protocol version and then close the socket."
-)
-# AMQP 1.0 or SASL 1.0; another protocol's header (RabbitMQ answers AMQP 0-9-1) is lenient
-SUPPORTED = {"header:0.1.0.0", "header:3.1.0.0"}
-
-
-def _refused(probe, ctx, header_bytes: bytes) -> None:
-    probe.send_raw(header_bytes)
-    ctx.outcome(probe.header_answer())
-    ctx.check(probe.wait_closed(), "the broker did not close the socket after its header")
-
-
-@case(
+refused_header_case(
     "2.2/header-unsupported-version",
-    MUST,
-    NEGOTIATION,
-    outcomes=SUPPORTED,
-    lenient={"header:*"},
+    ProtocolHeader(0, 2, 0, 0),
+    "unsupported_version",
+    "We send AMQP 0 2.0.0: the broker answers AMQP 0 1.0.0 (or SASL 1.0.0) and closes.",
+    __name__,
 )
-def unsupported_version(probe, ctx):
-    """We send AMQP 0 2.0.0: the broker answers AMQP 0 1.0.0 (or SASL 1.0.0) and closes."""
-    _refused(probe, ctx, ProtocolHeader(0, 2, 0, 0).encode())
-
-
-@case(
+refused_header_case(
     "2.2/header-unknown-protocol-id",
-    MUST,
-    NEGOTIATION,
-    outcomes=SUPPORTED,
-    lenient={"header:*"},
+    ProtocolHeader(9, 1, 0, 0),
+    "unknown_protocol_id",
+    "We send protocol id 9: the broker answers with a header it speaks and closes.",
+    __name__,
 )
-def unknown_protocol_id(probe, ctx):
-    """We send protocol id 9: the broker answers with a header it speaks and closes."""
-    _refused(probe, ctx, ProtocolHeader(9, 1, 0, 0).encode())
 
 
 @case(
@@ -54,9 +35,12 @@ def unknown_protocol_id(probe, ctx):
 )
 def not_amqp(probe, ctx):
     """We send an HTTP request line: the broker answers with its header or just closes."""
-    probe.send_raw(b"GET / HTTP/1.1\r\n\r\n")
-    ctx.outcome(probe.header_answer())
-    ctx.check(probe.wait_closed(), "the broker kept the socket open after non-AMQP bytes")
+    header_refused(
+        probe,
+        ctx,
+        b"GET / HTTP/1.1\r\n\r\n",
+        "the broker kept the socket open after non-AMQP bytes",
+    )
 
 
 @case(

@@ -8,19 +8,10 @@ Owns the cases `2.2/header-more-*`.
 from __future__ import annotations
 
 from amqp10.frames import AMQP_HEADER, SASL_HEADER, TLS_HEADER, ProtocolHeader
+from conformance.cases.checks import header_refused, refused_header_case
+from conformance.cases.sentences import NEGOTIATION
+from conformance.cases.sentences import SUPPORTED_HEADERS as SUPPORTED
 from conformance.registry import MUST, case
-
-NEGOTIATION = (
-    "If the requested protocol version is not supported, the server MUST send a protocol "
-    "header with a supported protocol version and then close the socket."
-)
-SUPPORTED = {"header:0.1.0.0", "header:3.1.0.0"}
-
-
-def _refused(probe, ctx, header: bytes) -> None:
-    probe.send_raw(header)
-    ctx.outcome(probe.header_answer())
-    ctx.check(probe.wait_closed(), "the broker did not close the socket after its header")
 
 
 @case(
@@ -33,40 +24,41 @@ def _refused(probe, ctx, header: bytes) -> None:
 def tls_not_offered(probe, ctx):
     """AMQP 2 1.0.0 on the plain port: the broker answers a header it speaks (AMQP or
     SASL) and closes, or just closes."""
-    probe.send_raw(TLS_HEADER.encode())
-    ctx.outcome(probe.header_answer())
-    ctx.check(probe.wait_closed(), "the broker kept the socket open after the TLS header")
+    header_refused(probe, ctx, TLS_HEADER, "the broker kept the socket open after the TLS header")
 
 
-@case("2.2/header-more-wrong-minor", MUST, NEGOTIATION, outcomes=SUPPORTED, lenient={"header:*"})
-def wrong_minor(probe, ctx):
-    """AMQP 0 1.1.0: answered with a supported header, then closed."""
-    _refused(probe, ctx, ProtocolHeader(0, 1, 1, 0).encode())
-
-
-@case("2.2/header-more-wrong-revision", MUST, NEGOTIATION, outcomes=SUPPORTED, lenient={"header:*"})
-def wrong_revision(probe, ctx):
-    """AMQP 0 1.0.9: answered with a supported header, then closed."""
-    _refused(probe, ctx, ProtocolHeader(0, 1, 0, 9).encode())
-
-
-@case("2.2/header-more-wrong-major", MUST, NEGOTIATION, outcomes=SUPPORTED, lenient={"header:*"})
-def wrong_major(probe, ctx):
-    """AMQP 0 9.0.0 (a major version that does not exist): answered with a supported
-    header, then closed. (Not 0 0.9.1: that is AMQP 0-9-1's own header.)"""
-    _refused(probe, ctx, ProtocolHeader(0, 9, 0, 0).encode())
-
-
-@case(
-    "2.2/header-more-sasl-wrong-version",
-    MUST,
-    NEGOTIATION,
-    outcomes=SUPPORTED,
-    lenient={"header:*"},
+REFUSED_VERSIONS = (  # (case slug, header sent, run function name, description)
+    (
+        "wrong-minor",
+        (0, 1, 1, 0),
+        "wrong_minor",
+        "AMQP 0 1.1.0: answered with a supported header, then closed.",
+    ),
+    (
+        "wrong-revision",
+        (0, 1, 0, 9),
+        "wrong_revision",
+        "AMQP 0 1.0.9: answered with a supported header, then closed.",
+    ),
+    (
+        "wrong-major",
+        (0, 9, 0, 0),
+        "wrong_major",
+        "AMQP 0 9.0.0 (a major version that does "
+        "not exist): answered with a supported header, then closed. (Not 0 0.9.1: that is "
+        "AMQP 0-9-1's own header.)",
+    ),
+    (
+        "sasl-wrong-version",
+        (3, 2, 0, 0),
+        "sasl_wrong_version",
+        "SASL 3 2.0.0: answered with a supported header (SASL 1.0.0 or AMQP), then closed.",
+    ),
 )
-def sasl_wrong_version(probe, ctx):
-    """SASL 3 2.0.0: answered with a supported header (SASL 1.0.0 or AMQP), then closed."""
-    _refused(probe, ctx, ProtocolHeader(3, 2, 0, 0).encode())
+for _slug, _version, _name, _doc in REFUSED_VERSIONS:
+    refused_header_case(
+        f"2.2/header-more-{_slug}", ProtocolHeader(*_version), _name, _doc, __name__
+    )
 
 
 @case(

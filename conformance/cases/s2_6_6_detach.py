@@ -7,21 +7,15 @@ Owns the cases `2.6.6/requeue-*`, `2.6.6/settled-not-redelivered` and
 
 from __future__ import annotations
 
+from conformance.cases.checks import consume_again, take_unsettled, texts
+from conformance.cases.sentences import REQUEUE
+from conformance.cases.sentences import REQUEUE_NEEDS as NEEDS
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import collect, fill, header_of, message_text, unsettled_consumer
-
-REQUEUE = (
-    "A delivery that was never settled by the receiver has no terminal outcome: when the "
-    "link ends, the message is not consumed and the queue delivers it again (at-least-once; "
-    "2.6.6 closing a link, 3.4 delivery state)."
-)
-NEEDS = {"queues", "requeue-on-detach", "unsettled-deliveries"}
+from conformance.steps import header_of, message_text
 
 
 def _take_unsettled(probe, ctx, queue, count=3):
-    fill(probe, ctx, queue, count)
-    session, link = unsettled_consumer(probe, ctx, queue, credit=count)
-    got = probe.receive(link, count, settle=False)
+    session, link, got = take_unsettled(probe, ctx, queue, count)
     unsettled = [d for d in got if not d.settled]
     ctx.check(len(unsettled) == count, f"only {len(unsettled)} of {count} deliveries unsettled")
     return session, link, [message_text(d) for d in got]
@@ -29,11 +23,8 @@ def _take_unsettled(probe, ctx, queue, count=3):
 
 def _expect_redelivered(ctx, queue, bodies):
     """A fresh connection consumes the queue: every body in `bodies` must come back."""
-    other = ctx.probe()
-    _, link = unsettled_consumer(other, ctx, queue, credit=len(bodies) + 5)
-    got = other.receive(link, len(bodies))
-    got += collect(other, link, 0.3)
-    back = sorted(message_text(d) for d in got)
+    got = consume_again(ctx, queue, len(bodies), 0.3)
+    back = texts(got)
     ctx.check(
         back == sorted(bodies),
         f"after the link went away the queue delivered {back}, expected {sorted(bodies)}",
@@ -102,9 +93,7 @@ def requeue_tcp_drop(probe, ctx):
 def settled_not_redelivered(probe, ctx):
     """4 unsettled, the first 2 accepted and settled, detach: only the other 2 come back."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 4)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=4)
-    got = probe.receive(link, 4, settle=False)
+    _, link, got = take_unsettled(probe, ctx, queue, 4)
     for delivery in got[:2]:
         probe.settle(link, delivery)
     probe.detach(link)

@@ -10,38 +10,28 @@ from __future__ import annotations
 
 from amqp10.composites import Error
 from amqp10.spec import SndSettleMode
+from conformance.cases.checks import consume_again, take_unsettled, texts
+from conformance.cases.sentences import REQUEUE
+from conformance.cases.sentences import REQUEUE_NEEDS as NEEDS
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import collect, consumer, fill, header_of, message_text, unsettled_consumer
 
-REQUEUE = (
-    "A delivery that was never settled by the receiver has no terminal outcome: when the "
-    "link ends, the message is not consumed and the queue delivers it again (at-least-once; "
-    "2.6.6 closing a link, 3.4 delivery state)."
-)
-NEEDS = {"queues", "requeue-on-detach", "unsettled-deliveries"}
-
 
 def _redelivered(ctx, queue, expected: int):
-    other = ctx.probe()
-    _, link = unsettled_consumer(other, ctx, queue, credit=expected + 5)
-    got = other.receive(link, expected, timeout=5.0) if expected else []
-    got += collect(other, link, 0.4)
-    return got
+    return consume_again(ctx, queue, expected, 0.4, timeout=5.0)
 
 
 @case("2.6.6/requeue-more-partly-settled-session-end", MUST, REQUEUE, requires=NEEDS)
 def partly_settled_session_end(probe, ctx):
     """5 unsettled; 2 accepted and settled; the session ends: exactly the other 3 back."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 5)
-    session, link = unsettled_consumer(probe, ctx, queue, credit=5)
-    got = probe.receive(link, 5, settle=False)
+    session, link, got = take_unsettled(probe, ctx, queue, 5)
     for delivery in got[:2]:
         probe.settle(link, delivery)
     probe.end(session)
     back = _redelivered(ctx, queue, 3)
     ctx.check(
-        sorted(message_text(d) for d in back) == sorted(message_text(d) for d in got[2:]),
+        texts(back) == texts(got[2:]),
         f"{[message_text(d) for d in back]} came back, expected the 3 unsettled",
     )
 
@@ -50,9 +40,7 @@ def partly_settled_session_end(probe, ctx):
 def many_tcp_drop(probe, ctx):
     """100 unsettled deliveries, then the TCP connection dropped: all 100 come back."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 100)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=100)
-    probe.receive(link, 100, settle=False)
+    take_unsettled(probe, ctx, queue, 100)
     probe.disconnect()
     back = _redelivered(ctx, queue, 100)
     ctx.check(len({message_text(d) for d in back}) == 100, f"{len(back)} of 100 came back")
@@ -63,9 +51,7 @@ def close_with_error(probe, ctx):
     """3 unsettled, the connection closed with an error (amqp:internal-error): all 3
     come back."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=3)
-    probe.receive(link, 3, settle=False)
+    take_unsettled(probe, ctx, queue, 3)
     probe.close(Error(condition="amqp:internal-error", description="amqpspec test"))
     back = _redelivered(ctx, queue, 3)
     ctx.check(len(back) == 3, f"{len(back)} of 3 came back")
@@ -75,9 +61,7 @@ def close_with_error(probe, ctx):
 def detach_with_error(probe, ctx):
     """3 unsettled, the link detached with an error: all 3 come back."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=3)
-    probe.receive(link, 3, settle=False)
+    _, link, _ = take_unsettled(probe, ctx, queue, 3)
     link.detach(closed=True, error=Error(condition="amqp:internal-error"))
     probe.flush()
     probe.idle(0.3)
@@ -146,9 +130,7 @@ def redelivery_delivery_count(probe, ctx):
     """1 message received unsettled, link detached, received again: header delivery-count
     >= 1 (or first-acquirer false at least)."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
-    probe.receive(link, 1, settle=False)
+    _, link, _ = take_unsettled(probe, ctx, queue, 1)
     probe.detach(link)
     back = _redelivered(ctx, queue, 1)
     header = header_of(back[0])
@@ -188,9 +170,7 @@ def first_delivery_marks(probe, ctx):
 def redelivery_marks_tcp_drop(probe, ctx):
     """1 message unsettled, TCP dropped, redelivered: first-acquirer is not true."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
-    probe.receive(link, 1, settle=False)
+    take_unsettled(probe, ctx, queue, 1)
     probe.disconnect()
     back = _redelivered(ctx, queue, 1)
     header = header_of(back[0])

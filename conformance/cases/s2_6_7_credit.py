@@ -6,44 +6,44 @@ against every grant in every case; the cases add the scenario and exact counts.
 
 from __future__ import annotations
 
+from conformance.cases.checks import (
+    case_function,
+    check_nothing_more,
+    check_split,
+    echo_reply,
+    small_frame_probe,
+)
+from conformance.cases.sentences import CREDIT_LIMIT
 from conformance.registry import MUST, case
 from conformance.steps import collect, consumer, drain_reply, expect_count, fill
 
-CREDIT_LIMIT = (
-    "If the link-credit is less than or equal to zero, i.e., the delivery-count is the same "
-    "as or greater than the delivery-limit, it is illegal to send more messages."
-)
 
-
-@case(
-    "2.6.7/credit-single-grant",
-    MUST,
-    CREDIT_LIMIT,
-    requires={"queues"},
-)
-def credit_single_grant(probe, ctx):
-    """5 messages queued, one grant of 3: exactly 3 transfers arrive."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 5)
-    _, link = consumer(probe, ctx, queue, credit=3)
-    expect_count(probe, link, 3)
-
-
-def _credit_n(credit: int, queued: int):
+def _one_grant(credit: int, queued: int, name: str, doc: str):
     def run(probe, ctx):
         queue = ctx.queue()
         fill(probe, ctx, queue, queued)
         _, link = consumer(probe, ctx, queue, credit=credit)
         expect_count(probe, link, credit)
 
-    run.__doc__ = f"{queued} messages queued, link-credit {credit}: exactly {credit} transfers."
-    run.__name__ = run.__qualname__ = f"credit_{credit}"
-    return run
+    return case_function(run, name, doc, __name__)
 
 
+case("2.6.7/credit-single-grant", MUST, CREDIT_LIMIT, requires={"queues"})(
+    _one_grant(
+        3,
+        5,
+        "credit_single_grant",
+        "5 messages queued, one grant of 3: exactly 3 transfers arrive.",
+    )
+)
 for _credit, _queued in ((1, 3), (2, 5), (200, 250)):
     case(f"2.6.7/credit-{_credit}", MUST, CREDIT_LIMIT, requires={"queues"})(
-        _credit_n(_credit, _queued)
+        _one_grant(
+            _credit,
+            _queued,
+            f"credit_{_credit}",
+            f"{_queued} messages queued, link-credit {_credit}: exactly {_credit} transfers.",
+        )
     )
 
 
@@ -60,8 +60,7 @@ def credit_zero(probe, ctx):
     fill(probe, ctx, queue, 3)
     _, link = consumer(probe, ctx, queue, credit=0)
     probe.grant(link, 0)
-    extra = collect(probe, link, quiet=1.0)
-    ctx.check(not extra, f"{len(extra)} transfers with link-credit 0")
+    check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers with link-credit 0", 1.0)
 
 
 @case(
@@ -98,16 +97,12 @@ def credit_reduced(probe, ctx):
     queue = ctx.queue()
     fill(probe, ctx, queue, 50)
     _, link = consumer(probe, ctx, queue, credit=50)
-    since = probe.mark()
-    probe.grant(link, 0, echo=True)
-    reply = probe.wait_for_frame(
-        "flow", predicate=lambda f: f.performative.handle == link.remote_handle, since=since
-    )
+    reply = echo_reply(probe, link, 0)
     before = len(probe.transfers(link))
     after_reply = collect(probe, link, quiet=1.0)
     total = before + len(after_reply)
     ctx.check(total <= 50, f"{total} transfers for a grant of 50")
-    horizon = reply.performative.delivery_count + reply.performative.link_credit
+    horizon = reply.delivery_count + reply.link_credit
     ctx.note(f"{total} in flight before the reduction applied; echo reply horizon {horizon}")
 
 
@@ -125,18 +120,12 @@ def credit_multi_frame(probe, ctx):
     delivery-count advanced by 2 (azure-uamqp-c PR #383 counted frames)."""
     queue = ctx.queue()
     fill(probe, ctx, queue, 3, size=3000)
-    receiver = ctx.probe()
-    receiver.open(max_frame_size=512)
+    receiver = small_frame_probe(ctx)
     _, link = consumer(receiver, ctx, queue)
     dc0 = link.delivery_count
     receiver.grant(link, 2)
-    got = expect_count(receiver, link, 2)
-    ctx.check(all(d.frame_count > 1 for d in got), "deliveries were not split into frames")
-    since = receiver.mark()
-    receiver.grant(link, 0, echo=True)
-    reply = receiver.wait_for_frame(
-        "flow", predicate=lambda f: f.performative.handle == link.remote_handle, since=since
-    ).performative
+    check_split(ctx, expect_count(receiver, link, 2))
+    reply = echo_reply(receiver, link, 0)
     ctx.check(
         reply.link_credit == 0 and (reply.delivery_count - dc0) % 2**32 == 2,
         f"echo reply delivery-count {reply.delivery_count} (start {dc0}), link-credit "
@@ -222,9 +211,7 @@ def credit_state_echo(probe, ctx):
     dc0 = link.delivery_count
     probe.grant(link, 5)
     probe.receive(link, 2)
-    since = probe.mark()
-    probe.grant(link, 3, echo=True)
-    flow = probe.next_link_flow(link, since)
+    flow = echo_reply(probe, link, 3)
     ctx.check(
         (flow.delivery_count - dc0) % 2**32 == 2,
         f"delivery-count {flow.delivery_count} after 2 deliveries from {dc0}",
@@ -312,14 +299,12 @@ def credit_multi_frame_drain(probe, ctx):
     counts frames runs out of credit early (azure-uamqp-c PR #383)."""
     queue = ctx.queue()
     fill(probe, ctx, queue, 5, size=3000)
-    receiver = ctx.probe()
-    receiver.open(max_frame_size=512)
+    receiver = small_frame_probe(ctx)
     _, link = consumer(receiver, ctx, queue)
     dc0 = link.delivery_count
     since = receiver.mark()
     receiver.grant(link, 10, drain=True)
-    got = receiver.receive(link, 5)
-    ctx.check(all(d.frame_count > 1 for d in got), "deliveries were not split into frames")
+    check_split(ctx, receiver.receive(link, 5))
     reply = drain_reply(receiver, link, since)
     ctx.check(
         (reply.delivery_count - dc0) % 2**32 == 10,

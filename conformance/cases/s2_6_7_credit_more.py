@@ -10,15 +10,20 @@ link.credit.* rules judge every transfer against every grant in every case.
 
 from __future__ import annotations
 
+from conformance.cases.checks import (
+    case_function,
+    check_nothing_more,
+    check_split,
+    drain,
+    echo_reply,
+    small_frame_probe,
+)
+from conformance.cases.sentences import CREDIT_LIMIT
 from conformance.registry import MUST, case
-from conformance.steps import body, collect, consumer, drain_reply, fill
+from conformance.steps import body, collect, consumer, fill
 from conformance.steps_more import advance, exactly, settle_all, wait_credit
 from conformance.verdicts import CaseFailed
 
-CREDIT_LIMIT = (
-    "If the link-credit is less than or equal to zero, i.e., the delivery-count is the same "
-    "as or greater than the delivery-limit, it is illegal to send more messages."
-)
 REPLACES = (
     " The receiver's flow sets the credit: link-credit(snd) := delivery-count(rcv) + "
     "link-credit(rcv) - delivery-count(snd); a new grant replaces the old, it does not add."
@@ -32,9 +37,8 @@ def _exact_grant(credit: int, queued: int):
         _, link = consumer(probe, ctx, queue, credit=credit)
         exactly(probe, link, credit)
 
-    run.__doc__ = f"{queued} messages queued, one grant of {credit}: exactly {credit} transfers."
-    run.__name__ = run.__qualname__ = f"credit_more_exact_{credit}"
-    return run
+    doc = f"{queued} messages queued, one grant of {credit}: exactly {credit} transfers."
+    return case_function(run, f"credit_more_exact_{credit}", doc, __name__)
 
 
 for _credit, _queued in ((3, 4), (5, 12), (10, 11), (50, 80), (100, 101)):
@@ -85,8 +89,9 @@ def credit_zero_then_grant(probe, ctx):
     queue = ctx.queue()
     fill(probe, ctx, queue, 5)
     _, link = consumer(probe, ctx, queue)
-    early = collect(probe, link, 0.5)
-    ctx.check(not early, f"{len(early)} transfers before any credit (rabbitmq-amqp1.0#43)")
+    check_nothing_more(
+        ctx, probe, link, lambda n: f"{n} transfers before any credit (rabbitmq-amqp1.0#43)", 0.5
+    )
     probe.grant(link, 2)
     exactly(probe, link, 2)
 
@@ -157,13 +162,12 @@ def _prefetch(prefetch: int, count: int):
         got = probe.receive(link, count, regrant=prefetch, timeout=10.0)
         ctx.check(len(got) == count, f"received {len(got)} of {count}")
 
-    run.__doc__ = (
+    doc = (
         f"The proton prefetch pattern at prefetch {prefetch} over {count} messages: "
         f"link-credit {prefetch} re-granted after every delivery with transfers in flight, "
         "4-frame session window; the checker judges every transfer (RabbitMQ #2597)."
     )
-    run.__name__ = run.__qualname__ = f"credit_prefetch_{prefetch}"
-    return run
+    return case_function(run, f"credit_prefetch_{prefetch}", doc, __name__)
 
 
 for _prefetch_n, _count in ((1, 1000), (10, 1000)):
@@ -195,8 +199,7 @@ def credit_regrant_after_batch(probe, ctx):
         probe.receive(link, step, timeout=10.0)
         received += step
         probe.grant(link, 10)
-    extra = collect(probe, link, 0.3)
-    ctx.check(not extra, f"{len(extra)} transfers beyond the 500 queued")
+    check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers beyond the 500 queued")
 
 
 @case(
@@ -212,9 +215,7 @@ def credit_reduce_then_grant(probe, ctx):
     queue = ctx.queue()
     fill(probe, ctx, queue, 60)
     _, link = consumer(probe, ctx, queue, credit=20)
-    since = probe.mark()
-    probe.grant(link, 0, echo=True)
-    probe.next_link_flow(link, since)
+    echo_reply(probe, link, 0)
     in_flight = collect(probe, link, 0.5)
     settle_all(probe, link, in_flight)
     ctx.check(len(in_flight) <= 20, f"{len(in_flight)} transfers for a grant of 20")
@@ -283,14 +284,11 @@ def credit_drain_one_link(probe, ctx):
     q1, q2 = ctx.queue("a"), ctx.queue("b")
     _, first = consumer(probe, ctx, q1, credit=4, session=session)
     _, second = consumer(probe, ctx, q2, credit=4, session=session)
-    since = probe.mark()
-    probe.grant(first, 4, drain=True)
-    drain_reply(probe, first, since)
+    drain(probe, first, 4)
     fill(probe, ctx, q1, 6)
     fill(probe, ctx, q2, 6)
     exactly(probe, second, 4)
-    late = collect(probe, first, 0.3)
-    ctx.check(not late, f"{len(late)} transfers on the drained link")
+    check_nothing_more(ctx, probe, first, lambda n: f"{n} transfers on the drained link")
 
 
 @case(
@@ -305,11 +303,9 @@ def credit_multi_frame_exact(probe, ctx):
     deliveries, each in several frames."""
     queue = ctx.queue()
     fill(probe, ctx, queue, 5, size=2500)
-    receiver = ctx.probe()
-    receiver.open(max_frame_size=512)
+    receiver = small_frame_probe(ctx)
     _, link = consumer(receiver, ctx, queue, credit=3)
-    got = exactly(receiver, link, 3)
-    ctx.check(all(d.frame_count > 1 for d in got), "deliveries were not split into frames")
+    check_split(ctx, exactly(receiver, link, 3))
 
 
 @case(

@@ -4,18 +4,10 @@ DISPATCH-1090). Owns the cases `2.6.7/drain-*`.
 
 from __future__ import annotations
 
+from conformance.cases.checks import check_advanced, check_nothing_more, drain
+from conformance.cases.sentences import DRAIN
 from conformance.registry import MUST, case
 from conformance.steps import collect, consumer, drain_reply, expect_count, fill
-
-DRAIN = (
-    "drain: if set, the sender will (after sending all available messages) advance the "
-    "delivery-count as much as possible, consuming all link-credit, and send the flow state "
-    "to the receiver."
-)
-
-
-def _advance(after: int, before: int) -> int:
-    return (after - before) % 2**32
 
 
 @case("2.6.7/drain-empty-queue", MUST, DRAIN, requires={"queues", "drain-reply"})
@@ -25,15 +17,9 @@ def drain_empty(probe, ctx):
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
     dc0 = link.delivery_count
-    since = probe.mark()
-    probe.grant(link, 10, drain=True)
-    reply = drain_reply(probe, link, since)
-    ctx.check(
-        _advance(reply.delivery_count, dc0) == 10,
-        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 10",
-    )
-    extra = collect(probe, link, 0.3)
-    ctx.check(not extra, f"{len(extra)} transfers from an empty queue")
+    reply, _ = drain(probe, link, 10)
+    check_advanced(ctx, reply, dc0, 10)
+    check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers from an empty queue")
 
 
 @case("2.6.7/drain-partial", MUST, DRAIN, requires={"queues", "drain-reply"})
@@ -44,14 +30,8 @@ def drain_partial(probe, ctx):
     fill(probe, ctx, queue, 3)
     _, link = consumer(probe, ctx, queue)
     dc0 = link.delivery_count
-    since = probe.mark()
-    probe.grant(link, 10, drain=True)
-    got = probe.receive(link, 3)
-    reply = drain_reply(probe, link, since)
-    ctx.check(
-        _advance(reply.delivery_count, dc0) == 10,
-        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 10",
-    )
+    reply, got = drain(probe, link, 10, receive=3)
+    check_advanced(ctx, reply, dc0, 10)
     extra = collect(probe, link, 0.3)
     ctx.check(not extra and len(got) == 3, f"{len(got) + len(extra)} transfers, expected 3")
 
@@ -64,14 +44,8 @@ def drain_exact(probe, ctx):
     fill(probe, ctx, queue, 5)
     _, link = consumer(probe, ctx, queue)
     dc0 = link.delivery_count
-    since = probe.mark()
-    probe.grant(link, 5, drain=True)
-    probe.receive(link, 5)
-    reply = drain_reply(probe, link, since)
-    ctx.check(
-        _advance(reply.delivery_count, dc0) == 5,
-        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 5",
-    )
+    reply, _ = drain(probe, link, 5, receive=5)
+    check_advanced(ctx, reply, dc0, 5)
 
 
 @case("2.6.7/drain-credit-after", MUST, DRAIN, requires={"queues", "drain-reply"})
@@ -80,12 +54,11 @@ def drain_then_credit(probe, ctx):
     (no credit left over from before the drain: DISPATCH-1090)."""
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
-    since = probe.mark()
-    probe.grant(link, 10, drain=True)
-    drain_reply(probe, link, since)
+    drain(probe, link, 10)
     fill(probe, ctx, queue, 5)
-    extra = collect(probe, link, 0.5)
-    ctx.check(not extra, f"{len(extra)} transfers after the drain used up the credit")
+    check_nothing_more(
+        ctx, probe, link, lambda n: f"{n} transfers after the drain used up the credit", 0.5
+    )
     probe.grant(link, 2)
     expect_count(probe, link, 2)
 
@@ -104,12 +77,8 @@ def drain_in_flight(probe, ctx):
     probe.grant(link, link.link_credit, drain=True)  # same horizon, now draining
     probe.receive(link, 10)
     reply = drain_reply(probe, link, since)
-    ctx.check(
-        _advance(reply.delivery_count, dc0) == 20,
-        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 20",
-    )
-    extra = collect(probe, link, 0.3)
-    ctx.check(not extra, f"{10 + len(extra)} transfers from 10 queued messages")
+    check_advanced(ctx, reply, dc0, 20)
+    check_nothing_more(ctx, probe, link, lambda n: f"{10 + n} transfers from 10 queued messages")
 
 
 @case(
@@ -124,14 +93,9 @@ def drain_then_detach(probe, ctx):
     queue = ctx.queue()
     fill(probe, ctx, queue, 3)
     _, link = consumer(probe, ctx, queue)
-    since = probe.mark()
-    probe.grant(link, 5, drain=True)
-    probe.receive(link, 3)
-    drain_reply(probe, link, since)
+    drain(probe, link, 5, receive=3)
     probe.detach(link)
     _, again = consumer(probe, ctx, queue)
-    since = probe.mark()
-    probe.grant(again, 5, drain=True)
-    drain_reply(probe, again, since)
+    drain(probe, again, 5)
     redelivered = collect(probe, again, 0.3) + probe.transfers(again)
     ctx.check(not redelivered, f"{len(redelivered)} settled deliveries came back after detach")

@@ -7,15 +7,12 @@ Owns the cases `2.6.7/drain-more-*`.
 
 from __future__ import annotations
 
+from conformance.cases.checks import check_advanced, check_nothing_more, drain, texts
+from conformance.cases.sentences import DRAIN
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import collect, consumer, drain_reply, fill, message_text
+from conformance.steps import collect, consumer, fill
 from conformance.steps_more import advance, exactly
 
-DRAIN = (
-    "drain: if set, the sender will (after sending all available messages) advance the "
-    "delivery-count as much as possible, consuming all link-credit, and send the flow state "
-    "to the receiver."
-)
 NEEDS = {"queues", "drain-reply"}
 
 
@@ -26,19 +23,11 @@ def drain_twice(probe, ctx):
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
     dc0 = link.delivery_count
-    since = probe.mark()
-    probe.grant(link, 4, drain=True)
-    first = drain_reply(probe, link, since)
-    ctx.check(advance(first.delivery_count, dc0) == 4, f"first reply dc {first.delivery_count}")
-    since = probe.mark()
-    probe.grant(link, 3, drain=True)
-    second = drain_reply(probe, link, since)
-    ctx.check(
-        advance(second.delivery_count, dc0) == 7,
-        f"second drain reply delivery-count {second.delivery_count}, expected {dc0} + 7",
-    )
-    extra = collect(probe, link, 0.3)
-    ctx.check(not extra, f"{len(extra)} transfers from an empty queue")
+    first, _ = drain(probe, link, 4)
+    check_advanced(ctx, first, dc0, 4, "first drain reply")
+    second, _ = drain(probe, link, 3)
+    check_advanced(ctx, second, dc0, 7, "second drain reply")
+    check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers from an empty queue")
 
 
 @case(
@@ -72,13 +61,8 @@ def drain_with_echo(probe, ctx):
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
     dc0 = link.delivery_count
-    since = probe.mark()
-    probe.grant(link, 6, drain=True, echo=True)
-    reply = drain_reply(probe, link, since)
-    ctx.check(
-        advance(reply.delivery_count, dc0) == 6,
-        f"drain+echo reply delivery-count {reply.delivery_count}, expected {dc0} + 6",
-    )
+    reply, _ = drain(probe, link, 6, echo=True)
+    check_advanced(ctx, reply, dc0, 6, "drain+echo reply")
 
 
 @case("2.6.7/drain-more-after-partial-consumption", MUST, DRAIN, requires=NEEDS)
@@ -90,16 +74,9 @@ def drain_after_partial(probe, ctx):
     _, link = consumer(probe, ctx, queue, credit=5)
     dc0 = link.delivery_count
     probe.receive(link, 5)
-    since = probe.mark()
-    probe.grant(link, 6, drain=True)
-    probe.receive(link, 3)
-    reply = drain_reply(probe, link, since)
-    ctx.check(
-        advance(reply.delivery_count, dc0) == 11,
-        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 11",
-    )
-    extra = collect(probe, link, 0.3)
-    ctx.check(not extra, f"{len(extra)} transfers beyond the 8 queued")
+    reply, _ = drain(probe, link, 6, receive=3)
+    check_advanced(ctx, reply, dc0, 11)
+    check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers beyond the 8 queued")
 
 
 @case("2.6.7/drain-more-large-credit", MUST, DRAIN, requires=NEEDS)
@@ -110,14 +87,8 @@ def drain_large_credit(probe, ctx):
     fill(probe, ctx, queue, 10)
     _, link = consumer(probe, ctx, queue)
     dc0 = link.delivery_count
-    since = probe.mark()
-    probe.grant(link, 1000, drain=True)
-    probe.receive(link, 10)
-    reply = drain_reply(probe, link, since)
-    ctx.check(
-        advance(reply.delivery_count, dc0) == 1000,
-        f"drain reply delivery-count {reply.delivery_count}, expected {dc0} + 1000",
-    )
+    reply, _ = drain(probe, link, 1000, receive=10)
+    check_advanced(ctx, reply, dc0, 1000)
 
 
 @case(
@@ -133,16 +104,13 @@ def drain_unsettled_detach(probe, ctx):
     queue = ctx.queue()
     fill(probe, ctx, queue, 3)
     _, link = consumer(probe, ctx, queue, snd_settle_mode=0)
-    since = probe.mark()
-    probe.grant(link, 5, drain=True)
-    got = probe.receive(link, 3, settle=False)
-    drain_reply(probe, link, since)
+    _, got = drain(probe, link, 5, receive=3, settle=False)
     probe.detach(link)
     other = ctx.probe()
     _, again = consumer(other, ctx, queue, credit=5)
     back = other.receive(again, 3) + collect(other, again, 0.3)
     ctx.check(
-        sorted(message_text(d) for d in back) == sorted(message_text(d) for d in got),
+        texts(back) == texts(got),
         f"{len(back)} redelivered after detach, expected the 3 unsettled",
     )
 
@@ -158,17 +126,12 @@ def drain_link_usable_after(probe, ctx):
     then drain again: a reply with link-credit 0."""
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
-    since = probe.mark()
-    probe.grant(link, 2, drain=True)
-    drain_reply(probe, link, since)
+    drain(probe, link, 2)
     fill(probe, ctx, queue, 6)
     probe.grant(link, 4)
     probe.grant(link, 4)
     exactly(probe, link, 4)
-    since = probe.mark()
-    probe.grant(link, 1, drain=True)
-    probe.receive(link, 1)
-    drain_reply(probe, link, since)
+    drain(probe, link, 1, receive=1)
 
 
 @case(
@@ -182,6 +145,4 @@ def drain_reply_prompt(probe, ctx):
     """Empty queue, drain credit 10: the reply arrives within 1 s."""
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
-    since = probe.mark()
-    probe.grant(link, 10, drain=True)
-    drain_reply(probe, link, since, timeout=1.0)
+    drain(probe, link, 10, timeout=1.0)

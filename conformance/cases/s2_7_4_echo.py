@@ -5,13 +5,10 @@ Owns the cases `2.7.4/*` (echo) and `2.6.7/available-*`.
 
 from __future__ import annotations
 
+from conformance.cases.checks import echo_reply
+from conformance.cases.sentences import AVAILABLE, ECHO
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import consumer, fill
-
-ECHO = (
-    "echo: if set to true then the receiver SHOULD send its state at the earliest convenient "
-    "opportunity."
-)
 
 
 @case("2.7.4/echo-link", SHOULD, ECHO, requires={"echo"})
@@ -19,9 +16,7 @@ def echo_link(probe, ctx):
     """A receiver's flow with echo=true: the broker answers with a flow for that link."""
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
-    since = probe.mark()
-    probe.grant(link, 1, echo=True)
-    event = probe.next_link_flow(link, since)
+    event = echo_reply(probe, link, 1)
     ctx.check(event.handle is not None, "echo reply has no handle")
 
 
@@ -48,9 +43,7 @@ def echo_state(probe, ctx):
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
     dc0 = link.delivery_count
-    since = probe.mark()
-    probe.grant(link, 4, echo=True)
-    flow = probe.next_link_flow(link, since)
+    flow = echo_reply(probe, link, 4)
     ctx.check(
         flow.delivery_count == dc0, f"delivery-count {flow.delivery_count}, sent none from {dc0}"
     )
@@ -63,7 +56,7 @@ def echo_state(probe, ctx):
 @case(
     "2.6.7/available-reported",
     SHOULD,
-    "available: the number of messages awaiting credit at the link sender endpoint.",
+    AVAILABLE,
     requires={"available", "echo", "queues"},
 )
 def available(probe, ctx):
@@ -71,7 +64,5 @@ def available(probe, ctx):
     queue = ctx.queue()
     fill(probe, ctx, queue, 5)
     _, link = consumer(probe, ctx, queue)
-    since = probe.mark()
-    probe.grant(link, 0, echo=True)
-    flow = probe.next_link_flow(link, since)
+    flow = echo_reply(probe, link, 0)
     ctx.check(flow.available == 5, f"available {flow.available} with 5 messages queued")

@@ -7,15 +7,13 @@ Owns the cases `2.7.4/echo-more-*` and `2.6.7/available-more-*`.
 
 from __future__ import annotations
 
+from conformance.cases.checks import echo_reply
+from conformance.cases.sentences import AVAILABLE, ECHO
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import consumer, fill
 from conformance.steps_more import advance, server_flows, session_flow, wait_credit
 from conformance.verdicts import CaseFailed
 
-ECHO = (
-    "echo: if set to true then the receiver SHOULD send its state at the earliest convenient "
-    "opportunity."
-)
 SESSION_STATE = (
     "next-incoming-id: the expected transfer-id of the next incoming transfer frame; a "
     "session flow carries the sender's current session state (2.5.6, 2.7.4)."
@@ -97,9 +95,7 @@ def echo_after_deliveries(probe, ctx):
     dc0 = link.delivery_count
     probe.grant(link, 4)
     probe.receive(link, 4)
-    since = probe.mark()
-    probe.grant(link, 0, echo=True)
-    flow = probe.next_link_flow(link, since)
+    flow = echo_reply(probe, link, 0)
     ctx.check(advance(flow.delivery_count, dc0) == 4, f"delivery-count {flow.delivery_count}")
     ctx.check(flow.link_credit == 0, f"link-credit {flow.link_credit} after a grant of 0")
 
@@ -115,16 +111,14 @@ def echo_zero_credit(probe, ctx):
     """Empty queue, a flow with link-credit 0 and echo: reply link-credit 0."""
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
-    since = probe.mark()
-    probe.grant(link, 0, echo=True)
-    flow = probe.next_link_flow(link, since)
+    flow = echo_reply(probe, link, 0)
     ctx.check(flow.link_credit == 0, f"link-credit {flow.link_credit} after a grant of 0")
 
 
 @case(
     "2.6.7/available-more-after-consumption",
     SHOULD,
-    "available: the number of messages awaiting credit at the link sender endpoint.",
+    AVAILABLE,
     requires={"available", "echo", "queues"},
 )
 def available_after_consumption(probe, ctx):
@@ -133,23 +127,19 @@ def available_after_consumption(probe, ctx):
     fill(probe, ctx, queue, 6)
     _, link = consumer(probe, ctx, queue, credit=2)
     probe.receive(link, 2)
-    since = probe.mark()
-    probe.grant(link, 0, echo=True)
-    flow = probe.next_link_flow(link, since)
+    flow = echo_reply(probe, link, 0)
     ctx.check(flow.available == 4, f"available {flow.available} with 4 messages left")
 
 
 @case(
     "2.6.7/available-more-empty-queue",
     SHOULD,
-    "available: the number of messages awaiting credit at the link sender endpoint.",
+    AVAILABLE,
     requires={"available", "echo", "queues"},
 )
 def available_empty(probe, ctx):
     """Empty queue, echo: available is 0 (or absent)."""
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
-    since = probe.mark()
-    probe.grant(link, 0, echo=True)
-    flow = probe.next_link_flow(link, since)
+    flow = echo_reply(probe, link, 0)
     ctx.check(flow.available in (None, 0), f"available {flow.available} on an empty queue")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from amqp10.composites import Accepted, Error, Modified, Rejected, Released
 from amqp10.engine import DispositionReceived
 from amqp10.spec import Role, SndSettleMode
+from conformance.cases.checks import check_rejected_gone, settle_first, take_unsettled
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import (
     body,
@@ -18,7 +19,6 @@ from conformance.steps import (
     fill,
     header_of,
     message_text,
-    unsettled_consumer,
 )
 from conformance.verdicts import CaseFailed
 
@@ -80,14 +80,9 @@ def released_unroutable(probe, ctx):
 )
 def rejected(probe, ctx):
     """Receive one message, settle it rejected, consume again: nothing comes back."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
-    delivery = probe.next_transfer(link)
-    probe.settle(link, delivery, Rejected(error=Error(condition="amqp:internal-error")))
-    probe.grant(link, 5)
-    again = collect(probe, link, 1.0)
-    ctx.check(not again, f"rejected message delivered again ({len(again)} transfers)")
+    rejected = Rejected(error=Error(condition="amqp:internal-error"))
+    link, _ = settle_first(probe, ctx, ctx.queue(), rejected)
+    check_rejected_gone(probe, ctx, link, 5, 1.0)
 
 
 @case(
@@ -99,11 +94,7 @@ def rejected(probe, ctx):
 )
 def released(probe, ctx):
     """Receive one message, settle it released: it is delivered again."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
-    first = probe.next_transfer(link)
-    probe.settle(link, first, Released())
+    link, first = settle_first(probe, ctx, ctx.queue(), Released())
     probe.grant(link, 1)
     again = probe.next_transfer(link)
     ctx.check(message_text(again) == message_text(first), "another message came instead")
@@ -119,13 +110,9 @@ def released(probe, ctx):
 def modified_delivery_failed(probe, ctx):
     """Settle one message modified(delivery-failed): the redelivery has header
     delivery-count one higher."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
-    first = probe.next_transfer(link)
+    link, first = settle_first(probe, ctx, ctx.queue(), Modified(delivery_failed=True))
     before = header_of(first)
     count0 = (before.delivery_count if before is not None else 0) or 0
-    probe.settle(link, first, Modified(delivery_failed=True))
     probe.grant(link, 1)
     again = probe.next_transfer(link)
     after = header_of(again)
@@ -143,11 +130,8 @@ def modified_delivery_failed(probe, ctx):
 def modified_undeliverable_here(probe, ctx):
     """Settle one message modified(undeliverable-here) with credit left on the link: it is
     not delivered to this link again."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=5)
-    first = probe.next_transfer(link)
-    probe.settle(link, first, Modified(undeliverable_here=True))
+    modified = Modified(undeliverable_here=True)
+    link, first = settle_first(probe, ctx, ctx.queue(), modified, credit=5)
     again = collect(probe, link, 1.0)
     same = [d for d in again if message_text(d) == message_text(first)]
     ctx.check(not same, "message modified undeliverable-here was redelivered to the same link")
@@ -164,9 +148,7 @@ def disposition_range(probe, ctx):
     """5 unsettled deliveries settled by one disposition first..last, detach: nothing comes
     back to a new consumer."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 5)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=5)
-    got = probe.receive(link, 5, settle=False)
+    _, link, got = take_unsettled(probe, ctx, queue, 5)
     ids = [d.delivery_id for d in got]
     link.disposition(ids[0], ids[-1], settled=True, state=Accepted())
     probe.flush()

@@ -9,6 +9,7 @@ Owns the cases `3.4.*/outcome-more-*`.
 from __future__ import annotations
 
 from amqp10.composites import Error, Modified, Rejected, Released
+from conformance.cases.checks import check_rejected_gone, settle_first, take_unsettled, texts
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import collect, fill, header_of, message_text, unsettled_consumer
 from conformance.verdicts import CaseFailed
@@ -37,15 +38,9 @@ def _next_or_drop(probe, link, timeout=None):
 )
 def rejected_with_description(probe, ctx):
     """Reject one message with amqp:decode-error and a description: not delivered again."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
-    delivery = probe.next_transfer(link)
     error = Error(condition="amqp:decode-error", description="amqpspec: cannot process")
-    probe.settle(link, delivery, Rejected(error=error))
-    probe.grant(link, 3)
-    again = collect(probe, link, 0.8)
-    ctx.check(not again, f"rejected message delivered again ({len(again)} transfers)")
+    link, _ = settle_first(probe, ctx, ctx.queue(), Rejected(error=error))
+    check_rejected_gone(probe, ctx, link, 3, 0.8)
 
 
 @case(
@@ -58,9 +53,7 @@ def rejected_with_description(probe, ctx):
 def rejected_leaves_queue(probe, ctx):
     """5 unsettled; reject 3, leave 2 unsettled, detach: a new consumer gets exactly the 2."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 5)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=5)
-    got = probe.receive(link, 5, settle=False)
+    _, link, got = take_unsettled(probe, ctx, queue, 5)
     for delivery in got[:3]:
         probe.settle(link, delivery, Rejected())
     probe.detach(link)
@@ -68,7 +61,7 @@ def rejected_leaves_queue(probe, ctx):
     _, again = unsettled_consumer(other, ctx, queue, credit=10)
     back = other.receive(again, 2) + collect(other, again, 0.4)
     ctx.check(
-        sorted(message_text(d) for d in back) == sorted(message_text(d) for d in got[3:]),
+        texts(back) == texts(got[3:]),
         f"{[message_text(d) for d in back]} came back, expected the 2 never settled",
     )
 
@@ -90,7 +83,7 @@ def released_several(probe, ctx):
     probe.grant(link, 3)
     again = probe.receive(link, 3)
     ctx.check(
-        sorted(message_text(d) for d in again) == sorted(message_text(d) for d in first),
+        texts(again) == texts(first),
         "other messages came instead of the released ones",
     )
 
@@ -104,11 +97,7 @@ def released_several(probe, ctx):
 )
 def modified_no_flags(probe, ctx):
     """Settle one message modified() without flags: it is delivered again."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
-    first = probe.next_transfer(link)
-    probe.settle(link, first, Modified())
+    link, first = settle_first(probe, ctx, ctx.queue(), Modified())
     probe.grant(link, 1)
     again = _next_or_drop(probe, link)
     ctx.check(message_text(again) == message_text(first), "another message came instead")
@@ -124,10 +113,7 @@ def modified_no_flags(probe, ctx):
 def modified_failed_marks(probe, ctx):
     """Settle one message modified(delivery-failed): the redelivery has delivery-count >= 1
     and first-acquirer not true."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
-    probe.settle(link, probe.next_transfer(link), Modified(delivery_failed=True))
+    link, _ = settle_first(probe, ctx, ctx.queue(), Modified(delivery_failed=True))
     probe.grant(link, 1)
     header = header_of(_next_or_drop(probe, link))
     ctx.check(header is not None, "redelivery without a header")

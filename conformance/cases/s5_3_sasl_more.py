@@ -11,25 +11,10 @@ from amqp10.composites import Open, SaslInit
 from amqp10.engine import ClientSasl
 from amqp10.frames import AMQP_HEADER, SASL_HEADER, FrameType, encode_frame
 from amqp10.types import symbol
+from conformance.cases.checks import offered_mechanisms, refused_sasl_init, sasl_outcome
 from conformance.registry import MUST, SHOULD, case
-from conformance.verdicts import CaseFailed
 
 REFUSED = {"sasl-outcome:1", "sasl-outcome:2", "sasl-outcome:3", "sasl-outcome:4", "tcp-close"}
-
-
-def _sasl_outcome(probe) -> str:
-    try:
-        outcome = probe.wait_for_frame("sasl-outcome")
-    except CaseFailed:
-        return "tcp-close" if probe.closed else "timeout"
-    return f"sasl-outcome:{outcome.performative.code}"
-
-
-def _no_open_after(probe, ctx) -> None:
-    if not probe.closed:
-        probe.send_header(AMQP_HEADER)
-        probe.idle(0.5)
-    ctx.check(not probe.server_frames("open"), "the broker opened after a failed SASL outcome")
 
 
 @case(
@@ -42,12 +27,8 @@ def _no_open_after(probe, ctx) -> None:
 )
 def unknown_mechanism(probe, ctx):
     """sasl-init with mechanism AMQPSPEC-NONSUCH: a failing outcome (or close), no open."""
-    probe.send_header(SASL_HEADER)
-    probe.wait_for_frame("sasl-mechanisms")
     init = SaslInit(mechanism=symbol("AMQPSPEC-NONSUCH"), initial_response=b"\x00x\x00y")
-    probe.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
-    ctx.outcome(_sasl_outcome(probe))
-    _no_open_after(probe, ctx)
+    refused_sasl_init(probe, ctx, init)
 
 
 @case(
@@ -61,12 +42,8 @@ def unknown_mechanism(probe, ctx):
 )
 def wrong_user(probe, ctx):
     """PLAIN with an unknown user name: outcome auth, no open."""
-    probe.send_header(SASL_HEADER)
-    probe.wait_for_frame("sasl-mechanisms")
     init = ClientSasl("PLAIN", "amqpspec-no-such-user", "x").init_for(("PLAIN",))
-    probe.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
-    ctx.outcome(_sasl_outcome(probe))
-    _no_open_after(probe, ctx)
+    refused_sasl_init(probe, ctx, init)
 
 
 @case(
@@ -84,7 +61,7 @@ def pipelined_init(probe, ctx):
         ("PLAIN",)
     )
     probe.send_raw(SASL_HEADER.encode() + encode_frame(init, 0, frame_type=FrameType.SASL))
-    ctx.outcome(_sasl_outcome(probe))
+    ctx.outcome(sasl_outcome(probe))
 
 
 @case(
@@ -121,13 +98,11 @@ def open_before_outcome(probe, ctx):
 def anonymous_trace(probe, ctx):
     """sasl-init ANONYMOUS with trace 'amqpspec@example.org': outcome ok."""
     probe.send_header(SASL_HEADER)
-    frame = probe.wait_for_frame("sasl-mechanisms")
-    offered = frame.performative.sasl_server_mechanisms
-    offered = [str(m) for m in (offered if isinstance(offered, list | tuple) else [offered])]
+    offered = offered_mechanisms(probe)
     if "ANONYMOUS" not in offered:
         from conformance.verdicts import Unsupported
 
         raise Unsupported(f"ANONYMOUS not offered ({offered})")
     init = SaslInit(mechanism=symbol("ANONYMOUS"), initial_response=b"amqpspec@example.org")
     probe.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
-    ctx.outcome(_sasl_outcome(probe))
+    ctx.outcome(sasl_outcome(probe))

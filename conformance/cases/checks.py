@@ -1,0 +1,241 @@
+"""Checked steps shared by the case modules: one scenario step plus the check or outcome
+the cases make after it (a drain and its reply, an echo and its reply, a crafted frame and
+the broker's ending, a refused protocol header, unsettled deliveries and their requeue, a
+publisher with credit, a SASL outcome), and `case_function`, which names a run function
+built by a case module's factory.
+
+Owns no case: it registers nothing (the registry imports it with the case modules, which is
+harmless). Probe compositions without checks live in conformance/steps.py and
+conformance/steps_more.py; this module builds on them. Touches nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from amqp10.composites import Flow
+from amqp10.engine import Link, Session, TransferReceived
+from amqp10.frames import AMQP_HEADER, SASL_HEADER, FrameType, ProtocolHeader, encode_frame
+from conformance.cases.sentences import NEGOTIATION, SUPPORTED_HEADERS
+from conformance.probe import Probe
+from conformance.registry import MUST, case
+from conformance.runner import CaseContext
+from conformance.steps import collect, drain_reply, fill, message_text, unsettled_consumer
+from conformance.steps_more import advance, wait_credit
+from conformance.verdicts import CaseFailed
+
+RunFunction = Callable[[Probe, CaseContext], None]
+
+
+def case_function(run: RunFunction, name: str, doc: str, module: str) -> RunFunction:
+    """Give a run function made by a factory its case's name, docstring (the registry's
+    description) and case module (the registry's `module`)."""
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    run.__module__ = module
+    return run
+
+
+# 2.6.7 flow control: drains and echoes
+
+
+def drain(
+    probe: Probe,
+    link: Link,
+    credit: int,
+    *,
+    receive: int = 0,
+    settle: bool = True,
+    echo: bool = False,
+    timeout: float | None = None,
+) -> tuple[Flow, list[TransferReceived]]:
+    """Grant `credit` with drain (and echo), receive `receive` deliveries, then wait for the
+    drain reply (a flow with link-credit 0): (the reply, the deliveries)."""
+    since = probe.mark()
+    probe.grant(link, credit, drain=True, echo=echo)
+    got = probe.receive(link, receive, settle=settle) if receive else []
+    return drain_reply(probe, link, since, timeout), got
+
+
+def check_advanced(
+    ctx: CaseContext, flow: Flow, start: int, by: int, what: str = "drain reply"
+) -> None:
+    """2.6.7: the flow's delivery-count is `by` past `start` (serial arithmetic)."""
+    ctx.check(
+        advance(flow.delivery_count, start) == by,
+        f"{what} delivery-count {flow.delivery_count}, expected {start} + {by}",
+    )
+
+
+def check_nothing_more(
+    ctx: CaseContext, probe: Probe, link: Link, message: Callable[[int], str], quiet: float = 0.3
+) -> list[TransferReceived]:
+    """No delivery arrives on `link` for `quiet` seconds; `message(extra)` names a failure."""
+    extra = collect(probe, link, quiet)
+    ctx.check(not extra, message(len(extra)))
+    return extra
+
+
+def echo_reply(probe: Probe, link: Link, credit: int) -> Flow:
+    """Grant `credit` with echo=true (2.7.4): the broker's next flow for `link`."""
+    since = probe.mark()
+    probe.grant(link, credit, echo=True)
+    return probe.next_link_flow(link, since)
+
+
+# frames the broker must refuse
+
+
+def sent_frame_outcome(
+    probe: Probe,
+    performative: Any,
+    channel: int = 0,
+    payload: bytes = b"",
+    *,
+    timeout: float | None = None,
+) -> str:
+    """Send one crafted frame: how the broker ended something after it (or "timeout")."""
+    since = probe.mark()
+    probe.send_frame(performative, channel, payload)
+    return probe.error_outcome(timeout=timeout, since=since)
+
+
+def header_refused(
+    probe: Probe,
+    ctx: CaseContext,
+    header: ProtocolHeader | bytes,
+    kept_open: str = "the broker did not close the socket after its header",
+) -> None:
+    """2.2: send a protocol header (or bytes) the broker does not speak: grade its answer
+    (the case's outcomes), then it must close the socket (`kept_open` names a failure)."""
+    probe.send_raw(header if isinstance(header, bytes) else header.encode())
+    ctx.outcome(probe.header_answer())
+    ctx.check(probe.wait_closed(), kept_open)
+
+
+def refused_header_case(
+    case_id: str, header: ProtocolHeader, name: str, doc: str, module: str
+) -> RunFunction:
+    """Register the case `case_id` (2.2 negotiation, MUST): `header` is answered with a
+    header the broker speaks (AMQP or SASL 1.0; another is lenient), then closed."""
+
+    def run(probe: Probe, ctx: CaseContext) -> None:
+        header_refused(probe, ctx, header)
+
+    return case(case_id, MUST, NEGOTIATION, outcomes=SUPPORTED_HEADERS, lenient={"header:*"})(
+        case_function(run, name, doc, module)
+    )
+
+
+# SASL (5.3)
+
+
+def offered_mechanisms(probe: Probe) -> list[str]:
+    """Wait for sasl-mechanisms: the names it offers."""
+    frame = probe.wait_for_frame("sasl-mechanisms")
+    offered = frame.performative.sasl_server_mechanisms
+    return [str(m) for m in (offered if isinstance(offered, list | tuple) else [offered])]
+
+
+def sasl_outcome(probe: Probe) -> str:
+    """The broker's sasl-outcome as an outcome string (or tcp-close / timeout)."""
+    try:
+        outcome = probe.wait_for_frame("sasl-outcome")
+    except CaseFailed:
+        return "tcp-close" if probe.closed else "timeout"
+    return f"sasl-outcome:{outcome.performative.code}"
+
+
+def check_no_open_after(probe: Probe, ctx: CaseContext) -> None:
+    """After a failed SASL outcome: send the AMQP header anyway; no open may follow."""
+    if not probe.closed:
+        probe.send_header(AMQP_HEADER)
+        probe.idle(0.5)
+    ctx.check(not probe.server_frames("open"), "the broker opened after a failed SASL outcome")
+
+
+def refused_sasl_init(probe: Probe, ctx: CaseContext, init: Any) -> None:
+    """SASL header; after the broker's sasl-mechanisms, the sasl-init `init` it must refuse:
+    grade its sasl-outcome (the case's outcomes), then no open may follow."""
+    probe.send_header(SASL_HEADER)
+    probe.wait_for_frame("sasl-mechanisms")
+    probe.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
+    ctx.outcome(sasl_outcome(probe))
+    check_no_open_after(probe, ctx)
+
+
+# publishers
+
+
+def publisher(probe: Probe, ctx: CaseContext, queue: str) -> tuple[Session, Link]:
+    """A sender to `queue` on a new session, once the broker granted it credit."""
+    session = probe.open_session()
+    sender = probe.attach_sender(session, ctx.target_address(queue))
+    wait_credit(probe, sender)
+    return session, sender
+
+
+# unsettled deliveries and requeue (2.6.6, 3.4)
+
+
+def take_unsettled(
+    probe: Probe, ctx: CaseContext, queue: str, count: int
+) -> tuple[Session, Link, list[TransferReceived]]:
+    """Queue `count` messages and receive them all unsettled on an at-least-once link."""
+    fill(probe, ctx, queue, count)
+    session, link = unsettled_consumer(probe, ctx, queue, credit=count)
+    return session, link, probe.receive(link, count, settle=False)
+
+
+def settle_first(
+    probe: Probe, ctx: CaseContext, queue: str, state: Any, *, credit: int = 1
+) -> tuple[Link, TransferReceived]:
+    """Queue one message, receive it on an at-least-once link granted `credit`, and settle
+    it with the outcome `state` (3.4): (the link, the delivery)."""
+    fill(probe, ctx, queue, 1)
+    _, link = unsettled_consumer(probe, ctx, queue, credit=credit)
+    first = probe.next_transfer(link)
+    probe.settle(link, first, state)
+    return link, first
+
+
+def check_rejected_gone(
+    probe: Probe, ctx: CaseContext, link: Link, credit: int, quiet: float
+) -> None:
+    """3.4.3 rejected is terminal: granting `credit` more brings no delivery back."""
+    probe.grant(link, credit)
+    check_nothing_more(
+        ctx, probe, link, lambda n: f"rejected message delivered again ({n} transfers)", quiet
+    )
+
+
+def consume_again(
+    ctx: CaseContext, queue: str, expected: int, quiet: float, timeout: float | None = None
+) -> list[TransferReceived]:
+    """A fresh connection consumes `queue` (credit `expected` + 5): the `expected`
+    deliveries and any more that come within `quiet` seconds."""
+    other = ctx.probe()
+    _, link = unsettled_consumer(other, ctx, queue, credit=expected + 5)
+    got = other.receive(link, expected, timeout=timeout) if expected else []
+    return got + collect(other, link, quiet)
+
+
+def texts(deliveries: list[TransferReceived]) -> list[bytes]:
+    """The sorted message bodies of `deliveries` (to compare sets of messages)."""
+    return sorted(message_text(d) for d in deliveries)
+
+
+# multi-frame deliveries (2.6.14)
+
+
+def small_frame_probe(ctx: CaseContext, max_frame_size: int = 512) -> Probe:
+    """A new connection opened with a small max-frame-size, so deliveries come in pieces."""
+    receiver = ctx.probe()
+    receiver.open(max_frame_size=max_frame_size)
+    return receiver
+
+
+def check_split(ctx: CaseContext, deliveries: list[TransferReceived]) -> None:
+    """Each delivery came in more than one transfer frame."""
+    ctx.check(all(d.frame_count > 1 for d in deliveries), "deliveries were not split into frames")
