@@ -22,7 +22,7 @@ echo "== pip install -e '.[test]'"
 python3 -m pip install -q -e '.[test]'
 
 echo "== starting the reference broker on 127.0.0.1:$PORT (admin $ADMIN)"
-python3 -m reference_broker --port "$PORT" --admin-port "$ADMIN" --log-level warning &
+python3 -m reference_broker --port "$PORT" --admin-port "$ADMIN" --idle-timeout 10 --log-level warning &
 broker=$!
 trap 'kill $broker 2>/dev/null; wait $broker 2>/dev/null' EXIT
 for _ in $(seq 1 100); do
