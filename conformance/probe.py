@@ -249,24 +249,38 @@ class Probe:
         return max(0.0, self.deadline - time.monotonic())
 
     # --- waits --------------------------------------------------------------------------
+    def _poll(self, find: Callable[[], Any], timeout: float) -> Any:
+        """Pump until find() returns something other than None (returned), the connection
+        closes or `timeout` (bounded by the deadline) passes (then None)."""
+        end = time.monotonic() + min(timeout, self._left())
+        while True:
+            found = find()
+            if found is not None:
+                return found
+            left = end - time.monotonic()
+            if left <= 0 or self.closed:
+                return None
+            self.pump(min(left, 0.5))
+
     def expect(
         self, predicate: Callable[[Event], bool], timeout: float | None = None, what: str = ""
     ) -> Event:
         """Take the first event matching `predicate` (already received or arriving within
         `timeout`); WaitTimeout otherwise."""
         timeout = self.wait if timeout is None else timeout
-        end = time.monotonic() + min(timeout, self._left())
-        while True:
+
+        def take() -> Event | None:
             for index, event in enumerate(self.inbox):
                 if predicate(event):
-                    del self.inbox[index]
-                    return event
-            left = end - time.monotonic()
-            if left <= 0 or self.closed:
-                label = what or getattr(predicate, "__name__", "event")
-                state = " (connection closed)" if self.closed else ""
-                raise WaitTimeout(f"no {label} from the broker within {timeout:g}s{state}")
-            self.pump(min(left, 0.5))
+                    return self.inbox.pop(index)
+            return None
+
+        event = self._poll(take, timeout)
+        if event is None:
+            label = what or getattr(predicate, "__name__", "event")
+            state = " (connection closed)" if self.closed else ""
+            raise WaitTimeout(f"no {label} from the broker within {timeout:g}s{state}")
+        return event
 
     def expect_type(self, event_type: type, timeout: float | None = None, **fields: Any) -> Any:
         def match(event: Event) -> bool:
@@ -286,9 +300,9 @@ class Probe:
         """The next broker frame named `name` (after the last one a wait returned, or
         after trace position `since`) matching `predicate`."""
         timeout = self.wait if timeout is None else timeout
-        end = time.monotonic() + min(timeout, self._left())
         start = self._frame_cursor if since is None else since
-        while True:
+
+        def take() -> Frame | None:
             items = self.recording.items
             for position in range(start, len(items)):
                 trace_item = items[position]
@@ -301,11 +315,13 @@ class Probe:
                 ):
                     self._frame_cursor = position + 1
                     return frame
-            left = end - time.monotonic()
-            if left <= 0 or self.closed:
-                state = " (connection closed)" if self.closed else ""
-                raise WaitTimeout(f"no {name} frame from the broker within {timeout:g}s{state}")
-            self.pump(min(left, 0.5))
+            return None
+
+        frame = self._poll(take, timeout)
+        if frame is None:
+            state = " (connection closed)" if self.closed else ""
+            raise WaitTimeout(f"no {name} frame from the broker within {timeout:g}s{state}")
+        return frame
 
     def mark(self) -> int:
         """Trace position now: pass as `since=` to look only at later frames."""
@@ -320,27 +336,15 @@ class Probe:
     def wait_closed(self, timeout: float | None = None) -> bool:
         """Wait for the broker to close the TCP stream; True if it did."""
         timeout = self.wait if timeout is None else timeout
-        end = time.monotonic() + min(timeout, self._left())
-        while not self.closed and (left := end - time.monotonic()) > 0:
-            self.pump(min(left, 0.5))
-        return self.closed
+        return self._poll(lambda: True if self.closed else None, timeout) is not None
 
     def error_outcome(self, timeout: float | None = None, since: int = 0) -> str:
         """Wait for the broker to end something and name it: 'close:<condition>',
         'end:<condition>', 'detach:<condition>' (condition 'none' without error),
         'tcp-close', or 'timeout'. Looks at broker items after position `since`."""
         timeout = self.wait if timeout is None else timeout
-        end = time.monotonic() + min(timeout, self._left())
-        while True:
-            found = self._ending_after(since)
-            if found is not None:
-                return found
-            if self.closed:
-                return "tcp-close"
-            left = end - time.monotonic()
-            if left <= 0:
-                return "timeout"
-            self.pump(min(left, 0.5))
+        found = self._poll(lambda: self._ending_after(since), timeout)
+        return found or self._gone_or_timeout()
 
     def _ending_after(self, since: int) -> str | None:
         for trace_item in self.recording.items[since:]:
@@ -359,8 +363,8 @@ class Probe:
         """After sending a protocol header: the broker's header ('header:0.1.0.0'),
         'tcp-close' or 'timeout'."""
         timeout = self.wait if timeout is None else timeout
-        end = time.monotonic() + min(timeout, self._left())
-        while True:
+
+        def answer() -> str | None:
             for trace_item in self.recording.items[since:]:
                 header = trace_item.item
                 if trace_item.direction == SERVER and isinstance(header, ProtocolHeader):
@@ -368,12 +372,13 @@ class Probe:
                         f"header:{header.protocol_id}.{header.major}."
                         f"{header.minor}.{header.revision}"
                     )
-            if self.closed:
-                return "tcp-close"
-            left = end - time.monotonic()
-            if left <= 0:
-                return "timeout"
-            self.pump(min(left, 0.5))
+            return None
+
+        return self._poll(answer, timeout) or self._gone_or_timeout()
+
+    def _gone_or_timeout(self) -> str:
+        """What a wait that found nothing saw: 'tcp-close' or 'timeout'."""
+        return "tcp-close" if self.closed else "timeout"
 
     def raw_handshake(self, sasl: bool = True) -> None:
         """Without the engine: protocol headers and SASL (ANONYMOUS or PLAIN) by hand, up
