@@ -5,6 +5,15 @@ error condition. The engine's output is decoded with amqp10.frames.FrameDecoder.
 from __future__ import annotations
 
 import pytest
+from engine_support import (
+    Peer,
+    close_condition,
+    end_condition,
+    server_peer,
+    transfer,
+    with_receiving_link,
+    with_session,
+)
 
 from amqp10.composites import (
     Attach,
@@ -16,109 +25,18 @@ from amqp10.composites import (
     Flow,
     Open,
     Source,
-    Target,
     Transfer,
 )
 from amqp10.engine import (
     Connection,
     ConnState,
     LinkState,
-    ProtocolErrorRaised,
     RemoteAttach,
-    RemoteBegin,
     SessState,
     TransferReceived,
 )
-from amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, ProtocolHeader, encode_frame
+from amqp10.frames import AMQP_HEADER, Frame, encode_frame
 from amqp10.spec import Cond, Role
-
-
-class Peer:
-    """A scripted peer: writes crafted frames into the engine, decodes what it sends."""
-
-    def __init__(self, engine: Connection) -> None:
-        self.engine = engine
-        self.decoder = FrameDecoder()
-        self.received: list[ProtocolHeader | Frame] = []
-        self.now = 0.0
-
-    def send(self, *chunks: bytes) -> None:
-        self.engine.receive_data(b"".join(chunks), self.now)
-
-    def frame(self, performative, channel: int = 0, payload: bytes = b"") -> None:
-        self.send(encode_frame(performative, channel, payload))
-
-    def read(self) -> list[ProtocolHeader | Frame]:
-        self.decoder.feed(self.engine.data_to_send(self.now))
-        new = list(self.decoder)
-        self.received.extend(new)
-        return new
-
-    def performatives(self, kind) -> list:
-        self.read()
-        return [
-            item.performative
-            for item in self.received
-            if isinstance(item, Frame) and isinstance(item.performative, kind)
-        ]
-
-    def errors(self) -> list[ProtocolErrorRaised]:
-        return [e for e in self.engine.events() if isinstance(e, ProtocolErrorRaised)]
-
-
-def server_peer(**engine_args) -> Peer:
-    """The engine is the server; the peer has sent header + open and both are open."""
-    peer = Peer(Connection("server", "engine", **engine_args))
-    peer.send(AMQP_HEADER.encode(), encode_frame(Open(container_id="peer")))
-    peer.engine.open()
-    assert peer.engine.state is ConnState.OPENED
-    peer.read()
-    return peer
-
-
-def with_session(peer: Peer, **accept) -> object:
-    peer.frame(Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100))
-    session = next(e for e in peer.engine.events() if isinstance(e, RemoteBegin)).session
-    session.accept(**accept)
-    peer.read()
-    return session
-
-
-def with_receiving_link(peer: Peer, credit: int | None = None, handle: int = 0):
-    """The peer attaches a sender; the engine's receiver accepts and grants credit."""
-    peer.frame(
-        Attach(
-            name=f"l{handle}",
-            handle=handle,
-            role=Role.SENDER,
-            source=Source(address="s"),
-            target=Target(address="q"),
-            initial_delivery_count=0,
-        )
-    )
-    link = next(e for e in peer.engine.events() if isinstance(e, RemoteAttach)).link
-    link.accept()
-    if credit is not None:
-        link.flow(link_credit=credit)
-    peer.read()
-    return link
-
-
-def transfer(delivery_id: int, handle: int = 0) -> Transfer:
-    return Transfer(handle=handle, delivery_id=delivery_id, delivery_tag=b"%d" % delivery_id)
-
-
-def close_condition(peer: Peer) -> str:
-    closes = peer.performatives(Close)
-    assert len(closes) == 1, peer.received
-    return closes[0].error.condition
-
-
-def end_condition(peer: Peer) -> str:
-    ends = peer.performatives(End)
-    assert len(ends) == 1, peer.received
-    return ends[0].error.condition
-
 
 # --- connection errors ------------------------------------------------------------------
 

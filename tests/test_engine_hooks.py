@@ -11,7 +11,7 @@ engine's output is decoded and asserted on.
 from __future__ import annotations
 
 import pytest
-from test_engine_errors import Peer, server_peer, transfer, with_receiving_link, with_session
+from engine_support import Peer, server_peer, transfer, with_receiving_link, with_session
 
 from amqp10.composites import Attach, Coordinator, Detach, End, Flow, Source, Target
 from amqp10.engine import (
