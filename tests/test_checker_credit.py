@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from checker_support import C, S, Trace, found
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_checker_support import C, S, Trace, found
 
 from amqp10.checker import Checker, check_connection
 from amqp10.checker.horizons import _MAX_KEYS, Horizons

@@ -10,12 +10,22 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from test_checker_support import C, S, Trace, found
+from checker_support import C, S, Trace, found
 
 from amqp10.checker import RULES
 from amqp10.composites import Accepted, Attach, Begin, Open
 from amqp10.frames import EMPTY_FRAME, SASL_HEADER, Frame, FrameType, decode_frame
 from amqp10.types import symbol
+
+
+def test_support_builds_a_clean_trace():
+    trace = Trace().setup()
+    trace.flow(C, 0, 2)
+    trace.transfer(S)
+    trace.transfer(S)
+    trace.disposition(C, 0, 1, settled=True)
+    assert trace.check() == []
+
 
 Case = tuple[Trace, int, Trace, dict[str, Any]]
 CASES: dict[str, Callable[[], Case]] = {}

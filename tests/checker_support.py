@@ -1,4 +1,4 @@
-"""Frame-sequence builders for the checker tests (no tests of its own beyond a smoke check).
+"""Frame-sequence builders for the checker tests (test_checker_rules.py, test_checker_credit.py).
 
 Frames go through encode_frame + decode_frame, so they carry real SIZE/DOFF like the wire.
 """
@@ -200,12 +200,3 @@ class Trace:
 def found(violations: list[Violation], rule_id: str) -> list[int]:
     """Frame indices at which `rule_id` was reported."""
     return [v.frame_index for v in violations if v.rule_id == rule_id]
-
-
-def test_support_builds_a_clean_trace():
-    trace = Trace().setup()
-    trace.flow(C, 0, 2)
-    trace.transfer(S)
-    trace.transfer(S)
-    trace.disposition(C, 0, 1, settled=True)
-    assert trace.check() == []
