@@ -14,6 +14,8 @@ Routes (vhost is always "/", written %2F; names are percent-decoded per path seg
   GET|DELETE /api/bindings/%2F/e/{exchange}/q/{queue}/{props}
   GET    /api/alarms                        PUT|DELETE /api/alarms/{memory|disk}
 Errors are JSON `{"error": ..., "reason": ...}` with RabbitMQ's wording where it has one.
+A connection's recv_cnt / send_cnt count AMQP and SASL frames (heartbeats included; RabbitMQ
+counts socket packets), recv_oct / send_oct every byte read / written.
 """
 
 from __future__ import annotations
