@@ -10,11 +10,7 @@ case clears the alarm it raised, whatever happens.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
-from amqp10.composites import Transfer
-from amqp10.frames import encode_frame
-from amqp10.message import Message
+from conformance.cases.checks import memory_alarm, publisher, transfer_frames, window_flow
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import body, consumer, fill
 from conformance.steps_more import exactly, wait_credit
@@ -29,20 +25,9 @@ BLOCKED = (
 )
 
 
-@contextmanager
-def memory_alarm(ctx):
-    ctx.admin.raise_alarm("memory")
-    try:
-        yield
-    finally:
-        ctx.admin.clear_alarm("memory")
-
-
 def _window_closed(probe, since, what="the publisher session"):
     try:
-        probe.wait_for_frame(
-            "flow", ALARM_WAIT, lambda f: f.performative.incoming_window == 0, since=since
-        )
+        window_flow(probe, since, lambda w: w == 0, ALARM_WAIT)
     except CaseFailed as exc:
         raise Unsupported(
             f"no flow with incoming-window 0 for {what} on a memory alarm ({exc}); "
@@ -64,20 +49,13 @@ def _widest_horizon(probe, session) -> int:
     return widest
 
 
-def _publisher(probe, ctx, queue):
-    session = probe.open_session()
-    sender = probe.attach_sender(session, ctx.target_address(queue))
-    wait_credit(probe, sender)
-    return session, sender
-
-
 @case("2.5.6/alarm-more-consumer-keeps-consuming", SHOULD, BLOCKED, requires=ALARM_NEEDS)
 def consumer_keeps_consuming(probe, ctx):
     """A publisher session and a consumer session on one connection; memory alarm: the
     publisher's window closes, and the consumer still receives 5 queued messages."""
     queue = ctx.queue()
     fill(probe, ctx, queue, 5)
-    _publisher(probe, ctx, ctx.queue("p"))
+    publisher(probe, ctx, ctx.queue("p"))
     _, link = consumer(probe, ctx, queue)
     since = probe.mark()
     with memory_alarm(ctx):
@@ -115,19 +93,12 @@ def attach_sender_allowed(probe, ctx):
 def every_session_blocked(probe, ctx):
     """Two publisher sessions on one connection: on a memory alarm each gets a flow with
     incoming-window 0."""
-    first, _ = _publisher(probe, ctx, ctx.queue("a"))
-    second, _ = _publisher(probe, ctx, ctx.queue("b"))
+    first, _ = publisher(probe, ctx, ctx.queue("a"))
+    second, _ = publisher(probe, ctx, ctx.queue("b"))
     since = probe.mark()
     with memory_alarm(ctx):
         for session in (first, second):
-            probe.wait_for_frame(
-                "flow",
-                ALARM_WAIT,
-                lambda f, ch=session.remote_channel: (
-                    f.channel == ch and f.performative.incoming_window == 0
-                ),
-                since=since,
-            )
+            window_flow(probe, since, lambda w: w == 0, ALARM_WAIT, session.remote_channel)
 
 
 @case(
@@ -152,7 +123,7 @@ def publisher_beyond_window(probe, ctx):
     broker ends the session with window-violation or detaches the link with
     transfer-limit-exceeded."""
     queue = ctx.queue()
-    session, sender = _publisher(probe, ctx, queue)
+    session, sender = publisher(probe, ctx, queue)
     since = probe.mark()
     with memory_alarm(ctx):
         _window_closed(probe, since)
@@ -160,20 +131,8 @@ def publisher_beyond_window(probe, ctx):
         if beyond > MAX_FRAMES:
             raise Unsupported(f"the broker's widest window needs {beyond} frames to exceed")
         ctx.note(f"{beyond} transfer frames after the window closed")
-        frames = b"".join(
-            encode_frame(
-                Transfer(
-                    handle=sender.handle,
-                    delivery_id=session.next_delivery_id + index,
-                    delivery_tag=f"over-{index}".encode(),
-                    message_format=0,
-                    settled=True,
-                ),
-                session.channel,
-                Message.of(b"x").encode(),
-            )
-            for index in range(beyond)
-        )
+        tags = [f"over-{index}".encode() for index in range(beyond)]
+        frames = transfer_frames(session, sender, tags, settled=True)
         since = probe.mark()
         probe.send_raw(frames)
         ctx.outcome(probe.error_outcome(since=since, timeout=5.0))
@@ -184,12 +143,12 @@ def publish_after_clear(probe, ctx):
     """Alarm raised (window 0) and cleared (window > 0): the same publisher link then
     publishes 3 messages, each accepted, and a consumer gets them."""
     queue = ctx.queue()
-    _, sender = _publisher(probe, ctx, queue)
+    _, sender = publisher(probe, ctx, queue)
     since = probe.mark()
     with memory_alarm(ctx):
         _window_closed(probe, since)
         since = probe.mark()
-    probe.wait_for_frame("flow", 10.0, lambda f: f.performative.incoming_window > 0, since=since)
+    window_flow(probe, since, lambda w: w > 0, 10.0)
     wait_credit(probe, sender)
     probe.publish(sender, 3, lambda i: body(i), timeout=10.0)
     _, link = consumer(probe, ctx, queue, credit=3)
@@ -201,7 +160,7 @@ def held_transfer_completes(probe, ctx):
     """A message our engine holds back while the window is 0 (it never sends beyond the
     window) goes out once the alarm clears, and is accepted."""
     queue = ctx.queue()
-    _, sender = _publisher(probe, ctx, queue)
+    _, sender = publisher(probe, ctx, queue)
     since = probe.mark()
     with memory_alarm(ctx):
         _window_closed(probe, since)

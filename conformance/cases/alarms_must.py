@@ -12,11 +12,9 @@ and is graded FAILED. The SHOULD-level siblings are `2.5.6/alarm-closes-window` 
 
 from __future__ import annotations
 
-from amqp10.composites import Flow, Transfer
-from amqp10.engine import FlowReceived
-from amqp10.frames import encode_frame
-from amqp10.message import Message
+from conformance.cases.checks import memory_alarm, publisher, transfer_frames, window_flow
 from conformance.registry import MUST, case
+from conformance.steps_more import session_flow
 from conformance.verdicts import CaseFailed, Unsupported
 
 ALARM_NEEDS = {"queues", "alarms"}
@@ -27,26 +25,9 @@ CLAIM = (
 )
 
 
-def _publisher(probe, ctx, queue):
-    session = probe.open_session()
-    sender = probe.attach_sender(session, ctx.target_address(queue))
-    if sender.link_credit <= 0:
-        probe.expect(
-            lambda e: isinstance(e, FlowReceived) and e.link is sender and sender.link_credit > 0,
-            what="link credit",
-        )
-    return session, sender
-
-
-def _session_window(probe, session, since, wanted, what):
+def _session_window(probe, session, since, wanted):
     """Wait for a flow on `session`'s channel whose incoming-window satisfies `wanted`."""
-    channel = session.remote_channel
-    return probe.wait_for_frame(
-        "flow",
-        ALARM_WAIT,
-        lambda f: f.channel == channel and wanted(f.performative.incoming_window),
-        since=since,
-    ).performative
+    return window_flow(probe, since, wanted, ALARM_WAIT, session.remote_channel)
 
 
 @case(
@@ -63,13 +44,13 @@ def publishers_blocked(probe, ctx):
     """Two publisher sessions on one connection (each with link credit); memory alarm: each
     session gets a flow with incoming-window 0 within 10 s; alarm cleared: each gets a
     flow with incoming-window > 0."""
-    sessions = [_publisher(probe, ctx, ctx.queue(name))[0] for name in ("a", "b")]
+    sessions = [publisher(probe, ctx, ctx.queue(name))[0] for name in ("a", "b")]
     since = probe.mark()
     ctx.admin.raise_alarm("memory")
     try:
         for index, session in enumerate(sessions):
             try:
-                _session_window(probe, session, since, lambda w: w == 0, "closed")
+                _session_window(probe, session, since, lambda w: w == 0)
             except CaseFailed as exc:
                 raise CaseFailed(
                     f"publisher session {index + 1} of 2 got no flow with incoming-window 0 "
@@ -80,7 +61,7 @@ def publishers_blocked(probe, ctx):
         ctx.admin.clear_alarm("memory")
     for index, session in enumerate(sessions):
         try:
-            _session_window(probe, session, since, lambda w: w is not None and w > 0, "open")
+            _session_window(probe, session, since, lambda w: w is not None and w > 0)
         except CaseFailed as exc:
             raise CaseFailed(
                 f"publisher session {index + 1} of 2: window not reopened after the alarm "
@@ -111,39 +92,23 @@ def window_no_wrap(probe, ctx):
     until the alarm clears says incoming-window 0 (or the session ends with
     window-violation); a wrapped window (e.g. 4294967293) is FAILED."""
     queue = ctx.queue()
-    session, sender = _publisher(probe, ctx, queue)
+    session, sender = publisher(probe, ctx, queue)
     since = probe.mark()
-    ctx.admin.raise_alarm("memory")
-    try:
+    with memory_alarm(ctx):
         try:
-            _session_window(probe, session, since, lambda w: w == 0, "closed")
+            _session_window(probe, session, since, lambda w: w == 0)
         except CaseFailed as exc:
             raise Unsupported(
                 f"the broker did not close its window on an alarm ({exc}); see "
                 "2.5.6/alarm-must-publishers-blocked"
             ) from exc
         overshoot = 3
-        frames = b"".join(
-            encode_frame(
-                Transfer(
-                    handle=sender.handle,
-                    delivery_id=session.next_delivery_id + index,
-                    delivery_tag=f"in-flight-{index}".encode(),
-                    message_format=0,
-                ),
-                session.channel,
-                Message.of(b"x").encode(),
-            )
-            for index in range(overshoot)
-        )
+        tags = [f"in-flight-{index}".encode() for index in range(overshoot)]
+        frames = transfer_frames(session, sender, tags)
         since = probe.mark()
         probe.send_raw(frames)
-        echo = Flow(
-            next_incoming_id=session.next_incoming_id,
-            incoming_window=session.incoming_window,
-            next_outgoing_id=session.next_outgoing_id + overshoot,
-            outgoing_window=session.outgoing_window,
-            echo=True,
+        echo = session_flow(
+            session, next_outgoing_id=session.next_outgoing_id + overshoot, echo=True
         )
         probe.send_frame(echo, session.channel)
         observed = probe.error_outcome(since=since, timeout=2.0)
@@ -159,5 +124,3 @@ def window_no_wrap(probe, ctx):
             else:  # no flow since: the window stays at the 0 we saw (echo is a SHOULD)
                 observed = f"window:{windows[-1]}" if windows else "window:0"
         ctx.outcome(observed)
-    finally:
-        ctx.admin.clear_alarm("memory")

@@ -11,17 +11,19 @@ conformance/steps_more.py; this module builds on them. Touches nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from amqp10.composites import Flow
+from amqp10.composites import Flow, Transfer
 from amqp10.engine import Link, Session, TransferReceived
 from amqp10.frames import AMQP_HEADER, SASL_HEADER, FrameType, ProtocolHeader, encode_frame
+from amqp10.message import Message
 from conformance.cases.sentences import NEGOTIATION, SUPPORTED_HEADERS
 from conformance.probe import Probe
 from conformance.registry import MUST, case
 from conformance.runner import CaseContext
-from conformance.steps import collect, drain_reply, fill, message_text, unsettled_consumer
+from conformance.steps import collect, consumer, drain_reply, fill, message_text, unsettled_consumer
 from conformance.steps_more import advance, wait_credit
 from conformance.verdicts import CaseFailed
 
@@ -84,7 +86,26 @@ def echo_reply(probe: Probe, link: Link, credit: int) -> Flow:
     return probe.next_link_flow(link, since)
 
 
+def available_after(probe: Probe, ctx: CaseContext, queued: int, consumed: int) -> Flow:
+    """`queued` messages on a new queue, `consumed` of them received, then a flow with
+    link-credit 0 and echo: the broker's reply (its `available`, 2.7.4)."""
+    queue = ctx.queue()
+    if queued:
+        fill(probe, ctx, queue, queued)
+    _, link = consumer(probe, ctx, queue, credit=consumed)
+    if consumed:
+        probe.receive(link, consumed)
+    return echo_reply(probe, link, 0)
+
+
 # frames the broker must refuse
+
+
+def sent_bytes_outcome(probe: Probe, data: bytes, *, timeout: float | None = None) -> str:
+    """Send crafted bytes: how the broker ended something after them (or "timeout")."""
+    since = probe.mark()
+    probe.send_raw(data)
+    return probe.error_outcome(timeout=timeout, since=since)
 
 
 def sent_frame_outcome(
@@ -96,9 +117,14 @@ def sent_frame_outcome(
     timeout: float | None = None,
 ) -> str:
     """Send one crafted frame: how the broker ended something after it (or "timeout")."""
-    since = probe.mark()
-    probe.send_frame(performative, channel, payload)
-    return probe.error_outcome(timeout=timeout, since=since)
+    return sent_bytes_outcome(probe, encode_frame(performative, channel, payload), timeout=timeout)
+
+
+def refused_after_open(probe: Probe, ctx: CaseContext, data: bytes) -> None:
+    """Open the connection, send crafted bytes (a malformed frame): grade how the broker
+    ends it (the case's outcomes)."""
+    probe.open()
+    ctx.outcome(sent_bytes_outcome(probe, data))
 
 
 def header_refused(
@@ -174,6 +200,71 @@ def publisher(probe: Probe, ctx: CaseContext, queue: str) -> tuple[Session, Link
     sender = probe.attach_sender(session, ctx.target_address(queue))
     wait_credit(probe, sender)
     return session, sender
+
+
+# resource alarms and session windows (2.5.6)
+
+
+@contextmanager
+def memory_alarm(ctx: CaseContext) -> Iterator[None]:
+    """A memory alarm raised through the admin adapter, cleared whatever happens."""
+    ctx.admin.raise_alarm("memory")
+    try:
+        yield
+    finally:
+        ctx.admin.clear_alarm("memory")
+
+
+def window_flow(
+    probe: Probe,
+    since: int,
+    wanted: Callable[[Any], bool],
+    timeout: float,
+    channel: int | None = None,
+) -> Flow:
+    """The broker's first flow after `since` (on `channel`, if given) whose incoming-window
+    satisfies `wanted`."""
+    return probe.wait_for_frame(
+        "flow",
+        timeout,
+        lambda f: (
+            (channel is None or f.channel == channel) and wanted(f.performative.incoming_window)
+        ),
+        since=since,
+    ).performative
+
+
+def transfer_frames(session: Session, sender: Link, tags: list[bytes], **fields: Any) -> bytes:
+    """Crafted single-frame transfers on `sender`, one per delivery tag, with the next
+    delivery-ids (our engine's window bookkeeping does not see them: the frames may exceed
+    the broker's window)."""
+    return b"".join(
+        encode_frame(
+            Transfer(
+                handle=sender.handle,
+                delivery_id=session.next_delivery_id + index,
+                delivery_tag=tag,
+                message_format=0,
+                **fields,
+            ),
+            session.channel,
+            Message.of(b"x").encode(),
+        )
+        for index, tag in enumerate(tags)
+    )
+
+
+def one_delivery_frames(session: Session, sender: Link, tag: bytes, count: int) -> bytes:
+    """A crafted delivery of `count` one-byte transfer frames (more=true throughout)."""
+    head = Transfer(
+        handle=sender.handle,
+        delivery_id=session.next_delivery_id,
+        delivery_tag=tag,
+        message_format=0,
+        more=True,
+    )
+    rest = encode_frame(Transfer(handle=sender.handle, more=True), session.channel, b"\x00")
+    return encode_frame(head, session.channel, b"\x00") + rest * (count - 1)
 
 
 # unsettled deliveries and requeue (2.6.6, 3.4)

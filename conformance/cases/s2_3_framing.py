@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from amqp10.codec import encode
 from amqp10.composites import Transfer
-from amqp10.frames import FRAME_HEADER, encode_frame
+from amqp10.frames import FRAME_HEADER
 from amqp10.types import Described, ulong
+from conformance.cases.checks import refused_after_open, sent_bytes_outcome, sent_frame_outcome
 from conformance.registry import MUST, case
 from conformance.verdicts import Unsupported
 
@@ -25,11 +26,6 @@ DECODE = {
 }
 
 
-def _after_open(probe):
-    probe.open()
-    return probe.mark()
-
-
 @case(
     "2.3.1/doff-below-two",
     MUST,
@@ -40,9 +36,7 @@ def _after_open(probe):
 )
 def doff_below_two(probe, ctx):
     """After open, an 8-byte frame whose DOFF is 1: the broker closes the connection."""
-    since = _after_open(probe)
-    probe.send_raw(FRAME_HEADER.pack(8, 1, 0, 0))
-    ctx.outcome(probe.error_outcome(since=since))
+    refused_after_open(probe, ctx, FRAME_HEADER.pack(8, 1, 0, 0))
 
 
 @case(
@@ -55,9 +49,7 @@ def doff_below_two(probe, ctx):
 )
 def size_below_header(probe, ctx):
     """After open, a frame header announcing SIZE 4: the broker closes the connection."""
-    since = _after_open(probe)
-    probe.send_raw(FRAME_HEADER.pack(4, 2, 0, 0) + bytes(8))
-    ctx.outcome(probe.error_outcome(since=since))
+    refused_after_open(probe, ctx, FRAME_HEADER.pack(4, 2, 0, 0) + bytes(8))
 
 
 @case(
@@ -75,10 +67,8 @@ def frame_too_big(probe, ctx):
     if limit is None or limit > 4 * 1024 * 1024:
         raise Unsupported(f"broker max-frame-size {limit}: too large to exceed here")
     session = probe.begin()
-    since = probe.mark()
     transfer = Transfer(handle=0, delivery_id=0, delivery_tag=b"big", message_format=0)
-    probe.send_raw(encode_frame(transfer, session.channel, bytes(limit + 1)))
-    ctx.outcome(probe.error_outcome(since=since))
+    ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, bytes(limit + 1)))
 
 
 @case(
@@ -93,10 +83,9 @@ def malformed_performative(probe, ctx):
     """After open and begin, a frame whose body is the flow descriptor around a string
     instead of a list: the broker ends with decode-error (or framing-error)."""
     session = probe.open_session()
-    since = probe.mark()
     body = encode(Described(ulong(0x13), "not a list of fields"))
-    probe.send_raw(FRAME_HEADER.pack(8 + len(body), 2, 0, session.channel) + body)
-    ctx.outcome(probe.error_outcome(since=since))
+    frame = FRAME_HEADER.pack(8 + len(body), 2, 0, session.channel) + body
+    ctx.outcome(sent_bytes_outcome(probe, frame))
 
 
 @case(
@@ -109,7 +98,5 @@ def malformed_performative(probe, ctx):
 )
 def unknown_performative(probe, ctx):
     """After open, a frame whose body is a described list with descriptor 0x99: refused."""
-    since = _after_open(probe)
     body = encode(Described(ulong(0x99), [1, 2]))
-    probe.send_raw(FRAME_HEADER.pack(8 + len(body), 2, 0, 0) + body)
-    ctx.outcome(probe.error_outcome(since=since))
+    refused_after_open(probe, ctx, FRAME_HEADER.pack(8 + len(body), 2, 0, 0) + body)

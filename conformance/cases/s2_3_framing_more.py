@@ -12,6 +12,7 @@ from __future__ import annotations
 from amqp10.codec import encode
 from amqp10.composites import Begin, Flow
 from amqp10.types import Described, symbol, uint, ulong
+from conformance.cases.checks import refused_after_open, sent_bytes_outcome, sent_frame_outcome
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps_more import raw_frame
 
@@ -27,13 +28,6 @@ LENIENT = {"close:*", "end:*"}
 BEGIN = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
 
 
-def _refused(probe, ctx, frame: bytes) -> None:
-    probe.open()
-    since = probe.mark()
-    probe.send_raw(frame)
-    ctx.outcome(probe.error_outcome(since=since))
-
-
 @case(
     "2.3.2/framing-more-truncated-list",
     MUST,
@@ -45,7 +39,7 @@ def _refused(probe, ctx, frame: bytes) -> None:
 def truncated_list(probe, ctx):
     """After open, a begin whose body is cut 4 bytes short (the frame size matches the cut
     body): decode-error."""
-    _refused(probe, ctx, raw_frame(BEGIN.encode()[:-4], channel=0))
+    refused_after_open(probe, ctx, raw_frame(BEGIN.encode()[:-4], channel=0))
 
 
 @case(
@@ -60,7 +54,7 @@ def bad_constructor(probe, ctx):
     """After open, a begin whose next-outgoing-id format code is replaced by 0xff."""
     body = bytearray(BEGIN.encode())
     body[7] = 0xFF  # 00 53 11 c0 size count [remote-channel] [next-outgoing-id] ...
-    _refused(probe, ctx, raw_frame(bytes(body), channel=0))
+    refused_after_open(probe, ctx, raw_frame(bytes(body), channel=0))
 
 
 @case(
@@ -73,7 +67,7 @@ def bad_constructor(probe, ctx):
 )
 def body_not_described(probe, ctx):
     """After open, a frame whose body is an encoded string (not a described list)."""
-    _refused(probe, ctx, raw_frame(encode("not a performative"), channel=0))
+    refused_after_open(probe, ctx, raw_frame(encode("not a performative"), channel=0))
 
 
 @case(
@@ -87,7 +81,7 @@ def body_not_described(probe, ctx):
 def mandatory_null(probe, ctx):
     """After open, a begin (described list 0x11) with next-outgoing-id and the windows
     null: refused."""
-    _refused(
+    refused_after_open(
         probe, ctx, raw_frame(encode(Described(ulong(0x11), [None, None, None, None])), channel=0)
     )
 
@@ -103,10 +97,8 @@ def mandatory_null(probe, ctx):
 def attach_name_null(probe, ctx):
     """After begin, an attach (0x12) whose name is null: refused."""
     session = probe.open_session()
-    since = probe.mark()
     attach = Described(ulong(0x12), [None, uint(0), True])
-    probe.send_raw(raw_frame(encode(attach), channel=session.channel))
-    ctx.outcome(probe.error_outcome(since=since))
+    ctx.outcome(sent_bytes_outcome(probe, raw_frame(encode(attach), channel=session.channel)))
 
 
 @case(
@@ -156,8 +148,6 @@ def symbolic_descriptor(probe, ctx):
 def frame_on_unbegun_channel(probe, ctx):
     """After open, a session flow on channel 7 (never begun): the broker closes."""
     probe.open()
-    since = probe.mark()
     flow = Flow(next_incoming_id=0, incoming_window=10, next_outgoing_id=0, outgoing_window=10)
-    probe.send_frame(flow, 7)
-    observed = probe.error_outcome(timeout=1.5, since=since)
+    observed = sent_frame_outcome(probe, flow, 7, timeout=1.5)
     ctx.outcome("ignored" if observed == "timeout" else observed)

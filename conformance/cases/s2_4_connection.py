@@ -7,7 +7,8 @@ from __future__ import annotations
 import itertools
 
 from amqp10.composites import Begin, Open
-from amqp10.frames import Frame, encode_frame
+from amqp10.frames import Frame
+from conformance.cases.checks import sent_frame_outcome, small_frame_probe
 from conformance.registry import MUST, case
 from conformance.steps import consumer, fill
 from traces.model import SERVER
@@ -47,8 +48,7 @@ def max_frame_size_respected(probe, ctx):
     frame is at most 512 bytes."""
     queue = ctx.queue()
     fill(probe, ctx, queue, 3, size=3000)
-    small = ctx.probe()
-    small.open(max_frame_size=512)
+    small = small_frame_probe(ctx)
     _, link = consumer(small, ctx, queue, credit=3)
     small.receive(link, 3)
     sizes = [
@@ -70,9 +70,8 @@ def max_frame_size_respected(probe, ctx):
 def max_frame_size_too_small(probe, ctx):
     """Our (crafted) open says max-frame-size 256: the broker closes the connection."""
     probe.raw_handshake()
-    since = probe.mark()
-    probe.send_frame(Open(container_id="amqpspec-small", max_frame_size=256))
-    ctx.outcome(probe.error_outcome(since=since))
+    open_ = Open(container_id="amqpspec-small", max_frame_size=256)
+    ctx.outcome(sent_frame_outcome(probe, open_))
 
 
 @case(
@@ -130,7 +129,5 @@ def channel_above_max(probe, ctx):
         from conformance.verdicts import Unsupported
 
         raise Unsupported(f"broker channel-max {channel_max}: no channel above it")
-    since = probe.mark()
     begin = Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100)
-    probe.send_raw(encode_frame(begin, channel_max + 1))
-    ctx.outcome(probe.error_outcome(since=since))
+    ctx.outcome(sent_frame_outcome(probe, begin, channel_max + 1))

@@ -4,11 +4,16 @@ with amqp:session:window-violation. Owns the cases `2.5.6/*`.
 
 from __future__ import annotations
 
-from amqp10.composites import Flow, Transfer
-from amqp10.engine import FlowReceived
-from amqp10.frames import Frame, encode_frame
-from amqp10.message import Message
+from amqp10.frames import Frame
+from conformance.cases.checks import (
+    memory_alarm,
+    one_delivery_frames,
+    publisher,
+    transfer_frames,
+    window_flow,
+)
 from conformance.registry import MUST, SHOULD, case
+from conformance.steps_more import server_flows, session_flow
 from conformance.verdicts import CaseFailed, Unsupported
 
 VIOLATION = {"end:amqp:session:window-violation", "close:amqp:session:window-violation"}
@@ -29,28 +34,14 @@ MAX_BURST = 70000
 def window_violation(probe, ctx):
     """One delivery split into (broker's incoming-window + 1) one-byte transfer frames, sent
     in one burst: the broker ends the session with window-violation."""
-    queue = ctx.queue()
-    session = probe.open_session()
-    sender = probe.attach_sender(session, ctx.target_address(queue))
-    if sender.link_credit <= 0:
-        probe.expect(
-            lambda e: isinstance(e, FlowReceived) and e.link is sender and sender.link_credit > 0,
-            what="link credit",
-        )
+    session, sender = publisher(probe, ctx, ctx.queue())
     window = session.remote_incoming_window
     if window > MAX_BURST:
         raise Unsupported(f"broker incoming-window {window} frames: too large to exceed")
     first_id = session.next_outgoing_id
-    head = Transfer(
-        handle=sender.handle,
-        delivery_id=session.next_delivery_id,
-        delivery_tag=b"window",
-        message_format=0,
-        more=True,
-    )
-    rest = encode_frame(Transfer(handle=sender.handle, more=True), session.channel, b"\x00")
+    burst = one_delivery_frames(session, sender, b"window", window + 1)
     since = probe.mark()
-    probe.send_raw(encode_frame(head, session.channel, b"\x00") + rest * window)
+    probe.send_raw(burst)
     observed = probe.error_outcome(since=since, timeout=3.0)
     if observed not in VIOLATION:
         horizon = _widest_window(probe, since)
@@ -85,39 +76,20 @@ def _widest_window(probe, since):
 def window_violation_alarm(probe, ctx):
     """A memory alarm closes the broker's incoming window (a session flow with
     incoming-window 0); 1,000 transfer frames sent anyway end the session."""
-    queue = ctx.queue()
-    session = probe.open_session()
-    sender = probe.attach_sender(session, ctx.target_address(queue))
-    if sender.link_credit <= 0:
-        probe.expect(
-            lambda e: isinstance(e, FlowReceived) and e.link is sender and sender.link_credit > 0,
-            what="link credit",
-        )
+    session, sender = publisher(probe, ctx, ctx.queue())
     since = probe.mark()
-    ctx.admin.raise_alarm("memory")
-    try:
+    with memory_alarm(ctx):
         try:
-            probe.wait_for_frame(
-                "flow", 10.0, lambda f: f.performative.incoming_window == 0, since=since
-            )
+            window_flow(probe, since, lambda w: w == 0, 10.0)
         except CaseFailed as exc:
             raise Unsupported(
                 f"the broker did not close its incoming window on a memory alarm ({exc}); "
                 "see 2.5.6/alarm-closes-window"
             ) from exc
-        head = Transfer(
-            handle=sender.handle,
-            delivery_id=session.next_delivery_id,
-            delivery_tag=b"closed-window",
-            message_format=0,
-            more=True,
-        )
-        rest = encode_frame(Transfer(handle=sender.handle, more=True), session.channel, b"\x00")
+        burst = one_delivery_frames(session, sender, b"closed-window", 1000)
         since = probe.mark()
-        probe.send_raw(encode_frame(head, session.channel, b"\x00") + rest * 999)
+        probe.send_raw(burst)
         ctx.outcome(probe.error_outcome(since=since, timeout=5.0))
-    finally:
-        ctx.admin.clear_alarm("memory")
 
 
 @case(
@@ -137,13 +109,11 @@ def alarm_closes_window(probe, ctx):
     since = probe.mark()
     ctx.admin.raise_alarm("memory")
     try:
-        probe.wait_for_frame(
-            "flow", 10.0, lambda f: f.performative.incoming_window == 0, since=since
-        )
+        window_flow(probe, since, lambda w: w == 0, 10.0)
     finally:
         since = probe.mark()
         ctx.admin.clear_alarm("memory")
-    probe.wait_for_frame("flow", 10.0, lambda f: f.performative.incoming_window > 0, since=since)
+    window_flow(probe, since, lambda w: w > 0, 10.0)
 
 
 @case(
@@ -159,47 +129,20 @@ def alarm_window_stays_closed(probe, ctx):
     """Memory alarm: once the broker's session flow says incoming-window 0, one transfer
     (as if in flight) and a session echo: the answer still says incoming-window 0 (or the
     session ends with window-violation), never a reopened or wrapped window."""
-    queue = ctx.queue()
-    session = probe.open_session()
-    sender = probe.attach_sender(session, ctx.target_address(queue))
-    if sender.link_credit <= 0:
-        probe.expect(
-            lambda e: isinstance(e, FlowReceived) and e.link is sender and sender.link_credit > 0,
-            what="link credit",
-        )
+    session, sender = publisher(probe, ctx, ctx.queue())
     since = probe.mark()
-    ctx.admin.raise_alarm("memory")
-    try:
+    with memory_alarm(ctx):
         try:
-            probe.wait_for_frame(
-                "flow", 10.0, lambda f: f.performative.incoming_window == 0, since=since
-            )
+            window_flow(probe, since, lambda w: w == 0, 10.0)
         except CaseFailed as exc:
             raise Unsupported(f"the broker did not close its window on an alarm ({exc})") from exc
-        transfer = Transfer(
-            handle=sender.handle,
-            delivery_id=session.next_delivery_id,
-            delivery_tag=b"in-flight",
-            message_format=0,
-        )
+        in_flight = transfer_frames(session, sender, [b"in-flight"])
         since = probe.mark()
-        probe.send_raw(encode_frame(transfer, session.channel, Message.of(b"x").encode()))
-        echo = Flow(
-            next_incoming_id=session.next_incoming_id,
-            incoming_window=session.incoming_window,
-            next_outgoing_id=session.next_outgoing_id + 1,
-            outgoing_window=session.outgoing_window,
-            echo=True,
-        )
+        probe.send_raw(in_flight)
+        echo = session_flow(session, next_outgoing_id=session.next_outgoing_id + 1, echo=True)
         probe.send_frame(echo, session.channel)
         observed = probe.error_outcome(since=since, timeout=2.0)
         if observed == "timeout":
-            flows = [
-                t.item.performative
-                for t in probe.frames_since(since, "flow")
-                if t.item.performative.handle is None
-            ]
+            flows = server_flows(probe, since, session_only=True)
             observed = f"window:{flows[-1].incoming_window}" if flows else "no session flow"
         ctx.outcome(observed)
-    finally:
-        ctx.admin.clear_alarm("memory")

@@ -4,45 +4,30 @@ handle in use, a handle above handle-max. Owns the cases `2.6.2/*` and `2.7.3/*`
 
 from __future__ import annotations
 
-from amqp10.composites import Attach, Flow, Source, Target, Transfer
+from amqp10.composites import Attach, Source, Target, Transfer
 from amqp10.message import Message
 from amqp10.spec import Role
+from conformance.cases.checks import sent_frame_outcome
+from conformance.cases.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
 from conformance.registry import MUST, case
+from conformance.steps_more import session_flow
 from conformance.verdicts import Unsupported
 
-UNATTACHED = {"end:amqp:session:unattached-handle", "close:amqp:session:unattached-handle"}
 IN_USE = {"end:amqp:session:handle-in-use", "close:amqp:session:handle-in-use"}
-# the broker noticed (ended something) but not with the condition the spec names
-ANY_END = {"end:*", "close:*", "tcp-close"}
-
-
-def _flow_on(session, handle: int) -> Flow:
-    return Flow(
-        next_incoming_id=session.next_incoming_id,
-        incoming_window=session.incoming_window,
-        next_outgoing_id=session.next_outgoing_id,
-        outgoing_window=session.outgoing_window,
-        handle=handle,
-        delivery_count=0,
-        link_credit=1,
-    )
 
 
 @case(
     "2.6.2/unattached-handle-flow",
     MUST,
-    "If any input (other than an attach) related to a handle is received by an endpoint "
-    "while the handle is not associated with a link, the endpoint MUST respond with an end "
-    "carrying the error amqp:session:unattached-handle (2.7.4 flow handle).",
+    UNATTACHED_INPUT + " (2.7.4 flow handle).",
     outcomes=UNATTACHED,
     lenient=ANY_END,
 )
 def unattached_flow(probe, ctx):
     """A link flow on handle 77, never attached: the broker ends the session."""
     session = probe.open_session()
-    since = probe.mark()
-    probe.send_frame(_flow_on(session, 77), session.channel)
-    ctx.outcome(probe.error_outcome(since=since))
+    flow = session_flow(session, handle=77, delivery_count=0, link_credit=1)
+    ctx.outcome(sent_frame_outcome(probe, flow, session.channel))
 
 
 @case(
@@ -56,10 +41,9 @@ def unattached_flow(probe, ctx):
 def unattached_transfer(probe, ctx):
     """A transfer on handle 78, never attached: the broker ends the session."""
     session = probe.open_session()
-    since = probe.mark()
     transfer = Transfer(handle=78, delivery_id=0, delivery_tag=b"u", message_format=0)
-    probe.send_frame(transfer, session.channel, Message.of(b"x").encode())
-    ctx.outcome(probe.error_outcome(since=since))
+    payload = Message.of(b"x").encode()
+    ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload))
 
 
 @case(
@@ -76,7 +60,6 @@ def handle_in_use(probe, ctx):
     link = probe.attach_receiver(
         session, ctx.source(ctx.queue()) if ctx.profile.has("queues") else None
     )
-    since = probe.mark()
     attach = Attach(
         name="amqpspec-second-link",
         handle=link.handle,
@@ -84,8 +67,7 @@ def handle_in_use(probe, ctx):
         source=Source(address=link.source.address if link.source is not None else None),
         target=Target(),
     )
-    probe.send_frame(attach, session.channel)
-    ctx.outcome(probe.error_outcome(since=since))
+    ctx.outcome(sent_frame_outcome(probe, attach, session.channel))
 
 
 @case(
@@ -110,7 +92,6 @@ def handle_above_max(probe, ctx):
     handle_max = session.remote_handle_max
     if handle_max is None or handle_max >= 0xFFFFFFFF:
         raise Unsupported(f"broker handle-max {handle_max}: no handle above it")
-    since = probe.mark()
     attach = Attach(
         name="amqpspec-high",
         handle=handle_max + 1,
@@ -118,5 +99,4 @@ def handle_above_max(probe, ctx):
         source=Source(),
         target=Target(),
     )
-    probe.send_frame(attach, session.channel)
-    ctx.outcome(probe.error_outcome(since=since))
+    ctx.outcome(sent_frame_outcome(probe, attach, session.channel))

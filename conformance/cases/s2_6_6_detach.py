@@ -32,13 +32,18 @@ def _expect_redelivered(ctx, queue, bodies):
     return got
 
 
+def _requeued_after(probe, ctx, link_goes_away) -> None:
+    """3 unsettled deliveries, then `link_goes_away(session, link)`: all 3 come back."""
+    queue = ctx.queue()
+    session, link, bodies = _take_unsettled(probe, ctx, queue)
+    link_goes_away(session, link)
+    _expect_redelivered(ctx, queue, bodies)
+
+
 @case("2.6.6/requeue-after-detach-closed", MUST, REQUEUE, requires=NEEDS)
 def requeue_detach_closed(probe, ctx):
     """3 deliveries received unsettled, link detached with closed=true: all 3 come back."""
-    queue = ctx.queue()
-    _, link, bodies = _take_unsettled(probe, ctx, queue)
-    probe.detach(link, closed=True)
-    _expect_redelivered(ctx, queue, bodies)
+    _requeued_after(probe, ctx, lambda _, link: probe.detach(link, closed=True))
 
 
 @case(
@@ -50,37 +55,25 @@ def requeue_detach_closed(probe, ctx):
 )
 def requeue_detach_suspended(probe, ctx):
     """3 unsettled, detach closed=false: the 3 come back to a new consumer."""
-    queue = ctx.queue()
-    _, link, bodies = _take_unsettled(probe, ctx, queue)
-    probe.detach(link, closed=False)
-    _expect_redelivered(ctx, queue, bodies)
+    _requeued_after(probe, ctx, lambda _, link: probe.detach(link, closed=False))
 
 
 @case("2.6.6/requeue-after-session-end", MUST, REQUEUE, requires=NEEDS)
 def requeue_session_end(probe, ctx):
     """3 unsettled, the session ended (links detached implicitly): all 3 come back."""
-    queue = ctx.queue()
-    session, _, bodies = _take_unsettled(probe, ctx, queue)
-    probe.end(session)
-    _expect_redelivered(ctx, queue, bodies)
+    _requeued_after(probe, ctx, lambda session, _: probe.end(session))
 
 
 @case("2.6.6/requeue-after-connection-close", MUST, REQUEUE, requires=NEEDS)
 def requeue_connection_close(probe, ctx):
     """3 unsettled, the connection closed cleanly: all 3 come back."""
-    queue = ctx.queue()
-    _, _, bodies = _take_unsettled(probe, ctx, queue)
-    probe.close()
-    _expect_redelivered(ctx, queue, bodies)
+    _requeued_after(probe, ctx, lambda *_: probe.close())
 
 
 @case("2.6.6/requeue-after-tcp-drop", MUST, REQUEUE, requires=NEEDS)
 def requeue_tcp_drop(probe, ctx):
     """3 unsettled, the TCP connection dropped without close: all 3 come back."""
-    queue = ctx.queue()
-    _, _, bodies = _take_unsettled(probe, ctx, queue)
-    probe.disconnect()
-    _expect_redelivered(ctx, queue, bodies)
+    _requeued_after(probe, ctx, lambda *_: probe.disconnect())
 
 
 @case(

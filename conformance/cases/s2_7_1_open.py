@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from amqp10.composites import Begin, Error, Open
 from amqp10.engine import RemoteClose
+from conformance.cases.checks import sent_frame_outcome
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import consumer, fill
 from conformance.verdicts import CaseFailed
@@ -49,9 +50,8 @@ def frame_over_512_before_open(probe, ctx):
     broker's open limits are known: refused with framing-error (accepting it is lenient
     towards us, not a MUST broken)."""
     probe.raw_handshake()
-    since = probe.mark()
-    probe.send_frame(Open(container_id="amqpspec-big-open", properties={"pad": "x" * 1000}))
-    observed = probe.error_outcome(timeout=2.0, since=since)
+    big = Open(container_id="amqpspec-big-open", properties={"pad": "x" * 1000})
+    observed = sent_frame_outcome(probe, big, timeout=2.0)
     if observed == "timeout" and probe.server_frames("open"):
         observed = "opened"
     ctx.outcome(observed)
@@ -83,9 +83,7 @@ def channel_max_zero(probe, ctx):
 def second_open(probe, ctx):
     """After the open exchange, a second (crafted) open: the broker closes the connection."""
     probe.open()
-    since = probe.mark()
-    probe.send_frame(Open(container_id="amqpspec-again"))
-    ctx.outcome(probe.error_outcome(timeout=2.0, since=since))
+    ctx.outcome(sent_frame_outcome(probe, Open(container_id="amqpspec-again"), timeout=2.0))
 
 
 @case(
@@ -99,9 +97,8 @@ def second_open(probe, ctx):
 def begin_before_open(probe, ctx):
     """Headers (and SASL), then a begin without an open: the broker closes."""
     probe.raw_handshake()
-    since = probe.mark()
-    probe.send_frame(Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10))
-    ctx.outcome(probe.error_outcome(timeout=2.0, since=since))
+    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    ctx.outcome(sent_frame_outcome(probe, begin, timeout=2.0))
 
 
 @case(

@@ -12,13 +12,12 @@ from amqp10.composites import Detach, Transfer
 from amqp10.engine import DispositionReceived
 from amqp10.message import Message
 from amqp10.spec import RcvSettleMode, Role, SndSettleMode
+from conformance.cases.checks import sent_frame_outcome
+from conformance.cases.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import body, consumer, fill
 from conformance.steps_more import exactly, link_flow, wait_credit
 from conformance.verdicts import Unsupported
-
-UNATTACHED = {"end:amqp:session:unattached-handle", "close:amqp:session:unattached-handle"}
-ANY_END = {"end:*", "close:*", "tcp-close"}
 
 
 @case(
@@ -117,18 +116,14 @@ def name_reused(probe, ctx):
 @case(
     "2.6.2/detach-more-unattached-handle",
     MUST,
-    "If any input (other than an attach) related to a handle is received by an endpoint "
-    "while the handle is not associated with a link, the endpoint MUST respond with an end "
-    "carrying the error amqp:session:unattached-handle.",
+    UNATTACHED_INPUT + ".",
     outcomes=UNATTACHED,
     lenient=ANY_END,
 )
 def detach_unattached(probe, ctx):
     """A detach on handle 41, never attached: the broker ends the session."""
     session = probe.open_session()
-    since = probe.mark()
-    probe.send_frame(Detach(handle=41, closed=True), session.channel)
-    ctx.outcome(probe.error_outcome(since=since))
+    ctx.outcome(sent_frame_outcome(probe, Detach(handle=41, closed=True), session.channel))
 
 
 @case(
@@ -145,9 +140,8 @@ def flow_after_detach(probe, ctx):
     session = probe.open_session()
     link = probe.attach_receiver(session, ctx.source(ctx.queue()))
     probe.detach(link)
-    since = probe.mark()
-    probe.send_frame(link_flow(session, link, link_credit=5), session.channel)
-    ctx.outcome(probe.error_outcome(since=since))
+    flow = link_flow(session, link, link_credit=5)
+    ctx.outcome(sent_frame_outcome(probe, flow, session.channel))
 
 
 @case(
@@ -169,10 +163,9 @@ def transfer_on_receiver(probe, ctx):
     """Attach a receiver, then a crafted transfer on its handle: refused."""
     session = probe.open_session()
     link = probe.attach_receiver(session, ctx.source(ctx.queue()))
-    since = probe.mark()
     transfer = Transfer(handle=link.handle, delivery_id=0, delivery_tag=b"wrong", message_format=0)
-    probe.send_frame(transfer, session.channel, Message.of(b"x").encode())
-    ctx.outcome(probe.error_outcome(timeout=2.0, since=since))
+    payload = Message.of(b"x").encode()
+    ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload, timeout=2.0))
 
 
 @case(

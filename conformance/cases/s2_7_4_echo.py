@@ -5,10 +5,10 @@ Owns the cases `2.7.4/*` (echo) and `2.6.7/available-*`.
 
 from __future__ import annotations
 
-from conformance.cases.checks import echo_reply
+from conformance.cases.checks import available_after, echo_reply
 from conformance.cases.sentences import AVAILABLE, ECHO
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import consumer, fill
+from conformance.steps import consumer
 
 
 @case("2.7.4/echo-link", SHOULD, ECHO, requires={"echo"})
@@ -61,8 +61,5 @@ def echo_state(probe, ctx):
 )
 def available(probe, ctx):
     """5 queued, no credit, echo: the broker's flow reports available = 5."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 5)
-    _, link = consumer(probe, ctx, queue)
-    flow = echo_reply(probe, link, 0)
+    flow = available_after(probe, ctx, 5, 0)
     ctx.check(flow.available == 5, f"available {flow.available} with 5 messages queued")

@@ -7,7 +7,7 @@ Owns the cases `2.7.4/echo-more-*` and `2.6.7/available-more-*`.
 
 from __future__ import annotations
 
-from conformance.cases.checks import echo_reply
+from conformance.cases.checks import available_after, echo_reply
 from conformance.cases.sentences import AVAILABLE, ECHO
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import consumer, fill
@@ -123,11 +123,7 @@ def echo_zero_credit(probe, ctx):
 )
 def available_after_consumption(probe, ctx):
     """6 queued, receive 2, then echo with credit 0: available = 4."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 6)
-    _, link = consumer(probe, ctx, queue, credit=2)
-    probe.receive(link, 2)
-    flow = echo_reply(probe, link, 0)
+    flow = available_after(probe, ctx, 6, 2)
     ctx.check(flow.available == 4, f"available {flow.available} with 4 messages left")
 
 
@@ -139,7 +135,5 @@ def available_after_consumption(probe, ctx):
 )
 def available_empty(probe, ctx):
     """Empty queue, echo: available is 0 (or absent)."""
-    queue = ctx.queue()
-    _, link = consumer(probe, ctx, queue)
-    flow = echo_reply(probe, link, 0)
+    flow = available_after(probe, ctx, 0, 0)
     ctx.check(flow.available in (None, 0), f"available {flow.available} on an empty queue")
