@@ -25,7 +25,7 @@ from conformance.registry import MUST, case
 from conformance.runner import CaseContext
 from conformance.steps import collect, consumer, drain_reply, fill, message_text, unsettled_consumer
 from conformance.steps_more import advance, wait_credit
-from conformance.verdicts import CaseFailed
+from conformance.verdicts import CaseFailed, Unsupported
 
 RunFunction = Callable[[Probe, CaseContext], None]
 
@@ -101,11 +101,15 @@ def available_after(probe: Probe, ctx: CaseContext, queued: int, consumed: int) 
 # frames the broker must refuse
 
 
-def sent_bytes_outcome(probe: Probe, data: bytes, *, timeout: float | None = None) -> str:
-    """Send crafted bytes: how the broker ended something after them (or "timeout")."""
+def sent_bytes_outcome(
+    probe: Probe, data: bytes, *, timeout: float | None = None, silence: str = "timeout"
+) -> str:
+    """Send crafted bytes: how the broker ended something after them (`silence` when it
+    ended nothing within `timeout`)."""
     since = probe.mark()
     probe.send_raw(data)
-    return probe.error_outcome(timeout=timeout, since=since)
+    observed = probe.error_outcome(timeout=timeout, since=since)
+    return silence if observed == "timeout" else observed
 
 
 def sent_frame_outcome(
@@ -115,9 +119,12 @@ def sent_frame_outcome(
     payload: bytes = b"",
     *,
     timeout: float | None = None,
+    silence: str = "timeout",
 ) -> str:
-    """Send one crafted frame: how the broker ended something after it (or "timeout")."""
-    return sent_bytes_outcome(probe, encode_frame(performative, channel, payload), timeout=timeout)
+    """Send one crafted frame: how the broker ended something after it (`silence` when it
+    ended nothing within `timeout`)."""
+    frame = encode_frame(performative, channel, payload)
+    return sent_bytes_outcome(probe, frame, timeout=timeout, silence=silence)
 
 
 def refused_after_open(probe: Probe, ctx: CaseContext, data: bytes) -> None:
@@ -194,10 +201,13 @@ def refused_sasl_init(probe: Probe, ctx: CaseContext, init: Any) -> None:
 # publishers
 
 
-def publisher(probe: Probe, ctx: CaseContext, queue: str) -> tuple[Session, Link]:
-    """A sender to `queue` on a new session, once the broker granted it credit."""
-    session = probe.open_session()
-    sender = probe.attach_sender(session, ctx.target_address(queue))
+def publisher(
+    probe: Probe, ctx: CaseContext, queue: str, *, session: Session | None = None, **attach: Any
+) -> tuple[Session, Link]:
+    """A sender to `queue` (on `session`, or a new one; `attach` fields for its attach),
+    once the broker granted it credit."""
+    session = session or probe.open_session()
+    sender = probe.attach_sender(session, ctx.target_address(queue), **attach)
     wait_credit(probe, sender)
     return session, sender
 
@@ -232,6 +242,23 @@ def window_flow(
         ),
         since=since,
     ).performative
+
+
+def window_closed_or_unsupported(
+    probe: Probe,
+    since: int,
+    timeout: float,
+    refusal: str,
+    *,
+    see: str = "",
+    channel: int | None = None,
+) -> None:
+    """Wait for the broker's flow with incoming-window 0 (on `channel`, if given) after an
+    alarm. Without one the case cannot go on: UNSUPPORTED "`refusal` (why); see `see`"."""
+    try:
+        window_flow(probe, since, lambda w: w == 0, timeout, channel)
+    except CaseFailed as exc:
+        raise Unsupported(f"{refusal} ({exc})" + (f"; see {see}" if see else "")) from exc
 
 
 def transfer_frames(session: Session, sender: Link, tags: list[bytes], **fields: Any) -> bytes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from amqp10.engine import RemoteBegin
 from amqp10.engine.session import Session
+from conformance.cases.checks import check_split, publisher, small_frame_probe
 from conformance.registry import MUST, case
 from conformance.steps import body, collect, consumer, fill
 from conformance.steps_more import exactly, server_flows, wait_credit
@@ -71,12 +72,10 @@ def window_small_multi_frame(probe, ctx):
     the broker waits for our window between frames; all 3 arrive whole."""
     queue = ctx.queue()
     fill(probe, ctx, queue, 3, size=3000)
-    receiver = ctx.probe()
-    receiver.open(max_frame_size=512)
+    receiver = small_frame_probe(ctx)
     session = receiver.open_session(incoming_window=2)
     _, link = consumer(receiver, ctx, queue, credit=3, session=session)
-    got = receiver.receive(link, 3, timeout=10.0)
-    ctx.check(all(d.frame_count > 1 for d in got), "deliveries were not split into frames")
+    check_split(ctx, receiver.receive(link, 3, timeout=10.0))
 
 
 @case("2.5.6/session-more-outgoing-id-wrap", MUST, IDS, requires={"queues"})
@@ -85,9 +84,7 @@ def outgoing_id_wrap(probe, ctx):
     the wrap (rhea#426): all accepted; the broker's flows name next-incoming-id in serial
     terms (the checker follows every id)."""
     queue = ctx.queue()
-    session = _session_near_wrap(probe, 2**32 - 4)
-    sender = probe.attach_sender(session, ctx.target_address(queue))
-    wait_credit(probe, sender)
+    session, sender = publisher(probe, ctx, queue, session=_session_near_wrap(probe, 2**32 - 4))
     since = probe.mark()
     probe.publish(sender, 12, lambda i: body(i), timeout=10.0)
     ctx.check(session.next_outgoing_id == 8, f"our next-outgoing-id {session.next_outgoing_id}")
@@ -108,11 +105,8 @@ def outgoing_id_wrap_multi_frame(probe, ctx):
     """max-frame-size 512 both ways, next-outgoing-id 2^32 - 2, one 4,000-byte message
     (about 9 frames across the wrap): accepted and delivered whole."""
     queue = ctx.queue()
-    small = ctx.probe()
-    small.open(max_frame_size=512)
-    session = _session_near_wrap(small, 2**32 - 2)
-    sender = small.attach_sender(session, ctx.target_address(queue))
-    wait_credit(small, sender)
+    small = small_frame_probe(ctx)
+    _, sender = publisher(small, ctx, queue, session=_session_near_wrap(small, 2**32 - 2))
     small.publish(sender, 1, body(0, 4000), timeout=10.0)
     _, link = consumer(probe, ctx, queue, credit=1)
     delivery = probe.next_transfer(link)

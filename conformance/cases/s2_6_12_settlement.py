@@ -11,9 +11,10 @@ from __future__ import annotations
 from amqp10.composites import Accepted
 from amqp10.engine import DispositionReceived
 from amqp10.spec import Role, SndSettleMode
+from conformance.cases.checks import publisher
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import body, collect, consumer, fill, message_text, unsettled_consumer
-from conformance.steps_more import exactly, wait_credit
+from conformance.steps_more import exactly
 
 NEEDS = {"queues", "unsettled-deliveries"}
 SETTLED_DONE = (
@@ -110,9 +111,7 @@ def publish_many_unsettled(probe, ctx):
     """200 unsettled messages in one burst: every delivery-id is settled by a broker
     disposition (publish() waits for each), with state accepted."""
     queue = ctx.queue()
-    session = probe.open_session()
-    sender = probe.attach_sender(session, ctx.target_address(queue))
-    wait_credit(probe, sender)
+    _, sender = publisher(probe, ctx, queue)
     states = []
     original = probe._drop_dispositions
 

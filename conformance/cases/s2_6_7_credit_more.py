@@ -16,6 +16,7 @@ from conformance.cases.checks import (
     check_split,
     drain,
     echo_reply,
+    publisher,
     small_frame_probe,
 )
 from conformance.cases.sentences import CREDIT_LIMIT
@@ -319,11 +320,7 @@ def publisher_delivery_count_wrap(probe, ctx):
     """A publisher attached with initial-delivery-count 2^32 - 3 sends 8 unsettled
     messages across the wrap: all 8 accepted and queued; the broker's flows keep granting."""
     queue = ctx.queue()
-    session = probe.open_session()
-    sender = probe.attach_sender(
-        session, ctx.target_address(queue), initial_delivery_count=2**32 - 3
-    )
-    wait_credit(probe, sender)
+    _, sender = publisher(probe, ctx, queue, initial_delivery_count=2**32 - 3)
     probe.publish(sender, 8, lambda i: body(i), timeout=10.0)
     ctx.check(
         advance(sender.delivery_count, 2**32 - 3) == 8,

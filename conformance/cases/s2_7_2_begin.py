@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from amqp10.composites import Begin, End, Error
 from amqp10.engine import RemoteEnd
+from conformance.cases.checks import sent_frame_outcome
 from conformance.registry import MUST, SHOULD, case
 
 ANY_END = {"close:*", "end:*", "tcp-close"}
@@ -76,11 +77,8 @@ def channel_reused(probe, ctx):
 def channel_in_use(probe, ctx):
     """A session on channel 0, then a crafted begin on channel 0 again: refused."""
     session = probe.open_session()
-    since = probe.mark()
-    probe.send_frame(
-        Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10), session.channel
-    )
-    ctx.outcome(probe.error_outcome(timeout=2.0, since=since))
+    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    ctx.outcome(sent_frame_outcome(probe, begin, session.channel, timeout=2.0))
 
 
 @case(
@@ -94,10 +92,7 @@ def end_unknown_channel(probe, ctx):
     """After open, an end on channel 9 that was never begun: the broker closes (ignoring
     it is lenient)."""
     probe.open()
-    since = probe.mark()
-    probe.send_frame(End(), 9)
-    observed = probe.error_outcome(timeout=1.5, since=since)
-    ctx.outcome("ignored" if observed == "timeout" else observed)
+    ctx.outcome(sent_frame_outcome(probe, End(), 9, timeout=1.5, silence="ignored"))
 
 
 @case(

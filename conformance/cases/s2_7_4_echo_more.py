@@ -7,11 +7,11 @@ Owns the cases `2.7.4/echo-more-*` and `2.6.7/available-more-*`.
 
 from __future__ import annotations
 
-from conformance.cases.checks import available_after, echo_reply
+from conformance.cases.checks import available_after, echo_reply, publisher
 from conformance.cases.sentences import AVAILABLE, ECHO
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import consumer, fill
-from conformance.steps_more import advance, server_flows, session_flow, wait_credit
+from conformance.steps_more import advance, server_flows, session_flow
 from conformance.verdicts import CaseFailed
 
 SESSION_STATE = (
@@ -68,10 +68,7 @@ def echo_session_after_publish(probe, ctx):
 def echo_publisher_link(probe, ctx):
     """Our sender link's flow with echo=true (the broker is the receiver): the broker
     answers with a flow for that link carrying its link-credit."""
-    queue = ctx.queue()
-    session = probe.open_session()
-    sender = probe.attach_sender(session, ctx.target_address(queue))
-    wait_credit(probe, sender)
+    _, sender = publisher(probe, ctx, ctx.queue())
     since = probe.mark()
     sender.flow(echo=True)
     probe.flush()

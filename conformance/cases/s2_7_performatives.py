@@ -9,6 +9,7 @@ from __future__ import annotations
 from amqp10.composites import Data, Properties, Source, Target
 from amqp10.engine import RemoteClose
 from amqp10.message import Message
+from conformance.cases.checks import small_frame_probe
 from conformance.registry import MUST, case
 from conformance.steps import consumer, fill
 
@@ -97,8 +98,7 @@ def multi_frame_publish(probe, ctx):
     (the broker's max-frame-size or ours, whichever applies), then consumed: the same bytes."""
     queue = ctx.queue()
     payload = bytes(range(256)) * 156 + b"end"
-    small = ctx.probe()
-    small.open(max_frame_size=512)
+    small = small_frame_probe(ctx)
     session = small.open_session()
     sender = small.attach_sender(session, ctx.target_address(queue))
     small.publish(sender, 1, Message.of(payload))
