@@ -60,6 +60,18 @@ def drain(
     return drain_reply(probe, link, since, timeout), got
 
 
+def prefetch_receive(probe: Probe, ctx: CaseContext, prefetch: int, count: int) -> None:
+    """The proton prefetch pattern: `count` messages queued, a receiver on a session with a
+    4-frame incoming window, link-credit `prefetch` re-granted after every delivery while
+    transfers are in flight; all `count` must arrive (the checker judges each transfer)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, count)
+    session = probe.open_session(incoming_window=4)
+    _, link = consumer(probe, ctx, queue, credit=prefetch, session=session)
+    got = probe.receive(link, count, regrant=prefetch, timeout=10.0)
+    ctx.check(len(got) == count, f"received {len(got)} of {count}")
+
+
 def check_advanced(
     ctx: CaseContext, flow: Flow, start: int, by: int, what: str = "drain reply"
 ) -> None:
@@ -77,6 +89,26 @@ def check_nothing_more(
     extra = collect(probe, link, quiet)
     ctx.check(not extra, message(len(extra)))
     return extra
+
+
+def queued_receiver(
+    probe: Probe,
+    ctx: CaseContext,
+    queued: int,
+    *,
+    unsettled: bool = False,
+    credit: int = 0,
+    **attach: Any,
+) -> tuple[str, Link]:
+    """A new queue holding `queued` messages and a receiver on it granted `credit` (an
+    at-least-once one when `unsettled`): (the queue, the receiver)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, queued)
+    if unsettled:
+        _, link = unsettled_consumer(probe, ctx, queue, credit=credit)
+    else:
+        _, link = consumer(probe, ctx, queue, credit=credit, **attach)
+    return queue, link
 
 
 def echo_reply(probe: Probe, link: Link, credit: int) -> Flow:

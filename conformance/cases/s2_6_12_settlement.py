@@ -11,9 +11,9 @@ from __future__ import annotations
 from amqp10.composites import Accepted
 from amqp10.engine import DispositionReceived
 from amqp10.spec import Role, SndSettleMode
-from conformance.cases.checks import publisher
+from conformance.cases.checks import publisher, queued_receiver
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import body, collect, consumer, fill, message_text, unsettled_consumer
+from conformance.steps import body, collect, consumer, message_text, unsettled_consumer
 from conformance.steps_more import exactly
 
 NEEDS = {"queues", "unsettled-deliveries"}
@@ -40,9 +40,7 @@ def _redelivered(ctx, queue, expected: int):
 def settled_twice(probe, ctx):
     """Receive one unsettled, settle it accepted twice, then grant 1 more: the next
     message arrives and nothing ends."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 2)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
+    _, link = queued_receiver(probe, ctx, 2, unsettled=True, credit=1)
     first = probe.next_transfer(link)
     since = probe.mark()
     probe.settle(link, first)
@@ -62,9 +60,7 @@ def settled_twice(probe, ctx):
 def state_then_settle(probe, ctx):
     """3 unsettled; each gets accepted with settled=false, then settled=true; detach:
     nothing comes back."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=3)
+    queue, link = queued_receiver(probe, ctx, 3, unsettled=True, credit=3)
     got = probe.receive(link, 3, settle=False)
     for delivery in got:
         link.disposition(delivery.delivery_id, settled=False, state=Accepted())
@@ -88,9 +84,7 @@ def state_then_settle(probe, ctx):
 def range_partial(probe, ctx):
     """6 unsettled; one disposition settles the 2nd..4th; detach: exactly the 1st, 5th and
     6th come back."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 6)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=6)
+    queue, link = queued_receiver(probe, ctx, 6, unsettled=True, credit=6)
     got = probe.receive(link, 6, settle=False)
     link.disposition(got[1].delivery_id, got[3].delivery_id, settled=True, state=Accepted())
     probe.flush()

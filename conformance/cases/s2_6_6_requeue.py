@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from amqp10.composites import Error
 from amqp10.spec import SndSettleMode
-from conformance.cases.checks import consume_again, take_unsettled, texts
+from conformance.cases.checks import consume_again, queued_receiver, take_unsettled, texts
 from conformance.cases.sentences import REQUEUE
 from conformance.cases.sentences import REQUEUE_NEEDS as NEEDS
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import collect, consumer, fill, header_of, message_text, unsettled_consumer
+from conformance.steps import collect, header_of, message_text, unsettled_consumer
 
 
 def _redelivered(ctx, queue, expected: int):
@@ -79,9 +79,7 @@ def detach_with_error(probe, ctx):
 def presettled_not_redelivered(probe, ctx):
     """A receiver with snd-settle-mode settled gets 3; detach: a new consumer gets only
     the 2 never sent."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 5)
-    _, link = consumer(probe, ctx, queue, snd_settle_mode=SndSettleMode.SETTLED)
+    queue, link = queued_receiver(probe, ctx, 5, snd_settle_mode=SndSettleMode.SETTLED)
     if link.remote_attach.snd_settle_mode != SndSettleMode.SETTLED:
         from conformance.verdicts import Unsupported
 
@@ -105,9 +103,7 @@ def presettled_not_redelivered(probe, ctx):
 def held_not_shared(probe, ctx):
     """2 queued; link A takes both unsettled; link B on another connection with credit 5
     gets nothing while A holds them; A detaches: B gets both."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 2)
-    _, holder = unsettled_consumer(probe, ctx, queue, credit=2)
+    queue, holder = queued_receiver(probe, ctx, 2, unsettled=True, credit=2)
     probe.receive(holder, 2, settle=False)
     other = ctx.probe()
     _, waiting = unsettled_consumer(other, ctx, queue, credit=5)
@@ -151,9 +147,7 @@ def redelivery_delivery_count(probe, ctx):
 )
 def first_delivery_marks(probe, ctx):
     """A fresh message's first delivery has header delivery-count 0 (or no header)."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = consumer(probe, ctx, queue, credit=1)
+    _, link = queued_receiver(probe, ctx, 1, credit=1)
     header = header_of(probe.next_transfer(link))
     count = header.delivery_count if header is not None else 0
     ctx.check(not count, f"first delivery has header delivery-count {count}")

@@ -11,6 +11,8 @@ from conformance.cases.checks import (
     check_nothing_more,
     check_split,
     echo_reply,
+    prefetch_receive,
+    queued_receiver,
     small_frame_probe,
 )
 from conformance.cases.sentences import CREDIT_LIMIT
@@ -20,9 +22,7 @@ from conformance.steps import collect, consumer, drain_reply, expect_count, fill
 
 def _one_grant(credit: int, queued: int, name: str, doc: str):
     def run(probe, ctx):
-        queue = ctx.queue()
-        fill(probe, ctx, queue, queued)
-        _, link = consumer(probe, ctx, queue, credit=credit)
+        _, link = queued_receiver(probe, ctx, queued, credit=credit)
         expect_count(probe, link, credit)
 
     return case_function(run, name, doc, __name__)
@@ -56,9 +56,7 @@ for _credit, _queued in ((1, 3), (2, 5), (200, 250)):
 def credit_zero(probe, ctx):
     """Messages queued, receiver attached without credit, then an explicit grant of 0:
     no transfer may arrive."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = consumer(probe, ctx, queue, credit=0)
+    _, link = queued_receiver(probe, ctx, 3, credit=0)
     probe.grant(link, 0)
     check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers with link-credit 0", 1.0)
 
@@ -75,13 +73,7 @@ def credit_regrant_in_flight(probe, ctx):
     """The proton prefetch pattern over 2,000 messages: link-credit 2 re-granted after every
     delivery while transfers are in flight, with a small (4-frame) session window. A broker
     that adds the new grant to the old credit over-delivers (RabbitMQ #2597)."""
-    queue = ctx.queue()
-    count = 2000
-    fill(probe, ctx, queue, count)
-    session = probe.open_session(incoming_window=4)
-    _, link = consumer(probe, ctx, queue, credit=2, session=session)
-    got = probe.receive(link, count, regrant=2, timeout=10.0)
-    ctx.check(len(got) == count, f"received {len(got)} of {count}")
+    prefetch_receive(probe, ctx, 2, 2000)
 
 
 @case(
@@ -94,9 +86,7 @@ def credit_regrant_in_flight(probe, ctx):
 def credit_reduced(probe, ctx):
     """50 queued, grant 50 then at once link-credit 0 with echo: after the broker's echo
     reply no transfer may follow; never more than 50 in all."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 50)
-    _, link = consumer(probe, ctx, queue, credit=50)
+    _, link = queued_receiver(probe, ctx, 50, credit=50)
     reply = echo_reply(probe, link, 0)
     before = len(probe.transfers(link))
     after_reply = collect(probe, link, quiet=1.0)
@@ -187,9 +177,7 @@ def credit_grant_early(probe, ctx):
 def credit_topup(probe, ctx):
     """Grant 3, consume 3, grant 3 again (new credit only after the old is used): exactly 6
     in all out of 10 queued."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 10)
-    _, link = consumer(probe, ctx, queue, credit=3)
+    _, link = queued_receiver(probe, ctx, 10, credit=3)
     expect_count(probe, link, 3)
     probe.grant(link, 3)
     expect_count(probe, link, 3)
@@ -205,9 +193,7 @@ def credit_topup(probe, ctx):
 def credit_state_echo(probe, ctx):
     """Grant 5 with 2 queued: 2 transfers; an echo then reports delivery-count +2 and
     link-credit 3 (or less, never more)."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 2)
-    _, link = consumer(probe, ctx, queue)
+    _, link = queued_receiver(probe, ctx, 2)
     dc0 = link.delivery_count
     probe.grant(link, 5)
     probe.receive(link, 2)

@@ -16,7 +16,9 @@ from conformance.cases.checks import (
     check_split,
     drain,
     echo_reply,
+    prefetch_receive,
     publisher,
+    queued_receiver,
     small_frame_probe,
 )
 from conformance.cases.sentences import CREDIT_LIMIT
@@ -33,9 +35,7 @@ REPLACES = (
 
 def _exact_grant(credit: int, queued: int):
     def run(probe, ctx):
-        queue = ctx.queue()
-        fill(probe, ctx, queue, queued)
-        _, link = consumer(probe, ctx, queue, credit=credit)
+        _, link = queued_receiver(probe, ctx, queued, credit=credit)
         exactly(probe, link, credit)
 
     doc = f"{queued} messages queued, one grant of {credit}: exactly {credit} transfers."
@@ -71,9 +71,7 @@ def credit_before_messages(probe, ctx):
 )
 def credit_queue_fills_later(probe, ctx):
     """Grant 5 with 2 queued: 2 transfers; then 6 more queued: exactly 3 more (5 in all)."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 2)
-    _, link = consumer(probe, ctx, queue, credit=5)
+    queue, link = queued_receiver(probe, ctx, 2, credit=5)
     exactly(probe, link, 2, quiet=0.3)
     fill(probe, ctx, queue, 6)
     exactly(probe, link, 3)
@@ -87,9 +85,7 @@ def credit_queue_fills_later(probe, ctx):
 )
 def credit_zero_then_grant(probe, ctx):
     """5 queued, attach without credit: nothing for 0.5 s; then grant 2: exactly 2."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 5)
-    _, link = consumer(probe, ctx, queue)
+    _, link = queued_receiver(probe, ctx, 5)
     check_nothing_more(
         ctx, probe, link, lambda n: f"{n} transfers before any credit (rabbitmq-amqp1.0#43)", 0.5
     )
@@ -156,12 +152,7 @@ def credit_grow_grant(probe, ctx):
 
 def _prefetch(prefetch: int, count: int):
     def run(probe, ctx):
-        queue = ctx.queue()
-        fill(probe, ctx, queue, count)
-        session = probe.open_session(incoming_window=4)
-        _, link = consumer(probe, ctx, queue, credit=prefetch, session=session)
-        got = probe.receive(link, count, regrant=prefetch, timeout=10.0)
-        ctx.check(len(got) == count, f"received {len(got)} of {count}")
+        prefetch_receive(probe, ctx, prefetch, count)
 
     doc = (
         f"The proton prefetch pattern at prefetch {prefetch} over {count} messages: "
@@ -191,9 +182,7 @@ for _prefetch_n, _count in ((1, 1000), (10, 1000)):
 def credit_regrant_after_batch(probe, ctx):
     """500 queued; grant 10, receive 5, grant 10 again (horizon +5), repeated: every
     transfer within the latest grant, all 500 arrive."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 500)
-    _, link = consumer(probe, ctx, queue, credit=10)
+    _, link = queued_receiver(probe, ctx, 500, credit=10)
     received = 0
     while received < 500:
         step = min(5, 500 - received)
@@ -213,9 +202,7 @@ def credit_regrant_after_batch(probe, ctx):
 def credit_reduce_then_grant(probe, ctx):
     """60 queued, grant 20, at once link-credit 0 with echo; after the echo reply and the
     transfers before it, grant 3: exactly 3 more."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 60)
-    _, link = consumer(probe, ctx, queue, credit=20)
+    _, link = queued_receiver(probe, ctx, 60, credit=20)
     echo_reply(probe, link, 0)
     in_flight = collect(probe, link, 0.5)
     settle_all(probe, link, in_flight)
@@ -260,9 +247,7 @@ def credit_many_links(probe, ctx):
 def credit_two_sessions(probe, ctx):
     """One queue, two receivers on two sessions with credit 2 and 3; 10 queued: exactly 5
     deliveries in all, at most 2 and 3 per link."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 10)
-    _, first = consumer(probe, ctx, queue, credit=2)
+    queue, first = queued_receiver(probe, ctx, 10, credit=2)
     _, second = consumer(probe, ctx, queue, credit=3)
     probe.idle(1.0)
     a, b = collect(probe, first, 0.3), collect(probe, second, 0.3)

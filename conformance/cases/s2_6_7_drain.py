@@ -4,7 +4,7 @@ DISPATCH-1090). Owns the cases `2.6.7/drain-*`.
 
 from __future__ import annotations
 
-from conformance.cases.checks import check_advanced, check_nothing_more, drain
+from conformance.cases.checks import check_advanced, check_nothing_more, drain, queued_receiver
 from conformance.cases.sentences import DRAIN
 from conformance.registry import MUST, case
 from conformance.steps import collect, consumer, drain_reply, expect_count, fill
@@ -26,9 +26,7 @@ def drain_empty(probe, ctx):
 def drain_partial(probe, ctx):
     """3 queued, link-credit 10 with drain: 3 transfers, then a flow with delivery-count
     +10 and link-credit 0."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = consumer(probe, ctx, queue)
+    _, link = queued_receiver(probe, ctx, 3)
     dc0 = link.delivery_count
     reply, got = drain(probe, link, 10, receive=3)
     check_advanced(ctx, reply, dc0, 10)
@@ -40,9 +38,7 @@ def drain_partial(probe, ctx):
 def drain_exact(probe, ctx):
     """5 queued, link-credit 5 with drain: 5 transfers and a flow with link-credit 0 and
     delivery-count +5."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 5)
-    _, link = consumer(probe, ctx, queue)
+    _, link = queued_receiver(probe, ctx, 5)
     dc0 = link.delivery_count
     reply, _ = drain(probe, link, 5, receive=5)
     check_advanced(ctx, reply, dc0, 5)
@@ -68,9 +64,7 @@ def drain_in_flight(probe, ctx):
     """10 queued, link-credit 20, then at once (transfers in flight) the same horizon with
     drain: 10 transfers, then a flow with delivery-count +20 and link-credit 0. Fewer
     messages than credit, so the drain always finds credit left whatever the timing."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 10)
-    _, link = consumer(probe, ctx, queue)
+    _, link = queued_receiver(probe, ctx, 10)
     dc0 = link.delivery_count
     since = probe.mark()
     probe.grant(link, 20)
@@ -90,9 +84,7 @@ def drain_in_flight(probe, ctx):
 def drain_then_detach(probe, ctx):
     """3 queued, drain with credit 5, settle the 3, detach: the queue is empty afterwards (a
     new receiver's drain gets no transfer)."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = consumer(probe, ctx, queue)
+    queue, link = queued_receiver(probe, ctx, 3)
     drain(probe, link, 5, receive=3)
     probe.detach(link)
     _, again = consumer(probe, ctx, queue)

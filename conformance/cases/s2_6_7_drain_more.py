@@ -7,7 +7,13 @@ Owns the cases `2.6.7/drain-more-*`.
 
 from __future__ import annotations
 
-from conformance.cases.checks import check_advanced, check_nothing_more, drain, texts
+from conformance.cases.checks import (
+    check_advanced,
+    check_nothing_more,
+    drain,
+    queued_receiver,
+    texts,
+)
 from conformance.cases.sentences import DRAIN
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import collect, consumer, fill
@@ -39,9 +45,7 @@ def drain_twice(probe, ctx):
 def drain_zero_credit(probe, ctx):
     """3 queued, a flow with drain=true and link-credit 0: no transfer; a reply, if any,
     has link-credit 0 and delivery-count unchanged."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = consumer(probe, ctx, queue)
+    _, link = queued_receiver(probe, ctx, 3)
     dc0 = link.delivery_count
     since = probe.mark()
     probe.grant(link, 0, drain=True)
@@ -69,9 +73,7 @@ def drain_with_echo(probe, ctx):
 def drain_after_partial(probe, ctx):
     """8 queued; grant 5, receive 5; drain with credit 6: the 3 left, then a reply with
     delivery-count +11."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 8)
-    _, link = consumer(probe, ctx, queue, credit=5)
+    _, link = queued_receiver(probe, ctx, 8, credit=5)
     dc0 = link.delivery_count
     probe.receive(link, 5)
     reply, _ = drain(probe, link, 6, receive=3)
@@ -83,9 +85,7 @@ def drain_after_partial(probe, ctx):
 def drain_large_credit(probe, ctx):
     """10 queued, drain with credit 1,000: 10 transfers, then a reply with delivery-count
     +1,000 and link-credit 0."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 10)
-    _, link = consumer(probe, ctx, queue)
+    _, link = queued_receiver(probe, ctx, 10)
     dc0 = link.delivery_count
     reply, _ = drain(probe, link, 1000, receive=10)
     check_advanced(ctx, reply, dc0, 1000)
@@ -101,9 +101,7 @@ def drain_large_credit(probe, ctx):
 def drain_unsettled_detach(probe, ctx):
     """3 queued, drain with credit 5 on an unsettled link, nothing settled, detach: a new
     receiver gets the same 3 messages."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = consumer(probe, ctx, queue, snd_settle_mode=0)
+    queue, link = queued_receiver(probe, ctx, 3, snd_settle_mode=0)
     _, got = drain(probe, link, 5, receive=3, settle=False)
     probe.detach(link)
     other = ctx.probe()

@@ -12,7 +12,7 @@ from amqp10.composites import Detach, Transfer
 from amqp10.engine import DispositionReceived
 from amqp10.message import Message
 from amqp10.spec import RcvSettleMode, Role, SndSettleMode
-from conformance.cases.checks import sent_frame_outcome
+from conformance.cases.checks import queued_receiver, sent_frame_outcome
 from conformance.cases.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import body, consumer, fill
@@ -63,9 +63,7 @@ def sender_answer(probe, ctx):
 def snd_settle_unsettled(probe, ctx):
     """A receiver asking for snd-settle-mode unsettled: if the broker's attach agrees,
     every transfer arrives unsettled."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = consumer(probe, ctx, queue, snd_settle_mode=SndSettleMode.UNSETTLED)
+    _, link = queued_receiver(probe, ctx, 3, snd_settle_mode=SndSettleMode.UNSETTLED)
     if link.remote_attach.snd_settle_mode != SndSettleMode.UNSETTLED:
         raise Unsupported(f"broker answered snd-settle-mode {link.remote_attach.snd_settle_mode}")
     probe.grant(link, 3)

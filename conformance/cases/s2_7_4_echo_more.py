@@ -7,10 +7,10 @@ Owns the cases `2.7.4/echo-more-*` and `2.6.7/available-more-*`.
 
 from __future__ import annotations
 
-from conformance.cases.checks import available_after, echo_reply, publisher
+from conformance.cases.checks import available_after, echo_reply, publisher, queued_receiver
 from conformance.cases.sentences import AVAILABLE, ECHO
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import consumer, fill
+from conformance.steps import consumer
 from conformance.steps_more import advance, server_flows, session_flow
 from conformance.verdicts import CaseFailed
 
@@ -86,9 +86,7 @@ def echo_publisher_link(probe, ctx):
 def echo_after_deliveries(probe, ctx):
     """4 queued, grant 4, receive 4, then echo with credit 0: the reply's delivery-count is
     the initial one + 4 and link-credit 0."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 4)
-    _, link = consumer(probe, ctx, queue)
+    _, link = queued_receiver(probe, ctx, 4)
     dc0 = link.delivery_count
     probe.grant(link, 4)
     probe.receive(link, 4)

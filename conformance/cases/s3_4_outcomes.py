@@ -9,14 +9,18 @@ from __future__ import annotations
 from amqp10.composites import Accepted, Error, Modified, Rejected, Released
 from amqp10.engine import DispositionReceived
 from amqp10.spec import Role, SndSettleMode
-from conformance.cases.checks import check_rejected_gone, settle_first, take_unsettled
+from conformance.cases.checks import (
+    check_rejected_gone,
+    queued_receiver,
+    settle_first,
+    take_unsettled,
+)
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import (
     body,
     collect,
     consumer,
     expect_count,
-    fill,
     header_of,
     message_text,
 )
@@ -167,9 +171,7 @@ def disposition_range(probe, ctx):
 def snd_settle_settled(probe, ctx):
     """A receiver asking for snd-settle-mode settled: if the broker's attach agrees, every
     transfer arrives settled (the checker verifies each)."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = consumer(probe, ctx, queue, snd_settle_mode=SndSettleMode.SETTLED)
+    _, link = queued_receiver(probe, ctx, 3, snd_settle_mode=SndSettleMode.SETTLED)
     agreed = link.remote_attach.snd_settle_mode if link.remote_attach is not None else None
     probe.grant(link, 3)
     got = expect_count(probe, link, 3)

@@ -9,9 +9,15 @@ Owns the cases `3.4.*/outcome-more-*`.
 from __future__ import annotations
 
 from amqp10.composites import Error, Modified, Rejected, Released
-from conformance.cases.checks import check_rejected_gone, settle_first, take_unsettled, texts
+from conformance.cases.checks import (
+    check_rejected_gone,
+    queued_receiver,
+    settle_first,
+    take_unsettled,
+    texts,
+)
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import collect, fill, header_of, message_text, unsettled_consumer
+from conformance.steps import collect, header_of, message_text, unsettled_consumer
 from conformance.verdicts import CaseFailed
 
 NEEDS = {"queues", "unsettled-deliveries"}
@@ -74,9 +80,7 @@ def rejected_leaves_queue(probe, ctx):
 )
 def released_several(probe, ctx):
     """3 received, all released: the same 3 are delivered again."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=3)
+    _, link = queued_receiver(probe, ctx, 3, unsettled=True, credit=3)
     first = probe.receive(link, 3, settle=False)
     for delivery in first:
         probe.settle(link, delivery, Released())
@@ -131,9 +135,7 @@ def modified_failed_marks(probe, ctx):
 def undeliverable_here_other_link(probe, ctx):
     """Link A settles one message modified(undeliverable-here, delivery-failed); link B on
     another connection gets it."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
+    queue, link = queued_receiver(probe, ctx, 1, unsettled=True, credit=1)
     first = probe.next_transfer(link)
     since = probe.mark()
     probe.settle(link, first, Modified(delivery_failed=True, undeliverable_here=True))
