@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from broker_support import ROUTE_IDS, ROUTES
-from traces_support.processes import Capture, start_capture, stop
+from traces_support.processes import Capture, free_port, start_capture, stop
 
 from bench.broker_bench import build_c_clients, c_examples_available, run_c_client
 from reference_broker.admin_client import ManagementClient
@@ -58,12 +58,6 @@ PREFETCH_2 = ("prefetch-2", 2, True)
 
 
 # --- processes -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_listening(port: int, process: subprocess.Popen) -> None:
