@@ -2,11 +2,12 @@
 
     python -m conformance.fault_matrix [--results DIR] [--out reports] [-k EXPR] [FAULT...]
 
-Owns: starting one reference broker per fault (subprocess, free ports, stopped after its
-run), running `amqpspec run` against it with `--broker-name reference+<fault>` into one
-results DIR (so `amqpspec report DIR` shows faults x cases), and writing
-`<out>/fault-detection.md`: for every fault, the cases that FAILED (a fault no case catches
-is listed as such). Exit status 1 when a fault goes undetected.
+Owns: starting one reference broker per fault (`ReferenceBroker`: subprocess, free ports,
+stopped after its run; tests/test_conformance.py starts its brokers with it too), running
+`amqpspec run` against it with `--broker-name reference+<fault>` into one results DIR (so
+`amqpspec report DIR` shows faults x cases), and writing `<out>/fault-detection.md`: for
+every fault, the cases that FAILED (a fault no case catches is listed as such). Exit
+status 1 when a fault goes undetected.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from reference_broker.faults import CATALOG
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -43,30 +44,54 @@ def _wait_listening(port: int, process: subprocess.Popen, timeout: float = 20.0)
     raise RuntimeError("reference broker did not start")
 
 
+class ReferenceBroker:
+    """`python -m reference_broker` with `faults` switched on, on free local ports (AMQP and
+    admin API), once both listen; stop() ends it (SIGTERM, then SIGKILL)."""
+
+    def __init__(self, *faults: str, log_level: str = "error") -> None:
+        self.port, self.admin_port = free_port(), free_port()
+        argv = [sys.executable, "-m", "reference_broker", "--port", str(self.port)]
+        argv += ["--admin-port", str(self.admin_port), "--log-level", log_level]
+        for fault in faults:
+            argv += ["--fault", fault]
+        self.process = subprocess.Popen(argv, cwd=REPO_ROOT)
+        try:
+            _wait_listening(self.port, self.process)
+            _wait_listening(self.admin_port, self.process)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"amqp://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://guest:guest@127.0.0.1:{self.admin_port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
 def run_fault(fault: str | None, results: Path, keyword: str | None) -> str:
     """One suite run against a reference broker with `fault` on; returns the broker name."""
-    port, admin_port = _free_port(), _free_port()
-    argv = [sys.executable, "-m", "reference_broker", "--port", str(port)]
-    argv += ["--admin-port", str(admin_port), "--log-level", "error"]
-    if fault:
-        argv += ["--fault", fault]
     name = f"reference+{fault}" if fault else "reference"
-    broker = subprocess.Popen(argv, cwd=REPO_ROOT)
+    broker = ReferenceBroker(*([fault] if fault else []))
     try:
-        _wait_listening(port, broker)
-        _wait_listening(admin_port, broker)
-        command = [sys.executable, "-m", "amqpspec.cli", "run", "--broker"]
-        command += [f"amqp://127.0.0.1:{port}", "--profile", "reference", "--admin"]
-        command += [f"http://guest:guest@127.0.0.1:{admin_port}", "--results", str(results)]
+        command = [sys.executable, "-m", "amqpspec.cli", "run", "--broker", broker.url]
+        command += ["--profile", "reference", "--admin", broker.admin_url]
+        command += ["--results", str(results)]
         command += ["--broker-name", name, "-q"] + (["-k", keyword] if keyword else [])
         subprocess.run(command, cwd=REPO_ROOT, capture_output=True, timeout=1800)
     finally:
-        broker.terminate()
-        try:
-            broker.wait(10)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait(5)
+        broker.stop()
     return name
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from conformance.admin import NoAdmin, make_admin
+from conformance.fault_matrix import ReferenceBroker, free_port
 from conformance.profile import ProfileError, available_profiles, load_profile
 from conformance.registry import load_cases
 from conformance.results import (
@@ -39,68 +40,21 @@ REPO = Path(__file__).resolve().parent.parent
 CASES = {case.case_id: case for case in load_cases()}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class RefBroker:
-    def __init__(self, *faults: str) -> None:
-        self.port, self.admin_port = _free_port(), _free_port()
-        argv = [sys.executable, "-m", "reference_broker", "--port", str(self.port)]
-        argv += ["--admin-port", str(self.admin_port), "--log-level", "warning"]
-        for fault in faults:
-            argv += ["--fault", fault]
-        self.process = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                socket.create_connection(("127.0.0.1", self.admin_port), timeout=0.5).close()
-                return
-            except OSError:
-                if self.process.poll() is not None:
-                    break
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("reference broker did not start")
-
-    @property
-    def url(self) -> str:
-        return f"amqp://127.0.0.1:{self.port}"
-
-    @property
-    def admin_url(self) -> str:
-        return f"http://guest:guest@127.0.0.1:{self.admin_port}"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
-
-
 @pytest.fixture(scope="module")
-def broker() -> Iterator[RefBroker]:
-    running = RefBroker()
+def broker() -> Iterator[ReferenceBroker]:
+    running = ReferenceBroker(log_level="warning")
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
-def overdelivering_broker() -> Iterator[RefBroker]:
-    running = RefBroker("overdeliver-on-regrant")
+def overdelivering_broker() -> Iterator[ReferenceBroker]:
+    running = ReferenceBroker("overdeliver-on-regrant", log_level="warning")
     yield running
     running.stop()
 
 
-def _run(case_id: str, broker: RefBroker, profile_name: str = "reference"):
+def _run(case_id: str, broker: ReferenceBroker, profile_name: str = "reference"):
     profile = load_profile(profile_name)
     admin = make_admin(profile.admin, broker.admin_url)
     try:
@@ -112,7 +66,7 @@ def _run(case_id: str, broker: RefBroker, profile_name: str = "reference"):
 # --- the #2597 case against the reference broker, clean and faulty -------------------------
 
 
-def test_regrant_case_ok_on_the_clean_reference_broker(broker: RefBroker) -> None:
+def test_regrant_case_ok_on_the_clean_reference_broker(broker: ReferenceBroker) -> None:
     result = _run("2.6.7/credit-regrant-in-flight", broker)
     assert result.verdict == Verdict.OK, result.reason
     transfers = [
@@ -121,7 +75,7 @@ def test_regrant_case_ok_on_the_clean_reference_broker(broker: RefBroker) -> Non
     assert len(transfers) == 2000
 
 
-def test_regrant_case_fails_on_overdeliver_fault(overdelivering_broker: RefBroker) -> None:
+def test_regrant_case_fails_on_overdeliver_fault(overdelivering_broker: ReferenceBroker) -> None:
     result = _run("2.6.7/credit-regrant-in-flight", overdelivering_broker)
     assert result.verdict == Verdict.FAILED
     # the checker's rule and the offending transfer frame itself are in the reason
@@ -130,7 +84,7 @@ def test_regrant_case_fails_on_overdeliver_fault(overdelivering_broker: RefBroke
     assert "!! [MUST 2.6.7 link.credit.transfer-beyond-credit]" in result.trace_text
 
 
-def test_faulty_broker_still_passes_unrelated_cases(overdelivering_broker: RefBroker) -> None:
+def test_faulty_broker_still_passes_unrelated_cases(overdelivering_broker: ReferenceBroker) -> None:
     result = _run("2.6.7/credit-single-grant", overdelivering_broker)
     assert result.verdict == Verdict.OK, result.reason
 
@@ -151,7 +105,7 @@ def _amqpspec(*args: str) -> subprocess.CompletedProcess[str]:
 SELECTION = "2.2/header-unsupported-version or credit-single-grant or drain-empty-queue"
 
 
-def test_run_writes_index_junit_traces_and_report(broker: RefBroker, tmp_path: Path) -> None:
+def test_run_writes_index_junit_traces_and_report(broker: ReferenceBroker, tmp_path: Path) -> None:
     results = tmp_path / "results"
     run = _amqpspec(
         "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
@@ -191,7 +145,7 @@ def test_run_writes_index_junit_traces_and_report(broker: RefBroker, tmp_path: P
     assert page.startswith("<!DOCTYPE html>") and "2.2/header-unsupported-version" in page
 
 
-def test_run_with_expectations_fails_on_difference(broker: RefBroker, tmp_path: Path) -> None:
+def test_run_with_expectations_fails_on_difference(broker: ReferenceBroker, tmp_path: Path) -> None:
     expect = tmp_path / "reference.toml"
     expect.write_text(
         format_expectations(
@@ -214,7 +168,7 @@ def test_run_with_expectations_fails_on_difference(broker: RefBroker, tmp_path: 
 
 
 def test_unreachable_broker_is_error_and_fails_the_run(tmp_path: Path) -> None:
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     run = _amqpspec(
         "run", "--broker", f"amqp://127.0.0.1:{port}", "--profile", "proton-example",
         "--results", str(tmp_path), "-k", "2.4.1/open-answered", "-q",
@@ -427,7 +381,7 @@ class FlakyRelay:
 
 
 def test_expect_retries_report_unstable_case_without_failing(
-    broker: RefBroker, tmp_path: Path
+    broker: ReferenceBroker, tmp_path: Path
 ) -> None:
     relay = FlakyRelay(broker.port, drop=1)
     try:
@@ -456,7 +410,7 @@ def test_expect_retries_report_unstable_case_without_failing(
 
 
 def test_expect_retries_still_fail_a_difference_that_repeats(
-    broker: RefBroker, tmp_path: Path
+    broker: ReferenceBroker, tmp_path: Path
 ) -> None:
     expect = tmp_path / "wrong.toml"
     expect.write_text(format_expectations("reference", {"2.6.7/credit-single-grant": "FAILED"}))
