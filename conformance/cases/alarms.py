@@ -10,13 +10,13 @@ case clears the alarm it raised, whatever happens.
 
 from __future__ import annotations
 
-from conformance.cases.checks import (
+from conformance.cases.alarm_windows import (
     memory_alarm,
-    publisher,
     transfer_frames,
     window_closed_or_unsupported,
     window_flow,
 )
+from conformance.cases.checks import publisher
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import body, consumer, fill
 from conformance.steps_more import exactly, wait_credit

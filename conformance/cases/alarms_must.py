@@ -12,13 +12,13 @@ and is graded FAILED. The SHOULD-level siblings are `2.5.6/alarm-closes-window` 
 
 from __future__ import annotations
 
-from conformance.cases.checks import (
+from conformance.cases.alarm_windows import (
     memory_alarm,
-    publisher,
     transfer_frames,
     window_closed_or_unsupported,
     window_flow,
 )
+from conformance.cases.checks import publisher
 from conformance.registry import MUST, case
 from conformance.steps_more import session_flow
 from conformance.verdicts import CaseFailed

@@ -1,8 +1,9 @@
-"""Checked steps shared by the case modules: one scenario step plus the check or outcome
-the cases make after it (a drain and its reply, an echo and its reply, a crafted frame and
-the broker's ending, a refused protocol header, unsettled deliveries and their requeue, a
-publisher with credit, a SASL outcome), and `case_function`, which names a run function
-built by a case module's factory.
+"""Checked steps shared by the case modules: one scenario step plus the check the cases
+make after it — a drain and its reply, an echo and its reply, the proton prefetch pattern,
+a queue with a receiver, a publisher with credit, unsettled deliveries and their requeue
+or outcome, multi-frame deliveries — and `case_function`, which names a run function
+built by a case module's factory. Steps about refusals live in refusals.py, those about
+alarms and session windows in alarm_windows.py.
 
 Owns no case: it registers nothing (the registry imports it with the case modules, which is
 harmless). Probe compositions without checks live in conformance/steps.py and
@@ -11,21 +12,15 @@ conformance/steps_more.py; this module builds on them. Touches nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
-from amqp10.composites import Flow, Transfer
+from amqp10.composites import Flow
 from amqp10.engine import Link, Session, TransferReceived
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, FrameType, ProtocolHeader, encode_frame
-from amqp10.message import Message
-from conformance.cases.sentences import NEGOTIATION, SUPPORTED_HEADERS
 from conformance.probe import Probe
-from conformance.registry import MUST, case
 from conformance.runner import CaseContext
 from conformance.steps import collect, consumer, drain_reply, fill, message_text, unsettled_consumer
 from conformance.steps_more import advance, wait_credit
-from conformance.verdicts import CaseFailed, Unsupported
 
 RunFunction = Callable[[Probe, CaseContext], None]
 
@@ -130,106 +125,6 @@ def available_after(probe: Probe, ctx: CaseContext, queued: int, consumed: int) 
     return echo_reply(probe, link, 0)
 
 
-# frames the broker must refuse
-
-
-def sent_bytes_outcome(
-    probe: Probe, data: bytes, *, timeout: float | None = None, silence: str = "timeout"
-) -> str:
-    """Send crafted bytes: how the broker ended something after them (`silence` when it
-    ended nothing within `timeout`)."""
-    since = probe.mark()
-    probe.send_raw(data)
-    observed = probe.error_outcome(timeout=timeout, since=since)
-    return silence if observed == "timeout" else observed
-
-
-def sent_frame_outcome(
-    probe: Probe,
-    performative: Any,
-    channel: int = 0,
-    payload: bytes = b"",
-    *,
-    timeout: float | None = None,
-    silence: str = "timeout",
-) -> str:
-    """Send one crafted frame: how the broker ended something after it (`silence` when it
-    ended nothing within `timeout`)."""
-    frame = encode_frame(performative, channel, payload)
-    return sent_bytes_outcome(probe, frame, timeout=timeout, silence=silence)
-
-
-def refused_after_open(probe: Probe, ctx: CaseContext, data: bytes) -> None:
-    """Open the connection, send crafted bytes (a malformed frame): grade how the broker
-    ends it (the case's outcomes)."""
-    probe.open()
-    ctx.outcome(sent_bytes_outcome(probe, data))
-
-
-def header_refused(
-    probe: Probe,
-    ctx: CaseContext,
-    header: ProtocolHeader | bytes,
-    kept_open: str = "the broker did not close the socket after its header",
-) -> None:
-    """2.2: send a protocol header (or bytes) the broker does not speak: grade its answer
-    (the case's outcomes), then it must close the socket (`kept_open` names a failure)."""
-    probe.send_raw(header if isinstance(header, bytes) else header.encode())
-    ctx.outcome(probe.header_answer())
-    ctx.check(probe.wait_closed(), kept_open)
-
-
-def refused_header_case(
-    case_id: str, header: ProtocolHeader, name: str, doc: str, module: str
-) -> RunFunction:
-    """Register the case `case_id` (2.2 negotiation, MUST): `header` is answered with a
-    header the broker speaks (AMQP or SASL 1.0; another is lenient), then closed."""
-
-    def run(probe: Probe, ctx: CaseContext) -> None:
-        header_refused(probe, ctx, header)
-
-    return case(case_id, MUST, NEGOTIATION, outcomes=SUPPORTED_HEADERS, lenient={"header:*"})(
-        case_function(run, name, doc, module)
-    )
-
-
-# SASL (5.3)
-
-
-def offered_mechanisms(probe: Probe) -> list[str]:
-    """Wait for sasl-mechanisms: the names it offers."""
-    frame = probe.wait_for_frame("sasl-mechanisms")
-    offered = frame.performative.sasl_server_mechanisms
-    return [str(m) for m in (offered if isinstance(offered, list | tuple) else [offered])]
-
-
-def sasl_outcome(probe: Probe) -> str:
-    """The broker's sasl-outcome as an outcome string (or tcp-close / timeout)."""
-    try:
-        outcome = probe.wait_for_frame("sasl-outcome")
-    except CaseFailed:
-        return "tcp-close" if probe.closed else "timeout"
-    return f"sasl-outcome:{outcome.performative.code}"
-
-
-def check_no_open_after(probe: Probe, ctx: CaseContext) -> None:
-    """After a failed SASL outcome: send the AMQP header anyway; no open may follow."""
-    if not probe.closed:
-        probe.send_header(AMQP_HEADER)
-        probe.idle(0.5)
-    ctx.check(not probe.server_frames("open"), "the broker opened after a failed SASL outcome")
-
-
-def refused_sasl_init(probe: Probe, ctx: CaseContext, init: Any) -> None:
-    """SASL header; after the broker's sasl-mechanisms, the sasl-init `init` it must refuse:
-    grade its sasl-outcome (the case's outcomes), then no open may follow."""
-    probe.send_header(SASL_HEADER)
-    probe.wait_for_frame("sasl-mechanisms")
-    probe.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
-    ctx.outcome(sasl_outcome(probe))
-    check_no_open_after(probe, ctx)
-
-
 # publishers
 
 
@@ -242,88 +137,6 @@ def publisher(
     sender = probe.attach_sender(session, ctx.target_address(queue), **attach)
     wait_credit(probe, sender)
     return session, sender
-
-
-# resource alarms and session windows (2.5.6)
-
-
-@contextmanager
-def memory_alarm(ctx: CaseContext) -> Iterator[None]:
-    """A memory alarm raised through the admin adapter, cleared whatever happens."""
-    ctx.admin.raise_alarm("memory")
-    try:
-        yield
-    finally:
-        ctx.admin.clear_alarm("memory")
-
-
-def window_flow(
-    probe: Probe,
-    since: int,
-    wanted: Callable[[Any], bool],
-    timeout: float,
-    channel: int | None = None,
-) -> Flow:
-    """The broker's first flow after `since` (on `channel`, if given) whose incoming-window
-    satisfies `wanted`."""
-    return probe.wait_for_frame(
-        "flow",
-        timeout,
-        lambda f: (
-            (channel is None or f.channel == channel) and wanted(f.performative.incoming_window)
-        ),
-        since=since,
-    ).performative
-
-
-def window_closed_or_unsupported(
-    probe: Probe,
-    since: int,
-    timeout: float,
-    refusal: str,
-    *,
-    see: str = "",
-    channel: int | None = None,
-) -> None:
-    """Wait for the broker's flow with incoming-window 0 (on `channel`, if given) after an
-    alarm. Without one the case cannot go on: UNSUPPORTED "`refusal` (why); see `see`"."""
-    try:
-        window_flow(probe, since, lambda w: w == 0, timeout, channel)
-    except CaseFailed as exc:
-        raise Unsupported(f"{refusal} ({exc})" + (f"; see {see}" if see else "")) from exc
-
-
-def transfer_frames(session: Session, sender: Link, tags: list[bytes], **fields: Any) -> bytes:
-    """Crafted single-frame transfers on `sender`, one per delivery tag, with the next
-    delivery-ids (our engine's window bookkeeping does not see them: the frames may exceed
-    the broker's window)."""
-    return b"".join(
-        encode_frame(
-            Transfer(
-                handle=sender.handle,
-                delivery_id=session.next_delivery_id + index,
-                delivery_tag=tag,
-                message_format=0,
-                **fields,
-            ),
-            session.channel,
-            Message.of(b"x").encode(),
-        )
-        for index, tag in enumerate(tags)
-    )
-
-
-def one_delivery_frames(session: Session, sender: Link, tag: bytes, count: int) -> bytes:
-    """A crafted delivery of `count` one-byte transfer frames (more=true throughout)."""
-    head = Transfer(
-        handle=sender.handle,
-        delivery_id=session.next_delivery_id,
-        delivery_tag=tag,
-        message_format=0,
-        more=True,
-    )
-    rest = encode_frame(Transfer(handle=sender.handle, more=True), session.channel, b"\x00")
-    return encode_frame(head, session.channel, b"\x00") + rest * (count - 1)
 
 
 # unsettled deliveries and requeue (2.6.6, 3.4)

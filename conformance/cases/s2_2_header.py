@@ -5,7 +5,7 @@ it does, then the socket is closed. Owns the cases `2.2/*`.
 from __future__ import annotations
 
 from amqp10.frames import ProtocolHeader
-from conformance.cases.checks import header_refused, refused_header_case
+from conformance.cases.refusals import header_refused, refused_header_case
 from conformance.cases.sentences import NEGOTIATION
 from conformance.cases.sentences import SUPPORTED_HEADERS as SUPPORTED
 from conformance.registry import MUST, case

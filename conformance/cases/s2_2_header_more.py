@@ -8,7 +8,7 @@ Owns the cases `2.2/header-more-*`.
 from __future__ import annotations
 
 from amqp10.frames import AMQP_HEADER, SASL_HEADER, TLS_HEADER, ProtocolHeader
-from conformance.cases.checks import header_refused, refused_header_case
+from conformance.cases.refusals import header_refused, refused_header_case
 from conformance.cases.sentences import NEGOTIATION
 from conformance.cases.sentences import SUPPORTED_HEADERS as SUPPORTED
 from conformance.registry import MUST, case

@@ -12,7 +12,7 @@ from amqp10.codec import encode
 from amqp10.composites import Transfer
 from amqp10.frames import FRAME_HEADER
 from amqp10.types import Described, ulong
-from conformance.cases.checks import refused_after_open, sent_bytes_outcome, sent_frame_outcome
+from conformance.cases.refusals import refused_after_open, sent_bytes_outcome, sent_frame_outcome
 from conformance.registry import MUST, case
 from conformance.verdicts import Unsupported
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from amqp10.codec import encode
 from amqp10.composites import Begin, Flow
 from amqp10.types import Described, symbol, uint, ulong
-from conformance.cases.checks import refused_after_open, sent_bytes_outcome, sent_frame_outcome
+from conformance.cases.refusals import refused_after_open, sent_bytes_outcome, sent_frame_outcome
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps_more import raw_frame
 

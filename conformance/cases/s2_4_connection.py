@@ -8,7 +8,8 @@ import itertools
 
 from amqp10.composites import Begin, Open
 from amqp10.frames import Frame
-from conformance.cases.checks import sent_frame_outcome, small_frame_probe
+from conformance.cases.checks import small_frame_probe
+from conformance.cases.refusals import sent_frame_outcome
 from conformance.registry import MUST, case
 from conformance.steps import consumer, fill
 from traces.model import SERVER

@@ -5,14 +5,14 @@ with amqp:session:window-violation. Owns the cases `2.5.6/*`.
 from __future__ import annotations
 
 from amqp10.frames import Frame
-from conformance.cases.checks import (
+from conformance.cases.alarm_windows import (
     memory_alarm,
     one_delivery_frames,
-    publisher,
     transfer_frames,
     window_closed_or_unsupported,
     window_flow,
 )
+from conformance.cases.checks import publisher
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps_more import server_flows, session_flow
 from conformance.verdicts import Unsupported

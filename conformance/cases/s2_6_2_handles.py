@@ -7,7 +7,7 @@ from __future__ import annotations
 from amqp10.composites import Attach, Source, Target, Transfer
 from amqp10.message import Message
 from amqp10.spec import Role
-from conformance.cases.checks import sent_frame_outcome
+from conformance.cases.refusals import sent_frame_outcome
 from conformance.cases.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
 from conformance.registry import MUST, case
 from conformance.steps_more import session_flow

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from amqp10.composites import Begin, Error, Open
 from amqp10.engine import RemoteClose
-from conformance.cases.checks import sent_frame_outcome
+from conformance.cases.refusals import sent_frame_outcome
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import consumer, fill
 from conformance.verdicts import CaseFailed

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from amqp10.composites import Begin, End, Error
 from amqp10.engine import RemoteEnd
-from conformance.cases.checks import sent_frame_outcome
+from conformance.cases.refusals import sent_frame_outcome
 from conformance.registry import MUST, SHOULD, case
 
 ANY_END = {"close:*", "end:*", "tcp-close"}

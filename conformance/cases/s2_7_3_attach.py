@@ -12,7 +12,8 @@ from amqp10.composites import Detach, Transfer
 from amqp10.engine import DispositionReceived
 from amqp10.message import Message
 from amqp10.spec import RcvSettleMode, Role, SndSettleMode
-from conformance.cases.checks import queued_receiver, sent_frame_outcome
+from conformance.cases.checks import queued_receiver
+from conformance.cases.refusals import sent_frame_outcome
 from conformance.cases.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps import body, consumer, fill

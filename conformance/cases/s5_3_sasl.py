@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from amqp10.engine import ClientSasl
 from amqp10.frames import SASL_HEADER
-from conformance.cases.checks import offered_mechanisms, refused_sasl_init
+from conformance.cases.refusals import offered_mechanisms, refused_sasl_init
 from conformance.registry import MUST, case
 
 

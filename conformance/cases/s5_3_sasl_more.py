@@ -11,7 +11,7 @@ from amqp10.composites import Open, SaslInit
 from amqp10.engine import ClientSasl
 from amqp10.frames import AMQP_HEADER, SASL_HEADER, FrameType, encode_frame
 from amqp10.types import symbol
-from conformance.cases.checks import offered_mechanisms, refused_sasl_init, sasl_outcome
+from conformance.cases.refusals import offered_mechanisms, refused_sasl_init, sasl_outcome
 from conformance.registry import MUST, SHOULD, case
 
 REFUSED = {"sasl-outcome:1", "sasl-outcome:2", "sasl-outcome:3", "sasl-outcome:4", "tcp-close"}

@@ -1,0 +1,116 @@
+"""Checked steps whose point is the broker's refusal: a crafted frame or bytes and how the
+broker ends the connection, session or link after them (2.3, 2.6.2, 2.7), a protocol
+header it does not speak (2.2; `refused_header_case` registers such a case), and a SASL
+exchange it must fail (5.3).
+
+Owns no case and registers none itself. Touches nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqp10.frames import AMQP_HEADER, SASL_HEADER, FrameType, ProtocolHeader, encode_frame
+from conformance.cases.checks import RunFunction, case_function
+from conformance.cases.sentences import NEGOTIATION, SUPPORTED_HEADERS
+from conformance.probe import Probe
+from conformance.registry import MUST, case
+from conformance.runner import CaseContext
+from conformance.verdicts import CaseFailed
+
+
+def sent_bytes_outcome(
+    probe: Probe, data: bytes, *, timeout: float | None = None, silence: str = "timeout"
+) -> str:
+    """Send crafted bytes: how the broker ended something after them (`silence` when it
+    ended nothing within `timeout`)."""
+    since = probe.mark()
+    probe.send_raw(data)
+    observed = probe.error_outcome(timeout=timeout, since=since)
+    return silence if observed == "timeout" else observed
+
+
+def sent_frame_outcome(
+    probe: Probe,
+    performative: Any,
+    channel: int = 0,
+    payload: bytes = b"",
+    *,
+    timeout: float | None = None,
+    silence: str = "timeout",
+) -> str:
+    """Send one crafted frame: how the broker ended something after it (`silence` when it
+    ended nothing within `timeout`)."""
+    frame = encode_frame(performative, channel, payload)
+    return sent_bytes_outcome(probe, frame, timeout=timeout, silence=silence)
+
+
+def refused_after_open(probe: Probe, ctx: CaseContext, data: bytes) -> None:
+    """Open the connection, send crafted bytes (a malformed frame): grade how the broker
+    ends it (the case's outcomes)."""
+    probe.open()
+    ctx.outcome(sent_bytes_outcome(probe, data))
+
+
+def header_refused(
+    probe: Probe,
+    ctx: CaseContext,
+    header: ProtocolHeader | bytes,
+    kept_open: str = "the broker did not close the socket after its header",
+) -> None:
+    """2.2: send a protocol header (or bytes) the broker does not speak: grade its answer
+    (the case's outcomes), then it must close the socket (`kept_open` names a failure)."""
+    probe.send_raw(header if isinstance(header, bytes) else header.encode())
+    ctx.outcome(probe.header_answer())
+    ctx.check(probe.wait_closed(), kept_open)
+
+
+def refused_header_case(
+    case_id: str, header: ProtocolHeader, name: str, doc: str, module: str
+) -> RunFunction:
+    """Register the case `case_id` (2.2 negotiation, MUST): `header` is answered with a
+    header the broker speaks (AMQP or SASL 1.0; another is lenient), then closed."""
+
+    def run(probe: Probe, ctx: CaseContext) -> None:
+        header_refused(probe, ctx, header)
+
+    return case(case_id, MUST, NEGOTIATION, outcomes=SUPPORTED_HEADERS, lenient={"header:*"})(
+        case_function(run, name, doc, module)
+    )
+
+
+# SASL (5.3)
+
+
+def offered_mechanisms(probe: Probe) -> list[str]:
+    """Wait for sasl-mechanisms: the names it offers."""
+    frame = probe.wait_for_frame("sasl-mechanisms")
+    offered = frame.performative.sasl_server_mechanisms
+    return [str(m) for m in (offered if isinstance(offered, list | tuple) else [offered])]
+
+
+def sasl_outcome(probe: Probe) -> str:
+    """The broker's sasl-outcome as an outcome string (or tcp-close / timeout)."""
+    try:
+        outcome = probe.wait_for_frame("sasl-outcome")
+    except CaseFailed:
+        return "tcp-close" if probe.closed else "timeout"
+    return f"sasl-outcome:{outcome.performative.code}"
+
+
+def check_no_open_after(probe: Probe, ctx: CaseContext) -> None:
+    """After a failed SASL outcome: send the AMQP header anyway; no open may follow."""
+    if not probe.closed:
+        probe.send_header(AMQP_HEADER)
+        probe.idle(0.5)
+    ctx.check(not probe.server_frames("open"), "the broker opened after a failed SASL outcome")
+
+
+def refused_sasl_init(probe: Probe, ctx: CaseContext, init: Any) -> None:
+    """SASL header; after the broker's sasl-mechanisms, the sasl-init `init` it must refuse:
+    grade its sasl-outcome (the case's outcomes), then no open may follow."""
+    probe.send_header(SASL_HEADER)
+    probe.wait_for_frame("sasl-mechanisms")
+    probe.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
+    ctx.outcome(sasl_outcome(probe))
+    check_no_open_after(probe, ctx)
