@@ -46,12 +46,15 @@ def _wait_listening(port: int, process: subprocess.Popen, timeout: float = 20.0)
 
 class ReferenceBroker:
     """`python -m reference_broker` with `faults` switched on, on free local ports (AMQP and
-    admin API), once both listen; stop() ends it (SIGTERM, then SIGKILL)."""
+    admin API), once both listen; stop() ends it (SIGTERM, then SIGKILL). The idle-time-out
+    is the one CI and the quickstart use (10 s), so `2.4.5/idle-broker-closes-silent-peer`
+    runs rather than being UNSUPPORTED."""
 
-    def __init__(self, *faults: str, log_level: str = "error") -> None:
+    def __init__(self, *faults: str, log_level: str = "error", idle_timeout: float = 10.0) -> None:
         self.port, self.admin_port = free_port(), free_port()
         argv = [sys.executable, "-m", "reference_broker", "--port", str(self.port)]
         argv += ["--admin-port", str(self.admin_port), "--log-level", log_level]
+        argv += ["--idle-timeout", str(idle_timeout)]
         for fault in faults:
             argv += ["--fault", fault]
         self.process = subprocess.Popen(argv, cwd=REPO_ROOT)
@@ -95,6 +98,17 @@ def run_fault(fault: str | None, results: Path, keyword: str | None) -> str:
     return name
 
 
+NOTES = [
+    "Notes:",
+    "- `no-echo`: echo is a SHOULD (2.7.4). The FAILED cases are MUST cases under the",
+    "  profile's `echo` capability (the broker declares it answers echo), whose flow-state",
+    "  checks need the reply; with no capability claim the detection would only be NON-STRICT.",
+    "- `ignore-alarm` / `negative-window-after-alarm`: no spec sentence; the",
+    "  `2.5.6/alarm-must-*` cases hold brokers whose profile declares `alarms`",
+    "  (RabbitMQ-4-style blocking) to that claim.",
+]
+
+
 def detection_table(index: dict, faults: list[str]) -> tuple[str, list[str]]:
     """Markdown table fault x cases (FAILED, and NON-STRICT where the fault breaks a
     SHOULD), counting only verdicts the clean broker does not also give; and the faults no
@@ -131,7 +145,17 @@ def detection_table(index: dict, faults: list[str]) -> tuple[str, list[str]]:
             + (", ".join(f"`{c}`" for c in weak) or "-")
             + " |"
         )
-    lines += ["", f"Clean broker FAILED/ERROR: {', '.join(clean_failed) or 'none'}."]
+    clean_counts: dict[str, int] = {}
+    for entry in clean.values():
+        clean_counts[entry["verdict"]] = clean_counts.get(entry["verdict"], 0) + 1
+    summary = ", ".join(f"{verdict} {n}" for verdict, n in sorted(clean_counts.items()))
+    lines += [
+        "",
+        f"Clean broker ({len(clean)} cases: {summary or 'none ran'}) FAILED/ERROR: "
+        f"{', '.join(clean_failed) or 'none'}.",
+        "",
+        *NOTES,
+    ]
     return "\n".join(lines) + "\n", undetected
 
 

@@ -329,6 +329,7 @@ def test_fault_detection_table_names_undetected_faults() -> None:
     assert "`2.2/b`" not in rows["overdeliver-on-regrant"]
     assert "**none: undetected**" in rows["no-echo"]
     assert "| - | `2.5.6/alarm-closes-window` |" in rows["ignore-alarm"]
+    assert "Clean broker (2 cases: FAILED 1, OK 1) FAILED/ERROR: 2.2/b." in table
 
 
 class FlakyRelay:
