@@ -5,15 +5,11 @@ be SIGKILLed mid-stream; several rounds on the same data dir.
 
 from __future__ import annotations
 
-import os
-import selectors
-import signal
-import subprocess
-import sys
 import threading
 
 import pytest
 from broker_support import WAIT, proton_receive
+from broker_support.process import BrokerProcess
 from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
@@ -22,43 +18,6 @@ pytestmark = pytest.mark.proton
 
 ROUNDS = 3
 KILL_AFTER = 600  # confirmed publishes before the kill
-
-
-class Broker:
-    def __init__(self, data_dir: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "reference_broker",
-                "--port",
-                "0",
-                "--admin-port",
-                "-1",
-                "--data-dir",
-                data_dir,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.port = self._wait_ready()
-
-    def _wait_ready(self) -> int:
-        selector = selectors.DefaultSelector()
-        selector.register(self.proc.stderr, selectors.EVENT_READ)
-        while True:
-            assert selector.select(WAIT), "broker not ready"
-            line = self.proc.stderr.readline()
-            assert line, "broker exited"
-            if "ready on 127.0.0.1:" in line:
-                return int(line.rsplit("ready on 127.0.0.1:", 1)[1].split()[0])
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(WAIT)
-        self.proc.stderr.close()
 
 
 class ConfirmedPublisher(MessagingHandler):
@@ -106,7 +65,7 @@ def test_confirmed_messages_survive_sigkill(tmp_path):
     all_confirmed: set[int] = set()
     start = 0
     for _ in range(ROUNDS):
-        broker = Broker(data_dir)
+        broker = BrokerProcess("--data-dir", data_dir)
         try:
             publisher = ConfirmedPublisher(
                 f"amqp://127.0.0.1:{broker.port}", start, KILL_AFTER, broker.kill
@@ -120,7 +79,7 @@ def test_confirmed_messages_survive_sigkill(tmp_path):
             start = publisher.next
         finally:
             broker.kill()
-    broker = Broker(data_dir)
+    broker = BrokerProcess("--data-dir", data_dir)
     try:
         url = f"amqp://127.0.0.1:{broker.port}"
         recovered = proton_receive(url, "/queues/durable-q", None).bodies

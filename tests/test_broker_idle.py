@@ -9,16 +9,13 @@ wait is bounded; nothing asserts on how long anything took.
 
 from __future__ import annotations
 
-import os
 import select
 import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from broker_support.process import BrokerProcess
 
 from amqp10.composites import Begin, Close, Open
 from amqp10.frames import (
@@ -34,61 +31,6 @@ from reference_broker.config import ConfigError, from_args, from_mapping
 
 WAIT = 15.0  # bound of every wait (generous: the box may be loaded)
 BROKER_IDLE_S = 1  # --idle-timeout: advertised 1,000 ms, a silent peer closed after 2 s
-
-
-class BrokerProcess:
-    """`python -m reference_broker` on a free port, no admin API; stderr drained."""
-
-    def __init__(self, *options: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "reference_broker",
-                "--port",
-                "0",
-                "--admin-port",
-                "-1",
-                *options,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.port = self._wait_ready()
-        # keep reading its log so a full pipe never blocks the broker
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _wait_ready(self) -> int:
-        deadline = time.monotonic() + WAIT
-        stderr = self.proc.stderr
-        assert stderr is not None
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([stderr], [], [], deadline - time.monotonic())
-            if not ready:
-                break
-            line = stderr.readline()
-            if not line:
-                break
-            if "ready on 127.0.0.1:" in line:
-                return int(line.rsplit("ready on 127.0.0.1:", 1)[1].split()[0])
-        self.stop()
-        raise AssertionError("the broker did not start")
-
-    def _drain(self) -> None:
-        stderr = self.proc.stderr
-        if stderr is not None:
-            for _ in stderr:
-                pass
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(WAIT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(WAIT)
 
 
 class RawPeer:
