@@ -18,7 +18,6 @@ results DIR, stdout.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,13 @@ from conformance.admin import Admin, make_admin
 from conformance.probe import Probe
 from conformance.profile import Profile, load_profile
 from conformance.registry import Case, load_cases
-from conformance.results import ResultsDir, compare, format_expectations, load_expectations
+from conformance.results import (
+    Expectation,
+    ResultsDir,
+    compare,
+    format_expectations,
+    load_expectations,
+)
 from conformance.runner import BrokerTarget, CaseResult, run_case
 from conformance.verdicts import PASSING, Verdict
 
@@ -44,7 +49,8 @@ class RunState:
     broker: str = ""
     results: list[CaseResult] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
-    unstable: list[str] = field(default_factory=list)  # matched the expectations on a retry
+    # case id -> report line, for cases that matched the expectations only on a retry
+    unstable: dict[str, str] = field(default_factory=dict)
     expect_file: str | None = None
     strict: bool = False
     index_path: Path | None = None
@@ -97,22 +103,8 @@ class _Session:
         result = run_case(case, self.target, self.profile, self.admin)
         attempts = [result.verdict]
         expectation = self.expected.get(case.case_id)
-        while (
-            expectation is not None
-            and attempts[-1] not in expectation.accepted
-            and len(attempts) <= self.expect_retries
-        ):
-            attempts.append(run_case(case, self.target, self.profile, self.admin).verdict)
-        if len(attempts) > 1:
-            seen = ", ".join(v.value for v in attempts)
-            result.notes.append(f"attempts against the expectations: {seen}")
-            if attempts[-1] in expectation.accepted:  # type: ignore[union-attr]
-                self.state.unstable.append(
-                    f"{case.case_id}: expected {expectation.text}, "  # type: ignore[union-attr]
-                    f"attempts {seen} ({result.reason[:200]})"
-                )
-            else:  # every attempt differed: the verdict of the last one is compared
-                result = dataclasses.replace(result, verdict=attempts[-1])
+        if expectation is not None and result.verdict not in expectation.accepted:
+            result, attempts = self._retry(case, result, expectation)
         entry = self.results_dir.add(result)
         if len(attempts) > 1:
             entry["attempts"] = [v.value for v in attempts]
@@ -121,9 +113,31 @@ class _Session:
         _attach_to_allure(case, result, self.results_dir.root / entry["trace"], entry, self)
         return result
 
+    def _retry(
+        self, case: Case, first: CaseResult, expectation: Expectation
+    ) -> tuple[CaseResult, list[Verdict]]:
+        """--expect-retries: run a differing case again until it matches or the retries are
+        spent. A match keeps the first result (the finding) and lists the case as unstable;
+        otherwise the last attempt is the result that gets compared."""
+        attempts, last = [first.verdict], first
+        while last.verdict not in expectation.accepted and len(attempts) <= self.expect_retries:
+            last = run_case(case, self.target, self.profile, self.admin)
+            attempts.append(last.verdict)
+        if len(attempts) == 1:
+            return first, attempts
+        seen = ", ".join(v.value for v in attempts)
+        if last.verdict not in expectation.accepted:
+            last.notes.append(f"attempts against the expectations: {seen}")
+            return last, attempts
+        first.notes.append(f"attempts against the expectations: {seen}")
+        self.state.unstable[case.case_id] = (
+            f"{case.case_id}: expected {expectation.text}, attempts {seen} ({first.reason[:200]})"
+        )
+        return first, attempts
+
     def finish(self) -> None:
         if self.expect_file:
-            unstable = {line.split(":", 1)[0] for line in self.state.unstable}
+            unstable = self.state.unstable
             verdicts = {k: v for k, v in self.state.verdicts.items() if k not in unstable}
             self.state.differences = compare(self.expected, verdicts)
         if self.write_expect:
@@ -233,7 +247,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"every verdict matches {state.expect_file}")
         if state.state.unstable:
             terminalreporter.write_sep("-", "UNSTABLE: matched the expectations only on a retry")
-            for line in state.state.unstable:
+            for line in state.state.unstable.values():
                 terminalreporter.write_line(line)
 
 
