@@ -271,6 +271,8 @@ class BrokerConnection:
             max_frame_size=limits.max_frame_size,
             channel_max=limits.channel_max - 1,
             idle_timeout_ms=limits.idle_time_out_ms or None,
+            # 2.4.5: advertise T, close a peer silent for 2T (resource-limit-exceeded)
+            idle_threshold_ms=2 * limits.idle_time_out_ms or None,
             sasl=sasl,
             auto_echo=False,  # echo answered from the queue's state; see _on_flow
         )
@@ -441,11 +443,6 @@ class BrokerConnection:
         self.vhost.register_connection(self.summary)
         engine = self.engine
         engine.open(properties={"product": "amqpspec reference broker"})
-        if engine.idle_timeout_ms:
-            # 2.4.5: "the value in idle-time-out SHOULD be half the peer's actual timeout
-            # threshold": our open (now written) advertised T; the engine closes a peer
-            # silent for 2T with amqp:resource-limit-exceeded (IdleTimeout, see below)
-            engine.idle_timeout_ms = 2 * self._limits.idle_time_out_ms
 
     def _on_close(self, event: RemoteClose) -> None:
         for session in list(self.sessions.values()):

@@ -438,6 +438,22 @@ def test_idle_timeout_expires_without_traffic():
     assert client.state is ConnState.END
 
 
+def test_idle_threshold_separate_from_the_advertised_idle_timeout():
+    # 2.4.5: advertise T, tolerate silence up to the real threshold (here 2T)
+    client = Connection("client", "c", idle_timeout_ms=1000, idle_threshold_ms=2000)
+    server = Connection("server", "s")
+    pair = ConnectionPair(client, server)
+    pair.open()
+    assert server.remote_idle_timeout_ms == 1000
+    assert client.get_timer() == pytest.approx(2.0)
+    client.handle_timer(1.5)
+    assert client.state is ConnState.OPENED and not of(IdleTimeout, pair.take("client"))
+    client.handle_timer(2.0)
+    assert one(IdleTimeout, pair.take("client")).timeout_ms == 2000
+    pair.pump(2.0)
+    assert one(RemoteClose, pair.take("server")).error.condition == Cond.RESOURCE_LIMIT_EXCEEDED
+
+
 def test_idle_timeout_when_the_peer_never_answers():
     client = Connection("client", "c", idle_timeout_ms=2000)
     client.open()

@@ -102,6 +102,7 @@ class Connection:
         max_frame_size: int = 65536,
         channel_max: int = 65535,
         idle_timeout_ms: int | None = None,
+        idle_threshold_ms: int | None = None,
         sasl: ClientSasl | ServerSasl | None = None,
         properties: dict | None = None,
         offered_capabilities: list[str] | None = None,
@@ -119,7 +120,10 @@ class Connection:
         self.hostname = hostname
         self.max_frame_size = max_frame_size
         self.channel_max = channel_max
-        self.idle_timeout_ms = idle_timeout_ms
+        self.idle_timeout_ms = idle_timeout_ms  # advertised in our open
+        # 2.4.5: how long silence is tolerated before we close; the advertised value
+        # "SHOULD be half the peer's actual timeout threshold" (default: the advertised one)
+        self.idle_threshold_ms = idle_threshold_ms or idle_timeout_ms
         self.properties = properties
         self.offered_capabilities = offered_capabilities
         self.desired_capabilities = desired_capabilities
@@ -289,7 +293,8 @@ class Connection:
         base = self._last_received
         if base is None or (self._open_sent_at is not None and self._open_sent_at > base):
             base = self._open_sent_at
-        return None if base is None else base + self.idle_timeout_ms / 1000
+        threshold = self.idle_threshold_ms or self.idle_timeout_ms
+        return None if base is None else base + threshold / 1000
 
     def _heartbeat_due(self) -> float | None:
         if not self.remote_idle_timeout_ms or self.state not in _LIVE:
@@ -304,7 +309,7 @@ class Connection:
         self._now = now
         deadline = self._idle_deadline()
         if deadline is not None and now >= deadline:
-            self._events.append(ev.IdleTimeout(self.idle_timeout_ms or 0))
+            self._events.append(ev.IdleTimeout(self.idle_threshold_ms or self.idle_timeout_ms or 0))
             self.close(Cond.RESOURCE_LIMIT_EXCEEDED, "local idle-time-out expired")
             return
         due = self._heartbeat_due()
