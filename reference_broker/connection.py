@@ -13,9 +13,10 @@ Hot path per read: engine.receive_data (at most MAX_FRAMES_PER_STEP frames at a 
 events; vhost.dispatch_pending (deliveries of every connection); confirms batched per
 session; one transport.write per dirty connection.
 
-Echo (2.7.4): the engine runs with auto_echo=False, so every echo is answered here from
+Echo (2.7.4): the engine's policy has auto_echo off, so every echo is answered here from
 the broker's own state (a consumer's by its queue, credit API v2), and the `no-echo`
-fault can suppress them all.
+fault can suppress them all. The faults that must break an engine rule to reach the wire
+(skip-window-check, the credit faults) relax it in that policy (Faults.endpoint_policy).
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ class BrokerContext:
         amqp:resource-deleted (RabbitMQ 4 does the same)."""
         if event != "queue.deleted":
             return
-        for consumer in list(queue._consumers.values()):
+        for consumer in queue.consumers:
             owner = consumer.owner
             if isinstance(owner, ConsumerLink):
                 owner.session.connection.queue_deleted(owner)
@@ -274,7 +275,8 @@ class BrokerConnection:
             # 2.4.5: advertise T, close a peer silent for 2T (resource-limit-exceeded)
             idle_threshold_ms=2 * limits.idle_time_out_ms or None,
             sasl=sasl,
-            auto_echo=False,  # echo answered from the queue's state; see _on_flow
+            # echo answered from the queue's state (see _on_flow); faults relax the rest
+            policy=self.faults.endpoint_policy(auto_echo=False),
         )
 
     def _sasl(self) -> ServerSasl:
@@ -494,8 +496,6 @@ class BrokerConnection:
                 outgoing_window=0xFFFFFFFF,
                 handle_max=limits.handle_max - 1,
                 auto_window=False,  # re-opened per read in reopen_windows(), see there
-                # fault skip-window-check: transfers beyond the window are let through
-                enforce_window=not self.faults.skip_window_check,
             )
         except UsageError as exc:  # e.g. no free channel
             log.info("%s: begin refused: %s", self.name, exc)
@@ -614,7 +614,7 @@ class BrokerConnection:
         if isinstance(state, ConsumerLink):
             session.consumers.pop(link, None)
             queue = state.queue
-            if state.tag in queue._consumers:
+            if queue.has_consumer(state.tag):
                 self.vhost.cancel_consumer(queue, state.tag)
             session.forget_consumer(state)
         self.vhost.release_owner(link)

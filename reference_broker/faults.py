@@ -1,9 +1,10 @@
 """Fault catalog: deliberate, switchable bugs modelled on real broker bugs (off by default).
 
 Owns: the frozen registry of fault names (one-line description, real-world origin and the
-layer that implements each), the `Faults` set object, and parsing of `--fault NAME`.
-Touches nothing else. Every fault is a plain boolean attribute of `Faults`
-(`faults.overdeliver_on_regrant`), so an off path costs one attribute load.
+layer that implements each, the engine rule it relaxes), the `Faults` set object (its
+attributes and the broker engine's `EndpointPolicy` both derived from the catalog), and
+parsing of `--fault NAME`. Touches nothing else. Every fault is a plain boolean attribute
+of `Faults` (`faults.overdeliver_on_regrant`), so an off path costs one attribute load.
 
 Where each fault lives:
 - queue layer (`reference_broker.queues`, implemented there): overdeliver-on-regrant,
@@ -20,25 +21,33 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from amqp10.engine.policy import EndpointPolicy
+
 QUEUE_LAYER = "queue"
 PROTOCOL_LAYER = "protocol"
 
 
 @dataclass(frozen=True, slots=True)
 class FaultInfo:
+    """`relaxes`: the `EndpointPolicy` switch the broker's engine must turn off for the
+    fault to reach the wire (e.g. "check_credit" for a fault that sends past the grant)."""
+
     name: str
     description: str
     origin: str
     layer: str
     where: str
+    relaxes: str | None = None
 
     @property
     def attribute(self) -> str:
         return self.name.replace("-", "_")
 
 
-def _fault(name: str, description: str, origin: str, layer: str, where: str) -> FaultInfo:
-    return FaultInfo(name, description, origin, layer, where)
+def _fault(
+    name: str, description: str, origin: str, layer: str, where: str, relaxes: str | None = None
+) -> FaultInfo:
+    return FaultInfo(name, description, origin, layer, where, relaxes)
 
 
 CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
@@ -52,6 +61,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "RabbitMQ #2597 (fixed by PR #9022, credit API v2)",
                 QUEUE_LAYER,
                 "queues.ClassicQueue.flow",
+                "check_credit",
             ),
             _fault(
                 "transfer-before-credit",
@@ -59,6 +69,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "rabbitmq-amqp1.0#43",
                 QUEUE_LAYER,
                 "queues.ClassicQueue.add_consumer",
+                "check_credit",
             ),
             _fault(
                 "ignore-drain",
@@ -82,6 +93,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "DISPATCH-1090 / DISPATCH-1496",
                 QUEUE_LAYER,
                 "queues.ClassicQueue._complete_drain",
+                "check_credit",
             ),
             _fault(
                 "no-requeue-on-detach",
@@ -112,6 +124,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "azure-uamqp-c PR #383",
                 PROTOCOL_LAYER,
                 "protocol layer: outgoing multi-frame transfer accounting",
+                "check_credit",
             ),
             _fault(
                 "redeliver-undeliverable-here",
@@ -134,6 +147,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "2.5.6 session flow control (brokers that never enforce their window)",
                 PROTOCOL_LAYER,
                 "protocol layer: incoming transfer window check",
+                "enforce_window",
             ),
         )
     }
@@ -152,21 +166,7 @@ class UnknownFaultError(ValueError):
 class Faults:
     """An immutable set of enabled faults with one boolean attribute per catalog entry."""
 
-    __slots__ = (
-        "_enabled",
-        "credit_per_frame",
-        "excess_credit_after_drain",
-        "ignore_alarm",
-        "ignore_drain",
-        "negative_window_after_alarm",
-        "no_drain_reply",
-        "no_echo",
-        "no_requeue_on_detach",
-        "overdeliver_on_regrant",
-        "redeliver_undeliverable_here",
-        "skip_window_check",
-        "transfer_before_credit",
-    )
+    __slots__ = ("_enabled", *sorted(info.attribute for info in CATALOG.values()))
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         enabled = frozenset(names)
@@ -179,6 +179,16 @@ class Faults:
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("Faults is immutable")
+
+    def endpoint_policy(self, *, auto_echo: bool = True) -> EndpointPolicy:
+        """The broker engine's `EndpointPolicy`: every rule kept except those an enabled
+        fault relaxes (its catalog entry's `relaxes`) to reach the wire."""
+        relaxed = {CATALOG[name].relaxes for name in self._enabled}
+        return EndpointPolicy(
+            enforce_window="enforce_window" not in relaxed,
+            check_credit="check_credit" not in relaxed,
+            auto_echo=auto_echo,
+        )
 
     @property
     def enabled(self) -> frozenset[str]:

@@ -12,7 +12,8 @@ unsettled deliveries and confirms.
 Credit of a consumer link lives twice: in the queue (credit API v2, authoritative for
 what to dispatch) and in the engine Link, which applies the same 2.6.7 rules to the same
 flows and refuses a send beyond the receiver's grant (our guard against RabbitMQ #2597).
-Only the faults that over-deliver on purpose send past it (`send(check_credit=False)`).
+Only the faults that over-deliver on purpose send past it: they relax the engine policy's
+check_credit (faults.CATALOG `relaxes`).
 """
 
 from __future__ import annotations
@@ -37,13 +38,6 @@ log = logging.getLogger("reference_broker.links")
 _MASK = 0xFFFFFFFF
 # per transfer frame beyond the payload: frame header + a transfer performative (2.7.5)
 _TRANSFER_OVERHEAD = 64
-# faults whose queue sends beyond (or reports state beyond) the receiver's grant
-_CREDIT_FAULTS = (
-    "overdeliver_on_regrant",
-    "transfer_before_credit",
-    "excess_credit_after_drain",
-    "credit_per_frame",
-)
 
 
 def redelivered_payload(msg: QueuedMessage) -> bytes:
@@ -68,7 +62,6 @@ class ConsumerLink:
     """A link on which the broker is the sender: the queue's consumer (3.5.3 source)."""
 
     __slots__ = (
-        "check_credit",
         "connection",
         "faults",
         "link",
@@ -87,8 +80,7 @@ class ConsumerLink:
         self.queue = queue
         self.tag = tag
         self.settled = link.snd_settle_mode == SndSettleMode.SETTLED
-        self.faults = faults = session.connection.faults
-        self.check_credit = not any(getattr(faults, name) for name in _CREDIT_FAULTS)
+        self.faults = session.connection.faults
 
     def deliver(self, event: Delivery) -> None:
         """Send one Delivery from the queue as a transfer (split by the engine at the
@@ -100,10 +92,10 @@ class ConsumerLink:
         else:  # redelivered (3.2.1) or modified with annotations (3.4.5)
             payload = redelivered_payload(msg)
         try:
-            delivery_id = link.send(payload, settled=event.settled, check_credit=self.check_credit)
+            delivery_id = link.send(payload, settled=event.settled)
         except UsageError as exc:  # too big for the peer, or the link is going away
             log.debug("cannot send on %r: %s", link, exc)
-            if not event.settled and self.tag in self.queue._consumers:
+            if not event.settled and self.queue.has_consumer(self.tag):
                 self.queue.settle(self.tag, [msg.msg_id], RELEASED)
             limit = link.remote_attach.max_message_size if link.remote_attach else None
             if limit and len(payload) > limit:  # 2.7.3: the receiver's max-message-size
@@ -116,9 +108,7 @@ class ConsumerLink:
             self.unsettled[delivery_id] = (self, msg.msg_id)
         if self.faults.credit_per_frame:
             self._count_frames_as_credit(event, len(payload))
-        connection = self.connection
-        if not connection._dirty:
-            connection.mark_dirty()
+        self.connection.mark_dirty()
 
     def _count_frames_as_credit(self, event: Delivery, size: int) -> None:
         """Fault credit-per-frame (azure-uamqp-c PR #383): every transfer frame of a
@@ -144,7 +134,6 @@ class ConsumerLink:
                 link_credit=reply.link_credit,
                 drain=reply.drain,
                 available=reply.available,
-                check_credit=self.check_credit,
             )
             link.send_flow_state()
         except UsageError as exc:
@@ -155,7 +144,7 @@ class ConsumerLink:
     def receiver_flow(self, flow: Any) -> None:
         """The receiver's flow for this link: hand it to the queue (credit API v2), which
         answers drain and echo with a CreditReply (the engine has auto_echo off)."""
-        consumer = self.queue._consumers.get(self.tag)
+        consumer = self.queue.find_consumer(self.tag)
         if consumer is None:
             return
         link_credit = flow.link_credit

@@ -199,6 +199,13 @@ class ClassicQueue:
     def consumers(self) -> list[Consumer]:
         return list(self._consumers.values())
 
+    def has_consumer(self, tag: str) -> bool:
+        return tag in self._consumers
+
+    def find_consumer(self, tag: str) -> Consumer | None:
+        """The consumer `tag`, or None once it was removed (detach raced a flow)."""
+        return self._consumers.get(tag)
+
     def consumer(self, tag: str) -> Consumer:
         try:
             return self._consumers[tag]

@@ -110,7 +110,7 @@ class BrokerSession:
             return
         outcome, kwargs = outcome_of(state)
         for owner, msg_ids in groups.items():
-            if owner.tag in owner.queue._consumers:
+            if owner.queue.has_consumer(owner.tag):
                 owner.queue.settle(owner.tag, msg_ids, outcome, **kwargs)
         if not settled:  # rcv-settle-mode first: the sender settles on the outcome
             try:

@@ -3,8 +3,8 @@ misbehaviour with the fault on and does NOT observe it with the fault off.
 
 Scenarios run an amqp10 engine client over a real socket (tests/broker_support). The
 engine client is a strict peer, so several faults surface as its own protocol errors
-(transfer-limit-exceeded). The broker's engine runs with auto_echo=False and answers
-echo itself, so `no-echo` suppresses every echo reply (link and session); the checker's
+(transfer-limit-exceeded). The broker's engine policy has auto_echo off and the broker
+answers echo itself, so `no-echo` suppresses every echo reply (link and session); the checker's
 `link.echo.unanswered` rule names it.
 """
 
@@ -23,7 +23,13 @@ from broker_support import (
 
 from amqp10.checker import Checker
 from amqp10.composites import Modified
-from amqp10.engine import FlowReceived, ProtocolErrorRaised, RemoteAttach, RemoteEnd
+from amqp10.engine import (
+    EndpointPolicy,
+    FlowReceived,
+    ProtocolErrorRaised,
+    RemoteAttach,
+    RemoteEnd,
+)
 from amqp10.engine import TransferReceived as Transfer
 from amqp10.message import Message
 from amqp10.serial import serial_add
@@ -176,7 +182,7 @@ def skip_window_check(b, c) -> bool:
     # a peer ignoring the window: it believes it may send 40 frames
     session._remote_horizon = serial_add(session.next_outgoing_id, 1000)
     for i in range(40):
-        link.send(Message.of(str(i).encode()).encode(), settled=True, check_credit=False)
+        link.send(Message.of(str(i).encode()).encode(), settled=True)  # lax client policy
     c.settle(0.4)
     management(b).clear_alarm("memory")
     ends = c.of(RemoteEnd)
@@ -229,7 +235,10 @@ def run_scenario(fault: str, enabled: bool) -> bool:
     scenario, limits = SCENARIOS[fault]
     faults = (fault,) if enabled else ()
     with running_broker_with_queue(faults=faults, limits=limits or None) as b:
-        with connected_client(b, max_frame_size=512 if "max_frame_size" in limits else 65536) as c:
+        options: dict = {"max_frame_size": 512 if "max_frame_size" in limits else 65536}
+        if fault in CLIENT_VIOLATES:
+            options["policy"] = EndpointPolicy(check_credit=False)
+        with connected_client(b, **options) as c:
             observed = scenario(b, c)
         if not enabled and fault not in CLIENT_VIOLATES:
             # a correct broker: the checker finds nothing in the whole trace either

@@ -23,6 +23,7 @@ from amqp10.composites import Accepted, Flow, Modified, Properties, Rejected, Re
 from amqp10.engine import (
     ClientSasl,
     DispositionReceived,
+    EndpointPolicy,
     FlowReceived,
     IdleTimeout,
     ProtocolErrorRaised,
@@ -591,13 +592,17 @@ def test_a_publisher_beyond_its_credit_is_detached_and_released():
     transfer-limit-exceeded; ProtocolErrorRaised names the link, so the broker releases
     exactly that one and the session's other link goes on. (Credit 4, five transfers in
     one packet: no re-grant can have been seen in between.)"""
-    with running_broker_with_queue(limits={"max_link_credit": 4}) as b, connected_client(b) as c:
+    lax = EndpointPolicy(check_credit=False)  # the client ignores its credit on purpose
+    with (
+        running_broker_with_queue(limits={"max_link_credit": 4}) as b,
+        connected_client(b, policy=lax) as c,
+    ):
         session = begin(c)
         keep = receiver(c, session)
         out = sender(c, session)
         assert out.link_credit == 4 and _broker_links(b) == [2]
         for i in range(5):
-            out.send(Message.of(b"x%d" % i).encode(), settled=True, check_credit=False)
+            out.send(Message.of(b"x%d" % i).encode(), settled=True)
         detach = c.wait_event(RemoteDetach, where=lambda e: e.link is out)
         assert detach.error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
         c.wait_for(lambda: _broker_links(b) == [1], "the publisher released")

@@ -7,6 +7,7 @@ import argparse
 
 import pytest
 
+from amqp10.engine import EndpointPolicy
 from reference_broker.alarms import DISK, MEMORY, ResourceAlarms, read_process_rss
 from reference_broker.config import (
     BrokerConfig,
@@ -231,6 +232,19 @@ def test_faults_attributes_and_parsing():
         assert getattr(Faults([info.name]), info.attribute) is True
     with pytest.raises(AttributeError):
         faults.no_echo = False  # type: ignore[misc]
+
+
+def test_faults_slots_and_engine_policy_come_from_the_catalog():
+    assert set(Faults.__slots__) == {"_enabled"} | {i.attribute for i in CATALOG.values()}
+    assert NO_FAULTS.endpoint_policy() == EndpointPolicy()
+    relaxing = {"credit-per-frame", "excess-credit-after-drain", "overdeliver-on-regrant"}
+    relaxing |= {"skip-window-check", "transfer-before-credit"}
+    assert {name for name, info in CATALOG.items() if info.relaxes} == relaxing
+    for name in CATALOG:
+        policy = Faults([name]).endpoint_policy(auto_echo=False)
+        assert policy.auto_echo is False
+        assert policy.check_credit is (CATALOG[name].relaxes != "check_credit"), name
+        assert policy.enforce_window is (name != "skip-window-check"), name
 
 
 def test_unknown_fault_is_a_clear_error():

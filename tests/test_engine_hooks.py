@@ -1,6 +1,7 @@
-"""Engine hooks a broker needs beyond the defaults: echo left to the application
-(auto_echo), the 2.5.6 window check switch (enforce_window) and when a grant counts,
-application-owned sender credit (set_flow_state / send_flow_state / check_credit),
+"""Engine hooks a broker needs beyond the defaults: the EndpointPolicy switches (echo left
+to the application: auto_echo; the 2.5.6 window check: enforce_window; sends beyond the
+grant: check_credit) and when a grant counts, application-owned sender credit
+(set_flow_state / send_flow_state),
 attach termini checked against their archetype, bounded input steps (max_frames), and
 ProtocolErrorRaised naming its session and link.
 
@@ -16,6 +17,7 @@ from engine_support import Peer, server_peer, transfer, with_receiving_link, wit
 from amqp10.composites import Attach, Coordinator, Detach, End, Flow, Source, Target
 from amqp10.engine import (
     Connection,
+    EndpointPolicy,
     FlowReceived,
     LinkState,
     ProtocolErrorRaised,
@@ -27,6 +29,8 @@ from amqp10.engine import (
 from amqp10.frames import encode_frame
 from amqp10.spec import Cond, Role
 from amqp10.types import Described, symbol
+
+NO_ECHO = EndpointPolicy(auto_echo=False)
 
 
 def events(peer: Peer) -> list:
@@ -72,7 +76,7 @@ def test_link_and_session_echo_are_answered_by_default():
 
 
 def test_auto_echo_off_leaves_the_answer_to_the_application():
-    peer = server_peer(auto_echo=False)
+    peer = server_peer(policy=NO_ECHO)
     session = with_session(peer)
     link = with_receiving_link(peer, credit=3)
     sent = len(peer.performatives(Flow))
@@ -118,7 +122,7 @@ def test_echo_before_our_attach_is_answered_right_after_it():
 
 
 def test_echo_before_our_attach_with_auto_echo_off_is_an_event_only():
-    peer = server_peer(auto_echo=False)
+    peer = server_peer(policy=NO_ECHO)
     with_session(peer)
     peer.send(
         encode_frame(receiver_attach()),
@@ -138,9 +142,9 @@ def test_echo_before_our_attach_with_auto_echo_off_is_an_event_only():
 
 
 def test_enforce_window_off_lets_transfers_beyond_the_window_through():
-    peer = server_peer()
-    session = with_session(peer, incoming_window=2, auto_window=False, enforce_window=False)
-    assert session.enforce_window is False
+    peer = server_peer(policy=EndpointPolicy(enforce_window=False))
+    session = with_session(peer, incoming_window=2, auto_window=False)
+    assert session.connection.policy.enforce_window is False
     with_receiving_link(peer, credit=10)
     for delivery_id in range(6):
         peer.frame(transfer(delivery_id))
@@ -149,11 +153,12 @@ def test_enforce_window_off_lets_transfers_beyond_the_window_through():
     assert len(got) == 6 and session.state is SessState.MAPPED
 
 
-def test_begin_takes_enforce_window():
-    peer = Peer(Connection("client", "c"))
+def test_the_connection_policy_is_its_sessions_and_links_policy():
+    assert Connection("client", "c").policy == EndpointPolicy(True, True, True)
+    peer = Peer(Connection("client", "c", policy=EndpointPolicy(enforce_window=False)))
     peer.engine.open()
-    session = peer.engine.begin(enforce_window=False)
-    assert session.enforce_window is False
+    session = peer.engine.begin()
+    assert session.connection.policy.enforce_window is False
 
 
 def test_a_regrant_counts_once_sent_so_a_burst_beyond_the_window_is_a_violation():
@@ -247,9 +252,10 @@ def test_send_without_credit_is_refused_unless_check_credit_is_off():
     link = with_sending_link(peer)
     with pytest.raises(UsageError):
         link.send(b"m")
-    delivery_id = link.send(b"m", check_credit=False)  # fault injection only
+    peer.engine.policy = EndpointPolicy(check_credit=False)  # fault injection only
+    delivery_id = link.send(b"m")
     assert (link.delivery_count, link.link_credit) == (1, 0)
-    link.set_flow_state(delivery_count=5, link_credit=9, check_credit=False)
+    link.set_flow_state(delivery_count=5, link_credit=9)
     assert (link.delivery_count, link.link_credit) == (5, 9)
     sent = peer.performatives(type(transfer(0)))
     assert [t.delivery_id for t in sent] == [delivery_id]

@@ -18,14 +18,14 @@ owns the I/O loop:
 Endpoints (every state change goes through the tables in `transitions`):
 - Connection(role, container_id, *, hostname, max_frame_size, channel_max,
   idle_timeout_ms, sasl, properties, offered_capabilities, desired_capabilities,
-  auto_reply=True, auto_echo=True): open(), close(error=None, description=None),
-  begin(..., auto_window=True, enforce_window=True) -> Session.
+  auto_reply=True, policy=EndpointPolicy()): open(), close(error=None, description=None),
+  begin(..., auto_window=True) -> Session.
 - Session: attach_sender(name, source, target, ...) -> Link, attach_receiver(...) ->
   Link, accept(...) (answer a RemoteBegin), end(error=None), flow(incoming_window=None,
   echo=False), disposition(role, first, last, settled, state, batchable).
 - Link: accept(source, target, ...) / reject(error) (answer a RemoteAttach),
   flow(link_credit, drain, echo, available), send(payload, delivery_tag, settled,
-  message_format, check_credit=True) -> delivery-id, drained(), set_flow_state(...)
+  message_format) -> delivery-id, drained(), set_flow_state(...)
   (sender credit kept by the application), send_flow_state(echo=False),
   disposition(first, last, settled, state), detach(closed=True, error=None).
 
@@ -38,7 +38,7 @@ client/server pair for tests: `amqp10.engine.testing.ConnectionPair`. Reference:
 docs/engine.md.
 
 With auto_reply=True (default) the engine answers the peer's close, end and detach
-with its own at once; with auto_echo=True (default) echo flows are answered (after our
+with its own at once; with policy.auto_echo (default) echo flows are answered (after our
 attach when they come before it). Peer misbehaviour becomes the spec's error condition
 on a close / end / detach and a ProtocolErrorRaised event (naming its session / link);
 local misuse raises UsageError. A window grant is enforced once data_to_send() has
@@ -67,6 +67,7 @@ from amqp10.engine.events import (
     TransportClosed,
 )
 from amqp10.engine.link import Link
+from amqp10.engine.policy import STRICT, EndpointPolicy
 from amqp10.engine.sasl import ClientSasl, ServerSasl
 from amqp10.engine.session import Session
 from amqp10.engine.transitions import (
@@ -83,6 +84,7 @@ from amqp10.engine.transitions import (
 )
 
 __all__ = [
+    "STRICT",
     "TABLES",
     "ClientSasl",
     "ConnInput",
@@ -90,6 +92,7 @@ __all__ = [
     "Connection",
     "DeliveryAborted",
     "DispositionReceived",
+    "EndpointPolicy",
     "Event",
     "FlowReceived",
     "IdleTimeout",

@@ -35,6 +35,7 @@ from amqp10.composites import (
     SaslResponse,
 )
 from amqp10.engine import events as ev
+from amqp10.engine.policy import STRICT, EndpointPolicy
 from amqp10.engine.sasl import ClientSasl, ServerSasl
 from amqp10.engine.session import Session
 from amqp10.engine.transitions import (
@@ -108,7 +109,7 @@ class Connection:
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
         auto_reply: bool = True,
-        auto_echo: bool = True,
+        policy: EndpointPolicy = STRICT,
     ) -> None:
         if role not in ("client", "server"):
             raise ValueError("role is 'client' or 'server'")
@@ -128,7 +129,7 @@ class Connection:
         self.offered_capabilities = offered_capabilities
         self.desired_capabilities = desired_capabilities
         self.auto_reply = auto_reply
-        self.auto_echo = auto_echo  # False: the application answers echo flows (2.7.4)
+        self.policy = policy  # rules bent on purpose (window, credit, echo): see policy.py
         self.sasl = sasl
         self._machine = connection_machine()
         self._sasl_machine = sasl_machine() if sasl is not None else None
@@ -391,7 +392,6 @@ class Connection:
         handle_max: int = 0xFFFFFFFF,
         *,
         auto_window: bool = True,
-        enforce_window: bool = True,
         properties: dict | None = None,
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
@@ -404,7 +404,6 @@ class Connection:
             outgoing_window=outgoing_window,
             handle_max=handle_max,
             auto_window=auto_window,
-            enforce_window=enforce_window,
             properties=properties,
             offered_capabilities=offered_capabilities,
             desired_capabilities=desired_capabilities,

@@ -106,8 +106,9 @@ class RemoteDetach(Event):
 class FlowReceived(Event):
     """A flow (2.7.4). `link` is None for a session-only flow. The link's credit state
     (link.link_credit, link.delivery_count, link.drain) is already updated (2.6.7).
-    With `Connection(auto_echo=False)` a flow with echo=true is the application's to
-    answer (`link.send_flow_state()` / `session.flow()`); otherwise the engine has."""
+    With a connection policy whose auto_echo is off, a flow with echo=true is the
+    application's to answer (`link.send_flow_state()` / `session.flow()`); otherwise the
+    engine has."""
 
     session: Session
     link: Link | None

@@ -15,9 +15,9 @@ link-credit(flow); `send()` refuses a delivery without credit (UsageError). A se
 whose credit is kept by the application (a broker queue, RabbitMQ's credit API v2)
 copies its state in with `set_flow_state()`, which refuses state beyond that horizon.
 
-Echo (2.7.4): with the connection's `auto_echo` (default) a flow with echo=true is
+Echo (2.7.4): with the connection's `policy.auto_echo` (default) a flow with echo=true is
 answered with our flow state at once, or, when it arrives before our attach (ATTACH_RCVD),
-right after our attach. With auto_echo False the application answers it
+right after our attach. With auto_echo off the application answers it
 (`send_flow_state()`), so it can also decline to (fault injection).
 """
 
@@ -244,7 +244,7 @@ class Link:
 
     def send_flow_state(self, echo: bool = False) -> None:
         """Send our flow state as it is (2.7.4), e.g. to answer an echo when the
-        connection has auto_echo=False. Unlike flow(), it changes nothing: a receiver
+        connection's policy has auto_echo off. Unlike flow(), it changes nothing: a receiver
         keeps its drain flag and grant, a sender reports its current `available`."""
         self._check(LinkInput.SEND_FLOW, SessInput.SEND_FLOW)
         self._send_flow(echo)
@@ -256,19 +256,18 @@ class Link:
         link_credit: int | None = None,
         drain: bool | None = None,
         available: int | None = None,
-        check_credit: bool = True,
     ) -> None:
         """Sender whose credit is kept by the application (a broker queue with credit
         API v2): copy its 2.6.7 state into the link; nothing is sent (send_flow_state()
-        or send() follow). With check_credit (default) the state must stay within the
-        receiver's latest grant: delivery-count never goes back and delivery-count +
-        link-credit never passes delivery-count(flow) + link-credit(flow); UsageError
-        otherwise. check_credit=False is for deliberate misbehaviour (fault injection)."""
+        or send() follow). With the connection's policy.check_credit (default) the state
+        must stay within the receiver's latest grant: delivery-count never goes back and
+        delivery-count + link-credit never passes delivery-count(flow) + link-credit(flow);
+        UsageError otherwise."""
         if not self.is_sender:
             raise UsageError("set_flow_state() is for a sender; a receiver grants with flow()")
         new_count = self.delivery_count if delivery_count is None else delivery_count
         new_credit = self.link_credit if link_credit is None else link_credit
-        if check_credit:
+        if self.session.connection.policy.check_credit:
             if new_count is None:
                 raise UsageError("no delivery-count before our attach")
             if link_credit is not None and link_credit < 0:
@@ -328,7 +327,7 @@ class Link:
             self._sender_flow(flow)
         else:
             self._receiver_flow(flow)
-        if flow.echo and self.session.connection.auto_echo:
+        if flow.echo and self.session.connection.policy.auto_echo:
             if self._machine.allows(LinkInput.SEND_FLOW):
                 self._send_flow()  # 2.7.4 echo: our flow state, promptly
             elif self.state is LinkState.ATTACH_RCVD:
@@ -370,16 +369,16 @@ class Link:
         *,
         state: Any = None,
         batchable: bool = False,
-        check_credit: bool = True,
     ) -> int:
         """Send one delivery (split into frames at the peer's max-frame-size, 2.6.14).
         Needs link-credit (2.6.7); returns its delivery-id. `settled` defaults from
-        snd-settle-mode (settled for SETTLED, else unsettled). check_credit=False sends
-        even without credit: deliberate misbehaviour, for fault injection only."""
+        snd-settle-mode (settled for SETTLED, else unsettled). A connection whose policy
+        has check_credit off sends even without credit (deliberate misbehaviour)."""
         if not self.is_sender:
             raise UsageError("send() on a receiving link")
         self._check(LinkInput.SEND_TRANSFER, SessInput.SEND_TRANSFER)
-        if self.link_credit <= 0 and check_credit:  # 2.6.7: no transfer without credit
+        # 2.6.7: no transfer without credit
+        if self.link_credit <= 0 and self.session.connection.policy.check_credit:
             raise UsageError(f"no link-credit on {self.name!r}")
         settled = self._settled_flag(settled)
         limit = self.remote_attach.max_message_size if self.remote_attach else None

@@ -11,13 +11,14 @@ flow) whenever it falls below half of `incoming_window`; with False the applicat
 refills it with `session.flow(incoming_window=n)`. Outgoing transfer frames wait in
 order while the peer's remote-incoming-window is 0 (2.5.6: never sent beyond it).
 
-Window check (2.5.6, `enforce_window=True`): a transfer beyond every window the peer
-could have seen ends the session with amqp:session:window-violation. A grant (begin or
-flow) counts from the moment its bytes leave the engine (`Connection.data_to_send()`),
-not when it is queued: transfers handled in the same receive_data() as a re-grant were
-sent before the peer could know it, so a burst beyond the advertised window is a
-violation with auto_window too. A lowered window never shrinks what was granted before.
-`enforce_window=False` switches the check off (fault injection: a lax broker).
+Window check (2.5.6, the connection's `policy.enforce_window`): a transfer beyond every
+window the peer could have seen ends the session with amqp:session:window-violation. A
+grant (begin or flow) counts from the moment its bytes leave the engine
+(`Connection.data_to_send()`), not when it is queued: transfers handled in the same
+receive_data() as a re-grant were sent before the peer could know it, so a burst beyond
+the advertised window is a violation with auto_window too. A lowered window never
+shrinks what was granted before. `EndpointPolicy(enforce_window=False)` switches the check
+off (fault injection).
 """
 
 from __future__ import annotations
@@ -90,13 +91,11 @@ class Session:
         outgoing_window: int = 2048,
         handle_max: int = 0xFFFFFFFF,
         auto_window: bool = True,
-        enforce_window: bool = True,
         properties: dict | None = None,
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
     ) -> None:
         self.connection = connection
-        self.enforce_window = enforce_window
         self._machine = session_machine()
         self.channel: int | None = None if incoming else connection._allocate_channel(self)
         self.remote_channel: int | None = None
@@ -174,7 +173,6 @@ class Session:
         handle_max: int | None = None,
         *,
         auto_window: bool | None = None,
-        enforce_window: bool | None = None,
         properties: dict | None = None,
     ) -> None:
         """Answer a peer's begin (BEGIN_RCVD) with ours (2.5.2)."""
@@ -187,8 +185,6 @@ class Session:
             self.auto_window if auto_window is None else auto_window,
         )
         self.incoming_window = self.incoming_window_max
-        if enforce_window is not None:
-            self.enforce_window = enforce_window
         self.properties = properties or self.properties
         self.connection._check_can_send()
         self._machine.process(SessInput.SEND_BEGIN)
@@ -457,7 +453,7 @@ class Session:
         if flow.handle is not None:
             link = self._link_for(flow.handle, "flow")
             link._receive_flow(flow)
-        elif flow.echo and self.connection.auto_echo:
+        elif flow.echo and self.connection.policy.auto_echo:
             self._send_flow(None)  # 2.7.4 echo on the session: our session state
         self.connection._emit(ev.FlowReceived(self, link, flow))
         self._pump()
@@ -471,7 +467,7 @@ class Session:
     def _on_transfer(self, frame: Frame) -> None:
         transfer: Transfer = frame.performative
         # 2.5.6: each transfer frame takes one id of our incoming window
-        if self.enforce_window and (
+        if self.connection.policy.enforce_window and (
             self._enforced_horizon is None
             or serial_ge(self.next_incoming_id, self._enforced_horizon)
         ):
