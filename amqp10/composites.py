@@ -140,8 +140,9 @@ class Composite:
         out += self._DESCRIPTOR_BYTES
         self.encode_list_into(out)
 
-    def encode_list_into(self, out: bytearray) -> None:
-        """The composite's list (1.4) without its descriptor."""
+    def sent_fields(self) -> int:
+        """How many fields the list encoding carries (1.4: trailing fields that are null
+        or equal to their default are omitted)."""
         values = self.field_values()
         defaults = self._DEFAULTS
         last = len(values)
@@ -151,6 +152,12 @@ class Composite:
             ):
                 break
             last -= 1
+        return last
+
+    def encode_list_into(self, out: bytearray) -> None:
+        """The composite's list (1.4) without its descriptor."""
+        values = self.field_values()
+        last = self.sent_fields()
         mandatory = self._MANDATORY
         if last == 0:
             if True in mandatory:

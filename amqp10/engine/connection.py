@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from amqp10.composites import (
@@ -141,6 +141,7 @@ class Connection:
         self.frames_received = 0
         self.frames_sent = 0
         self._events: deque[ev.Event] = deque()
+        self._observers: list[Callable[[ev.Event], bool | None]] = []
         self._open_requested = False
         self._sent_open = False
         self._input_broken = False
@@ -273,6 +274,15 @@ class Connection:
             self._open_sent_at = self._now
         return data
 
+    def add_observer(self, observer: Callable[[ev.Event], bool | None]) -> None:
+        """Call `observer(event)` for every event as the engine raises it, before it is
+        queued; an observer that returns True consumes the event (events() never yields
+        it). E.g. record the outcome of every DispositionReceived, or drop them."""
+        self._observers.append(observer)
+
+    def remove_observer(self, observer: Callable[[ev.Event], bool | None]) -> None:
+        self._observers.remove(observer)
+
     def next_event(self) -> ev.Event | None:
         return self._events.popleft() if self._events else None
 
@@ -310,7 +320,7 @@ class Connection:
         self._now = now
         deadline = self._idle_deadline()
         if deadline is not None and now >= deadline:
-            self._events.append(ev.IdleTimeout(self.idle_threshold_ms or self.idle_timeout_ms or 0))
+            self._emit(ev.IdleTimeout(self.idle_threshold_ms or self.idle_timeout_ms or 0))
             self.close(Cond.RESOURCE_LIMIT_EXCEEDED, "local idle-time-out expired")
             return
         due = self._heartbeat_due()
@@ -395,8 +405,10 @@ class Connection:
         properties: dict | None = None,
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
+        initial_outgoing_id: int = 0,
     ) -> Session:
-        """Begin a new session (2.5.2) on the lowest free channel."""
+        """Begin a new session (2.5.2) on the lowest free channel; its first transfer-id
+        (our begin's next-outgoing-id) is `initial_outgoing_id`."""
         self._machine.refuse_unless(ConnInput.SEND_FRAME)  # before a channel is taken
         session = Session(
             self,
@@ -407,8 +419,9 @@ class Connection:
             properties=properties,
             offered_capabilities=offered_capabilities,
             desired_capabilities=desired_capabilities,
+            initial_outgoing_id=initial_outgoing_id,
         )
-        session._send_begin()
+        session.send_begin()
         return session
 
     # --- engine-internal, used by Session -----------------------------------------
@@ -432,6 +445,9 @@ class Connection:
         self.frames_sent += 1
 
     def _emit(self, event: ev.Event) -> None:
+        for observer in self._observers:
+            if observer(event):
+                return  # consumed: not queued for events()/next_event()
         self._events.append(event)
 
     def _session_unmapped(self, session: Session) -> None:
@@ -445,7 +461,7 @@ class Connection:
     # --- headers (2.2, 5.3.1) --------------------------------------------------------
 
     def _on_header(self, header: ProtocolHeader) -> None:
-        self._events.append(ev.ProtocolHeaderReceived(header.protocol_id, header.is_supported))
+        self._emit(ev.ProtocolHeaderReceived(header.protocol_id, header.is_supported))
         wanted = ProtocolId.SASL if self._in_sasl else ProtocolId.AMQP
         if header.protocol_id != wanted or not header.is_supported:
             self._on_bad_header(header)
@@ -472,7 +488,7 @@ class Connection:
             self._out += ours.encode()
         self._input_broken = True
         what = "unreadable" if header is None else f"protocol id {header.protocol_id}"
-        self._events.append(
+        self._emit(
             ev.ProtocolErrorRaised(Cond.FRAMING_ERROR, f"unsupported header: {what}", "connection")
         )
 
@@ -483,9 +499,7 @@ class Connection:
         try:
             self._sasl_machine.process(inp)
         except ProtocolError as exc:
-            self._events.append(
-                ev.ProtocolErrorRaised(exc.condition, exc.description, "connection")
-            )
+            self._emit(ev.ProtocolErrorRaised(exc.condition, exc.description, "connection"))
             self._sasl_failed = True
             return False
         return True
@@ -504,7 +518,7 @@ class Connection:
     def _on_sasl_frame(self, frame: Frame) -> None:
         if frame.type != FrameType.SASL:
             error = ProtocolError(Cond.ILLEGAL_STATE, "AMQP frame during SASL", "connection")
-            self._events.append(ev.ProtocolErrorRaised(error.condition, str(error), "connection"))
+            self._emit(ev.ProtocolErrorRaised(error.condition, str(error), "connection"))
             self._sasl_failed = True
             return
         if frame.performative is not None:  # an empty frame carries nothing
@@ -514,13 +528,11 @@ class Connection:
         if not self._sasl_step(SaslInput.RECV_MECHANISMS):
             return
         offered = tuple(str(m) for m in mechanisms.sasl_server_mechanisms or ())
-        self._events.append(ev.SaslMechanismsOffered(offered))
+        self._emit(ev.SaslMechanismsOffered(offered))
         try:
             init = self.sasl.init_for(offered)
         except ProtocolError as exc:
-            self._events.append(
-                ev.ProtocolErrorRaised(exc.condition, exc.description, "connection")
-            )
+            self._emit(ev.ProtocolErrorRaised(exc.condition, exc.description, "connection"))
             self._sasl_failed = True
             return
         self._sasl_machine.process(SaslInput.SEND_INIT)
@@ -535,14 +547,14 @@ class Connection:
         self._out += encode_frame(SaslOutcome(code=code), frame_type=FrameType.SASL)
         self.frames_sent += 1
         self.sasl_outcome, self.sasl_username = code, username
-        self._events.append(ev.SaslAuthenticated(str(init.mechanism), username, code))
+        self._emit(ev.SaslAuthenticated(str(init.mechanism), username, code))
         self._after_sasl(code)
 
     def _on_sasl_outcome(self, outcome: SaslOutcome) -> None:
         if not self._sasl_step(SaslInput.RECV_OUTCOME):
             return
         self.sasl_outcome = outcome.code
-        self._events.append(ev.SaslOutcomeReceived(outcome.code, outcome.additional_data))
+        self._emit(ev.SaslOutcomeReceived(outcome.code, outcome.additional_data))
         self._after_sasl(outcome.code)
 
     def _on_sasl_challenge(self, challenge: SaslChallenge) -> None:
@@ -555,7 +567,7 @@ class Connection:
         """ANONYMOUS and PLAIN never challenge (RFC 4505, 4616): a legal challenge or
         response is still one our mechanisms cannot answer, so the exchange fails."""
         if self._sasl_step(inp):
-            self._events.append(
+            self._emit(
                 ev.ProtocolErrorRaised(
                     Cond.NOT_IMPLEMENTED, f"{inp.value} unsupported", "connection"
                 )
@@ -606,12 +618,12 @@ class Connection:
                 f"max-frame-size {open_.max_frame_size} < {MIN_MAX_FRAME_SIZE}",
                 "connection",
             )
-        self._events.append(ev.RemoteOpen(open_))
+        self._emit(ev.RemoteOpen(open_))
 
     def _on_close(self, close: Close) -> None:
         self._machine.process(ConnInput.RECV_CLOSE)
         self.remote_close = close
-        self._events.append(ev.RemoteClose(close.error))
+        self._emit(ev.RemoteClose(close.error))
         if self.auto_reply and self._machine.allows(ConnInput.SEND_CLOSE):
             self.close()  # 2.4.3: answer the peer's close with ours
 
@@ -650,13 +662,13 @@ class Connection:
     def _on_transport_closed(self) -> None:
         clean = self.state is ConnState.END or self._sasl_failed
         self._machine.process(ConnInput.TRANSPORT_CLOSED)
-        self._events.append(ev.TransportClosed(clean))
+        self._emit(ev.TransportClosed(clean))
 
     # --- errors -------------------------------------------------------------------------
 
     def _fail(self, exc: ProtocolError) -> None:
         """The peer broke a connection rule: report it and close with its condition."""
-        self._events.append(ev.ProtocolErrorRaised(exc.condition, exc.description, "connection"))
+        self._emit(ev.ProtocolErrorRaised(exc.condition, exc.description, "connection"))
         if self._in_sasl:
             self._sasl_failed = True  # SASL has no close: the exchange just ends (5.3.2)
             return

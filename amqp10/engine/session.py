@@ -94,6 +94,7 @@ class Session:
         properties: dict | None = None,
         offered_capabilities: list[str] | None = None,
         desired_capabilities: list[str] | None = None,
+        initial_outgoing_id: int = 0,
     ) -> None:
         self.connection = connection
         self._machine = session_machine()
@@ -106,8 +107,8 @@ class Session:
         self.offered_capabilities = offered_capabilities
         self.desired_capabilities = desired_capabilities
         # 2.5.6 session state
-        self.initial_outgoing_id = 0
-        self.next_outgoing_id = 0
+        self.initial_outgoing_id = initial_outgoing_id  # our begin's next-outgoing-id
+        self.next_outgoing_id = initial_outgoing_id
         self.next_incoming_id: int | None = None  # learned from the peer's begin
         self.incoming_window = incoming_window
         self._enforced_horizon: int | None = None  # highest next-incoming-id + window seen
@@ -148,10 +149,16 @@ class Session:
 
     # --- actions ----------------------------------------------------------------------
 
-    def _send_begin(self) -> None:
+    def send_begin(self) -> None:
+        """Send our begin (2.5.2) for a session made with `Session(connection, ...)`
+        (Connection.begin() does this itself); the session becomes BEGIN_SENT. A session
+        that already sent its begin refuses (UsageError): to put a second begin on the
+        wire on purpose, use Connection.send_performative(..., strict=False)."""
         self.connection._check_can_send()
         self._machine.process(SessInput.SEND_BEGIN)
         self._write_begin()
+
+    _send_begin = send_begin  # until conformance/cases stop calling the old name
 
     def _write_begin(self) -> None:
         begin = Begin(
