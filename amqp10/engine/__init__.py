@@ -19,10 +19,16 @@ Endpoints (every state change goes through the tables in `transitions`):
 - Connection(role, container_id, *, hostname, max_frame_size, channel_max,
   idle_timeout_ms, sasl, properties, offered_capabilities, desired_capabilities,
   auto_reply=True, policy=EndpointPolicy()): open(), close(error=None, description=None),
-  begin(..., auto_window=True) -> Session.
+  begin(..., auto_window=True, initial_outgoing_id=0) -> Session,
+  add_observer(fn) / remove_observer(fn) (see, or consume, every event as it is raised).
+  Crafted traffic (conformance cases, fuzzers; frames from amqp10.builder):
+  send_performative(p, channel, payload, raw=None, strict=True) -> Session | Link | None
+  (recorded as sent: the state follows the wire), send_raw(data) (bytes in order, no
+  state change).
 - Session: attach_sender(name, source, target, ...) -> Link, attach_receiver(...) ->
   Link, accept(...) (answer a RemoteBegin), end(error=None), flow(incoming_window=None,
-  echo=False), disposition(role, first, last, settled, state, batchable).
+  echo=False), disposition(role, first, last, settled, state, batchable), send_begin()
+  (for a Session(connection, ...) made directly).
 - Link: accept(source, target, ...) / reject(error) (answer a RemoteAttach),
   flow(link_credit, drain, echo, available), send(payload, delivery_tag, settled,
   message_format) -> delivery-id, drained(), set_flow_state(...)

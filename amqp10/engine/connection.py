@@ -34,7 +34,9 @@ from amqp10.composites import (
     SaslOutcome,
     SaslResponse,
 )
+from amqp10.engine import crafted
 from amqp10.engine import events as ev
+from amqp10.engine.link import Link
 from amqp10.engine.policy import STRICT, EndpointPolicy
 from amqp10.engine.sasl import ClientSasl, ServerSasl
 from amqp10.engine.session import Session
@@ -423,6 +425,43 @@ class Connection:
         )
         session.send_begin()
         return session
+
+    # --- crafted traffic (conformance cases, fuzzers) ----------------------------------
+
+    def send_performative(
+        self,
+        performative: Any,
+        channel: int = 0,
+        payload: bytes = b"",
+        *,
+        raw: bytes | None = None,
+        strict: bool = True,
+    ) -> Session | Link | None:
+        """Send `performative` on `channel` through the engine's output, recording it as
+        if the application had asked for it, so the engine's state follows the wire: a
+        begin makes (or answers) a session, an attach maps its handle, a flow grants, a
+        transfer takes a transfer-id and credit, end/detach/close end their endpoint (see
+        amqp10.engine.crafted). Returns the Session or Link it was recorded on.
+
+        `raw` replaces the frame's bytes (e.g. `amqp10.builder.mutate(p).frame(channel)`,
+        a wrong encoding of the same performative); otherwise the frame is encoded from
+        `performative` and `payload` (SASL bodies as SASL frames). With strict=True what
+        the state tables refuse raises UsageError; with strict=False it is sent anyway
+        and changes no state (a deliberate violation, e.g. a second begin on a channel).
+        Written at once: ahead of transfers still waiting for the peer's window."""
+        if raw is None:
+            spec = getattr(performative, "SPEC", None)
+            sasl = spec is not None and "sasl-frame" in spec.provides
+            frame_type = FrameType.SASL if sasl else FrameType.AMQP
+            raw = encode_frame(performative, channel, payload, frame_type)
+        return crafted.record_sent(self, performative, channel, raw, strict)
+
+    def send_raw(self, data: bytes) -> None:
+        """Bytes written as they are, in order with the engine's own output (after what
+        is queued, before what comes next); no state changes. For what is not a frame of
+        a performative (protocol headers, garbage, half frames): a crafted performative
+        goes through send_performative(..., raw=...) so the engine records it."""
+        self._out += data
 
     # --- engine-internal, used by Session -----------------------------------------
 

@@ -93,6 +93,7 @@ class Link:
         self._echo_owed = False  # an echo arrived before our attach (auto_echo)
         self._assembler = TransferAssembler()
         self._frames_in_delivery = 0
+        self._sending_more = False  # a crafted multi-frame delivery is under way (crafted.py)
         self._bytes_in_delivery = 0
 
     @property

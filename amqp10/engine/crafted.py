@@ -1,0 +1,346 @@
+"""Crafted frames the engine records as sent, so its state stays what the wire says.
+
+Owns: `record_sent(connection, performative, channel, frame, strict)`, behind
+`Connection.send_performative`. For each performative it applies the same SEND inputs of
+the transition tables as the application's own calls (open(), begin(), attach, flow,
+send(), disposition, detach, end, close, the SASL frames) and updates the endpoint state
+the performative sets: a begin makes a session BEGIN_SENT (or MAPPED) with the begin's
+next-outgoing-id and windows, an attach maps its handle, a flow grants its window and
+credit, a transfer takes a transfer-id, a delivery-id and (on a sender) one credit.
+Frames a compound action puts first (the header before an open, our open before a
+close, our begin before an end, our attach before a detach) are written too, as the
+application's calls would. The frame's bytes are `frame` exactly (any crafted encoding).
+
+strict=True: what the tables refuse raises UsageError and nothing is written.
+strict=False: a refused performative is written anyway and changes no state (a
+deliberate protocol violation: our endpoint did not move, the peer is expected to
+object). Checks run before any change, so a refusal never leaves half an update.
+
+May touch: the Connection, Session and Link engine internals (`_machine`, maps, flow
+state); no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from amqp10.composites import (
+    Attach,
+    Begin,
+    Close,
+    Detach,
+    Disposition,
+    End,
+    Flow,
+    Open,
+    SaslChallenge,
+    SaslInit,
+    SaslMechanisms,
+    SaslOutcome,
+    SaslResponse,
+    Transfer,
+)
+from amqp10.engine.link import Link
+from amqp10.engine.session import Session
+from amqp10.engine.transitions import (
+    ATTACH_THEN_DETACH,
+    BEGIN_THEN_END,
+    CONNECTION_TABLE,
+    OPEN_THEN_CLOSE,
+    SASL_TABLE,
+    ConnInput,
+    LinkInput,
+    LinkState,
+    SaslInput,
+    SaslState,
+    SessInput,
+    UsageError,
+)
+from amqp10.frames import AMQP_HEADER, SASL_HEADER
+from amqp10.serial import serial_add, serial_ge
+
+if TYPE_CHECKING:
+    from amqp10.engine.connection import Connection
+
+Endpoint = Session | Link | None
+
+
+def record_sent(
+    conn: Connection, performative: Any, channel: int, frame: bytes, strict: bool
+) -> Endpoint:
+    """Apply `performative` to the endpoints as sent and write `frame`; returns the
+    Session or Link it was recorded on (None for connection and SASL frames, and for a
+    refused frame sent with strict=False)."""
+    recorder = _RECORDERS.get(type(performative))
+    try:
+        if recorder is None:
+            raise UsageError(f"no endpoint records a {type(performative).__name__}")
+        return recorder(conn, performative, channel, frame)
+    except UsageError:
+        if strict:
+            raise
+        conn._write(frame)
+        return None
+
+
+# --- connection (2.4, 2.7.1, 2.7.9) ---------------------------------------------------
+
+
+def _not_in_sasl(conn: Connection, name: str) -> None:
+    if conn._in_sasl:
+        raise UsageError(f"{name} before the SASL outcome (5.3.2)")
+
+
+def _open(conn: Connection, open_: Open, channel: int, frame: bytes) -> Endpoint:
+    _not_in_sasl(conn, "open")
+    machine = conn._machine
+    header = machine.allows(ConnInput.SEND_HEADER)
+    state = CONNECTION_TABLE[machine.state, ConnInput.SEND_HEADER].next_state if header else None
+    if (state or machine.state, ConnInput.SEND_OPEN) not in CONNECTION_TABLE:
+        machine.refuse(ConnInput.SEND_OPEN)
+    if header:
+        machine.process(ConnInput.SEND_HEADER)
+        conn._out += AMQP_HEADER.encode()
+    machine.process(ConnInput.SEND_OPEN)
+    conn._open_requested = conn._sent_open = True
+    conn.container_id = open_.container_id
+    conn.hostname = open_.hostname
+    conn.max_frame_size = open_.max_frame_size
+    conn.channel_max = open_.channel_max
+    conn.idle_timeout_ms = open_.idle_time_out
+    conn.offered_capabilities = open_.offered_capabilities
+    conn.desired_capabilities = open_.desired_capabilities
+    conn.properties = open_.properties
+    conn._write(frame)
+    conn._decoder.max_frame_size = open_.max_frame_size  # 2.7.1: the peer may use it now
+    return None
+
+
+def _close(conn: Connection, close: Close, channel: int, frame: bytes) -> Endpoint:
+    _not_in_sasl(conn, "close")
+    inp = ConnInput.SEND_CLOSE if close.error is None else ConnInput.SEND_CLOSE_ERROR
+    if conn._machine.process(inp) == OPEN_THEN_CLOSE:
+        conn._write_open()
+    conn._write(frame)
+    return None
+
+
+# --- sessions (2.5, 2.7.2, 2.7.4, 2.7.6, 2.7.8) ---------------------------------------
+
+
+def _session_on(conn: Connection, channel: int, inp: SessInput) -> Session:
+    """The session on our `channel`, checked (connection and session) for `inp`."""
+    _not_in_sasl(conn, inp.value)
+    conn._machine.refuse_unless(ConnInput.SEND_FRAME)
+    session = conn.sessions_by_channel.get(channel)
+    if session is None:
+        raise UsageError(f"no session of ours on channel {channel}")
+    session._machine.refuse_unless(inp)
+    return session
+
+
+def _begin(conn: Connection, begin: Begin, channel: int, frame: bytes) -> Endpoint:
+    _not_in_sasl(conn, "begin")
+    conn._machine.refuse_unless(ConnInput.SEND_FRAME)
+    on_channel = conn.sessions_by_channel.get(channel)
+    if begin.remote_channel is not None:  # answering the peer's begin (2.5.2)
+        session = conn._sessions_by_remote.get(begin.remote_channel)
+        if session is None:
+            raise UsageError(f"no begin from the peer on channel {begin.remote_channel}")
+        if on_channel not in (None, session):
+            raise UsageError(f"channel {channel} is another session's")
+    else:
+        session = on_channel
+    limit = conn.remote_channel_max if conn.remote_open is not None else conn.channel_max
+    if channel > limit:
+        raise UsageError(f"channel {channel} > channel-max {limit} (2.7.1)")
+    if session is not None:
+        session._machine.refuse_unless(SessInput.SEND_BEGIN)
+    conn._check_can_send()
+    if session is None:
+        session = Session(conn, incoming=True)
+    if session.channel is None:
+        session.channel = channel
+        conn.sessions_by_channel[channel] = session
+    session._machine.process(SessInput.SEND_BEGIN)
+    session.initial_outgoing_id = session.next_outgoing_id = begin.next_outgoing_id
+    session.incoming_window = session.incoming_window_max = begin.incoming_window
+    session.outgoing_window = begin.outgoing_window
+    session.handle_max = begin.handle_max
+    session.properties = begin.properties
+    session.offered_capabilities = begin.offered_capabilities
+    session.desired_capabilities = begin.desired_capabilities
+    session._grant_window()
+    conn._write(frame)
+    return session
+
+
+def _end(conn: Connection, end: End, channel: int, frame: bytes) -> Endpoint:
+    inp = SessInput.SEND_END if end.error is None else SessInput.SEND_END_ERROR
+    session = _session_on(conn, channel, inp)
+    conn._check_can_send()
+    if session._machine.process(inp) == BEGIN_THEN_END:
+        session._write_begin()
+    session._queue.clear()
+    conn._write(frame)
+    session._maybe_unmapped()
+    return session
+
+
+def _flow(conn: Connection, flow: Flow, channel: int, frame: bytes) -> Endpoint:
+    session = _session_on(conn, channel, SessInput.SEND_FLOW)
+    link = None
+    if flow.handle is not None:
+        link = _link_on(session, flow.handle)
+        link._machine.refuse_unless(LinkInput.SEND_FLOW)
+    conn._check_can_send()
+    session._machine.process(SessInput.SEND_FLOW)
+    session.incoming_window = session.incoming_window_max = flow.incoming_window
+    session.outgoing_window = flow.outgoing_window
+    session._grant_window()
+    if link is not None:
+        link._machine.process(LinkInput.SEND_FLOW)
+        if link.is_sender:
+            if flow.available is not None:
+                link.available = flow.available
+        else:
+            if flow.link_credit is not None:
+                link._grant(flow.link_credit)
+            link.drain = bool(flow.drain)
+    conn._write(frame)
+    return link or session
+
+
+def _disposition(
+    conn: Connection, disposition: Disposition, channel: int, frame: bytes
+) -> Endpoint:
+    session = _session_on(conn, channel, SessInput.SEND_DISPOSITION)
+    conn._check_can_send()
+    session._machine.process(SessInput.SEND_DISPOSITION)
+    conn._write(frame)
+    return session
+
+
+# --- links (2.6, 2.7.3, 2.7.5, 2.7.7) ---------------------------------------------------
+
+
+def _link_on(session: Session, handle: int) -> Link:
+    link = session.links.get(handle)
+    if link is None:
+        raise UsageError(f"no link of ours with handle {handle}")
+    return link
+
+
+def _attach(conn: Connection, attach: Attach, channel: int, frame: bytes) -> Endpoint:
+    session = _session_on(conn, channel, SessInput.SEND_ATTACH)
+    link = next(
+        (
+            peer_link
+            for peer_link in session._remote_links.values()
+            if peer_link.name == attach.name and peer_link.state is LinkState.ATTACH_RCVD
+        ),
+        None,
+    )  # answering the peer's attach (2.6.3)
+    if link is not None:
+        link._machine.refuse_unless(LinkInput.SEND_ATTACH)
+    if session.links.get(attach.handle) not in (None, link):
+        raise UsageError(f"handle {attach.handle} is in use (2.6.2)")
+    conn._check_can_send()
+    session._machine.process(SessInput.SEND_ATTACH)
+    if link is None:
+        link = Link(session, attach.name, attach.role, None, None, None, None)
+    link.source, link.target = attach.source, attach.target
+    link.snd_settle_mode, link.rcv_settle_mode = attach.snd_settle_mode, attach.rcv_settle_mode
+    link.max_message_size = attach.max_message_size
+    link.handle = attach.handle
+    session.links[attach.handle] = link
+    if link.is_sender:  # 2.6.7: our delivery-count starts at initial-delivery-count
+        link.initial_delivery_count = link.delivery_count = attach.initial_delivery_count or 0
+        if link._last_flow is not None:  # credit granted before our attach
+            link._sender_flow(link._last_flow)
+    link._machine.process(LinkInput.SEND_ATTACH)
+    if link.state is LinkState.ATTACH_SENT:
+        session._attaching_link(link)
+    conn._write(frame)
+    return link
+
+
+def _transfer(conn: Connection, transfer: Transfer, channel: int, frame: bytes) -> Endpoint:
+    session = _session_on(conn, channel, SessInput.SEND_TRANSFER)
+    link = _link_on(session, transfer.handle)
+    link._machine.refuse_unless(LinkInput.SEND_TRANSFER)
+    conn._check_can_send()
+    session._machine.process(SessInput.SEND_TRANSFER)
+    link._machine.process(LinkInput.SEND_TRANSFER)
+    # 2.5.6: every transfer frame takes one transfer-id, within the window or not
+    session.next_outgoing_id = serial_add(session.next_outgoing_id, 1)
+    if not link._sending_more:  # 2.6.7, 2.7.5: the first frame of a delivery
+        if transfer.delivery_id is not None and serial_ge(
+            transfer.delivery_id, session.next_delivery_id
+        ):
+            session.next_delivery_id = serial_add(transfer.delivery_id, 1)
+        if link.is_sender and link.delivery_count is not None:
+            link.delivery_count = serial_add(link.delivery_count, 1)
+            link.link_credit = max(0, link.link_credit - 1)
+    link._sending_more = bool(transfer.more) and not transfer.aborted
+    conn._write(frame)
+    return link
+
+
+def _detach(conn: Connection, detach: Detach, channel: int, frame: bytes) -> Endpoint:
+    session = _session_on(conn, channel, SessInput.SEND_DETACH)
+    link = _link_on(session, detach.handle)
+    link._machine.refuse_unless(LinkInput.SEND_DETACH)
+    conn._check_can_send()
+    session._machine.process(SessInput.SEND_DETACH)
+    if link._machine.process(LinkInput.SEND_DETACH) == ATTACH_THEN_DETACH:
+        session._send_attach(link._attach_frame({}))
+    conn._write(frame)
+    link._maybe_detached()
+    return link
+
+
+# --- SASL (5.3.2) -----------------------------------------------------------------------
+
+_SASL_INPUT = {
+    SaslMechanisms: SaslInput.SEND_MECHANISMS,
+    SaslInit: SaslInput.SEND_INIT,
+    SaslChallenge: SaslInput.SEND_CHALLENGE,
+    SaslResponse: SaslInput.SEND_RESPONSE,
+    SaslOutcome: SaslInput.SEND_OUTCOME,
+}
+
+
+def _sasl(conn: Connection, body: Any, channel: int, frame: bytes) -> Endpoint:
+    machine = conn._sasl_machine
+    if machine is None or not conn._in_sasl:
+        raise UsageError(f"{body.NAME} outside a SASL exchange (5.3.2)")
+    inp = _SASL_INPUT[type(body)]
+    header = machine.state is SaslState.START and conn.role == "client"
+    state = SASL_TABLE[machine.state, SaslInput.SEND_HEADER].next_state if header else None
+    if (state or machine.state, inp) not in SASL_TABLE:
+        machine.refuse(inp)
+    if header:
+        machine.process(SaslInput.SEND_HEADER)
+        conn._out += SASL_HEADER.encode()
+    machine.process(inp)
+    conn._write(frame)
+    if isinstance(body, SaslOutcome):
+        conn.sasl_outcome = body.code
+        conn._after_sasl(body.code)
+    return None
+
+
+_RECORDERS: dict[type, Callable[..., Endpoint]] = {
+    Open: _open,
+    Close: _close,
+    Begin: _begin,
+    End: _end,
+    Flow: _flow,
+    Disposition: _disposition,
+    Attach: _attach,
+    Transfer: _transfer,
+    Detach: _detach,
+    **dict.fromkeys(_SASL_INPUT, _sasl),
+}
