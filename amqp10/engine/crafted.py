@@ -25,22 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amqp10.composites import (
-    Attach,
-    Begin,
-    Close,
-    Detach,
-    Disposition,
-    End,
-    Flow,
-    Open,
-    SaslChallenge,
-    SaslInit,
-    SaslMechanisms,
-    SaslOutcome,
-    SaslResponse,
-    Transfer,
-)
 from amqp10.engine.link import Link
 from amqp10.engine.session import Session
 from amqp10.engine.transitions import (
@@ -72,7 +56,7 @@ def record_sent(
     """Apply `performative` to the endpoints as sent and write `frame`; returns the
     Session or Link it was recorded on (None for connection and SASL frames, and for a
     refused frame sent with strict=False)."""
-    recorder = _RECORDERS.get(type(performative))
+    recorder = _RECORDERS.get(getattr(performative, "NAME", None))
     try:
         if recorder is None:
             raise UsageError(f"no endpoint records a {type(performative).__name__}")
@@ -92,7 +76,7 @@ def _not_in_sasl(conn: Connection, name: str) -> None:
         raise UsageError(f"{name} before the SASL outcome (5.3.2)")
 
 
-def _open(conn: Connection, open_: Open, channel: int, frame: bytes) -> Endpoint:
+def _open(conn: Connection, open_: Any, channel: int, frame: bytes) -> Endpoint:
     _not_in_sasl(conn, "open")
     machine = conn._machine
     header = machine.allows(ConnInput.SEND_HEADER)
@@ -117,7 +101,7 @@ def _open(conn: Connection, open_: Open, channel: int, frame: bytes) -> Endpoint
     return None
 
 
-def _close(conn: Connection, close: Close, channel: int, frame: bytes) -> Endpoint:
+def _close(conn: Connection, close: Any, channel: int, frame: bytes) -> Endpoint:
     _not_in_sasl(conn, "close")
     inp = ConnInput.SEND_CLOSE if close.error is None else ConnInput.SEND_CLOSE_ERROR
     if conn._machine.process(inp) == OPEN_THEN_CLOSE:
@@ -140,7 +124,7 @@ def _session_on(conn: Connection, channel: int, inp: SessInput) -> Session:
     return session
 
 
-def _begin(conn: Connection, begin: Begin, channel: int, frame: bytes) -> Endpoint:
+def _begin(conn: Connection, begin: Any, channel: int, frame: bytes) -> Endpoint:
     _not_in_sasl(conn, "begin")
     conn._machine.refuse_unless(ConnInput.SEND_FRAME)
     on_channel = conn.sessions_by_channel.get(channel)
@@ -176,7 +160,7 @@ def _begin(conn: Connection, begin: Begin, channel: int, frame: bytes) -> Endpoi
     return session
 
 
-def _end(conn: Connection, end: End, channel: int, frame: bytes) -> Endpoint:
+def _end(conn: Connection, end: Any, channel: int, frame: bytes) -> Endpoint:
     inp = SessInput.SEND_END if end.error is None else SessInput.SEND_END_ERROR
     session = _session_on(conn, channel, inp)
     conn._check_can_send()
@@ -188,7 +172,7 @@ def _end(conn: Connection, end: End, channel: int, frame: bytes) -> Endpoint:
     return session
 
 
-def _flow(conn: Connection, flow: Flow, channel: int, frame: bytes) -> Endpoint:
+def _flow(conn: Connection, flow: Any, channel: int, frame: bytes) -> Endpoint:
     session = _session_on(conn, channel, SessInput.SEND_FLOW)
     link = None
     if flow.handle is not None:
@@ -212,9 +196,7 @@ def _flow(conn: Connection, flow: Flow, channel: int, frame: bytes) -> Endpoint:
     return link or session
 
 
-def _disposition(
-    conn: Connection, disposition: Disposition, channel: int, frame: bytes
-) -> Endpoint:
+def _disposition(conn: Connection, disposition: Any, channel: int, frame: bytes) -> Endpoint:
     session = _session_on(conn, channel, SessInput.SEND_DISPOSITION)
     conn._check_can_send()
     session._machine.process(SessInput.SEND_DISPOSITION)
@@ -232,7 +214,18 @@ def _link_on(session: Session, handle: int) -> Link:
     return link
 
 
-def _attach(conn: Connection, attach: Attach, channel: int, frame: bytes) -> Endpoint:
+def _on_link(conn: Connection, channel: int, handle: int, what: str) -> tuple[Session, Link]:
+    """Session and link for a SEND_<what> (TRANSFER, DETACH): every table checked first,
+    then the connection's and session's inputs applied (the link's is the caller's)."""
+    session = _session_on(conn, channel, SessInput[f"SEND_{what}"])
+    link = _link_on(session, handle)
+    link._machine.refuse_unless(LinkInput[f"SEND_{what}"])
+    conn._check_can_send()
+    session._machine.process(SessInput[f"SEND_{what}"])
+    return session, link
+
+
+def _attach(conn: Connection, attach: Any, channel: int, frame: bytes) -> Endpoint:
     session = _session_on(conn, channel, SessInput.SEND_ATTACH)
     link = next(
         (
@@ -266,12 +259,8 @@ def _attach(conn: Connection, attach: Attach, channel: int, frame: bytes) -> End
     return link
 
 
-def _transfer(conn: Connection, transfer: Transfer, channel: int, frame: bytes) -> Endpoint:
-    session = _session_on(conn, channel, SessInput.SEND_TRANSFER)
-    link = _link_on(session, transfer.handle)
-    link._machine.refuse_unless(LinkInput.SEND_TRANSFER)
-    conn._check_can_send()
-    session._machine.process(SessInput.SEND_TRANSFER)
+def _transfer(conn: Connection, transfer: Any, channel: int, frame: bytes) -> Endpoint:
+    session, link = _on_link(conn, channel, transfer.handle, "TRANSFER")
     link._machine.process(LinkInput.SEND_TRANSFER)
     # 2.5.6: every transfer frame takes one transfer-id, within the window or not
     session.next_outgoing_id = serial_add(session.next_outgoing_id, 1)
@@ -288,12 +277,8 @@ def _transfer(conn: Connection, transfer: Transfer, channel: int, frame: bytes) 
     return link
 
 
-def _detach(conn: Connection, detach: Detach, channel: int, frame: bytes) -> Endpoint:
-    session = _session_on(conn, channel, SessInput.SEND_DETACH)
-    link = _link_on(session, detach.handle)
-    link._machine.refuse_unless(LinkInput.SEND_DETACH)
-    conn._check_can_send()
-    session._machine.process(SessInput.SEND_DETACH)
+def _detach(conn: Connection, detach: Any, channel: int, frame: bytes) -> Endpoint:
+    session, link = _on_link(conn, channel, detach.handle, "DETACH")
     if link._machine.process(LinkInput.SEND_DETACH) == ATTACH_THEN_DETACH:
         session._send_attach(link._attach_frame({}))
     conn._write(frame)
@@ -304,11 +289,11 @@ def _detach(conn: Connection, detach: Detach, channel: int, frame: bytes) -> End
 # --- SASL (5.3.2) -----------------------------------------------------------------------
 
 _SASL_INPUT = {
-    SaslMechanisms: SaslInput.SEND_MECHANISMS,
-    SaslInit: SaslInput.SEND_INIT,
-    SaslChallenge: SaslInput.SEND_CHALLENGE,
-    SaslResponse: SaslInput.SEND_RESPONSE,
-    SaslOutcome: SaslInput.SEND_OUTCOME,
+    "sasl-mechanisms": SaslInput.SEND_MECHANISMS,
+    "sasl-init": SaslInput.SEND_INIT,
+    "sasl-challenge": SaslInput.SEND_CHALLENGE,
+    "sasl-response": SaslInput.SEND_RESPONSE,
+    "sasl-outcome": SaslInput.SEND_OUTCOME,
 }
 
 
@@ -316,7 +301,7 @@ def _sasl(conn: Connection, body: Any, channel: int, frame: bytes) -> Endpoint:
     machine = conn._sasl_machine
     if machine is None or not conn._in_sasl:
         raise UsageError(f"{body.NAME} outside a SASL exchange (5.3.2)")
-    inp = _SASL_INPUT[type(body)]
+    inp = _SASL_INPUT[body.NAME]
     header = machine.state is SaslState.START and conn.role == "client"
     state = SASL_TABLE[machine.state, SaslInput.SEND_HEADER].next_state if header else None
     if (state or machine.state, inp) not in SASL_TABLE:
@@ -326,21 +311,22 @@ def _sasl(conn: Connection, body: Any, channel: int, frame: bytes) -> Endpoint:
         conn._out += SASL_HEADER.encode()
     machine.process(inp)
     conn._write(frame)
-    if isinstance(body, SaslOutcome):
+    if inp is SaslInput.SEND_OUTCOME:
         conn.sasl_outcome = body.code
         conn._after_sasl(body.code)
     return None
 
 
-_RECORDERS: dict[type, Callable[..., Endpoint]] = {
-    Open: _open,
-    Close: _close,
-    Begin: _begin,
-    End: _end,
-    Flow: _flow,
-    Disposition: _disposition,
-    Attach: _attach,
-    Transfer: _transfer,
-    Detach: _detach,
+# performative name (amqp10.spec) -> recorder
+_RECORDERS: dict[str, Callable[..., Endpoint]] = {
+    "open": _open,
+    "close": _close,
+    "begin": _begin,
+    "end": _end,
+    "flow": _flow,
+    "disposition": _disposition,
+    "attach": _attach,
+    "transfer": _transfer,
+    "detach": _detach,
     **dict.fromkeys(_SASL_INPUT, _sasl),
 }
