@@ -154,6 +154,38 @@ def _assign(message: Message, name: str, section: Any) -> None:
         setattr(message, name.replace("-", "_"), section.value)
 
 
+def max_transfer_payload(transfer: Transfer, max_frame_size: int, channel: int = 0) -> int:
+    """Payload bytes that fit in one frame of at most `max_frame_size` behind `transfer`
+    (its frame header and encoded performative are the overhead, 2.3.1, 2.7.5); may be
+    zero or negative when the performative alone does not fit."""
+    return max_frame_size - len(encode_frame(transfer, channel))
+
+
+def _split_plan(
+    transfer: Transfer, payload_size: int, max_frame_size: int, channel: int
+) -> tuple[int, int, int]:
+    """How transfer_frames() splits a payload: (room in the first frame, room in each
+    continuation frame, number of frames)."""
+    if max_transfer_payload(transfer.replace(more=False), max_frame_size, channel) >= payload_size:
+        return payload_size, 0, 1
+    first = max_transfer_payload(transfer.replace(more=True), max_frame_size, channel)
+    rest = max_transfer_payload(
+        Transfer(handle=transfer.handle, more=True), max_frame_size, channel
+    )
+    if first <= 0 or rest <= 0:
+        raise EncodeError(f"max-frame-size {max_frame_size} too small for a transfer")
+    left = payload_size - first
+    return first, rest, 1 + -(-left // rest)
+
+
+def transfer_frame_count(
+    transfer: Transfer, payload_size: int, max_frame_size: int, channel: int = 0
+) -> int:
+    """How many frames transfer_frames() makes of a `payload_size`-byte delivery (2.6.14):
+    what a multi-frame delivery costs in transfer-ids (2.5.6)."""
+    return _split_plan(transfer, payload_size, max_frame_size, channel)[2]
+
+
 def transfer_frames(
     transfer: Transfer, payload: bytes, max_frame_size: int, channel: int = 0
 ) -> list[bytes]:
@@ -162,27 +194,16 @@ def transfer_frames(
     The first frame carries every field of `transfer`; continuation frames repeat only
     the handle (and `more`), as the spec allows. All but the last have more=true.
     """
-    first = transfer.replace(more=False)
-    whole = encode_frame(first, channel, payload)
-    if len(whole) <= max_frame_size:
-        return [whole]
-    frames: list[bytes] = []
-    remaining = memoryview(payload)
-    head = transfer.replace(more=True)
+    first, rest, count = _split_plan(transfer, len(payload), max_frame_size, channel)
+    if count == 1:
+        return [encode_frame(transfer.replace(more=False), channel, payload)]
+    frames = [encode_frame(transfer.replace(more=True), channel, payload[:first])]
     continuation = Transfer(handle=transfer.handle, more=True)
-    current = head
-    while True:
-        overhead = len(encode_frame(current, channel))
-        room = max_frame_size - overhead
-        if room <= 0:
-            raise EncodeError(f"max-frame-size {max_frame_size} too small for a transfer")
-        if len(remaining) <= room:
-            last = current.replace(more=False)
-            frames.append(encode_frame(last, channel, bytes(remaining)))
-            return frames
-        frames.append(encode_frame(current, channel, bytes(remaining[:room])))
-        remaining = remaining[room:]
-        current = continuation
+    for start in range(first, len(payload), rest):
+        chunk = payload[start : start + rest]
+        last = start + rest >= len(payload)
+        frames.append(encode_frame(continuation.replace(more=not last), channel, chunk))
+    return frames
 
 
 class TransferAssembler:

@@ -26,7 +26,13 @@ from amqp10.composites import (
 )
 from amqp10.errors import DecodeError, EncodeError
 from amqp10.frames import FrameDecoder, decode_frame
-from amqp10.message import Message, TransferAssembler, transfer_frames
+from amqp10.message import (
+    Message,
+    TransferAssembler,
+    max_transfer_payload,
+    transfer_frame_count,
+    transfer_frames,
+)
 from amqp10.spec import MIN_MAX_FRAME_SIZE
 from amqp10.types import symbol
 from fuzz import strategies as gen
@@ -138,6 +144,7 @@ def test_split_respects_max_frame_size_and_reassembles(payload, max_frame_size, 
     transfer = transfer.replace(more=False, aborted=False)
     frames = transfer_frames(transfer, payload, max_frame_size, channel)
     assert all(len(raw) <= max_frame_size for raw in frames)
+    assert transfer_frame_count(transfer, len(payload), max_frame_size, channel) == len(frames)
     decoded = [decode_frame(raw, max_frame_size) for raw in frames]
     assert all(f.channel == channel and f.name == "transfer" for f in decoded)
     # all but the last frame say more=true (2.7.5); the last says more=false
@@ -176,6 +183,15 @@ def test_small_delivery_is_one_frame():
     (raw,) = transfer_frames(Transfer(handle=0, delivery_id=0), b"abc", 512)
     frame = decode_frame(raw)
     assert frame.performative.more is False and frame.payload == b"abc"
+
+
+def test_max_transfer_payload_fills_the_frame_exactly():
+    transfer = Transfer(handle=3, delivery_id=70000, delivery_tag=b"tag", message_format=0)
+    room = max_transfer_payload(transfer, 512, channel=1)
+    (raw,) = transfer_frames(transfer, b"x" * room, 512, channel=1)
+    assert len(raw) == 512
+    assert transfer_frame_count(transfer, room + 1, 512, channel=1) == 2
+    assert max_transfer_payload(transfer, 10) < 0
 
 
 def test_max_frame_size_too_small_for_the_transfer():
