@@ -1,0 +1,116 @@
+"""Minimal reproducers: one connection's items -> the fewest that still show a signature.
+
+Owns: `signatures_of(items)` (the oracle: the items' raw bytes decoded again as a fresh
+connection by traces.streams.ConnectionDecoder and checked by traces.check, as a
+reader of the written pcap would), `minimize(items, signature)` (a window pre-pass, then
+traces.minimize.ddmin until 1-minimal) and `write_reproducer(...)` (`<sig>.pcap` through
+traces.pcap_writer, `<sig>.txt` through traces.render, then re-checked from the pcap
+file). Offline and pure apart from the two files it writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark_triage.check import check_flow, segments_of
+from traces.minimize import ddmin
+from traces.model import CLIENT, KIND_RAW, TraceItem
+from traces.pcap_vector import read_segments
+from traces.pcap_writer import PcapWriter
+from traces.render import show_line
+from traces.streams import ConnectionDecoder
+
+_SETUP = frozenset(
+    ("protocol-header", "sasl-mechanisms", "sasl-init", "sasl-outcome", "open", "begin", "attach")
+)
+
+
+def redecode(items: Sequence[TraceItem]) -> list[TraceItem]:
+    """The items a reader would see if only these items' bytes had crossed the wire."""
+    decoder = ConnectionDecoder(1)
+    out: list[TraceItem] = []
+    for item in items:
+        out.extend(decoder.feed(item.direction, item.raw, item.time))
+    out.extend(decoder.finish(items[-1].time if items else 0.0))
+    return out
+
+
+def signatures_of(items: Sequence[TraceItem]) -> set[str]:
+    """Signatures the checker reports for these items' bytes as one connection."""
+    from spark_triage.check import signatures_of_items
+
+    return signatures_of_items(redecode(items))
+
+
+def minimize(
+    items: Sequence[TraceItem], sig: str, upto: int | None = None, max_tests: int = 5000
+) -> list[TraceItem]:
+    """A 1-minimal subsequence of `items` (decoded items, raw ones dropped) still showing
+    `sig`. `upto`: the index of the violating item, when known. Tries the set-up frames
+    plus a growing window before the violation first, so long connections do not pay
+    ddmin's quadratic worst case."""
+    candidates = [item for item in items if item.kind != KIND_RAW]
+    if upto is not None:
+        prefix = [item for item in candidates if item.index <= upto]
+        if sig in signatures_of(prefix):
+            candidates = prefix
+    if sig not in signatures_of(candidates):
+        raise ValueError(f"{sig} does not fire on the given items")
+    start = _window(candidates, sig)
+    return ddmin(start, lambda kept: sig in signatures_of(kept), max_tests=max_tests).items
+
+
+def _window(items: list[TraceItem], sig: str) -> list[TraceItem]:
+    """The shortest prefix that fires, then set-up + the last k items of it, k doubling."""
+    low, high = 1, len(items)
+    while low < high:  # the violation is found once its frame is in: binary search
+        middle = (low + high) // 2
+        if sig in signatures_of(items[:middle]):
+            high = middle
+        else:
+            low = middle + 1
+    prefix = items[:high]
+    k = 1
+    while k < len(prefix):
+        tail = prefix[-k:]
+        head = [item for item in prefix[:-k] if item.name in _SETUP]
+        if sig in signatures_of(head + tail):
+            return head + tail
+        k *= 2
+    return prefix
+
+
+@dataclass(slots=True)
+class Reproducer:
+    signature: str
+    frames: int
+    pcap: str
+    text: str
+    rechecked: bool
+
+
+def write_reproducer(
+    items: Sequence[TraceItem], sig: str, directory: Path, client: str, server: str
+) -> Reproducer:
+    """`<sig>.pcap` + `<sig>.txt` of `items`; re-read from the pcap and re-checked."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pcap = directory / f"{sig}.pcap"
+    text = directory / f"{sig}.txt"
+    start = items[0].time if items else 0.0
+    with PcapWriter(str(pcap)) as writer:
+        writer.open_connection(1, client, server, start)
+        for item in items:
+            writer.data(1, item.direction, item.raw, item.time)
+        writer.close_connection(1, items[-1].time if items else start, CLIENT)
+    shown = redecode(items)
+    lines = [
+        f"# reproducer for {sig}",
+        f"# {len(shown)} items, client {client}, server {server}; '->' is client to server",
+        *(show_line(item, with_time=True) for item in shown),
+    ]
+    text.write_text("\n".join(lines) + "\n")
+    violations, _connections = check_flow(pcap.name, segments_of(read_segments(str(pcap))))
+    rechecked = any(row.signature == sig for row in violations)
+    return Reproducer(sig, len(shown), str(pcap), str(text), rechecked)

@@ -1,0 +1,97 @@
+"""spark_triage.check and .reproducers without Spark: verdicts, signatures, capture defects,
+port reuse, and minimal reproducers that re-trigger their signature from the written pcap."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from shared_paths import PROTON_C_PCAP, RABBITMQ_PCAP
+from traces_support.crafted import write_capture
+
+from spark_triage.check import check_flow, items_of, segments_of
+from spark_triage.reproducers import minimize, signatures_of, write_reproducer
+from traces.pcap_vector import read_segments
+
+CREDIT = "v1+link.credit.transfer-beyond-credit+2.6.7+transfer+opened"
+
+
+def _flows(path: str) -> dict[tuple, list]:
+    flows: dict[tuple, list] = defaultdict(list)
+    for entry in segments_of(read_segments(path)):
+        flows[tuple(sorted((entry[0].src, entry[0].dst)))].append(entry)
+    return flows
+
+
+def _check(path: str):
+    violations, connections = [], []
+    for segments in _flows(path).values():
+        v, c = check_flow("src", segments)
+        violations += v
+        connections += c
+    return violations, connections
+
+
+def test_rabbitmq_overdelivery_has_the_credit_signature_and_broker():
+    violations, connections = _check(str(RABBITMQ_PCAP))
+    assert len(connections) == 1 and connections[0].verdict == "MUST"
+    assert connections[0].broker_product == "RabbitMQ"
+    assert connections[0].broker_version == "3.10.8"
+    credit = [v for v in violations if v.signature == CREDIT]
+    assert len(credit) == 4
+    assert all(v.performative == "transfer" and v.origin == "server" for v in credit)
+    assert credit[0].frame_index == 13655 and credit[0].handle == 0
+
+
+def test_proton_c_has_no_must_violation():
+    violations, connections = _check(str(PROTON_C_PCAP))
+    assert len(connections) == 4
+    assert not [v for v in violations if v.level == "MUST"]
+    assert {c.verdict for c in connections} == {"OK"}
+
+
+def test_crafted_capture_defects_are_counted_not_dropped(tmp_path):
+    path = str(tmp_path / "c.pcap")
+    write_capture(path)  # a retransmission, an overlap, out-of-order, server seq wrap
+    _violations, connections = _check(path)
+    (row,) = connections
+    assert row.verdict != "UNCHECKED" and row.frames > 30
+    assert row.defects.get("retransmit", 0) >= 1
+    assert row.defects.get("overlap", 0) >= 1
+
+
+def test_sequence_wrap_is_reported_and_not_mistaken_for_a_retransmit():
+    from spark_triage.check import _Defects
+    from traces.pcap_reader import TcpSegment
+
+    a, b = (bytes(4), 1), (bytes(4), 2)
+    defects = _Defects()
+    defects.segment(TcpSegment(0.0, a, b, 0xFFFFFFF0, 0, 0x02, b""), False)
+    defects.segment(TcpSegment(0.1, a, b, 0xFFFFFFF1, 0, 0x18, b"x" * 32), False)
+    defects.segment(TcpSegment(0.2, a, b, 0x11, 0, 0x18, b"y" * 8), False)
+    assert defects.counts == {"sequence-wrap": 1}
+
+
+def test_port_reuse_gives_two_connections_with_distinct_keys(tmp_path):
+    segments = []
+    for number in range(2):
+        path = str(tmp_path / f"c{number}.pcap")
+        write_capture(path)
+        for segment, cut in segments_of(read_segments(path)):
+            segment.time += number * 5.0
+            segments.append((segment, cut))
+    _violations, connections = check_flow("src", segments)
+    assert len(connections) == 2
+    assert connections[0].connection_key != connections[1].connection_key
+    assert connections[0].connection_key.endswith("|0")
+
+
+def test_reproducer_is_small_and_retriggers_from_its_pcap(tmp_path):
+    (items,) = items_of("src", segments_of(read_segments(str(RABBITMQ_PCAP)))).values()
+    smallest = minimize(items, CREDIT, upto=13655)
+    assert CREDIT in signatures_of(smallest)
+    assert len(smallest) <= 20
+    for index in range(len(smallest)):  # 1-minimal
+        assert CREDIT not in signatures_of(smallest[:index] + smallest[index + 1 :])
+    result = write_reproducer(smallest, CREDIT, tmp_path, "127.0.0.1:34458", "127.0.0.1:5672")
+    assert result.rechecked
+    assert (tmp_path / f"{CREDIT}.txt").read_text().count("@transfer") >= 1
