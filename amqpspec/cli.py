@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "fuzz": ("fuzz.cli", "fuzz a broker's frame parser and state machine"),
     "triage": ("spark_triage.cli", "triage trace corpora with PySpark"),
     "bench": ("bench.cli", "benchmarks: codec, brokers"),
+    "engine": ("amqpspec.engine_cli", "the protocol engine: draw its state tables"),
 }
 
 

@@ -10,7 +10,8 @@ table is refused:
 - a SEND_x input raises `UsageError`: the local application asked for something the
   endpoint's state does not allow.
 
-Tables are plain dicts, exported so tests and the diagram tool can walk every pair:
+Tables are plain dicts, exported so tests and the diagram tool (amqp10.engine.diagram,
+`amqpspec engine diagram`) can walk every pair:
 CONNECTION_TABLE, SESSION_TABLE, LINK_TABLE, SASL_TABLE (pairs -> Transition) and
 CONNECTION_ERRORS, SESSION_ERRORS, LINK_ERRORS, SASL_ERRORS (every refused RECV pair ->
 (condition, scope)). `TABLES` lists them with their state and input enums.
