@@ -13,11 +13,16 @@ Broker model (no AMQP bytes, no engine, no clock):
 - `config`     BrokerConfig from TOML + command line.
 - `faults`     the catalog of switchable real-world bugs.
 - `admin`, `admin_client`  RabbitMQ-compatible management HTTP API subset and its client.
-Protocol layer (on the `amqp10` engine) and server:
-- `connection` per-connection pump socket <-> engine and the broker logic of its events;
-               `BrokerContext` shared by all connections (dispatch, confirms, alarms).
+Protocol layer (on the `amqp10` engine; sans-IO: `now` and a scheduler are injected):
+- `connection` per-connection broker logic of the engine's events (bytes in, bytes out,
+               its own deadlines); `BrokerContext` shared by all connections (dispatch,
+               confirms, alarms, housekeeping).
 - `sessions`   per-session unsettled deliveries, batched confirms, alarm windows.
 - `links`      consumer links (queue credit, credit API v2) and publisher links (170 credit).
-- `server`     asyncio server (uvloop), TLS, admin API, housekeeping; `BrokerThread`.
+- `scheduler`  the injected clock/timer/blocking-work interface; `ManualScheduler`.
+- `memory`     the broker in memory: `MemoryBroker` + engine clients, manual clock.
+I/O:
+- `pump`       asyncio Protocol (socket <-> BrokerConnection) and `LoopScheduler`.
+- `server`     asyncio server (uvloop), TLS, admin API; `BrokerThread`.
 - `cli`        `amqpspec broker` / `python -m reference_broker`.
 """

@@ -1,17 +1,27 @@
-"""One AMQP connection of the reference broker: a thin asyncio pump between the socket and
-the `amqp10` engine, and the broker logic that answers the engine's events.
+"""The reference broker's protocol logic, sans-IO: the `amqp10` engine of each connection
+and the broker logic that answers its events. No socket, no clock, no event loop: bytes
+and `now` come in, bytes go out through a `write` callable, and every deadline and
+deferred step goes through the injected `scheduler.Scheduler` (pump.py implements it on
+asyncio; scheduler.ManualScheduler in memory, see memory.py).
 
 Owns: `BrokerContext` (what every connection shares: vhost, config, alarms, group commit,
-the set of connections with bytes to write), `BrokerConnection` (SASL judging, open
-negotiation with the configured limits, sessions and links, routing publishes, confirms,
-consumer settlement, requeue on detach/end/close/loss, alarm windows), and
-`AmqpProtocol` (asyncio.Protocol: bytes in -> engine -> events -> model -> bytes out,
-written once per read). May touch: the engine objects it creates, the vhost and queues
-through their APIs, sessions.py and links.py.
+scheduler, the connections with bytes to write, the periodic housekeeping) and
+`BrokerConnection` (SASL judging, open negotiation with the configured limits, sessions
+and links, routing publishes, confirms, consumer settlement, requeue on
+detach/end/close/loss, alarm windows, its deadlines: engine timer, handshake, close
+grace). May touch: the engine objects it creates, the vhost and queues through their
+APIs, sessions.py and links.py.
+
+Entry points (each ends the turn: dispatch of every queue with work, then one write per
+connection with bytes): `BrokerConnection.receive_data(data, now)`, `.transport_lost(now)`,
+the timers it arms itself, and the context's callbacks (durable confirms, alarms, queue
+deletion, housekeeping). A turn's writes reach other connections too (a publish wakes a
+consumer elsewhere), which is why output is pushed to each connection's `write` at the
+end of the turn rather than pulled by one transport.
 
 Hot path per read: engine.receive_data (at most MAX_FRAMES_PER_STEP frames at a time);
 events; vhost.dispatch_pending (deliveries of every connection); confirms batched per
-session; one transport.write per dirty connection.
+session; one write per dirty connection.
 
 Echo (2.7.4): the engine's policy has auto_echo off, so every echo is answered here from
 the broker's own state (a consumer's by its queue, credit API v2), and the `no-echo`
@@ -21,12 +31,10 @@ fault can suppress them all. The faults that must break an engine rule to reach 
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import ipaddress
 import itertools
 import logging
-import socket
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -58,13 +66,14 @@ from amqp10.message import Message
 from amqp10.spec import Cond, RcvSettleMode, Role
 
 from .addressing import AddressError, queue_address
-from .alarms import ResourceAlarms
+from .alarms import ResourceAlarms, alarms_from_config
 from .config import BrokerConfig
 from .faults import Faults
 from .links import ConsumerLink, PublisherLink
 from .queues import CreditReply, Delivery
+from .scheduler import Scheduler, Timer
 from .sessions import RELEASED_STATE, BrokerSession
-from .store import AsyncGroupCommit
+from .store import GroupCommit
 from .vhost import BrokerError, ConnectionSummary, VirtualHost
 
 log = logging.getLogger("reference_broker.connection")
@@ -72,6 +81,7 @@ log = logging.getLogger("reference_broker.connection")
 MAX_FRAMES_PER_STEP = 128  # frames the engine handles before we act on them (receive())
 CLOSE_GRACE_S = 5.0  # after our close, wait this long for the peer's before dropping it
 HANDSHAKE_TIMEOUT_S = 10.0  # protocol header + SASL + open (RabbitMQ handshake_timeout)
+HOUSEKEEPING_INTERVAL_S = 0.2  # alarm readings, store flush / compaction
 _GONE_LINK = frozenset({LinkState.DETACHED, LinkState.DETACH_SENT})
 _LIVE_SESSION = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})
 
@@ -90,27 +100,46 @@ class BrokerContext:
         self,
         vhost: VirtualHost,
         config: BrokerConfig,
+        scheduler: Scheduler,
         alarms: ResourceAlarms | None = None,
-        commit: AsyncGroupCommit | None = None,
     ) -> None:
         self.vhost = vhost
         self.config = config
+        self.scheduler = scheduler
         self.alarms = alarms
-        self.commit = commit
+        store = vhost.store
+        self.commit = GroupCommit(store, scheduler) if store is not None else None
         self.faults: Faults = config.faults
         self.connections: set[BrokerConnection] = set()
         self.dirty: list[BrokerConnection] = []
         self.alarm_active = bool(alarms and alarms.any_active)
+        self.failures: list[BaseException] = []  # internal errors (the last 100), for tests
         self._durable_waiters: deque[tuple[int, BrokerSession, int, PublisherLink]] = deque()
         self._ids = itertools.count(1)
         self._continuation = False
+        self._housekeeping: Timer | None = None
+        self._compacting = False
         # RabbitMQ's max_queue_credit: deliveries a queue hands one consumer link per turn
         self.dispatch_batch = config.limits.max_queue_credit
         if alarms is not None:
             alarms.add_observer(self._on_alarm)
-        if commit is not None:
-            commit.on_durable.append(self._on_durable)
+        if self.commit is not None:
+            self.commit.on_durable.append(self._on_durable)
+            self.commit.on_failed.append(self._on_commit_failed)
         vhost.listeners.append(self._on_vhost_event)
+
+    @classmethod
+    def from_config(
+        cls, config: BrokerConfig, scheduler: Scheduler, alarms: ResourceAlarms | None = None
+    ) -> BrokerContext:
+        """A broker's shared state from its config: the vhost (with its durable store when
+        config.data_dir is set) and the resource alarms (from config.alarms unless given)."""
+        vhost = VirtualHost(faults=config.faults, data_dir=config.data_dir, fsync=config.fsync)
+        if alarms is None:
+            alarms = alarms_from_config(
+                **dataclasses.asdict(config.alarms), data_dir=config.data_dir
+            )
+        return cls(vhost, config, scheduler, alarms)
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -127,25 +156,66 @@ class BrokerContext:
             elif type(event) is CreditReply:
                 event.consumer.owner.credit_reply(event)
 
-    def flush(self) -> None:
+    def flush(self, now: float) -> None:
         dirty = self.dirty
         while dirty:
             connection = dirty.pop()
-            connection.flush()
+            connection.flush(now)
 
-    def end_turn(self) -> None:
+    def end_turn(self, now: float) -> None:
         self.run_dispatch()
-        self.flush()
+        self.flush(now)
         if self.vhost.dispatch_due and not self._continuation:
             self._continuation = True
-            asyncio.get_running_loop().call_soon(self._continue_dispatch)
+            self.scheduler.call_soon(self._continue_dispatch)
 
-    def _continue_dispatch(self) -> None:
+    def _continue_dispatch(self, now: float) -> None:
         self._continuation = False
         try:
-            self.end_turn()
-        except Exception:
-            log.exception("dispatch failed")
+            self.end_turn(now)
+        except Exception as exc:
+            self.failed(exc, "dispatch failed")
+
+    def failed(self, exc: BaseException, what: str) -> None:
+        log.error("%s", what, exc_info=exc)
+        self.failures.append(exc)
+        del self.failures[:-100]
+
+    # ------------------------------------------------------------------ housekeeping
+    def start_housekeeping(self, interval: float = HOUSEKEEPING_INTERVAL_S) -> None:
+        """Every `interval`: alarm readings, flushing acks/purges of durable queues, log
+        compaction (as blocking work), then a turn end."""
+
+        def tick(now: float) -> None:
+            self._housekeeping = self.scheduler.call_at(now + interval, tick)
+            try:
+                self.housekeep(now)
+            except Exception as exc:
+                self.failed(exc, "housekeeping failed")
+
+        self._housekeeping = self.scheduler.call_at(self.scheduler.now() + interval, tick)
+
+    def stop_housekeeping(self) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            self._housekeeping = None
+
+    def housekeep(self, now: float) -> None:
+        if self.alarms is not None:
+            self.alarms.check(now)
+        store = self.vhost.store
+        if store is not None and self.commit is not None:
+            if store.has_pending:
+                self.commit.kick()
+            elif not self._compacting and store.should_compact():
+                self._compacting = True
+                self.scheduler.run_blocking(store.compact, self._compacted)
+        self.end_turn(now)
+
+    def _compacted(self, now: float, result: Any) -> None:
+        self._compacting = False
+        if isinstance(result, BaseException):
+            self.failed(result, "compaction failed")
 
     # ------------------------------------------------------------------ durable confirms
     def wait_durable(
@@ -155,7 +225,7 @@ class BrokerContext:
         self._durable_waiters.append((token, session, delivery_id, link))
         self.commit.kick()
 
-    def _on_durable(self, durable_through: int) -> None:
+    def _on_durable(self, now: float, durable_through: int) -> None:
         """The store fsynced every record up to `durable_through`: confirm those publishes
         (tokens grow with every append, so the waiters are in token order)."""
         waiters = self._durable_waiters
@@ -167,7 +237,12 @@ class BrokerContext:
             if session.connection.open:
                 session.confirm(delivery_id)
                 session.connection.mark_dirty()
-        self.end_turn()
+        self.end_turn(now)
+
+    def _on_commit_failed(self, now: float, exc: BaseException) -> None:
+        """The store could not fsync: those publishes stay unconfirmed (the publisher's
+        unsettled deliveries tell it so); the next kick tries again."""
+        self.failed(exc, "group commit failed")
 
     def forget_connection_waiters(self, connection: BrokerConnection) -> None:
         self._durable_waiters = deque(
@@ -183,7 +258,7 @@ class BrokerContext:
             owner = consumer.owner
             if isinstance(owner, ConsumerLink):
                 owner.session.connection.queue_deleted(owner)
-        self.flush()
+        self.flush(self.scheduler.now())
 
     # ------------------------------------------------------------------ alarms
     def _on_alarm(self, kind: str, active: bool, any_active: bool) -> None:
@@ -196,11 +271,13 @@ class BrokerContext:
         window = 0 if any_active else self.config.limits.max_incoming_window
         for connection in list(self.connections):
             connection.set_windows(window)
-        self.flush()
+        self.flush(self.scheduler.now())
 
 
 class BrokerConnection:
-    """The broker side of one AMQP connection (engine + model)."""
+    """The broker side of one AMQP connection (engine + model). `write(data)` sends bytes
+    to the peer; `close_transport()` drops it (once `open` is False nothing else is
+    written). `connected_at` is the wall-clock time the admin API shows."""
 
     def __init__(
         self,
@@ -209,8 +286,11 @@ class BrokerConnection:
         close_transport: Callable[[], None],
         peer: tuple[str, int],
         local: tuple[str, int],
+        *,
+        connected_at: float = 0.0,
     ) -> None:
         self.context = context
+        self.scheduler = context.scheduler
         self.vhost = context.vhost
         self.config = context.config
         self.faults = context.faults
@@ -229,8 +309,14 @@ class BrokerConnection:
         self._head = b""  # the first bytes, until the protocol header is complete
         self.engine: Connection | None = None  # made once the client's header says SASL or not
         self.summary = ConnectionSummary(
-            self.name, peer[0], peer[1], local[0], local[1], connected_at=time.time()
+            self.name, peer[0], peer[1], local[0], local[1], connected_at=connected_at
         )
+        self.failure: BaseException | None = None  # the internal error that closed it
+        # deadlines besides the engine's timer (2.4.5 heartbeats, idle time-out)
+        self._handshake_due: float | None = self.scheduler.now() + HANDSHAKE_TIMEOUT_S
+        self._hard_close_due: float | None = None
+        self._timer: Timer | None = None
+        self._timer_at: float | None = None
         context.connections.add(self)
         self._handlers: dict[type, Callable[[Any], None]] = {
             TransferReceived: self._on_transfer,
@@ -248,6 +334,7 @@ class BrokerConnection:
             DeliveryAborted: self._ignore,
             TransportClosed: self._ignore,
         }
+        self._arm_timer()  # the handshake deadline
 
     # ------------------------------------------------------------------ SASL (5.3)
     def _anonymous_allowed(self) -> bool:
@@ -301,8 +388,59 @@ class BrokerConnection:
         else:
             log.info("%s: SASL %s refused for %r", self.name, event.mechanism, event.username)
 
-    # ------------------------------------------------------------------ pump
-    def receive(self, data: bytes) -> None:
+    # ------------------------------------------------------------------ entry points
+    def receive_data(self, data: bytes, now: float) -> None:
+        """Bytes from the peer (b"" is not end of stream: see transport_lost). Ends the
+        turn; an internal error closes this connection with amqp:internal-error."""
+        if not self.open:
+            return
+        try:
+            self.receive(data, now)
+            self.context.end_turn(now)
+        except Exception as exc:
+            self._internal_error(exc, now)
+
+    def transport_lost(self, now: float) -> None:
+        """The peer's byte stream ended or broke: release everything, end the turn."""
+        self._cancel_timer()
+        try:
+            self.connection_lost(now)
+            self.context.end_turn(now)
+        except Exception as exc:
+            self.context.failed(exc, f"{self.name}: error on transport loss")
+
+    def _on_timer(self, now: float) -> None:
+        self._timer = None
+        self._timer_at = None
+        if not self.open:
+            return
+        try:
+            self.handle_timer(now)
+            self.context.end_turn(now)
+        except Exception as exc:
+            self._internal_error(exc, now)
+            return
+        if self.open:
+            self._arm_timer()
+
+    def _internal_error(self, exc: BaseException, now: float) -> None:
+        self.failure = exc
+        self.context.failed(exc, f"{self.name}: internal error; closing the connection")
+        try:
+            if self.engine is not None:
+                self.engine.close(Cond.INTERNAL_ERROR, "reference broker internal error")
+            self.flush(now)
+        except Exception:
+            pass
+        self.shutdown()
+        try:
+            self.context.end_turn(now)
+        except Exception as more:
+            self.context.failed(more, "dispatch failed after an internal error")
+
+    # ------------------------------------------------------------------ steps
+    def receive(self, data: bytes, now: float) -> None:
+        """One read's input through the engine and its events (no turn end)."""
         summary = self.summary
         summary.bytes_in += len(data)  # admin API recv_oct / recv_cnt: counters, per read
         engine = self.engine
@@ -314,11 +452,11 @@ class BrokerConnection:
             engine = self.engine = self._make_engine(data[:PROTOCOL_HEADER_SIZE])
         # credit is decided every MAX_FRAMES_PER_STEP frames: a publisher's re-grant goes
         # out while we work on the rest of a large read
-        more = engine.receive_data(data, time.monotonic(), MAX_FRAMES_PER_STEP)
-        self._after_step()
+        more = engine.receive_data(data, now, MAX_FRAMES_PER_STEP)
+        self._after_step(now)
         while more and self.open:
-            more = engine.receive_buffered(time.monotonic(), MAX_FRAMES_PER_STEP)
-            self._after_step()
+            more = engine.receive_buffered(now, MAX_FRAMES_PER_STEP)
+            self._after_step(now)
         summary.frames_in = engine.frames_received
         self.reopen_windows()
 
@@ -336,7 +474,7 @@ class BrokerConnection:
             ):
                 session.set_window(limit)
 
-    def _after_step(self) -> None:
+    def _after_step(self, now: float) -> None:
         """The events of one step of input, then publisher credit and confirms."""
         self._drain_events()
         if self._credit_checks:
@@ -345,7 +483,7 @@ class BrokerConnection:
             for publisher in checks:
                 regranted |= publisher.maybe_regrant()
             if regranted and self.open:
-                self.flush()  # the publisher resumes now, in parallel with our work
+                self.flush(now)  # the publisher resumes now, in parallel with our work
         if self.sessions_with_confirms:
             self.flush_confirms()
         self.mark_dirty()
@@ -361,29 +499,73 @@ class BrokerConnection:
             self._dirty = True
             self.context.dirty.append(self)
 
-    def flush(self) -> None:
+    @property
+    def dirty(self) -> bool:
+        """Bytes or confirms wait for the end of the turn (flush)."""
+        return self._dirty
+
+    def flush(self, now: float) -> None:
         self._dirty = False
         if self.sessions_with_confirms:
             self.flush_confirms()
         engine = self.engine
-        if engine is None:
-            return
-        data = engine.data_to_send(time.monotonic())
-        if data and self.open:
-            self._write(data)
-            summary = self.summary  # admin API send_oct / send_cnt
-            summary.bytes_out += len(data)
-            summary.frames_out = engine.frames_sent
-        if engine.finished and self.open:
+        if engine is not None:
+            data = engine.data_to_send(now)
+            if data and self.open:
+                self._write(data)
+                summary = self.summary  # admin API send_oct / send_cnt
+                summary.bytes_out += len(data)
+                summary.frames_out = engine.frames_sent
+            if engine.finished and self.open:
+                self.shutdown()
+        if self.open:
+            self._arm_timer()
+
+    # ------------------------------------------------------------------ deadlines
+    def get_timer(self) -> float | None:
+        """The earliest deadline: the engine's (heartbeat, idle time-out), the handshake's
+        and the close grace's."""
+        due = None if self.engine is None else self.engine.get_timer()
+        for deadline in (self._handshake_due, self._hard_close_due):
+            if deadline is not None and (due is None or deadline < due):
+                due = deadline
+        return due
+
+    def handle_timer(self, now: float) -> None:
+        """Whatever is due at `now` (no turn end)."""
+        engine = self.engine
+        if self._hard_close_due is not None and now >= self._hard_close_due:
+            self.flush(now)  # the peer had CLOSE_GRACE_S to answer our close
             self.shutdown()
-
-    def timer_due(self) -> float | None:
-        return None if self.engine is None else self.engine.get_timer()
-
-    def handle_timer(self) -> None:
-        self.engine.handle_timer(time.monotonic())
-        self._drain_events()
+            return
+        if self._handshake_due is not None and now >= self._handshake_due:
+            self._handshake_due = None
+            if engine is None or engine.remote_open is None:
+                # like RabbitMQ's handshake_timeout: no open by now, dropped
+                log.info("%s: no open within %s s; dropping it", self.name, HANDSHAKE_TIMEOUT_S)
+                self.shutdown()
+                return
+        if engine is not None:
+            engine.handle_timer(now)
+            self._drain_events()
         self.mark_dirty()
+
+    def _arm_timer(self) -> None:
+        due = self.get_timer()
+        if due is None:
+            return
+        if self._timer_at is not None and self._timer_at <= due:
+            return  # an earlier (or equal) wake-up is already set; it re-arms itself
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = due
+        self._timer = self.scheduler.call_at(due, self._on_timer)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._timer_at = None
 
     def _drain_events(self) -> None:
         handlers = self._handlers
@@ -411,9 +593,10 @@ class BrokerConnection:
         self.vhost.unregister_connection(self.name)
         self.context.forget_connection_waiters(self)
         self.context.connections.discard(self)
+        self._cancel_timer()
         self._close_transport()
 
-    def close_forced(self, description: str = "broker shutdown") -> None:
+    def close_forced(self, now: float, description: str = "broker shutdown") -> None:
         """Broker stop: close with amqp:connection:forced (2.8.16), flush, drop."""
         engine = self.engine
         if self.open and engine is not None and engine.remote_open is not None:
@@ -421,15 +604,15 @@ class BrokerConnection:
                 engine.close(Cond.CONNECTION_FORCED, description)
             except UsageError:
                 pass  # already closing
-            self.flush()
+            self.flush(now)
         self.shutdown()
 
-    def connection_lost(self) -> None:
+    def connection_lost(self, now: float) -> None:
         if self.open and self.engine is None:
             self.shutdown()
         if self.open:
             try:
-                self.engine.receive_data(b"", time.monotonic())
+                self.engine.receive_data(b"", now)
             except Exception:
                 log.debug("engine error on transport loss", exc_info=True)
             for _ in self.engine.events():
@@ -438,6 +621,7 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------ connection (2.4)
     def _on_open(self, event: RemoteOpen) -> None:
+        self._handshake_due = None
         self.summary.container_id = event.open.container_id
         props = event.open.properties
         if isinstance(props, dict):
@@ -475,13 +659,8 @@ class BrokerConnection:
             self._release_link(session, event.link)
 
     def _schedule_hard_close(self) -> None:
-        loop = asyncio.get_event_loop()
-        loop.call_later(CLOSE_GRACE_S, self._hard_close)
-
-    def _hard_close(self) -> None:
-        if self.open:
-            self.flush()
-            self.shutdown()
+        if self._hard_close_due is None:
+            self._hard_close_due = self.scheduler.now() + CLOSE_GRACE_S
 
     # ------------------------------------------------------------------ sessions (2.5)
     def _on_begin(self, event: RemoteBegin) -> None:
@@ -704,93 +883,3 @@ class BrokerConnection:
 
     def _ignore(self, event: Any) -> None:
         return None
-
-
-class AmqpProtocol(asyncio.Protocol):
-    """asyncio transport <-> BrokerConnection, nothing else."""
-
-    def __init__(self, context: BrokerContext) -> None:
-        self.context = context
-        self.connection: BrokerConnection | None = None
-        self.transport: asyncio.Transport | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            # flows and dispositions are small: never let Nagle hold them back
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        local = transport.get_extra_info("sockname") or ("?", 0)
-        self.connection = BrokerConnection(
-            self.context, transport.write, transport.close, peer[:2], local[:2]
-        )
-        asyncio.get_running_loop().call_later(HANDSHAKE_TIMEOUT_S, self._handshake_deadline)
-        self._arm_timer()
-
-    def _handshake_deadline(self) -> None:
-        """Like RabbitMQ's handshake_timeout: a peer that has not opened by now is dropped."""
-        connection = self.connection
-        if connection.open and (connection.engine is None or connection.engine.remote_open is None):
-            log.info("%s: no open within %s s; dropping it", connection.name, HANDSHAKE_TIMEOUT_S)
-            connection.shutdown()
-
-    def data_received(self, data: bytes) -> None:
-        connection = self.connection
-        try:
-            connection.receive(data)
-            self.context.end_turn()
-        except Exception:
-            log.exception("%s: internal error; closing the connection", connection.name)
-            self._internal_error()
-            return
-        if connection.open:
-            self._arm_timer()
-
-    def _internal_error(self) -> None:
-        connection = self.connection
-        try:
-            if connection.engine is not None:
-                connection.engine.close(Cond.INTERNAL_ERROR, "reference broker internal error")
-            connection.flush()
-        except Exception:
-            pass
-        connection.shutdown()
-        self.context.end_turn()
-
-    def _arm_timer(self) -> None:
-        due = self.connection.timer_due()
-        if due is None:
-            return
-        if self._timer_at is not None and self._timer_at <= due:
-            return  # an earlier (or equal) wake-up is already set; it re-arms itself
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_event_loop()
-        self._timer_at = due
-        self._timer = loop.call_at(loop.time() + max(0.0, due - time.monotonic()), self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
-        self._timer_at = None
-        connection = self.connection
-        if not connection.open:
-            return
-        try:
-            connection.handle_timer()
-            self.context.end_turn()
-        except Exception:
-            log.exception("%s: timer error", connection.name)
-            self._internal_error()
-            return
-        if connection.open:
-            self._arm_timer()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if self.connection is not None:
-            self.connection.connection_lost()
-            self.context.end_turn()

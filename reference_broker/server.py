@@ -1,11 +1,11 @@
-"""The reference broker's asyncio server: listeners, admin API, periodic housekeeping.
+"""The reference broker's asyncio server: listeners, admin API, start and stop.
 
-Owns: building the broker from a `BrokerConfig` (vhost with its durable store, resource
-alarms, group commit, the shared `BrokerContext`), the AMQP listener (and the amqps one
-when a TLS cert/key is configured), the admin HTTP API, the periodic alarm check and
-store flush/compaction, the "ready" log line, and a clean stop. `BrokerThread` runs one
-broker in a background thread for tests and tools. May touch: everything it builds,
-through their APIs; nothing of the protocol (connection.py does that).
+Owns: building the broker from a `BrokerConfig` on the running loop (the shared
+`BrokerContext` with a pump.LoopScheduler, whose housekeeping it starts), the AMQP
+listener (and the amqps one when a TLS cert/key is configured), the admin HTTP API, the
+"ready" log line, and a clean stop. `BrokerThread` runs one broker in a background
+thread for tests and tools. May touch: everything it builds, through their APIs;
+nothing of the protocol (connection.py does that).
 
     server = BrokerServer(config)
     await server.start()          # server.port / server.admin_port are the bound ports
@@ -16,23 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import ssl
 import threading
-import time
 from typing import Any
 
 from .admin import AdminServer, start_admin
-from .alarms import ResourceAlarms, alarms_from_config
+from .alarms import ResourceAlarms
 from .config import BrokerConfig
-from .connection import AmqpProtocol, BrokerContext
-from .store import AsyncGroupCommit
+from .connection import BrokerContext
+from .pump import AmqpProtocol, LoopScheduler
 from .vhost import VirtualHost
 
 log = logging.getLogger("reference_broker")
-
-HOUSEKEEPING_INTERVAL_S = 0.2
 
 
 def install_uvloop() -> bool:
@@ -50,28 +46,21 @@ class BrokerServer:
         self.config = config
         self.vhost: VirtualHost | None = None
         self.alarms = alarms
-        self.commit: AsyncGroupCommit | None = None
         self.context: BrokerContext | None = None
         self.admin: AdminServer | None = None
         self.port: int | None = None
         self.tls_port: int | None = None
         self.admin_port: int | None = None
         self._servers: list[asyncio.base_events.Server] = []
-        self._housekeeping: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
         config = self.config
-        self.vhost = VirtualHost(faults=config.faults, data_dir=config.data_dir, fsync=config.fsync)
-        if self.alarms is None:
-            self.alarms = alarms_from_config(
-                **dataclasses.asdict(config.alarms), data_dir=config.data_dir
-            )
         loop = asyncio.get_running_loop()
-        if self.vhost.store is not None:
-            self.commit = AsyncGroupCommit(self.vhost.store, loop)
-        self.context = BrokerContext(self.vhost, config, self.alarms, self.commit)
-        self.alarms.check(time.monotonic())
+        scheduler = LoopScheduler(loop)
+        self.context = BrokerContext.from_config(config, scheduler, self.alarms)
+        self.vhost, self.alarms = self.context.vhost, self.context.alarms
+        self.alarms.check(scheduler.now())
         server = await loop.create_server(
             lambda: AmqpProtocol(self.context), config.host, config.port, reuse_address=True
         )
@@ -95,7 +84,7 @@ class BrokerServer:
             self.admin, self.admin_port = await start_admin(
                 self.vhost, self.alarms, config, listeners=listeners
             )
-        self._housekeeping = loop.create_task(self._housekeep())
+        self.context.start_housekeeping()
         admin = f"admin {config.admin_host}:{self.admin_port}" if self.admin else "no admin"
         tls_text = f", amqps {config.host}:{self.tls_port}" if self.tls_port else ""
         log.info(
@@ -106,36 +95,18 @@ class BrokerServer:
             tls_text,
         )
 
-    async def _housekeep(self) -> None:
-        """Alarm readings, flushing acks/purges of durable queues, log compaction."""
-        store = self.vhost.store if self.vhost else None
-        while True:
-            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
-            try:
-                self.alarms.check(time.monotonic())
-                if store is not None and self.commit is not None:
-                    if store.has_pending:
-                        self.commit.kick()
-                    elif store.should_compact():
-                        await asyncio.get_running_loop().run_in_executor(None, store.compact)
-                self.context.end_turn()
-            except Exception:
-                log.exception("housekeeping failed")
-
     async def stop(self) -> None:
         for server in self._servers:
             server.close()
         if self.context is not None:
+            self.context.stop_housekeeping()
+            now = self.context.scheduler.now()
             for connection in list(self.context.connections):
-                connection.close_forced()
+                connection.close_forced(now)
         for server in self._servers:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 2)
         self._servers.clear()
-        if self._housekeeping is not None:
-            self._housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._housekeeping
         if self.admin is not None:
             await self.admin.close()
         if self.vhost is not None:

@@ -11,14 +11,14 @@ does not match (a torn tail from a crash); the file is truncated there.
 
 Group commit: `append_*` only buffer and return a token (increasing int). `flush()` writes
 everything pending and fsyncs once; afterwards every token <= `durable_through` is on disk,
-so the caller may confirm those publishes (send accepted). `AsyncGroupCommit` runs flushes
-in a worker thread and resolves one future per waiting publisher, batching all publishers
-that appended while the previous fsync ran.
+so the caller may confirm those publishes (send accepted). `GroupCommit` runs flushes
+where the injected scheduler runs blocking work (a worker thread behind the server) and
+reports how far the log is durable, batching all publishers that appended while the
+previous fsync ran.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import struct
@@ -27,7 +27,10 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
 
 PUBLISH = 1
 ACK = 2
@@ -304,57 +307,39 @@ class MessageStore:
             self._file = None
 
 
-class AsyncGroupCommit:
-    """Confirm publishes after fsync without blocking the event loop.
+class GroupCommit:
+    """Confirm publishes after fsync, one fsync per batch, through an injected scheduler
+    (scheduler.Scheduler: the event loop's executor behind the server, inline in memory).
 
-    `await commit.wait(token)` returns once `token` is durable. While one fsync runs in the
-    executor, new appends accumulate and are covered by the next single fsync.
+    `kick()` makes sure a flush runs for everything appended so far; appends made while
+    one runs are covered by the next single flush. After each flush every `on_durable`
+    callback gets (now, durable_through); a flush that raises (disk full, I/O error) goes
+    to every `on_failed` callback as (now, exception) instead.
     """
 
-    def __init__(self, store: MessageStore, loop: asyncio.AbstractEventLoop | None = None):
+    def __init__(self, store: MessageStore, scheduler: Scheduler) -> None:
         self.store = store
-        self._loop = loop
-        self._waiters: list[tuple[int, asyncio.Future[int]]] = []
-        self._task: asyncio.Task[None] | None = None
-        self.on_durable: list[Callable[[int], None]] = []  # called with durable_through
-
-    def wait(self, token: int) -> asyncio.Future[int]:
-        loop = self._loop or asyncio.get_running_loop()
-        future: asyncio.Future[int] = loop.create_future()
-        if self.store.is_durable(token):
-            future.set_result(self.store.durable_through)
-            return future
-        self._waiters.append((token, future))
-        self.kick()
-        return future
+        self.scheduler = scheduler
+        self._running = False
+        self.on_durable: list[Callable[[float, int], None]] = []
+        self.on_failed: list[Callable[[float, BaseException], None]] = []
 
     def kick(self) -> None:
-        """Make sure a flush will run for everything appended so far."""
-        if self._task is None or self._task.done():
-            loop = self._loop or asyncio.get_running_loop()
-            self._task = loop.create_task(self._run())
+        if self._running:
+            return  # appends made meanwhile are still pending after it: flushed next
+        self._running = True
+        self.scheduler.run_blocking(self.store.flush, self._flushed)
 
-    async def _run(self) -> None:
-        loop = self._loop or asyncio.get_running_loop()
-        while self.store.has_pending or self._waiters:
-            try:
-                durable = await loop.run_in_executor(None, self.store.flush)
-            except Exception as exc:  # disk full, I/O error: fail every waiting publish
-                waiters, self._waiters = self._waiters, []
-                for _, future in waiters:
-                    if not future.done():
-                        future.set_exception(exc)
-                return
-            keep: list[tuple[int, asyncio.Future[int]]] = []
-            for token, future in self._waiters:
-                if token <= durable:
-                    if not future.done():
-                        future.set_result(durable)
-                else:
-                    keep.append((token, future))
-            self._waiters = keep
-            for callback in self.on_durable:
-                callback(durable)
+    def _flushed(self, now: float, result: int | BaseException) -> None:
+        self._running = False
+        if isinstance(result, BaseException):
+            for failed in list(self.on_failed):
+                failed(now, result)
+            return
+        for durable in list(self.on_durable):
+            durable(now, result)
+        if self.store.has_pending:
+            self.kick()
 
 
 class DefinitionsFile:

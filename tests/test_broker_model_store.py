@@ -13,10 +13,12 @@ import textwrap
 
 import pytest
 
+from reference_broker.pump import LoopScheduler
+from reference_broker.scheduler import ManualScheduler
 from reference_broker.store import (
     LOG_NAME,
-    AsyncGroupCommit,
     DefinitionsFile,
+    GroupCommit,
     MessageStore,
     encode_record,
     read_records,
@@ -190,10 +192,38 @@ def test_sigkill_during_appends_loses_nothing_that_was_flushed(tmp_path, round_)
     store.close()
 
 
-def test_async_group_commit_batches_concurrent_publishers(tmp_path):
+class _Waiters:
+    """Futures resolved by a GroupCommit's callbacks: what a publisher awaits."""
+
+    def __init__(self, commit: GroupCommit) -> None:
+        self.commit = commit
+        self.waiting: list[tuple[int, asyncio.Future[int]]] = []
+        commit.on_durable.append(self._durable)
+        commit.on_failed.append(self._failed)
+
+    def wait(self, token: int) -> asyncio.Future[int]:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self.waiting.append((token, future))
+        self.commit.kick()
+        return future
+
+    def _durable(self, now: float, durable: int) -> None:
+        for token, future in self.waiting:
+            if token <= durable and not future.done():
+                future.set_result(durable)
+        self.waiting = [(t, f) for t, f in self.waiting if not f.done()]
+
+    def _failed(self, now: float, exc: BaseException) -> None:
+        for _, future in self.waiting:
+            if not future.done():
+                future.set_exception(exc)
+        self.waiting = []
+
+
+def test_group_commit_batches_concurrent_publishers(tmp_path):
     store = MessageStore.open(tmp_path)
 
-    async def publisher(commit: AsyncGroupCommit, n: int, base: int) -> int:
+    async def publisher(commit: _Waiters, n: int, base: int) -> int:
         confirmed = 0
         for i in range(n):
             token = store.append_publish("q", base + i, b"x")
@@ -203,7 +233,7 @@ def test_async_group_commit_batches_concurrent_publishers(tmp_path):
         return confirmed
 
     async def main() -> list[int]:
-        commit = AsyncGroupCommit(store)
+        commit = _Waiters(GroupCommit(store, LoopScheduler(asyncio.get_running_loop())))
         return await asyncio.wait_for(
             asyncio.gather(*(publisher(commit, 20, p * 1000) for p in range(20))), 60
         )
@@ -216,7 +246,7 @@ def test_async_group_commit_batches_concurrent_publishers(tmp_path):
     store.close()
 
 
-def test_async_group_commit_fails_waiters_when_flush_fails(tmp_path):
+def test_group_commit_fails_waiters_when_flush_fails(tmp_path):
     store = MessageStore.open(tmp_path)
 
     def broken_flush() -> int:
@@ -225,9 +255,24 @@ def test_async_group_commit_fails_waiters_when_flush_fails(tmp_path):
     store.flush = broken_flush  # type: ignore[method-assign]
 
     async def main() -> None:
-        commit = AsyncGroupCommit(store)
+        commit = _Waiters(GroupCommit(store, LoopScheduler(asyncio.get_running_loop())))
         token = store.append_publish("q", 1, b"x")
         with pytest.raises(OSError):
             await asyncio.wait_for(commit.wait(token), 10)
 
     asyncio.run(main())
+
+
+def test_group_commit_in_memory_runs_when_the_scheduler_does(tmp_path):
+    store = MessageStore.open(tmp_path)
+    scheduler = ManualScheduler()
+    commit = GroupCommit(store, scheduler)
+    durable: list[int] = []
+    commit.on_durable.append(lambda now, through: durable.append(through))
+    token = store.append_publish("q", 1, b"x")
+    commit.kick()
+    commit.kick()  # one flush covers both
+    assert durable == [] and not store.is_durable(token)
+    assert scheduler.run_due() == 1
+    assert durable == [store.durable_through] and store.is_durable(token)
+    store.close()
