@@ -35,7 +35,7 @@ from amqp10.engine import (
     SessState,
     TransferReceived,
 )
-from amqp10.frames import AMQP_HEADER, Frame, encode_frame
+from amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, encode_frame
 from amqp10.spec import Cond, Role
 
 # --- connection errors ------------------------------------------------------------------
@@ -311,3 +311,16 @@ def test_amqp_header_after_sasl_is_required():
     server.receive_data(b"AMQP\x03\x01\x00\x00", 0.0)  # SASL again instead of AMQP
     out = server.data_to_send(0.0)
     assert out.endswith(b"AMQP\x00\x01\x00\x00") and server.finished
+
+
+def test_open_and_close_pipelined_are_answered_with_open_then_close():
+    """2.4.1: open is the first frame. A server that gets the client's open and close in
+    one read (OPEN_RCVD -> CLOSE_RCVD) answers with its open, then its close (found by
+    the fuzzer: the reference broker answered with a bare close)."""
+    server = Connection("server", "s")
+    server.receive_data(AMQP_HEADER.encode() + encode_frame(Open(container_id="c"))
+                        + encode_frame(Close()), 0.0)  # fmt: skip
+    sent = FrameDecoder()
+    sent.feed(server.data_to_send(0.0))
+    names = [getattr(item, "name", "header") for item in sent]
+    assert names == ["header", "open", "close"]

@@ -392,7 +392,9 @@ class Connection:
             return
         inp = ConnInput.SEND_CLOSE if err is None else ConnInput.SEND_CLOSE_ERROR
         action = self._machine.process(inp)
-        if action == OPEN_THEN_CLOSE:
+        if action == OPEN_THEN_CLOSE or not self._sent_open:
+            # 2.4.1/2.4.6: open is always the first frame, also when the peer's open and
+            # close arrived together (OPEN_RCVD -> CLOSE_RCVD) and we answer its close
             self._write_open()
         self._out += encode_frame(Close(error=err))
         self.frames_sent += 1
