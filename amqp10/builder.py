@@ -32,6 +32,7 @@ Changing one field of a performative (the rest of the encoding stays the encoder
     mutate(begin).descriptor("amqp:begin:list").frame()   # symbolic descriptor (valid)
     mutate(Begin(), count=4).frame()                      # [null, null, null, null]
     mutate(flow, wide=True)                               # list32 instead of list8
+    mutate(attach).replace_field("source", mutate(source).null_field(0).encode())  # nested
 
 Every method returns the Mutation (chain them); `encode()` / `bytes(m)` gives the body,
 `frame(channel, ...)` a whole frame through `build_frame`. `m.fields` lists the spans

@@ -24,7 +24,7 @@ from amqp10.builder import (
     sasl_frame,
 )
 from amqp10.codec import LIST0, LIST8, LIST32, decode_value
-from amqp10.composites import Attach, Begin, Flow, SaslInit, Transfer
+from amqp10.composites import Attach, Begin, Flow, SaslInit, Source, Target, Transfer
 from amqp10.errors import DecodeError, EncodeError
 from amqp10.frames import (
     FRAME_HEADER,
@@ -199,7 +199,8 @@ def _check_layout(composite, wide=False):
 @FUZZ
 @given(gen.any_composite(), st.booleans())
 def test_layout_of_every_composite(composite, wide):
-    _check_layout(composite, wide)
+    layout = _check_layout(composite, wide)
+    assert mutate(composite, wide=wide).encode() == layout.data  # unmutated: the same bytes
 
 
 @pytest.mark.parametrize("name", sorted(COMPOSITES))
@@ -327,6 +328,18 @@ def test_drop_append_and_trailing_bytes():
     assert "at most 11 fields" in str(_decode_error(extra))
     tail = mutate(BEGIN).append_bytes(b"\x40").frame()
     assert "nothing after begin" in str(_decode_error(tail))
+
+
+def test_nested_composite_field_mutated_through_its_own_layout():
+    """A terminus inside an attach: mutate it, then put its bytes in the attach's field."""
+    attach = Attach(
+        name="l", handle=0, role=Role.SENDER, source=Source(address="q"), target=Target()
+    )
+    source = mutate(attach.source).set_field("durable", "x").encode()
+    data = mutate(attach).replace_field("source", source).frame(1)
+    assert "source.durable" in str(_decode_error(data))
+    fine = mutate(attach).replace_field("source", mutate(attach.source).encode()).frame(1)
+    assert decode_frame(fine).performative == attach
 
 
 def test_copy_forks():
