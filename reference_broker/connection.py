@@ -63,6 +63,7 @@ from amqp10.engine.transitions import LinkState, SessState
 from amqp10.errors import DecodeError
 from amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, ProtocolId
 from amqp10.message import Message
+from amqp10.serial import serial_add
 from amqp10.spec import Cond, RcvSettleMode, Role
 
 from .addressing import AddressError, queue_address
@@ -855,7 +856,7 @@ class BrokerConnection:
         session.alarm_overshoot += 1
         if self.faults.negative_window_after_alarm:
             # fault (RabbitMQ #12904): window = 0 - overshoot, not clamped, so it wraps
-            session.set_window((-session.alarm_overshoot) & 0xFFFFFFFF)
+            session.set_window(serial_add(0, -session.alarm_overshoot))
 
     def _on_flow(self, event: FlowReceived) -> None:
         link = event.link

@@ -21,9 +21,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from amqp10.composites import Header
+from amqp10.composites import Header, Transfer
 from amqp10.engine import Link, UsageError
-from amqp10.message import Message
+from amqp10.message import Message, transfer_frame_count
+from amqp10.serial import serial_add
 from amqp10.spec import Cond, SndSettleMode
 
 from .addressing import Address, AddressKind
@@ -35,9 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("reference_broker.links")
 
-_MASK = 0xFFFFFFFF
-# per transfer frame beyond the payload: frame header + a transfer performative (2.7.5)
-_TRANSFER_OVERHEAD = 64
 
 
 def redelivered_payload(msg: QueuedMessage) -> bytes:
@@ -107,17 +105,29 @@ class ConsumerLink:
         if not event.settled:
             self.unsettled[delivery_id] = (self, msg.msg_id)
         if self.faults.credit_per_frame:
-            self._count_frames_as_credit(event, len(payload))
+            self._count_frames_as_credit(event, delivery_id, len(payload))
         self.connection.mark_dirty()
 
-    def _count_frames_as_credit(self, event: Delivery, size: int) -> None:
+    def _count_frames_as_credit(self, event: Delivery, delivery_id: int, size: int) -> None:
         """Fault credit-per-frame (azure-uamqp-c PR #383): every transfer frame of a
-        multi-frame delivery takes one credit and advances delivery-count."""
-        max_frame = self.session.connection.engine.remote_max_frame_size
-        extra = size // max(1, max_frame - _TRANSFER_OVERHEAD)
+        multi-frame delivery takes one credit and advances delivery-count. The frames are
+        counted as the engine splits them (amqp10.message.transfer_frame_count, 2.6.14)."""
+        link = self.link
+        first = Transfer(
+            handle=link.handle,
+            delivery_id=delivery_id,
+            delivery_tag=bytes(4),  # the engine's default tags are 4 bytes
+            message_format=0,
+            settled=event.settled,
+        )
+        engine = self.session.connection.engine
+        frames = transfer_frame_count(
+            first, size, engine.remote_max_frame_size, self.session.engine.channel
+        )
+        extra = frames - 1
         if extra:
             consumer = event.consumer
-            consumer.delivery_count = (consumer.delivery_count + extra) & _MASK
+            consumer.delivery_count = serial_add(consumer.delivery_count, extra)
             consumer.credit = max(0, consumer.credit - extra)
 
     def credit_reply(self, reply: CreditReply) -> None:

@@ -2,8 +2,10 @@
 
 Owns: the message order of one queue, its consumers and their link flow-control state,
 acquired (unsettled) deliveries, outcomes and requeue. Plain Python: no AMQP bytes (messages
-are the opaque encoded payload the broker received), no engine, no clock, no I/O; durable
-persistence is delegated to a `MessageLog`-like object (see `store.py`) given by the caller.
+are the opaque encoded payload the broker received), no engine objects (only the pure
+2.6.7 and serial arithmetic of amqp10.engine.flowcontrol / amqp10.serial), no clock, no
+I/O; durable persistence is delegated to a `MessageLog`-like object (see `store.py`)
+given by the caller.
 
 Credit API v2 (RabbitMQ PR #9022): the queue, acting as the AMQP *sender* of every
 consumer link, holds the link's delivery-count and link-credit (2.6.7). The protocol layer
@@ -31,7 +33,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from amqp10.serial import serial_add, serial_diff
+from amqp10.engine.flowcontrol import sender_link_credit
+from amqp10.serial import serial_add
 
 from .faults import NO_FAULTS, Faults
 
@@ -318,9 +321,12 @@ class ClassicQueue:
             # fault (RabbitMQ #2597): the grant is added to what is left of the old credit
             consumer.credit = max(0, consumer.credit + link_credit)
         else:
-            base = consumer.initial_delivery_count if delivery_count is None else delivery_count
-            horizon = serial_add(base, link_credit)
-            consumer.credit = max(0, serial_diff(consumer.delivery_count, horizon))
+            consumer.credit = sender_link_credit(  # 2.6.7
+                delivery_count,
+                link_credit,
+                consumer.delivery_count,
+                consumer.initial_delivery_count,
+            )
         if drain and self.faults.ignore_drain:
             drain = False
         consumer.drain = drain
@@ -374,7 +380,7 @@ class ClassicQueue:
             else:
                 msg = ready.popleft()
             consumer.credit -= 1
-            consumer.delivery_count = (consumer.delivery_count + 1) & 0xFFFFFFFF
+            consumer.delivery_count = serial_add(consumer.delivery_count, 1)
             consumer.delivered_total += 1
             self.delivered_total += 1
             if consumer.settled:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqp10.composites import Accepted, Modified, Rejected, Released
 from amqp10.engine import Link, Session, UsageError
-from amqp10.serial import serial_add
+from amqp10.serial import serial_add, serial_count, serial_offset
 from amqp10.spec import Role
 
 from .links import ConsumerLink, PublisherLink
@@ -28,7 +28,6 @@ log = logging.getLogger("reference_broker.sessions")
 
 ACCEPTED = Accepted()
 RELEASED_STATE = Released()
-_MASK = 0xFFFFFFFF
 _TERMINAL = (Accepted, Rejected, Released, Modified)
 
 
@@ -71,7 +70,7 @@ class BrokerSession:
         try:
             first = last = ids[0]
             for delivery_id in ids[1:]:
-                if delivery_id == ((last + 1) & _MASK):
+                if delivery_id == serial_add(last, 1):
                     last = delivery_id
                     continue
                 disposition(Role.RECEIVER, first, last, True, ACCEPTED)
@@ -95,9 +94,9 @@ class BrokerSession:
         unsettled = self.unsettled
         groups: dict[ConsumerLink, list[int]] = {}
         delivery_id = first
-        count = ((last - first) & _MASK) + 1
+        count = serial_count(first, last)
         if count > len(unsettled):  # a huge range: walk what we have instead
-            for did in [d for d in unsettled if ((d - first) & _MASK) < count]:
+            for did in [d for d in unsettled if serial_offset(first, d) < count]:
                 owner, msg_id = unsettled.pop(did)
                 groups.setdefault(owner, []).append(msg_id)
         else:
