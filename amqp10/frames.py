@@ -3,7 +3,10 @@
 Owns: the 8-byte protocol headers (AMQP 0 / TLS 2 / SASL 3, version 1.0.0), the frame
 header (SIZE u32, DOFF u8 >= 2, TYPE u8, channel u16) with its extended header, empty
 (heartbeat) frames, AMQP and SASL frame bodies (performative + payload), and
-`FrameDecoder`, which turns bytes in any chunking into the same frames.
+`FrameDecoder`, which turns bytes in any chunking into the same frames. Frames built
+deliberately wrong (any header field, any field of a performative) come from
+amqp10.builder, re-exported here: `build_frame`, `sasl_frame`, `protocol_header`,
+`mutate`.
 """
 
 from __future__ import annotations
@@ -279,3 +282,15 @@ def decode_stream(data: bytes, expect_header: bool = True) -> list[ProtocolHeade
         if isinstance(item, Frame) and item.name == "sasl-outcome":
             decoder.expect_protocol_header()
     return items
+
+
+_BUILDER = frozenset({"build_frame", "sasl_frame", "protocol_header", "mutate"})
+
+
+def __getattr__(name: str) -> Any:
+    """amqp10.builder's names, loaded on first use (amqp10.builder imports this module)."""
+    if name in _BUILDER:
+        from amqp10 import builder
+
+        return getattr(builder, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
