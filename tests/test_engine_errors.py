@@ -318,8 +318,9 @@ def test_open_and_close_pipelined_are_answered_with_open_then_close():
     one read (OPEN_RCVD -> CLOSE_RCVD) answers with its open, then its close (found by
     the fuzzer: the reference broker answered with a bare close)."""
     server = Connection("server", "s")
-    server.receive_data(AMQP_HEADER.encode() + encode_frame(Open(container_id="c"))
-                        + encode_frame(Close()), 0.0)  # fmt: skip
+    server.receive_data(
+        AMQP_HEADER.encode() + encode_frame(Open(container_id="c")) + encode_frame(Close()), 0.0
+    )
     sent = FrameDecoder()
     sent.feed(server.data_to_send(0.0))
     names = [getattr(item, "name", "header") for item in sent]

@@ -1,0 +1,274 @@
+"""The network campaign: generate, mutate, send, judge, minimise, confirm, keep.
+
+Owns: `CampaignConfig`, `Campaign.run()` and `triage(...)`. Case N of a campaign with
+seed S is drawn from `random.Random(f"{S}:{N}")` alone (a legal conversation from
+`fuzz.seeds` or the corpus, then one `fuzz.mutators` strategy), so any case can be
+made again from its seed whatever the number of workers. Workers are threads, each on
+its own connections; when one finds something the others pause (`Gate`) while it is
+minimised with `traces.minimize.ddmin` to a 1-minimal sequence of steps (protocol
+headers kept), replayed `confirm` times (every replay must reproduce it), given its
+signature (kind + rule + triggering performative + the state it arrived in) and, if
+its bucket is new, written by the `FindingStore` at once. State coverage: the
+(machine, state, input) pairs of the engine's tables the sent steps exercised in the
+reference model (`fuzz.model.ServerModel`).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fuzz.case import Case, Step
+from fuzz.findings import Finding, FindingStore, finding_id, signature
+from fuzz.model import COVERAGE_UNIVERSE, ServerModel
+from fuzz.mutators import STRATEGIES, mutate_case
+from fuzz.oracle import CRASH, Outcome, Target, Verdict, run_case
+from fuzz.seeds import scenario
+from traces.minimize import ddmin
+
+MINIMIZE_TESTS = 150
+MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restart
+
+
+@dataclass(slots=True)
+class CampaignConfig:
+    target: Target
+    out: str
+    strategies: tuple[str, ...] = STRATEGIES
+    seed: int = 0
+    duration: float | None = None
+    cases: int | None = None
+    workers: int = 1
+    corpus: list[list[Step]] = field(default_factory=list)
+    confirm: int = 3
+
+
+@dataclass(slots=True)
+class Stats:
+    cases: int = 0
+    findings: int = 0
+    candidates: int = 0
+    started: float = field(default_factory=time.monotonic)
+    covered: set = field(default_factory=set)
+    stopped: str = ""
+
+    @property
+    def rate(self) -> float:
+        return self.cases / max(1e-9, time.monotonic() - self.started)
+
+    @property
+    def coverage(self) -> float:
+        return len(self.covered) / len(COVERAGE_UNIVERSE)
+
+
+class Gate:
+    """Many cases at once, or one triage alone (a readers-writer lock)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._exclusive = False
+
+    def enter(self) -> None:
+        with self._cond:
+            while self._exclusive:
+                self._cond.wait()
+            self._active += 1
+
+    def leave(self) -> None:
+        with self._cond:
+            self._active -= 1
+            self._cond.notify_all()
+
+    def exclusive(self) -> _Exclusive:
+        return _Exclusive(self)
+
+
+class _Exclusive:
+    def __init__(self, gate: Gate) -> None:
+        self.gate = gate
+
+    def __enter__(self) -> None:
+        cond = self.gate._cond
+        with cond:
+            while self.gate._exclusive:
+                cond.wait()
+            self.gate._exclusive = True
+            while self.gate._active:
+                cond.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        with self.gate._cond:
+            self.gate._exclusive = False
+            self.gate._cond.notify_all()
+
+
+def make_case(config: CampaignConfig, index: int) -> Case:
+    """Case `index` of the campaign: a function of (seed, index) only."""
+    seed = f"{config.seed}:{index}"
+    rng = random.Random(seed)
+    if config.corpus and rng.random() < 0.3:
+        base, origin = rng.choice(config.corpus), "corpus"
+    else:
+        origin, base = scenario(config.target.handshake, rng)
+    strategy = rng.choice(config.strategies)
+    steps = mutate_case(list(base), strategy, rng)
+    return Case(steps, strategy, seed, f"from {origin}")
+
+
+def _matches(verdict: Verdict | None, wanted: Verdict) -> bool:
+    return verdict is not None and (verdict.kind, verdict.rule) == (wanted.kind, wanted.rule)
+
+
+def _signature_of(case: Case, verdict: Verdict) -> str:
+    position = verdict.step if verdict.step is not None else len(case.steps) - 1
+    position = max(0, min(position, len(case.steps) - 1))
+    model = ServerModel()
+    state = "START/-/-"
+    for i, s in enumerate(case.steps[: position + 1]):
+        state = model.feed(s)
+        if i == position:
+            break
+    label = case.steps[position].label if case.steps else "none"
+    return signature(verdict.kind, verdict.rule, label, state)
+
+
+def triage(
+    target: Target, case: Case, outcome: Outcome, confirm: int = 3, broker: str = ""
+) -> tuple[Finding, Case, Outcome] | None:
+    """Minimise, confirm and describe one candidate; None when it does not reproduce."""
+    wanted = outcome.verdict
+    assert wanted is not None
+    last: dict[str, Outcome] = {}
+
+    def still_fails(steps: list[Step]) -> bool:
+        result = run_case(target, steps)
+        if _matches(result.verdict, wanted):
+            last[_key(steps)] = result
+            return True
+        return False
+
+    budget = MINIMIZE_TESTS_CRASH if wanted.kind == CRASH else MINIMIZE_TESTS
+    try:
+        reduced = ddmin(case.steps, still_fails, keep=lambda s: s.is_header, max_tests=budget)
+    except ValueError:
+        return None  # the first replay did not reproduce it: flaky, not kept
+    small = case.with_steps(reduced.items)
+    replays = [run_case(target, small.steps) for _ in range(confirm)]
+    reproduced = sum(_matches(r.verdict, wanted) for r in replays)
+    if reproduced < confirm:
+        return None
+    final = replays[-1]
+    verdict = final.verdict or wanted
+    sig = _signature_of(small, verdict)
+    finding = Finding(
+        id=finding_id(sig),
+        kind=verdict.kind,
+        signature=sig,
+        rule=verdict.rule,
+        section=verdict.section,
+        summary=verdict.summary,
+        reproducer="",
+        frames=small.labels,
+        original_frames=[s.label for s in case.steps],
+        seed=case.seed,
+        strategy=case.strategy,
+        replays=f"{reproduced}/{confirm}",
+        minimal=reduced.minimal,
+        broker=broker or target.url,
+    )
+    return finding, small, final
+
+
+def _key(steps: list[Step]) -> str:
+    return "|".join(s.data.hex() for s in steps)
+
+
+class Campaign:
+    def __init__(
+        self, config: CampaignConfig, on_progress: Callable[[Stats], None] | None = None
+    ) -> None:
+        self.config = config
+        self.store = FindingStore(config.out)
+        self.stats = Stats()
+        self.gate = Gate()
+        self._next = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._on_progress = on_progress
+        self._rejected: dict[str, int] = {}
+        self._triaged: set[str] = set()  # signatures (as first seen) already triaged
+        self._deadline = time.monotonic() + config.duration if config.duration is not None else None
+
+    def _take(self) -> int | None:
+        with self._lock:
+            if self._stop.is_set():
+                return None
+            if self.config.cases is not None and self._next >= self.config.cases:
+                return None
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                return None
+            index = self._next
+            self._next += 1
+            return index
+
+    def stop(self, reason: str = "stopped") -> None:
+        self.stats.stopped = self.stats.stopped or reason
+        self._stop.set()
+
+    def _worker(self) -> None:
+        while (index := self._take()) is not None:
+            case = make_case(self.config, index)
+            self.gate.enter()
+            try:
+                outcome = run_case(self.config.target, case.steps)
+            finally:
+                self.gate.leave()
+            model = ServerModel()
+            for s in case.steps[: outcome.sent or len(case.steps)]:
+                model.feed(s)
+            with self._lock:
+                self.stats.cases += 1
+                self.stats.covered |= model.covered
+            if outcome.verdict is not None:
+                self._candidate(case, outcome)
+            if self._on_progress is not None:
+                self._on_progress(self.stats)
+
+    def _candidate(self, case: Case, outcome: Outcome) -> None:
+        assert outcome.verdict is not None
+        sig = _signature_of(case, outcome.verdict)
+        if self.store.known(sig) or sig in self._triaged or self._rejected.get(sig, 0) >= 2:
+            return
+        with self.gate.exclusive():
+            self.stats.candidates += 1
+            result = triage(self.config.target, case, outcome, self.config.confirm)
+            if result is None:
+                self._rejected[sig] = self._rejected.get(sig, 0) + 1
+                return
+            self._triaged.add(sig)
+            finding, small, final = result
+            if self.store.add(finding, small, final.recording):
+                self.stats.findings += 1
+        if outcome.verdict.kind == CRASH and "not back" in outcome.verdict.summary:
+            self.stop("the broker did not come back after a crash")
+
+    def run(self) -> Stats:
+        threads = [
+            threading.Thread(target=self._worker, name=f"fuzz-worker-{n}", daemon=True)
+            for n in range(max(1, self.config.workers))
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        except KeyboardInterrupt:
+            self.stop("interrupted")
+            for thread in threads:
+                thread.join(10)
+        return self.stats

@@ -1,0 +1,156 @@
+"""A fuzz case: the client's side of one connection as a list of steps, and its file form.
+
+Owns: `Step` (the exact bytes of one send: a protocol header, a frame, several frames
+coalesced, part of a frame, or junk; with a label saying what it is and how it was
+mutated), `Case` (the steps, the strategy and seed that made them) and the reproducer
+format: `case_to_json` / `case_from_json` / `load_case(path)` (a reproducer `.json`, a
+finding directory, or a recorded trace: its first connection's client side).
+`describe(step)` names a step's bytes through the core decoder. Builds no AMQP bytes;
+touches nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from amqp10.errors import DecodeError
+from amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, decode_frame
+
+REPRODUCER_FORMAT = "amqpspec-fuzz-reproducer"
+REPRODUCER_VERSION = 1
+REPRODUCER_NAME = "reproducer.json"
+
+HEADER = "header"  # Step.kind values
+FRAME = "frame"
+RAW = "raw"  # anything the core does not take as one whole header or frame
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One send of the client. `label` is what it is ('flow', 'begin[remote-channel=
+    ulong]'); `malformed` is the core decoder's verdict on these bytes alone (None: they
+    decode), i.e. why a spec-following peer must refuse them."""
+
+    data: bytes
+    label: str
+    kind: str = FRAME
+    malformed: str | None = None
+
+    @property
+    def is_header(self) -> bool:
+        return self.kind == HEADER
+
+    def to_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"hex": self.data.hex(), "label": self.label, "kind": self.kind}
+        if self.malformed:
+            record["malformed"] = self.malformed
+        return record
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Step:
+        return cls(
+            bytes.fromhex(record["hex"]),
+            str(record.get("label", "")),
+            str(record.get("kind", FRAME)),
+            record.get("malformed"),
+        )
+
+
+def judge_bytes(data: bytes) -> tuple[str, str | None]:
+    """(kind, malformed) for one step's bytes, by the core decoder alone."""
+    if data[:4] == b"AMQP" and len(data) == PROTOCOL_HEADER_SIZE:
+        header = ProtocolHeader.decode(data)
+        return HEADER, None if header.is_supported else "unsupported protocol header (2.2)"
+    try:
+        decode_frame(data)
+    except DecodeError as exc:
+        return RAW if len(data) < 8 else FRAME, f"{exc.condition}: {exc.expected}"
+    return FRAME, None
+
+
+def step(data: bytes, label: str | None = None) -> Step:
+    """A step for `data`, labelled by the core decoder unless `label` is given."""
+    kind, malformed = judge_bytes(data)
+    return Step(data, label or describe(data), kind, malformed)
+
+
+def describe(data: bytes) -> str:
+    """'open', 'flow', 'protocol-header 3.1.0.0', 'empty' or 'raw(12)'."""
+    if data[:4] == b"AMQP" and len(data) == PROTOCOL_HEADER_SIZE:
+        return "protocol-header " + ".".join(str(b) for b in data[4:8])
+    try:
+        return decode_frame(data).name
+    except DecodeError:
+        return f"raw({len(data)})"
+
+
+@dataclass(slots=True)
+class Case:
+    """The client side of one fuzzed connection (`steps` in send order)."""
+
+    steps: list[Step]
+    strategy: str = "none"
+    seed: str = ""
+    note: str = ""
+    original: list[Step] = field(default_factory=list)  # before minimising
+
+    @property
+    def labels(self) -> list[str]:
+        return [s.label for s in self.steps]
+
+    def with_steps(self, steps: Sequence[Step]) -> Case:
+        return Case(list(steps), self.strategy, self.seed, self.note, self.original or self.steps)
+
+    def to_json(self, **extra: Any) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "format": REPRODUCER_FORMAT,
+            "version": REPRODUCER_VERSION,
+            "strategy": self.strategy,
+            "seed": self.seed,
+            "note": self.note,
+            "steps": [s.to_json() for s in self.steps],
+        }
+        record.update(extra)
+        return record
+
+
+def case_from_json(record: dict[str, Any]) -> Case:
+    if record.get("format") != REPRODUCER_FORMAT:
+        raise ValueError("not an amqpspec fuzz reproducer (no 'format' field)")
+    if int(record.get("version", 0)) > REPRODUCER_VERSION:
+        raise ValueError(f"reproducer version {record.get('version')} is newer than this tool")
+    steps = [Step.from_json(r) for r in record.get("steps", [])]
+    return Case(steps, str(record.get("strategy", "")), str(record.get("seed", "")))
+
+
+class CaseFileError(Exception):
+    """A reproducer or trace that cannot be read."""
+
+
+def load_case(path: str) -> tuple[Case, dict[str, Any]]:
+    """The case in a reproducer .json, a finding directory, or a trace (pcap/pcapng/frame
+    log: the client side of its first connection). Returns (case, the file's record)."""
+    if os.path.isdir(path):
+        path = os.path.join(path, REPRODUCER_NAME)
+    try:
+        with open(path, "rb") as file:
+            head = file.read(4)
+    except OSError as exc:
+        raise CaseFileError(f"{path}: {exc.strerror or exc}") from None
+    if head[:1] in (b"{", b"[", b" ", b"\n"):
+        try:
+            with open(path, encoding="utf-8") as file:
+                record = json.load(file)
+            return case_from_json(record), record
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CaseFileError(f"{path}: {exc}") from None
+    from fuzz.seeds import client_sides  # traces are the seeds' business
+
+    sides = client_sides(path)
+    if not sides:
+        raise CaseFileError(f"{path}: no connection with client bytes in it")
+    return Case(sides[0], "trace", os.path.basename(path)), {}

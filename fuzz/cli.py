@@ -1,0 +1,302 @@
+"""`amqpspec fuzz`: fuzz a broker over the network, replay findings, fuzz in-process.
+
+    amqpspec fuzz --broker amqp://HOST:PORT [--profile NAME] [--admin URL]
+                  [--duration SECONDS | --cases N] [--seed N] [--strategy bytes,fields,sequences]
+                  [--corpus DIR] [--workers N] [--restart-wait S] --out DIR
+    amqpspec fuzz replay FINDING_DIR|FILE --broker URL [--times N]
+    amqpspec fuzz codec|engine|broker --duration S [--seed N] [--corpus DIR]
+
+Owns: the options, their checks, progress output and exit status: 0 no finding, 1
+findings (replay: reproduced), 2 usage errors and a broker unreachable at the start
+(one clear line on stderr, never a traceback). The work is in fuzz.campaign,
+fuzz.replay and fuzz.inprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from urllib.parse import unquote, urlsplit
+
+from fuzz.mutators import STRATEGIES
+from fuzz.oracle import Bounds, Target
+
+ACTIONS = ("replay", "codec", "engine", "broker")
+QUEUE = "amqpspec-fuzz"
+
+
+class FuzzUsageError(Exception):
+    """A bad option or an unusable target: exit 2 with this message."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=ACTIONS,
+        help="replay a finding, or fuzz in-process: codec, engine, broker (default: a "
+        "network campaign against --broker)",
+    )
+    parser.add_argument("path", nargs="?", help="replay: a finding directory or reproducer")
+    parser.add_argument("--broker", help="amqp://[user:pass@]HOST:PORT")
+    parser.add_argument("--profile", default="generic", help="broker profile (default generic)")
+    parser.add_argument("--admin", help="management API URL (queue set-up, memory readings)")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--duration", type=float, help="seconds to fuzz")
+    budget.add_argument("--cases", type=int, help="number of cases to run")
+    parser.add_argument("--seed", type=int, default=0, help="campaign seed (default 0)")
+    parser.add_argument(
+        "--strategy",
+        default=",".join(STRATEGIES),
+        help=f"comma-separated strategies (default {','.join(STRATEGIES)})",
+    )
+    parser.add_argument(
+        "--corpus",
+        help="directory of seed traces (pcap/pcapng/Parquet) "
+        "or reproducers; in-process: the corpus directory",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="parallel connections")
+    parser.add_argument("--out", help="campaign directory (findings.json, findings/)")
+    parser.add_argument(
+        "--restart-wait",
+        type=float,
+        default=30.0,
+        help="after a crash, seconds to wait for the broker to come back (default 30)",
+    )
+    parser.add_argument(
+        "--reply-timeout", type=float, default=2.0, help="seconds for the broker to answer"
+    )
+    parser.add_argument("--times", type=int, default=3, help="replay: how many times")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+# ----------------------------------------------------------------- target
+
+
+def _target(args: argparse.Namespace) -> Target:
+    from conformance.profile import ProfileError, load_profile
+    from fuzz.model import Handshake
+
+    if not args.broker:
+        raise FuzzUsageError("--broker amqp://HOST:PORT is required")
+    parts = urlsplit(args.broker if "://" in args.broker else f"amqp://{args.broker}")
+    if parts.scheme != "amqp":
+        raise FuzzUsageError(f"unsupported broker URL scheme {parts.scheme!r} (amqp:// only)")
+    try:
+        port = parts.port or 5672
+    except ValueError as exc:
+        raise FuzzUsageError(f"bad broker URL {args.broker!r}: {exc}") from None
+    try:
+        profile = load_profile(args.profile)
+    except (ProfileError, ValueError, OSError) as exc:
+        raise FuzzUsageError(str(exc)) from None
+    handshake = Handshake(
+        sasl=profile.sasl if profile.sasl in ("PLAIN", "ANONYMOUS") else "none",
+        username=unquote(parts.username) if parts.username else (profile.username or ""),
+        password=unquote(parts.password) if parts.password else (profile.password or ""),
+        hostname=profile.hostname,
+        source=profile.source(QUEUE),
+        target=profile.target(QUEUE),
+    )
+    bounds = Bounds(reply=args.reply_timeout, restart_wait=args.restart_wait)
+    target = Target(parts.hostname or "127.0.0.1", port, handshake, bounds)
+    if args.admin:
+        target.memory = _memory_reader(args.admin)
+        if profile.declare_queues:
+            _declare(profile, args.admin)
+    return target
+
+
+def _memory_reader(url: str):  # type: ignore[no-untyped-def]
+    """The broker's memory (mem_used of GET /api/nodes), or None when it cannot say."""
+    from reference_broker.admin_client import ManagementClient
+
+    parts = urlsplit(url)
+    client = ManagementClient(
+        f"http://{parts.hostname or '127.0.0.1'}:{parts.port or 15672}",
+        unquote(parts.username or "guest"),
+        unquote(parts.password or "guest"),
+        timeout=5.0,
+    )
+
+    def read() -> int | None:
+        try:
+            nodes = client.call("GET", "/api/nodes")
+            value = nodes[0].get("mem_used") if nodes else None
+            return int(value) if value is not None else None
+        except Exception:
+            return None
+
+    return read
+
+
+def _declare(profile, admin_url: str) -> None:  # type: ignore[no-untyped-def]
+    from conformance.admin import make_admin
+
+    admin = make_admin(profile.admin, admin_url)
+    try:
+        admin.declare_queue(QUEUE)
+    except Exception as exc:
+        raise FuzzUsageError(f"cannot declare queue {QUEUE!r} through {admin_url}: {exc}") from None
+    finally:
+        admin.close()
+
+
+def _strategies(text: str) -> tuple[str, ...]:
+    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [s for s in chosen if s not in STRATEGIES]
+    if unknown or not chosen:
+        raise FuzzUsageError(f"unknown strategy {unknown}; choose from {','.join(STRATEGIES)}")
+    return chosen
+
+
+# ----------------------------------------------------------------- actions
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from fuzz.campaign import Campaign, CampaignConfig
+    from fuzz.oracle import alive
+    from fuzz.seeds import load_corpus
+
+    if not args.out:
+        raise FuzzUsageError("--out DIR is required for a campaign")
+    if args.duration is None and args.cases is None:
+        raise FuzzUsageError("give --duration SECONDS or --cases N")
+    if (args.duration is not None and args.duration <= 0) or (
+        args.cases is not None and args.cases <= 0
+    ):
+        raise FuzzUsageError("--duration and --cases must be positive")
+    if args.workers < 1:
+        raise FuzzUsageError("--workers must be at least 1")
+    strategies = _strategies(args.strategy)
+    target = _target(args)
+    if not alive(target):
+        raise FuzzUsageError(f"broker {target.url} is unreachable (no open/begin/attach answer)")
+    corpus = []
+    if args.corpus:
+        if not os.path.isdir(args.corpus):
+            raise FuzzUsageError(f"--corpus {args.corpus}: not a directory")
+        corpus = load_corpus(args.corpus)
+    config = CampaignConfig(
+        target,
+        args.out,
+        strategies,
+        args.seed,
+        args.duration,
+        args.cases,
+        args.workers,
+        corpus,
+    )
+    progress = _Progress(args.quiet)
+    campaign = Campaign(config, progress.update)
+    stats = campaign.run()
+    progress.done(stats)
+    total = len(campaign.store.findings)
+    print(
+        f"amqpspec fuzz: {stats.cases} cases in {time.monotonic() - stats.started:.1f} s "
+        f"({stats.rate:.0f}/s), state coverage {100 * stats.coverage:.1f}%, "
+        f"{stats.findings} new finding(s), {total} in {os.path.join(args.out, 'findings.json')}"
+        + (f" [{stats.stopped}]" if stats.stopped else "")
+    )
+    for finding in campaign.store.findings.values():
+        print(
+            f"  {finding.id} {finding.kind:<13} {finding.rule} ({finding.section}): "
+            f"{finding.summary} -> {finding.reproducer}"
+        )
+    return 1 if total else 0
+
+
+class _Progress:
+    """Cases/s, findings and state coverage: a rich live line on a terminal, a plain line
+    every 5 s otherwise."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self._last = 0.0
+        self._live = None
+        if not quiet and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(console=Console(stderr=True), refresh_per_second=4, transient=True)
+            self._live.start()
+
+    def _text(self, stats) -> str:  # type: ignore[no-untyped-def]
+        elapsed = time.monotonic() - stats.started
+        return (
+            f"{elapsed:6.1f}s  cases {stats.cases}  {stats.rate:6.0f}/s  findings "
+            f"{stats.findings} (candidates {stats.candidates})  state coverage "
+            f"{100 * stats.coverage:.1f}%"
+        )
+
+    def update(self, stats) -> None:  # type: ignore[no-untyped-def]
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if self._live is not None:
+            if now - self._last > 0.25:
+                self._last = now
+                self._live.update(self._text(stats))
+        elif now - self._last > 5.0:
+            self._last = now
+            print(self._text(stats), file=sys.stderr, flush=True)
+
+    def done(self, stats) -> None:  # type: ignore[no-untyped-def]
+        if self._live is not None:
+            self._live.stop()
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from fuzz.case import CaseFileError
+    from fuzz.oracle import alive
+    from fuzz.replay import replay_finding
+
+    if not args.path:
+        raise FuzzUsageError("replay needs a finding directory or reproducer file")
+    if args.times < 1:
+        raise FuzzUsageError("--times must be at least 1")
+    target = _target(args)
+    if not alive(target):
+        raise FuzzUsageError(f"broker {target.url} is unreachable (no open/begin/attach answer)")
+    try:
+        result = replay_finding(target, args.path, args.times)
+    except CaseFileError as exc:
+        raise FuzzUsageError(f"cannot read {exc}") from None
+    for number, verdict in enumerate(result.verdicts, 1):
+        seen = f"{verdict.kind} {verdict.rule}: {verdict.summary}" if verdict else "nothing"
+        print(f"  replay {number}: {seen}")
+    print(f"reproduced {result.reproduced}/{result.times} {result.signature}")
+    return 1 if result.reproduced else 0
+
+
+def _inprocess(args: argparse.Namespace) -> int:
+    try:
+        from fuzz.inprocess import TARGETS, run_inprocess
+    except ImportError:
+        raise FuzzUsageError("in-process fuzzing is not available in this version yet") from None
+    if args.duration is None or args.duration <= 0:
+        raise FuzzUsageError(f"fuzz {args.action} needs --duration SECONDS (> 0)")
+    if args.corpus and not os.path.isdir(args.corpus):
+        raise FuzzUsageError(f"--corpus {args.corpus}: not a directory")
+    result = run_inprocess(TARGETS[args.action], args.duration, args.seed, args.corpus)
+    print(result.line())
+    return 1 if result.crashers else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "replay":
+            return _replay(args)
+        if args.action in ("codec", "engine", "broker"):
+            return _inprocess(args)
+        if args.path:
+            raise FuzzUsageError(f"unexpected argument {args.path!r}")
+        return _campaign(args)
+    except FuzzUsageError as exc:
+        print(f"amqpspec fuzz: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("amqpspec fuzz: interrupted", file=sys.stderr)
+        return 2

@@ -1,0 +1,151 @@
+"""Findings: signatures, and the store that never loses one.
+
+Owns: `signature(kind, rule, performative, state)` (versioned: "v1|kind|rule|
+performative|state"; one bucket per distinct bug, no stack needed), `Finding` (the
+record of findings.json: id, kind, signature, rule, section, summary, reproducer,
+frames, original_frames, seed; plus replays and the broker) and `FindingStore`:
+`DIR/findings.json` and `DIR/findings/<id>/` with `reproducer.json` (replayable by
+`amqpspec fuzz replay`), `reproducer.txt` (one line per frame, what was sent and what
+came back) and `reproducer.pcap` (the exchange as a TCP flow, `traces.pcap_writer`).
+Every file is written to a temporary name and renamed (atomic), as soon as a finding
+is confirmed, so a killed campaign keeps all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from conformance.probe import Recording
+from fuzz.case import REPRODUCER_NAME, Case
+from traces.pcap_writer import PcapWriter
+from traces.render import show_line
+
+SIGNATURE_VERSION = "v1"
+FINDINGS_JSON = "findings.json"
+
+
+def signature(kind: str, rule: str, performative: str, state: str) -> str:
+    """One bucket per distinct bug: kind + rule + the triggering performative + the
+    state it arrived in (the reference model's, see fuzz.model.ServerModel)."""
+    base = performative.split("[", 1)[0].split("+", 1)[0]
+    return "|".join((SIGNATURE_VERSION, kind, rule, base, state))
+
+
+def finding_id(sig: str) -> str:
+    return hashlib.sha1(sig.encode()).hexdigest()[:12]
+
+
+@dataclass(slots=True)
+class Finding:
+    id: str
+    kind: str
+    signature: str
+    rule: str
+    section: str
+    summary: str
+    reproducer: str  # path of the reproducer .json, relative to the campaign directory
+    frames: list[str]  # labels of the minimised steps
+    original_frames: list[str]  # labels of the steps as first found
+    seed: str
+    strategy: str = ""
+    replays: str = ""  # "3/3"
+    minimal: bool = True
+    broker: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    temporary = f"{path}.tmp{os.getpid()}.{threading.get_ident()}"
+    with open(temporary, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+
+
+def write_pcap(path: str, recording: Recording) -> None:
+    """The recorded exchange as one TCP flow (real framing: the chunks as they crossed)."""
+    temporary = f"{path}.tmp{os.getpid()}"
+    with PcapWriter(temporary) as writer:
+        start = recording.start or (recording.chunks[0].time if recording.chunks else 0.0)
+        writer.open_connection(1, recording.client, recording.server, start)
+        for chunk in recording.chunks:
+            writer.data(1, chunk.direction, chunk.data, chunk.time)
+    os.replace(temporary, path)
+
+
+def transcript(case: Case, recording: Recording | None, finding: Finding) -> str:
+    lines = [
+        f"{finding.kind}: {finding.summary}",
+        f"signature: {finding.signature}",
+        f"rule: {finding.rule} (section {finding.section})",
+        f"seed: {finding.seed}  strategy: {finding.strategy}  replays: {finding.replays}",
+        "",
+        "steps sent (minimised):",
+        *(f"  {i:3d} {s.label}  [{len(s.data)} B]" for i, s in enumerate(case.steps)),
+    ]
+    if recording is not None:
+        lines += ["", "exchange (-> client, <- broker):"]
+        lines += [f"  {show_line(item)}" for item in recording.items]
+    return "\n".join(lines) + "\n"
+
+
+class FindingStore:
+    """findings.json + findings/<id>/ under `directory`; thread-safe; dedupes by id."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(os.path.join(directory, "findings"), exist_ok=True)
+        self._lock = threading.Lock()
+        self.findings: dict[str, Finding] = {}
+        path = os.path.join(directory, FINDINGS_JSON)
+        if os.path.exists(path):  # a resumed campaign keeps what it had
+            with open(path, encoding="utf-8") as file:
+                for record in json.load(file):
+                    record.setdefault("extra", {})
+                    self.findings[record["id"]] = Finding(**record)
+        self._flush()
+
+    def known(self, sig: str) -> bool:
+        return finding_id(sig) in self.findings
+
+    def add(self, finding: Finding, case: Case, recording: Recording | None) -> bool:
+        """Write the finding's files, then findings.json. False if its bucket exists."""
+        with self._lock:
+            if finding.id in self.findings:
+                return False
+            folder = os.path.join(self.directory, "findings", finding.id)
+            os.makedirs(folder, exist_ok=True)
+            finding.reproducer = os.path.join("findings", finding.id, REPRODUCER_NAME)
+            record = case.to_json(
+                kind=finding.kind,
+                signature=finding.signature,
+                rule=finding.rule,
+                section=finding.section,
+                summary=finding.summary,
+                original_steps=[s.to_json() for s in case.original],
+            )
+            _atomic_write(os.path.join(folder, REPRODUCER_NAME), _json(record))
+            text = transcript(case, recording, finding).encode()
+            _atomic_write(os.path.join(folder, "reproducer.txt"), text)
+            if recording is not None and recording.chunks:
+                write_pcap(os.path.join(folder, "reproducer.pcap"), recording)
+            self.findings[finding.id] = finding
+            self._flush()
+            return True
+
+    def _flush(self) -> None:
+        records = [f.to_json() for f in self.findings.values()]
+        _atomic_write(os.path.join(self.directory, FINDINGS_JSON), _json(records))
+
+
+def _json(value: Any) -> bytes:
+    return (json.dumps(value, indent=2, sort_keys=False) + "\n").encode()

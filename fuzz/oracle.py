@@ -1,0 +1,287 @@
+"""The oracle: send one case to a broker over a real socket and judge what came back.
+
+Owns: `Target` (where the broker is, how to log in, optional memory reader), `Bounds`
+(every wait), `Verdict` and `Outcome`, `run_case(target, steps)` and `alive(target)`.
+
+One case = one new TCP connection: the steps are sent in order (waiting, bounded, for
+sasl-mechanisms and sasl-outcome at the SASL steps), then a closing `close`; the broker
+must answer with close or drop the socket within `Bounds.reply`. Judged, first match:
+- crash: the connection cannot be made, or the case ends with no reply or a drop and a
+  fresh connection then fails to open, begin and attach within `Bounds.liveness`;
+- violation: the checker (amqp10.checker, fed both directions by the probe's recording)
+  flags a MUST rule in the broker's frames; or the broker dropped the socket after its
+  open without a close frame (2.4.3, pseudo-rule `connection.close-missing`);
+- error-missing: the client stream holds bytes the core decoder rejects (a framing or
+  decode error the spec says ends the connection) and the broker answered our close
+  without any error (no close/end/detach with an error, no drop);
+- hang: no reply and no drop within the bound while the broker still serves a fresh
+  connection (unless the client stream ends inside an unfinished frame: then the broker
+  may rightly wait, and nothing is judged);
+- resource: with a memory reader, the broker's memory grew past `Bounds.memory_growth`
+  during the case.
+Builds bytes only through amqp10 (builder); the network client is `conformance.probe`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from amqp10.builder import build_frame
+from amqp10.composites import COMPOSITE_CLASSES
+from amqp10.frames import Frame
+from conformance.probe import Probe, Recording
+from conformance.verdicts import CaseFailed, HarnessError
+from fuzz.case import Step
+from fuzz.model import Conversation, Handshake
+from traces.model import CLIENT, SERVER
+from traces.streams import ConnectionDecoder
+
+CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
+    "crash",
+    "hang",
+    "violation",
+    "error-missing",
+    "resource",
+)
+KINDS = (CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE)
+CLOSE_MISSING = ("connection.close-missing", "2.4.3")  # close before the socket goes
+_CLOSING = build_frame(COMPOSITE_CLASSES["close"]())
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    reply: float = 2.0  # the broker answers our close (or drops us) within this
+    liveness: float = 5.0  # a fresh connection opens, begins and attaches within this
+    connect: float = 3.0
+    sasl: float = 1.0  # per SASL round trip
+    restart_wait: float = 30.0  # after a crash, how long to wait for the broker to return
+    memory_growth: int = 48 * 1024 * 1024  # bytes one case may add to the broker's memory
+
+
+@dataclass(slots=True)
+class Target:
+    host: str
+    port: int
+    handshake: Handshake = field(default_factory=Handshake)
+    bounds: Bounds = field(default_factory=Bounds)
+    memory: Callable[[], int | None] | None = None  # the broker's memory in bytes
+
+    @property
+    def url(self) -> str:
+        return f"amqp://{self.host}:{self.port}"
+
+    def liveness_steps(self) -> list[Step]:
+        conv = Conversation(self.handshake).open()
+        conv.attach_sender(conv.begin())
+        return conv.steps()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    kind: str
+    rule: str  # checker rule id, or the oracle's: liveness, reply-bound, decode-refusal, ...
+    section: str
+    summary: str
+    step: int | None = None  # the step the finding is tied to (the last one sent before it)
+
+
+@dataclass(slots=True)
+class Outcome:
+    verdict: Verdict | None
+    recording: Recording | None
+    sent: int  # steps sent before the broker went away
+    inconclusive: str = ""
+
+
+# ----------------------------------------------------------------- the client stream
+
+
+def stream_status(steps: list[Step]) -> tuple[str, int | None, str]:
+    """('ok' | 'malformed' | 'pending', step index, reason) of the client's byte stream
+    as a spec-following peer decodes it (the core decoder, SASL and pipelined headers
+    followed as the trace decoder does)."""
+    decoder = ConnectionDecoder(0)
+    ends, total = [], 0
+    for s in steps:
+        total += len(s.data)
+        ends.append(total)
+    decoder.feed(CLIENT, b"".join(s.data for s in steps), 0.0)
+    error = decoder.error(CLIENT)
+    if error is not None:
+        index = next((i for i, end in enumerate(ends) if error.offset < end), len(steps) - 1)
+        return "malformed", index, f"{error.condition}: {error.expected}"
+    if decoder.finish(0.0):
+        return "pending", len(steps) - 1, "the stream ends inside a frame"
+    return "ok", None, ""
+
+
+# ----------------------------------------------------------------- one connection
+
+
+def _connect(target: Target, wait: float) -> Probe:
+    return Probe(target.host, target.port, wait=wait, connect_timeout=target.bounds.connect)
+
+
+def _send(probe: Probe, steps: list[Step], sasl_wait: float) -> int:
+    """Send the steps; returns how many went out before the socket closed."""
+    for index, s in enumerate(steps):
+        if probe.closed:
+            return index
+        probe.send_raw(s.data)
+        if s.is_header and s.data[4:5] == b"\x03":
+            _await(probe, "sasl-mechanisms", sasl_wait)
+        elif s.label.startswith("sasl-init"):
+            _await(probe, "sasl-outcome", sasl_wait)
+        else:
+            probe.pump(0)
+    return len(steps)
+
+
+def _await(probe: Probe, name: str, timeout: float) -> None:
+    try:
+        probe.wait_for_frame(name, timeout)
+    except CaseFailed:
+        pass
+
+
+def _server_frames(recording: Recording) -> list[Frame]:
+    return [t.item for t in recording.items if t.direction == SERVER and isinstance(t.item, Frame)]
+
+
+def alive(target: Target, timeout: float | None = None) -> bool:
+    """A fresh connection opens, begins and attaches (the broker answers the attach)."""
+    timeout = target.bounds.liveness if timeout is None else timeout
+    deadline = time.monotonic() + timeout
+    try:
+        probe = Probe(
+            target.host, target.port, wait=timeout, deadline=deadline, connect_timeout=timeout
+        )
+    except HarnessError:
+        return False
+    try:
+        _send(probe, target.liveness_steps(), min(timeout, target.bounds.sasl * 3))
+        probe.wait_for_frame("attach", max(0.0, deadline - time.monotonic()))
+        return True
+    except CaseFailed:
+        return False
+    finally:
+        probe.disconnect()
+
+
+def wait_back(target: Target) -> bool:
+    """After a crash: poll until the broker serves again or `restart_wait` passes."""
+    end = time.monotonic() + target.bounds.restart_wait
+    while time.monotonic() < end:
+        if alive(target, min(2.0, target.bounds.liveness)):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def run_case(target: Target, steps: list[Step]) -> Outcome:
+    """Send `steps` on a new connection, then close; judge the broker (see module doc)."""
+    bounds = target.bounds
+    before = target.memory() if target.memory is not None else None
+    try:
+        probe = _connect(target, bounds.reply)
+    except HarnessError as exc:
+        if alive(target):
+            return Outcome(None, None, 0, f"connect failed once: {exc}")
+        return Outcome(Verdict(CRASH, "liveness", "2.4.1", f"broker unreachable: {exc}"), None, 0)
+    try:
+        sent = _send(probe, steps, bounds.sasl)
+        if not probe.closed:
+            probe.send_raw(_CLOSING)
+        end = time.monotonic() + bounds.reply
+        while not probe.closed and time.monotonic() < end:
+            probe.pump(min(0.05, max(0.0, end - time.monotonic())))
+            if any(f.name == "close" for f in _server_frames(probe.recording)):
+                probe.pump(0.01)
+                break
+    finally:
+        peer_closed = probe.peer_closed
+        probe.disconnect()
+    outcome = Outcome(None, probe.recording, sent)
+    outcome.verdict = _judge(target, steps, probe.recording, sent, peer_closed, before)
+    return outcome
+
+
+def _judge(
+    target: Target,
+    steps: list[Step],
+    recording: Recording,
+    sent: int,
+    peer_closed: bool,
+    memory_before: int | None,
+) -> Verdict | None:
+    last = max(0, min(sent, len(steps)) - 1)
+    frames = _server_frames(recording)
+    names = [f.name for f in frames]
+    judged = _judged_items(recording)
+    violations = [
+        v
+        for v in recording.violations
+        if v.origin == SERVER and v.level == "MUST" and v.frame_index < judged
+    ]
+    if violations:
+        v = violations[0]
+        return Verdict(VIOLATION, v.rule_id, v.section, v.reason, last)
+    status, where, reason = stream_status(steps[:sent] if sent else steps)
+    replied = "close" in names
+    if not replied and not peer_closed:
+        if status == "pending":
+            return None
+        if not alive(target):
+            return _crash(target, last, "no reply, and a fresh connection is refused")
+        return Verdict(
+            HANG,
+            "reply-bound",
+            "2.4.3",
+            f"no close and no drop within {target.bounds.reply}s",
+            last,
+        )
+    if peer_closed and not replied and "open" in names:
+        if not alive(target):
+            return _crash(target, last, "the broker dropped us and refuses fresh connections")
+        rule, section = CLOSE_MISSING
+        return Verdict(VIOLATION, rule, section, "socket closed after open with no close", last)
+    if status == "malformed" and not peer_closed and not _refused(frames):
+        return Verdict(ERROR_MISSING, "decode-refusal", "2.3.1", reason, where)
+    if memory_before is not None and target.memory is not None:
+        after = target.memory()
+        if after is not None and after - memory_before > target.bounds.memory_growth:
+            grown = (after - memory_before) // (1024 * 1024)
+            return Verdict(RESOURCE, "memory-growth", "-", f"memory grew {grown} MiB", last)
+    return None
+
+
+def _judged_items(recording: Recording) -> int:
+    """How many decoded items the checker saw before the client side became undecodable
+    (raw): past that point it no longer knows what the broker was answering, so its
+    verdicts on the broker are not used."""
+    fed = 0
+    for item in recording.items:
+        if item.item is None:
+            if item.direction == CLIENT:
+                return fed
+            continue
+        fed += 1
+    return fed
+
+
+def _crash(target: Target, step: int, summary: str) -> Verdict:
+    back = wait_back(target)
+    note = "" if back else f"; not back within {target.bounds.restart_wait}s"
+    return Verdict(CRASH, "liveness", "2.4.1", summary + note, step)
+
+
+def _refused(frames: list[Frame]) -> bool:
+    """The broker ended something with an error, or refused SASL."""
+    for frame in frames:
+        if frame.name in ("close", "end", "detach") and frame.performative.error is not None:
+            return True
+        if frame.name == "sasl-outcome" and frame.performative.code != 0:
+            return True
+    return False

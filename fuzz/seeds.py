@@ -1,0 +1,130 @@
+"""Seeds: the legal conversations a campaign mutates.
+
+Owns: `SCENARIOS` (legal client conversations made on the engine by
+`fuzz.model.Conversation`: a bare open, a session, a sender publishing, a receiver with
+credit, drain and echo, several sessions and links interleaved, a conversation ended
+at each level), `scenario(handshake, rng)` (one of them, its parameters drawn from
+`rng`), and the corpus: `client_sides(path)` (the client side of every connection of a
+pcap/pcapng/frame-log trace, e.g. the conformance suite's recorded traces, via
+`traces.load`) and `load_corpus(dir)` (every trace and reproducer under a directory).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+
+from fuzz.case import Step, step
+from fuzz.model import Conversation, Handshake
+from traces.load import TraceError, open_trace
+from traces.model import CLIENT
+
+Scenario = Callable[[Conversation, random.Random], None]
+
+
+def _open_only(conv: Conversation, rng: random.Random) -> None:
+    conv.open()
+
+
+def _session(conv: Conversation, rng: random.Random) -> None:
+    conv.open()
+    session = conv.begin(rng.choice([0, 1, 10, 2048]), rng.choice([0, 1, 10, 2048]))
+    if rng.random() < 0.5:
+        conv.end(session)
+
+
+def _sender(conv: Conversation, rng: random.Random) -> None:
+    conv.open()
+    session = conv.begin()
+    link = conv.attach_sender(session)
+    for _ in range(rng.randrange(1, 4)):
+        conv.send(link, settled=rng.random() < 0.5)
+    if rng.random() < 0.5:
+        conv.detach(link, closed=rng.random() < 0.7)
+
+
+def _receiver(conv: Conversation, rng: random.Random) -> None:
+    conv.open()
+    session = conv.begin()
+    link = conv.attach_receiver(session, credit=rng.choice([1, 5, 100]))
+    if rng.random() < 0.5:
+        conv.flow(link, rng.choice([0, 1, 10]), drain=True)
+    if rng.random() < 0.5:
+        conv.flow(link, None, echo=True)
+    if rng.random() < 0.3:
+        conv.detach(link)
+
+
+def _interleaved(conv: Conversation, rng: random.Random) -> None:
+    conv.open()
+    sessions = [conv.begin() for _ in range(rng.randrange(1, 4))]
+    links = []
+    for session in sessions:
+        for _ in range(rng.randrange(1, 3)):
+            if rng.random() < 0.5:
+                links.append(conv.attach_sender(session))
+            else:
+                links.append(conv.attach_receiver(session, credit=rng.choice([1, 10])))
+    for _ in range(rng.randrange(1, 6)):
+        link = rng.choice(links)
+        if link.is_sender and link.link_credit > 0:
+            conv.send(link)
+        elif not link.is_sender:
+            conv.flow(link, rng.choice([0, 1, 50]), drain=rng.random() < 0.3)
+    for session in sessions:
+        if rng.random() < 0.5:
+            conv.end(session)
+
+
+def _closed(conv: Conversation, rng: random.Random) -> None:
+    rng.choice([_session, _sender, _receiver])(conv, rng)
+    conv.close()
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "open": _open_only,
+    "session": _session,
+    "sender": _sender,
+    "receiver": _receiver,
+    "interleaved": _interleaved,
+    "closed": _closed,
+}
+
+
+def scenario(handshake: Handshake, rng: random.Random) -> tuple[str, list[Step]]:
+    """(name, client steps) of one legal conversation drawn from `rng`."""
+    name = rng.choice(sorted(SCENARIOS))
+    conv = Conversation(handshake)
+    SCENARIOS[name](conv, rng)
+    return name, conv.steps()
+
+
+# ----------------------------------------------------------------- corpus
+
+
+def client_sides(path: str) -> list[list[Step]]:
+    """The client side of each connection in a trace file, one step per item."""
+    sides: dict[int, list[Step]] = {}
+    for item in open_trace(path):
+        if item.direction == CLIENT:
+            sides.setdefault(item.connection_id, []).append(step(item.raw))
+    return [s for s in sides.values() if s]
+
+
+def load_corpus(directory: str) -> list[list[Step]]:
+    """Every trace (pcap, pcapng, frame log) and reproducer .json under `directory`."""
+    from fuzz.case import CaseFileError, load_case
+
+    corpus: list[list[Step]] = []
+    for root, _dirs, files in os.walk(directory):
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            try:
+                if name.endswith(".json"):
+                    corpus.append(load_case(path)[0].steps)
+                elif name.endswith((".pcap", ".pcapng", ".parquet")):
+                    corpus.extend(client_sides(path))
+            except (CaseFileError, TraceError, ValueError, OSError):
+                continue
+    return [steps for steps in corpus if steps]
