@@ -13,13 +13,13 @@ status 1 when a fault goes undetected.
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from conformance.results import load_index
 from reference_broker.faults import CATALOG
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -104,7 +104,8 @@ NOTES = [
     "  profile's `echo` capability (the broker declares it answers echo), whose flow-state",
     "  checks need the reply; with no capability claim the detection would only be NON-STRICT.",
     "- `ignore-alarm` / `negative-window-after-alarm`: no spec sentence; the",
-    "  `2.5.6/alarm-must-*` cases hold brokers whose profile declares `alarms`",
+    "  `2.5.6/alarm-publishers-blocked-then-reopened` and `2.5.6/alarm-window-no-wrap`",
+    "  cases hold brokers whose profile declares `alarms`",
     "  (RabbitMQ-4-style blocking) to that claim.",
 ]
 
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         name = run_fault(fault, results, args.keyword)
         print(f"{name}: {time.monotonic() - started:.1f} s", flush=True)
-    index = json.loads((results / "index.json").read_text())
+    index = load_index(results)
     table, undetected = detection_table(index, faults)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,8 @@
 Owns: the command-line options (--broker, --profile, --admin, --results, --expect,
 --broker-name, --write-expect; pytest's own --strict also makes NON-STRICT fail), the
 `must` / `should` markers, one parametrized item per case
-(`conformance/suite.py::test_case[<case id>]`, selectable with `-k`), the fixtures
+(`conformance/suite.py::test_case[<case id>]`, selectable with `-k` by its id or by an
+old id it had before a rename, conformance/aliases.toml), the fixtures
 (`amqp_profile`, `amqp_target`, `amqp_admin`, `probe`, `conformance_run`), allure
 attachments (text trace + pcap), and the end-of-session work: index.json, expectations
 comparison and the exit status. The verdict -> pytest outcome map: OK pass, NON-STRICT pass
@@ -28,7 +29,7 @@ import pytest
 from conformance.admin import Admin, make_admin
 from conformance.probe import Probe
 from conformance.profile import Profile, load_profile
-from conformance.registry import Case, load_cases
+from conformance.registry import Case, load_cases, old_ids
 from conformance.results import (
     Expectation,
     ResultsDir,
@@ -212,6 +213,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             for case in load_cases()
         ]
         metafunc.parametrize("conformance_case", params)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A renamed case keeps its old ids as keywords, so `-k <old id>` still selects it."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        case = callspec.params.get("conformance_case") if callspec is not None else None
+        if isinstance(case, Case):
+            item.extra_keyword_matches.update(old_ids(case.case_id))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -1,22 +1,31 @@
 """The case registry: declarative conformance cases, one module per spec section.
 
 Owns: `Case` and the `case(...)` decorator that registers a run function under a stable
-id (`<spec section>/<slug>`, e.g. `2.6.7/drain-empty-queue`), and `load_cases()`, which
-imports every module of `conformance/cases/` and returns the cases in definition order.
-Adding a case = one decorated function in the module of its section. Touches nothing else.
+id (`<spec section>/<slug>`, e.g. `2.6.7/drain-empty-queue`), `case_function` (names a run
+function a factory made), `load_cases()`, which imports every module of
+`conformance/cases/` and returns the cases in definition order, and the aliases of renamed
+ids (`conformance/aliases.toml`: `current_id(old) -> id`, `old_ids(id)`), through which old
+ids still select with `-k` and old expectations files and results directories still load.
+Adding a case = one decorated function in the module of its section. Reads aliases.toml;
+touches nothing else.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
+import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from conformance.probe import Probe
     from conformance.runner import CaseContext
+
+ALIASES = Path(__file__).with_name("aliases.toml")
 
 Level = Literal["MUST", "SHOULD"]
 MUST: Level = "MUST"
@@ -92,6 +101,16 @@ def case(
     return register
 
 
+def case_function(run: RunFunction, name: str, doc: str, module: str) -> RunFunction:
+    """Give a run function made by a factory (one function, several cases) its case's
+    name, docstring (the registry's description) and case module (the registry's
+    `module`), before `case(...)` registers it."""
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    run.__module__ = module
+    return run
+
+
 def load_cases() -> list[Case]:
     """Every registered case (importing all of conformance.cases), in definition order."""
     import conformance.cases as package
@@ -99,3 +118,33 @@ def load_cases() -> list[Case]:
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         importlib.import_module(f"{package.__name__}.{info.name}")
     return list(_REGISTRY.values())
+
+
+@functools.cache
+def aliases() -> dict[str, str]:
+    """Renamed case ids: old id -> current id (`conformance/aliases.toml`)."""
+    with ALIASES.open("rb") as handle:
+        return dict(tomllib.load(handle)["aliases"])
+
+
+def current_id(case_id: str) -> str:
+    """The id a case has now (`case_id` itself unless it is an old, renamed id)."""
+    return aliases().get(case_id, case_id)
+
+
+def old_ids(case_id: str) -> list[str]:
+    """The ids the case `case_id` had before it was renamed."""
+    return [old for old, new in aliases().items() if new == case_id]
+
+
+def by_current_id(entries: dict[str, Any]) -> dict[str, Any]:
+    """`entries` keyed by case id (an expectations file, a broker's index.json entries) with
+    old ids renamed to current ones; an entry already under the current id wins over one
+    under an old id."""
+    renamed: dict[str, Any] = {}
+    for case_id, value in entries.items():
+        current = current_id(case_id)
+        if current != case_id and current in entries:
+            continue
+        renamed[current] = value
+    return renamed

@@ -5,8 +5,9 @@ Owns: the results directory layout (`DIR/index.json` autobahn-style
 so several brokers share one DIR; `DIR/traces/<broker>/<case>.txt|.pcap`), writing a
 case's trace as text and pcap (`traces.pcap_writer.PcapWriter`), and expectations files
 (`conformance/expectations/<broker>.toml`: one line per case with its verdict and, for
-failures, the upstream issue) with their comparison. Touches only files under DIR and the
-expectations file it is asked to write.
+failures, the upstream issue) with their comparison. Old, renamed case ids in an
+index.json or an expectations file load under their current ids (conformance/aliases.toml).
+Touches only files under DIR and the expectations file it is asked to write.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.probe import Recording
+from conformance.registry import by_current_id
 from conformance.runner import CaseResult
 from conformance.verdicts import Verdict
 from traces.model import CLIENT
@@ -84,10 +86,13 @@ class ResultsDir:
 
 
 def load_index(path: str | Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """A results DIR's index.json (or the file itself), case ids renamed since it was written
+    under their current ids."""
     path = Path(path)
     if path.is_dir():
         path = path / INDEX
-    return json.loads(path.read_text(encoding="utf-8"))
+    index = json.loads(path.read_text(encoding="utf-8"))
+    return {broker: by_current_id(entries) for broker, entries in index.items()}
 
 
 # --- expectations --------------------------------------------------------------------------
@@ -116,7 +121,7 @@ def _parse_verdicts(text: str) -> tuple[Verdict, frozenset[Verdict]]:
 
 def load_expectations(path: str | Path) -> dict[str, Expectation]:
     """`"case-id" = { verdict = "FAILED", issue = "rabbitmq/rabbitmq-server#2597" }` lines
-    under a `[cases]` table."""
+    under a `[cases]` table; a renamed case's old id counts as its current id."""
     with Path(path).open("rb") as handle:
         data = tomllib.load(handle)
     cases = data.get("cases", {})
@@ -126,7 +131,7 @@ def load_expectations(path: str | Path) -> dict[str, Expectation]:
         issue = "" if isinstance(value, str) else str(value.get("issue", ""))
         verdict, also = _parse_verdicts(text)
         expectations[case_id] = Expectation(verdict, issue, also)
-    return expectations
+    return by_current_id(expectations)
 
 
 def compare(expected: dict[str, Expectation], verdicts: dict[str, str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""2.4.5 idle time-out, more: the broker closes a silent peer when it advertised an
+"""2.4.5 idle time-out: the broker closes a silent peer when it advertised an
 idle-time-out, it keeps a peer alive that sends only empty frames, empty frames are
 accepted at any point after open, and heartbeats continue while a session is open.
 

@@ -1,20 +1,31 @@
-"""2.5.6 session flow control: transfers beyond the broker's incoming-window end the session
-with amqp:session:window-violation. Owns the cases `2.5.6/*`.
+"""2.5.6 session flow control: transfers beyond the broker's incoming-window end the
+session with amqp:session:window-violation; the broker keeps within our incoming-window (a
+window begun at 0 and opened later, a one-frame window, a small window over multi-frame
+deliveries); transfer-ids are serial numbers that wrap at 2^32 (a publisher session whose
+next-outgoing-id starts just below it, rhea#426) and the broker's session numbers follow
+ours.
+
+Owns the cases `2.5.6/window-*` and `2.5.6/session-*` (the alarm cases are in
+s2_5_6_alarms.py).
 """
 
 from __future__ import annotations
 
+from amqp10.engine import RemoteBegin
+from amqp10.engine.session import Session
 from amqp10.frames import Frame
-from conformance.cases.alarm_windows import (
-    memory_alarm,
-    one_delivery_frames,
-    transfer_frames,
-    window_closed_or_unsupported,
-    window_flow,
+from conformance.registry import MUST, case
+from conformance.steps.alarms import memory_alarm, window_closed_or_unsupported
+from conformance.steps.credit import server_flows
+from conformance.steps.deliveries import check_split, collect, exactly
+from conformance.steps.frames import one_delivery_frames
+from conformance.steps.links import (
+    consumer,
+    publisher,
+    small_frame_probe,
+    wait_credit,
 )
-from conformance.cases.checks import publisher
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps_more import server_flows, session_flow
+from conformance.steps.queues import body, fill
 from conformance.verdicts import Unsupported
 
 VIOLATION = {"end:amqp:session:window-violation", "close:amqp:session:window-violation"}
@@ -88,55 +99,118 @@ def window_violation_alarm(probe, ctx):
         ctx.outcome(probe.error_outcome(since=since, timeout=5.0))
 
 
-@case(
-    "2.5.6/alarm-closes-window",
-    SHOULD,
-    "A broker in a resource alarm stops publishers through session flow control: every "
-    "session sends a flow with incoming-window 0 (RabbitMQ 4; 3.x never did, PR #9953), and "
-    "restores the window when the alarm clears.",
-    requires={"queues", "alarms"},
+WINDOW = (
+    "A sender MUST NOT send a transfer frame when the remote-incoming-window is zero "
+    "(2.5.6); the receiver's incoming-window bounds the transfer frames in flight."
 )
-def alarm_closes_window(probe, ctx):
-    """A publisher session; a memory alarm: a flow with incoming-window 0 arrives; the alarm
-    cleared: a flow with incoming-window > 0 arrives."""
+IDS = (
+    "Transfer-ids are serial numbers (RFC 1982): next-incoming-id and next-outgoing-id "
+    "wrap at 2^32, and the partner's session flows track them across the wrap (2.5.6)."
+)
+
+
+def _session_near_wrap(probe, start: int) -> Session:
+    """A session whose first transfer-id (our begin's next-outgoing-id) is `start`."""
+    if probe.conn is None:
+        probe.open()
+    session = Session(probe.conn, incoming_window=2048, outgoing_window=2048)
+    session.initial_outgoing_id = session.next_outgoing_id = start
+    session._send_begin()
+    probe.flush()
+    probe.expect(lambda e: isinstance(e, RemoteBegin) and e.session is session, what="begin")
+    return session
+
+
+@case("2.5.6/session-window-zero-then-open", MUST, WINDOW, requires={"queues"})
+def window_zero_then_open(probe, ctx):
+    """Begin with incoming-window 0, a receiver with credit 3, 3 queued: no transfer for
+    0.6 s; then a session flow with incoming-window 10: exactly 3."""
     queue = ctx.queue()
-    session = probe.open_session()
-    probe.attach_sender(session, ctx.target_address(queue))
+    fill(probe, ctx, queue, 3)
+    session = probe.open_session(incoming_window=0, auto_window=False)
+    _, link = consumer(probe, ctx, queue, credit=3, session=session)
+    early = collect(probe, link, 0.6)
+    ctx.check(not early, f"{len(early)} transfers into an incoming-window of 0")
+    session.flow(incoming_window=10)
+    probe.flush()
+    exactly(probe, link, 3)
+
+
+@case("2.5.6/session-window-one", MUST, WINDOW, requires={"queues"})
+def window_one(probe, ctx):
+    """incoming-window 1, re-opened by one frame at a time (our engine's auto window), 30
+    deliveries with credit 30: all arrive, never beyond the window (checker)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 30)
+    session = probe.open_session(incoming_window=1)
+    _, link = consumer(probe, ctx, queue, credit=30, session=session)
+    got = probe.receive(link, 30, timeout=10.0)
+    ctx.check(len(got) == 30, f"{len(got)} of 30")
+
+
+@case("2.5.6/session-window-small-multi-frame", MUST, WINDOW, requires={"queues", "multi-frame"})
+def window_small_multi_frame(probe, ctx):
+    """max-frame-size 512, incoming-window 2, three 3,000-byte messages (7 frames each):
+    the broker waits for our window between frames; all 3 arrive whole."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 3, size=3000)
+    receiver = small_frame_probe(ctx)
+    session = receiver.open_session(incoming_window=2)
+    _, link = consumer(receiver, ctx, queue, credit=3, session=session)
+    check_split(ctx, receiver.receive(link, 3, timeout=10.0))
+
+
+@case("2.5.6/session-outgoing-id-wrap", MUST, IDS, requires={"queues"})
+def outgoing_id_wrap(probe, ctx):
+    """A publisher session begun with next-outgoing-id 2^32 - 4 sends 12 messages across
+    the wrap (rhea#426): all accepted; the broker's flows name next-incoming-id in serial
+    terms (the checker follows every id)."""
+    queue = ctx.queue()
+    session, sender = publisher(probe, ctx, queue, session=_session_near_wrap(probe, 2**32 - 4))
     since = probe.mark()
-    ctx.admin.raise_alarm("memory")
-    try:
-        window_flow(probe, since, lambda w: w == 0, 10.0)
-    finally:
-        since = probe.mark()
-        ctx.admin.clear_alarm("memory")
-    window_flow(probe, since, lambda w: w > 0, 10.0)
+    probe.publish(sender, 12, lambda i: body(i), timeout=10.0)
+    ctx.check(session.next_outgoing_id == 8, f"our next-outgoing-id {session.next_outgoing_id}")
+    for flow in server_flows(probe, since):
+        nid = flow.next_incoming_id
+        ctx.check(
+            nid is not None and ((nid - (2**32 - 4)) % 2**32) <= 12,
+            f"broker flow next-incoming-id {nid} outside the ids we sent",
+        )
+    _, link = consumer(probe, ctx, queue, credit=12)
+    exactly(probe, link, 12)
+
+
+@case("2.5.6/session-outgoing-id-wrap-multi-frame", MUST, IDS, requires={"queues", "multi-frame"})
+def outgoing_id_wrap_multi_frame(probe, ctx):
+    """max-frame-size 512 both ways, next-outgoing-id 2^32 - 2, one 4,000-byte message
+    (about 9 frames across the wrap): accepted and delivered whole."""
+    queue = ctx.queue()
+    small = small_frame_probe(ctx)
+    _, sender = publisher(small, ctx, queue, session=_session_near_wrap(small, 2**32 - 2))
+    small.publish(sender, 1, body(0, 4000), timeout=10.0)
+    _, link = consumer(probe, ctx, queue, credit=1)
+    delivery = probe.next_transfer(link)
+    ctx.check(len(delivery.payload) >= 4000, f"{len(delivery.payload)} bytes delivered")
 
 
 @case(
-    "2.5.6/alarm-window-stays-closed",
-    SHOULD,
-    "incoming-window: the maximum number of incoming transfer frames the endpoint can "
-    "currently receive; a broker in alarm keeps it at 0 — a transfer that was in flight "
-    "must not wrap it into a huge window (RabbitMQ #12904).",
-    requires={"queues", "alarms"},
-    outcomes={"window:0", "end:amqp:session:window-violation"},
+    "2.5.6/session-begin-next-incoming-id",
+    MUST,
+    "next-incoming-id: the sender's flows carry the next transfer-id they expect, which "
+    "starts at the partner's begin next-outgoing-id (2.5.6, 2.7.2).",
+    requires={"queues"},
 )
-def alarm_window_stays_closed(probe, ctx):
-    """Memory alarm: once the broker's session flow says incoming-window 0, one transfer
-    (as if in flight) and a session echo: the answer still says incoming-window 0 (or the
-    session ends with window-violation), never a reopened or wrapped window."""
-    session, sender = publisher(probe, ctx, ctx.queue())
+def begin_next_incoming_id(probe, ctx):
+    """A session begun with next-outgoing-id 1,000,000 attaches a publisher: the broker's
+    first flow says next-incoming-id 1,000,000."""
+    queue = ctx.queue()
+    session = _session_near_wrap(probe, 1_000_000)
     since = probe.mark()
-    with memory_alarm(ctx):
-        refusal = "the broker did not close its window on an alarm"
-        window_closed_or_unsupported(probe, since, 10.0, refusal)
-        in_flight = transfer_frames(session, sender, [b"in-flight"])
-        since = probe.mark()
-        probe.send_raw(in_flight)
-        echo = session_flow(session, next_outgoing_id=session.next_outgoing_id + 1, echo=True)
-        probe.send_frame(echo, session.channel)
-        observed = probe.error_outcome(since=since, timeout=2.0)
-        if observed == "timeout":
-            flows = server_flows(probe, since, session_only=True)
-            observed = f"window:{flows[-1].incoming_window}" if flows else "no session flow"
-        ctx.outcome(observed)
+    sender = probe.attach_sender(session, ctx.target_address(queue))
+    wait_credit(probe, sender)
+    flows = server_flows(probe, since)
+    ctx.check(bool(flows), "no flow from the broker")
+    ctx.check(
+        flows[0].next_incoming_id == 1_000_000,
+        f"first flow next-incoming-id {flows[0].next_incoming_id}, our begin said 1000000",
+    )

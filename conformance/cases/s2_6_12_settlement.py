@@ -1,9 +1,10 @@
-"""2.6.12 / 2.7.6 / 2.8 settlement, more: a delivery settled twice, an outcome first sent
-unsettled then settled, a disposition range over part of the deliveries, many unsettled
-publishes each settled by the broker, pre-settled publishes without dispositions, mixed
-settled and unsettled publishes on one link.
+"""2.6.12 / 2.7.5 / 2.7.6 / 2.8 settlement: a disposition range settles every delivery in
+it (also over part of the deliveries), a delivery settled twice, an outcome first sent
+unsettled then settled, snd-settle-mode settled honoured, many unsettled publishes each
+settled by the broker, pre-settled publishes queued without dispositions, mixed settled
+and unsettled publishes on one link.
 
-Owns the cases `2.6.12/settlement-*`.
+Owns the cases `2.6.12/*`, `2.7.5/*` and `2.8.*/*`.
 """
 
 from __future__ import annotations
@@ -11,12 +12,20 @@ from __future__ import annotations
 from amqp10.composites import Accepted
 from amqp10.engine import DispositionReceived
 from amqp10.spec import Role, SndSettleMode
-from conformance.cases.checks import publisher, queued_receiver
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import body, collect, consumer, message_text, unsettled_consumer
-from conformance.steps_more import exactly
+from conformance.steps.deliveries import (
+    collect,
+    exactly,
+    queued_receiver,
+    take_unsettled,
+)
+from conformance.steps.links import consumer, publisher, unsettled_consumer
+from conformance.steps.queues import body, message_text
+from conformance.verdicts import CaseFailed
 
 NEEDS = {"queues", "unsettled-deliveries"}
+
+
 SETTLED_DONE = (
     "A delivery settled by the receiver with a terminal outcome (accepted) is done: it is "
     "not delivered again when the link ends (2.6.12, 3.4.2)."
@@ -28,6 +37,27 @@ def _redelivered(ctx, queue, expected: int):
     _, link = unsettled_consumer(other, ctx, queue, credit=expected + 5)
     got = other.receive(link, expected, timeout=5.0) if expected else []
     return got + collect(other, link, 0.4)
+
+
+@case(
+    "2.6.12/disposition-range",
+    MUST,
+    "A disposition settles every delivery-id from first to last inclusive (2.7.6); settled "
+    "deliveries are not redelivered.",
+    requires=NEEDS | {"requeue-on-detach"},
+)
+def disposition_range(probe, ctx):
+    """5 unsettled deliveries settled by one disposition first..last, detach: nothing comes
+    back to a new consumer."""
+    queue = ctx.queue()
+    _, link, got = take_unsettled(probe, ctx, queue, 5)
+    ids = [d.delivery_id for d in got]
+    link.disposition(ids[0], ids[-1], settled=True, state=Accepted())
+    probe.flush()
+    probe.detach(link)
+    _, again = consumer(probe, ctx, queue, credit=5)
+    back = collect(probe, again, 1.0)
+    ctx.check(not back, f"{len(back)} deliveries settled by the range came back")
 
 
 @case(
@@ -95,6 +125,25 @@ def range_partial(probe, ctx):
 
 
 @case(
+    "2.8.2/snd-settle-mode-settled",
+    MUST,
+    "snd-settle-mode settled: the sender will send all deliveries settled to the receiver.",
+    requires={"queues"},
+)
+def snd_settle_settled(probe, ctx):
+    """A receiver asking for snd-settle-mode settled: if the broker's attach agrees, every
+    transfer arrives settled (the checker verifies each)."""
+    _, link = queued_receiver(probe, ctx, 3, snd_settle_mode=SndSettleMode.SETTLED)
+    agreed = link.remote_attach.snd_settle_mode if link.remote_attach is not None else None
+    probe.grant(link, 3)
+    got = exactly(probe, link, 3)
+    if agreed == SndSettleMode.SETTLED:
+        ctx.check(all(d.settled for d in got), "unsettled transfer on a settled link")
+    else:
+        ctx.note(f"broker answered snd-settle-mode {agreed}")
+
+
+@case(
     "2.6.12/settlement-publish-many-unsettled",
     MUST,
     "The broker as receiver settles every unsettled delivery it takes with a terminal "
@@ -146,6 +195,30 @@ def presettled_no_disposition(probe, ctx):
     ctx.check(not dispositions, f"{len(dispositions)} dispositions for pre-settled messages")
     _, link = consumer(probe, ctx, queue, credit=5)
     exactly(probe, link, 5)
+
+
+@case(
+    "2.7.5/presettled-publish",
+    SHOULD,
+    "A settled transfer is at-most-once: the receiving broker takes the message without a "
+    "disposition, and a healthy broker queues it.",
+    requires={"queues"},
+)
+def presettled_publish(probe, ctx):
+    """3 messages sent settled on a sender link with snd-settle-mode settled: a consumer gets
+    all 3."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    sender = probe.attach_sender(
+        session, ctx.target_address(queue), snd_settle_mode=SndSettleMode.SETTLED
+    )
+    probe.publish(sender, 3, lambda i: body(i), settled=True)
+    _, link = consumer(probe, ctx, queue, credit=3)
+    try:
+        got = probe.receive(link, 3, timeout=3.0)
+    except CaseFailed as exc:
+        raise CaseFailed(f"pre-settled messages not all queued: {exc}") from exc
+    ctx.check(len(got) == 3, f"{len(got)} of 3")
 
 
 @case(

@@ -1,16 +1,19 @@
-"""2.6.2 / 2.7.2 / 2.7.3 link handles: frames on a handle nobody attached, an attach on a
-handle in use, a handle above handle-max. Owns the cases `2.6.2/*` and `2.7.3/*`.
+"""2.6.2 / 2.7.3 link handles: a flow, transfer or detach on a handle nobody attached (also
+right after a detach), an attach on a handle in use, a handle above handle-max, and a
+transfer on the broker's receiving link.
+
+Owns the cases `2.6.2/*` and `2.7.3/handle-*`.
 """
 
 from __future__ import annotations
 
-from amqp10.composites import Attach, Source, Target, Transfer
+from amqp10.composites import Attach, Detach, Source, Target, Transfer
 from amqp10.message import Message
 from amqp10.spec import Role
-from conformance.cases.refusals import sent_frame_outcome
-from conformance.cases.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
-from conformance.registry import MUST, case
-from conformance.steps_more import session_flow
+from conformance.registry import MUST, SHOULD, case
+from conformance.steps.links import link_flow, session_flow
+from conformance.steps.refusals import sent_frame_outcome
+from conformance.steps.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
 from conformance.verdicts import Unsupported
 
 IN_USE = {"end:amqp:session:handle-in-use", "close:amqp:session:handle-in-use"}
@@ -44,6 +47,37 @@ def unattached_transfer(probe, ctx):
     transfer = Transfer(handle=78, delivery_id=0, delivery_tag=b"u", message_format=0)
     payload = Message.of(b"x").encode()
     ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload))
+
+
+@case(
+    "2.6.2/unattached-handle-detach",
+    MUST,
+    UNATTACHED_INPUT + ".",
+    outcomes=UNATTACHED,
+    lenient=ANY_END,
+)
+def detach_unattached(probe, ctx):
+    """A detach on handle 41, never attached: the broker ends the session."""
+    session = probe.open_session()
+    ctx.outcome(sent_frame_outcome(probe, Detach(handle=41, closed=True), session.channel))
+
+
+@case(
+    "2.6.2/flow-after-detach",
+    MUST,
+    "After a detach exchange the handle is no longer associated with a link: a flow on it "
+    "MUST be answered with an end carrying amqp:session:unattached-handle.",
+    requires={"queues"},
+    outcomes=UNATTACHED,
+    lenient=ANY_END,
+)
+def flow_after_detach(probe, ctx):
+    """Attach a receiver, detach it (answered), then a crafted flow on its old handle."""
+    session = probe.open_session()
+    link = probe.attach_receiver(session, ctx.source(ctx.queue()))
+    probe.detach(link)
+    flow = link_flow(session, link, link_credit=5)
+    ctx.outcome(sent_frame_outcome(probe, flow, session.channel))
 
 
 @case(
@@ -100,3 +134,27 @@ def handle_above_max(probe, ctx):
         target=Target(),
     )
     ctx.outcome(sent_frame_outcome(probe, attach, session.channel))
+
+
+@case(
+    "2.6.2/transfer-on-receiving-link",
+    SHOULD,
+    "Only the sender of a link sends transfers (2.6.1 roles): a transfer on our receiving "
+    "link's handle is illegal and ends the link, session or connection.",
+    requires={"queues"},
+    outcomes={
+        "detach:amqp:illegal-state",
+        "end:amqp:illegal-state",
+        "close:amqp:illegal-state",
+        "detach:amqp:not-allowed",
+        "end:amqp:session:unattached-handle",
+    },
+    lenient={"detach:*", "end:*", "close:*", "tcp-close"},
+)
+def transfer_on_receiver(probe, ctx):
+    """Attach a receiver, then a crafted transfer on its handle: refused."""
+    session = probe.open_session()
+    link = probe.attach_receiver(session, ctx.source(ctx.queue()))
+    transfer = Transfer(handle=link.handle, delivery_id=0, delivery_tag=b"wrong", message_format=0)
+    payload = Message.of(b"x").encode()
+    ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload, timeout=2.0))

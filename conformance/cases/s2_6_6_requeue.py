@@ -1,27 +1,96 @@
-"""2.6.6 / 3.4 / 3.2.1 requeue, more scenarios: partly settled deliveries when the session
-ends, many unsettled deliveries on a TCP drop, a close with an error, pre-settled
-deliveries never coming back, deliveries still held by another link not handed out twice,
-and the redelivery marks (first-acquirer, delivery-count) on requeued messages.
+"""2.6.6 / 2.6.4 / 3.4 requeue: unsettled deliveries go back to the queue when their link,
+session, connection or TCP stream goes away (at-least-once) — also when only some were
+settled, when many were in flight, when the close or detach carries an error — and settled
+or pre-settled ones do not; a delivery still held by another link is not handed out twice.
 
-Owns the cases `2.6.6/requeue-more-*` and `3.2.1/redelivery-more-*`.
+Owns the cases `2.6.6/*` and `2.6.4/*` (the redelivery marks are in s3_2_1_redelivery.py).
 """
 
 from __future__ import annotations
 
 from amqp10.composites import Error
 from amqp10.spec import SndSettleMode
-from conformance.cases.checks import consume_again, queued_receiver, take_unsettled, texts
-from conformance.cases.sentences import REQUEUE
-from conformance.cases.sentences import REQUEUE_NEEDS as NEEDS
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import collect, header_of, message_text, unsettled_consumer
+from conformance.steps.deliveries import (
+    check_requeued,
+    collect,
+    consume_again,
+    queued_receiver,
+    take_unsettled,
+    take_unsettled_bodies,
+)
+from conformance.steps.links import unsettled_consumer
+from conformance.steps.queues import message_text, texts
+from conformance.steps.sentences import REQUEUE
+from conformance.steps.sentences import REQUEUE_NEEDS as NEEDS
+
+
+def _requeued_after(probe, ctx, link_goes_away) -> None:
+    """3 unsettled deliveries, then `link_goes_away(session, link)`: all 3 come back."""
+    queue = ctx.queue()
+    session, link, bodies = take_unsettled_bodies(probe, ctx, queue)
+    link_goes_away(session, link)
+    check_requeued(ctx, queue, bodies)
 
 
 def _redelivered(ctx, queue, expected: int):
     return consume_again(ctx, queue, expected, 0.4, timeout=5.0)
 
 
-@case("2.6.6/requeue-more-partly-settled-session-end", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-after-detach-closed", MUST, REQUEUE, requires=NEEDS)
+def requeue_detach_closed(probe, ctx):
+    """3 deliveries received unsettled, link detached with closed=true: all 3 come back."""
+    _requeued_after(probe, ctx, lambda _, link: probe.detach(link, closed=True))
+
+
+@case(
+    "2.6.4/requeue-after-detach-suspended",
+    SHOULD,
+    "detach with closed=false suspends the link; a broker that does not resume links treats "
+    "it as closed and returns unsettled deliveries to the queue (RabbitMQ 4, Artemis).",
+    requires=NEEDS,
+)
+def requeue_detach_suspended(probe, ctx):
+    """3 unsettled, detach closed=false: the 3 come back to a new consumer."""
+    _requeued_after(probe, ctx, lambda _, link: probe.detach(link, closed=False))
+
+
+@case("2.6.6/requeue-after-session-end", MUST, REQUEUE, requires=NEEDS)
+def requeue_session_end(probe, ctx):
+    """3 unsettled, the session ended (links detached implicitly): all 3 come back."""
+    _requeued_after(probe, ctx, lambda session, _: probe.end(session))
+
+
+@case("2.6.6/requeue-after-connection-close", MUST, REQUEUE, requires=NEEDS)
+def requeue_connection_close(probe, ctx):
+    """3 unsettled, the connection closed cleanly: all 3 come back."""
+    _requeued_after(probe, ctx, lambda *_: probe.close())
+
+
+@case("2.6.6/requeue-after-tcp-drop", MUST, REQUEUE, requires=NEEDS)
+def requeue_tcp_drop(probe, ctx):
+    """3 unsettled, the TCP connection dropped without close: all 3 come back."""
+    _requeued_after(probe, ctx, lambda *_: probe.disconnect())
+
+
+@case(
+    "2.6.6/settled-not-redelivered",
+    MUST,
+    "A delivery settled by the receiver with a terminal outcome (accepted) is done: it is "
+    "not delivered again when the link ends (2.6.12, 3.4.2).",
+    requires=NEEDS,
+)
+def settled_not_redelivered(probe, ctx):
+    """4 unsettled, the first 2 accepted and settled, detach: only the other 2 come back."""
+    queue = ctx.queue()
+    _, link, got = take_unsettled(probe, ctx, queue, 4)
+    for delivery in got[:2]:
+        probe.settle(link, delivery)
+    probe.detach(link)
+    check_requeued(ctx, queue, [message_text(d) for d in got[2:]])
+
+
+@case("2.6.6/requeue-partly-settled-session-end", MUST, REQUEUE, requires=NEEDS)
 def partly_settled_session_end(probe, ctx):
     """5 unsettled; 2 accepted and settled; the session ends: exactly the other 3 back."""
     queue = ctx.queue()
@@ -36,7 +105,7 @@ def partly_settled_session_end(probe, ctx):
     )
 
 
-@case("2.6.6/requeue-more-many-tcp-drop", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-many-tcp-drop", MUST, REQUEUE, requires=NEEDS)
 def many_tcp_drop(probe, ctx):
     """100 unsettled deliveries, then the TCP connection dropped: all 100 come back."""
     queue = ctx.queue()
@@ -46,7 +115,7 @@ def many_tcp_drop(probe, ctx):
     ctx.check(len({message_text(d) for d in back}) == 100, f"{len(back)} of 100 came back")
 
 
-@case("2.6.6/requeue-more-close-with-error", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-close-with-error", MUST, REQUEUE, requires=NEEDS)
 def close_with_error(probe, ctx):
     """3 unsettled, the connection closed with an error (amqp:internal-error): all 3
     come back."""
@@ -57,7 +126,7 @@ def close_with_error(probe, ctx):
     ctx.check(len(back) == 3, f"{len(back)} of 3 came back")
 
 
-@case("2.6.6/requeue-more-detach-with-error", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-detach-with-error", MUST, REQUEUE, requires=NEEDS)
 def detach_with_error(probe, ctx):
     """3 unsettled, the link detached with an error: all 3 come back."""
     queue = ctx.queue()
@@ -70,7 +139,7 @@ def detach_with_error(probe, ctx):
 
 
 @case(
-    "2.6.6/requeue-more-presettled-not-redelivered",
+    "2.6.6/requeue-presettled-not-redelivered",
     MUST,
     "A delivery sent settled (snd-settle-mode settled) is done at the sender when sent "
     "(at-most-once, 2.6.12): it is not delivered again when the link goes away.",
@@ -94,7 +163,7 @@ def presettled_not_redelivered(probe, ctx):
 
 
 @case(
-    "2.6.6/requeue-more-held-not-shared",
+    "2.6.6/requeue-held-not-shared",
     SHOULD,
     "A message delivered unsettled to one link is acquired by it (3.2.1 first-acquirer); "
     "the queue does not hand it to another consumer while that link holds it.",
@@ -112,63 +181,3 @@ def held_not_shared(probe, ctx):
     probe.detach(holder)
     late = other.receive(waiting, 2, timeout=5.0)
     ctx.check(len(late) == 2, f"{len(late)} of 2 after the holder detached")
-
-
-@case(
-    "3.2.1/redelivery-more-delivery-count",
-    SHOULD,
-    "delivery-count: the number of unsuccessful previous attempts to deliver this message; "
-    "a message requeued after its link went away unsettled has delivery-count >= 1 when "
-    "the broker counts it (3.2.1).",
-    requires=NEEDS | {"redelivery-marks"},
-)
-def redelivery_delivery_count(probe, ctx):
-    """1 message received unsettled, link detached, received again: header delivery-count
-    >= 1 (or first-acquirer false at least)."""
-    queue = ctx.queue()
-    _, link, _ = take_unsettled(probe, ctx, queue, 1)
-    probe.detach(link)
-    back = _redelivered(ctx, queue, 1)
-    header = header_of(back[0])
-    count = (header.delivery_count if header is not None else 0) or 0
-    first = header.first_acquirer if header is not None else None
-    ctx.check(
-        count >= 1 or first is False,
-        f"redelivery not marked: header delivery-count {count}, first-acquirer {first}",
-    )
-
-
-@case(
-    "3.2.1/redelivery-more-first-delivery-marks",
-    MUST,
-    "first-acquirer / delivery-count: a message never delivered before has delivery-count 0 "
-    "(default) — a broker must not mark a first delivery as a redelivery (3.2.1).",
-    requires={"queues"},
-)
-def first_delivery_marks(probe, ctx):
-    """A fresh message's first delivery has header delivery-count 0 (or no header)."""
-    _, link = queued_receiver(probe, ctx, 1, credit=1)
-    header = header_of(probe.next_transfer(link))
-    count = header.delivery_count if header is not None else 0
-    ctx.check(not count, f"first delivery has header delivery-count {count}")
-
-
-@case(
-    "3.2.1/redelivery-more-after-tcp-drop-marks",
-    SHOULD,
-    "first-acquirer: if true, the message has not been acquired by any other link; a "
-    "message redelivered after its first consumer's connection dropped is not "
-    "first-acquirer (3.2.1).",
-    requires=NEEDS | {"redelivery-marks"},
-)
-def redelivery_marks_tcp_drop(probe, ctx):
-    """1 message unsettled, TCP dropped, redelivered: first-acquirer is not true."""
-    queue = ctx.queue()
-    take_unsettled(probe, ctx, queue, 1)
-    probe.disconnect()
-    back = _redelivered(ctx, queue, 1)
-    header = header_of(back[0])
-    ctx.check(
-        header is not None and not header.first_acquirer,
-        f"redelivery header {header!r}",
-    )

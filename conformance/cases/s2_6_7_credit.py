@@ -1,29 +1,34 @@
-"""2.6.7 link flow control: credit accuracy of the broker as a sender (RabbitMQ #2597 & co).
+"""2.6.7 link flow control: credit accuracy of the broker as a sender on one link (RabbitMQ
+#2597 & co): exactly the granted number of deliveries for grants of many sizes, none
+without credit, credit granted before messages exist or before the attach reply, credit
+that stays granted while a queue fills, new credit after consumption, the flow state an
+echo reports, and multi-frame deliveries that take credit once.
 
-Owns the cases `2.6.7/credit-*`. The checker's link.credit.* rules judge every transfer
-against every grant in every case; the cases add the scenario and exact counts.
+Owns the cases `2.6.7/credit-*` of one link (re-grants in flight are in
+s2_6_7_credit_regrant.py, several links in s2_6_7_credit_links.py). The checker's
+link.credit.* rules judge every transfer against every grant in every case; the cases add
+the scenario and exact counts.
 """
 
 from __future__ import annotations
 
-from conformance.cases.checks import (
-    case_function,
+from conformance.registry import MUST, case, case_function
+from conformance.steps.credit import drain_reply, echo_reply
+from conformance.steps.deliveries import (
     check_nothing_more,
     check_split,
-    echo_reply,
-    prefetch_receive,
+    exactly,
     queued_receiver,
-    small_frame_probe,
 )
-from conformance.cases.sentences import CREDIT_LIMIT
-from conformance.registry import MUST, case
-from conformance.steps import collect, consumer, drain_reply, expect_count, fill
+from conformance.steps.links import consumer, small_frame_probe
+from conformance.steps.queues import fill
+from conformance.steps.sentences import CREDIT_LIMIT
 
 
 def _one_grant(credit: int, queued: int, name: str, doc: str):
     def run(probe, ctx):
         _, link = queued_receiver(probe, ctx, queued, credit=credit)
-        expect_count(probe, link, credit)
+        exactly(probe, link, credit)
 
     return case_function(run, name, doc, __name__)
 
@@ -36,6 +41,8 @@ case("2.6.7/credit-single-grant", MUST, CREDIT_LIMIT, requires={"queues"})(
         "5 messages queued, one grant of 3: exactly 3 transfers arrive.",
     )
 )
+
+
 for _credit, _queued in ((1, 3), (2, 5), (200, 250)):
     case(f"2.6.7/credit-{_credit}", MUST, CREDIT_LIMIT, requires={"queues"})(
         _one_grant(
@@ -43,6 +50,17 @@ for _credit, _queued in ((1, 3), (2, 5), (200, 250)):
             _queued,
             f"credit_{_credit}",
             f"{_queued} messages queued, link-credit {_credit}: exactly {_credit} transfers.",
+        )
+    )
+
+
+for _credit, _queued in ((3, 4), (5, 12), (10, 11), (50, 80), (100, 101)):
+    case(f"2.6.7/credit-exact-{_credit}", MUST, CREDIT_LIMIT, requires={"queues"})(
+        _one_grant(
+            _credit,
+            _queued,
+            f"credit_exact_{_credit}",
+            f"{_queued} messages queued, one grant of {_credit}: exactly {_credit} transfers.",
         )
     )
 
@@ -62,90 +80,48 @@ def credit_zero(probe, ctx):
 
 
 @case(
-    "2.6.7/credit-regrant-in-flight",
+    "2.6.7/credit-granted-before-messages",
     MUST,
-    CREDIT_LIMIT + " A receiver may grant again at any time; the new link-credit replaces "
-    "the old (link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)).",
+    CREDIT_LIMIT + " Credit granted on an empty queue stays valid until used.",
     requires={"queues"},
-    budget=120.0,
 )
-def credit_regrant_in_flight(probe, ctx):
-    """The proton prefetch pattern over 2,000 messages: link-credit 2 re-granted after every
-    delivery while transfers are in flight, with a small (4-frame) session window. A broker
-    that adds the new grant to the old credit over-delivers (RabbitMQ #2597)."""
-    prefetch_receive(probe, ctx, 2, 2000)
-
-
-@case(
-    "2.6.7/credit-reduced-in-flight",
-    MUST,
-    "The receiver may reduce credit while transfers are in flight; those are legal, but once "
-    "the sender has applied the new flow (its echo reply proves it) " + CREDIT_LIMIT,
-    requires={"queues", "echo"},
-)
-def credit_reduced(probe, ctx):
-    """50 queued, grant 50 then at once link-credit 0 with echo: after the broker's echo
-    reply no transfer may follow; never more than 50 in all."""
-    _, link = queued_receiver(probe, ctx, 50, credit=50)
-    reply = echo_reply(probe, link, 0)
-    before = len(probe.transfers(link))
-    after_reply = collect(probe, link, quiet=1.0)
-    total = before + len(after_reply)
-    ctx.check(total <= 50, f"{total} transfers for a grant of 50")
-    horizon = reply.delivery_count + reply.link_credit
-    ctx.note(f"{total} in flight before the reduction applied; echo reply horizon {horizon}")
-
-
-@case(
-    "2.6.7/credit-multi-frame-counts-once",
-    MUST,
-    "delivery-count: incremented ... for each delivery (not for each transfer frame); "
-    "only the first transfer frame of a multi-frame delivery consumes link-credit (2.6.7, "
-    "2.6.14).",
-    requires={"queues", "multi-frame", "echo"},
-)
-def credit_multi_frame(probe, ctx):
-    """Our max-frame-size 512; three 3,000-byte messages queued; link-credit 2: exactly two
-    whole (multi-frame) deliveries, and the echo reply reports link-credit 0 with
-    delivery-count advanced by 2 (azure-uamqp-c PR #383 counted frames)."""
+def credit_before_messages(probe, ctx):
+    """Grant 3 on an empty queue, then queue 6: exactly 3 transfers."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 3, size=3000)
-    receiver = small_frame_probe(ctx)
-    _, link = consumer(receiver, ctx, queue)
-    dc0 = link.delivery_count
-    receiver.grant(link, 2)
-    check_split(ctx, expect_count(receiver, link, 2))
-    reply = echo_reply(receiver, link, 0)
-    ctx.check(
-        reply.link_credit == 0 and (reply.delivery_count - dc0) % 2**32 == 2,
-        f"echo reply delivery-count {reply.delivery_count} (start {dc0}), link-credit "
-        f"{reply.link_credit}: credit counted per frame?",
-    )
+    _, link = consumer(probe, ctx, queue, credit=3)
+    probe.idle(0.2)
+    fill(probe, ctx, queue, 6)
+    exactly(probe, link, 3)
 
 
 @case(
-    "2.6.7/credit-links-independent",
+    "2.6.7/credit-queue-fills-later",
     MUST,
-    "Link credit is per link: each link has its own delivery-count and link-credit (2.6.7); "
-    + CREDIT_LIMIT,
+    CREDIT_LIMIT + " Credit not used yet stays granted while the queue fills in steps.",
     requires={"queues"},
 )
-def credit_links_independent(probe, ctx):
-    """Five receivers on one session, credits 1..5, ten messages behind each: every link
-    gets exactly its own credit."""
-    session = probe.open_session()
-    links = []
-    for credit in range(1, 6):
-        queue = ctx.queue(f"l{credit}")
-        fill(probe, ctx, queue, 10)
-        _, link = consumer(probe, ctx, queue, session=session)
-        links.append((credit, link))
-    for credit, link in links:
-        probe.grant(link, credit)
-    probe.idle(1.0)
-    for credit, link in links:
-        got = collect(probe, link, quiet=0.3)
-        ctx.check(len(got) == credit, f"link with credit {credit} got {len(got)} transfers")
+def credit_queue_fills_later(probe, ctx):
+    """Grant 5 with 2 queued: 2 transfers; then 6 more queued: exactly 3 more (5 in all)."""
+    queue, link = queued_receiver(probe, ctx, 2, credit=5)
+    exactly(probe, link, 2, quiet=0.3)
+    fill(probe, ctx, queue, 6)
+    exactly(probe, link, 3)
+
+
+@case(
+    "2.6.7/credit-zero-then-grant",
+    MUST,
+    CREDIT_LIMIT + " A later grant enables exactly the credit it gives.",
+    requires={"queues"},
+)
+def credit_zero_then_grant(probe, ctx):
+    """5 queued, attach without credit: nothing for 0.5 s; then grant 2: exactly 2."""
+    _, link = queued_receiver(probe, ctx, 5)
+    check_nothing_more(
+        ctx, probe, link, lambda n: f"{n} transfers before any credit (rabbitmq-amqp1.0#43)", 0.5
+    )
+    probe.grant(link, 2)
+    exactly(probe, link, 2)
 
 
 @case(
@@ -165,7 +141,7 @@ def credit_grant_early(probe, ctx):
     link.flow(link_credit=2)
     probe.flush()
     probe.wait_attached(link)
-    expect_count(probe, link, 2)
+    exactly(probe, link, 2)
 
 
 @case(
@@ -178,9 +154,9 @@ def credit_topup(probe, ctx):
     """Grant 3, consume 3, grant 3 again (new credit only after the old is used): exactly 6
     in all out of 10 queued."""
     _, link = queued_receiver(probe, ctx, 10, credit=3)
-    expect_count(probe, link, 3)
+    exactly(probe, link, 3)
     probe.grant(link, 3)
-    expect_count(probe, link, 3)
+    exactly(probe, link, 3)
 
 
 @case(
@@ -205,71 +181,48 @@ def credit_state_echo(probe, ctx):
     ctx.check(flow.link_credit <= 3, f"link-credit {flow.link_credit} after a grant of 3")
 
 
-def _random_schedule(seed: int, drain: bool, echo: bool, steps: int = 200):
-    import random
-
-    rng = random.Random(seed)
-    kinds = ["grant", "grant", "reduce", "settle", "pump"]
-    kinds += ["drain"] if drain else []
-    kinds += ["echo"] if echo else []
-    return [(rng.choice(kinds), rng.randint(0, 6)) for _ in range(steps)]
-
-
-SCHEDULE_SEEDS = range(1, 7)
-
-
-def _broker_must_violation(probe) -> bool:
-    return any(v.origin == "server" and v.level == MUST for v in probe.violations)
+@case(
+    "2.6.7/credit-multi-frame-counts-once",
+    MUST,
+    "delivery-count: incremented ... for each delivery (not for each transfer frame); "
+    "only the first transfer frame of a multi-frame delivery consumes link-credit (2.6.7, "
+    "2.6.14).",
+    requires={"queues", "multi-frame", "echo"},
+)
+def credit_multi_frame(probe, ctx):
+    """Our max-frame-size 512; three 3,000-byte messages queued; link-credit 2: exactly two
+    whole (multi-frame) deliveries, and the echo reply reports link-credit 0 with
+    delivery-count advanced by 2 (azure-uamqp-c PR #383 counted frames)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 3, size=3000)
+    receiver = small_frame_probe(ctx)
+    _, link = consumer(receiver, ctx, queue)
+    dc0 = link.delivery_count
+    receiver.grant(link, 2)
+    check_split(ctx, exactly(receiver, link, 2))
+    reply = echo_reply(receiver, link, 0)
+    ctx.check(
+        reply.link_credit == 0 and (reply.delivery_count - dc0) % 2**32 == 2,
+        f"echo reply delivery-count {reply.delivery_count} (start {dc0}), link-credit "
+        f"{reply.link_credit}: credit counted per frame?",
+    )
 
 
 @case(
-    "2.6.7/credit-random-schedules",
+    "2.6.7/credit-multi-frame-exact",
     MUST,
-    CREDIT_LIMIT + " Each new grant replaces the old; drain uses up the credit; an echo "
-    "reports the current state.",
-    requires={"queues"},
-    budget=120.0,
+    "Only the first transfer frame of a multi-frame delivery takes link-credit (2.6.7, "
+    "2.6.14). " + CREDIT_LIMIT,
+    requires={"queues", "multi-frame"},
 )
-def credit_random_schedules(probe, ctx):
-    """Six seeded random schedules (seeds 1-6, 200 operations each, a fresh link each) of
-    grants, reductions, drains, echoes and settlements over one queue of 1,500 messages;
-    the checker judges every transfer and flow. Stops at the first broker violation."""
+def credit_multi_frame_exact(probe, ctx):
+    """Our max-frame-size 512; five 2,500-byte messages queued; credit 3: exactly 3 whole
+    deliveries, each in several frames."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 1500)
-    session = probe.open_session()
-    drain, echo = ctx.profile.has("drain-reply"), ctx.profile.has("echo")
-    for seed in SCHEDULE_SEEDS:
-        _, link = consumer(probe, ctx, queue, session=session)
-        received = _run_schedule(probe, link, _random_schedule(seed, drain, echo))
-        ctx.note(f"seed {seed}: {received} deliveries")
-        if _broker_must_violation(probe):
-            return
-        probe.detach(link)
-
-
-def _run_schedule(probe, link, schedule) -> int:
-    received = 0
-    for kind, amount in schedule:
-        probe.fail_if_gone(link)  # a broker that ended the session fails the case here
-        if kind == "grant":
-            probe.grant(link, amount)
-        elif kind == "reduce":
-            probe.grant(link, max(0, link.link_credit - amount))
-        elif kind == "drain":
-            probe.grant(link, amount, drain=True)
-        elif kind == "echo":
-            probe.grant(link, link.link_credit, echo=True)
-        elif kind == "settle":
-            for delivery in probe.transfers(link):
-                received += 1
-                if not delivery.settled:
-                    probe.settle(link, delivery)
-        probe.pump(0.005)
-    for delivery in collect(probe, link, 0.3):
-        received += 1
-        if not delivery.settled:
-            probe.settle(link, delivery)
-    return received
+    fill(probe, ctx, queue, 5, size=2500)
+    receiver = small_frame_probe(ctx)
+    _, link = consumer(receiver, ctx, queue, credit=3)
+    check_split(ctx, exactly(receiver, link, 3))
 
 
 @case(

@@ -16,8 +16,10 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from conformance.registry import MUST, case
-from conformance.steps import collect, consumer, fill
-from conformance.steps_more import advance
+from conformance.steps.credit import advance, broker_violated
+from conformance.steps.deliveries import collect
+from conformance.steps.links import consumer
+from conformance.steps.queues import fill
 from conformance.verdicts import CaseFailed
 
 CREDIT_LIMIT = (
@@ -109,7 +111,7 @@ def _hypothesis_case(kinds: list[str], examples: int):
         )
         @given(_operations(kinds))
         def schedule(operations):
-            if state["failure"] is not None or _broker_violated(probe):
+            if state["failure"] is not None or broker_violated(probe):
                 return
             if state["received"] > QUEUE_REFILL // 2:
                 fill(probe, ctx, queue, QUEUE_REFILL)
@@ -131,10 +133,6 @@ def _hypothesis_case(kinds: list[str], examples: int):
             raise CaseFailed(state["failure"])
 
     return run
-
-
-def _broker_violated(probe) -> bool:
-    return any(v.origin == "server" and v.level == MUST for v in probe.violations)
 
 
 _grant_only = _hypothesis_case(["grant", "regrant", "regrant", "reduce", "settle", "pause"], 30)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.registry import MUST, case
-from conformance.steps import fill
+from conformance.steps.queues import fill
 from conformance.verdicts import CaseFailed, HarnessError, Unsupported
 
 MESSAGES = 2000

@@ -1,31 +1,33 @@
-"""2.4 / 2.7.1 / 2.7.9 connection open and close, more: the broker's max-frame-size floor,
-an oversized frame before open, channel-max 0, a second open, a begin before open, a close
-with an error answered, and nothing after the broker's close.
+"""2.7.1 open: the limits it negotiates — the broker's max-frame-size is at least 512 and
+it keeps to ours, an open announcing less than 512 is refused, the broker keeps to our
+channel-max (also 0) and refuses a channel above its own.
 
-Owns the cases `2.7.1/open-more-*`, `2.4.1/open-more-*` and `2.4.6/close-more-*`.
+Owns the cases `2.7.1/*`.
 """
 
 from __future__ import annotations
 
-from amqp10.composites import Begin, Error, Open
-from amqp10.engine import RemoteClose
-from conformance.cases.refusals import sent_frame_outcome
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps import consumer, fill
-from conformance.verdicts import CaseFailed
+from amqp10.composites import Begin, Open
+from amqp10.frames import Frame
+from conformance.registry import MUST, case
+from conformance.steps.links import consumer, small_frame_probe
+from conformance.steps.queues import fill
+from conformance.steps.refusals import sent_frame_outcome
 from traces.model import SERVER
 
-REFUSE = {
+CLOSE_ANY = {
     "close:amqp:connection:framing-error",
-    "close:amqp:illegal-state",
+    "close:amqp:invalid-field",
     "close:amqp:not-allowed",
+    "close:amqp:frame-size-too-small",
+    "close:amqp:resource-limit-exceeded",
     "close:amqp:decode-error",
     "tcp-close",
 }
 
 
 @case(
-    "2.7.1/open-more-max-frame-size-floor",
+    "2.7.1/open-max-frame-size-floor",
     MUST,
     "max-frame-size: both peers MUST accept frames of up to 512 (MIN-MAX-FRAME-SIZE) "
     "octets; the broker's open cannot announce less.",
@@ -38,27 +40,61 @@ def max_frame_size_floor(probe, ctx):
 
 
 @case(
-    "2.4.1/open-more-frame-over-512-before-open",
-    SHOULD,
-    "Prior to the open exchange the maximum frame size is 512 octets (MIN-MAX-FRAME-SIZE, "
-    "2.4.1); a larger frame is a framing error.",
-    outcomes={"close:amqp:connection:framing-error", "tcp-close"},
-    lenient={"close:*"},
+    "2.7.1/max-frame-size-respected",
+    MUST,
+    "max-frame-size: the largest frame size that the sending peer is able to accept on this "
+    "connection; the broker never sends a bigger frame.",
+    requires={"queues", "multi-frame"},
 )
-def frame_over_512_before_open(probe, ctx):
-    """Our open padded with a 1,000-byte property (a ~1,050-byte frame) before the
-    broker's open limits are known: refused with framing-error (accepting it is lenient
-    towards us, not a MUST broken)."""
-    probe.raw_handshake()
-    big = Open(container_id="amqpspec-big-open", properties={"pad": "x" * 1000})
-    observed = sent_frame_outcome(probe, big, timeout=2.0)
-    if observed == "timeout" and probe.server_frames("open"):
-        observed = "opened"
-    ctx.outcome(observed)
+def max_frame_size_respected(probe, ctx):
+    """We open with max-frame-size 512 and consume three 3,000-byte messages: every broker
+    frame is at most 512 bytes."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 3, size=3000)
+    small = small_frame_probe(ctx)
+    _, link = consumer(small, ctx, queue, credit=3)
+    small.receive(link, 3)
+    sizes = [
+        len(t.raw)
+        for t in small.recording.items
+        if t.direction == SERVER and isinstance(t.item, Frame)
+    ]
+    ctx.check(max(sizes) <= 512, f"broker frame of {max(sizes)} bytes (max-frame-size 512)")
 
 
 @case(
-    "2.7.1/open-more-channel-max-zero",
+    "2.7.1/max-frame-size-below-minimum",
+    MUST,
+    "max-frame-size: both peers MUST accept frames of up to MIN-MAX-FRAME-SIZE (512) octets; "
+    "an open announcing less is refused (amqp:frame-size-too-small or a connection error).",
+    outcomes=CLOSE_ANY,
+    lenient={"close:*"},
+)
+def max_frame_size_too_small(probe, ctx):
+    """Our (crafted) open says max-frame-size 256: the broker closes the connection."""
+    probe.raw_handshake()
+    open_ = Open(container_id="amqpspec-small", max_frame_size=256)
+    ctx.outcome(sent_frame_outcome(probe, open_))
+
+
+@case(
+    "2.7.1/channel-max-respected",
+    MUST,
+    "channel-max: the highest channel number that can be used on the connection; the broker "
+    "never begins a session on a higher channel.",
+)
+def channel_max_respected(probe, ctx):
+    """We open with channel-max 1 and begin two sessions: the broker's begins use channels
+    0 and 1 only (the checker verifies each frame)."""
+    probe.open(channel_max=1)
+    probe.begin()
+    probe.begin()
+    channels = [f.channel for f in probe.server_frames("begin")]
+    ctx.check(all(c <= 1 for c in channels), f"broker begins on channels {channels}")
+
+
+@case(
+    "2.7.1/open-channel-max-zero",
     MUST,
     "channel-max: the maximum channel number that can be used on the connection; with "
     "channel-max 0 only channel 0 exists, so the broker answers our begin on channel 0.",
@@ -73,78 +109,20 @@ def channel_max_zero(probe, ctx):
 
 
 @case(
-    "2.4.1/open-more-second-open",
-    SHOULD,
-    "open is the first frame of a connection and sent once (2.4.1, 2.4.6 states): a second "
-    "open on an opened connection is illegal and ends it.",
-    outcomes=REFUSE,
-    lenient={"close:*"},
-)
-def second_open(probe, ctx):
-    """After the open exchange, a second (crafted) open: the broker closes the connection."""
-    probe.open()
-    ctx.outcome(sent_frame_outcome(probe, Open(container_id="amqpspec-again"), timeout=2.0))
-
-
-@case(
-    "2.4.1/open-more-begin-before-open",
-    SHOULD,
-    "After the protocol header the first frame is open (2.4.1); a begin first is illegal "
-    "and the connection ends.",
-    outcomes=REFUSE,
-    lenient={"close:*"},
-)
-def begin_before_open(probe, ctx):
-    """Headers (and SASL), then a begin without an open: the broker closes."""
-    probe.raw_handshake()
-    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
-    ctx.outcome(sent_frame_outcome(probe, begin, timeout=2.0))
-
-
-@case(
-    "2.4.6/close-more-with-error-answered",
+    "2.7.1/channel-above-max",
     MUST,
-    "close: an endpoint that receives a close (with or without error) answers with its own "
-    "close (2.4.6, 2.7.9).",
+    "channel-max: a peer MUST NOT use a channel above its partner's channel-max; a begin on "
+    "a higher channel is a connection error.",
+    outcomes=CLOSE_ANY | {"end:amqp:connection:framing-error", "end:amqp:resource-limit-exceeded"},
+    lenient={"close:*", "end:*"},
 )
-def close_with_error(probe, ctx):
-    """Open, begin, close with amqp:internal-error: the broker answers with a close."""
-    probe.open_session()
-    probe.conn.close(Error(condition="amqp:internal-error", description="amqpspec"))
-    probe.flush()
-    probe.expect_type(RemoteClose)
+def channel_above_max(probe, ctx):
+    """A crafted begin on channel (broker's channel-max + 1): the broker refuses it."""
+    event = probe.open()
+    channel_max = event.open.channel_max
+    if channel_max is None or channel_max >= 0xFFFF:
+        from conformance.verdicts import Unsupported
 
-
-@case(
-    "2.4.6/close-more-nothing-after",
-    MUST,
-    "After sending a close the endpoint MUST NOT send any more frames (2.4.6, 2.7.9).",
-    requires={"queues"},
-)
-def nothing_after_close(probe, ctx):
-    """Three times: 300 messages queued, a receiver with credit 300 on a fresh connection,
-    closed as soon as the first transfer arrives: after the broker's close frame no frame
-    follows (the checker flags any)."""
-    queue = ctx.queue()
-    for _ in range(3):
-        fill(probe, ctx, queue, 300)
-        other = ctx.probe()
-        _, link = consumer(other, ctx, queue, credit=300)
-        other.next_transfer(link)
-        other.conn.close()
-        other.flush()
-        try:
-            other.expect_type(RemoteClose)
-        except CaseFailed:
-            ctx.check(other.closed, "no close from the broker and the socket stays open")
-        other.idle(0.3)
-        items = other.recording.items
-        close_at = next(
-            (i for i, t in enumerate(items) if t.direction == SERVER and t.name == "close"), None
-        )
-        if close_at is not None:
-            after = [
-                t for t in items[close_at + 1 :] if t.direction == SERVER and t.item is not None
-            ]
-            ctx.check(not after, f"{len(after)} frames after the broker's close")
-        other.disconnect()
+        raise Unsupported(f"broker channel-max {channel_max}: no channel above it")
+    begin = Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100)
+    ctx.outcome(sent_frame_outcome(probe, begin, channel_max + 1))

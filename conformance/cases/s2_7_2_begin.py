@@ -2,21 +2,22 @@
 channel reused after end, a begin on a channel in use, an end on a channel never begun,
 and an end with an error answered.
 
-Owns the cases `2.7.2/begin-more-*` and `2.7.8/end-more-*`.
+Owns the cases `2.7.2/begin-*` and `2.7.8/end-*` except `2.7.8/end-answered` (in
+s2_7_performatives.py).
 """
 
 from __future__ import annotations
 
 from amqp10.composites import Begin, End, Error
 from amqp10.engine import RemoteEnd
-from conformance.cases.refusals import sent_frame_outcome
 from conformance.registry import MUST, SHOULD, case
+from conformance.steps.refusals import sent_frame_outcome
 
 ANY_END = {"close:*", "end:*", "tcp-close"}
 
 
 @case(
-    "2.7.2/begin-more-remote-channel",
+    "2.7.2/begin-remote-channel",
     MUST,
     "remote-channel: if a session is locally initiated, the remote-channel MUST NOT be set; "
     "when an endpoint responds to a remotely initiated session, the remote-channel MUST be "
@@ -36,7 +37,7 @@ def begin_remote_channel(probe, ctx):
 
 
 @case(
-    "2.7.2/begin-more-many-sessions",
+    "2.7.2/begin-many-sessions",
     MUST,
     "channel-max bounds the channels the broker uses; each begin is answered (2.5.2).",
 )
@@ -51,7 +52,7 @@ def many_sessions(probe, ctx):
 
 
 @case(
-    "2.7.2/begin-more-channel-reused",
+    "2.7.2/begin-channel-reused",
     MUST,
     "After both ends of a session, its channel is free again (2.5.5 UNMAPPED) and a new "
     "begin on it is answered.",
@@ -67,7 +68,7 @@ def channel_reused(probe, ctx):
 
 
 @case(
-    "2.7.2/begin-more-channel-in-use",
+    "2.7.2/begin-channel-in-use",
     SHOULD,
     "A begin on a channel already carrying a session is illegal (2.5.1: a channel carries "
     "one session at a time): the broker ends the session or closes the connection.",
@@ -82,7 +83,7 @@ def channel_in_use(probe, ctx):
 
 
 @case(
-    "2.7.8/end-more-unknown-channel",
+    "2.7.8/end-unknown-channel",
     SHOULD,
     "An end on a channel with no session refers to nothing (2.5.5): a connection error.",
     outcomes={"close:amqp:connection:framing-error", "close:amqp:illegal-state", "tcp-close"},
@@ -96,7 +97,7 @@ def end_unknown_channel(probe, ctx):
 
 
 @case(
-    "2.7.8/end-more-with-error-answered",
+    "2.7.8/end-with-error-answered",
     MUST,
     "end: an endpoint that receives an end (with or without error) answers with its own "
     "end (2.5.5).",

@@ -1,28 +1,24 @@
-"""2.6.3 / 2.7.3 / 2.7.7 links: the broker's attach answers (role, name,
-initial-delivery-count), settle modes it agreed to and then keeps, a link name reused
-after detach, a detach or flow on a handle that is not attached, a transfer on a
-receiving link, and max-message-size enforcement.
+"""2.7.3 / 2.6.1 attach: the broker's attach answers (role, name, initial-delivery-count),
+settle modes it agreed to and then keeps, a link name reused after detach, and
+max-message-size enforced.
 
-Owns the cases `2.7.3/attach-more-*`, `2.7.7/detach-more-*` and `2.6.2/*-more-*`.
+Owns the cases `2.7.3/attach-*` and `2.6.1/*`.
 """
 
 from __future__ import annotations
 
-from amqp10.composites import Detach, Transfer
 from amqp10.engine import DispositionReceived
 from amqp10.message import Message
 from amqp10.spec import RcvSettleMode, Role, SndSettleMode
-from conformance.cases.checks import queued_receiver
-from conformance.cases.refusals import sent_frame_outcome
-from conformance.cases.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps import body, consumer, fill
-from conformance.steps_more import exactly, link_flow, wait_credit
+from conformance.registry import MUST, case
+from conformance.steps.deliveries import exactly, queued_receiver
+from conformance.steps.links import consumer, wait_credit
+from conformance.steps.queues import body, fill
 from conformance.verdicts import Unsupported
 
 
 @case(
-    "2.7.3/attach-more-receiver-answer",
+    "2.7.3/attach-receiver-answer",
     MUST,
     "The broker's attach for our receiving link has role sender, the same link name, and "
     "initial-delivery-count set: 'This MUST NOT be null if role is sender'.",
@@ -39,7 +35,7 @@ def receiver_answer(probe, ctx):
 
 
 @case(
-    "2.7.3/attach-more-sender-answer",
+    "2.7.3/attach-sender-answer",
     MUST,
     "The broker's attach for our sending link has role receiver and the same link name "
     "(2.6.3: a link is identified by its name and the roles of its two ends).",
@@ -55,7 +51,7 @@ def sender_answer(probe, ctx):
 
 
 @case(
-    "2.7.3/attach-more-snd-settle-unsettled-kept",
+    "2.7.3/attach-snd-settle-unsettled-kept",
     MUST,
     "snd-settle-mode unsettled: the sender will send all deliveries initially unsettled to "
     "the receiver; a broker that agreed to it in its attach keeps to it (2.8.2).",
@@ -73,7 +69,7 @@ def snd_settle_unsettled(probe, ctx):
 
 
 @case(
-    "2.7.3/attach-more-rcv-settle-first-publish",
+    "2.7.3/attach-rcv-settle-first-publish",
     MUST,
     "rcv-settle-mode first: the receiver will spontaneously settle all incoming transfers "
     "(2.8.3); the broker as receiver settles each unsettled delivery it takes.",
@@ -94,7 +90,7 @@ def rcv_settle_first(probe, ctx):
 
 
 @case(
-    "2.6.1/attach-more-name-reused-after-detach",
+    "2.6.1/attach-name-reused-after-detach",
     MUST,
     "A link name identifies the link; after it is closed (detach closed=true answered) the "
     "same name can attach a new link (2.6.1, 2.6.6).",
@@ -113,62 +109,7 @@ def name_reused(probe, ctx):
 
 
 @case(
-    "2.6.2/detach-more-unattached-handle",
-    MUST,
-    UNATTACHED_INPUT + ".",
-    outcomes=UNATTACHED,
-    lenient=ANY_END,
-)
-def detach_unattached(probe, ctx):
-    """A detach on handle 41, never attached: the broker ends the session."""
-    session = probe.open_session()
-    ctx.outcome(sent_frame_outcome(probe, Detach(handle=41, closed=True), session.channel))
-
-
-@case(
-    "2.6.2/flow-more-after-detach",
-    MUST,
-    "After a detach exchange the handle is no longer associated with a link: a flow on it "
-    "MUST be answered with an end carrying amqp:session:unattached-handle.",
-    requires={"queues"},
-    outcomes=UNATTACHED,
-    lenient=ANY_END,
-)
-def flow_after_detach(probe, ctx):
-    """Attach a receiver, detach it (answered), then a crafted flow on its old handle."""
-    session = probe.open_session()
-    link = probe.attach_receiver(session, ctx.source(ctx.queue()))
-    probe.detach(link)
-    flow = link_flow(session, link, link_credit=5)
-    ctx.outcome(sent_frame_outcome(probe, flow, session.channel))
-
-
-@case(
-    "2.6.2/transfer-more-on-receiving-link",
-    SHOULD,
-    "Only the sender of a link sends transfers (2.6.1 roles): a transfer on our receiving "
-    "link's handle is illegal and ends the link, session or connection.",
-    requires={"queues"},
-    outcomes={
-        "detach:amqp:illegal-state",
-        "end:amqp:illegal-state",
-        "close:amqp:illegal-state",
-        "detach:amqp:not-allowed",
-        "end:amqp:session:unattached-handle",
-    },
-    lenient={"detach:*", "end:*", "close:*", "tcp-close"},
-)
-def transfer_on_receiver(probe, ctx):
-    """Attach a receiver, then a crafted transfer on its handle: refused."""
-    session = probe.open_session()
-    link = probe.attach_receiver(session, ctx.source(ctx.queue()))
-    transfer = Transfer(handle=link.handle, delivery_id=0, delivery_tag=b"wrong", message_format=0)
-    payload = Message.of(b"x").encode()
-    ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload, timeout=2.0))
-
-
-@case(
-    "2.7.3/attach-more-max-message-size-enforced",
+    "2.7.3/attach-max-message-size-enforced",
     MUST,
     "max-message-size: the maximum message size supported by the link endpoint; any "
     "attempt to deliver a message larger than this results in a message-size-exceeded "

@@ -1,14 +1,19 @@
-"""2.7.4 flow echo and 2.6.7 `available`: the broker reports its flow state when asked.
+"""2.7.4 flow echo and 2.6.7 `available`: the broker reports its flow state when asked —
+on a link and a session (also with a new incoming window), on a publisher link (the broker
+is the receiver), after deliveries and with zero credit — and how many messages wait for
+credit (after partial consumption, on an empty queue).
 
 Owns the cases `2.7.4/*` (echo) and `2.6.7/available-*`.
 """
 
 from __future__ import annotations
 
-from conformance.cases.checks import available_after, echo_reply
-from conformance.cases.sentences import AVAILABLE, ECHO
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import consumer
+from conformance.steps.credit import advance, available_after, echo_reply, server_flows
+from conformance.steps.deliveries import queued_receiver
+from conformance.steps.links import consumer, publisher, session_flow
+from conformance.steps.sentences import AVAILABLE, ECHO
+from conformance.verdicts import CaseFailed
 
 
 @case("2.7.4/echo-link", SHOULD, ECHO, requires={"echo"})
@@ -63,3 +68,123 @@ def available(probe, ctx):
     """5 queued, no credit, echo: the broker's flow reports available = 5."""
     flow = available_after(probe, ctx, 5, 0)
     ctx.check(flow.available == 5, f"available {flow.available} with 5 messages queued")
+
+
+SESSION_STATE = (
+    "next-incoming-id: the expected transfer-id of the next incoming transfer frame; a "
+    "session flow carries the sender's current session state (2.5.6, 2.7.4)."
+)
+
+
+@case("2.7.4/echo-session-new-window", SHOULD, ECHO, requires={"echo"})
+def echo_session_new_window(probe, ctx):
+    """A session flow with incoming-window 50 and echo: the broker answers with a session
+    flow whose next-incoming-id is our next-outgoing-id."""
+    session = probe.open_session()
+    since = probe.mark()
+    session.flow(incoming_window=50, echo=True)
+    probe.flush()
+    probe.wait_for_frame("flow", since=since, predicate=lambda f: f.performative.handle is None)
+    flows = server_flows(probe, since, session_only=True)
+    ctx.check(
+        flows[-1].next_incoming_id == session.next_outgoing_id,
+        f"next-incoming-id {flows[-1].next_incoming_id}, we sent next-outgoing-id "
+        f"{session.next_outgoing_id}",
+    )
+
+
+@case(
+    "2.7.4/echo-session-state-after-publish",
+    MUST,
+    SESSION_STATE,
+    requires={"echo", "queues"},
+)
+def echo_session_after_publish(probe, ctx):
+    """Publish 5 single-frame messages, then a session echo: any session flow the broker
+    sends afterwards has next-incoming-id = our next-outgoing-id (5 transfers later)."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    sender = probe.attach_sender(session, ctx.target_address(queue))
+    probe.publish(sender, 5)
+    since = probe.mark()
+    probe.send_frame(session_flow(session, echo=True), session.channel)
+    try:
+        probe.wait_for_frame("flow", 2.0, lambda f: f.performative.handle is None, since=since)
+    except CaseFailed:
+        ctx.note("no session flow in answer to the echo")
+    for flow in server_flows(probe, since, session_only=True):
+        ctx.check(
+            flow.next_incoming_id == session.next_outgoing_id,
+            f"next-incoming-id {flow.next_incoming_id} after 5 transfers, our next-outgoing-id "
+            f"{session.next_outgoing_id}",
+        )
+
+
+@case("2.7.4/echo-publisher-link", SHOULD, ECHO, requires={"echo", "queues"})
+def echo_publisher_link(probe, ctx):
+    """Our sender link's flow with echo=true (the broker is the receiver): the broker
+    answers with a flow for that link carrying its link-credit."""
+    _, sender = publisher(probe, ctx, ctx.queue())
+    since = probe.mark()
+    sender.flow(echo=True)
+    probe.flush()
+    flow = probe.next_link_flow(sender, since)
+    ctx.check(flow.link_credit is not None, "echo reply without link-credit")
+
+
+@case(
+    "2.7.4/echo-after-deliveries",
+    MUST,
+    "The flow state sent in reply to an echo is the sender's current state: its "
+    "delivery-count advanced once per delivery sent (2.6.7).",
+    requires={"echo", "queues"},
+)
+def echo_after_deliveries(probe, ctx):
+    """4 queued, grant 4, receive 4, then echo with credit 0: the reply's delivery-count is
+    the initial one + 4 and link-credit 0."""
+    _, link = queued_receiver(probe, ctx, 4)
+    dc0 = link.delivery_count
+    probe.grant(link, 4)
+    probe.receive(link, 4)
+    flow = echo_reply(probe, link, 0)
+    ctx.check(advance(flow.delivery_count, dc0) == 4, f"delivery-count {flow.delivery_count}")
+    ctx.check(flow.link_credit == 0, f"link-credit {flow.link_credit} after a grant of 0")
+
+
+@case(
+    "2.7.4/echo-zero-credit",
+    MUST,
+    "The echo reply carries the sender's link-credit, which is what the receiver granted "
+    "minus what was sent; after a grant of 0 it is 0 (2.6.7).",
+    requires={"echo", "queues"},
+)
+def echo_zero_credit(probe, ctx):
+    """Empty queue, a flow with link-credit 0 and echo: reply link-credit 0."""
+    queue = ctx.queue()
+    _, link = consumer(probe, ctx, queue)
+    flow = echo_reply(probe, link, 0)
+    ctx.check(flow.link_credit == 0, f"link-credit {flow.link_credit} after a grant of 0")
+
+
+@case(
+    "2.6.7/available-after-consumption",
+    SHOULD,
+    AVAILABLE,
+    requires={"available", "echo", "queues"},
+)
+def available_after_consumption(probe, ctx):
+    """6 queued, receive 2, then echo with credit 0: available = 4."""
+    flow = available_after(probe, ctx, 6, 2)
+    ctx.check(flow.available == 4, f"available {flow.available} with 4 messages left")
+
+
+@case(
+    "2.6.7/available-empty-queue",
+    SHOULD,
+    AVAILABLE,
+    requires={"available", "echo", "queues"},
+)
+def available_empty(probe, ctx):
+    """Empty queue, echo: available is 0 (or absent)."""
+    flow = available_after(probe, ctx, 0, 0)
+    ctx.check(flow.available in (None, 0), f"available {flow.available} on an empty queue")

@@ -9,9 +9,9 @@ from __future__ import annotations
 from amqp10.composites import Data, Properties, Source, Target
 from amqp10.engine import RemoteClose
 from amqp10.message import Message
-from conformance.cases.checks import small_frame_probe
 from conformance.registry import MUST, case
-from conformance.steps import consumer, fill
+from conformance.steps.links import consumer, small_frame_probe
+from conformance.steps.queues import fill
 
 NOT_FOUND = {"detach:amqp:not-found"}
 

@@ -13,7 +13,7 @@ from amqp10.composites import AmqpSequence, AmqpValue, Data, Header, Properties
 from amqp10.message import Message
 from amqp10.types import symbol, timestamp, ubyte, uint, ulong
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps_more import roundtrip
+from conformance.steps.deliveries import roundtrip
 
 IMMUTABLE = (
     "The bare message (properties, application-properties, body) is immutable: an "

@@ -9,8 +9,8 @@ from __future__ import annotations
 from amqp10.composites import Source, Target
 from amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps import fill
-from conformance.steps_more import exactly
+from conformance.steps.deliveries import exactly
+from conformance.steps.queues import fill
 from conformance.verdicts import CaseFailed, Unsupported
 
 

@@ -1,9 +1,10 @@
-"""Checked steps whose point is the broker's refusal: a crafted frame or bytes and how the
-broker ends the connection, session or link after them (2.3, 2.6.2, 2.7), a protocol
-header it does not speak (2.2; `refused_header_case` registers such a case), and a SASL
-exchange it must fail (5.3).
+"""Steps whose point is the broker's refusal: crafted bytes or a frame and how the broker
+ends the connection, session or link after them (2.3, 2.6.2, 2.7), a protocol header it
+does not speak (2.2; `refused_header_case` registers such a case for the module that calls
+it), and a SASL exchange it must fail (5.3).
 
-Owns no case and registers none itself. Touches nothing else.
+Owns sending the crafted input and grading the answer; registers no case of its own.
+Touches nothing else.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from amqp10.frames import AMQP_HEADER, SASL_HEADER, FrameType, ProtocolHeader, encode_frame
-from conformance.cases.checks import RunFunction, case_function
-from conformance.cases.sentences import NEGOTIATION, SUPPORTED_HEADERS
 from conformance.probe import Probe
-from conformance.registry import MUST, case
+from conformance.registry import MUST, RunFunction, case, case_function
 from conformance.runner import CaseContext
+from conformance.steps.sentences import NEGOTIATION, SUPPORTED_HEADERS
 from conformance.verdicts import CaseFailed
 
 

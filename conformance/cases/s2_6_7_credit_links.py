@@ -1,0 +1,163 @@
+"""2.6.7 link flow control: credit is per link. Receivers on one session or on two, with
+different grants, each get exactly their own credit; a drain applies to its link only; and
+the broker as the receiver of a publisher keeps its own credit arithmetic straight (a
+publisher's delivery-count wrapping past 2^32, flows that never count deliveries we did
+not send).
+
+Owns the cases `2.6.7/credit-*` about several links and `2.6.7/publisher-*` about a
+publisher's credit (`2.6.7/publisher-gets-credit` is in s2_7_performatives.py).
+"""
+
+from __future__ import annotations
+
+from conformance.registry import MUST, case
+from conformance.steps.credit import advance, drain
+from conformance.steps.deliveries import (
+    check_nothing_more,
+    collect,
+    exactly,
+    queued_receiver,
+    settle_all,
+)
+from conformance.steps.links import consumer, publisher, wait_credit
+from conformance.steps.queues import body, fill
+from conformance.steps.sentences import CREDIT_LIMIT
+from conformance.verdicts import CaseFailed
+
+
+@case(
+    "2.6.7/credit-links-independent",
+    MUST,
+    "Link credit is per link: each link has its own delivery-count and link-credit (2.6.7); "
+    + CREDIT_LIMIT,
+    requires={"queues"},
+)
+def credit_links_independent(probe, ctx):
+    """Five receivers on one session, credits 1..5, ten messages behind each: every link
+    gets exactly its own credit."""
+    session = probe.open_session()
+    links = []
+    for credit in range(1, 6):
+        queue = ctx.queue(f"l{credit}")
+        fill(probe, ctx, queue, 10)
+        _, link = consumer(probe, ctx, queue, session=session)
+        links.append((credit, link))
+    for credit, link in links:
+        probe.grant(link, credit)
+    probe.idle(1.0)
+    for credit, link in links:
+        got = collect(probe, link, quiet=0.3)
+        ctx.check(len(got) == credit, f"link with credit {credit} got {len(got)} transfers")
+
+
+@case(
+    "2.6.7/credit-many-links-one-session",
+    MUST,
+    "Each link has its own delivery-count and link-credit (2.6.7). " + CREDIT_LIMIT,
+    requires={"queues"},
+)
+def credit_many_links(probe, ctx):
+    """Twelve receivers on one session, credits 0..11 (cycling 0, 1, 2, 3), five messages
+    behind each: every link gets exactly min(credit, 5)."""
+    session = probe.open_session()
+    links = []
+    for index in range(12):
+        queue = ctx.queue(f"m{index}")
+        fill(probe, ctx, queue, 5)
+        _, link = consumer(probe, ctx, queue, session=session)
+        links.append((index % 4 + (index // 4) * 2, link))
+    for credit, link in links:
+        if credit:
+            probe.grant(link, credit)
+    probe.idle(1.0)
+    for credit, link in links:
+        got = collect(probe, link, 0.2)
+        settle_all(probe, link, got)
+        ctx.check(len(got) == min(credit, 5), f"link with credit {credit} got {len(got)}")
+
+
+@case(
+    "2.6.7/credit-two-sessions-independent",
+    MUST,
+    "Link credit is per link, whatever session carries it (2.6.7). " + CREDIT_LIMIT,
+    requires={"queues"},
+)
+def credit_two_sessions(probe, ctx):
+    """One queue, two receivers on two sessions with credit 2 and 3; 10 queued: exactly 5
+    deliveries in all, at most 2 and 3 per link."""
+    queue, first = queued_receiver(probe, ctx, 10, credit=2)
+    _, second = consumer(probe, ctx, queue, credit=3)
+    probe.idle(1.0)
+    a, b = collect(probe, first, 0.3), collect(probe, second, 0.3)
+    settle_all(probe, first, a)
+    settle_all(probe, second, b)
+    ctx.check(len(a) <= 2 and len(b) <= 3, f"{len(a)} on credit 2, {len(b)} on credit 3")
+    ctx.check(len(a) + len(b) == 5, f"{len(a) + len(b)} deliveries for 5 credits, 10 queued")
+
+
+@case(
+    "2.6.7/credit-drained-link-other-unaffected",
+    MUST,
+    "A drain applies to the link it was sent for; other links keep their credit (2.6.7).",
+    requires={"queues", "drain-reply"},
+)
+def credit_drain_one_link(probe, ctx):
+    """Two receivers on one session with credit 4 on empty queues; drain the first; then
+    queue 6 behind each: the first gets none, the second exactly 4."""
+    session = probe.open_session()
+    q1, q2 = ctx.queue("a"), ctx.queue("b")
+    _, first = consumer(probe, ctx, q1, credit=4, session=session)
+    _, second = consumer(probe, ctx, q2, credit=4, session=session)
+    drain(probe, first, 4)
+    fill(probe, ctx, q1, 6)
+    fill(probe, ctx, q2, 6)
+    exactly(probe, second, 4)
+    check_nothing_more(ctx, probe, first, lambda n: f"{n} transfers on the drained link")
+
+
+@case(
+    "2.6.7/publisher-delivery-count-wrap",
+    MUST,
+    "initial-delivery-count is the sender's choice; delivery-count is a serial number "
+    "(RFC 1982, 2^32): the receiving broker's credit arithmetic must survive the wrap.",
+    requires={"queues"},
+)
+def publisher_delivery_count_wrap(probe, ctx):
+    """A publisher attached with initial-delivery-count 2^32 - 3 sends 8 unsettled
+    messages across the wrap: all 8 accepted and queued; the broker's flows keep granting."""
+    queue = ctx.queue()
+    _, sender = publisher(probe, ctx, queue, initial_delivery_count=2**32 - 3)
+    probe.publish(sender, 8, lambda i: body(i), timeout=10.0)
+    ctx.check(
+        advance(sender.delivery_count, 2**32 - 3) == 8,
+        f"our delivery-count {sender.delivery_count}",
+    )
+    _, link = consumer(probe, ctx, queue, credit=10)
+    exactly(probe, link, 8)
+
+
+@case(
+    "2.6.7/publisher-credit-respected-by-broker-flow",
+    MUST,
+    "The broker as receiver reports delivery-count and link-credit in its flows; its "
+    "horizon (delivery-count + link-credit) never moves below deliveries it accepted.",
+    requires={"queues"},
+)
+def publisher_credit_flows(probe, ctx):
+    """Publish 300 unsettled messages; every flow the broker sends for the sender link has
+    delivery-count at most our delivery-count (it cannot count deliveries we did not send)."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    sender = probe.attach_sender(session, ctx.target_address(queue))
+    since = probe.mark()
+    wait_credit(probe, sender)
+    probe.publish(sender, 300, lambda i: body(i), timeout=20.0)
+    for frame in probe.frames_since(since, "flow"):
+        flow = frame.item.performative
+        if flow.handle is None or flow.delivery_count is None:
+            continue
+        sent = advance(sender.delivery_count, 0)
+        if advance(flow.delivery_count, 0) > sent:
+            raise CaseFailed(
+                f"broker flow delivery-count {flow.delivery_count} above the {sent} we sent"
+            )

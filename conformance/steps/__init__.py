@@ -1,0 +1,17 @@
+"""Steps the conformance cases share, one module per purpose (a case module imports the
+steps it uses; none of these registers a case):
+
+- `queues`: messages and filling queues (`body`, `fill`, `publish_messages`, `message_text`).
+- `links`: sessions and links (`consumer`, `publisher`, `wait_credit`, crafted session and
+  link flows, a small-frame connection).
+- `deliveries`: receiving, settling and requeue (`collect`, `exactly`, `queued_receiver`,
+  `take_unsettled`, `settle_first`, `consume_again`, `roundtrip`).
+- `credit`: link flow control, 2.6.7 / 2.7.4 (drains and their replies, echoes,
+  `available`, serial distance of delivery-counts, the proton prefetch pattern).
+- `frames`: crafted frames the engine would not send (raw bodies, headers out of range,
+  transfers beyond a window).
+- `refusals`: sending crafted input and grading how the broker refuses it (frames, protocol
+  headers, SASL).
+- `alarms`: resource alarms and the session windows they close (2.5.6).
+- `sentences`: spec sentences and outcome sets several case modules check against.
+"""

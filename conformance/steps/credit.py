@@ -1,0 +1,121 @@
+"""Steps for link flow control (2.6.7) and flow state (2.7.4): the serial distance between
+delivery-counts, the broker's flows after a mark, a drain and its reply, an echo and its
+reply, `available` after consumption, and the proton prefetch pattern.
+
+Owns compositions of `Probe` calls and the checks cases make right after them; registers
+no case. Touches nothing else.
+"""
+
+from __future__ import annotations
+
+from amqp10.composites import Flow
+from amqp10.engine import Link, TransferReceived
+from conformance.probe import Probe
+from conformance.registry import MUST
+from conformance.runner import CaseContext
+from conformance.steps.links import consumer
+from conformance.steps.queues import fill
+from conformance.verdicts import CaseFailed
+
+SERIAL = 2**32
+
+
+def advance(after: int, before: int) -> int:
+    """Serial distance after - before (RFC 1982, 2^32)."""
+    return (after - before) % SERIAL
+
+
+def broker_violated(probe: Probe) -> bool:
+    """The checker found a MUST violation by the broker on this probe (a case that repeats
+    a scenario stops at the first)."""
+    return any(v.origin == "server" and v.level == MUST for v in probe.violations)
+
+
+def server_flows(probe: Probe, since: int, *, session_only: bool = False) -> list[Flow]:
+    """Flows the broker sent after trace position `since` (only handle-less ones when
+    `session_only`)."""
+    flows = [t.item.performative for t in probe.frames_since(since, "flow")]
+    return [f for f in flows if f.handle is None] if session_only else flows
+
+
+def drain_reply(probe: Probe, link: Link, since: int, timeout: float | None = None) -> Flow:
+    """The broker's flow for `link` with link-credit 0 after trace position `since`; the
+    failure names the last flow the broker did send for the link."""
+    try:
+        frame = probe.wait_for_frame(
+            "flow",
+            timeout,
+            lambda f: (
+                f.performative.handle == link.remote_handle and f.performative.link_credit == 0
+            ),
+            since=since,
+        )
+    except CaseFailed as exc:
+        flows = probe.link_flows(link, since)
+        seen = (
+            f"; the broker's last flow for the link: delivery-count {flows[-1].delivery_count}, "
+            f"link-credit {flows[-1].link_credit}, drain {flows[-1].drain} (credit not used up)"
+            if flows
+            else "; no flow for the link at all"
+        )
+        raise CaseFailed(f"no drain reply (flow with link-credit 0): {exc}{seen}") from exc
+    return frame.performative
+
+
+def drain(
+    probe: Probe,
+    link: Link,
+    credit: int,
+    *,
+    receive: int = 0,
+    settle: bool = True,
+    echo: bool = False,
+    timeout: float | None = None,
+) -> tuple[Flow, list[TransferReceived]]:
+    """Grant `credit` with drain (and echo), receive `receive` deliveries, then wait for the
+    drain reply (a flow with link-credit 0): (the reply, the deliveries)."""
+    since = probe.mark()
+    probe.grant(link, credit, drain=True, echo=echo)
+    got = probe.receive(link, receive, settle=settle) if receive else []
+    return drain_reply(probe, link, since, timeout), got
+
+
+def check_advanced(
+    ctx: CaseContext, flow: Flow, start: int, by: int, what: str = "drain reply"
+) -> None:
+    """2.6.7: the flow's delivery-count is `by` past `start` (serial arithmetic)."""
+    ctx.check(
+        advance(flow.delivery_count, start) == by,
+        f"{what} delivery-count {flow.delivery_count}, expected {start} + {by}",
+    )
+
+
+def echo_reply(probe: Probe, link: Link, credit: int) -> Flow:
+    """Grant `credit` with echo=true (2.7.4): the broker's next flow for `link`."""
+    since = probe.mark()
+    probe.grant(link, credit, echo=True)
+    return probe.next_link_flow(link, since)
+
+
+def available_after(probe: Probe, ctx: CaseContext, queued: int, consumed: int) -> Flow:
+    """`queued` messages on a new queue, `consumed` of them received, then a flow with
+    link-credit 0 and echo: the broker's reply (its `available`, 2.7.4)."""
+    queue = ctx.queue()
+    if queued:
+        fill(probe, ctx, queue, queued)
+    _, link = consumer(probe, ctx, queue, credit=consumed)
+    if consumed:
+        probe.receive(link, consumed)
+    return echo_reply(probe, link, 0)
+
+
+def prefetch_receive(probe: Probe, ctx: CaseContext, prefetch: int, count: int) -> None:
+    """The proton prefetch pattern: `count` messages queued, a receiver on a session with a
+    4-frame incoming window, link-credit `prefetch` re-granted after every delivery while
+    transfers are in flight; all `count` must arrive (the checker judges each transfer)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, count)
+    session = probe.open_session(incoming_window=4)
+    _, link = consumer(probe, ctx, queue, credit=prefetch, session=session)
+    got = probe.receive(link, count, regrant=prefetch, timeout=10.0)
+    ctx.check(len(got) == count, f"received {len(got)} of {count}")
