@@ -5,10 +5,12 @@ outcome sets, and says in its header which ids it owns. No broker needed."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import re
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -39,8 +41,13 @@ def test_every_case_module_registers_cases(module: str) -> None:
     registering at least one case and saying in its header which ids it owns."""
     assert re.fullmatch(r"conformance\.cases\.s\d+(_\d+)*_[a-z0-9_]+", module), module
     assert BY_MODULE[module], f"{module} registers no case"
-    header = importlib.import_module(module).__doc__ or ""
-    assert "Owns the cases" in header, f"{module}: the header does not say which ids it owns"
+    loaded = importlib.import_module(module)
+    assert "Owns the cases" in (loaded.__doc__ or ""), f"{module}: its header names no ids"
+    for node in ast.walk(ast.parse(Path(loaded.__file__ or "").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:  # function-local ones too
+            source = importlib.import_module(node.module)
+            for alias in node.names:
+                assert hasattr(source, alias.name), f"{module}: {node.module}.{alias.name}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda case: case.case_id)

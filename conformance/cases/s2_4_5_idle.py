@@ -12,6 +12,7 @@ import itertools
 from amqp10.composites import Open
 from amqp10.frames import EMPTY_FRAME
 from conformance.registry import MUST, SHOULD, case
+from conformance.steps.queues import fill
 from conformance.verdicts import Unsupported
 from traces.model import SERVER
 
@@ -79,8 +80,6 @@ def empty_frames_keep_alive(probe, ctx):
 )
 def empty_frame_between(probe, ctx):
     """Empty frames between begin, attach and flow: a receiver still gets its message."""
-    from conformance.steps import fill
-
     queue = ctx.queue()
     fill(ctx.probe(), ctx, queue, 1)
     probe.open()
