@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 from bench.table import print_table
+from reference_broker.process import BrokerProcess, free_port
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools" / "brokers"
@@ -175,23 +176,14 @@ def port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def free_port(avoid: set[int] = frozenset()) -> int:
+def rabbitmq_port(taken: set[int]) -> int:
+    """A free port whose RabbitMQ companion (port + 20000, where a node may put its
+    distribution listener) is free too; not one of `taken`."""
     while True:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        if port not in avoid and not port_in_use(port + 20000 if port < 45535 else port):
+        port = free_port(taken)
+        if not port_in_use(port + 20000 if port < 45535 else port):
+            taken.add(port)
             return port
-
-
-def wait_port(port: int, timeout: float, process: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not port_in_use(port):
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"broker exited with {process.returncode} before listening")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
-        time.sleep(0.1)
 
 
 def _http(method: str, url: str, body: dict | None = None) -> int:
@@ -233,38 +225,19 @@ class Broker:
 
 @contextlib.contextmanager
 def reference_broker(work: pathlib.Path) -> Iterator[Broker]:
-    port, admin_port = free_port(), free_port()
-    log = (work / "reference-broker.log").open("wb")
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "reference_broker", "--port", str(port)),
-            *("--admin-port", str(admin_port), "--log-level", "warning"),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=str(ROOT),
-    )
+    process = BrokerProcess(admin=True, log=work / "reference-broker.log", wait=30.0)
     try:
-        wait_port(port, 30, process)
-        wait_port(admin_port, 30, process)
         from reference_broker.admin_client import ManagementClient
 
-        admin_url = f"http://127.0.0.1:{admin_port}"
+        admin_url = f"http://127.0.0.1:{process.admin_port}"
         with ManagementClient(admin_url) as admin:
             admin.declare_queue(QUEUE, durable=False)
         version = _reference_version()
         yield Broker(
-            "reference", f"reference broker {version}", port, f"/queues/{QUEUE}", admin_url
+            "reference", f"reference broker {version}", process.port, f"/queues/{QUEUE}", admin_url
         )
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
-        log.close()
+        process.stop()
 
 
 def _reference_version() -> str:
@@ -295,11 +268,7 @@ def rabbitmq_broker(work: pathlib.Path) -> Iterator[Broker]:
     if not pathlib.Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists():
         raise RuntimeError(f"RabbitMQ not installed: run '{script} install'")
     taken: set[int] = set()
-    amqp_port = free_port()
-    taken.add(amqp_port)
-    mgmt_port = free_port(taken)
-    taken.add(mgmt_port)
-    dist_port = free_port(taken)
+    amqp_port, mgmt_port, dist_port = (rabbitmq_port(taken) for _ in range(3))
     data_dir = work / "rabbitmq"
     env = {
         **os.environ,

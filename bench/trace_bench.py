@@ -34,6 +34,7 @@ from amqp10.composites import Attach, Begin, Disposition, Flow, Open, Source, Ta
 from amqp10.frames import AMQP_HEADER, encode_frame  # noqa: E402
 from amqp10.message import Message  # noqa: E402
 from amqp10.spec import Role  # noqa: E402
+from reference_broker.process import free_port  # noqa: E402
 from traces.model import CLIENT, SERVER  # noqa: E402
 from traces.pcap_writer import PcapWriter  # noqa: E402
 from traces.reassembly import PcapTraceReader  # noqa: E402
@@ -223,14 +224,6 @@ def _build_c_examples(directory: str) -> bool:
     return True
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _wait_port(port: int, timeout: float = 20) -> None:
     import socket
 
@@ -267,7 +260,7 @@ loop.run_until_complete(RecordingProxy("127.0.0.1", {listen}, "127.0.0.1", {upst
 def bench_proxy(args: argparse.Namespace) -> None:
     work = tempfile.mkdtemp(prefix="amqpspec-proxy-bench-")
     use_c = _build_c_examples(work)
-    broker_port, capture_port, relay_port = _free_port(), _free_port(), _free_port()
+    broker_port, capture_port, relay_port = free_port(), free_port(), free_port()
     if use_c:
         broker = subprocess.Popen(
             [os.path.join(work, "broker"), "127.0.0.1", str(broker_port)],

@@ -2,8 +2,9 @@
 
     python -m conformance.fault_matrix [--results DIR] [--out reports] [-k EXPR] [FAULT...]
 
-Owns: starting one reference broker per fault (`ReferenceBroker`: subprocess, free ports,
-stopped after its run; tests/test_conformance.py starts its brokers with it too), running
+Owns: starting one reference broker per fault (`reference_broker()`: a
+reference_broker.process.BrokerProcess with CI's settings, stopped after its run;
+tests/test_conformance.py starts its brokers with it too), running
 `amqpspec run` against it with `--broker-name reference+<fault>` into one results DIR (so
 `amqpspec report DIR` shows faults x cases), and writing `<out>/fault-detection.md`: for
 every fault, the cases that FAILED (a fault no case catches is listed as such). Exit
@@ -13,7 +14,6 @@ status 1 when a fault goes undetected.
 from __future__ import annotations
 
 import argparse
-import socket
 import subprocess
 import sys
 import time
@@ -21,72 +21,23 @@ from pathlib import Path
 
 from conformance.results import load_index
 from reference_broker.faults import CATALOG
+from reference_broker.process import BrokerProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+IDLE_TIMEOUT_S = 10.0  # what CI and the quickstart use
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_listening(port: int, process: subprocess.Popen, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            if process.poll() is not None:
-                raise RuntimeError("reference broker exited") from None
-            time.sleep(0.1)
-    raise RuntimeError("reference broker did not start")
-
-
-class ReferenceBroker:
-    """`python -m reference_broker` with `faults` switched on, on free local ports (AMQP and
-    admin API), once both listen; stop() ends it (SIGTERM, then SIGKILL). The idle-time-out
-    is the one CI and the quickstart use (10 s), so `2.4.5/idle-broker-closes-silent-peer`
-    runs rather than being UNSUPPORTED."""
-
-    def __init__(self, *faults: str, log_level: str = "error", idle_timeout: float = 10.0) -> None:
-        self.port, self.admin_port = free_port(), free_port()
-        argv = [sys.executable, "-m", "reference_broker", "--port", str(self.port)]
-        argv += ["--admin-port", str(self.admin_port), "--log-level", log_level]
-        argv += ["--idle-timeout", str(idle_timeout)]
-        for fault in faults:
-            argv += ["--fault", fault]
-        self.process = subprocess.Popen(argv, cwd=REPO_ROOT)
-        try:
-            _wait_listening(self.port, self.process)
-            _wait_listening(self.admin_port, self.process)
-        except BaseException:
-            self.stop()
-            raise
-
-    @property
-    def url(self) -> str:
-        return f"amqp://127.0.0.1:{self.port}"
-
-    @property
-    def admin_url(self) -> str:
-        return f"http://guest:guest@127.0.0.1:{self.admin_port}"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+def reference_broker(*faults: str) -> BrokerProcess:
+    """A reference broker subprocess with `faults` on, its admin API, and the idle-time-out
+    CI and the quickstart use (10 s), so `2.4.5/idle-broker-closes-silent-peer` runs rather
+    than being UNSUPPORTED; stop() ends it."""
+    return BrokerProcess(faults=faults, admin=True, idle_timeout=IDLE_TIMEOUT_S)
 
 
 def run_fault(fault: str | None, results: Path, keyword: str | None) -> str:
     """One suite run against a reference broker with `fault` on; returns the broker name."""
     name = f"reference+{fault}" if fault else "reference"
-    broker = ReferenceBroker(*([fault] if fault else []))
+    broker = reference_broker(*([fault] if fault else []))
     try:
         command = [sys.executable, "-m", "amqpspec.cli", "run", "--broker", broker.url]
         command += ["--profile", "reference", "--admin", broker.admin_url]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -20,17 +19,12 @@ from reference_broker.admin import AdminApi, AdminServer
 from reference_broker.admin_client import ManagementClient, ManagementError
 from reference_broker.alarms import ResourceAlarms
 from reference_broker.config import BrokerConfig
+from reference_broker.process import free_port
 from reference_broker.vhost import VirtualHost
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "brokers" / "rabbitmq.sh"
 RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,11 @@ import threading
 
 import pytest
 from broker_support import WAIT, proton_receive
-from broker_support.process import BrokerProcess
 from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
+
+from reference_broker.process import BrokerProcess
 
 pytestmark = pytest.mark.proton
 

@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from broker_support.process import BrokerProcess
 
 from amqp10.composites import Begin, Close, Open
 from amqp10.frames import (
@@ -28,6 +27,7 @@ from amqp10.frames import (
 )
 from amqp10.spec import Cond
 from reference_broker.config import ConfigError, from_args, from_mapping
+from reference_broker.process import BrokerProcess
 
 WAIT = 15.0  # bound of every wait (generous: the box may be loaded)
 BROKER_IDLE_S = 1  # --idle-timeout: advertised 1,000 ms, a silent peer closed after 2 s

@@ -8,10 +8,7 @@ test_broker_acceptance.py, marked slow).
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 
 import pytest
 from broker_support import (
@@ -24,6 +21,8 @@ from broker_support import (
 )
 from proton import ConnectionException, Message
 from proton.utils import BlockingConnection
+
+from reference_broker.process import BrokerProcess
 
 pytestmark = pytest.mark.proton
 
@@ -173,34 +172,16 @@ def _users(*pairs):
 
 
 def test_cli_starts_logs_ready_and_stops_on_sigterm():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "reference_broker", "--port", "0", "--admin-port", "-1"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    broker = BrokerProcess(wait=WAIT)  # fails unless the ready line names the port
     try:
-        line = ""
-        import selectors
-
-        sel = selectors.DefaultSelector()
-        sel.register(proc.stderr, selectors.EVENT_READ)
-        while "ready on" not in line:
-            assert sel.select(WAIT), "no ready line"
-            line = proc.stderr.readline()
-            assert line, "broker exited before it was ready"
-        port = int(line.rsplit("ready on 127.0.0.1:", 1)[1].split()[0])
-        conn = BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=WAIT)
+        conn = BlockingConnection(broker.url, timeout=WAIT)
         sender = conn.create_sender("/queue/cliq")
         sender.send(Message(body="hello"))
         conn.close()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(WAIT) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(WAIT)
-        proc.stderr.close()
+        code = broker.stop()  # SIGTERM
+    assert code == 0
+    assert any("ready on 127.0.0.1:" in line for line in broker.tail)
 
 
 def test_amqps_listener(tmp_path):

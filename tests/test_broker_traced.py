@@ -27,10 +27,8 @@ import contextlib
 import dataclasses
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,10 +37,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from broker_support import ROUTE_IDS, ROUTES
-from traces_support.processes import Capture, free_port, start_capture, stop
+from traces_support.processes import Capture, start_capture
 
 from bench.broker_bench import build_c_clients, c_examples_available, run_c_client
 from reference_broker.admin_client import ManagementClient
+from reference_broker.process import BrokerProcess
 
 pytestmark = [pytest.mark.proton]
 
@@ -60,17 +59,6 @@ PREFETCH_2 = ("prefetch-2", 2, True)
 # --- processes -------------------------------------------------------------------------------
 
 
-def wait_listening(port: int, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + WAIT
-    while True:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        assert process.poll() is None, f"broker exited with {process.returncode}"
-        assert time.monotonic() < deadline, f"broker not listening on {port} after {WAIT}s"
-        time.sleep(0.05)
-
-
 @dataclasses.dataclass
 class Broker:
     port: int
@@ -79,27 +67,14 @@ class Broker:
 
 @contextlib.contextmanager
 def broker_process(data_dir: pathlib.Path, *args: str) -> Iterator[Broker]:
-    port, admin_port = free_port(), free_port()
-    log = (data_dir.parent / f"broker-{port}.log").open("wb")
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "reference_broker", "--port", str(port)),
-            *("--admin-port", str(admin_port), "--data-dir", str(data_dir)),
-            *("--log-level", "warning", *args),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=str(ROOT),
-    )
-    admin = ManagementClient(f"http://127.0.0.1:{admin_port}")
+    log = data_dir.parent / f"broker-{data_dir.name}.log"
+    process = BrokerProcess("--data-dir", str(data_dir), *args, admin=True, log=log, wait=WAIT)
+    admin = ManagementClient(f"http://127.0.0.1:{process.admin_port}")
     try:
-        wait_listening(port, process)
-        wait_listening(admin_port, process)
-        yield Broker(port, admin)
+        yield Broker(process.port, admin)
     finally:
         admin.close()
-        stop(process)
-        log.close()
+        process.stop()
 
 
 @contextlib.contextmanager

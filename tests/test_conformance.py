@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conformance.admin import NoAdmin, make_admin
-from conformance.fault_matrix import ReferenceBroker, free_port
+from conformance.fault_matrix import reference_broker
 from conformance.profile import ProfileError, available_profiles, load_profile
 from conformance.registry import load_cases
 from conformance.results import (
@@ -35,26 +35,27 @@ from conformance.results import (
 )
 from conformance.runner import BrokerTarget, run_case
 from conformance.verdicts import Verdict
+from reference_broker.process import BrokerProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = {case.case_id: case for case in load_cases()}
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[ReferenceBroker]:
-    running = ReferenceBroker(log_level="warning")
+def broker() -> Iterator[BrokerProcess]:
+    running = reference_broker()
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
-def overdelivering_broker() -> Iterator[ReferenceBroker]:
-    running = ReferenceBroker("overdeliver-on-regrant", log_level="warning")
+def overdelivering_broker() -> Iterator[BrokerProcess]:
+    running = reference_broker("overdeliver-on-regrant")
     yield running
     running.stop()
 
 
-def _run(case_id: str, broker: ReferenceBroker, profile_name: str = "reference"):
+def _run(case_id: str, broker: BrokerProcess, profile_name: str = "reference"):
     profile = load_profile(profile_name)
     admin = make_admin(profile.admin, broker.admin_url)
     try:
@@ -66,7 +67,7 @@ def _run(case_id: str, broker: ReferenceBroker, profile_name: str = "reference")
 # --- the #2597 case against the reference broker, clean and faulty -------------------------
 
 
-def test_regrant_case_ok_on_the_clean_reference_broker(broker: ReferenceBroker) -> None:
+def test_regrant_case_ok_on_the_clean_reference_broker(broker: BrokerProcess) -> None:
     result = _run("2.6.7/credit-regrant-in-flight", broker)
     assert result.verdict == Verdict.OK, result.reason
     transfers = [
@@ -75,7 +76,7 @@ def test_regrant_case_ok_on_the_clean_reference_broker(broker: ReferenceBroker) 
     assert len(transfers) == 2000
 
 
-def test_regrant_case_fails_on_overdeliver_fault(overdelivering_broker: ReferenceBroker) -> None:
+def test_regrant_case_fails_on_overdeliver_fault(overdelivering_broker: BrokerProcess) -> None:
     result = _run("2.6.7/credit-regrant-in-flight", overdelivering_broker)
     assert result.verdict == Verdict.FAILED
     # the checker's rule and the offending transfer frame itself are in the reason
@@ -84,7 +85,7 @@ def test_regrant_case_fails_on_overdeliver_fault(overdelivering_broker: Referenc
     assert "!! [MUST 2.6.7 link.credit.transfer-beyond-credit]" in result.trace_text
 
 
-def test_faulty_broker_still_passes_unrelated_cases(overdelivering_broker: ReferenceBroker) -> None:
+def test_faulty_broker_still_passes_unrelated_cases(overdelivering_broker: BrokerProcess) -> None:
     result = _run("2.6.7/credit-single-grant", overdelivering_broker)
     assert result.verdict == Verdict.OK, result.reason
 
@@ -105,7 +106,7 @@ def _amqpspec(*args: str) -> subprocess.CompletedProcess[str]:
 SELECTION = "2.2/header-unsupported-version or credit-single-grant or drain-empty-queue"
 
 
-def test_run_writes_index_junit_traces_and_report(broker: ReferenceBroker, tmp_path: Path) -> None:
+def test_run_writes_index_junit_traces_and_report(broker: BrokerProcess, tmp_path: Path) -> None:
     results = tmp_path / "results"
     run = _amqpspec(
         "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
@@ -145,7 +146,7 @@ def test_run_writes_index_junit_traces_and_report(broker: ReferenceBroker, tmp_p
     assert page.startswith("<!DOCTYPE html>") and "2.2/header-unsupported-version" in page
 
 
-def test_run_with_expectations_fails_on_difference(broker: ReferenceBroker, tmp_path: Path) -> None:
+def test_run_with_expectations_fails_on_difference(broker: BrokerProcess, tmp_path: Path) -> None:
     expect = tmp_path / "reference.toml"
     expect.write_text(
         format_expectations(
@@ -382,7 +383,7 @@ class FlakyRelay:
 
 
 def test_expect_retries_report_unstable_case_without_failing(
-    broker: ReferenceBroker, tmp_path: Path
+    broker: BrokerProcess, tmp_path: Path
 ) -> None:
     relay = FlakyRelay(broker.port, drop=1)
     try:
@@ -411,7 +412,7 @@ def test_expect_retries_report_unstable_case_without_failing(
 
 
 def test_expect_retries_still_fail_a_difference_that_repeats(
-    broker: ReferenceBroker, tmp_path: Path
+    broker: BrokerProcess, tmp_path: Path
 ) -> None:
     expect = tmp_path / "wrong.toml"
     expect.write_text(format_expectations("reference", {"2.6.7/credit-single-grant": "FAILED"}))

@@ -37,15 +37,10 @@ from amqp10.engine import (  # noqa: E402
 )
 from amqp10.message import Message  # noqa: E402
 from amqp10.spec import SaslCode  # noqa: E402
+from reference_broker.process import free_port  # noqa: E402
 
 pytestmark = [pytest.mark.proton, pytest.mark.timeout(60)]
 WAIT = 15.0  # seconds: the bound on every wait in this file
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class SocketPump:

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from amqpspec.cli import main
-from conformance.fault_matrix import ReferenceBroker, free_port
+from conformance.fault_matrix import reference_broker
+from reference_broker.process import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,7 +32,7 @@ def _fuzz(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def broker():
-    running = ReferenceBroker()
+    running = reference_broker()
     yield running
     running.stop()
 

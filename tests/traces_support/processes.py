@@ -6,20 +6,15 @@ from __future__ import annotations
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
+from reference_broker.process import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = sys.executable
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_line(process: subprocess.Popen, prefix: str, timeout: float) -> list[str]:

@@ -1,0 +1,151 @@
+"""The reference broker as a subprocess (`python -m reference_broker`), and the tree's one
+`free_port`.
+
+Owns: starting the broker exactly as users do (command-line options), on ports it binds
+itself (`--port 0`, `--admin-port 0`: no race for a port) and reads back from its one
+ready line within a bounded wait; draining its log (to a file, or keeping the last lines
+for error messages) so a full pipe never blocks it; stopping it (SIGTERM, then SIGKILL,
+both bounded) or killing it outright. Used by the tests, the conformance fault matrix and
+the benchmarks. May touch: nothing of the broker but its command line.
+
+    with BrokerProcess(faults=["no-echo"], admin=True, idle_timeout=10) as broker:
+        broker.url, broker.admin_url, broker.port, broker.admin_port
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Collection, Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # where the `reference_broker` package is
+# server.py's ready line: "... ready on HOST:PORT (admin HOST:PORT)" or "(no admin)"
+_READY = re.compile(r"ready on (?P<host>\S+):(?P<port>\d+) \((?:admin \S+:(?P<admin>\d+))?")
+
+
+def free_port(avoid: Collection[int] = (), host: str = "127.0.0.1") -> int:
+    """A TCP port nothing is bound to right now (bound, then released: another process may
+    still take it first, so prefer letting a program bind port 0 and report it)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        if port not in avoid:
+            return port
+
+
+class BrokerProcess:
+    """`python -m reference_broker` with `options`, `faults`, the admin API if `admin`,
+    `--idle-timeout` if given; ready (both ports known) when the constructor returns, or
+    killed and AssertionError within `wait` seconds. `log`: a file for its output. It logs
+    at info (the ready line is an info line): leave --log-level out of `options`."""
+
+    def __init__(
+        self,
+        *options: str,
+        faults: Iterable[str] = (),
+        admin: bool = False,
+        idle_timeout: float | None = None,
+        log: str | os.PathLike[str] | None = None,
+        wait: float = 15.0,
+    ) -> None:
+        self.wait = wait
+        argv = [sys.executable, "-m", "reference_broker", "--port", "0"]
+        argv += ["--admin-port", "0" if admin else "-1", "--log-level", "info"]
+        if idle_timeout is not None:
+            argv += ["--idle-timeout", str(idle_timeout)]
+        for fault in faults:
+            argv += ["--fault", fault]
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
+        self.proc = subprocess.Popen(
+            [*argv, *options], stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
+        )
+        self.tail: collections.deque[str] = collections.deque(maxlen=50)  # its last lines
+        self._log = open(log, "w", encoding="utf-8") if log is not None else None  # noqa: SIM115
+        self.port, self.admin_port = self._wait_ready()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+
+    @property
+    def url(self) -> str:
+        return f"amqp://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        """The admin API with the default user (guest:guest)."""
+        return f"http://guest:guest@127.0.0.1:{self.admin_port}"
+
+    def _line(self, line: str) -> None:
+        self.tail.append(line)
+        if self._log is not None:
+            self._log.write(line)
+            self._log.flush()
+
+    def _wait_ready(self) -> tuple[int, int | None]:
+        deadline = time.monotonic() + self.wait
+        stderr = self.proc.stderr
+        assert stderr is not None
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([stderr], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            line = stderr.readline()
+            if not line:
+                break
+            self._line(line)
+            found = _READY.search(line)
+            if found:
+                admin = found.group("admin")
+                return int(found.group("port")), int(admin) if admin else None
+        self.kill()
+        lines = "".join(self.tail)[-2000:]
+        raise AssertionError(f"the reference broker did not start within {self.wait} s:\n{lines}")
+
+    def _drain(self) -> None:
+        stderr = self.proc.stderr
+        if stderr is not None:
+            for line in stderr:
+                self._line(line)
+
+    def _finish(self) -> int:
+        drainer = getattr(self, "_drainer", None)  # None: it never got ready
+        if drainer is not None:
+            drainer.join(self.wait)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return self.proc.returncode
+
+    def stop(self) -> int:
+        """SIGTERM (a clean shutdown), SIGKILL if it does not exit in time; its exit code."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(self.wait)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(self.wait)
+        return self._finish()
+
+    def kill(self) -> int:
+        """SIGKILL: no shutdown work at all (what `kill -9` does)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(self.wait)
+        return self._finish()
+
+    def __enter__(self) -> BrokerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
