@@ -13,7 +13,7 @@ import pytest
 from checker_support import C, S, Trace, found
 
 from amqp10.checker import RULES
-from amqp10.composites import Accepted, Attach, Begin, Open
+from amqp10.composites import Accepted, Attach, Begin, End, Open
 from amqp10.frames import EMPTY_FRAME, SASL_HEADER, Frame, FrameType, decode_frame
 from amqp10.types import symbol
 
@@ -566,3 +566,17 @@ def test_a_run_of_frames_before_open_is_reported_once():
     first = trace.frame(C, begin)
     trace.frame(C, Attach(name="q", handle=0, role=True))
     assert found(trace.check(), "connection.open-first") == [first]
+
+
+def test_begin_answering_a_begin_the_peer_already_ended_is_clean():
+    """2.5.2 race: the client pipelines begin and end; the server, which read the begin
+    first, answers it (remote-channel 0), then the end. Its begin is a legal answer (found
+    by the fuzzer: the checker had forgotten the unanswered begin at the client's end)."""
+    trace = Trace().connect()
+    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    trace.frame(C, begin)
+    trace.frame(C, End())
+    trace.frame(S, Begin(remote_channel=0, next_outgoing_id=0, incoming_window=10,
+                         outgoing_window=10))
+    trace.frame(S, End())
+    assert trace.check() == []

@@ -101,7 +101,8 @@ class SessionRules:
             return
         end.ended = True
         del peer.sessions[frame.channel]
-        peer.unanswered_begins.pop(frame.channel, None)
+        # an unanswered begin stays answerable: the partner may have read the begin and
+        # not yet this end (2.5.2 answers it, then the end; a race, not a violation)
         peer.ended_channels.add(frame.channel)
         session = end.session
         for link in end.handles.values():
