@@ -52,19 +52,20 @@ def minimize(
     plus a growing window before the violation first, so long connections do not pay
     ddmin's quadratic worst case."""
     candidates = [item for item in items if item.kind != KIND_RAW]
+    ends_at_violation = False
     if upto is not None:
         prefix = [item for item in candidates if item.index <= upto]
         if sig in signatures_of(prefix):
-            candidates = prefix
-    if sig not in signatures_of(candidates):
+            candidates, ends_at_violation = prefix, True
+    if not ends_at_violation and sig not in signatures_of(candidates):
         raise ValueError(f"{sig} does not fire on the given items")
-    start = _window(candidates, sig)
+    start = _window(candidates, sig, ends_at_violation)
     return ddmin(start, lambda kept: sig in signatures_of(kept), max_tests=max_tests).items
 
 
-def _window(items: list[TraceItem], sig: str) -> list[TraceItem]:
+def _window(items: list[TraceItem], sig: str, ends_at_violation: bool) -> list[TraceItem]:
     """The shortest prefix that fires, then set-up + the last k items of it, k doubling."""
-    low, high = 1, len(items)
+    low, high = (len(items), len(items)) if ends_at_violation else (1, len(items))
     while low < high:  # the violation is found once its frame is in: binary search
         middle = (low + high) // 2
         if sig in signatures_of(items[:middle]):

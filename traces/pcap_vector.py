@@ -20,31 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from traces.pcap_format import (
-    ETHERTYPE_IPV4,
-    ETHERTYPE_IPV6,
-    ETHERTYPE_VLAN,
-    IPPROTO_TCP,
-    LINKTYPE_ETHERNET,
-    LINKTYPE_IPV4,
-    LINKTYPE_IPV6,
-    LINKTYPE_LINUX_SLL,
-    LINKTYPE_LINUX_SLL2,
-    LINKTYPE_LOOP,
-    LINKTYPE_NULL,
-    LINKTYPE_RAW,
-    LINKTYPE_RAW_12,
-    LINKTYPE_RAW_14,
-    MAGIC_MICRO,
-    MAGIC_NANO,
-    PCAP_GLOBAL_HEADER_SIZE,
-    PCAP_RECORD_HEADER_SIZE,
-    PCAPNG_BYTE_ORDER_MAGIC,
-    PCAPNG_EPB,
-    PCAPNG_IDB,
-    PCAPNG_SHB,
-    PCAPNG_SPB,
-)
+from traces import pcap_format as fmt
 from traces.pcap_reader import CaptureFormatError, capture_kind
 
 SEGMENT_SCHEMA = pa.schema(
@@ -63,7 +39,13 @@ SEGMENT_SCHEMA = pa.schema(
     ]
 )
 
-_RAW_LINKS = (LINKTYPE_RAW, LINKTYPE_RAW_12, LINKTYPE_RAW_14, LINKTYPE_IPV4, LINKTYPE_IPV6)
+_RAW_LINKS = (
+    fmt.LINKTYPE_RAW,
+    fmt.LINKTYPE_RAW_12,
+    fmt.LINKTYPE_RAW_14,
+    fmt.LINKTYPE_IPV4,
+    fmt.LINKTYPE_IPV6,
+)
 _IPV6_EXTENSIONS = (0, 43, 60, 135, 139, 140)
 
 
@@ -84,12 +66,14 @@ class _Records:
 
 def _classic_header(data: mmap.mmap, path: str) -> tuple[str, int, int]:
     """(byte order, nanoseconds per tick, link type) of a classic pcap."""
-    if len(data) < PCAP_GLOBAL_HEADER_SIZE:
+    if len(data) < fmt.PCAP_GLOBAL_HEADER_SIZE:
         raise CaptureFormatError(f"{path}: truncated pcap global header")
-    order = "<" if struct.unpack_from("<I", data, 0)[0] in (MAGIC_MICRO, MAGIC_NANO) else ">"
+    order = (
+        "<" if struct.unpack_from("<I", data, 0)[0] in (fmt.MAGIC_MICRO, fmt.MAGIC_NANO) else ">"
+    )
     magic = struct.unpack_from(order + "I", data, 0)[0]
     linktype = struct.unpack_from(order + "I", data, 20)[0] & 0x0FFFFFFF
-    return order, 1 if magic == MAGIC_NANO else 1000, linktype
+    return order, 1 if magic == fmt.MAGIC_NANO else 1000, linktype
 
 
 def _walk_classic(
@@ -97,12 +81,12 @@ def _walk_classic(
 ) -> Iterator[_Records]:
     order, tick_ns, linktype = _classic_header(data, path)
     unpack = struct.Struct(order + "IIII").unpack_from
-    offset = max(start, PCAP_GLOBAL_HEADER_SIZE)
+    offset = max(start, fmt.PCAP_GLOBAL_HEADER_SIZE)
     size = len(data)
     rows: list[tuple[int, int, int, int, int]] = []
-    while offset < end and offset + PCAP_RECORD_HEADER_SIZE <= size:
+    while offset < end and offset + fmt.PCAP_RECORD_HEADER_SIZE <= size:
         seconds, fraction, caplen, wirelen = unpack(data, offset)
-        body = offset + PCAP_RECORD_HEADER_SIZE
+        body = offset + fmt.PCAP_RECORD_HEADER_SIZE
         if body + caplen > size:
             break  # truncated last record (capture still being written)
         rows.append((body, caplen, wirelen, seconds * 1_000_000_000 + fraction * tick_ns, offset))
@@ -135,29 +119,29 @@ def _walk_pcapng(
     links: list[int] = []
     while offset + 12 <= size and offset < end:
         block_type = struct.unpack_from(order + "I", data, offset)[0]
-        if block_type == PCAPNG_SHB:
+        if block_type == fmt.PCAPNG_SHB:
             bom = struct.unpack_from("<I", data, offset + 8)[0]
-            order = "<" if bom == PCAPNG_BYTE_ORDER_MAGIC else ">"
+            order = "<" if bom == fmt.PCAPNG_BYTE_ORDER_MAGIC else ">"
             interfaces = []
         length = struct.unpack_from(order + "I", data, offset + 4)[0]
         if length < 12 or offset + length > size:
             break
         body = offset + 8
-        if block_type == PCAPNG_IDB:
+        if block_type == fmt.PCAPNG_IDB:
             linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", data, body)
             interfaces.append(
                 (linktype, _tick_ns(data, order, body + 8, offset + length - 4), snaplen)
             )
         elif offset < start:
             pass
-        elif block_type == PCAPNG_EPB:
+        elif block_type == fmt.PCAPNG_EPB:
             iface, high, low, caplen, wirelen = struct.unpack_from(order + "IIIII", data, body)
             if iface >= len(interfaces):
                 raise CaptureFormatError(f"{path}: packet block names unknown interface {iface}")
             linktype, tick, _snap = interfaces[iface]
             rows.append((body + 20, caplen, wirelen, round(((high << 32) | low) * tick), offset))
             links.append(linktype)
-        elif block_type == PCAPNG_SPB and interfaces:
+        elif block_type == fmt.PCAPNG_SPB and interfaces:
             wirelen = struct.unpack_from(order + "I", data, body)[0]
             linktype, _tick, snaplen = interfaces[0]
             caplen = min(wirelen, snaplen or wirelen, length - 16)
@@ -211,33 +195,38 @@ def _network(view: _View, rec: _Records) -> tuple[np.ndarray, np.ndarray]:
     start, link = rec.offset, rec.linktype
     ip = np.full(len(start), -1, dtype=np.int64)
     ethertype = np.zeros(len(start), dtype=np.int64)
-    eth = link == LINKTYPE_ETHERNET
+    eth = link == fmt.LINKTYPE_ETHERNET
     if eth.any():
         pos = start + 12
         etype = view.u16(pos)
         for _ in range(3):  # up to three stacked VLAN tags
-            tagged = eth & np.isin(etype, ETHERTYPE_VLAN)
+            tagged = eth & np.isin(etype, fmt.ETHERTYPE_VLAN)
             pos = np.where(tagged, pos + 4, pos)
             etype = np.where(tagged, view.u16(pos), etype)
         ip = np.where(eth, pos + 2, ip)
         ethertype = np.where(eth, etype, ethertype)
-    for linktype, type_at, ip_at in ((LINKTYPE_LINUX_SLL, 14, 16), (LINKTYPE_LINUX_SLL2, 0, 20)):
+    for linktype, type_at, ip_at in (
+        (fmt.LINKTYPE_LINUX_SLL, 14, 16),
+        (fmt.LINKTYPE_LINUX_SLL2, 0, 20),
+    ):
         mask = link == linktype
         if mask.any():
             ip = np.where(mask, start + ip_at, ip)
             ethertype = np.where(mask, view.u16(start + type_at), ethertype)
-    by_nibble = np.isin(link, (LINKTYPE_NULL, LINKTYPE_LOOP, *_RAW_LINKS))
+    by_nibble = np.isin(link, (fmt.LINKTYPE_NULL, fmt.LINKTYPE_LOOP, *_RAW_LINKS))
     if by_nibble.any():
         # the loopback address family differs per OS: read the IP version instead
-        at = np.where(np.isin(link, (LINKTYPE_NULL, LINKTYPE_LOOP)), start + 4, start)
+        at = np.where(np.isin(link, (fmt.LINKTYPE_NULL, fmt.LINKTYPE_LOOP)), start + 4, start)
         nibble = view.u8(at) >> 4
         ip = np.where(by_nibble, at, ip)
         ethertype = np.where(
             by_nibble,
-            np.where(nibble == 4, ETHERTYPE_IPV4, np.where(nibble == 6, ETHERTYPE_IPV6, 0)),
+            np.where(nibble == 4, fmt.ETHERTYPE_IPV4, np.where(nibble == 6, fmt.ETHERTYPE_IPV6, 0)),
             ethertype,
         )
-    version = np.where(ethertype == ETHERTYPE_IPV4, 4, np.where(ethertype == ETHERTYPE_IPV6, 6, 0))
+    version = np.where(
+        ethertype == fmt.ETHERTYPE_IPV4, 4, np.where(ethertype == fmt.ETHERTYPE_IPV6, 6, 0)
+    )
     return ip, np.where(ip >= 0, version, 0)
 
 
@@ -282,7 +271,7 @@ def _dissect(buf: np.ndarray, rec: _Records) -> pa.RecordBatch:
     data_offset = (view.u8(tcp + 12) >> 4) * 4
     payload_start = tcp + data_offset
     keep = (
-        (protocol == IPPROTO_TCP)
+        (protocol == fmt.IPPROTO_TCP)
         & ~(v4 & (fragment != 0))  # IP fragments are not reassembled (never seen on loopback)
         & (payload_start <= packet_end)
         & (data_offset >= 20)
@@ -348,7 +337,7 @@ def plan_splits(path: str, split_bytes: int = 256 * 1024 * 1024) -> list[tuple[i
     """Byte ranges of one capture, each starting at a record (pcapng: block) boundary, about
     `split_bytes` long. Walks header to header; no packet data is read."""
     with open(path, "rb") as file:
-        head = file.read(PCAP_GLOBAL_HEADER_SIZE)
+        head = file.read(fmt.PCAP_GLOBAL_HEADER_SIZE)
         file.seek(0, 2)
         size = file.tell()
         kind = capture_kind(head[:4])
@@ -372,18 +361,18 @@ def plan_splits(path: str, split_bytes: int = 256 * 1024 * 1024) -> list[tuple[i
 def _classic_hops(data: mmap.mmap, path: str) -> Iterator[int]:
     order, _tick, _link = _classic_header(data, path)
     unpack = struct.Struct(order + "I").unpack_from
-    offset, size = PCAP_GLOBAL_HEADER_SIZE, len(data)
-    while offset + PCAP_RECORD_HEADER_SIZE <= size:
+    offset, size = fmt.PCAP_GLOBAL_HEADER_SIZE, len(data)
+    while offset + fmt.PCAP_RECORD_HEADER_SIZE <= size:
         yield offset
-        offset += PCAP_RECORD_HEADER_SIZE + unpack(data, offset + 8)[0]
+        offset += fmt.PCAP_RECORD_HEADER_SIZE + unpack(data, offset + 8)[0]
 
 
 def _pcapng_hops(data: mmap.mmap) -> Iterator[int]:
     offset, size, order = 0, len(data), "<"
     while offset + 12 <= size:
-        if struct.unpack_from(order + "I", data, offset)[0] == PCAPNG_SHB:
+        if struct.unpack_from(order + "I", data, offset)[0] == fmt.PCAPNG_SHB:
             bom = struct.unpack_from("<I", data, offset + 8)[0]
-            order = "<" if bom == PCAPNG_BYTE_ORDER_MAGIC else ">"
+            order = "<" if bom == fmt.PCAPNG_BYTE_ORDER_MAGIC else ">"
         length = struct.unpack_from(order + "I", data, offset + 4)[0]
         if length < 12:
             return

@@ -1,0 +1,130 @@
+"""The Spark 4 Python data source `amqpspec-pcap`: trace files -> a DataFrame of TCP segments.
+
+Owns: `CaptureSource` (register it with `spark.dataSource.register(CaptureSource)`, then
+`spark.read.format("amqpspec-pcap").option("files", files_json(inputs)).load()`), the
+partitioning (one partition per byte-range split of a capture, planned on the driver by
+traces.pcap_vector.plan_splits, so captures over 2 GiB need no binaryFile and no
+pre-splitting; one per gzip'd file or frame log) and `read_input(...)` (one partition's
+Arrow batches, also used by the driver for reproducers). Columns: traces.pcap_vector's
+SEGMENT_SCHEMA plus `source` (the input path) and `broker_label`. Reads files only.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from spark_triage.framelog_segments import framelog_segments
+from spark_triage.inputs import FRAMELOG, InputFile
+from traces.pcap_vector import SEGMENT_SCHEMA, plan_splits, read_segments
+
+NAME = "amqpspec-pcap"
+DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
+SCHEMA = SEGMENT_SCHEMA.append(pa.field("source", pa.string())).append(
+    pa.field("broker_label", pa.string())
+)
+SCHEMA_DDL = (
+    "ordinal long, time_ns long, src_ip binary, src_port int, dst_ip binary, dst_port int, "
+    "seq long, ack long, flags short, payload binary, truncated boolean, source string, "
+    "broker_label string"
+)
+
+
+def files_json(inputs: list[InputFile]) -> str:
+    return json.dumps([asdict(item) for item in inputs])
+
+
+@dataclass
+class Split(InputPartition):
+    path: str
+    kind: str
+    gzip: bool
+    broker: str | None
+    start: int
+    end: int | None
+
+
+def plan(inputs: list[InputFile], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[Split]:
+    splits: list[Split] = []
+    for item in inputs:
+        if item.gzip or item.kind == FRAMELOG:
+            splits.append(Split(item.path, item.kind, item.gzip, item.broker, 0, None))
+            continue
+        for start, end in plan_splits(item.path, split_bytes):
+            splits.append(Split(item.path, item.kind, False, item.broker, start, end))
+    return splits
+
+
+def read_input(split: Split, label: str | None = None) -> Iterator[pa.RecordBatch]:
+    """The segments of one split with their source and broker label columns."""
+    broker = split.broker or label
+    with _plain_file(split) as path:
+        if split.kind == FRAMELOG:
+            batches = framelog_segments(path)
+        else:
+            batches = read_segments(path, split.start, split.end)
+        for batch in batches:
+            rows = batch.num_rows
+            yield pa.RecordBatch.from_arrays(
+                [
+                    *batch.columns,
+                    pa.array([split.path] * rows, pa.string()),
+                    pa.array([broker] * rows, pa.string()),
+                ],
+                schema=SCHEMA,
+            )
+
+
+class _plain_file:  # noqa: N801 - used as a context manager
+    """The split's file, gunzipped into a temporary file when it is gzip'd."""
+
+    def __init__(self, split: Split) -> None:
+        self.split = split
+        self.temp: str | None = None
+
+    def __enter__(self) -> str:
+        if not self.split.gzip:
+            return self.split.path
+        handle, self.temp = tempfile.mkstemp(suffix=".trace")
+        with os.fdopen(handle, "wb") as out, gzip.open(self.split.path, "rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+        return self.temp
+
+    def __exit__(self, *exc: object) -> None:
+        if self.temp:
+            os.unlink(self.temp)
+
+
+class CaptureSource(DataSource):
+    """Options: `files` (JSON from files_json), `splitBytes`, `brokerLabel`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return SCHEMA_DDL
+
+    def reader(self, schema) -> DataSourceReader:
+        return _Reader(self.options)
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, options) -> None:
+        self.inputs = [InputFile(**entry) for entry in json.loads(options["files"])]
+        self.split_bytes = int(options.get("splitBytes") or DEFAULT_SPLIT_BYTES)
+        self.label = options.get("brokerLabel") or None
+
+    def partitions(self) -> list[Split]:
+        return plan(self.inputs, self.split_bytes)
+
+    def read(self, partition: Split) -> Iterator[pa.RecordBatch]:
+        return read_input(partition, self.label)

@@ -1,0 +1,289 @@
+"""The triage job: trace corpora -> violations, connections, clusters, reproducers, report.
+
+Owns: the Spark plan and the output directory layout (docs/triage.md):
+  files (spark_triage.inputs) -> segments (the `amqpspec-pcap` data source, one task per
+  byte-range split) -> grouped by (source, symmetric 4-tuple) and ordered by capture
+  position -> per group, a grouped Arrow UDF runs spark_triage.check.check_flow (TCP
+  reassembly, the core's monitor/checker, signatures, capture defects) -> violation and
+  connection rows -> `violations.parquet`, `connections.parquet` -> clusters by signature
+  (`clusters.json`, known upstream issues from spark_triage.known_issues) -> the smallest
+  connection of each cluster minimised on the driver (spark_triage.reproducers) ->
+  `reproducers/<signature>.pcap|.txt` -> `report.md` / `report.html` (spark_triage.report).
+Runs as `amqpspec triage INPUT... --out DIR` or `spark-submit spark_triage/job.py INPUT...
+--out DIR`. Exit 0: no MUST violation; 1: MUST violations; 2: bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script by spark-submit: the repo root is one up
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pyarrow as pa
+
+from spark_triage.check import DEFAULT_GAP_SECONDS, check_flow, segments_of
+
+RESULT_FIELDS = [
+    ("kind", pa.string()),  # "violation" or "connection"
+    ("source", pa.string()),
+    ("flow", pa.string()),
+    ("connection_key", pa.string()),
+    ("broker_product", pa.string()),
+    ("broker_version", pa.string()),
+    # violation columns
+    ("frame_index", pa.int64()),
+    ("time", pa.float64()),
+    ("rule", pa.string()),
+    ("section", pa.string()),
+    ("level", pa.string()),
+    ("origin", pa.string()),
+    ("performative", pa.string()),
+    ("channel", pa.int64()),
+    ("handle", pa.int64()),
+    ("reason", pa.string()),
+    ("signature", pa.string()),
+    # connection columns
+    ("client", pa.string()),
+    ("server", pa.string()),
+    ("start_time", pa.float64()),
+    ("end_time", pa.float64()),
+    ("frames", pa.int64()),
+    ("bytes_client", pa.int64()),
+    ("bytes_server", pa.int64()),
+    ("verdict", pa.string()),
+    ("must_violations", pa.int64()),
+    ("should_violations", pa.int64()),
+    ("defects", pa.map_(pa.string(), pa.int64())),
+    ("notes", pa.list_(pa.string())),
+]
+RESULT_SCHEMA = pa.schema(RESULT_FIELDS)
+VIOLATION_COLUMNS = [
+    "source",
+    "connection_key",
+    "frame_index",
+    "time",
+    "rule",
+    "section",
+    "level",
+    "signature",
+    "origin",
+    "performative",
+    "channel",
+    "handle",
+    "reason",
+    "broker_product",
+    "broker_version",
+]
+CONNECTION_COLUMNS = [
+    "source",
+    "connection_key",
+    "client",
+    "server",
+    "start_time",
+    "end_time",
+    "frames",
+    "bytes_client",
+    "bytes_server",
+    "verdict",
+    "must_violations",
+    "should_violations",
+    "broker_product",
+    "broker_version",
+    "defects",
+    "notes",
+]
+
+
+class BadInputError(Exception):
+    """Bad input found while the job ran (exit 2)."""
+
+
+def check_group(key: tuple, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Grouped Arrow UDF: one (source, flow) group's segments -> result rows."""
+    table = pa.Table.from_batches(list(batches))
+    if table.num_rows == 0:
+        return
+    ordinal = table.column("ordinal").to_numpy()
+    if (ordinal[1:] < ordinal[:-1]).any():  # capture order, whatever the shuffle did
+        table = table.take(pa.compute.sort_indices(table, [("ordinal", "ascending")]))
+    source = key[0].as_py()
+    flow = key[1].as_py()
+    label = table.column("broker_label")[0].as_py()
+    violations, connections = check_flow(
+        source, segments_of(table.to_batches()), DEFAULT_GAP_SECONDS, label
+    )
+    rows: list[dict] = []
+    for v in violations:
+        rows.append(
+            {
+                "kind": "violation",
+                "source": v.source,
+                "flow": flow,
+                "connection_key": v.connection_key,
+                "broker_product": v.broker_product,
+                "broker_version": v.broker_version,
+                "frame_index": v.frame_index,
+                "time": v.time,
+                "rule": v.rule,
+                "section": v.section,
+                "level": v.level,
+                "origin": v.origin,
+                "performative": v.performative,
+                "channel": v.channel,
+                "handle": v.handle,
+                "reason": v.reason,
+                "signature": v.signature,
+            }
+        )
+    for c in connections:
+        rows.append(
+            {
+                "kind": "connection",
+                "source": c.source,
+                "flow": flow,
+                "connection_key": c.connection_key,
+                "broker_product": c.broker_product,
+                "broker_version": c.broker_version,
+                "client": c.client,
+                "server": c.server,
+                "start_time": c.start_time,
+                "end_time": c.end_time,
+                "frames": c.frames,
+                "bytes_client": c.bytes_client,
+                "bytes_server": c.bytes_server,
+                "verdict": c.verdict,
+                "must_violations": c.must_violations,
+                "should_violations": c.should_violations,
+                "defects": list(c.defects.items()),
+                "notes": c.notes,
+            }
+        )
+    yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+def _spark_type():
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(RESULT_SCHEMA)
+
+
+def run_job(
+    spark, inputs: list, out: Path, partitions: int | None, broker_label: str | None, progress
+) -> int:
+    """The whole job on an existing SparkSession; returns the exit code."""
+    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+
+    from spark_triage import clusters as clustering
+    from spark_triage import report
+    from spark_triage.datasource import NAME, CaptureSource, files_json
+
+    spark.dataSource.register(CaptureSource)
+    out.mkdir(parents=True, exist_ok=True)
+    step = progress.add_task("read + check connections", total=None)
+    segments = (
+        spark.read.format(NAME)
+        .option("files", files_json(inputs))
+        .option("brokerLabel", broker_label or "")
+        .load()
+    )
+    a = F.concat(F.hex("src_ip"), F.lit(":"), F.col("src_port").cast("string"))
+    b = F.concat(F.hex("dst_ip"), F.lit(":"), F.col("dst_port").cast("string"))
+    segments = segments.withColumn("flow", F.concat_ws("-", F.least(a, b), F.greatest(a, b)))
+    count = partitions or spark.sparkContext.defaultParallelism
+    spark.conf.set("spark.sql.shuffle.partitions", str(count))
+    ordered = segments.repartition(count, "source", "flow").sortWithinPartitions(
+        "source", "flow", "ordinal"
+    )
+    results = ordered.groupBy("source", "flow").applyInArrow(check_group, schema=_spark_type())
+    work = out / "_results.parquet"
+    try:
+        results.write.mode("overwrite").parquet(str(work))
+    except Exception as exc:  # an executor's error: bad input shows as CaptureFormatError
+        message = str(exc)
+        if "CaptureFormatError" in message or "frame log schema" in message:
+            line = next(
+                (x for x in message.splitlines() if "CaptureFormatError" in x or "schema" in x),
+                message,
+            )
+            raise BadInputError(line.split("Error: ", 1)[-1].strip()) from None
+        raise
+    progress.update(step, total=1, completed=1)
+    rows = spark.read.parquet(str(work))
+    violations = rows.filter(F.col("kind") == "violation")
+    connections = rows.filter(F.col("kind") == "connection")
+    step = progress.add_task("write violations, connections, clusters", total=None)
+    for frame, columns, name in (
+        (violations, VIOLATION_COLUMNS, "violations.parquet"),
+        (connections, CONNECTION_COLUMNS, "connections.parquet"),
+    ):
+        frame.select(*columns).orderBy("source", "connection_key").coalesce(
+            max(1, min(count, 8))
+        ).write.mode("overwrite").parquet(str(out / name))
+    found = clustering.clusters(violations, connections)
+    progress.update(step, total=1, completed=1)
+    step = progress.add_task("minimise reproducers", total=len(found))
+    clustering.reproduce(
+        spark, segments, found, out / "reproducers", lambda: progress.advance(step)
+    )
+    (out / "clusters.json").write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
+    summary = clustering.summary(connections)
+    step = progress.add_task("report", total=None)
+    report.write(out, found, violations.select(*VIOLATION_COLUMNS).toPandas(), summary)
+    progress.update(step, total=1, completed=1)
+    shutil.rmtree(work, ignore_errors=True)
+    return 1 if summary["must_violations"] else 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories")
+    parser.add_argument("--out", help="output directory (required)")
+    parser.add_argument("--master", default=None, help="Spark master (default local[*])")
+    parser.add_argument("--partitions", type=int, help="shuffle partitions (default: cores)")
+    parser.add_argument("--broker-label", help="broker name for inputs that do not say")
+
+
+def triage(args: argparse.Namespace) -> int:
+    """Discover inputs, start (or join) Spark, run the job; the exit code."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from spark_triage.inputs import InputError, discover
+    from spark_triage.session import spark_session
+
+    console = Console(stderr=True)
+    if not args.out:
+        console.print("amqpspec triage: --out DIR is required")
+        return 2
+    try:
+        inputs = discover(args.inputs)
+    except InputError as exc:
+        console.print(f"amqpspec triage: bad input: {exc}")
+        return 2
+    spark = spark_session(args.master, args.partitions)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=console, transient=False) as progress:
+            code = run_job(
+                spark, inputs, Path(args.out), args.partitions, args.broker_label, progress
+            )
+    except BadInputError as exc:
+        console.print(f"amqpspec triage: bad input: {exc}")
+        return 2
+    console.print(f"triage: {len(inputs)} input file(s) -> {args.out} (exit {code})")
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="spark_triage/job.py", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return triage(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""The triage job on a real local Spark: the real captures land where they must, every input
+format gives identical results, the partitioning changes nothing, the CLI's exit codes.
+
+One SparkSession for the module (a JVM start is ~8 s); inputs are kept small (CI budget)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from shared_paths import PROTON_C_PCAP, RABBITMQ_PCAP
+from triage_support import big_endian, editcap, gzipped
+
+from spark_triage.inputs import discover
+from spark_triage.job import run_job
+
+CREDIT = "v1+link.credit.transfer-beyond-credit+2.6.7+transfer+opened"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Quiet:
+    def add_task(self, *args, **kwargs):
+        return 0
+
+    def update(self, *args, **kwargs):
+        pass
+
+    def advance(self, *args, **kwargs):
+        pass
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from spark_triage.session import spark_session
+
+    session = spark_session("local[2]", 2)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """The first 16,000 packets of the RabbitMQ capture (one credit overrun at frame 13655,
+    another at 15942) in five capture formats and as a frame log, and the Proton C capture."""
+    root = tmp_path_factory.mktemp("corpus")
+    ng = root / "rabbit.pcapng"
+    subprocess.run(["editcap", "-r", str(RABBITMQ_PCAP), str(ng), "1-16000"], check=True)
+    micro = editcap(ng, root / "rabbit-micro.pcap", "-F", "pcap")
+    editcap(ng, root / "rabbit-nano.pcap", "-F", "nsecpcap")
+    big_endian(micro, root / "rabbit-big-endian.pcap")
+    gzipped(micro, root / "rabbit-micro.pcap.gz")
+    subprocess.run(  # the project's Parquet frame log of the same packets
+        [
+            sys.executable,
+            "-m",
+            "amqpspec.cli",
+            "trace",
+            "convert",
+            str(ng),
+            str(root / "rabbit-framelog.parquet"),
+        ],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    (root / "proton").mkdir()
+    (root / "proton" / "proton-c.pcap").write_bytes(PROTON_C_PCAP.read_bytes())
+    (root / "notes.txt").write_text("not a trace: skipped inside a directory\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def triaged(spark, corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    code = run_job(spark, discover([str(corpus)]), out, 2, None, _Quiet())
+    return code, out
+
+
+def _violations(out: Path):
+    return pq.read_table(out / "violations.parquet").to_pandas()
+
+
+def test_rabbitmq_lands_in_the_credit_cluster_linked_to_2597(triaged):
+    code, out = triaged
+    assert code == 1
+    clusters = {c["signature"]: c for c in json.loads((out / "clusters.json").read_text())}
+    credit = clusters[CREDIT]
+    assert credit["known_issue"]["issue"] == "RabbitMQ #2597"
+    assert credit["brokers"] == ["RabbitMQ 3.10.8"]
+    assert credit["connections"] == 6  # one per format
+    reproducer = credit["reproducer"]
+    assert reproducer["rechecked"] and reproducer["frames"] <= 20
+    assert (out / reproducer["pcap"]).exists() and (out / reproducer["text"]).exists()
+    assert (out / "report.html").read_text().count("data:image/png") == 3
+    assert "RabbitMQ #2597" in (out / "report.md").read_text()
+
+
+def test_proton_c_has_no_must_violation(triaged):
+    _code, out = triaged
+    connections = pq.read_table(out / "connections.parquet").to_pandas()
+    proton = connections[connections["source"].str.endswith("proton-c.pcap")]
+    assert len(proton) == 4
+    assert set(proton["verdict"]) == {"OK"}
+    violations = _violations(out)
+    assert not len(violations[violations["source"].str.endswith("proton-c.pcap")])
+
+
+def test_every_format_gives_identical_results(triaged):
+    _code, out = triaged
+    violations = _violations(out)
+    per_source = {}
+    for source, rows in violations.groupby("source"):
+        rows = rows.sort_values("frame_index")
+        per_source[Path(source).name] = list(
+            zip(rows["frame_index"], rows["signature"], rows["time"])
+        )
+    rabbit = {name: rows for name, rows in per_source.items() if name.startswith("rabbit")}
+    assert len(rabbit) == 6
+    first = next(iter(rabbit.values()))
+    assert [index for index, sig, _t in first if sig == CREDIT] == [13655, 15942]
+    for rows in rabbit.values():  # the pcapng is in ns; micro variants round
+        assert [(index, sig) for index, sig, _t in rows] == [(i, s) for i, s, _t in first]
+        assert all(abs(t - t0) < 2e-6 for (_i, _s, t), (_i0, _s0, t0) in zip(rows, first))
+
+
+def test_partitioning_does_not_change_signatures(spark, corpus, triaged, tmp_path):
+    _code, out = triaged
+    ng = corpus / "rabbit.pcapng"
+    one = tmp_path / "one"
+    run_job(spark, discover([str(ng)]), one, 1, None, _Quiet())
+    many = _violations(out)
+    many = many[many["source"] == str(ng)]
+    single = _violations(one)
+    key = ["connection_key", "frame_index", "signature"]
+    assert (
+        single[key].sort_values(key).values.tolist() == many[key].sort_values(key).values.tolist()
+    )
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
+    return subprocess.run(
+        [sys.executable, "-m", "amqpspec.cli", "triage", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+
+
+def test_cli_bad_input_exits_2_naming_the_file(tmp_path):
+    bad = tmp_path / "broken.pcap"
+    bad.write_bytes(b"\x00" * 64)
+    result = _cli(str(bad), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert "broken.pcap" in result.stderr
+    missing = _cli(str(tmp_path / "nope"), "--out", str(tmp_path / "out"))
+    assert missing.returncode == 2 and "nope" in missing.stderr

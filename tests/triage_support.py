@@ -1,0 +1,39 @@
+"""Capture variants for the triage tests: the same packets as classic pcap in the other byte
+order, or gzip'd; written with struct from a classic pcap (an independent writer from the
+reader under test). tshark's editcap makes the pcapng <-> pcap and nanosecond variants."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+EDITCAP = shutil.which("editcap")
+
+
+def editcap(source: Path, target: Path, *options: str) -> Path:
+    subprocess.run([EDITCAP or "editcap", *options, str(source), str(target)], check=True)
+    return target
+
+
+def big_endian(source: Path, target: Path) -> Path:
+    """A little-endian classic pcap rewritten with big-endian headers (same packets)."""
+    data = source.read_bytes()
+    header = struct.unpack_from("<IHHiIII", data, 0)
+    out = bytearray(struct.pack(">IHHiIII", *header))
+    offset = 24
+    while offset + 16 <= len(data):
+        seconds, fraction, caplen, wirelen = struct.unpack_from("<IIII", data, offset)
+        out += struct.pack(">IIII", seconds, fraction, caplen, wirelen)
+        out += data[offset + 16 : offset + 16 + caplen]
+        offset += 16 + caplen
+    target.write_bytes(bytes(out))
+    return target
+
+
+def gzipped(source: Path, target: Path) -> Path:
+    with source.open("rb") as src, gzip.open(target, "wb") as out:
+        shutil.copyfileobj(src, out)
+    return target
