@@ -93,10 +93,6 @@ class ResourceAlarms:
     def add_observer(self, observer: Observer) -> None:
         self._observers.append(observer)
 
-    def remove_observer(self, observer: Observer) -> None:
-        if observer in self._observers:
-            self._observers.remove(observer)
-
     @property
     def any_active(self) -> bool:
         return any(state.active for state in self.states.values())

@@ -28,14 +28,13 @@ from amqp10.serial import serial_add
 from amqp10.spec import Cond, SndSettleMode
 
 from .addressing import Address, AddressKind
-from .credit import publisher_regrant
+from .credit import initial_publisher_credit, publisher_regrant
 from .queues import RELEASED, ClassicQueue, CreditReply, Delivery, QueuedMessage
 
 if TYPE_CHECKING:
     from .sessions import BrokerSession
 
 log = logging.getLogger("reference_broker.links")
-
 
 
 def redelivered_payload(msg: QueuedMessage) -> bytes:
@@ -207,7 +206,7 @@ class PublisherLink:
         )
 
     def grant_initial(self) -> None:
-        self.link.flow(link_credit=self.max_link_credit)
+        self.link.flow(link_credit=initial_publisher_credit(self.max_link_credit))
 
     def maybe_regrant(self) -> bool:
         """RabbitMQ 4 (PR #9022 items 18, 20): top the link up to max-link-credit when it

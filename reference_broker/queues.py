@@ -111,10 +111,6 @@ class Consumer:
     delivered_total: int = 0
     flows_seen: int = 0
 
-    @property
-    def unsettled_count(self) -> int:
-        return len(self.unacked)
-
 
 @dataclass(slots=True)
 class Delivery:
@@ -434,9 +430,6 @@ class ClassicQueue:
         if self.faults.excess_credit_after_drain:
             return  # fault (DISPATCH-1090): the old credit stays usable
         consumer.credit = 0
-
-    def drain_pending(self) -> bool:
-        return any(c.reply_due for c in self._consumers.values())
 
     # ------------------------------------------------------------------ settlement
     def settle(

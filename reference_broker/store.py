@@ -208,10 +208,6 @@ class MessageStore:
         return self._append(PURGE, queue, 0)
 
     @property
-    def last_token(self) -> int:
-        return self._last_token
-
-    @property
     def has_pending(self) -> bool:
         return self._last_token != self.durable_through
 
@@ -243,10 +239,6 @@ class MessageStore:
         self.fsync_count += 1
 
     # ------------------------------------------------------------------ compaction
-    @property
-    def file_bytes(self) -> int:
-        return self._logical_end
-
     @property
     def dead_bytes(self) -> int:
         return self._logical_end - self._live_bytes

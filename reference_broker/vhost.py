@@ -100,10 +100,6 @@ class PublishResult:
     tokens: list[int]
     released: bool
 
-    @property
-    def needs_fsync(self) -> bool:
-        return bool(self.tokens)
-
 
 class VirtualHost:
     def __init__(
@@ -418,11 +414,6 @@ class VirtualHost:
             if limit is not None:
                 break
         return events
-
-    @property
-    def pending_queues(self) -> list[ClassicQueue]:
-        """The queues the next dispatch_pending() will look at."""
-        return list(self._dirty.values())
 
     @property
     def dispatch_due(self) -> bool:
