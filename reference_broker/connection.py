@@ -40,25 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 from amqp10.composites import Coordinator, Error, Rejected
-from amqp10.engine import (
-    Connection,
-    DeliveryAborted,
-    DispositionReceived,
-    FlowReceived,
-    IdleTimeout,
-    ProtocolErrorRaised,
-    RemoteAttach,
-    RemoteBegin,
-    RemoteClose,
-    RemoteDetach,
-    RemoteEnd,
-    RemoteOpen,
-    SaslAuthenticated,
-    ServerSasl,
-    TransferReceived,
-    TransportClosed,
-    UsageError,
-)
+from amqp10.engine import Connection, ServerSasl, UsageError
+from amqp10.engine import events as ev
 from amqp10.engine.transitions import LinkState, SessState
 from amqp10.errors import DecodeError
 from amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, ProtocolId
@@ -320,20 +303,20 @@ class BrokerConnection:
         self._timer_at: float | None = None
         context.connections.add(self)
         self._handlers: dict[type, Callable[[Any], None]] = {
-            TransferReceived: self._on_transfer,
-            FlowReceived: self._on_flow,
-            DispositionReceived: self._on_disposition,
-            RemoteOpen: self._on_open,
-            RemoteBegin: self._on_begin,
-            RemoteAttach: self._on_attach,
-            RemoteDetach: self._on_detach,
-            RemoteEnd: self._on_end,
-            RemoteClose: self._on_close,
-            SaslAuthenticated: self._on_sasl,
-            ProtocolErrorRaised: self._on_protocol_error,
-            IdleTimeout: self._on_idle_timeout,
-            DeliveryAborted: self._ignore,
-            TransportClosed: self._ignore,
+            ev.TransferReceived: self._on_transfer,
+            ev.FlowReceived: self._on_flow,
+            ev.DispositionReceived: self._on_disposition,
+            ev.RemoteOpen: self._on_open,
+            ev.RemoteBegin: self._on_begin,
+            ev.RemoteAttach: self._on_attach,
+            ev.RemoteDetach: self._on_detach,
+            ev.RemoteEnd: self._on_end,
+            ev.RemoteClose: self._on_close,
+            ev.SaslAuthenticated: self._on_sasl,
+            ev.ProtocolErrorRaised: self._on_protocol_error,
+            ev.IdleTimeout: self._on_idle_timeout,
+            ev.DeliveryAborted: self._ignore,
+            ev.TransportClosed: self._ignore,
         }
         self._arm_timer()  # the handshake deadline
 
@@ -383,7 +366,7 @@ class BrokerConnection:
 
         return ServerSasl(tuple(mechanisms), verify_plain=verify)
 
-    def _on_sasl(self, event: SaslAuthenticated) -> None:
+    def _on_sasl(self, event: ev.SaslAuthenticated) -> None:
         if event.code == 0:
             self.summary.user = event.username or "anonymous"
         else:
@@ -621,7 +604,7 @@ class BrokerConnection:
             self.shutdown()
 
     # ------------------------------------------------------------------ connection (2.4)
-    def _on_open(self, event: RemoteOpen) -> None:
+    def _on_open(self, event: ev.RemoteOpen) -> None:
         self._handshake_due = None
         self.summary.container_id = event.open.container_id
         props = event.open.properties
@@ -631,18 +614,18 @@ class BrokerConnection:
         engine = self.engine
         engine.open(properties={"product": "amqpspec reference broker"})
 
-    def _on_close(self, event: RemoteClose) -> None:
+    def _on_close(self, event: ev.RemoteClose) -> None:
         for session in list(self.sessions.values()):
             self._release_session(session)
         self.sessions.clear()
 
-    def _on_idle_timeout(self, event: IdleTimeout) -> None:
+    def _on_idle_timeout(self, event: ev.IdleTimeout) -> None:
         """2.4.5: nothing received for twice our idle-time-out: the engine has sent close
         with amqp:resource-limit-exceeded; the peer gets CLOSE_GRACE_S to answer it."""
         log.info("%s: nothing received for %d ms; closing", self.name, event.timeout_ms)
         self._schedule_hard_close()
 
-    def _on_protocol_error(self, event: ProtocolErrorRaised) -> None:
+    def _on_protocol_error(self, event: ev.ProtocolErrorRaised) -> None:
         log.info("%s: %s %s: %s", self.name, event.scope, event.condition, event.description)
         if event.scope == "connection":
             self._schedule_hard_close()
@@ -664,7 +647,7 @@ class BrokerConnection:
             self._hard_close_due = self.scheduler.now() + CLOSE_GRACE_S
 
     # ------------------------------------------------------------------ sessions (2.5)
-    def _on_begin(self, event: RemoteBegin) -> None:
+    def _on_begin(self, event: ev.RemoteBegin) -> None:
         limits = self.config.limits
         engine_session = event.session
         window = limits.max_incoming_window
@@ -684,7 +667,7 @@ class BrokerConnection:
         self.sessions[engine_session] = BrokerSession(self, engine_session)
         self.summary.channels = len(self.sessions)
 
-    def _on_end(self, event: RemoteEnd) -> None:
+    def _on_end(self, event: ev.RemoteEnd) -> None:
         session = self.sessions.pop(event.session, None)
         if session is not None:
             self._release_session(session)
@@ -703,7 +686,7 @@ class BrokerConnection:
         self.mark_dirty()
 
     # ------------------------------------------------------------------ links (2.6)
-    def _on_attach(self, event: RemoteAttach) -> None:
+    def _on_attach(self, event: ev.RemoteAttach) -> None:
         session = self.sessions.get(event.link.session)
         link = event.link
         if session is None or link.state is not LinkState.ATTACH_RCVD:
@@ -779,7 +762,7 @@ class BrokerConnection:
             log.debug("no detach with %s: %s", condition, exc)
         self.mark_dirty()
 
-    def _on_detach(self, event: RemoteDetach) -> None:
+    def _on_detach(self, event: ev.RemoteDetach) -> None:
         session = self.sessions.get(event.link.session)
         if session is not None:
             self._release_link(session, event.link)
@@ -800,7 +783,7 @@ class BrokerConnection:
         self.vhost.release_owner(link)
 
     # ------------------------------------------------------------------ hot path
-    def _on_transfer(self, event: TransferReceived) -> None:
+    def _on_transfer(self, event: ev.TransferReceived) -> None:
         link = event.link
         publisher = self.publishers.get(link)
         if publisher is None:
@@ -843,7 +826,7 @@ class BrokerConnection:
             self._credit_checks.append(publisher)
 
     def _refuse_publish(
-        self, session: BrokerSession, event: TransferReceived, condition: str, reason: str
+        self, session: BrokerSession, event: ev.TransferReceived, condition: str, reason: str
     ) -> None:
         if not event.settled:
             error = Error(condition=condition, description=reason)
@@ -858,7 +841,7 @@ class BrokerConnection:
             # fault (RabbitMQ #12904): window = 0 - overshoot, not clamped, so it wraps
             session.set_window(serial_add(0, -session.alarm_overshoot))
 
-    def _on_flow(self, event: FlowReceived) -> None:
+    def _on_flow(self, event: ev.FlowReceived) -> None:
         link = event.link
         session = self.sessions.get(event.session)
         if session is None:
@@ -875,7 +858,7 @@ class BrokerConnection:
             link.send_flow_state()  # our grant as it stands (2.6.7, 2.7.4)
             self.mark_dirty()
 
-    def _on_disposition(self, event: DispositionReceived) -> None:
+    def _on_disposition(self, event: ev.DispositionReceived) -> None:
         if event.role != Role.RECEIVER:
             return  # the peer as sender settling its publishes: we forget them anyway
         session = self.sessions.get(event.session)

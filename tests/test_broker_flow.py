@@ -13,6 +13,8 @@ from __future__ import annotations
 import pytest
 from broker_support import (
     EngineClient,
+    assert_redelivered,
+    body,
     connected_client,
     management,
     running_broker,
@@ -108,10 +110,6 @@ def first_flow_index(client: EngineClient, link) -> int:
     return next(
         i for i, e in enumerate(client.events) if isinstance(e, FlowReceived) and e.link is link
     )
-
-
-def body(event: TransferReceived) -> bytes:
-    return Message.decode(event.payload).value
 
 
 def no_link_errors(client: EngineClient) -> None:
@@ -235,11 +233,7 @@ def test_detach_requeues_unsettled_with_first_acquirer_false(broker, client):
     second.flow(link_credit=10)
     client.wait_for(lambda: len(transfers(client, second)) == 3, "requeued")
     client.settle(0.2)
-    again = transfers(client, second)
-    assert [body(t) for t in again] == [b"m1", b"m2", b"m3"]
-    for event in again:
-        header = Message.decode(event.payload).header
-        assert header is not None and header.first_acquirer is False  # 3.2.1
+    assert_redelivered(transfers(client, second), [b"m1", b"m2", b"m3"])
 
 
 def test_outcomes_released_modified_rejected(broker, client):

@@ -8,6 +8,7 @@ the flow tests goes through the project's checker, as the socket fixture does.
 from __future__ import annotations
 
 import pytest
+from broker_support import assert_redelivered, body
 
 from amqp10.checker import Checker
 from amqp10.composites import Accepted
@@ -120,10 +121,6 @@ def link_flows(conn: MemoryConnection, link, start: int = 0) -> list:
     return [e.flow for e in conn.of(FlowReceived, start) if e.link is link]
 
 
-def body(event: TransferReceived) -> bytes:
-    return Message.decode(event.payload).value
-
-
 # --- the flows of test_broker_flow.py, in memory --------------------------------------------
 
 
@@ -202,11 +199,7 @@ def test_detach_requeues_unsettled_with_first_acquirer_false(broker, client):
     second = receiver(broker, client, session, name="second")
     second.flow(link_credit=10)
     broker.pump()
-    again = transfers(client, second)
-    assert [body(t) for t in again] == [b"m1", b"m2", b"m3"]
-    for event in again:
-        header = Message.decode(event.payload).header
-        assert header is not None and header.first_acquirer is False  # 3.2.1
+    assert_redelivered(transfers(client, second), [b"m1", b"m2", b"m3"])
 
 
 def test_alarm_closes_the_session_window_and_clear_reopens_it(broker, client):

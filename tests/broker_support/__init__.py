@@ -19,6 +19,7 @@ from amqp10.checker import Checker, Violation
 from amqp10.engine import ClientSasl, Connection, Event
 from amqp10.errors import DecodeError
 from amqp10.frames import Frame, FrameDecoder
+from amqp10.message import Message
 from reference_broker.admin_client import ManagementClient
 from reference_broker.config import BrokerConfig, Limits
 from reference_broker.faults import Faults
@@ -43,6 +44,19 @@ ROUTES = [
     ("headers", "/exchanges/amq.headers", ["cq"], [("amq.headers", "cq", "", {})]),
 ]
 ROUTE_IDS = [route[0] for route in ROUTES]
+
+
+def body(event: Any) -> bytes:
+    """The value of a received transfer's message (a TransferReceived)."""
+    return Message.decode(event.payload).value
+
+
+def assert_redelivered(transfers: list[Any], bodies: list[bytes]) -> None:
+    """`transfers` carry `bodies`, each marked as not the first acquirer (3.2.1)."""
+    assert [body(t) for t in transfers] == bodies
+    for event in transfers:
+        header = Message.decode(event.payload).header
+        assert header is not None and header.first_acquirer is False  # 3.2.1
 
 
 def broker_config(*, faults: tuple[str, ...] = (), limits: dict | None = None, **changes: Any):
