@@ -4,9 +4,12 @@ Owns: `Probe` (one TCP connection: blocking socket, every wait bounded by a per-
 timeout and by the case's deadline), its recording (every byte both directions, decoded
 with `traces.streams.ConnectionDecoder` into timestamped TraceItems and fed to the
 checker as it arrives), and helpers for the cases: open/begin/attach, grant credit,
-send and settle messages, wait for events or frames, and send raw or crafted frames that
-bypass the engine (negative cases). Builds frames only through `amqp10` (encode_frame,
-composites, Message). Touches nothing else; the runner owns traces on disk.
+send and settle messages, wait for events or frames, and send crafted frames (negative
+cases) through the engine, which records them as sent so its state follows the wire
+(`Connection.send_performative`), or as bytes (`send_raw`: headers, malformed frames, and
+every frame of a probe with no engine, after `raw_handshake`). Builds frames only through
+`amqp10` (builder, composites, Message). Touches nothing else; the runner owns traces on
+disk.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from amqp10.builder import build_frame, sasl_frame
 from amqp10.checker import Checker, Violation
 from amqp10.composites import Accepted, Attach, Error, Source, Target
 from amqp10.engine import (
@@ -39,7 +43,7 @@ from amqp10.engine import (
     TransferReceived,
     TransportClosed,
 )
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, FrameType, ProtocolHeader, encode_frame
+from amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, ProtocolHeader
 from amqp10.message import Message
 from amqp10.spec import Role
 from conformance.verdicts import CaseFailed, HarnessError
@@ -153,13 +157,47 @@ class Probe:
 
     # --- raw I/O ------------------------------------------------------------------------
     def send_raw(self, data: bytes) -> None:
-        """Send bytes as they are (after anything the engine has queued), recorded."""
-        self.flush()
-        self._send_bytes(data)
+        """Send bytes as they are (after anything the engine has queued), recorded; the
+        engine's state does not change (for headers and bytes that are no performative)."""
+        if self.conn is not None:
+            self.conn.send_raw(data)
+            self.flush()
+        else:
+            self._send_bytes(data)
 
-    def send_frame(self, performative: Any, channel: int = 0, payload: bytes = b"") -> None:
-        """A crafted frame, bypassing the engine (its state does not see it)."""
-        self.send_raw(encode_frame(performative, channel, payload))
+    def send_frame(
+        self,
+        performative: Any,
+        channel: int = 0,
+        payload: bytes = b"",
+        *,
+        raw: bytes | None = None,
+        strict: bool = True,
+        flush: bool = True,
+    ) -> Session | Link | None:
+        """A crafted performative through the engine, which records it as sent (its
+        session and link state follow the wire; `raw`: the exact bytes, e.g. from
+        `amqp10.builder.mutate`). `strict=False` writes what the engine's tables refuse
+        anyway, without a state change (a deliberate violation). `flush=False` queues it
+        (a burst goes out at the next flush). A probe with no engine (`raw_handshake`)
+        sends the frame's bytes (`amqp10.builder`). Returns the Session or Link the engine
+        recorded it on."""
+        if self.conn is None:
+            if raw is None:
+                is_sasl = str(getattr(performative, "NAME", "")).startswith("sasl-")
+                raw = (
+                    sasl_frame(performative)
+                    if is_sasl
+                    else build_frame(performative, channel, payload=payload)
+                )
+            self._send_bytes(raw)
+            return None
+        endpoint = self.conn.send_performative(
+            performative, channel, payload, raw=raw, strict=strict
+        )
+        if flush:
+            self.flush()
+        return endpoint
 
     def send_header(self, header: ProtocolHeader = AMQP_HEADER) -> None:
         self.send_raw(header.encode())
@@ -381,8 +419,11 @@ class Probe:
         return "tcp-close" if self.closed else "timeout"
 
     def raw_handshake(self, sasl: bool = True) -> None:
-        """Without the engine: protocol headers and SASL (ANONYMOUS or PLAIN) by hand, up
-        to the point where our open is due; the case then sends its own (crafted) open."""
+        """Without an engine: protocol headers and SASL (ANONYMOUS or PLAIN) frame by frame,
+        up to the point where our open is due; the case then sends its own (crafted) open
+        and frames as bytes (`send_frame` builds them, nothing keeps state)."""
+        if self.conn is not None:
+            raise HarnessError("raw_handshake() on a probe whose engine is running")
         if sasl and self.sasl_mechanism:
             self.send_header(SASL_HEADER)
             self.wait_for_frame("sasl-mechanisms")
@@ -392,7 +433,7 @@ class Probe:
                 self.password or "",
                 hostname=self.hostname,
             ).init_for(tuple(str(m) for m in self._offered()))
-            self.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
+            self.send_frame(init)
             outcome = self.wait_for_frame("sasl-outcome")
             if outcome.performative.code != 0:
                 raise HarnessError(f"SASL refused (code {outcome.performative.code})")

@@ -1,37 +1,80 @@
-"""The steps of conformance/steps/ that need no broker: crafted frames decode with the
-core decoder, serial distances wrap, and no steps module registers a case."""
+"""The steps of conformance/steps/ and the probe's crafted frames against a real reference
+broker (a subprocess on free ports): crafted transfers and a crafted begin go through the
+engine, which records them as sent, so its session and link state follow the wire; no
+steps module registers a case."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterator
+
+import pytest
 
 import conformance.steps
+from amqp10.builder import mutate
 from amqp10.composites import Begin
-from amqp10.frames import decode_frame
-from amqp10.types import Described, symbol, uint
+from amqp10.engine import RemoteBegin
+from conformance.admin import make_admin
+from conformance.fault_matrix import ReferenceBroker
+from conformance.probe import Probe
+from conformance.profile import load_profile
 from conformance.registry import load_cases
-from conformance.steps.credit import advance
-from conformance.steps.frames import raw_frame, raw_value_frame
+from conformance.steps.frames import send_one_delivery, send_transfers
+from conformance.steps.links import publisher
+from conformance.steps.refusals import sent_frame_outcome
+
+PROFILE = load_profile("reference")
 
 
-def test_raw_frame_decodes_with_extended_header() -> None:
-    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
-    frame = decode_frame(raw_frame(begin.encode(), channel=3, doff=3, extended=bytes(4)))
-    assert frame.channel == 3
-    assert frame.performative == begin
+class _Context:
+    """The two CaseContext methods `publisher` uses."""
+
+    def target_address(self, queue: str) -> str:
+        return PROFILE.target(queue)
 
 
-def test_symbolic_descriptor_frame_decodes_as_begin() -> None:
-    value = Described(symbol("amqp:begin:list"), [None, uint(0), uint(10), uint(10)])
-    frame = decode_frame(raw_value_frame(value))
-    assert frame.name == "begin"
-    assert frame.performative.incoming_window == 10
+@pytest.fixture(scope="module")
+def broker() -> Iterator[ReferenceBroker]:
+    running = ReferenceBroker(log_level="warning")
+    yield running
+    running.stop()
 
 
-def test_serial_advance_wraps() -> None:
-    assert advance(2, 2**32 - 3) == 5
-    assert advance(7, 7) == 0
+@pytest.fixture
+def probe(broker: ReferenceBroker) -> Iterator[Probe]:
+    admin = make_admin(PROFILE.admin, broker.admin_url)
+    admin.declare_queue("steps-q")
+    admin.close()
+    sasl = None if PROFILE.sasl == "none" else PROFILE.sasl
+    client = Probe("127.0.0.1", broker.port, username=PROFILE.username,
+                   password=PROFILE.password, sasl_mechanism=sasl, wait=5.0)  # fmt: skip
+    yield client
+    client.disconnect()
+
+
+def test_crafted_transfers_advance_the_engines_ids_and_credit(probe: Probe) -> None:
+    session, sender = publisher(probe, _Context(), "steps-q")  # type: ignore[arg-type]
+    ids, delivery_id = session.next_outgoing_id, session.next_delivery_id
+    count, credit = sender.delivery_count, sender.link_credit
+    send_transfers(probe, session, sender, [b"a", b"b", b"c"], settled=True)
+    send_one_delivery(probe, session, sender, b"d", 4)
+    assert session.next_outgoing_id == ids + 3 + 4  # one transfer-id per frame (2.5.6)
+    assert session.next_delivery_id == delivery_id + 4  # one per delivery
+    assert (sender.delivery_count, sender.link_credit) == (count + 4, credit - 4)  # 2.6.7
+    assert probe.error_outcome(timeout=0.5) == "timeout"  # within the window: accepted
+    assert not [v for v in probe.violations if v.origin == "client"]  # the wire is legal
+
+
+def test_crafted_begin_is_recorded_and_a_refused_frame_still_goes_out(probe: Probe) -> None:
+    probe.open()
+    begin = Begin(next_outgoing_id=7, incoming_window=10, outgoing_window=10)
+    raw = mutate(begin).descriptor("amqp:begin:list").frame(3)
+    session = probe.send_frame(begin, 3, raw=raw)
+    probe.expect(lambda e: isinstance(e, RemoteBegin) and e.session is session, what="begin")
+    assert session is not None and (session.channel, session.next_outgoing_id) == (3, 7)
+    # a second begin on channel 3: the engine refuses it, strict=False writes it anyway
+    assert sent_frame_outcome(probe, begin, 3, timeout=2.0).startswith(("end:", "close:"))
 
 
 def test_steps_register_no_case() -> None:
@@ -40,6 +83,5 @@ def test_steps_register_no_case() -> None:
         for info in pkgutil.iter_modules(conformance.steps.__path__)
     }
     for module in modules:
-        importlib.import_module(module)
         assert importlib.import_module(module).__doc__, f"{module} has no header"
     assert not {case.module for case in load_cases()} & modules

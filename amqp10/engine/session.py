@@ -158,7 +158,6 @@ class Session:
         self._machine.process(SessInput.SEND_BEGIN)
         self._write_begin()
 
-    _send_begin = send_begin  # until conformance/cases stop calling the old name
 
     def _write_begin(self) -> None:
         begin = Begin(

@@ -11,14 +11,13 @@ s2_5_6_alarms.py).
 
 from __future__ import annotations
 
-from amqp10.engine import RemoteBegin
-from amqp10.engine.session import Session
 from amqp10.frames import Frame
+from amqp10.serial import serial_add, serial_offset
 from conformance.registry import MUST, case
 from conformance.steps.alarms import memory_alarm, window_closed_or_unsupported
 from conformance.steps.credit import server_flows
 from conformance.steps.deliveries import check_split, collect, exactly
-from conformance.steps.frames import one_delivery_frames
+from conformance.steps.frames import send_one_delivery
 from conformance.steps.links import (
     consumer,
     publisher,
@@ -30,6 +29,7 @@ from conformance.verdicts import Unsupported
 
 VIOLATION = {"end:amqp:session:window-violation", "close:amqp:session:window-violation"}
 MAX_BURST = 70000
+WRAP_START = serial_add(0, -4)  # a first transfer-id 4 below the 2^32 wrap
 
 
 @case(
@@ -51,13 +51,12 @@ def window_violation(probe, ctx):
     if window > MAX_BURST:
         raise Unsupported(f"broker incoming-window {window} frames: too large to exceed")
     first_id = session.next_outgoing_id
-    burst = one_delivery_frames(session, sender, b"window", window + 1)
     since = probe.mark()
-    probe.send_raw(burst)
+    send_one_delivery(probe, session, sender, b"window", window + 1)
     observed = probe.error_outcome(since=since, timeout=3.0)
     if observed not in VIOLATION:
         horizon = _widest_window(probe, since)
-        if horizon is not None and (horizon - first_id) % 2**32 > window:
+        if horizon is not None and serial_offset(first_id, horizon) > window:
             raise Unsupported(
                 f"the broker widened its window during the burst (to id {horizon}); "
                 "the burst did not exceed it"
@@ -70,7 +69,7 @@ def _widest_window(probe, since):
     for item in probe.frames_since(since, "flow"):
         flow = item.item.performative if isinstance(item.item, Frame) else None
         if flow is not None and flow.next_incoming_id is not None:
-            edge = (flow.next_incoming_id + flow.incoming_window) % 2**32
+            edge = serial_add(flow.next_incoming_id, flow.incoming_window)
             widest = edge if widest is None else max(widest, edge)
     return widest
 
@@ -93,9 +92,8 @@ def window_violation_alarm(probe, ctx):
     with memory_alarm(ctx):
         refusal = "the broker did not close its incoming window on a memory alarm"
         window_closed_or_unsupported(probe, since, 10.0, refusal, see="2.5.6/alarm-closes-window")
-        burst = one_delivery_frames(session, sender, b"closed-window", 1000)
         since = probe.mark()
-        probe.send_raw(burst)
+        send_one_delivery(probe, session, sender, b"closed-window", 1000)
         ctx.outcome(probe.error_outcome(since=since, timeout=5.0))
 
 
@@ -107,18 +105,6 @@ IDS = (
     "Transfer-ids are serial numbers (RFC 1982): next-incoming-id and next-outgoing-id "
     "wrap at 2^32, and the partner's session flows track them across the wrap (2.5.6)."
 )
-
-
-def _session_near_wrap(probe, start: int) -> Session:
-    """A session whose first transfer-id (our begin's next-outgoing-id) is `start`."""
-    if probe.conn is None:
-        probe.open()
-    session = Session(probe.conn, incoming_window=2048, outgoing_window=2048)
-    session.initial_outgoing_id = session.next_outgoing_id = start
-    session._send_begin()
-    probe.flush()
-    probe.expect(lambda e: isinstance(e, RemoteBegin) and e.session is session, what="begin")
-    return session
 
 
 @case("2.5.6/session-window-zero-then-open", MUST, WINDOW, requires={"queues"})
@@ -166,14 +152,16 @@ def outgoing_id_wrap(probe, ctx):
     the wrap (rhea#426): all accepted; the broker's flows name next-incoming-id in serial
     terms (the checker follows every id)."""
     queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue, session=_session_near_wrap(probe, 2**32 - 4))
+    session, sender = publisher(
+        probe, ctx, queue, session=probe.begin(initial_outgoing_id=WRAP_START)
+    )
     since = probe.mark()
     probe.publish(sender, 12, lambda i: body(i), timeout=10.0)
     ctx.check(session.next_outgoing_id == 8, f"our next-outgoing-id {session.next_outgoing_id}")
     for flow in server_flows(probe, since):
         nid = flow.next_incoming_id
         ctx.check(
-            nid is not None and ((nid - (2**32 - 4)) % 2**32) <= 12,
+            nid is not None and serial_offset(WRAP_START, nid) <= 12,
             f"broker flow next-incoming-id {nid} outside the ids we sent",
         )
     _, link = consumer(probe, ctx, queue, credit=12)
@@ -186,7 +174,9 @@ def outgoing_id_wrap_multi_frame(probe, ctx):
     (about 9 frames across the wrap): accepted and delivered whole."""
     queue = ctx.queue()
     small = small_frame_probe(ctx)
-    _, sender = publisher(small, ctx, queue, session=_session_near_wrap(small, 2**32 - 2))
+    _, sender = publisher(
+        small, ctx, queue, session=small.begin(initial_outgoing_id=serial_add(0, -2))
+    )
     small.publish(sender, 1, body(0, 4000), timeout=10.0)
     _, link = consumer(probe, ctx, queue, credit=1)
     delivery = probe.next_transfer(link)
@@ -204,7 +194,7 @@ def begin_next_incoming_id(probe, ctx):
     """A session begun with next-outgoing-id 1,000,000 attaches a publisher: the broker's
     first flow says next-incoming-id 1,000,000."""
     queue = ctx.queue()
-    session = _session_near_wrap(probe, 1_000_000)
+    session = probe.begin(initial_outgoing_id=1_000_000)
     since = probe.mark()
     sender = probe.attach_sender(session, ctx.target_address(queue))
     wait_credit(probe, sender)

@@ -156,19 +156,16 @@ def publish_many_unsettled(probe, ctx):
     queue = ctx.queue()
     _, sender = publisher(probe, ctx, queue)
     states = []
-    original = probe._drop_dispositions
 
-    def record(pending):
-        for event in probe.inbox:
-            if isinstance(event, DispositionReceived) and event.role == Role.RECEIVER:
-                states.append(event.state)
-        original(pending)
+    def record(event):  # sees every event; consumes none
+        if isinstance(event, DispositionReceived) and event.role == Role.RECEIVER:
+            states.append(event.state)
 
-    probe._drop_dispositions = record
+    probe.conn.add_observer(record)
     try:
         probe.publish(sender, 200, lambda i: body(i), timeout=20.0)
     finally:
-        probe._drop_dispositions = original
+        probe.conn.remove_observer(record)
     bad = [s for s in states if not isinstance(s, Accepted)]
     ctx.check(not bad, f"{len(bad)} dispositions with state other than accepted: {bad[:1]}")
 

@@ -12,6 +12,7 @@ the scenario and exact counts.
 
 from __future__ import annotations
 
+from amqp10.serial import serial_offset
 from conformance.registry import MUST, case, case_function
 from conformance.steps.credit import drain_reply, echo_reply
 from conformance.steps.deliveries import (
@@ -175,7 +176,7 @@ def credit_state_echo(probe, ctx):
     probe.receive(link, 2)
     flow = echo_reply(probe, link, 3)
     ctx.check(
-        (flow.delivery_count - dc0) % 2**32 == 2,
+        serial_offset(dc0, flow.delivery_count) == 2,
         f"delivery-count {flow.delivery_count} after 2 deliveries from {dc0}",
     )
     ctx.check(flow.link_credit <= 3, f"link-credit {flow.link_credit} after a grant of 3")
@@ -202,7 +203,7 @@ def credit_multi_frame(probe, ctx):
     check_split(ctx, exactly(receiver, link, 2))
     reply = echo_reply(receiver, link, 0)
     ctx.check(
-        reply.link_credit == 0 and (reply.delivery_count - dc0) % 2**32 == 2,
+        reply.link_credit == 0 and serial_offset(dc0, reply.delivery_count) == 2,
         f"echo reply delivery-count {reply.delivery_count} (start {dc0}), link-credit "
         f"{reply.link_credit}: credit counted per frame?",
     )
@@ -246,7 +247,7 @@ def credit_multi_frame_drain(probe, ctx):
     check_split(ctx, receiver.receive(link, 5))
     reply = drain_reply(receiver, link, since)
     ctx.check(
-        (reply.delivery_count - dc0) % 2**32 == 10,
+        serial_offset(dc0, reply.delivery_count) == 10,
         f"drain reply delivery-count {reply.delivery_count} from {dc0} after 5 deliveries and "
         f"a drain of credit 10: expected {dc0 + 10} (credit counted per frame?)",
     )

@@ -8,12 +8,14 @@ Owns the cases `5.3.*/*`.
 
 from __future__ import annotations
 
+from amqp10.builder import build_frame, sasl_frame
 from amqp10.composites import Open, SaslInit
 from amqp10.engine import ClientSasl
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, FrameType, encode_frame
+from amqp10.frames import AMQP_HEADER, SASL_HEADER
 from amqp10.types import symbol
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps.refusals import offered_mechanisms, refused_sasl_init, sasl_outcome
+from conformance.verdicts import Unsupported
 
 
 @case(
@@ -123,7 +125,7 @@ def pipelined_init(probe, ctx):
     init = ClientSasl("PLAIN", probe.username or "guest", probe.password or "guest").init_for(
         ("PLAIN",)
     )
-    probe.send_raw(SASL_HEADER.encode() + encode_frame(init, 0, frame_type=FrameType.SASL))
+    probe.send_raw(SASL_HEADER.encode() + sasl_frame(init))
     ctx.outcome(sasl_outcome(probe))
 
 
@@ -141,7 +143,7 @@ def open_before_outcome(probe, ctx):
     probe.send_header(SASL_HEADER)
     probe.wait_for_frame("sasl-mechanisms")
     since = probe.mark()
-    probe.send_raw(AMQP_HEADER.encode() + encode_frame(Open(container_id="amqpspec-early")))
+    probe.send_raw(AMQP_HEADER.encode() + build_frame(Open(container_id="amqpspec-early")))
     probe.idle(1.5)
     ctx.check(not probe.server_frames("open"), "the broker opened without a SASL outcome")
     observed = "tcp-close" if probe.closed else probe.error_outcome(timeout=0.5, since=since)
@@ -163,9 +165,7 @@ def anonymous_trace(probe, ctx):
     probe.send_header(SASL_HEADER)
     offered = offered_mechanisms(probe)
     if "ANONYMOUS" not in offered:
-        from conformance.verdicts import Unsupported
-
         raise Unsupported(f"ANONYMOUS not offered ({offered})")
     init = SaslInit(mechanism=symbol("ANONYMOUS"), initial_response=b"amqpspec@example.org")
-    probe.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
+    probe.send_frame(init)
     ctx.outcome(sasl_outcome(probe))

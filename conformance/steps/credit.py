@@ -1,5 +1,5 @@
-"""Steps for link flow control (2.6.7) and flow state (2.7.4): the serial distance between
-delivery-counts, the broker's flows after a mark, a drain and its reply, an echo and its
+"""Steps for link flow control (2.6.7) and flow state (2.7.4): the broker's flows after a
+mark, MUST violations of the broker so far, a drain and its reply, an echo and its
 reply, `available` after consumption, and the proton prefetch pattern.
 
 Owns compositions of `Probe` calls and the checks cases make right after them; registers
@@ -10,19 +10,13 @@ from __future__ import annotations
 
 from amqp10.composites import Flow
 from amqp10.engine import Link, TransferReceived
+from amqp10.serial import serial_offset
 from conformance.probe import Probe
 from conformance.registry import MUST
 from conformance.runner import CaseContext
 from conformance.steps.links import consumer
 from conformance.steps.queues import fill
 from conformance.verdicts import CaseFailed
-
-SERIAL = 2**32
-
-
-def advance(after: int, before: int) -> int:
-    """Serial distance after - before (RFC 1982, 2^32)."""
-    return (after - before) % SERIAL
 
 
 def broker_violated(probe: Probe) -> bool:
@@ -85,7 +79,7 @@ def check_advanced(
 ) -> None:
     """2.6.7: the flow's delivery-count is `by` past `start` (serial arithmetic)."""
     ctx.check(
-        advance(flow.delivery_count, start) == by,
+        serial_offset(start, flow.delivery_count) == by,
         f"{what} delivery-count {flow.delivery_count}, expected {start} + {by}",
     )
 

@@ -1,56 +1,42 @@
-"""Crafted frames: bytes the engine would not send — an AMQP frame around any body bytes
-(doff and extended header given), a body that is any encoded value, and transfer frames
-whose delivery-ids our engine's window bookkeeping does not see (so they may exceed the
-broker's window).
+"""Crafted transfers the engine would hold back: transfer frames beyond the broker's session
+window (2.5.6) or as one delivery of many one-byte frames, sent in one burst through the
+engine (`Probe.send_frame`), which records each as sent (transfer-ids, delivery-ids,
+credit), so its state follows the wire.
 
-Owns building those bytes from core encodings (`amqp10.frames`, `amqp10.codec`); sends
-nothing, registers no case. Touches nothing else.
+Owns composing those transfers; malformed frames come from `amqp10.builder` in the case
+modules. Registers no case. Touches nothing else.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from amqp10.codec import encode
 from amqp10.composites import Transfer
 from amqp10.engine import Link, Session
-from amqp10.frames import FRAME_HEADER, FrameType, encode_frame
 from amqp10.message import Message
+from conformance.probe import Probe
 
 
-def raw_frame(body: bytes, channel: int = 0, doff: int = 2, extended: bytes = b"") -> bytes:
-    """An AMQP frame around already-encoded body bytes (header from amqp10.frames)."""
-    size = 8 + len(extended) + len(body)
-    return FRAME_HEADER.pack(size, doff, FrameType.AMQP, channel) + extended + body
-
-
-def raw_value_frame(value: Any, channel: int = 0) -> bytes:
-    """A frame whose body is `value` encoded by the core codec (e.g. a Described list)."""
-    return raw_frame(encode(value), channel)
-
-
-def transfer_frames(session: Session, sender: Link, tags: list[bytes], **fields: Any) -> bytes:
-    """Crafted single-frame transfers on `sender`, one per delivery tag, with the next
-    delivery-ids (our engine's window bookkeeping does not see them: the frames may exceed
-    the broker's window)."""
-    return b"".join(
-        encode_frame(
-            Transfer(
-                handle=sender.handle,
-                delivery_id=session.next_delivery_id + index,
-                delivery_tag=tag,
-                message_format=0,
-                **fields,
-            ),
-            session.channel,
-            Message.of(b"x").encode(),
+def send_transfers(
+    probe: Probe, session: Session, sender: Link, tags: list[bytes], **fields: Any
+) -> None:
+    """Single-frame transfers on `sender`, one per delivery tag, with the next delivery-ids,
+    sent at once (the engine would wait for the broker's window; these may exceed it)."""
+    payload = Message.of(b"x").encode()
+    for tag in tags:
+        transfer = Transfer(
+            handle=sender.handle,
+            delivery_id=session.next_delivery_id,
+            delivery_tag=tag,
+            message_format=0,
+            **fields,
         )
-        for index, tag in enumerate(tags)
-    )
+        probe.send_frame(transfer, session.channel, payload, flush=False)
+    probe.flush()
 
 
-def one_delivery_frames(session: Session, sender: Link, tag: bytes, count: int) -> bytes:
-    """A crafted delivery of `count` one-byte transfer frames (more=true throughout)."""
+def send_one_delivery(probe: Probe, session: Session, sender: Link, tag: bytes, count: int) -> None:
+    """One delivery of `count` one-byte transfer frames (more=true throughout), sent at once."""
     head = Transfer(
         handle=sender.handle,
         delivery_id=session.next_delivery_id,
@@ -58,5 +44,8 @@ def one_delivery_frames(session: Session, sender: Link, tag: bytes, count: int) 
         message_format=0,
         more=True,
     )
-    rest = encode_frame(Transfer(handle=sender.handle, more=True), session.channel, b"\x00")
-    return encode_frame(head, session.channel, b"\x00") + rest * (count - 1)
+    probe.send_frame(head, session.channel, b"\x00", flush=False)
+    rest = Transfer(handle=sender.handle, more=True)
+    for _ in range(count - 1):
+        probe.send_frame(rest, session.channel, b"\x00", flush=False)
+    probe.flush()

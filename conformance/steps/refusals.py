@@ -9,9 +9,11 @@ Touches nothing else.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, FrameType, ProtocolHeader, encode_frame
+from amqp10.frames import AMQP_HEADER, SASL_HEADER, ProtocolHeader
 from conformance.probe import Probe
 from conformance.registry import MUST, RunFunction, case, case_function
 from conformance.runner import CaseContext
@@ -19,15 +21,22 @@ from conformance.steps.sentences import NEGOTIATION, SUPPORTED_HEADERS
 from conformance.verdicts import CaseFailed
 
 
+def _ending_after(
+    probe: Probe, send: Callable[[], object], timeout: float | None, silence: str
+) -> str:
+    """`send()`, then how the broker ended something (`silence` when nothing ended)."""
+    since = probe.mark()
+    send()
+    observed = probe.error_outcome(timeout=timeout, since=since)
+    return silence if observed == "timeout" else observed
+
+
 def sent_bytes_outcome(
     probe: Probe, data: bytes, *, timeout: float | None = None, silence: str = "timeout"
 ) -> str:
     """Send crafted bytes: how the broker ended something after them (`silence` when it
     ended nothing within `timeout`)."""
-    since = probe.mark()
-    probe.send_raw(data)
-    observed = probe.error_outcome(timeout=timeout, since=since)
-    return silence if observed == "timeout" else observed
+    return _ending_after(probe, lambda: probe.send_raw(data), timeout, silence)
 
 
 def sent_frame_outcome(
@@ -39,10 +48,11 @@ def sent_frame_outcome(
     timeout: float | None = None,
     silence: str = "timeout",
 ) -> str:
-    """Send one crafted frame: how the broker ended something after it (`silence` when it
-    ended nothing within `timeout`)."""
-    frame = encode_frame(performative, channel, payload)
-    return sent_bytes_outcome(probe, frame, timeout=timeout, silence=silence)
+    """Send one crafted performative through the engine (recorded as sent when its tables
+    allow it, written anyway as a deliberate violation when they do not): how the broker
+    ended something after it (`silence` when it ended nothing within `timeout`)."""
+    send = functools.partial(probe.send_frame, performative, channel, payload, strict=False)
+    return _ending_after(probe, send, timeout, silence)
 
 
 def refused_after_open(probe: Probe, ctx: CaseContext, data: bytes) -> None:
@@ -111,6 +121,6 @@ def refused_sasl_init(probe: Probe, ctx: CaseContext, init: Any) -> None:
     grade its sasl-outcome (the case's outcomes), then no open may follow."""
     probe.send_header(SASL_HEADER)
     probe.wait_for_frame("sasl-mechanisms")
-    probe.send_raw(encode_frame(init, 0, frame_type=FrameType.SASL))
+    probe.send_frame(init)
     ctx.outcome(sasl_outcome(probe))
     check_no_open_after(probe, ctx)
