@@ -16,13 +16,14 @@ from amqp10.builder import mutate
 from amqp10.composites import Begin
 from amqp10.engine import RemoteBegin
 from conformance.admin import make_admin
-from conformance.fault_matrix import ReferenceBroker
+from conformance.fault_matrix import reference_broker
 from conformance.probe import Probe
 from conformance.profile import load_profile
 from conformance.registry import load_cases
 from conformance.steps.frames import send_one_delivery, send_transfers
 from conformance.steps.links import publisher
 from conformance.steps.refusals import sent_frame_outcome
+from reference_broker.process import BrokerProcess
 
 PROFILE = load_profile("reference")
 
@@ -35,14 +36,14 @@ class _Context:
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[ReferenceBroker]:
-    running = ReferenceBroker(log_level="warning")
+def broker() -> Iterator[BrokerProcess]:
+    running = reference_broker()
     yield running
     running.stop()
 
 
 @pytest.fixture
-def probe(broker: ReferenceBroker) -> Iterator[Probe]:
+def probe(broker: BrokerProcess) -> Iterator[Probe]:
     admin = make_admin(PROFILE.admin, broker.admin_url)
     admin.declare_queue("steps-q")
     admin.close()

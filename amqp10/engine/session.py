@@ -158,7 +158,6 @@ class Session:
         self._machine.process(SessInput.SEND_BEGIN)
         self._write_begin()
 
-
     def _write_begin(self) -> None:
         begin = Begin(
             remote_channel=self.remote_channel,
