@@ -7,7 +7,11 @@ An in-memory ConnectionPair: what one engine sends, the other decodes and checks
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amqp10.builder import build_frame, mutate
 from amqp10.composites import (
@@ -40,7 +44,8 @@ from amqp10.engine import (
     UsageError,
 )
 from amqp10.engine.testing import ConnectionPair
-from amqp10.frames import AMQP_HEADER, FrameDecoder, FrameType
+from amqp10.frames import AMQP_HEADER, FrameDecoder, FrameType, decode_frame
+from amqp10.message import transfer_frames
 from amqp10.spec import Cond, Role
 from amqp10.types import symbol
 
@@ -320,3 +325,60 @@ def session_flow_of(session: Session) -> Flow:
         next_outgoing_id=session.next_outgoing_id,
         outgoing_window=session.outgoing_window,
     )
+
+
+def _sending_pair() -> tuple[ConnectionPair, Session, Any]:
+    pair = ConnectionPair(max_frame_size=512)
+    pair.open()
+    session = pair.client.begin(incoming_window=10000, outgoing_window=10000)
+    _accept_begins(pair)
+    link = session.attach_sender("s", "q", "q", initial_delivery_count=0xFFFFFFF0)
+    pair.pump()
+    remote = next(e for e in pair.take("server") if isinstance(e, RemoteAttach))
+    remote.link.accept()
+    remote.link.flow(link_credit=100)
+    pair.pump()
+    pair.take("client")
+    return pair, session, link
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 1500), min_size=1, max_size=12))
+def test_crafted_transfers_leave_the_state_the_engine_s_own_send_leaves(sizes):
+    """The same deliveries sent by link.send() on one pair and as crafted frames
+    (transfer_frames, recorded by send_performative) on a twin: the same session and link
+    state (2.5.6, 2.6.7) and the same deliveries at the receiver, with no error."""
+    own, own_session, own_link = _sending_pair()
+    crafted, session, link = _sending_pair()
+    for index, size in enumerate(sizes):
+        payload, tag = bytes([index]) * size, b"t%d" % index
+        own_link.send(payload, tag, settled=True)
+        transfer = Transfer(
+            handle=link.handle,
+            delivery_id=session.next_delivery_id,
+            delivery_tag=tag,
+            message_format=0,
+            settled=True,
+        )
+        for raw in transfer_frames(transfer, payload, 512, session.channel):
+            frame = decode_frame(raw)
+            recorded = crafted.client.send_performative(
+                frame.performative, session.channel, frame.payload, raw=raw
+            )
+            assert recorded is link
+    own.pump()
+    crafted.pump()
+
+    def state(s: Session, lnk: Any) -> tuple:
+        return (s.next_outgoing_id, s.next_delivery_id, lnk.delivery_count, lnk.link_credit)
+
+    assert state(session, link) == state(own_session, own_link)
+    own_events, crafted_events = own.take("server"), crafted.take("server")
+    assert not [e for e in crafted_events if isinstance(e, ProtocolErrorRaised)]
+
+    def deliveries(events: list) -> list:
+        got = [e for e in events if isinstance(e, TransferReceived)]
+        return [(e.delivery_id, e.delivery_tag, e.payload, e.frame_count) for e in got]
+
+    assert deliveries(crafted_events) == deliveries(own_events)
+    assert len(deliveries(crafted_events)) == len(sizes)
