@@ -353,13 +353,8 @@ def test_crafted_transfers_leave_the_state_the_engine_s_own_send_leaves(sizes):
     for index, size in enumerate(sizes):
         payload, tag = bytes([index]) * size, b"t%d" % index
         own_link.send(payload, tag, settled=True)
-        transfer = Transfer(
-            handle=link.handle,
-            delivery_id=session.next_delivery_id,
-            delivery_tag=tag,
-            message_format=0,
-            settled=True,
-        )
+        next_id = session.next_delivery_id
+        transfer = Transfer(handle=link.handle, delivery_id=next_id, delivery_tag=tag, settled=True)
         for raw in transfer_frames(transfer, payload, 512, session.channel):
             frame = decode_frame(raw)
             recorded = crafted.client.send_performative(
