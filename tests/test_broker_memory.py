@@ -30,6 +30,7 @@ from reference_broker.config import BrokerConfig, Limits
 from reference_broker.faults import Faults
 from reference_broker.memory import MemoryBroker, MemoryConnection
 from reference_broker.scheduler import ManualScheduler
+from reference_broker.store import MessageStore
 
 QUEUE = "/queues/q"
 
@@ -342,3 +343,23 @@ def test_manual_scheduler_runs_in_time_order_and_forgets_cancelled():
     for _ in range(3000):
         scheduler.call_at(100.0, lambda now: None).cancel()
     assert scheduler.pending == 0 and len(scheduler._heap) < 2000
+
+
+def test_durable_publishes_are_confirmed_after_the_group_commit(tmp_path):
+    config = BrokerConfig(host="127.0.0.1", port=0, admin_port=-1, data_dir=str(tmp_path))
+    with MemoryBroker(config) as broker:
+        broker.vhost.declare_queue("dq", durable=True)
+        conn = broker.connect()
+        conn.client.open()
+        broker.pump()
+        link = conn.client.begin().attach_sender("s", target="/queues/dq")
+        broker.pump()
+        fsyncs = broker.vhost.store.fsync_count
+        ids = [link.send(Message.of(b"d%d" % i).encode(), settled=False) for i in range(5)]
+        broker.pump()  # the flush runs as the scheduler's blocking work, then the confirms
+        confirmed = {i for d in conn.of(DispositionReceived) for i in range(d.first, d.last + 1)}
+        assert confirmed == set(ids)
+        assert 1 <= broker.vhost.store.fsync_count - fsyncs <= 2  # one batch, not five
+    store = MessageStore.open(tmp_path)
+    assert len(store.recovered.messages["dq"]) == 5
+    store.close()
