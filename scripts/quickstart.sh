@@ -11,15 +11,15 @@ ADMIN="${QUICKSTART_ADMIN_PORT:-15673}"
 OUT="${QUICKSTART_RESULTS:-reports/_quickstart}"
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    if ! dpkg -s amqp-specs tshark >/dev/null 2>&1; then
-        echo "== apt: amqp-specs tshark"
+    if ! dpkg -s amqp-specs tshark default-jre-headless >/dev/null 2>&1; then
+        echo "== apt: amqp-specs tshark default-jre-headless"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            amqp-specs tshark >/dev/null
+            amqp-specs tshark default-jre-headless >/dev/null
     fi
 fi
-echo "== pip install -e '.[test]'"
-python3 -m pip install -q -e '.[test]'
+echo "== pip install -e '.[test,spark]'"
+python3 -m pip install -q -e '.[test,spark]'
 
 echo "== starting the reference broker on 127.0.0.1:$PORT (admin $ADMIN)"
 python3 -m reference_broker --port "$PORT" --admin-port "$ADMIN" --idle-timeout 10 --log-level warning &

@@ -22,7 +22,7 @@ from typing import Any
 from amqp10.checker.signature import endpoint_state, signature
 from amqp10.frames import Frame
 from traces.check import check_trace
-from traces.model import CLIENT, TraceItem
+from traces.model import CLIENT, KIND_RAW, TraceItem
 from traces.pcap_format import TCP_SYN
 from traces.pcap_reader import TcpSegment
 from traces.reassembly import PcapTraceReader, format_endpoint
@@ -219,7 +219,10 @@ def items_of(
 
 
 def check_connection(
-    items: Iterable[TraceItem], row: ConnectionRow, broker_label: str | None = None
+    items: Iterable[TraceItem],
+    row: ConnectionRow,
+    broker_label: str | None = None,
+    liveness_bound: float | None = None,
 ) -> list[ViolationRow]:
     """Check one connection's items; fills `row` (frames, verdict, broker, notes) and
     returns its violations with their signatures."""
@@ -230,8 +233,12 @@ def check_connection(
     row.frames = tracker.frames
     row.broker_product = tracker.product or broker_label
     row.broker_version = tracker.version
+    raw = next((n for n, item in enumerate(items) if item.kind == KIND_RAW), None)
+    if raw is not None:
+        items = _before_loss(items, raw)
+        liveness_bound = None
     violations: list[ViolationRow] = []
-    for finding in check_trace(items):
+    for finding in check_trace(items, liveness_bound):
         if finding.violation is None:
             row.notes.append(finding.note)
             if "mid-connection" in finding.note:
@@ -249,10 +256,24 @@ def check_connection(
     return violations
 
 
-def signatures_of_items(items: Iterable[TraceItem]) -> set[str]:
+def _before_loss(items: list[TraceItem], raw: int) -> list[TraceItem]:
+    """The items that can still be judged when a direction lost bytes (a capture gap, a
+    snap-length cut) or could not be decoded from item `raw` on: nothing of either
+    direction after the last item decoded in the stalled one (reassembly holds a stalled
+    direction back while the other goes on, so the other's later frames would look like
+    violations), and no liveness (what is missing may be the awaited answer)."""
+    stalled = items[raw].direction
+    decoded = [n for n in range(raw) if items[n].direction == stalled]
+    cutoff = items[decoded[-1]].time if decoded else float("-inf")
+    return [item for item in items[:raw] if item.time <= cutoff] + [items[raw]]
+
+
+def signatures_of_items(
+    items: Iterable[TraceItem], liveness_bound: float | None = None
+) -> set[str]:
     """The signatures the checker reports on one connection's items."""
     row = ConnectionRow("", "", "", "", 0.0, 0.0)
-    return {violation.signature for violation in check_connection(items, row)}
+    return {v.signature for v in check_connection(items, row, None, liveness_bound)}
 
 
 def check_flow(
@@ -260,6 +281,7 @@ def check_flow(
     segments: Iterable[tuple[TcpSegment, bool]],
     gap_seconds: float = DEFAULT_GAP_SECONDS,
     broker_label: str | None = None,
+    liveness_bound: float | None = None,
 ) -> tuple[list[ViolationRow], list[ConnectionRow]]:
     """Check every connection among one 4-tuple's (segment, snaplen-cut) pairs in capture
     order. Violations carry the core's signature; defects stay on the connection row."""
@@ -277,7 +299,7 @@ def check_flow(
             bytes_client=info.byte_counts.get(CLIENT, 0),
             bytes_server=info.byte_counts.get("server", 0),
         )
-        violations.extend(check_connection(items, row, broker_label))
+        violations.extend(check_connection(items, row, broker_label, liveness_bound))
         for note in row.notes:
             defects.add("start-not-captured" if "mid-connection" in note else "gap-or-undecodable")
         connections.append(row)

@@ -71,7 +71,12 @@ def clusters(violations, connections) -> list[dict]:
 
 
 def reproduce(
-    spark, segments, found: list[dict], directory: Path, tick: Callable[[], None]
+    spark,
+    segments,
+    found: list[dict],
+    directory: Path,
+    tick: Callable[[], None],
+    liveness_bound: float | None = None,
 ) -> None:
     """Adds `reproducer` to each cluster (at most MAX_REPRODUCERS, largest first)."""
     wanted = {(c["representative"]["source"], c["representative"]["flow"]) for c in found}
@@ -95,12 +100,19 @@ def reproduce(
         cluster["reproducer"] = None
         if items:
             try:
-                smallest = minimize(items, cluster["signature"], upto=rep["frame_index"])
+                smallest = minimize(
+                    items, cluster["signature"], rep["frame_index"], liveness_bound=liveness_bound
+                )
             except ValueError:
                 smallest = None
             if smallest:
                 result = write_reproducer(
-                    smallest, cluster["signature"], directory, rep["client"], rep["server"]
+                    smallest,
+                    cluster["signature"],
+                    directory,
+                    rep["client"],
+                    rep["server"],
+                    liveness_bound,
                 )
                 cluster["reproducer"] = {
                     "pcap": str(Path(result.pcap).relative_to(directory.parent)),

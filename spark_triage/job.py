@@ -104,7 +104,9 @@ class BadInputError(Exception):
     """Bad input found while the job ran (exit 2)."""
 
 
-def check_group(key: tuple, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def check_group(
+    key: tuple, batches: Iterator[pa.RecordBatch], liveness_bound: float | None = None
+) -> Iterator[pa.RecordBatch]:
     """Grouped Arrow UDF: one (source, flow) group's segments -> result rows."""
     table = pa.Table.from_batches(list(batches))
     if table.num_rows == 0:
@@ -116,7 +118,7 @@ def check_group(key: tuple, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Re
     flow = key[1].as_py()
     label = table.column("broker_label")[0].as_py()
     violations, connections = check_flow(
-        source, segments_of(table.to_batches()), DEFAULT_GAP_SECONDS, label
+        source, segments_of(table.to_batches()), DEFAULT_GAP_SECONDS, label, liveness_bound
     )
     rows: list[dict] = []
     for v in violations:
@@ -174,7 +176,13 @@ def _spark_type():
 
 
 def run_job(
-    spark, inputs: list, out: Path, partitions: int | None, broker_label: str | None, progress
+    spark,
+    inputs: list,
+    out: Path,
+    partitions: int | None,
+    broker_label: str | None,
+    progress,
+    liveness_bound: float | None = None,
 ) -> int:
     """The whole job on an existing SparkSession; returns the exit code."""
     from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
@@ -200,7 +208,11 @@ def run_job(
     ordered = segments.repartition(count, "source", "flow").sortWithinPartitions(
         "source", "flow", "ordinal"
     )
-    results = ordered.groupBy("source", "flow").applyInArrow(check_group, schema=_spark_type())
+
+    def udf(key: tuple, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return check_group(key, batches, liveness_bound)
+
+    results = ordered.groupBy("source", "flow").applyInArrow(udf, schema=_spark_type())
     work = out / "_results.parquet"
     try:
         results.write.mode("overwrite").parquet(str(work))
@@ -229,7 +241,12 @@ def run_job(
     progress.update(step, total=1, completed=1)
     step = progress.add_task("minimise reproducers", total=len(found))
     clustering.reproduce(
-        spark, segments, found, out / "reproducers", lambda: progress.advance(step)
+        spark,
+        segments,
+        found,
+        out / "reproducers",
+        lambda: progress.advance(step),
+        liveness_bound,
     )
     (out / "clusters.json").write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
     summary = clustering.summary(connections)
@@ -246,6 +263,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=None, help="Spark master (default local[*])")
     parser.add_argument("--partitions", type=int, help="shuffle partitions (default: cores)")
     parser.add_argument("--broker-label", help="broker name for inputs that do not say")
+    parser.add_argument(
+        "--liveness-bound",
+        type=float,
+        metavar="SECONDS",
+        help="also check liveness rules (unanswered drain/echo/close, stalls) with this bound",
+    )
 
 
 def triage(args: argparse.Namespace) -> int:
@@ -270,7 +293,13 @@ def triage(args: argparse.Namespace) -> int:
     try:
         with Progress(*columns, console=console, transient=False) as progress:
             code = run_job(
-                spark, inputs, Path(args.out), args.partitions, args.broker_label, progress
+                spark,
+                inputs,
+                Path(args.out),
+                args.partitions,
+                args.broker_label,
+                progress,
+                args.liveness_bound,
             )
     except BadInputError as exc:
         console.print(f"amqpspec triage: bad input: {exc}")

@@ -49,15 +49,17 @@ def _plots(out: Path, clusters: list[dict], violations: pd.DataFrame) -> list[tu
     timed = frame.dropna(subset=["time"])
     if not timed.empty:
         top = [c["signature"] for c in clusters[:6]]
+        start = timed["time"].min()
         figure, axes = plt.subplots(figsize=(9, 3.5))
         for sig in top:
-            times = pd.to_datetime(timed.loc[timed["signature"] == sig, "time"], unit="s")
+            times = timed.loc[timed["signature"] == sig, "time"] - start
             if len(times):
-                axes.hist(times, bins=40, histtype="step", label=sig.split("+")[1])
+                bins = 40 if times.nunique() > 1 else 1
+                axes.hist(times, bins=bins, histtype="step", label=sig.split("+")[1])
+        axes.set_xlabel(f"seconds after {pd.to_datetime(start, unit='s')} UTC")
         axes.set_ylabel("violations")
         axes.set_title("Violations over time (largest clusters)")
         axes.legend(fontsize="small")
-        figure.autofmt_xdate()
         figure.tight_layout()
         figure.savefig(plots / "over-time.png", dpi=90)
         plt.close(figure)

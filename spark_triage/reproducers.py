@@ -10,11 +10,11 @@ file). Offline and pure apart from the two files it writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from spark_triage.check import check_flow, segments_of
+from spark_triage.check import check_flow, segments_of, signatures_of_items
 from traces.minimize import ddmin
 from traces.model import CLIENT, KIND_RAW, TraceItem
 from traces.pcap_vector import read_segments
@@ -37,38 +37,46 @@ def redecode(items: Sequence[TraceItem]) -> list[TraceItem]:
     return out
 
 
-def signatures_of(items: Sequence[TraceItem]) -> set[str]:
+def signatures_of(items: Sequence[TraceItem], liveness_bound: float | None = None) -> set[str]:
     """Signatures the checker reports for these items' bytes as one connection."""
-    from spark_triage.check import signatures_of_items
-
-    return signatures_of_items(redecode(items))
+    return signatures_of_items(redecode(items), liveness_bound)
 
 
 def minimize(
-    items: Sequence[TraceItem], sig: str, upto: int | None = None, max_tests: int = 5000
+    items: Sequence[TraceItem],
+    sig: str,
+    upto: int | None = None,
+    max_tests: int = 5000,
+    liveness_bound: float | None = None,
 ) -> list[TraceItem]:
     """A 1-minimal subsequence of `items` (decoded items, raw ones dropped) still showing
     `sig`. `upto`: the index of the violating item, when known. Tries the set-up frames
     plus a growing window before the violation first, so long connections do not pay
     ddmin's quadratic worst case."""
     candidates = [item for item in items if item.kind != KIND_RAW]
+
+    def fires(kept: Sequence[TraceItem]) -> bool:
+        return sig in signatures_of(kept, liveness_bound)
+
     ends_at_violation = False
     if upto is not None:
         prefix = [item for item in candidates if item.index <= upto]
-        if sig in signatures_of(prefix):
+        if fires(prefix):
             candidates, ends_at_violation = prefix, True
-    if not ends_at_violation and sig not in signatures_of(candidates):
+    if not ends_at_violation and not fires(candidates):
         raise ValueError(f"{sig} does not fire on the given items")
-    start = _window(candidates, sig, ends_at_violation)
-    return ddmin(start, lambda kept: sig in signatures_of(kept), max_tests=max_tests).items
+    start = _window(candidates, fires, ends_at_violation)
+    return ddmin(start, fires, max_tests=max_tests).items
 
 
-def _window(items: list[TraceItem], sig: str, ends_at_violation: bool) -> list[TraceItem]:
+def _window(
+    items: list[TraceItem], fires: Callable[[Sequence[TraceItem]], bool], ends_at_violation: bool
+) -> list[TraceItem]:
     """The shortest prefix that fires, then set-up + the last k items of it, k doubling."""
     low, high = (len(items), len(items)) if ends_at_violation else (1, len(items))
     while low < high:  # the violation is found once its frame is in: binary search
         middle = (low + high) // 2
-        if sig in signatures_of(items[:middle]):
+        if fires(items[:middle]):
             high = middle
         else:
             low = middle + 1
@@ -77,7 +85,7 @@ def _window(items: list[TraceItem], sig: str, ends_at_violation: bool) -> list[T
     while k < len(prefix):
         tail = prefix[-k:]
         head = [item for item in prefix[:-k] if item.name in _SETUP]
-        if sig in signatures_of(head + tail):
+        if fires(head + tail):
             return head + tail
         k *= 2
     return prefix
@@ -93,7 +101,12 @@ class Reproducer:
 
 
 def write_reproducer(
-    items: Sequence[TraceItem], sig: str, directory: Path, client: str, server: str
+    items: Sequence[TraceItem],
+    sig: str,
+    directory: Path,
+    client: str,
+    server: str,
+    liveness_bound: float | None = None,
 ) -> Reproducer:
     """`<sig>.pcap` + `<sig>.txt` of `items`; re-read from the pcap and re-checked."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -112,6 +125,8 @@ def write_reproducer(
         *(show_line(item, with_time=True) for item in shown),
     ]
     text.write_text("\n".join(lines) + "\n")
-    violations, _connections = check_flow(pcap.name, segments_of(read_segments(str(pcap))))
+    violations, _connections = check_flow(
+        pcap.name, segments_of(read_segments(str(pcap))), liveness_bound=liveness_bound
+    )
     rechecked = any(row.signature == sig for row in violations)
     return Reproducer(sig, len(shown), str(pcap), str(text), rechecked)
