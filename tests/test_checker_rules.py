@@ -580,3 +580,14 @@ def test_begin_answering_a_begin_the_peer_already_ended_is_clean():
                          outgoing_window=10))
     trace.frame(S, End())
     assert trace.check() == []
+
+
+def test_frames_up_to_512_bytes_are_within_any_advertised_max_frame_size():
+    """2.7.1: MIN-MAX-FRAME-SIZE is 512. A client advertising max-frame-size 1 is still
+    sent the server's open and a close of up to 512 bytes (found by the fuzzer)."""
+    trace = Trace()
+    trace.header(C)
+    trace.header(S)
+    trace.frame(C, Open(container_id="client", max_frame_size=1))
+    trace.frame(S, Open(container_id="server", properties={symbol("x"): "y" * 300}))
+    assert found(trace.check(), "framing.max-frame-size") == []

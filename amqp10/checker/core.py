@@ -240,7 +240,9 @@ class Checker(SessionRules, LinkRules, SettlementRules):
                 )
             return
         limit = partner.open.max_frame_size
-        limit = _NO_LIMIT if limit is None else limit
+        # 2.7.1: every peer takes frames of MIN-MAX-FRAME-SIZE (512); a partner that
+        # advertises less does not shrink that (found by the fuzzer: max-frame-size 1)
+        limit = _NO_LIMIT if limit is None else max(limit, MIN_MAX_FRAME_SIZE)
         if size > limit:
             self._report(
                 "framing.max-frame-size",
