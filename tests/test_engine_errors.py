@@ -32,8 +32,10 @@ from amqp10.engine import (
     ConnState,
     LinkState,
     RemoteAttach,
+    RemoteBegin,
     SessState,
     TransferReceived,
+    UsageError,
 )
 from amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, encode_frame
 from amqp10.spec import Cond, Role
@@ -325,3 +327,21 @@ def test_open_and_close_pipelined_are_answered_with_open_then_close():
     sent.feed(server.data_to_send(0.0))
     names = [getattr(item, "name", "header") for item in sent]
     assert names == ["header", "open", "close"]
+
+
+def test_a_begin_ended_in_the_same_read_cannot_be_accepted_again():
+    """2.5.2: the client pipelines begin and end; the server engine answers both (begin,
+    end). The application's later accept() of that begin is refused (UsageError) instead
+    of a second begin on the channel (found by the fuzzer against the reference broker)."""
+    server = Connection("server", "s")
+    server.receive_data(AMQP_HEADER.encode() + encode_frame(Open(container_id="c")), 0.0)
+    server.open()
+    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    server.receive_data(encode_frame(begin) + encode_frame(End()), 0.0)
+    remote_begin = next(e for e in server.events() if isinstance(e, RemoteBegin))
+    with pytest.raises(UsageError):
+        remote_begin.session.accept()
+    sent = FrameDecoder()
+    sent.feed(server.data_to_send(0.0))
+    names = [getattr(item, "name", "header") for item in sent]
+    assert names.count("begin") == 1 and names.index("begin") < names.index("end")

@@ -180,7 +180,11 @@ class Session:
         auto_window: bool | None = None,
         properties: dict | None = None,
     ) -> None:
-        """Answer a peer's begin (BEGIN_RCVD) with ours (2.5.2)."""
+        """Answer a peer's begin (BEGIN_RCVD) with ours (2.5.2). A session the peer has
+        already ended (its begin and end arrived together: the engine answered both) is
+        no longer answerable: UsageError, not a second begin on the channel."""
+        if self.state is not SessState.BEGIN_RCVD:
+            raise UsageError(f"accept() answers a peer's begin; session is {self.state.value}")
         self.connection._machine.refuse_unless(ConnInput.SEND_FRAME)
         self._machine.refuse_unless(SessInput.SEND_BEGIN)
         self._configure(
