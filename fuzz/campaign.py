@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,12 +26,14 @@ from fuzz.case import Case, Step
 from fuzz.findings import Finding, FindingStore, finding_id, signature
 from fuzz.model import COVERAGE_UNIVERSE, ServerModel
 from fuzz.mutators import STRATEGIES, mutate_case
-from fuzz.oracle import CRASH, Outcome, Target, Verdict, run_case
+from fuzz.oracle import CRASH, RESOURCE, Outcome, Target, Verdict, run_case
 from fuzz.seeds import scenario
 from traces.minimize import ddmin
 
 MINIMIZE_TESTS = 150
 MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restart
+MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
+MEMORY_SUSPECTS = 40  # cases replayed carefully when memory grew between two samples
 
 
 @dataclass(slots=True)
@@ -144,8 +147,10 @@ def triage(
     assert wanted is not None
     last: dict[str, Outcome] = {}
 
+    careful = wanted.kind == RESOURCE
+
     def still_fails(steps: list[Step]) -> bool:
-        result = run_case(target, steps)
+        result = run_case(target, steps, careful)
         if _matches(result.verdict, wanted):
             last[_key(steps)] = result
             return True
@@ -157,7 +162,7 @@ def triage(
     except ValueError:
         return None  # the first replay did not reproduce it: flaky, not kept
     small = case.with_steps(reduced.items)
-    replays = [run_case(target, small.steps) for _ in range(confirm)]
+    replays = [run_case(target, small.steps, careful) for _ in range(confirm)]
     reproduced = sum(_matches(r.verdict, wanted) for r in replays)
     if reproduced < confirm:
         return None
@@ -201,6 +206,8 @@ class Campaign:
         self._on_progress = on_progress
         self._rejected: dict[str, int] = {}
         self._triaged: set[str] = set()  # signatures (as first seen) already triaged
+        self._recent: deque[Case] = deque(maxlen=400)  # cases since the last memory sample
+        self._sampled: tuple[float, int | None] = (0.0, None)
         self._deadline = time.monotonic() + config.duration if config.duration is not None else None
 
     def _take(self) -> int | None:
@@ -233,10 +240,40 @@ class Campaign:
             with self._lock:
                 self.stats.cases += 1
                 self.stats.covered |= model.covered
+                self._recent.append(case)
             if outcome.verdict is not None:
                 self._candidate(case, outcome)
+            self._sample_memory()
             if self._on_progress is not None:
                 self._on_progress(self.stats)
+
+    def _sample_memory(self) -> None:
+        """Every MEMORY_SAMPLE_S: the broker's memory; if it grew past the bound since the
+        last sample, replay the cases run since then carefully to find the one."""
+        target = self.config.target
+        if target.memory is None:
+            return
+        with self._lock:
+            last_time, last_value = self._sampled
+            if time.monotonic() - last_time < MEMORY_SAMPLE_S:
+                return
+            self._sampled = (time.monotonic(), last_value)
+            suspects = list(self._recent)
+            self._recent.clear()
+        value = target.memory()
+        self._sampled = (time.monotonic(), value)
+        if value is None or last_value is None or value - last_value <= target.bounds.memory_growth:
+            return
+        found = None
+        with self.gate.exclusive():
+            for case in reversed(suspects[-MEMORY_SUSPECTS:]):
+                outcome = run_case(target, case.steps, careful=True)
+                if outcome.verdict is not None and outcome.verdict.kind == RESOURCE:
+                    found = (case, outcome)
+                    break
+        if found is not None:
+            self._candidate(*found)
+        self._sampled = (time.monotonic(), target.memory())
 
     def _candidate(self, case: Case, outcome: Outcome) -> None:
         assert outcome.verdict is not None

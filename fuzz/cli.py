@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from urllib.parse import unquote, urlsplit
 
@@ -75,21 +76,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------- target
 
 
-def _target(args: argparse.Namespace) -> Target:
+def target_from(broker: str | None, profile_name: str, bounds: Bounds | None = None) -> Target:
+    """The broker URL and profile as a fuzz Target (FuzzUsageError when unusable)."""
     from conformance.profile import ProfileError, load_profile
     from fuzz.model import Handshake
 
-    if not args.broker:
+    if not broker:
         raise FuzzUsageError("--broker amqp://HOST:PORT is required")
-    parts = urlsplit(args.broker if "://" in args.broker else f"amqp://{args.broker}")
+    parts = urlsplit(broker if "://" in broker else f"amqp://{broker}")
     if parts.scheme != "amqp":
         raise FuzzUsageError(f"unsupported broker URL scheme {parts.scheme!r} (amqp:// only)")
     try:
         port = parts.port or 5672
     except ValueError as exc:
-        raise FuzzUsageError(f"bad broker URL {args.broker!r}: {exc}") from None
+        raise FuzzUsageError(f"bad broker URL {broker!r}: {exc}") from None
     try:
-        profile = load_profile(args.profile)
+        profile = load_profile(profile_name)
     except (ProfileError, ValueError, OSError) as exc:
         raise FuzzUsageError(str(exc)) from None
     handshake = Handshake(
@@ -100,8 +102,15 @@ def _target(args: argparse.Namespace) -> Target:
         source=profile.source(QUEUE),
         target=profile.target(QUEUE),
     )
+    target = Target(parts.hostname or "127.0.0.1", port, handshake, bounds or Bounds())
+    target.profile = profile
+    return target
+
+
+def _target(args: argparse.Namespace) -> Target:
     bounds = Bounds(reply=args.reply_timeout, restart_wait=args.restart_wait)
-    target = Target(parts.hostname or "127.0.0.1", port, handshake, bounds)
+    target = target_from(args.broker, args.profile, bounds)
+    profile = target.profile
     if args.admin:
         target.memory = _memory_reader(args.admin)
         if profile.declare_queues:
@@ -121,9 +130,12 @@ def _memory_reader(url: str):  # type: ignore[no-untyped-def]
         timeout=5.0,
     )
 
+    lock = threading.Lock()  # one HTTP connection, shared by the workers
+
     def read() -> int | None:
         try:
-            nodes = client.call("GET", "/api/nodes")
+            with lock:
+                nodes = client.call("GET", "/api/nodes")
             value = nodes[0].get("mem_used") if nodes else None
             return int(value) if value is not None else None
         except Exception:

@@ -71,12 +71,17 @@ def _atomic_write(path: str, data: bytes) -> None:
     os.replace(temporary, path)
 
 
+AMQP_PORT = 5672  # IANA's: tshark and the scapy layer dissect it as AMQP with no option
+
+
 def write_pcap(path: str, recording: Recording) -> None:
-    """The recorded exchange as one TCP flow (real framing: the chunks as they crossed)."""
+    """The recorded exchange as one TCP flow (real framing: the chunks as they crossed),
+    the broker's side on port 5672 whatever port it had, so dissectors take it as AMQP."""
     temporary = f"{path}.tmp{os.getpid()}"
     with PcapWriter(temporary) as writer:
         start = recording.start or (recording.chunks[0].time if recording.chunks else 0.0)
-        writer.open_connection(1, recording.client, recording.server, start)
+        server = f"{recording.server.rpartition(':')[0]}:{AMQP_PORT}"
+        writer.open_connection(1, recording.client, server, start)
         for chunk in recording.chunks:
             writer.data(1, chunk.direction, chunk.data, chunk.time)
     os.replace(temporary, path)

@@ -244,8 +244,12 @@ def _field_mutation(perf: Composite, rng: random.Random) -> tuple[bytes, str]:
         field = rng.choice(fields)
         primitive = spec.primitive_of(field.type) if field.type != "*" else "*"
         edges = _int_edges(primitive)
-        pick = rng.randrange(6)
-        if pick == 0 and edges:
+        pick = rng.randrange(7)
+        if pick == 6 and field.type in ("fields", "map", "*"):  # a wrong value one level in
+            value, what = rng.choice(_wrong_values(rng))
+            m.set_field(field.name, {symbol("k"): value})
+            return m.encode(), f"{name}[{field.name}={{k: {what}}}]"
+        if pick in (0, 6) and edges:
             value = rng.choice(edges)
             m.set_field(field.name, WRAPPERS[primitive](value))
             return m.encode(), f"{name}[{field.name}={value}]"
@@ -447,6 +451,14 @@ def _storm(rng: random.Random) -> list[tuple[bytes, str]]:
     return [(frame * count, label)]
 
 
+def _after(steps: list[Step], label: str) -> int | None:
+    """The position after the first step labelled `label`, if any."""
+    for i, s in enumerate(steps):
+        if s.label == label:
+            return i + 1
+    return None
+
+
 def _sequences(steps: list[Step], rng: random.Random) -> list[Step]:
     start = _after_open(steps)
     out = list(steps)
@@ -454,7 +466,11 @@ def _sequences(steps: list[Step], rng: random.Random) -> list[Step]:
         op = rng.randrange(6)
         if op <= 2:
             data, label = rng.choice(_crafted(rng) if op < 2 else _storm(rng))
-            position = rng.randrange(min(start, len(out)), len(out) + 1)
+            # mostly where the state exists (after the first begin / attach), sometimes
+            # anywhere after the open
+            anchor = _after(out, "attach" if label.startswith(("flow", "transfer")) else "begin")
+            low = anchor if anchor is not None and rng.random() < 0.8 else start
+            position = rng.randrange(min(low, len(out)), len(out) + 1)
             out.insert(position, Step(data, label, "frame" if op < 2 else "raw"))
         elif op == 3 and len(out) > start + 1:  # out of order: move a frame earlier
             source = rng.randrange(start, len(out))

@@ -17,8 +17,10 @@ must answer with close or drop the socket within `Bounds.reply`. Judged, first m
 - hang: no reply and no drop within the bound while the broker still serves a fresh
   connection (unless the client stream ends inside an unfinished frame: then the broker
   may rightly wait, and nothing is judged);
-- resource: with a memory reader, the broker's memory grew past `Bounds.memory_growth`
-  during the case.
+- resource: with a memory reader and `careful=True`, the broker's memory grew past
+  `Bounds.memory_growth` while the case's connection was open (readings are taken after
+  `Bounds.memory_settle`, since brokers refresh them periodically; a campaign samples
+  memory every second and replays the cases since the last sample carefully).
 Builds bytes only through amqp10 (builder); the network client is `conformance.probe`.
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from amqp10.builder import build_frame
 from amqp10.composites import COMPOSITE_CLASSES
@@ -34,7 +37,7 @@ from amqp10.frames import Frame
 from conformance.probe import Probe, Recording
 from conformance.verdicts import CaseFailed, HarnessError
 from fuzz.case import Step
-from fuzz.model import Conversation, Handshake
+from fuzz.model import Conversation, Handshake, ServerModel
 from traces.model import CLIENT, SERVER
 from traces.streams import ConnectionDecoder
 
@@ -57,7 +60,8 @@ class Bounds:
     connect: float = 3.0
     sasl: float = 1.0  # per SASL round trip
     restart_wait: float = 30.0  # after a crash, how long to wait for the broker to return
-    memory_growth: int = 48 * 1024 * 1024  # bytes one case may add to the broker's memory
+    memory_growth: int = 32 * 1024 * 1024  # bytes one connection may add to the broker's
+    memory_settle: float = 0.3  # how long a memory reading takes to show a change
 
 
 @dataclass(slots=True)
@@ -67,6 +71,7 @@ class Target:
     handshake: Handshake = field(default_factory=Handshake)
     bounds: Bounds = field(default_factory=Bounds)
     memory: Callable[[], int | None] | None = None  # the broker's memory in bytes
+    profile: Any = None  # the conformance Profile it was made from, if any
 
     @property
     def url(self) -> str:
@@ -180,18 +185,29 @@ def wait_back(target: Target) -> bool:
     return False
 
 
-def run_case(target: Target, steps: list[Step]) -> Outcome:
-    """Send `steps` on a new connection, then close; judge the broker (see module doc)."""
+def run_case(target: Target, steps: list[Step], careful: bool = False) -> Outcome:
+    """Send `steps` on a new connection, then close; judge the broker (see module doc).
+    `careful`: also measure the broker's memory around the case (slow)."""
     bounds = target.bounds
-    before = target.memory() if target.memory is not None else None
+    before = None
+    if careful and target.memory is not None:
+        time.sleep(bounds.memory_settle)
+        before = target.memory()
     try:
         probe = _connect(target, bounds.reply)
     except HarnessError as exc:
-        if alive(target):
-            return Outcome(None, None, 0, f"connect failed once: {exc}")
-        return Outcome(Verdict(CRASH, "liveness", "2.4.1", f"broker unreachable: {exc}"), None, 0)
+        # down before this case started (restarting after an earlier one): not this case's
+        # doing; wait for it, and call it a crash only if it never comes back
+        if wait_back(target):
+            return run_case(target, steps, careful)
+        summary = f"broker unreachable: {exc}; not back within {bounds.restart_wait}s"
+        return Outcome(Verdict(CRASH, "liveness", "2.4.1", summary), None, 0)
+    during = None
     try:
         sent = _send(probe, steps, bounds.sasl)
+        if before is not None and target.memory is not None:
+            probe.idle(bounds.memory_settle)  # let the broker's reading catch up
+            during = target.memory()  # before our close: what the connection holds now
         if not probe.closed:
             probe.send_raw(_CLOSING)
         end = time.monotonic() + bounds.reply
@@ -204,7 +220,8 @@ def run_case(target: Target, steps: list[Step]) -> Outcome:
         peer_closed = probe.peer_closed
         probe.disconnect()
     outcome = Outcome(None, probe.recording, sent)
-    outcome.verdict = _judge(target, steps, probe.recording, sent, peer_closed, before)
+    growth = during - before if during is not None and before is not None else None
+    outcome.verdict = _judge(target, steps, probe.recording, sent, peer_closed, growth)
     return outcome
 
 
@@ -214,7 +231,7 @@ def _judge(
     recording: Recording,
     sent: int,
     peer_closed: bool,
-    memory_before: int | None,
+    memory_growth: int | None,
 ) -> Verdict | None:
     last = max(0, min(sent, len(steps)) - 1)
     frames = _server_frames(recording)
@@ -242,33 +259,51 @@ def _judge(
             f"no close and no drop within {target.bounds.reply}s",
             last,
         )
-    if peer_closed and not replied and "open" in names:
+    if peer_closed and not replied and ("open" in names or _opened(steps[:sent], frames)):
         if not alive(target):
             return _crash(target, last, "the broker dropped us and refuses fresh connections")
         rule, section = CLOSE_MISSING
         return Verdict(VIOLATION, rule, section, "socket closed after open with no close", last)
     if status == "malformed" and not peer_closed and not _refused(frames):
         return Verdict(ERROR_MISSING, "decode-refusal", "2.3.1", reason, where)
-    if memory_before is not None and target.memory is not None:
-        after = target.memory()
-        if after is not None and after - memory_before > target.bounds.memory_growth:
-            grown = (after - memory_before) // (1024 * 1024)
-            return Verdict(RESOURCE, "memory-growth", "-", f"memory grew {grown} MiB", last)
+    if memory_growth is not None and memory_growth > target.bounds.memory_growth:
+        grown = memory_growth // (1024 * 1024)
+        return Verdict(RESOURCE, "memory-growth", "-", f"memory grew {grown} MiB", last)
     return None
 
 
+_ENDINGS = frozenset({"close", "end", "detach"})
+
+
 def _judged_items(recording: Recording) -> int:
-    """How many decoded items the checker saw before the client side became undecodable
-    (raw): past that point it no longer knows what the broker was answering, so its
-    verdicts on the broker are not used."""
+    """How many decoded items of the trace the broker is judged on: up to the client's
+    first close, end or detach (after it, what the broker sends races with what it had
+    not read yet: work started before, answered after), or up to where the client side
+    became undecodable (raw: the checker no longer knows what the broker answers)."""
     fed = 0
     for item in recording.items:
         if item.item is None:
             if item.direction == CLIENT:
                 return fed
             continue
+        if item.direction == CLIENT and getattr(item.item, "name", "") in _ENDINGS:
+            return fed + 1
         fed += 1
     return fed
+
+
+def _opened(sent: list[Step], frames: list[Frame]) -> bool:
+    """Our open went out whole after a clean handshake: from then on the broker owes us
+    its open and a close before it drops the socket (2.4.1, 2.4.3)."""
+    position = next((i for i, s in enumerate(sent) if s.label == "open"), None)
+    if position is None or stream_status(sent[: position + 1])[0] != "ok":
+        return False
+    if any(f.name == "sasl-outcome" and f.performative.code != 0 for f in frames):
+        return False
+    model = ServerModel()  # the engine, as a spec-following broker, took it all
+    for s in sent[: position + 1]:
+        model.feed(s)
+    return not model.dead and model.state_of(None).startswith(("OPEN_RCVD", "OPENED"))
 
 
 def _crash(target: Target, step: int, summary: str) -> Verdict:

@@ -33,7 +33,8 @@ def replay_finding(target: Target, path: str, times: int = 3) -> ReplayResult:
     """Send the reproducer at `path` (a .json or a finding directory) `times` times."""
     case, record = load_case(path)
     expected = (record["kind"], record["rule"]) if "kind" in record and "rule" in record else None
-    verdicts = [run_case(target, case.steps).verdict for _ in range(times)]
+    careful = expected is not None and expected[0] == "resource"
+    verdicts = [run_case(target, case.steps, careful).verdict for _ in range(times)]
 
     def matches(v: Verdict | None) -> bool:
         if v is None:

@@ -54,6 +54,7 @@ from .alarms import ResourceAlarms, alarms_from_config
 from .config import BrokerConfig
 from .faults import Faults
 from .links import ConsumerLink, PublisherLink
+from .parser_faults import DIE, FaultTriggeredError, inspect
 from .queues import CreditReply, Delivery
 from .scheduler import Scheduler, Timer
 from .sessions import RELEASED_STATE, BrokerSession
@@ -296,6 +297,8 @@ class BrokerConnection:
             self.name, peer[0], peer[1], local[0], local[1], connected_at=connected_at
         )
         self.failure: BaseException | None = None  # the internal error that closed it
+        self._parser_faults = self.faults.parser  # parser_faults sees every engine event
+        self.hung = False  # a parser fault stopped this connection (no reads, no writes)
         # deadlines besides the engine's timer (2.4.5 heartbeats, idle time-out)
         self._handshake_due: float | None = self.scheduler.now() + HANDSHAKE_TIMEOUT_S
         self._hard_close_due: float | None = None
@@ -376,13 +379,29 @@ class BrokerConnection:
     def receive_data(self, data: bytes, now: float) -> None:
         """Bytes from the peer (b"" is not end of stream: see transport_lost). Ends the
         turn; an internal error closes this connection with amqp:internal-error."""
-        if not self.open:
+        if not self.open or self.hung:
             return
         try:
             self.receive(data, now)
             self.context.end_turn(now)
+        except FaultTriggeredError as fault:
+            self._fault_fired(fault, now)
         except Exception as exc:
             self._internal_error(exc, now)
+
+    def _fault_fired(self, fault: FaultTriggeredError, now: float) -> None:
+        """A parser fault (parser_faults): die (drop the socket, nothing written) or hang
+        (keep the socket, never read or write again)."""
+        log.warning("%s: %s", self.name, fault)
+        if fault.action == DIE:
+            self.shutdown()
+        else:
+            self.hung = True
+            self._cancel_timer()
+        try:
+            self.context.end_turn(now)
+        except Exception as more:
+            self.context.failed(more, "dispatch failed after a fault")
 
     def transport_lost(self, now: float) -> None:
         """The peer's byte stream ended or broke: release everything, end the turn."""
@@ -396,7 +415,7 @@ class BrokerConnection:
     def _on_timer(self, now: float) -> None:
         self._timer = None
         self._timer_at = None
-        if not self.open:
+        if not self.open or self.hung:
             return
         try:
             self.handle_timer(now)
@@ -490,6 +509,8 @@ class BrokerConnection:
 
     def flush(self, now: float) -> None:
         self._dirty = False
+        if self.hung:
+            return
         if self.sessions_with_confirms:
             self.flush_confirms()
         engine = self.engine
@@ -555,8 +576,11 @@ class BrokerConnection:
         handlers = self._handlers
         next_event = self.engine.next_event
         ignore = self._ignore
+        parser_faults = self._parser_faults
         event = next_event()
         while event is not None:
+            if parser_faults:
+                inspect(self.faults, self, event)
             try:
                 handlers.get(type(event), ignore)(event)
             except UsageError as exc:

@@ -13,6 +13,12 @@ Where each fault lives:
 - protocol layer (the connection/session code that drives the engine; wired there):
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
   skip-window-check.
+- parser layer (`reference_broker.parser_faults`, called for every engine event while one
+  is on): the parser and state-machine faults modelled on fuzzers' findings —
+  die-on-nested-descriptor, exit-on-compound-overrun, leak-on-declared-count,
+  hang-on-serial-wrap, exit-on-illegal-sasl, hang-on-disposition-range,
+  die-on-channel-reuse, die-on-credit-overflow. They die, exit, hang or leak as the real
+  bug did; `python -m fuzz.detection` measures how fast the fuzzer finds each.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from amqp10.engine.policy import EndpointPolicy
 
 QUEUE_LAYER = "queue"
 PROTOCOL_LAYER = "protocol"
+PARSER_LAYER = "parser"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +156,71 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "protocol layer: incoming transfer window check",
                 "enforce_window",
             ),
+            _fault(
+                "die-on-nested-descriptor",
+                "a described value whose descriptor is itself described kills the connection's "
+                "task (no close frame) instead of a close with amqp:decode-error (1.2)",
+                "Qpid Proton OSS-Fuzz: unbounded recursion on nested descriptors",
+                PARSER_LAYER,
+                "parser_faults.inspect: decode error on a nested descriptor",
+            ),
+            _fault(
+                "exit-on-compound-overrun",
+                "a list, map or array whose size runs past the frame makes the broker process "
+                "exit (the read beyond the buffer crashes it)",
+                "Qpid Proton OSS-Fuzz: compound length beyond the buffer (heap overflow)",
+                PARSER_LAYER,
+                "parser_faults.inspect: decode error on a compound size",
+            ),
+            _fault(
+                "leak-on-declared-count",
+                "a list declaring more fields than it carries makes the connection allocate "
+                "memory for the declared count (up to 96 MiB) and keep it",
+                "go-amqp fuzz: unbounded slice creation from a declared count",
+                PARSER_LAYER,
+                "parser_faults.inspect: decode error on a declared count",
+            ),
+            _fault(
+                "hang-on-serial-wrap",
+                "a delivery-count, delivery-id or next-outgoing-id at or past 2^31 (read as a "
+                "signed int) makes the connection spin: no reply, no close",
+                "Qpid Proton OSS-Fuzz: signed sequence-number wrap",
+                PARSER_LAYER,
+                "parser_faults.inspect: flow, transfer and begin sequence numbers",
+            ),
+            _fault(
+                "exit-on-illegal-sasl",
+                "a SASL frame out of sequence (a second init, a response nobody asked for, an "
+                "AMQP frame in the SASL layer) makes the broker process exit",
+                "Qpid Proton OSS-Fuzz: illegal SASL sequence",
+                PARSER_LAYER,
+                "parser_faults.inspect: protocol error before the AMQP open",
+            ),
+            _fault(
+                "hang-on-disposition-range",
+                "a disposition over 2^16 or more delivery ids makes the connection walk the "
+                "whole range: no reply, no close",
+                "Qpid Proton OSS-Fuzz: disposition over arbitrary ranges",
+                PARSER_LAYER,
+                "parser_faults.inspect: disposition first..last",
+            ),
+            _fault(
+                "die-on-channel-reuse",
+                "a begin on a channel already in use kills the connection's task instead of a "
+                "close with amqp:illegal-state (2.5.1)",
+                "state-machine crashes on reused channels found by AMQP fuzzers (Proton, "
+                "go-amqp)",
+                PARSER_LAYER,
+                "parser_faults.inspect: protocol error on a reused channel",
+            ),
+            _fault(
+                "die-on-credit-overflow",
+                "a link-credit at or past 2^31 (delivery-count + credit overflows a signed "
+                "int) kills the connection's task",
+                "go-amqp / Qpid Proton fuzz: credit arithmetic overflow",
+                PARSER_LAYER,
+                "parser_faults.inspect: flow link-credit",
+            ),
         )
     }
 )
@@ -189,6 +261,11 @@ class Faults:
             check_credit="check_credit" not in relaxed,
             auto_echo=auto_echo,
         )
+
+    @property
+    def parser(self) -> bool:
+        """Any parser-layer fault on (the connection then shows it every engine event)."""
+        return any(CATALOG[name].layer == PARSER_LAYER for name in self._enabled)
 
     @property
     def enabled(self) -> frozenset[str]:

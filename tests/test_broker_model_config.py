@@ -20,6 +20,7 @@ from reference_broker.config import (
 from reference_broker.faults import (
     CATALOG,
     NO_FAULTS,
+    PARSER_LAYER,
     PROTOCOL_LAYER,
     QUEUE_LAYER,
     Faults,
@@ -214,11 +215,25 @@ ISSUE_4_FAULTS = {
 }
 
 
+# issue 9: parser and state-machine faults modelled on fuzzers' findings
+ISSUE_9_FAULTS = {
+    "die-on-nested-descriptor",
+    "exit-on-compound-overrun",
+    "leak-on-declared-count",
+    "hang-on-serial-wrap",
+    "exit-on-illegal-sasl",
+    "hang-on-disposition-range",
+    "die-on-channel-reuse",
+    "die-on-credit-overflow",
+}
+
+
 def test_catalog_covers_issue_4_with_origins():
-    assert set(CATALOG) == ISSUE_4_FAULTS
+    assert set(CATALOG) == ISSUE_4_FAULTS | ISSUE_9_FAULTS
     for info in CATALOG.values():
         assert info.description and info.origin and info.where
-        assert info.layer in (QUEUE_LAYER, PROTOCOL_LAYER)
+        issue_9 = info.name in ISSUE_9_FAULTS
+        assert info.layer in ((PARSER_LAYER,) if issue_9 else (QUEUE_LAYER, PROTOCOL_LAYER))
     assert len(describe_catalog().splitlines()) == len(CATALOG)
 
 

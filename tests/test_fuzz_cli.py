@@ -82,6 +82,8 @@ def test_unreachable_broker_exits_2(tmp_path):
 
 
 def test_clean_reference_broker_short_campaign_has_no_finding(broker, tmp_path):
+    """The CI campaign: about a minute against the clean reference broker, fixed seed,
+    every strategy, the memory oracle on: no finding (a false positive fails it)."""
     out = tmp_path / "campaign"
     result = _fuzz(
         "--broker",
@@ -92,8 +94,8 @@ def test_clean_reference_broker_short_campaign_has_no_finding(broker, tmp_path):
         broker.admin_url,
         "--out",
         str(out),
-        "--cases",
-        "150",
+        "--duration",
+        "45",
         "--seed",
         "1",
         "--workers",
@@ -101,5 +103,27 @@ def test_clean_reference_broker_short_campaign_has_no_finding(broker, tmp_path):
         "--quiet",
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "150 cases" in result.stdout and "0 new finding(s)" in result.stdout
+    assert "0 new finding(s)" in result.stdout
+    cases = int(result.stdout.split("amqpspec fuzz: ")[1].split(" cases")[0])
+    assert cases >= 300, result.stdout  # the whole budget was spent fuzzing
     assert json.loads((out / "findings.json").read_text()) == []
+
+
+def test_trace_replay_compares_the_brokers_answers(broker, tmp_path):
+    """`amqpspec trace replay`: a recorded conversation re-sent to the same broker is
+    answered the same (exit 0); an unreadable file exits 2."""
+    from fuzz.findings import write_pcap
+    from fuzz.model import Conversation, Handshake
+    from fuzz.oracle import Target, run_case
+
+    conv = Conversation(Handshake(source="/queues/q", target="/queues/q")).open()
+    conv.begin()
+    outcome = run_case(Target("127.0.0.1", broker.port, conv.handshake), conv.steps())
+    assert outcome.verdict is None
+    pcap = tmp_path / "recorded.pcap"
+    write_pcap(str(pcap), outcome.recording)
+    ok = main(["trace", "replay", str(pcap), "--broker", broker.url, "--profile", "reference"])
+    assert ok == 0
+    (tmp_path / "junk").write_bytes(b"not a trace")
+    junk = main(["trace", "replay", str(tmp_path / "junk"), "--broker", broker.url])
+    assert junk == 2

@@ -1,7 +1,9 @@
-"""`amqpspec trace show|check|convert FILE`: read a pcap/pcapng/Parquet trace.
+"""`amqpspec trace show|check|convert|replay FILE`: read a pcap/pcapng/Parquet trace.
 
 Owns: the subcommand's options and output. Exit status: 0 fine (check: no MUST
-violation), 1 check found a MUST violation, 2 unreadable input or bad usage.
+violation; replay: the broker answered every connection as recorded), 1 check found a
+MUST violation (replay: an answer differs), 2 unreadable input or bad usage. `replay`
+re-sends each connection's client side to `--broker` (the work is fuzz.replay).
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     convert.add_argument("file", help="pcap or pcapng (or a frame log, re-written)")
     convert.add_argument("out", help="output .parquet path")
     convert.add_argument("--trace-id", help="trace id column (default: the input's file name)")
-    for sub_parser in (show, check, convert):
+    replay = sub.add_parser("replay", help="re-send the client side, compare the broker's")
+    replay.add_argument("file", help="pcap, pcapng or Parquet frame log")
+    replay.add_argument("--broker", required=True, help="amqp://[user:pass@]HOST:PORT")
+    replay.add_argument("--profile", default="generic", help="broker profile (login)")
+    for sub_parser in (show, check, convert, replay):
         sub_parser.add_argument(
             "--port",
             type=int,
@@ -118,11 +124,36 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from fuzz.oracle import alive
+    from fuzz.replay import replay_trace  # the fuzzer owns sending traces to brokers
+
+    open_trace(args.file, _ports(args))  # unreadable input: exit 2 before any traffic
+    target = _replay_target(args)
+    if not alive(target):
+        raise TraceError(f"broker {target.url} is unreachable")
+    results = replay_trace(target, args.file)
+    for result in results:
+        print(result.line())
+    same = sum(r.same for r in results)
+    print(f"{args.file}: {same} of {len(results)} connection(s) answered as recorded")
+    return 0 if same == len(results) else 1
+
+
+def _replay_target(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from fuzz.cli import FuzzUsageError, target_from
+
+    try:
+        return target_from(args.broker, args.profile)
+    except FuzzUsageError as exc:
+        raise TraceError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
-    actions = {"show": _show, "check": _check, "convert": _convert}
+    actions = {"show": _show, "check": _check, "convert": _convert, "replay": _replay}
     action = actions.get(args.trace_command or "")
     if action is None:
-        print("usage: amqpspec trace {show,check,convert} FILE ...", file=sys.stderr)
+        print("usage: amqpspec trace {show,check,convert,replay} FILE ...", file=sys.stderr)
         return 2
     try:
         return action(args)
