@@ -136,7 +136,7 @@ def _signature_of(case: Case, verdict: Verdict) -> str:
         if i == position:
             break
     label = case.steps[position].label if case.steps else "none"
-    return signature(verdict.kind, verdict.rule, label, state)
+    return signature(verdict.kind, verdict.rule, verdict.section, label, state)
 
 
 def triage(

@@ -1,7 +1,9 @@
 """Findings: signatures, and the store that never loses one.
 
-Owns: `signature(kind, rule, performative, state)` (versioned: "v1|kind|rule|
-performative|state"; one bucket per distinct bug, no stack needed), `Finding` (the
+Owns: `signature(kind, rule, section, performative, state)` (versioned: "v2|kind|<the
+checker's rule signature>|state", where the middle part is `amqp10.checker.signature`'s
+name for the rule, section, performative and coarse endpoint state that the triage job
+uses too; one bucket per distinct bug, no stack needed), `Finding` (the
 record of findings.json: id, kind, signature, rule, section, summary, reproducer,
 frames, original_frames, seed; plus replays and the broker) and `FindingStore`:
 `DIR/findings.json` and `DIR/findings/<id>/` with `reproducer.json` (replayable by
@@ -20,20 +22,27 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from amqp10.checker.signature import endpoint_state
+from amqp10.checker.signature import signature as rule_signature
 from conformance.probe import Recording
 from fuzz.case import REPRODUCER_NAME, Case
 from traces.pcap_writer import PcapWriter
 from traces.render import show_line
 
-SIGNATURE_VERSION = "v1"
+SIGNATURE_VERSION = "v2"
 FINDINGS_JSON = "findings.json"
+_CLOSING = ("CLOSE_SENT", "DISCARDING", "END", "CLOSE_PIPE", "OC_PIPE")
 
 
-def signature(kind: str, rule: str, performative: str, state: str) -> str:
-    """One bucket per distinct bug: kind + rule + the triggering performative + the
-    state it arrived in (the reference model's, see fuzz.model.ServerModel)."""
-    base = performative.split("[", 1)[0].split("+", 1)[0]
-    return "|".join((SIGNATURE_VERSION, kind, rule, base, state))
+def signature(kind: str, rule: str, section: str, performative: str, state: str) -> str:
+    """One bucket per distinct bug: kind + the rule signature (rule, section, triggering
+    performative, coarse state) + the state it arrived in, as the reference model
+    (fuzz.model.ServerModel) names it: 'OPENED/MAPPED/ATTACHED'."""
+    base = performative.split("[", 1)[0].split("+", 1)[0].split(" ", 1)[0]
+    connection = state.split("/", 1)[0]
+    opened = connection.startswith("OPEN") or connection in _CLOSING
+    coarse = endpoint_state(opened and connection != "OPEN_RCVD", connection in _CLOSING)
+    return "|".join((SIGNATURE_VERSION, kind, rule_signature(rule, section, base, coarse), state))
 
 
 def finding_id(sig: str) -> str:

@@ -46,7 +46,7 @@ def replay_finding(target: Target, path: str, times: int = 3) -> ReplayResult:
     if not sig:
         first = next((v for v in verdicts if v is not None), None)
         if first is not None and case.steps:
-            sig = signature(first.kind, first.rule, case.steps[-1].label, "?")
+            sig = signature(first.kind, first.rule, first.section, case.steps[-1].label, "-")
     return ReplayResult(reproduced, times, expected, verdicts, sig)
 
 

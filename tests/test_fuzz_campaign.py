@@ -67,7 +67,7 @@ def test_the_fault_is_found_minimised_and_kept(campaign):
     assert findings, result.stdout
     finding = next(f for f in findings if f["rule"] == "connection.close-missing")
     assert finding["kind"] == "violation" and finding["section"] == "2.4.3"
-    assert finding["signature"].startswith("v1|violation|connection.close-missing|begin|")
+    assert finding["signature"].startswith("v2|violation|v1+connection.close-missing+2.4.3+begin+")
     assert finding["replays"] == "3/3"
     # 1-minimal: the two begins on one channel after the handshake, nothing else
     assert finding["frames"][-2:] == ["begin", "begin[reused channel]"] or finding["frames"][

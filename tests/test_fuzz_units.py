@@ -10,6 +10,7 @@ import random
 import pytest
 
 from amqp10.builder import build_frame
+from amqp10.checker.signature import rule_of
 from amqp10.composites import COMPOSITE_CLASSES
 from fuzz.campaign import CampaignConfig, make_case
 from fuzz.case import HEADER, Case, case_from_json, load_case, step
@@ -120,16 +121,24 @@ def test_reproducer_round_trip(tmp_path):
 
 
 def test_signature_is_versioned_and_ignores_mutation_details():
-    a = signature("violation", "link.credit.x", "flow[link-credit=4294967295]", "OPENED/MAPPED/-")
-    b = signature("violation", "link.credit.x", "flow[drain storm x8]", "OPENED/MAPPED/-")
-    assert a == b == "v1|violation|link.credit.x|flow|OPENED/MAPPED/-"
-    assert finding_id(a) != finding_id(signature("hang", "reply-bound", "flow", "OPENED/-/-"))
+    a = signature(
+        "violation", "link.credit.x", "2.6.7", "flow[link-credit=4294967295]", "OPENED/MAPPED/-"
+    )
+    b = signature("violation", "link.credit.x", "2.6.7", "flow[drain storm x8]", "OPENED/MAPPED/-")
+    assert a == b == "v2|violation|v1+link.credit.x+2.6.7+flow+opened|OPENED/MAPPED/-"
+    # the middle part is the checker's rule signature, shared with the triage job
+    assert rule_of(a.split("|")[2]) == "link.credit.x"
+    closing = signature("violation", "r", "2.4.3", "close", "CLOSE_SENT/-/-")
+    assert "+close-sent|" in closing
+    assert finding_id(a) != finding_id(
+        signature("hang", "reply-bound", "2.4.3", "flow", "OPENED/-/-")
+    )
 
 
 def test_findings_store_writes_each_finding_at_once(tmp_path):
     store = FindingStore(str(tmp_path))
     case = Case(_conversation(), "bytes", "0:1")
-    sig = signature("hang", "reply-bound", "close", "OPENED/-/-")
+    sig = signature("hang", "reply-bound", "2.4.3", "close", "OPENED/-/-")
     finding = Finding(
         finding_id(sig),
         "hang",
