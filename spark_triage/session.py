@@ -3,7 +3,8 @@
 Owns: `spark_session(master, partitions)`. Sets what a local run needs and a user should
 not have to (PYSPARK_PYTHON = this interpreter, so workers import this project;
 SPARK_LOCAL_IP = 127.0.0.1 for local masters; Arrow enabled; quiet logs). Under
-spark-submit the session already exists and is returned as it is.
+spark-submit (or in a notebook) an active session is returned as it is, and spark-submit's
+`--master` is never overridden.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ def spark_session(master: str | None = None, partitions: int | None = None):
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = master or os.environ.get("MASTER") or "local[*]"
-    if master.startswith("local"):
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit: its --master rules
+    if not submitted:
+        master = master or os.environ.get("MASTER") or "local[*]"
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName("amqpspec-triage")
+        builder.appName("amqpspec-triage")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -131,15 +131,20 @@ def test_every_format_gives_identical_results(triaged):
         assert all(abs(t - t0) < 2e-6 for (_i, _s, t), (_i0, _s0, t0) in zip(rows, first))
 
 
-def test_partitioning_does_not_change_signatures(spark, corpus, triaged, tmp_path):
+def test_local_1_cli_run_gives_the_signatures_of_local_2(corpus, triaged, tmp_path):
+    """The same input through `amqpspec triage --master local[1] --partitions 1` (a
+    separate JVM, one core) and the module's local[2] session with 2 partitions."""
     _code, out = triaged
     ng = corpus / "rabbit.pcapng"
-    one = tmp_path / "one"
-    run_job(spark, discover([str(ng)]), one, 1, None, _Quiet())
+    result = _cli(
+        str(ng), "--out", str(tmp_path / "one"), "--master", "local[1]", "--partitions", "1"
+    )
+    assert result.returncode == 1, result.stderr[-2000:]
     many = _violations(out)
     many = many[many["source"] == str(ng)]
-    single = _violations(one)
+    single = _violations(tmp_path / "one")
     key = ["connection_key", "frame_index", "signature"]
+    assert len(single) == 1
     assert (
         single[key].sort_values(key).values.tolist() == many[key].sort_values(key).values.tolist()
     )
