@@ -183,8 +183,10 @@ def run_job(
     broker_label: str | None,
     progress,
     liveness_bound: float | None = None,
+    split_bytes: int | None = None,
 ) -> int:
-    """The whole job on an existing SparkSession; returns the exit code."""
+    """The whole job on an existing SparkSession; returns the exit code. `split_bytes`:
+    the size of the byte-range splits captures are read in (default 128 MiB)."""
     from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
 
     from spark_triage import clusters as clustering
@@ -198,6 +200,7 @@ def run_job(
         spark.read.format(NAME)
         .option("files", files_json(inputs))
         .option("brokerLabel", broker_label or "")
+        .option("splitBytes", str(split_bytes or ""))
         .load()
     )
     a = F.concat(F.hex("src_ip"), F.lit(":"), F.col("src_port").cast("string"))

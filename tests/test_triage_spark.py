@@ -80,7 +80,8 @@ def corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def triaged(spark, corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    code = run_job(spark, discover([str(corpus)]), out, 2, None, _Quiet())
+    # captures read in 400 kB byte-range splits (several per file), as files over 2 GiB are
+    code = run_job(spark, discover([str(corpus)]), out, 2, None, _Quiet(), None, 400_000)
     return code, out
 
 
@@ -113,7 +114,11 @@ def test_proton_c_has_no_must_violation(triaged):
     assert not len(violations[violations["source"].str.endswith("proton-c.pcap")])
 
 
-def test_every_format_gives_identical_results(triaged):
+def test_every_format_gives_identical_results(corpus, triaged):
+    from spark_triage.datasource import plan
+
+    inputs = discover([str(corpus)])
+    assert len(plan(inputs, 400_000)) >= len(inputs) + 8  # the captures were read in splits
     _code, out = triaged
     violations = _violations(out)
     per_source = {}
@@ -133,7 +138,8 @@ def test_every_format_gives_identical_results(triaged):
 
 def test_local_1_cli_run_gives_the_signatures_of_local_2(corpus, triaged, tmp_path):
     """The same input through `amqpspec triage --master local[1] --partitions 1` (a
-    separate JVM, one core) and the module's local[2] session with 2 partitions."""
+    separate JVM, one core, the file in one split) and the module's local[2] session with 2
+    partitions and 400 kB splits."""
     _code, out = triaged
     ng = corpus / "rabbit.pcapng"
     result = _cli(
