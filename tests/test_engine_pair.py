@@ -529,3 +529,22 @@ def test_close_with_error_reaches_peer():
     pair.pump()
     assert one(RemoteClose, pair.take("client")).error.condition == Cond.CONNECTION_FORCED
     assert pair.client.state is ConnState.END and pair.server.state is ConnState.END
+
+
+@pytest.mark.parametrize("link_echo", [False, True])
+def test_an_echo_that_crossed_our_end_is_not_answered(link_echo):
+    """2.7.8: after our end nothing more is sent on the session; an echo flow the peer
+    sent before it read our end arrives in END_SENT and gets no reply (it used to make
+    receive_data raise UsageError from the automatic echo reply)."""
+    pair = opened_pair()
+    cs, ss = session_pair(pair)
+    _sender, receiver = sender_link(pair, cs)
+    cs.end()  # queued, not yet read by the server
+    if link_echo:
+        receiver.flow(link_credit=1, echo=True)
+    else:
+        ss.flow(echo=True)
+    pair.pump()
+    assert one(RemoteEnd, pair.take("server")).session is ss
+    assert cs.state is ss.state is SessState.UNMAPPED
+    assert of(ProtocolErrorRaised, pair.take("client")) == []

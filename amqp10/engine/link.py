@@ -329,7 +329,9 @@ class Link:
         else:
             self._receiver_flow(flow)
         if flow.echo and self.session.connection.policy.auto_echo:
-            if self._machine.allows(LinkInput.SEND_FLOW):
+            if not self.session._machine.allows(SessInput.SEND_FLOW):
+                pass  # our end is out: nothing more on this session (2.7.8)
+            elif self._machine.allows(LinkInput.SEND_FLOW):
                 self._send_flow()  # 2.7.4 echo: our flow state, promptly
             elif self.state is LinkState.ATTACH_RCVD:
                 self._echo_owed = True  # answered right after our attach (accept())

@@ -462,8 +462,13 @@ class Session:
         if flow.handle is not None:
             link = self._link_for(flow.handle, "flow")
             link._receive_flow(flow)
-        elif flow.echo and self.connection.policy.auto_echo:
-            self._send_flow(None)  # 2.7.4 echo on the session: our session state
+        elif (
+            flow.echo
+            and self.connection.policy.auto_echo
+            and self._machine.allows(SessInput.SEND_FLOW)
+        ):
+            # 2.7.4 echo on the session: our session state; not once our end is out (2.7.8)
+            self._send_flow(None)
         self.connection._emit(ev.FlowReceived(self, link, flow))
         self._pump()
 
