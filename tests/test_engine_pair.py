@@ -548,3 +548,25 @@ def test_an_echo_that_crossed_our_end_is_not_answered(link_echo):
     assert one(RemoteEnd, pair.take("server")).session is ss
     assert cs.state is ss.state is SessState.UNMAPPED
     assert of(ProtocolErrorRaised, pair.take("client")) == []
+
+
+def test_a_senders_flow_does_not_overtake_its_queued_transfers():
+    """2.6.7: delivery-count counts deliveries sent. A drain reply (or any flow of the
+    sender) while transfers wait for the peer's session window goes out behind them, so
+    the receiver never sees a delivery after the flow that already counted it."""
+    pair = opened_pair()
+    cs, _ = session_pair(pair, incoming_window=1)  # one transfer at a time
+    sender, receiver = sender_link(pair, cs)
+    receiver.flow(link_credit=3, drain=True)
+    pair.pump()
+    sender.send(b"a")
+    sender.send(b"b")
+    assert cs.queued_frames == 1  # the second transfer waits for the window
+    assert sender.drained()
+    pair.pump()
+    events = pair.take("server")
+    assert [t.payload for t in of(TransferReceived, events)] == [b"a", b"b"]
+    assert of(ProtocolErrorRaised, events) == []
+    flow = of(FlowReceived, events)[-1].flow
+    assert (flow.delivery_count, flow.link_credit, flow.drain) == (3, 0, True)
+    assert receiver.state is LinkState.ATTACHED and receiver.delivery_count == 3

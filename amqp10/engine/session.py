@@ -24,6 +24,7 @@ off (fault injection).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amqp10.composites import (
@@ -120,7 +121,9 @@ class Session:
         self.links: dict[int, Link] = {}  # our handle -> link
         self._remote_links: dict[int, Link] = {}  # peer's handle -> link
         self._attaching: dict[str, Link] = {}  # name -> our link awaiting the peer's attach
-        self._queue: deque[tuple[bytes, bool]] = deque()  # (frame, is_transfer)
+        # (frame or a maker of it, is_transfer): transfers waiting for the peer's window
+        # and the frames that must stay behind them
+        self._queue: deque[tuple[bytes | Callable[[], bytes], bool]] = deque()
 
     def _configure(
         self, incoming_window: int, outgoing_window: int, handle_max: int, auto_window: bool
@@ -341,10 +344,20 @@ class Session:
             self._enforced_horizon = horizon if enforced is None else serial_max(enforced, horizon)
 
     def _send_flow(self, link: Link | None, echo: bool = False) -> None:
-        fields = self._flow_fields()
-        if link is not None:
-            fields.update(link._flow_fields())
-        self._send_checked(SessInput.SEND_FLOW, Flow(echo=echo, **fields))
+        if link is not None and link.is_sender and self._queue:
+            # 2.6.7: a sender's delivery-count already counts its queued deliveries, so
+            # its flow goes out behind them; the session fields are taken when it does
+            self.connection._check_can_send()
+            self._machine.process(SessInput.SEND_FLOW)
+            link_fields = link._flow_fields()
+            self._queue.append((lambda: self._flow_frame(link_fields, echo), False))
+            return
+        self.connection._check_can_send()
+        self._machine.process(SessInput.SEND_FLOW)
+        self.connection._write(self._flow_frame(link._flow_fields() if link else {}, echo))
+
+    def _flow_frame(self, link_fields: dict[str, Any], echo: bool) -> bytes:
+        return encode_frame(Flow(echo=echo, **self._flow_fields(), **link_fields), self.channel)
 
     def _send_transfer(self, transfer: Transfer, payload: bytes) -> None:
         self.connection._check_can_send()
@@ -380,7 +393,7 @@ class Session:
                     return
                 self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
             queue.popleft()
-            write(frame)
+            write(frame if isinstance(frame, bytes) else frame())
 
     def _allocate_handle(self, link: Link) -> int:
         limit = min(self.handle_max, self.remote_handle_max)
