@@ -10,6 +10,7 @@ Owns: argument parsing and dispatch only:
 from __future__ import annotations
 
 import argparse
+import sys
 
 from spark_triage import job
 
@@ -30,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
     if first == "synth" and len(args.inputs) == 1:
         from spark_triage.synth import synthesize
 
+        if not args.out:
+            print("amqpspec triage synth: --out DIR is required", file=sys.stderr)
+            return 2
         return synthesize(args.out, args.connections, args.seed)
     if first == "score" and len(args.inputs) == 2:
         from spark_triage.score import score_main

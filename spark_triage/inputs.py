@@ -3,12 +3,13 @@
 Owns: `discover(paths) -> list[InputFile]` and `InputError` (bad input: the CLI exits 2
 naming the file). Kinds are decided by magic bytes, never by name: classic pcap (either
 byte order, micro- or nanosecond), pcapng, Parquet frame log (traces/framelog.py schema),
-each possibly gzip'd. Directories are walked recursively; a conformance results dir
-(`index.json` + `traces/<broker>/`) labels its captures with the broker named in
-index.json; a fuzz output dir (`findings.json`, optional) is walked like any directory.
-Inside directories, files that are not traces (text traces, reports) are skipped, but a
-file whose name says it is a capture or frame log and is not one is bad input. Reads only
-file heads; writes nothing.
+each possibly gzip'd. Directories are walked recursively. A conformance results dir
+(`index.json` + `traces/<broker>/`) contributes the captures under traces/ (not the
+allure copies), labelled with the broker named in index.json; a fuzz output dir
+(`findings.json`, `findings/<id>/`) is walked like any directory. Inside directories,
+files that are not traces (text traces, JSON, reports) are skipped, but a file whose name
+says it is a capture or frame log and is not one is bad input. Reads only file heads;
+writes nothing.
 """
 
 from __future__ import annotations
@@ -81,12 +82,13 @@ def _explicit(path: str, broker: str | None) -> InputFile:
 
 def _walk(root: Path, found: dict[str, InputFile], broker: str | None) -> None:
     brokers = _results_brokers(root)
+    if brokers:  # a results dir: its traces/ only (allure/ holds copies of the same pcaps)
+        if (root / "traces").is_dir():
+            _walk_traces(root / "traces", found, brokers)
+        return
     for entry in sorted(root.iterdir()):
         if entry.is_dir():
-            if brokers and entry.name == "traces":
-                _walk_traces(entry, found, brokers)
-            else:
-                _walk(entry, found, broker)
+            _walk(entry, found, broker)
         elif entry.is_file():
             name = entry.name.lower()
             kind = kind_of(str(entry))

@@ -206,7 +206,8 @@ def run_job(
     a = F.concat(F.hex("src_ip"), F.lit(":"), F.col("src_port").cast("string"))
     b = F.concat(F.hex("dst_ip"), F.lit(":"), F.col("dst_port").cast("string"))
     segments = segments.withColumn("flow", F.concat_ws("-", F.least(a, b), F.greatest(a, b)))
-    count = partitions or spark.sparkContext.defaultParallelism
+    # a few groups per core, so one big connection does not leave the other cores idle
+    count = partitions or 4 * spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(count))
     ordered = segments.repartition(count, "source", "flow").sortWithinPartitions(
         "source", "flow", "ordinal"
@@ -264,7 +265,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories")
     parser.add_argument("--out", help="output directory (required)")
     parser.add_argument("--master", default=None, help="Spark master (default local[*])")
-    parser.add_argument("--partitions", type=int, help="shuffle partitions (default: cores)")
+    parser.add_argument("--partitions", type=int, help="shuffle partitions (default: 4 per core)")
     parser.add_argument("--broker-label", help="broker name for inputs that do not say")
     parser.add_argument(
         "--liveness-bound",

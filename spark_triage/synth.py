@@ -147,12 +147,15 @@ def _noise(packets: list[_Packet], kind: str, rng: random.Random) -> bool:
     if kind == "retransmit":
         later = packets[min(at + 2, len(packets) - 1)].time_ns + 1000
         packets.insert(min(at + 3, len(packets)), _Packet(later, packets[at].data))
-    elif kind == "reorder":  # two adjacent segments of one direction swap places
+    elif kind == "reorder":  # two adjacent segments of one direction, close in time, swap
 
         def port(index: int) -> bytes:
             return packets[index].data[_TCP : _TCP + 2]
 
-        pairs = [(a, a + 1) for a in data if a + 1 in data and port(a) == port(a + 1)]
+        def close(a: int) -> bool:  # reordering on a wire is a matter of microseconds
+            return packets[a + 1].time_ns - packets[a].time_ns < 10_000_000
+
+        pairs = [(a, a + 1) for a in data if a + 1 in data and port(a) == port(a + 1) and close(a)]
         if not pairs:
             return False
         a, b = rng.choice(pairs)

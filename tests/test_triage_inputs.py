@@ -1,0 +1,49 @@
+"""spark_triage.inputs: kinds by magic (gzip'd too), results dirs labelled by broker and read
+once, non-trace files skipped inside directories, bad input named."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from shared_paths import RABBITMQ_PCAP
+from triage_support import gzipped
+
+from spark_triage.inputs import FRAMELOG, PCAPNG, InputError, discover
+
+
+def test_results_dir_traces_are_labelled_and_allure_copies_skipped(tmp_path):
+    results = tmp_path / "results"
+    (results / "traces" / "rabbitmq3").mkdir(parents=True)
+    (results / "allure").mkdir()
+    shutil.copy(RABBITMQ_PCAP, results / "traces" / "rabbitmq3" / "2_6_7_credit-1.pcap")
+    shutil.copy(RABBITMQ_PCAP, results / "allure" / "copy-attachment.pcap")
+    (results / "traces" / "rabbitmq3" / "2_6_7_credit-1.txt").write_text("text trace\n")
+    (results / "index.json").write_text(json.dumps({"rabbitmq3": {"2.6.7/credit-1": {}}}))
+    (found,) = discover([str(results)])
+    assert found.broker == "rabbitmq3" and found.kind == PCAPNG
+    assert found.path.endswith("traces/rabbitmq3/2_6_7_credit-1.pcap")
+
+
+def test_gzip_and_frame_logs_by_magic(tmp_path):
+    gz = gzipped(RABBITMQ_PCAP, tmp_path / "capture.bin")
+    (tmp_path / "log.data").write_bytes(b"PAR1" + b"\0" * 16)
+    kinds = {
+        (item.path.rsplit("/", 1)[1], item.kind, item.gzip) for item in discover([str(tmp_path)])
+    }
+    assert kinds == {("capture.bin", PCAPNG, True), ("log.data", FRAMELOG, False)}
+    assert str(gz).endswith("capture.bin")
+
+
+def test_bad_inputs_are_named(tmp_path):
+    with pytest.raises(InputError, match="missing"):
+        discover([str(tmp_path / "missing")])
+    (tmp_path / "fake.pcap").write_text("not a capture")
+    with pytest.raises(InputError, match="fake"):
+        discover([str(tmp_path)])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("nothing to triage")
+    with pytest.raises(InputError, match="no pcap"):
+        discover([str(empty)])
