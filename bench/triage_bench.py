@@ -97,21 +97,25 @@ def bench_scale(args: argparse.Namespace) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+# mode -> (function, options as (flag, type, default))
+MODES = {
+    "check": (
+        bench_check,
+        (("--messages", int, 100_000), ("--pcap", str, None), ("--rounds", int, 3)),
+    ),
+    "scale": (bench_scale, (("--copies", int, 8), ("--pcap", str, None))),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="mode", required=True)
-    check = sub.add_parser("check")
-    check.add_argument("--messages", type=int, default=100_000)
-    check.add_argument("--pcap")
-    check.add_argument("--rounds", type=int, default=3)
-    scale = sub.add_parser("scale")
-    scale.add_argument("--copies", type=int, default=8)
-    scale.add_argument("--pcap")
+    for mode, (_function, options) in MODES.items():
+        mode_parser = sub.add_parser(mode)
+        for flag, kind, default in options:
+            mode_parser.add_argument(flag, type=kind, default=default)
     args = parser.parse_args()
-    if args.mode == "check":
-        bench_check(args)
-    else:
-        bench_scale(args)
+    MODES[args.mode][0](args)
 
 
 if __name__ == "__main__":
