@@ -95,3 +95,12 @@ def test_reproducer_is_small_and_retriggers_from_its_pcap(tmp_path):
     result = write_reproducer(smallest, CREDIT, tmp_path, "127.0.0.1:34458", "127.0.0.1:5672")
     assert result.rechecked
     assert (tmp_path / f"{CREDIT}.txt").read_text().count("@transfer") >= 1
+
+
+def test_known_issues_match_rule_and_product():
+    from spark_triage.known_issues import known_issue
+
+    rule = "link.credit.transfer-beyond-credit"
+    assert known_issue(rule, ["RabbitMQ 3.10.8"])["issue"] == "RabbitMQ #2597"
+    assert known_issue(rule, ["amqpspec reference broker"]) is None
+    assert known_issue("link.drain.no-reply", ["ActiveMQ 5"])["issue"] == "go-amqp#255"
