@@ -33,9 +33,9 @@ sys.path.insert(0, ROOT)
 from amqp10.composites import Attach, Begin, Disposition, Flow, Open, Source, Target, Transfer  # noqa: E402
 from amqp10.frames import AMQP_HEADER, encode_frame  # noqa: E402
 from amqp10.message import Message  # noqa: E402
+from amqp10.origins import CLIENT, SERVER  # noqa: E402
 from amqp10.spec import Role  # noqa: E402
 from reference_broker.process import free_port  # noqa: E402
-from traces.model import CLIENT, SERVER  # noqa: E402
 from traces.pcap_writer import PcapWriter  # noqa: E402
 from traces.reassembly import PcapTraceReader  # noqa: E402
 

@@ -1,15 +1,15 @@
 """The probe client: a frame-level AMQP 1.0 client on the `amqp10` engine over a real socket.
 
 Owns: `Probe` (one TCP connection: blocking socket, every wait bounded by a per-wait
-timeout and by the case's deadline), its recording (every byte both directions, decoded
-with `traces.streams.ConnectionDecoder` into timestamped TraceItems and fed to the
-checker as it arrives), and helpers for the cases: open/begin/attach, grant credit,
-send and settle messages, wait for events or frames, and send crafted frames (negative
-cases) through the engine, which records them as sent so its state follows the wire
-(`Connection.send_performative`), or as bytes (`send_raw`: headers, malformed frames, and
-every frame of a probe with no engine, after `raw_handshake`). Builds frames only through
-`amqp10` (builder, composites, Message). Touches nothing else; the runner owns traces on
-disk.
+timeout and by the case's deadline), its recording (every byte both directions, given to
+an `amqp10.monitor.ConnectionMonitor` as it crosses: timestamped TraceItems and the
+broker's violations, kept in a `Recording`), and helpers for the cases: open/begin/attach,
+grant credit, send and settle messages, wait for events or frames, and send crafted frames
+(negative cases) through the engine, which records them as sent so its state follows the
+wire (`Connection.send_performative`), or as bytes (`send_raw`: headers, malformed frames,
+and every frame of a probe with no engine, after `raw_handshake`). Builds frames only
+through `amqp10` (builder, composites, Message). Touches nothing else; the runner owns
+traces on disk.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqp10.builder import build_frame, sasl_frame
-from amqp10.checker import Checker, Violation
+from amqp10.checker import Violation
 from amqp10.composites import Accepted, Attach, Error, Source, Target
 from amqp10.engine import (
     ClientSasl,
@@ -45,10 +45,10 @@ from amqp10.engine import (
 )
 from amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, ProtocolHeader
 from amqp10.message import Message
+from amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
+from amqp10.origins import CLIENT, SERVER
 from amqp10.spec import Role
 from conformance.verdicts import CaseFailed, HarnessError
-from traces.model import CLIENT, SERVER, TraceItem
-from traces.streams import ConnectionDecoder
 
 DEFAULT_WAIT = 5.0
 _connection_ids = itertools.count(1)
@@ -78,7 +78,17 @@ class Recording:
     end: float | None = None
     items: list[TraceItem] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)  # the broker's (SERVER's)
+
+    def add(self, output: MonitorOutput) -> None:
+        """What the connection monitor made of the latest bytes."""
+        self.items += output.items
+        self.violations += output.violations
+
+
+def broker_monitor(recording: Recording) -> ConnectionMonitor:
+    """The monitor of a recorded connection: judges only the broker's frames (SERVER)."""
+    return ConnectionMonitor(recording.connection_id, violations_of=SERVER)
 
 
 class Probe:
@@ -108,8 +118,7 @@ class Probe:
         self.wait = wait
         self.deadline = deadline
         self.recording = Recording(next(_connection_ids))
-        self.checker = Checker()
-        self._decoder = ConnectionDecoder(self.recording.connection_id)
+        self.monitor = broker_monitor(self.recording)
         self.conn: Connection | None = None
         self.inbox: list[Event] = []  # engine events not yet taken by a wait
         self.closed = False  # the socket is closed (by either side)
@@ -130,13 +139,17 @@ class Probe:
     def _record(self, direction: str, data: bytes) -> None:
         now = time.time()
         self.recording.chunks.append(Chunk(direction, data, now))
-        for item in self._decoder.feed(direction, data, now):
-            self.recording.items.append(item)
-            if item.item is not None:
-                self.recording.violations += self.checker.feed(direction, item.item, now)
+        self.recording.add(self.monitor.feed(direction, data, now))
+
+    def _end_recording(self) -> None:
+        """The connection is over: the undecoded tail and the end-of-trace rules (at the
+        time of the last bytes, as before the monitor: the wait for EOF is not silence)."""
+        self.recording.end = time.time()
+        self.recording.add(self.monitor.finish())
 
     @property
     def violations(self) -> list[Violation]:
+        """The checker's findings against the broker so far."""
         return self.recording.violations
 
     def server_frames(self, name: str | None = None) -> list[Frame]:
@@ -231,9 +244,7 @@ class Probe:
         if self.closed:
             return
         self.closed = self.peer_closed = True
-        self.recording.end = time.time()
-        for item in self._decoder.finish(time.time()):
-            self.recording.items.append(item)
+        self._end_recording()
         if self.conn is not None:
             self.conn.receive_data(b"", time.monotonic())
             self._collect_events()
@@ -517,9 +528,7 @@ class Probe:
         if self.closed:
             return
         self.closed = True
-        self.recording.end = time.time()
-        for item in self._decoder.finish(time.time()):
-            self.recording.items.append(item)
+        self._end_recording()
         try:
             self.sock.close()
         except OSError:

@@ -2,8 +2,8 @@
 
 Owns: `Relay` — listens on 127.0.0.1 (ephemeral port), accepts one client connection,
 connects it to the broker and copies bytes both ways in a background thread, recording
-every chunk like a `Probe` does (decoded with `traces.streams.ConnectionDecoder`, fed to a
-checker) into a `Recording` the runner renders, checks and writes as pcap. Never parses or
+every chunk like a `Probe` does (through the broker-judging connection monitor) into a
+`Recording` the runner renders, checks and writes as pcap. Never parses or
 builds AMQP itself. Stops (closing both sockets) on `disconnect()`, at the deadline, or
 when either side closes.
 """
@@ -16,17 +16,16 @@ import socket
 import threading
 import time
 
-from amqp10.checker import Checker, Violation
-from conformance.probe import Chunk, Recording
-from traces.model import CLIENT, SERVER
-from traces.streams import ConnectionDecoder
+from amqp10.checker import Violation
+from amqp10.origins import CLIENT, SERVER
+from conformance.probe import Chunk, Recording, broker_monitor
 
 _relay_ids = itertools.count(10001)
 
 
 class Relay:
     """One recorded client connection through to the broker (the Probe-like interface the
-    runner needs: recording, checker, violations, closed, conn=None, disconnect())."""
+    runner needs: recording, violations, closed, conn=None, disconnect())."""
 
     conn = None
 
@@ -34,8 +33,7 @@ class Relay:
         self.upstream = (host, port)
         self.deadline = deadline
         self.recording = Recording(next(_relay_ids))
-        self.checker = Checker()
-        self._decoder = ConnectionDecoder(self.recording.connection_id)
+        self.monitor = broker_monitor(self.recording)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.closed = False
@@ -52,10 +50,7 @@ class Relay:
         now = time.time()
         with self._lock:
             self.recording.chunks.append(Chunk(direction, data, now))
-            for item in self._decoder.feed(direction, data, now):
-                self.recording.items.append(item)
-                if item.item is not None:
-                    self.recording.violations += self.checker.feed(direction, item.item, now)
+            self.recording.add(self.monitor.feed(direction, data, now))
 
     def _run(self) -> None:
         self.listener.settimeout(0.2)
@@ -97,7 +92,7 @@ class Relay:
         finally:
             with self._lock:
                 self.recording.end = time.time()
-                self.recording.items += self._decoder.finish(time.time())
+                self.recording.add(self.monitor.finish())
             self.closed = True
             client.close()
             server.close()

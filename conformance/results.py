@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from amqp10.origins import CLIENT
 from conformance.probe import Recording
 from conformance.registry import by_current_id
 from conformance.runner import CaseResult
 from conformance.verdicts import Verdict
-from traces.model import CLIENT
 from traces.pcap_writer import PcapWriter
 
 INDEX = "index.json"

@@ -23,7 +23,6 @@ from conformance.profile import Profile
 from conformance.registry import MUST, Case
 from conformance.relay import Relay
 from conformance.verdicts import CaseFailed, HarnessError, ShouldNotMet, Unsupported, Verdict
-from traces.model import SERVER
 from traces.render import show_line
 
 _queue_counter = itertools.count(1)
@@ -217,9 +216,7 @@ def run_case(case: Case, target: BrokerTarget, profile: Profile, admin: Admin) -
         reason = f"{type(exc).__name__}: {exc} ({_where(exc)})"
     finally:
         ctx.close()
-    recordings = [probe.recording for probe in ctx.probes]
-    for probe in ctx.probes:
-        probe.recording.violations += probe.checker.finish()
+    recordings = [probe.recording for probe in ctx.probes]  # finished as they closed
     verdict, reason = _judge(case, verdict, reason, recordings, ctx)
     result = CaseResult(
         case.case_id,
@@ -243,12 +240,13 @@ def _where(exc: BaseException) -> str:
 
 
 def broker_violations(case: Case, recordings: list[Recording]) -> list[tuple[Recording, Violation]]:
-    """The checker's findings against the broker (frames it sent), minus the rules the
-    case's own deliberate misbehaviour may set off."""
+    """The checker's findings against the broker (a recording's monitor keeps only the
+    broker's violations: `probe.broker_monitor`), minus the rules the case's own
+    deliberate misbehaviour may set off."""
     found = []
     for recording in recordings:
         for violation in recording.violations:
-            if violation.origin == SERVER and violation.rule_id not in case.ignore_rules:
+            if violation.rule_id not in case.ignore_rules:
                 found.append((recording, violation))
     return found
 

@@ -21,7 +21,9 @@ from amqp10.engine.session import Session
 from amqp10.engine.testing import ConnectionPair
 from amqp10.engine.transitions import TABLES
 from amqp10.errors import AMQPError, DecodeError
-from amqp10.frames import Frame, FrameDecoder, ProtocolHeader, decode_frame
+from amqp10.frames import Frame, ProtocolHeader, decode_frame
+from amqp10.monitor import ConnectionMonitor, TraceItem
+from amqp10.origins import CLIENT
 from fuzz.case import FRAME, HEADER, Step
 
 SASL_NONE = "none"
@@ -58,21 +60,6 @@ def _answer(server: Connection, event: object, credit: int) -> None:
         event.link.accept()
         if not event.link.is_sender and credit:
             event.link.flow(link_credit=credit)
-
-
-def split_items(data: bytes, expect_header: bool) -> list[Step]:
-    """One chunk a client engine sent -> one step per header or frame (core decoder)."""
-    decoder = FrameDecoder(expect_header)
-    decoder.feed(data)
-    steps = []
-    while (item := decoder.next_item()) is not None:
-        if isinstance(item, ProtocolHeader):
-            steps.append(Step(item.encode(), f"protocol-header {item.protocol_id}.1.0.0", HEADER))
-            if decoder.buffered:  # frames after a header: keep decoding them as frames
-                continue
-        else:
-            steps.append(Step(item.raw, item.name, FRAME))
-    return steps
 
 
 class Conversation:
@@ -165,12 +152,22 @@ class Conversation:
         self.pump()
 
     def steps(self) -> list[Step]:
-        """Everything the client sent, one step per protocol header or frame."""
+        """Everything the client sent, one step per protocol header or frame (as the
+        core's connection monitor reads the client's bytes)."""
+        monitor = ConnectionMonitor(check=False)
         steps: list[Step] = []
         for direction, data in self.pair.wire:
             if direction == "c>s":
-                steps.extend(split_items(data, data[:4] == b"AMQP"))
+                steps += [_step(item) for item in monitor.feed(CLIENT, data, 0.0).items]
         return steps
+
+
+def _step(item: TraceItem) -> Step:
+    if isinstance(item.item, ProtocolHeader):
+        return Step(item.raw, f"protocol-header {item.item.protocol_id}.1.0.0", HEADER)
+    if isinstance(item.item, Frame):
+        return Step(item.raw, item.name, FRAME)
+    raise AssertionError(f"the client engine sent bytes the core cannot decode: {item.raw!r}")
 
 
 # ----------------------------------------------------------------- the server's view

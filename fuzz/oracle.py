@@ -34,12 +34,12 @@ from typing import Any
 from amqp10.builder import build_frame
 from amqp10.composites import COMPOSITE_CLASSES
 from amqp10.frames import Frame
+from amqp10.monitor import ConnectionMonitor
+from amqp10.origins import CLIENT, SERVER
 from conformance.probe import Probe, Recording
 from conformance.verdicts import CaseFailed, HarnessError
 from fuzz.case import Step
 from fuzz.model import Conversation, Handshake, ServerModel
-from traces.model import CLIENT, SERVER
-from traces.streams import ConnectionDecoder
 
 CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
     "crash",
@@ -105,19 +105,19 @@ class Outcome:
 
 def stream_status(steps: list[Step]) -> tuple[str, int | None, str]:
     """('ok' | 'malformed' | 'pending', step index, reason) of the client's byte stream
-    as a spec-following peer decodes it (the core decoder, SASL and pipelined headers
-    followed as the trace decoder does)."""
-    decoder = ConnectionDecoder(0)
+    as a spec-following peer decodes it (the core's connection monitor: SASL and
+    pipelined headers followed)."""
+    monitor = ConnectionMonitor(check=False)
     ends, total = [], 0
     for s in steps:
         total += len(s.data)
         ends.append(total)
-    decoder.feed(CLIENT, b"".join(s.data for s in steps), 0.0)
-    error = decoder.error(CLIENT)
+    monitor.feed(CLIENT, b"".join(s.data for s in steps), 0.0)
+    error = monitor.decode_error(CLIENT)
     if error is not None:
         index = next((i for i, end in enumerate(ends) if error.offset < end), len(steps) - 1)
         return "malformed", index, f"{error.condition}: {error.expected}"
-    if decoder.finish(0.0):
+    if monitor.finish(0.0).items:
         return "pending", len(steps) - 1, "the stream ends inside a frame"
     return "ok", None, ""
 
@@ -237,11 +237,7 @@ def _judge(
     frames = _server_frames(recording)
     names = [f.name for f in frames]
     judged = _judged_items(recording)
-    violations = [
-        v
-        for v in recording.violations
-        if v.origin == SERVER and v.level == "MUST" and v.frame_index < judged
-    ]
+    violations = [v for v in recording.violations if v.level == "MUST" and v.frame_index < judged]
     if violations:
         v = violations[0]
         return Verdict(VIOLATION, v.rule_id, v.section, v.reason, last)
@@ -276,20 +272,20 @@ _ENDINGS = frozenset({"close", "end", "detach"})
 
 
 def _judged_items(recording: Recording) -> int:
-    """How many decoded items of the trace the broker is judged on: up to the client's
+    """The trace index up to which (exclusive) the broker is judged: up to the client's
     first close, end or detach (after it, what the broker sends races with what it had
     not read yet: work started before, answered after), or up to where the client side
-    became undecodable (raw: the checker no longer knows what the broker answers)."""
-    fed = 0
+    became undecodable (raw: the checker no longer knows what the broker answers).
+    Violations cite trace indices (`amqp10.monitor`); the recording holds only the
+    broker's."""
     for item in recording.items:
-        if item.item is None:
-            if item.direction == CLIENT:
-                return fed
+        if item.direction != CLIENT:
             continue
-        if item.direction == CLIENT and getattr(item.item, "name", "") in _ENDINGS:
-            return fed + 1
-        fed += 1
-    return fed
+        if item.item is None:
+            return item.index
+        if getattr(item.item, "name", "") in _ENDINGS:
+            return item.index + 1
+    return len(recording.items)
 
 
 def _opened(sent: list[Step], frames: list[Frame]) -> bool:

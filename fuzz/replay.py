@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amqp10.frames import Frame
+from amqp10.origins import SERVER
 from fuzz.case import load_case
 from fuzz.findings import signature
 from fuzz.oracle import Target, Verdict, run_case
 from fuzz.seeds import client_sides
 from traces.load import open_trace
-from traces.model import SERVER
 
 
 @dataclass(slots=True)

@@ -15,10 +15,10 @@ import os
 import random
 from collections.abc import Callable
 
+from amqp10.origins import CLIENT
 from fuzz.case import Step, step
 from fuzz.model import Conversation, Handshake
 from traces.load import TraceError, open_trace
-from traces.model import CLIENT
 
 Scenario = Callable[[Conversation, random.Random], None]
 

@@ -21,8 +21,9 @@ from typing import Any
 
 from amqp10.checker.signature import endpoint_state, signature
 from amqp10.frames import Frame
+from amqp10.monitor import KIND_RAW, TraceItem
+from amqp10.origins import CLIENT, SERVER
 from traces.check import check_trace
-from traces.model import CLIENT, KIND_RAW, TraceItem
 from traces.pcap_format import TCP_SYN
 from traces.pcap_reader import TcpSegment
 from traces.reassembly import PcapTraceReader, format_endpoint
@@ -135,8 +136,8 @@ class _Tracker:
 
     def __init__(self) -> None:
         self.info: list[tuple[str, str, int | None, int | None, float]] = []
-        self.opened = {CLIENT: False, "server": False}
-        self.closed = {CLIENT: False, "server": False}
+        self.opened = {CLIENT: False, SERVER: False}
+        self.closed = {CLIENT: False, SERVER: False}
         self.product: str | None = None
         self.version: str | None = None
         self.frames = 0
@@ -297,7 +298,7 @@ def check_flow(
             info.start_time,
             info.end_time if info.end_time is not None else info.start_time,
             bytes_client=info.byte_counts.get(CLIENT, 0),
-            bytes_server=info.byte_counts.get("server", 0),
+            bytes_server=info.byte_counts.get(SERVER, 0),
         )
         violations.extend(check_connection(items, row, broker_label, liveness_bound))
         for note in row.notes:

@@ -1,7 +1,7 @@
 """Minimal reproducers: one connection's items -> the fewest that still show a signature.
 
 Owns: `signatures_of(items)` (the oracle: the items' raw bytes decoded again as a fresh
-connection by traces.streams.ConnectionDecoder and checked by traces.check, as a
+connection by the core's connection monitor and checked by traces.check, as a
 reader of the written pcap would), `minimize(items, signature)` (a window pre-pass, then
 traces.minimize.ddmin until 1-minimal) and `write_reproducer(...)` (`<sig>.pcap` through
 traces.pcap_writer, `<sig>.txt` through traces.render, then re-checked from the pcap
@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from amqp10.monitor import KIND_RAW, ConnectionMonitor, TraceItem
+from amqp10.origins import CLIENT
 from spark_triage.check import check_flow, segments_of, signatures_of_items
 from traces.minimize import ddmin
-from traces.model import CLIENT, KIND_RAW, TraceItem
 from traces.pcap_vector import read_segments
 from traces.pcap_writer import PcapWriter
 from traces.render import show_line
-from traces.streams import ConnectionDecoder
 
 _SETUP = frozenset(
     ("protocol-header", "sasl-mechanisms", "sasl-init", "sasl-outcome", "open", "begin", "attach")
@@ -29,11 +29,11 @@ _SETUP = frozenset(
 
 def redecode(items: Sequence[TraceItem]) -> list[TraceItem]:
     """The items a reader would see if only these items' bytes had crossed the wire."""
-    decoder = ConnectionDecoder(1)
+    monitor = ConnectionMonitor(1, check=False)
     out: list[TraceItem] = []
     for item in items:
-        out.extend(decoder.feed(item.direction, item.raw, item.time))
-    out.extend(decoder.finish(items[-1].time if items else 0.0))
+        out += monitor.feed(item.direction, item.raw, item.time).items
+    out += monitor.finish(items[-1].time if items else 0.0).items
     return out
 
 

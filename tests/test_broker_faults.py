@@ -10,7 +10,6 @@ answers echo itself, so `no-echo` suppresses every echo reply (link and session)
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -21,7 +20,6 @@ from broker_support import (
     running_broker_with_queue,
 )
 
-from amqp10.checker import Checker
 from amqp10.composites import Modified
 from amqp10.engine import (
     EndpointPolicy,
@@ -264,13 +262,12 @@ def test_every_protocol_and_queue_fault_has_a_scenario():
 @pytest.mark.parametrize("enabled", [False, True])
 def test_no_echo_suppresses_every_echo_reply_and_the_checker_names_it(enabled):
     with running_broker_with_queue(faults=("no-echo",) if enabled else ()) as b:
-        c = EngineClient(b.port)
-        c.checker = Checker(liveness_bound=0.2)  # unanswered echo is a liveness rule
+        c = EngineClient(b.port, liveness_bound=0.2)  # unanswered echo is a liveness rule
         try:
             c.open()
             replies = _echo_replies(b, c)
             # end the trace here: the close that follows forgets pending echo requests
-            c.checker.finish(time.monotonic())
+            c.end_trace()
         finally:
             c.close()
     unanswered = [v for v in c.violations if v.rule_id == "link.echo.unanswered"]

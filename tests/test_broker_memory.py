@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 from broker_support import assert_redelivered, body
 
-from amqp10.checker import Checker
 from amqp10.composites import Accepted
 from amqp10.engine import (
     Connection,
@@ -22,9 +21,9 @@ from amqp10.engine import (
     TransferReceived,
     TransportClosed,
 )
-from amqp10.errors import DecodeError
-from amqp10.frames import Frame, FrameDecoder
 from amqp10.message import Message
+from amqp10.monitor import ConnectionMonitor
+from amqp10.origins import CLIENT, ORIGINS, SERVER
 from amqp10.spec import Cond
 from reference_broker.config import BrokerConfig, Limits
 from reference_broker.faults import Faults
@@ -51,27 +50,15 @@ def broker():
 
 
 def checked(conn: MemoryConnection) -> list[str]:
-    """The recorded conversation through the checker: its violations and decode errors."""
-    checker = Checker()
-    decoders = {"client": FrameDecoder(), "server": FrameDecoder()}
-    problems: list[str] = []
+    """The recorded conversation through the connection monitor: its violations and
+    decode errors."""
+    monitor = ConnectionMonitor()
+    found = []
     for direction, data in conn.wire or []:
-        origin = "client" if direction == "c>s" else "server"
-        decoders[origin].feed(data)
-        while True:
-            try:
-                item = decoders[origin].next_item()
-            except DecodeError as exc:
-                problems.append(f"{origin}: {exc}")
-                break
-            if item is None:
-                break
-            checker.feed(origin, item, 0.0)
-            if isinstance(item, Frame) and item.name == "sasl-outcome":
-                for decoder in decoders.values():
-                    decoder.expect_protocol_header()
-    checker.finish(0.0)
-    return problems + [str(v) for v in checker.violations]
+        found += monitor.feed(CLIENT if direction == "c>s" else SERVER, data, 0.0).violations
+    found += monitor.finish(0.0).violations
+    problems = [f"{o}: {monitor.decode_error(o)}" for o in ORIGINS if monitor.decode_error(o)]
+    return problems + [str(v) for v in found]
 
 
 @pytest.fixture

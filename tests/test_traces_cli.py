@@ -10,21 +10,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from shared_paths import CAPTURES, PROTON_C_PCAP
+from traces_support.crafted import session_frames
 
 from amqp10.composites import (
-    Attach,
-    Begin,
     Detach,
     Disposition,
     Error,
-    Flow,
     Open,
-    Source,
-    Target,
-    Transfer,
 )
 from amqp10.frames import AMQP_HEADER, encode_frame
 from amqp10.message import Message
+from amqp10.origins import CLIENT, SERVER
 from amqp10.spec import Cond, Role
 from traces.framelog import (
     METADATA_KEY_VERSION,
@@ -35,7 +31,6 @@ from traces.framelog import (
     read_frame_log,
 )
 from traces.load import open_trace
-from traces.model import CLIENT, SERVER
 from traces.pcap_writer import PcapWriter
 
 AMQPSPEC = [sys.executable, "-m", "amqpspec.cli"]
@@ -43,77 +38,6 @@ AMQPSPEC = [sys.executable, "-m", "amqpspec.cli"]
 
 def amqpspec(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([*AMQPSPEC, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def _session_frames(transfers: int, credit: int) -> list[tuple[str, bytes]]:
-    """A receiver grants `credit`; the sender sends `transfers` (over-delivers if more)."""
-    frames = [
-        (CLIENT, AMQP_HEADER.encode()),
-        (CLIENT, encode_frame(Open(container_id="receiver"))),
-        (SERVER, AMQP_HEADER.encode()),
-        (SERVER, encode_frame(Open(container_id="broker"))),
-        (CLIENT, encode_frame(Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100))),
-        (
-            SERVER,
-            encode_frame(
-                Begin(
-                    remote_channel=0, next_outgoing_id=0, incoming_window=100, outgoing_window=100
-                )
-            ),
-        ),
-        (
-            CLIENT,
-            encode_frame(
-                Attach(
-                    name="r",
-                    handle=0,
-                    role=Role.RECEIVER,
-                    source=Source(address="q"),
-                    target=Target(),
-                )
-            ),
-        ),
-        (
-            SERVER,
-            encode_frame(
-                Attach(
-                    name="r",
-                    handle=0,
-                    role=Role.SENDER,
-                    source=Source(address="q"),
-                    target=Target(),
-                    initial_delivery_count=0,
-                )
-            ),
-        ),
-        (
-            CLIENT,
-            encode_frame(
-                Flow(
-                    next_incoming_id=0,
-                    incoming_window=100,
-                    next_outgoing_id=0,
-                    outgoing_window=100,
-                    handle=0,
-                    delivery_count=0,
-                    link_credit=credit,
-                )
-            ),
-        ),
-    ]
-    for number in range(transfers):
-        frames.append(
-            (
-                SERVER,
-                encode_frame(
-                    Transfer(
-                        handle=0, delivery_id=number, delivery_tag=bytes([number]), settled=True
-                    ),
-                    payload=Message.of(b"hello").encode(),
-                ),
-            )
-        )
-    return frames
 
 
 def write_session(path: str, frames: list[tuple[str, bytes]]) -> None:
@@ -126,19 +50,19 @@ def write_session(path: str, frames: list[tuple[str, bytes]]) -> None:
 @pytest.fixture
 def clean_pcap(tmp_path):
     path = str(tmp_path / "clean.pcap")
-    write_session(path, _session_frames(transfers=2, credit=2))
+    write_session(path, session_frames(transfers=2, credit=2))
     return path
 
 
 @pytest.fixture
 def overdelivery_pcap(tmp_path):
     path = str(tmp_path / "over.pcap")
-    write_session(path, _session_frames(transfers=3, credit=2))
+    write_session(path, session_frames(transfers=3, credit=2))
     return path
 
 
 def test_check_names_the_credit_rule_and_the_frame_of_an_overdelivery(overdelivery_pcap, tmp_path):
-    third_transfer = len(_session_frames(transfers=3, credit=2)) - 1
+    third_transfer = len(session_frames(transfers=3, credit=2)) - 1
     parquet = str(tmp_path / "over.parquet")
     assert amqpspec("trace", "convert", overdelivery_pcap, parquet).returncode == 0
     for path in (overdelivery_pcap, parquet):
@@ -177,7 +101,7 @@ def test_show_prints_one_line_per_item(clean_pcap):
     result = amqpspec("trace", "show", clean_pcap)
     assert result.returncode == 0
     lines = result.stdout.splitlines()
-    assert len(lines) == len(_session_frames(transfers=2, credit=2))
+    assert len(lines) == len(session_frames(transfers=2, credit=2))
     assert lines[0] == "[conn 1] #0 -> AMQP 1.0.0"
     assert lines[2] == "[conn 1] #2 <- AMQP 1.0.0"
     flow = lines[8]
@@ -225,7 +149,7 @@ def test_convert_writes_a_versioned_frame_log_with_flattened_fields(overdelivery
     connections = read_connections(out)
     assert connections[1].client == "127.0.0.1:40001"
     assert connections[1].byte_counts[SERVER] == sum(
-        len(d) for s, d in _session_frames(3, 2) if s == SERVER
+        len(d) for s, d in session_frames(3, 2) if s == SERVER
     )
     for name, type_ in zip(table.schema.names, table.schema.types):
         assert not pa.types.is_unsigned_integer(type_), name  # Spark-friendly types
@@ -311,7 +235,7 @@ def test_check_finds_the_rabbitmq_overdelivery_in_the_real_capture():
 
 
 def test_check_does_not_judge_a_connection_captured_mid_way(tmp_path):
-    frames = _session_frames(transfers=3, credit=2)[4:]  # no headers, no open
+    frames = session_frames(transfers=3, credit=2)[4:]  # no headers, no open
     path = str(tmp_path / "mid.pcap")
     with PcapWriter(path) as writer:
         writer.open_connection(1, "127.0.0.1:40001", "127.0.0.1:5672", 100.0)

@@ -32,9 +32,9 @@ from traces_support.tshark import TSHARK, amqp_pdus
 
 from amqp10.composites import Close, Open
 from amqp10.frames import AMQP_HEADER, Frame, ProtocolHeader, encode_frame
+from amqp10.origins import CLIENT, SERVER
 from traces.framelog import SCHEMA_VERSION, read_frame_log, schema_version
 from traces.load import open_trace
-from traces.model import CLIENT, SERVER
 
 MESSAGES = 300
 

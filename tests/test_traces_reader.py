@@ -12,8 +12,8 @@ from traces_support.crafted import exchange, segment_plan, write_capture
 from traces_support.tshark import TSHARK, amqp_pdus
 
 from amqp10.frames import Frame, ProtocolHeader, decode_stream
+from amqp10.origins import CLIENT, SERVER
 from traces.load import TraceError, open_trace
-from traces.model import CLIENT, SERVER
 from traces.pcap_writer import PcapWriter
 from traces.reassembly import PcapTraceReader
 

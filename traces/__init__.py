@@ -5,9 +5,10 @@ Owns the package `traces/`:
   relay byte for byte, write a pcap, build the Parquet frame log in a child process.
 - `pcap_writer.PcapWriter` — synthesized Ethernet/IP/TCP flows tshark dissects as AMQP.
 - `pcap_reader` (pcap/pcapng, link layers, IP -> TCP segments, struct only) and
-  `reassembly.PcapTraceReader` (TCP reassembly -> `model.TraceItem`s per connection).
-- `streams.ConnectionDecoder` — one connection's bytes -> headers, frames, raw runs (core).
+  `reassembly.PcapTraceReader` (TCP reassembly -> `amqp10.monitor.TraceItem`s per
+  connection, decoded by the core's connection monitor).
 - `framelog` — the versioned Parquet schema, writer and reader.
 - `load.open_trace` — any trace file; `render` — show lines / JSON; `check.check_trace`
-  — the checker per connection; `cli` / `capture_cli` — the `amqpspec` subcommands.
+  — the core's connection monitor per connection; `cli` / `capture_cli` — the `amqpspec`
+  subcommands.
 """

@@ -14,9 +14,9 @@ import sys
 import time
 import uuid
 
+from amqp10.monitor import DEFAULT_MAX_FRAME_SIZE
 from traces.proxy import RecordingProxy
 from traces.recorder import Recorder
-from traces.streams import DEFAULT_MAX_FRAME_SIZE
 
 
 def _host_port(text: str) -> tuple[str, int]:

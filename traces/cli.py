@@ -13,6 +13,7 @@ import json
 import os
 import sys
 
+from traces.check import check_trace
 from traces.framelog import FrameLogWriter
 from traces.load import TraceError, open_trace
 from traces.reassembly import AMQP_PORTS
@@ -68,17 +69,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    try:
-        from traces.check import check_trace
-    except ImportError as exc:  # pragma: no cover - only before amqp10.checker exists
-        print(f"amqpspec trace check: checker not available ({exc})", file=sys.stderr)
-        return 2
     trace = open_trace(args.file, _ports(args))
-    try:
-        findings = check_trace(trace, args.liveness_bound)
-    except ImportError as exc:
-        print(f"amqpspec trace check: checker not available ({exc})", file=sys.stderr)
-        return 2
+    findings = check_trace(trace, args.liveness_bound)
     must = 0
     for finding in findings:
         if finding.level == "MUST":
@@ -89,10 +81,10 @@ def _check(args: argparse.Namespace) -> int:
                 "connection": finding.connection_id,
                 "index": finding.frame_index,
                 "level": finding.level,
-                "rule_id": getattr(v, "rule_id", None),
-                "section": getattr(v, "section", None),
-                "origin": getattr(v, "origin", None),
-                "reason": getattr(v, "reason", finding.note),
+                "rule_id": v.rule_id if v else None,
+                "section": v.section if v else None,
+                "origin": v.origin if v else None,
+                "reason": v.reason if v else finding.note,
             }
             print(json.dumps(record))
         else:

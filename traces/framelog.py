@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 
 from amqp10.errors import DecodeError
 from amqp10.frames import Frame, ProtocolHeader, decode_frame
-from traces.model import KIND_FRAME, KIND_HEADER, KIND_RAW, ConnectionInfo, TraceItem
+from amqp10.monitor import KIND_FRAME, KIND_HEADER, TraceItem
+from traces.model import ConnectionInfo
 
 SCHEMA_VERSION = "1"
 METADATA_KEY_VERSION = b"amqpspec.traces.schema_version"
@@ -247,11 +248,6 @@ class FrameLogWriter:
         self._writer.close()
 
 
-def is_frame_log(path: str) -> bool:
-    with open(path, "rb") as file:
-        return file.read(4) == b"PAR1"
-
-
 def schema_version(path: str) -> str | None:
     metadata = pq.read_schema(path).metadata or {}
     value = metadata.get(METADATA_KEY_VERSION)
@@ -307,7 +303,6 @@ def read_frame_log(path: str) -> Iterator[TraceItem]:
 
 __all__ = [
     "COLUMNS",
-    "KIND_RAW",
     "SCHEMA",
     "SCHEMA_VERSION",
     "FrameLogWriter",

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from amqp10.monitor import TraceItem
 from traces.framelog import read_connections, read_frame_log
-from traces.model import ConnectionInfo, TraceItem
+from traces.model import ConnectionInfo
 from traces.pcap_reader import CaptureFormatError, capture_kind
 from traces.reassembly import AMQP_PORTS, PcapTraceReader
 

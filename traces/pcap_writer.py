@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from traces.model import CLIENT, SERVER
+from amqp10.origins import CLIENT, SERVER
 from traces.pcap_format import (
     ETHERNET_HEADER,
     ETHERTYPE_IPV4,

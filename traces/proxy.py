@@ -18,7 +18,7 @@ import socket
 import time
 from collections import deque
 
-from traces.model import CLIENT, SERVER
+from amqp10.origins import CLIENT, SERVER
 from traces.recorder import Recorder
 
 READ_CHUNK = 256 * 1024

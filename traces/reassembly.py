@@ -3,7 +3,9 @@
 Owns: `PcapTraceReader`, which follows every TCP connection of a capture, orders each
 direction's bytes by sequence number (retransmissions and overlaps trimmed, keeping the
 bytes seen first; out-of-order segments held until the gap fills, within a bound), and
-feeds them to a `ConnectionDecoder`. The client is the side that sent the first SYN; for
+feeds them to an `amqp10.monitor.ConnectionMonitor` that only decodes (`check=False`):
+one that saw the SYN expects protocol headers, any other sniffs where its streams start.
+The client is the side that sent the first SYN; for
 a connection whose start was not captured, the side talking to a known AMQP port, else
 the first to send. A gap that never fills turns the rest of that direction into raw
 items. A SYN on a finished 4-tuple starts a new connection.
@@ -14,10 +16,11 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Iterator
 
-from traces.model import CLIENT, SERVER, ConnectionInfo, TraceItem
+from amqp10.monitor import DEFAULT_MAX_FRAME_SIZE, ConnectionMonitor, TraceItem
+from amqp10.origins import CLIENT, SERVER
+from traces.model import ConnectionInfo
 from traces.pcap_format import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
 from traces.pcap_reader import TcpSegment, iter_tcp_segments
-from traces.streams import DEFAULT_MAX_FRAME_SIZE, ConnectionDecoder
 
 AMQP_PORTS = frozenset((5672, 5671))
 MAX_OUT_OF_ORDER_BYTES = 16 * 1024 * 1024
@@ -45,12 +48,12 @@ class _HalfStream:
 
 
 class _Connection:
-    __slots__ = ("client", "decoder", "finished", "halves", "info", "saw_syn", "started")
+    __slots__ = ("client", "finished", "halves", "info", "monitor", "saw_syn", "started")
 
-    def __init__(self, info: ConnectionInfo, client: tuple[bytes, int], decoder) -> None:
+    def __init__(self, info: ConnectionInfo, client: tuple[bytes, int]) -> None:
         self.info = info
         self.client = client
-        self.decoder: ConnectionDecoder | None = decoder
+        self.monitor: ConnectionMonitor | None = None  # made at the first payload
         self.halves = {CLIENT: _HalfStream(), SERVER: _HalfStream()}
         self.finished = False
         self.started = False
@@ -117,7 +120,7 @@ class PcapTraceReader:
                 format_endpoint(server),
                 segment.time,
             )
-            connection = _Connection(info, client, None)
+            connection = _Connection(info, client)
             self._by_key[key] = connection
             self.connections[info.connection_id] = info
         direction = CLIENT if src == connection.client else SERVER
@@ -193,35 +196,36 @@ class PcapTraceReader:
         self, connection: _Connection, direction: str, half: _HalfStream, time: float
     ) -> list[TraceItem]:
         """Bytes never arrived: decode no further; the rest of this direction is raw."""
-        decoder = self._decoder(connection, b"")
-        items = decoder.lose(direction, time)
+        items = self._monitor(connection).lose(direction, time).items
         first = min(half.out_of_order, key=lambda s: _seq_diff(s, half.next_seq or s))
         half.next_seq = first
         items.extend(self._drain_out_of_order(connection, direction, half))
         return items
 
-    def _decoder(self, connection: _Connection, first_payload: bytes) -> ConnectionDecoder:
-        if connection.decoder is None:
-            expect_header = connection.saw_syn or first_payload[:4] == b"AMQP"
-            connection.decoder = ConnectionDecoder(
-                connection.info.connection_id, expect_header, self.max_frame_size
+    def _monitor(self, connection: _Connection) -> ConnectionMonitor:
+        if connection.monitor is None:
+            connection.monitor = ConnectionMonitor(
+                connection.info.connection_id,
+                expect_header=True if connection.saw_syn else None,
+                max_frame_size=self.max_frame_size,
+                check=False,
             )
-        return connection.decoder
+        return connection.monitor
 
     def _deliver(
         self, connection: _Connection, direction: str, payload: bytes, time: float
     ) -> list[TraceItem]:
         connection.started = True
         connection.info.byte_counts[direction] += len(payload)
-        return self._decoder(connection, payload).feed(direction, payload, time)
+        return self._monitor(connection).feed(direction, payload, time).items
 
     def _finish(self, connection: _Connection, time: float) -> list[TraceItem]:
         items: list[TraceItem] = []
         for direction, half in connection.halves.items():
             if half.out_of_order:
                 items.extend(self._give_up_gap(connection, direction, half, time))
-        if connection.decoder is not None:
-            items.extend(connection.decoder.finish(time))
+        if connection.monitor is not None:
+            items.extend(connection.monitor.finish(time).items)
         if connection.info.end_time is None:
             connection.info.end_time = time
         return items

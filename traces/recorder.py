@@ -16,10 +16,11 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from amqp10.monitor import DEFAULT_MAX_FRAME_SIZE
+from amqp10.origins import CLIENT, SERVER
 from traces.framelog_process import FrameLogProcess
-from traces.model import CLIENT, SERVER, ConnectionInfo
+from traces.model import ConnectionInfo
 from traces.pcap_writer import PcapWriter
-from traces.streams import DEFAULT_MAX_FRAME_SIZE
 
 
 @dataclass(slots=True)

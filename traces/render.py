@@ -13,8 +13,9 @@ from typing import Any
 
 from amqp10.composites import Composite
 from amqp10.frames import Frame, ProtocolHeader
+from amqp10.monitor import TraceItem
+from amqp10.origins import CLIENT
 from amqp10.types import Described, symbol
-from traces.model import CLIENT, TraceItem
 
 _PROTOCOLS = {0: "AMQP", 2: "AMQP-TLS", 3: "AMQP-SASL"}
 

@@ -2,9 +2,10 @@
 
     from amqp10.checker import Checker, Violation, RULES, Rule, check_connection
 
-`Checker(liveness_bound=None)`; `.feed(origin, item, time=None)` -> new violations, with
-origin "client" (the connection initiator) or "server" and item a ProtocolHeader or
-Frame; `.finish(now=None)` at the end of the trace; `.violations` all so far.
+`Checker(liveness_bound=None)`; `.feed(origin, item, time=None, index=None)` -> new
+violations, with origin `amqp10.origins.CLIENT` ("client", the connection initiator) or
+`SERVER` ("server") and item a ProtocolHeader or Frame; `.finish(now=None)` at the end of
+the trace; `.violations` all so far. `amqp10.monitor` feeds it from a connection's bytes.
 `RULES` is the catalog (rule id -> Rule with section, MUST/SHOULD and spec sentence).
 """
 

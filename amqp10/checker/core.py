@@ -21,8 +21,9 @@ from amqp10.checker.links import LinkRules
 from amqp10.checker.rules import Violation, violation
 from amqp10.checker.sessions import SessionRules
 from amqp10.checker.settlement import SettlementRules
-from amqp10.checker.state import CLIENT, ORIGINS, SERVER, Link, Peer, Session, other
+from amqp10.checker.state import Link, Peer, Session
 from amqp10.frames import Frame, FrameType, ProtocolHeader, ProtocolId
+from amqp10.origins import CLIENT, ORIGINS, SERVER, other
 from amqp10.spec import MIN_MAX_FRAME_SIZE
 
 _NO_LIMIT = 0xFFFFFFFF
@@ -62,12 +63,26 @@ class Checker(SessionRules, LinkRules, SettlementRules):
 
     # --- public API -------------------------------------------------------------------
     def feed(
-        self, origin: str, item: ProtocolHeader | Frame, time: float | None = None
+        self,
+        origin: str,
+        item: ProtocolHeader | Frame,
+        time: float | None = None,
+        index: int | None = None,
     ) -> list[Violation]:
-        """Check the next item of the trace, sent by `origin`; returns the new violations."""
+        """Check the next item of the trace, sent by `origin`; returns the new violations.
+
+        `index` is the item's position in the caller's trace (default: one after the last
+        item fed). A caller whose trace holds items the checker is not shown (undecodable
+        bytes) passes it, so violations cite the caller's own numbering; it must increase.
+        """
         if origin not in ORIGINS:
             raise ValueError(f"origin must be 'client' or 'server', got {origin!r}")
-        self.index += 1
+        if index is None:
+            self.index += 1
+        elif index > self.index:
+            self.index = index
+        else:
+            raise ValueError(f"trace index {index} after index {self.index}")
         self._new = new = []
         peer = self.peers[origin]
         if time is not None:

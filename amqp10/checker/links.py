@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from amqp10.checker.state import Link, LinkEnd, Peer, SessionEnd, other
+from amqp10.checker.state import Link, LinkEnd, Peer, SessionEnd
+from amqp10.origins import other
 from amqp10.serial import serial_add, serial_diff, serial_lt
 from amqp10.spec import RcvSettleMode, SndSettleMode
 

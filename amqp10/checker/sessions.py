@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from amqp10.checker.state import Peer, Session, SessionEnd, other
+from amqp10.checker.state import Peer, Session, SessionEnd
+from amqp10.origins import other
 from amqp10.serial import serial_add
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from amqp10.checker.state import Peer, other
+from amqp10.checker.state import Peer
+from amqp10.origins import other
 from amqp10.serial import serial_add, serial_diff, serial_lt
 
 if TYPE_CHECKING:

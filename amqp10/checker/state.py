@@ -12,15 +12,7 @@ from typing import Any
 
 from amqp10.checker.horizons import Horizons
 
-CLIENT = "client"
-SERVER = "server"
-ORIGINS = (CLIENT, SERVER)
-
 _SETTLED_MEMORY = 8192  # delivery-ids whose settlement is remembered per direction
-
-
-def other(origin: str) -> str:
-    return SERVER if origin == CLIENT else CLIENT
 
 
 class Peer:

@@ -11,10 +11,10 @@ import itertools
 
 from amqp10.composites import Open
 from amqp10.frames import EMPTY_FRAME
+from amqp10.origins import SERVER
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps.queues import fill
 from conformance.verdicts import Unsupported
-from traces.model import SERVER
 
 LONGEST_WAITED_MS = 15000  # a broker advertising more than this: UNSUPPORTED (bounded case)
 

@@ -12,12 +12,12 @@ import itertools
 
 from amqp10.composites import Begin, Error, Open
 from amqp10.engine import RemoteClose
+from amqp10.origins import SERVER
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps.links import consumer
 from conformance.steps.queues import fill
 from conformance.steps.refusals import sent_frame_outcome
 from conformance.verdicts import CaseFailed
-from traces.model import SERVER
 
 REFUSE = {
     "close:amqp:connection:framing-error",

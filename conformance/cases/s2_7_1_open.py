@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from amqp10.composites import Begin, Open
 from amqp10.frames import Frame
+from amqp10.origins import SERVER
 from conformance.registry import MUST, case
 from conformance.steps.links import consumer, small_frame_probe
 from conformance.steps.queues import fill
 from conformance.steps.refusals import sent_frame_outcome
-from traces.model import SERVER
 
 CLOSE_ANY = {
     "close:amqp:connection:framing-error",

@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from amqp10.checker import Checker, Violation
+from amqp10.checker import Violation
 from amqp10.engine import ClientSasl, Connection, Event
-from amqp10.errors import DecodeError
-from amqp10.frames import Frame, FrameDecoder
 from amqp10.message import Message
+from amqp10.monitor import ConnectionMonitor
+from amqp10.origins import CLIENT, ORIGINS, SERVER
 from reference_broker.admin_client import ManagementClient
 from reference_broker.config import BrokerConfig, Limits
 from reference_broker.faults import Faults
@@ -96,7 +96,13 @@ class EngineClient:
     """An amqp10 engine client on a real socket; collects every event it gets."""
 
     def __init__(
-        self, port: int, *, sasl: ClientSasl | None = None, timers: bool = True, **options: Any
+        self,
+        port: int,
+        *,
+        sasl: ClientSasl | None = None,
+        timers: bool = True,
+        liveness_bound: float | None = None,
+        **options: Any,
     ) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
         self.sock.setblocking(False)
@@ -104,39 +110,28 @@ class EngineClient:
         self.events: list[Event] = []
         self.closed = False
         self.timers = timers  # False: never heartbeat (a silent peer)
-        # every byte both ways goes through the checker (the project's oracle)
-        self.checker = Checker()
-        self._wire = {"client": FrameDecoder(), "server": FrameDecoder()}
-        self.wire_errors: list[str] = []
+        # every byte both ways goes through the connection monitor (the project's oracle)
+        self.monitor = ConnectionMonitor(liveness_bound=liveness_bound)
+        self.violations: list[Violation] = []  # what the checker found (complete after close())
 
     def open(self) -> None:
         self.conn.open()
         self.wait_for(lambda: self.conn.remote_open is not None, "open")
 
     def _trace(self, origin: str, data: bytes) -> None:
-        decoder = self._wire[origin]
-        if decoder is None:
-            return
-        decoder.feed(data)
-        while True:
-            try:
-                item = decoder.next_item()
-            except DecodeError as exc:
-                self.wire_errors.append(f"{origin}: {exc}")
-                self._wire[origin] = None
-                return
-            if item is None:
-                return
-            self.checker.feed(origin, item, time.monotonic())
-            if isinstance(item, Frame) and item.name == "sasl-outcome":
-                for other in self._wire.values():  # 5.3.2: the AMQP header follows
-                    if other is not None:
-                        other.expect_protocol_header()
+        if not self.monitor.finished:
+            self.violations += self.monitor.feed(origin, data, time.monotonic()).violations
+
+    def end_trace(self) -> None:
+        """The trace ends here: the checker's end-of-trace rules run now; later bytes are
+        not judged."""
+        self.violations += self.monitor.finish(time.monotonic()).violations
 
     @property
-    def violations(self) -> list[Violation]:
-        """What the checker found in the whole trace (call after close())."""
-        return self.checker.violations
+    def wire_errors(self) -> list[str]:
+        """Bytes the core could not decode, per direction."""
+        errors = ((o, self.monitor.decode_error(o)) for o in ORIGINS)
+        return [f"{origin}: {error}" for origin, error in errors if error is not None]
 
     def pump(self, timeout: float = 0.05) -> None:
         now = time.monotonic()
@@ -155,7 +150,7 @@ class EngineClient:
                 if not chunk:
                     self.closed = True
                 else:
-                    self._trace("server", chunk)
+                    self._trace(SERVER, chunk)
                 self.conn.receive_data(chunk, time.monotonic())
         due = self.conn.get_timer() if self.timers else None
         if due is not None and time.monotonic() >= due:
@@ -166,7 +161,7 @@ class EngineClient:
             self._send(data)
 
     def _send(self, data: bytes) -> None:
-        self._trace("client", data)
+        self._trace(CLIENT, data)
         view = memoryview(data)
         deadline = time.monotonic() + WAIT
         while view:
@@ -224,7 +219,7 @@ class EngineClient:
                 self.pump()
                 self.settle(0.1)
         self.sock.close()
-        self.checker.finish(time.monotonic())
+        self.end_trace()
 
 
 @contextlib.contextmanager

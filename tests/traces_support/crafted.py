@@ -1,6 +1,7 @@
 """Craft tcpdump-style captures with scapy (an independent writer): a real AMQP exchange
 encoded by the core, cut into TCP segments that split frames and merge several frames,
-with a retransmission, an overlapping segment and an out-of-order pair."""
+with a retransmission, an overlapping segment and an out-of-order pair. Also
+`session_frames`: a receiver's credit grant and a sender's transfers as (origin, bytes)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,37 @@ from amqp10.composites import (
 )
 from amqp10.frames import AMQP_HEADER, encode_frame
 from amqp10.message import Message
+from amqp10.origins import CLIENT, SERVER
 from amqp10.spec import Role
 
 CLIENT_ADDR = ("10.0.0.1", 40000)
 SERVER_ADDR = ("10.0.0.2", 5672)
+
+
+def begin(remote_channel: int | None = None) -> bytes:
+    """A begin with windows of 100 (an answer when `remote_channel` is given)."""
+    return encode_frame(
+        Begin(
+            remote_channel=remote_channel,
+            next_outgoing_id=0,
+            incoming_window=100,
+            outgoing_window=100,
+        )
+    )
+
+
+def grant(credit: int) -> bytes:
+    """The receiver's first flow on handle 0: `credit` from delivery-count 0."""
+    flow = Flow(
+        next_incoming_id=0,
+        incoming_window=100,
+        next_outgoing_id=0,
+        outgoing_window=100,
+        handle=0,
+        delivery_count=0,
+        link_credit=credit,
+    )
+    return encode_frame(flow)
 
 
 def exchange(transfers: int = 30) -> tuple[bytes, bytes]:
@@ -28,7 +56,7 @@ def exchange(transfers: int = 30) -> tuple[bytes, bytes]:
     client = [
         AMQP_HEADER.encode(),
         encode_frame(Open(container_id="crafted-client")),
-        encode_frame(Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100)),
+        begin(),
         encode_frame(
             Attach(
                 name="l", handle=0, role=Role.SENDER, source=Source(), target=Target(address="q")
@@ -46,25 +74,13 @@ def exchange(transfers: int = 30) -> tuple[bytes, bytes]:
     server = [
         AMQP_HEADER.encode(),
         encode_frame(Open(container_id="crafted-server")),
-        encode_frame(
-            Begin(remote_channel=0, next_outgoing_id=0, incoming_window=100, outgoing_window=100)
-        ),
+        begin(remote_channel=0),
         encode_frame(
             Attach(
                 name="l", handle=0, role=Role.RECEIVER, source=Source(), target=Target(address="q")
             )
         ),
-        encode_frame(
-            Flow(
-                next_incoming_id=0,
-                incoming_window=100,
-                next_outgoing_id=0,
-                outgoing_window=100,
-                handle=0,
-                delivery_count=0,
-                link_credit=transfers,
-            )
-        ),
+        grant(transfers),
         encode_frame(Disposition(role=Role.RECEIVER, first=0, last=transfers - 1, settled=True)),
         encode_frame(Close()),
     ]
@@ -167,3 +183,32 @@ def write_capture(
         writer.write(pkt)
     writer.close()
     return client, server
+
+
+def session_frames(transfers: int, credit: int) -> list[tuple[str, bytes]]:
+    """A receiver grants `credit`; the sender sends `transfers` (over-delivers if more)."""
+    link = {"name": "r", "handle": 0, "source": Source(address="q"), "target": Target()}
+    frames = [
+        (CLIENT, AMQP_HEADER.encode()),
+        (CLIENT, encode_frame(Open(container_id="receiver"))),
+        (SERVER, AMQP_HEADER.encode()),
+        (SERVER, encode_frame(Open(container_id="broker"))),
+        (CLIENT, begin()),
+        (SERVER, begin(remote_channel=0)),
+        (CLIENT, encode_frame(Attach(role=Role.RECEIVER, **link))),
+        (SERVER, encode_frame(Attach(role=Role.SENDER, initial_delivery_count=0, **link))),
+        (CLIENT, grant(credit)),
+    ]
+    for number in range(transfers):
+        frames.append(
+            (
+                SERVER,
+                encode_frame(
+                    Transfer(
+                        handle=0, delivery_id=number, delivery_tag=bytes([number]), settled=True
+                    ),
+                    payload=Message.of(b"hello").encode(),
+                ),
+            )
+        )
+    return frames
