@@ -11,7 +11,8 @@ import pytest
 from shared_paths import PROTON_C_PCAP, RABBITMQ_PCAP
 from traces_support.crafted import write_capture
 
-from traces.pcap_reader import CaptureFormatError, iter_tcp_segments
+from traces.pcap_format import CaptureFormatError
+from traces.pcap_reader import iter_tcp_segments
 from traces.pcap_vector import SEGMENT_SCHEMA, plan_splits, read_segments
 
 

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Iterator
 from amqp10.monitor import TraceItem
 from traces.framelog import read_connections, read_frame_log
 from traces.model import ConnectionInfo
-from traces.pcap_reader import CaptureFormatError, capture_kind
+from traces.pcap_format import CaptureFormatError
+from traces.pcap_reader import capture_kind
 from traces.reassembly import AMQP_PORTS, PcapTraceReader
 
 

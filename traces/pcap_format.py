@@ -1,11 +1,13 @@
 """Constants of the classic pcap and pcapng formats and the link layers `traces/` handles.
 
-Owns: magic numbers, link-type numbers, header layouts. Data only.
+Owns: magic numbers, link-type numbers, header layouts, `CaptureFormatError`, and the one
+parser of the classic pcap global header (`classic_header`) that every reader uses. No I/O.
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 
 # classic pcap (https://www.tcpdump.org/manpages/pcap-savefile.5.html)
 MAGIC_MICRO = 0xA1B2C3D4
@@ -53,3 +55,42 @@ TCP_HEADER = struct.Struct("!HHIIBBHHH")
 
 # IPv4 total length is 16 bits: keep every synthesized segment below it.
 MAX_SEGMENT_PAYLOAD = 65000
+
+
+class CaptureFormatError(ValueError):
+    """The file is not a capture this reader understands."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicHeader:
+    """What a classic pcap's global header says about every record after it."""
+
+    order: str  # struct byte order of the file's headers: "<" or ">"
+    nanos: bool  # timestamps in nanoseconds (MAGIC_NANO), else microseconds
+    linktype: int
+
+    @property
+    def tick_ns(self) -> int:
+        """Nanoseconds per unit of a record's fraction field."""
+        return 1 if self.nanos else 1000
+
+    @property
+    def tick_seconds(self) -> float:
+        return 1e-9 if self.nanos else 1e-6
+
+    @property
+    def record(self) -> struct.Struct:
+        """The record header layout (seconds, fraction, caplen, wirelen) in this order."""
+        return struct.Struct(self.order + "IIII")
+
+
+def classic_header(head: bytes, path: str) -> ClassicHeader:
+    """The global header at the start of `head` (a classic pcap, either byte order)."""
+    if len(head) < PCAP_GLOBAL_HEADER_SIZE:
+        raise CaptureFormatError(f"{path}: truncated pcap global header")
+    for order in "<>":
+        magic = struct.unpack_from(order + "I", head, 0)[0]
+        if magic in (MAGIC_MICRO, MAGIC_NANO):
+            linktype = struct.unpack_from(order + "I", head, 20)[0] & 0x0FFFFFFF
+            return ClassicHeader(order, magic == MAGIC_NANO, linktype)
+    raise CaptureFormatError(f"{path}: not a classic pcap file")

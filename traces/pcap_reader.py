@@ -33,16 +33,15 @@ from traces.pcap_format import (
     LINKTYPE_RAW_14,
     MAGIC_MICRO,
     MAGIC_NANO,
+    PCAP_GLOBAL_HEADER_SIZE,
     PCAPNG_BYTE_ORDER_MAGIC,
     PCAPNG_EPB,
     PCAPNG_IDB,
     PCAPNG_SHB,
     PCAPNG_SPB,
+    CaptureFormatError,
+    classic_header,
 )
-
-
-class CaptureFormatError(ValueError):
-    """The file is not a capture this reader understands."""
 
 
 @dataclass(slots=True)
@@ -91,16 +90,10 @@ def iter_packets(path: str) -> Iterator[tuple[float, int, bytes]]:
 
 
 def _classic(data: mmap.mmap, path: str) -> Iterator[tuple[float, int, bytes]]:
-    if len(data) < 24:
-        raise CaptureFormatError(f"{path}: truncated pcap global header")
-    magic_le = struct.unpack_from("<I", data, 0)[0]
-    order = "<" if magic_le in (MAGIC_MICRO, MAGIC_NANO) else ">"
-    magic = struct.unpack_from(order + "I", data, 0)[0]
-    scale = 1e-9 if magic == MAGIC_NANO else 1e-6
-    linktype = struct.unpack_from(order + "I", data, 20)[0] & 0x0FFFFFFF
-    record = struct.Struct(order + "IIII")
-    unpack = record.unpack_from
-    offset = 24
+    header = classic_header(data[:PCAP_GLOBAL_HEADER_SIZE], path)
+    scale, linktype = header.tick_seconds, header.linktype
+    unpack = header.record.unpack_from
+    offset = PCAP_GLOBAL_HEADER_SIZE
     end = len(data)
     while offset + 16 <= end:
         seconds, fraction, caplen, _wirelen = unpack(data, offset)
@@ -204,17 +197,11 @@ def follow_pcap(
     to its end. Memory: one record at a time.
     """
     with open(path, "rb") as file:
-        header = _read_exactly(file, 24, finished, poll_interval)
-        if header is None:
+        head = _read_exactly(file, PCAP_GLOBAL_HEADER_SIZE, finished, poll_interval)
+        if head is None:
             return
-        magic_le = struct.unpack_from("<I", header, 0)[0]
-        order = "<" if magic_le in (MAGIC_MICRO, MAGIC_NANO) else ">"
-        magic = struct.unpack_from(order + "I", header, 0)[0]
-        if magic not in (MAGIC_MICRO, MAGIC_NANO):
-            raise CaptureFormatError(f"{path}: not a classic pcap file")
-        scale = 1e-9 if magic == MAGIC_NANO else 1e-6
-        linktype = struct.unpack_from(order + "I", header, 20)[0] & 0x0FFFFFFF
-        record = struct.Struct(order + "IIII")
+        header = classic_header(head, path)
+        scale, linktype, record = header.tick_seconds, header.linktype, header.record
         while True:
             head = _read_exactly(file, 16, finished, poll_interval)
             if head is None:

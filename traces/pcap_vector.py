@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 
 from traces import pcap_format as fmt
-from traces.pcap_reader import CaptureFormatError, capture_kind
+from traces.pcap_format import CaptureFormatError
+from traces.pcap_reader import capture_kind
 
 SEGMENT_SCHEMA = pa.schema(
     [
@@ -64,23 +65,12 @@ class _Records:
 # --- record walks ---------------------------------------------------------------------
 
 
-def _classic_header(data: mmap.mmap, path: str) -> tuple[str, int, int]:
-    """(byte order, nanoseconds per tick, link type) of a classic pcap."""
-    if len(data) < fmt.PCAP_GLOBAL_HEADER_SIZE:
-        raise CaptureFormatError(f"{path}: truncated pcap global header")
-    order = (
-        "<" if struct.unpack_from("<I", data, 0)[0] in (fmt.MAGIC_MICRO, fmt.MAGIC_NANO) else ">"
-    )
-    magic = struct.unpack_from(order + "I", data, 0)[0]
-    linktype = struct.unpack_from(order + "I", data, 20)[0] & 0x0FFFFFFF
-    return order, 1 if magic == fmt.MAGIC_NANO else 1000, linktype
-
-
 def _walk_classic(
     data: mmap.mmap, path: str, start: int, end: int, batch: int
 ) -> Iterator[_Records]:
-    order, tick_ns, linktype = _classic_header(data, path)
-    unpack = struct.Struct(order + "IIII").unpack_from
+    header = fmt.classic_header(data[: fmt.PCAP_GLOBAL_HEADER_SIZE], path)
+    tick_ns, linktype = header.tick_ns, header.linktype
+    unpack = header.record.unpack_from
     offset = max(start, fmt.PCAP_GLOBAL_HEADER_SIZE)
     size = len(data)
     rows: list[tuple[int, int, int, int, int]] = []
@@ -359,7 +349,7 @@ def plan_splits(path: str, split_bytes: int = 256 * 1024 * 1024) -> list[tuple[i
 
 
 def _classic_hops(data: mmap.mmap, path: str) -> Iterator[int]:
-    order, _tick, _link = _classic_header(data, path)
+    order = fmt.classic_header(data[: fmt.PCAP_GLOBAL_HEADER_SIZE], path).order
     unpack = struct.Struct(order + "I").unpack_from
     offset, size = fmt.PCAP_GLOBAL_HEADER_SIZE, len(data)
     while offset + fmt.PCAP_RECORD_HEADER_SIZE <= size:
