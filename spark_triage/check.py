@@ -30,6 +30,7 @@ from traces.reassembly import PcapTraceReader, format_endpoint
 
 DEFAULT_GAP_SECONDS = 600.0
 _CONFLICT_MEMORY = 4096  # recent segments per direction kept to spot conflicting resends
+_MAX_HOLES = 64  # unfilled holes remembered per direction; older ones count as gaps
 
 
 @dataclass(slots=True)
@@ -78,12 +79,16 @@ def connection_key(source: str, a: tuple[bytes, int], b: tuple[bytes, int], epoc
 
 
 class _Defects:
-    """Segment-level capture defects of one 4-tuple (per direction, 32-bit serial seq)."""
+    """Segment-level capture defects of one 4-tuple (per direction, 32-bit serial seq):
+    a segment below the highest byte seen fills a hole (out-of-order, not a defect), or
+    repeats bytes (retransmit; conflicting when the bytes differ) or partly does (overlap);
+    a hole never filled is a gap."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self._high: dict[tuple, int] = {}  # direction -> unwrapped end of the highest byte
         self._last: dict[tuple, int] = {}  # direction -> last raw seq
+        self._holes: dict[tuple, list[list[int]]] = {}  # direction -> [start, end) not seen
         self._recent: dict[tuple, OrderedDict[int, tuple[int, int]]] = {}
 
     def add(self, name: str, count: int = 1) -> None:
@@ -97,6 +102,7 @@ class _Defects:
             self._high[direction] = segment.seq + 1
             self._last[direction] = segment.seq
             self._recent.pop(direction, None)
+            self._holes.pop(direction, None)
             return
         payload = segment.payload
         if not payload:
@@ -108,21 +114,46 @@ class _Defects:
         high = self._high.get(direction)
         start = segment.seq if high is None else high + _diff(segment.seq, high & 0xFFFFFFFF)
         end = start + len(payload)
+        holes = self._holes.setdefault(direction, [])
+        recent = self._recent.setdefault(direction, OrderedDict())
+        if high is not None and start > high:
+            holes.append([high, start])
+            if len(holes) > _MAX_HOLES:
+                holes.pop(0)
+                self.add("gap")
         if high is not None and start < high:
-            recent = self._recent.setdefault(direction, OrderedDict())
-            seen = recent.get(start)
-            if end <= high:
-                self.add("retransmit")
+            if self._fill(holes, start, end):
+                self.add("out-of-order")
             else:
-                self.add("overlap")
-            if seen is not None and seen[0] == len(payload) and seen[1] != zlib.crc32(payload):
-                self.add("conflicting-retransmit")
-        else:
-            recent = self._recent.setdefault(direction, OrderedDict())
+                seen = recent.get(start)
+                self.add("retransmit" if end <= high else "overlap")
+                if seen and seen[0] == len(payload) and seen[1] != zlib.crc32(payload):
+                    self.add("conflicting-retransmit")
+        if start not in recent:
             recent[start] = (len(payload), zlib.crc32(payload))
             if len(recent) > _CONFLICT_MEMORY:
                 recent.popitem(last=False)
         self._high[direction] = max(end, high or end)
+
+    @staticmethod
+    def _fill(holes: list[list[int]], start: int, end: int) -> bool:
+        """Take [start, end) out of the holes; True if it filled any of one."""
+        filled = False
+        for hole in list(holes):
+            if start < hole[1] and end > hole[0]:
+                filled = True
+                holes.remove(hole)
+                if hole[0] < start:
+                    holes.append([hole[0], start])
+                if end < hole[1]:
+                    holes.append([end, hole[1]])
+        return filled
+
+    def finish(self) -> None:
+        gaps = sum(len(holes) for holes in self._holes.values())
+        if gaps:
+            self.add("gap", gaps)
+        self._holes.clear()
 
 
 def _diff(a: int, b: int) -> int:
@@ -301,9 +332,10 @@ def check_flow(
             bytes_server=info.byte_counts.get(SERVER, 0),
         )
         violations.extend(check_connection(items, row, broker_label, liveness_bound))
-        for note in row.notes:
-            defects.add("start-not-captured" if "mid-connection" in note else "gap-or-undecodable")
+        if row.verdict == "UNCHECKED":
+            defects.add("start-not-captured")
         connections.append(row)
+    defects.finish()
     if connections:  # segment-level defects belong to the 4-tuple: put them on its first row
         for name, count in defects.counts.items():
             connections[0].defects[name] = connections[0].defects.get(name, 0) + count

@@ -135,4 +135,24 @@ def summary(connections) -> dict:
         F.sum(F.when(F.size("defects") > 0, 1).otherwise(0)).alias("defect_connections"),
         F.sum(F.when(F.col("verdict") == "UNCHECKED", 1).otherwise(0)).alias("unchecked"),
     ).collect()[0]
-    return {key: int(value or 0) for key, value in row.asDict().items()}
+    totals = {key: int(value or 0) for key, value in row.asDict().items()}
+    broker = F.concat_ws(" ", F.coalesce("broker_product", F.lit("unknown")), "broker_version")
+    per_broker = (
+        connections.groupBy(broker.alias("broker"))
+        .agg(
+            F.count("*").alias("connections"),
+            F.sum("frames").alias("frames"),
+            F.sum(F.when(F.col("verdict") == "MUST", 1).otherwise(0)).alias("must_connections"),
+            F.sum(F.when(F.col("verdict") == "SHOULD", 1).otherwise(0)).alias("should_only"),
+            F.sum(F.when(F.col("verdict") == "UNCHECKED", 1).otherwise(0)).alias("unchecked"),
+        )
+        .orderBy("broker")
+        .collect()
+    )
+    totals["brokers"] = [r.asDict() for r in per_broker]
+    defects = connections.select(F.explode("defects").alias("defect", "count"))
+    totals["defects"] = {
+        r["defect"]: int(r["total"])
+        for r in defects.groupBy("defect").agg(F.sum("count").alias("total")).collect()
+    }
+    return totals

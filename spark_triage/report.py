@@ -114,6 +114,19 @@ _HEAD = [
 ]
 
 
+def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    return lines + ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{cells}</tr>{body}</table>"
+
+
 def write(out: Path, clusters: list[dict], violations: pd.DataFrame, summary: dict) -> None:
     plots = _plots(out, clusters, violations)
     totals = (
@@ -124,16 +137,37 @@ def write(out: Path, clusters: list[dict], violations: pd.DataFrame, summary: di
         f"connections with capture defects, {summary['unchecked']} not checkable."
     )
     rows = _rows(clusters)
+    brokers = [
+        [
+            b["broker"],
+            str(b["connections"]),
+            str(b["frames"] or 0),
+            str(b["must_connections"]),
+            str(b["should_only"]),
+            str(b["unchecked"]),
+        ]
+        for b in summary.get("brokers", [])
+    ]
+    broker_head = [
+        "broker",
+        "connections",
+        "frames",
+        "with MUST violations",
+        "SHOULD only",
+        "not checkable",
+    ]
+    defects = ", ".join(
+        f"{name} {count}" for name, count in sorted(summary.get("defects", {}).items())
+    )
     md = ["# AMQP 1.0 triage report", "", totals, ""]
-    md += ["| " + " | ".join(_HEAD) + " |", "|" + " --- |" * len(_HEAD)]
-    md += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    md += _md_table(broker_head, brokers)
+    md += ["", f"Capture defects (counted, never dropped): {defects or 'none'}.", ""]
+    md += _md_table(_HEAD, rows)
     md.append("")
     md += [f"![{title}]({path})" for title, path in plots]
     (out / "report.md").write_text("\n".join(md) + "\n")
-    cells = "".join(f"<th>{html.escape(h)}</th>" for h in _HEAD)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-    )
+    broker_table = _html_table(broker_head, brokers)
+    cluster_table = _html_table(_HEAD, rows)
     images = "".join(
         f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' "
         f"src='data:image/png;base64,{base64.b64encode((out / path).read_bytes()).decode()}'>"
@@ -143,6 +177,7 @@ def write(out: Path, clusters: list[dict], violations: pd.DataFrame, summary: di
         "<!doctype html><html><head><meta charset='utf-8'><title>AMQP 1.0 triage</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:3px 6px;font-size:90%}</style></head><body>"
-        f"<h1>AMQP 1.0 triage report</h1><p>{html.escape(totals)}</p>"
-        f"<table><tr>{cells}</tr>{body}</table>{images}</body></html>\n"
+        f"<h1>AMQP 1.0 triage report</h1><p>{html.escape(totals)}</p>{broker_table}"
+        f"<p>Capture defects (counted, never dropped): {html.escape(defects or 'none')}.</p>"
+        f"<h2>Clusters</h2>{cluster_table}{images}</body></html>\n"
     )

@@ -57,6 +57,8 @@ def test_crafted_capture_defects_are_counted_not_dropped(tmp_path):
     assert row.verdict != "UNCHECKED" and row.frames > 30
     assert row.defects.get("retransmit", 0) >= 1
     assert row.defects.get("overlap", 0) >= 1
+    assert row.defects.get("out-of-order", 0) >= 1
+    assert "gap" not in row.defects  # every hole was filled
 
 
 def test_sequence_wrap_is_reported_and_not_mistaken_for_a_retransmit():
@@ -69,6 +71,9 @@ def test_sequence_wrap_is_reported_and_not_mistaken_for_a_retransmit():
     defects.segment(TcpSegment(0.1, a, b, 0xFFFFFFF1, 0, 0x18, b"x" * 32), False)
     defects.segment(TcpSegment(0.2, a, b, 0x11, 0, 0x18, b"y" * 8), False)
     assert defects.counts == {"sequence-wrap": 1}
+    defects.segment(TcpSegment(0.3, a, b, 0x40, 0, 0x18, b"z" * 8), False)  # bytes 0x19-0x3f lost
+    defects.finish()
+    assert defects.counts == {"sequence-wrap": 1, "gap": 1}
 
 
 def test_port_reuse_gives_two_connections_with_distinct_keys(tmp_path):
