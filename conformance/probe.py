@@ -179,23 +179,18 @@ class Probe:
             self._send_bytes(data)
 
     def send_frame(
-        self,
-        performative: Any,
-        channel: int = 0,
-        payload: bytes = b"",
-        *,
-        raw: bytes | None = None,
-        strict: bool = True,
-        flush: bool = True,
+        self, performative: Any, channel: int = 0, payload: bytes = b"", **crafted: Any
     ) -> Session | Link | None:
         """A crafted performative through the engine, which records it as sent (its
-        session and link state follow the wire; `raw`: the exact bytes, e.g. from
-        `amqp10.builder.mutate`). `strict=False` writes what the engine's tables refuse
-        anyway, without a state change (a deliberate violation). `flush=False` queues it
-        (a burst goes out at the next flush). A probe with no engine (`raw_handshake`)
-        sends the frame's bytes (`amqp10.builder`). Returns the Session or Link the engine
-        recorded it on."""
+        session and link state follow the wire): `crafted` are `send_performative`'s
+        `raw=` (the exact bytes, e.g. from `amqp10.builder.mutate`) and `strict=False`
+        (what the tables refuse is written anyway, without a state change: a deliberate
+        violation), and `flush=False` queues the frame (a burst goes out at the next
+        flush). A probe with no engine (`raw_handshake`) sends the frame's bytes, built by
+        `amqp10.builder`. Returns the Session or Link the engine recorded it on."""
+        flush = crafted.pop("flush", True)
         if self.conn is None:
+            raw = crafted.get("raw")
             if raw is None:
                 is_sasl = str(getattr(performative, "NAME", "")).startswith("sasl-")
                 raw = (
@@ -205,9 +200,7 @@ class Probe:
                 )
             self._send_bytes(raw)
             return None
-        endpoint = self.conn.send_performative(
-            performative, channel, payload, raw=raw, strict=strict
-        )
+        endpoint = self.conn.send_performative(performative, channel, payload, **crafted)
         if flush:
             self.flush()
         return endpoint

@@ -7,9 +7,9 @@ steps it uses; none of these registers a case):
 - `deliveries`: receiving, settling and requeue (`collect`, `exactly`, `queued_receiver`,
   `take_unsettled`, `settle_first`, `consume_again`, `roundtrip`).
 - `credit`: link flow control, 2.6.7 / 2.7.4 (drains and their replies, echoes,
-  `available`, serial distance of delivery-counts, the proton prefetch pattern).
-- `frames`: crafted frames the engine would not send (raw bodies, headers out of range,
-  transfers beyond a window).
+  `available`, the broker's MUST violations so far, the proton prefetch pattern).
+- `frames`: crafted transfers the engine would hold back (beyond the broker's window, one
+  delivery in many frames), sent through the engine so it records them.
 - `refusals`: sending crafted input and grading how the broker refuses it (frames, protocol
   headers, SASL).
 - `alarms`: resource alarms and the session windows they close (2.5.6).
