@@ -7,8 +7,12 @@ broker's violations, kept in a `Recording`), and helpers for the cases: open/beg
 grant credit, send and settle messages, wait for events or frames, and send crafted frames
 (negative cases) through the engine, which records them as sent so its state follows the
 wire (`Connection.send_performative`), or as bytes (`send_raw`: headers, malformed frames,
-and every frame of a probe with no engine, after `raw_handshake`). Builds frames only
-through `amqp10` (builder, composites, Message). Touches nothing else; the runner owns
+and every frame of a probe with no engine, after `raw_handshake`). Pipelined
+(`pipelined=True`, issue 13 §1): after SASL, nothing is written until the case's first
+wait, so every frame up to the first one that needs a reply goes out in one write (open,
+begin, attach and the case's crafted frames), as clients that pipeline do (2.4.1, 2.5.1);
+open() and begin() then return without waiting for the broker's open and begin. Builds
+frames only through `amqp10` (builder, composites, Message). Touches nothing else; the runner owns
 traces on disk.
 """
 
@@ -39,6 +43,7 @@ from amqp10.engine import (
     RemoteDetach,
     RemoteEnd,
     RemoteOpen,
+    SaslOutcomeReceived,
     Session,
     TransferReceived,
     TransportClosed,
@@ -96,6 +101,7 @@ class Probe:
 
     Created connected (TCP) but not opened; `open()` / `open_session()` start the AMQP
     layer on the engine. `deadline` (monotonic seconds) caps every wait of the case.
+    `pipelined`: hold what the case sends after SASL until its first wait (one write).
     """
 
     def __init__(
@@ -110,6 +116,7 @@ class Probe:
         wait: float = DEFAULT_WAIT,
         deadline: float | None = None,
         connect_timeout: float = 5.0,
+        pipelined: bool = False,
     ) -> None:
         self.host, self.port = host, port
         self.username, self.password = username, password
@@ -124,6 +131,9 @@ class Probe:
         self.closed = False  # the socket is closed (by either side)
         self.peer_closed = False  # the broker closed the TCP stream
         self._frame_cursor = 0
+        self.pipelined = pipelined
+        self._holding = False  # pipelined: writes wait in _held for the first wait
+        self._held = bytearray()
         try:
             self.sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
@@ -211,6 +221,9 @@ class Probe:
     def _send_bytes(self, data: bytes) -> None:
         if not data or self.closed:
             return
+        if self._holding:
+            self._held += data
+            return
         view = memoryview(data)
         end = time.monotonic() + self.wait
         while view:
@@ -246,8 +259,28 @@ class Probe:
         except OSError:
             pass
 
+    def release(self) -> None:
+        """Pipelined: write everything held so far in one write and stop holding (the case
+        now waits for the broker, so what follows may depend on its replies)."""
+        if not self._holding:
+            return
+        self._holding = False
+        if self.conn is not None:
+            self._held += self.conn.data_to_send(time.monotonic())
+        held, self._held = bytes(self._held), bytearray()
+        self._send_bytes(held)
+
+    def _hold(self) -> None:
+        """Pipelined: from here on writes wait for the case's first wait."""
+        self._holding = self.pipelined
+
     def pump(self, timeout: float) -> bool:
-        """Flush, then read whatever arrives within `timeout`; True if anything did."""
+        """Flush, then read whatever arrives within `timeout`; True if anything did.
+        A pump is a wait: a pipelined probe's held frames go out first (`release`)."""
+        self.release()
+        return self._exchange(timeout)
+
+    def _exchange(self, timeout: float) -> bool:
         self.flush()
         if self.closed:
             return False
@@ -291,9 +324,10 @@ class Probe:
         return max(0.0, self.deadline - time.monotonic())
 
     # --- waits --------------------------------------------------------------------------
-    def _poll(self, find: Callable[[], Any], timeout: float) -> Any:
+    def _poll(self, find: Callable[[], Any], timeout: float, *, release: bool = True) -> Any:
         """Pump until find() returns something other than None (returned), the connection
-        closes or `timeout` (bounded by the deadline) passes (then None)."""
+        closes or `timeout` (bounded by the deadline) passes (then None). `release=False`:
+        a wait inside a pipelined step (SASL) that leaves held frames held."""
         end = time.monotonic() + min(timeout, self._left())
         while True:
             found = find()
@@ -302,7 +336,10 @@ class Probe:
             left = end - time.monotonic()
             if left <= 0 or self.closed:
                 return None
-            self.pump(min(left, 0.5))
+            if release:
+                self.pump(min(left, 0.5))
+            else:
+                self._exchange(min(left, 0.5))
 
     def expect(
         self, predicate: Callable[[Event], bool], timeout: float | None = None, what: str = ""
@@ -442,8 +479,10 @@ class Probe:
             if outcome.performative.code != 0:
                 raise HarnessError(f"SASL refused (code {outcome.performative.code})")
         since = self.mark()
+        self._hold()
         self.send_header(AMQP_HEADER)
-        self.header_answer(since=since)
+        if not self.pipelined:
+            self.header_answer(since=since)
 
     def _offered(self) -> list[str]:
         mechanisms = self.server_frames("sasl-mechanisms")[-1].performative.sasl_server_mechanisms
@@ -481,11 +520,33 @@ class Probe:
             idle_timeout_ms=idle_timeout_ms,
             sasl=client_sasl,
         )
+        if self.pipelined:
+            return self._open_pipelined()
         self.conn.open()
         self.flush()
         if not wait_open:
             return None
         return self.expect_type(RemoteOpen)
+
+    def _open_pipelined(self) -> None:
+        """SASL as usual (its frames depend on the broker's), then hold: header and open
+        wait for the case's first wait with whatever the case sends next."""
+        assert self.conn is not None
+        if self.conn.sasl is None:
+            self._hold()
+        else:
+            self.conn.add_observer(self._hold_after_sasl)
+        self.conn.open()
+        self.flush()
+        if self.conn.sasl is not None:
+            done = self._poll(lambda: self.conn.sasl_outcome, self.wait, release=False)
+            if done is None:
+                raise WaitTimeout(f"no sasl-outcome from the broker within {self.wait:g}s")
+        return None
+
+    def _hold_after_sasl(self, event: Event) -> None:
+        if isinstance(event, SaslOutcomeReceived):
+            self._hold()  # before the engine queues the AMQP header and open
 
     def begin(self, incoming_window: int = 2048, outgoing_window: int = 2048, **kw: Any) -> Session:
         if self.conn is None:
@@ -493,6 +554,8 @@ class Probe:
         assert self.conn is not None
         session = self.conn.begin(incoming_window, outgoing_window, **kw)
         self.flush()
+        if self.pipelined and self._holding:
+            return session  # the broker's begin is taken by the first wait that needs it
         self.expect(lambda e: isinstance(e, RemoteBegin) and e.session is session, what="begin")
         return session
 
@@ -520,6 +583,7 @@ class Probe:
         """Drop the TCP connection at once (no close frame)."""
         if self.closed:
             return
+        self.release()  # a pipelined probe's held frames go out first, as written
         self.closed = True
         self._end_recording()
         try:

@@ -46,6 +46,7 @@ class Case:
     budget: float | None  # seconds; None = the profile's case_budget
     ignore_rules: frozenset[str]  # checker rules a deliberately bad probe frame may trigger
     module: str
+    pipelined: bool = True  # its frames need no broker reply before the first wait (§1)
 
     @property
     def section(self) -> str:
@@ -69,12 +70,15 @@ def case(
     lenient: Iterable[str] = (),
     budget: float | None = None,
     ignore_rules: Iterable[str] = (),
+    pipelined: bool = True,
 ) -> Callable[[RunFunction], RunFunction]:
     """Register the decorated `run(probe, ctx)` as a case. Its docstring describes it.
 
     `outcomes`: the acceptable outcomes (OK); `lenient`: outcomes that still show the broker
     noticed (the MUST) but not in the way the spec names (NON-STRICT). An outcome ending in
-    `*` matches by prefix (`close:*` = a close with any condition)."""
+    `*` matches by prefix (`close:*` = a close with any condition). `pipelined=False`: the
+    case builds or checks its frames from the broker's open or begin, so it has no pipelined
+    variant (the probe's pipelined mode does not wait for them)."""
     if "/" not in case_id:
         raise ValueError(f"case id {case_id!r} must be '<section>/<slug>'")
     if level not in (MUST, SHOULD):
@@ -95,6 +99,7 @@ def case(
             budget,
             frozenset(ignore_rules),
             run.__module__,
+            pipelined,
         )
         return run
 

@@ -68,9 +68,17 @@ class CaseContext:
     """Everything a case may use besides its first probe."""
 
     def __init__(
-        self, case: Case, target: BrokerTarget, profile: Profile, admin: Admin, deadline: float
+        self,
+        case: Case,
+        target: BrokerTarget,
+        profile: Profile,
+        admin: Admin,
+        deadline: float,
+        *,
+        pipelined: bool = False,
     ) -> None:
         self.case = case
+        self.pipelined = pipelined  # every probe holds its frames until the first wait
         self.target = target
         self.profile = profile
         self.admin = admin
@@ -93,6 +101,7 @@ class CaseContext:
             hostname=self.profile.hostname,
             wait=self.profile.wait,
             deadline=self.deadline,
+            pipelined=self.pipelined,
             **kw,  # type: ignore[arg-type]
         )
         self.probes.append(probe)
@@ -185,7 +194,11 @@ def outcome_matches(observed: str, patterns: frozenset[str]) -> bool:
     return any(observed.startswith(p[:-1]) if p.endswith("*") else observed == p for p in patterns)
 
 
-def run_case(case: Case, target: BrokerTarget, profile: Profile, admin: Admin) -> CaseResult:
+def run_case(
+    case: Case, target: BrokerTarget, profile: Profile, admin: Admin, *, pipelined: bool = False
+) -> CaseResult:
+    """Run `case` (`pipelined`: its frames up to the first wait in one write, issue 13 §1)
+    and grade it."""
     started = time.monotonic()
     missing = sorted(case.requires - profile.capabilities)
     if missing:
@@ -197,7 +210,7 @@ def run_case(case: Case, target: BrokerTarget, profile: Profile, admin: Admin) -
             f"profile {profile.name!r} lacks {', '.join(missing)}",
         )
     budget = case.budget if case.budget is not None else profile.case_budget
-    ctx = CaseContext(case, target, profile, admin, started + budget)
+    ctx = CaseContext(case, target, profile, admin, started + budget, pipelined=pipelined)
     verdict, reason = Verdict.OK, ""
     try:
         probe = ctx.probe()

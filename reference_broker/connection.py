@@ -674,6 +674,8 @@ class BrokerConnection:
     def _on_begin(self, event: ev.RemoteBegin) -> None:
         limits = self.config.limits
         engine_session = event.session
+        if engine_session.state is not SessState.BEGIN_RCVD:
+            return  # the engine already answered it: begin+end, or begin+end with an error
         window = limits.max_incoming_window
         if self.context.alarm_active and not self.faults.ignore_alarm:
             window = 0

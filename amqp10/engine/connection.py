@@ -48,6 +48,7 @@ from amqp10.engine.transitions import (
     ConnState,
     SaslInput,
     SaslState,
+    SessState,
     UsageError,
     connection_machine,
     sasl_machine,
@@ -156,6 +157,11 @@ class Connection:
         self.remote_channel_max = 0
         self.remote_idle_timeout_ms: int | None = None
         self._grants_pending: list[Session] = []  # window grants not yet handed out (2.5.6)
+        # answers (errors, end and detach replies) due while what must precede them is not
+        # out yet (our open, the session's begin: the peer pipelined), sent once it is
+        self._unsent_replies: list[tuple[Callable[[], None], Session | None, int]] = []
+        self._events_queued = 0  # events queued and taken so far: a reply waits its turn
+        self._events_taken = 0
         self.sessions_by_channel: dict[int, Session] = {}  # our channel -> session
         self._sessions_by_remote: dict[int, Session] = {}  # peer channel -> session
         self._now: float | None = None
@@ -263,6 +269,8 @@ class Connection:
         """Bytes to write to the peer (and clear them)."""
         if now is not None:
             self._now = now
+        if self._unsent_replies:
+            self._send_unsent_replies(everything=True)
         if not self._out:
             return b""
         data = bytes(self._out)
@@ -286,12 +294,18 @@ class Connection:
         self._observers.remove(observer)
 
     def next_event(self) -> ev.Event | None:
-        return self._events.popleft() if self._events else None
+        if not self._events:
+            return None
+        event = self._events.popleft()
+        self._events_taken += 1
+        if self._unsent_replies:
+            self._send_unsent_replies()
+        return event
 
     def events(self) -> Iterator[ev.Event]:
         """Every pending event, oldest first."""
         while self._events:
-            yield self._events.popleft()
+            yield self.next_event()  # type: ignore[misc]
 
     # --- timers (2.4.5) ----------------------------------------------------------------
 
@@ -481,6 +495,34 @@ class Connection:
     def _check_can_send(self) -> None:
         self._machine.process(ConnInput.SEND_FRAME)
 
+    def _reply_when_sendable(
+        self, reply: Callable[[], None], session: Session | None = None
+    ) -> None:
+        """Call `reply()` (it writes an end, a detach, an error) now if our open is out, and
+        `session`'s begin when given (a link's frame). Otherwise it waits: a peer may
+        pipeline open, begin, attach and more in one write without waiting for ours (2.4.1,
+        2.5.1), and what the engine must answer to those frames still reaches it, where a
+        peer sending one frame at a time would see it: once the application has taken the
+        events raised up to here (it answered the open, begin and attach before them) and
+        it can go out, or at the latest at data_to_send(). `reply` checks again that it is
+        still due when called."""
+        if self._sendable(session):
+            reply()
+        else:
+            self._unsent_replies.append((reply, session, self._events_queued))
+
+    def _sendable(self, session: Session | None) -> bool:
+        return self._can_send() and (session is None or session.state is not SessState.BEGIN_RCVD)
+
+    def _send_unsent_replies(self, everything: bool = False) -> None:
+        """The waiting replies whose turn came (`everything`: all) and that can go out now."""
+        waiting, self._unsent_replies = self._unsent_replies, []
+        for reply, session, due in waiting:
+            if (everything or due <= self._events_taken) and self._sendable(session):
+                reply()
+            else:
+                self._unsent_replies.append((reply, session, due))
+
     def _write(self, frame_bytes: bytes) -> None:
         self._out += frame_bytes
         self.frames_sent += 1
@@ -490,6 +532,7 @@ class Connection:
             if observer(event):
                 return  # consumed: not queued for events()/next_event()
         self._events.append(event)
+        self._events_queued += 1
 
     def _session_unmapped(self, session: Session) -> None:
         if self.sessions_by_channel.get(session.channel) is session:

@@ -501,10 +501,13 @@ class Link:
         from amqp10.engine.connection import as_error
 
         self._check(LinkInput.SEND_DETACH, SessInput.SEND_DETACH)
-        if self.handle is None:  # refusing from ATTACH_RCVD: our attach needs a handle
+        never_attached = self.handle is None  # the peer's attach is still unanswered
+        if never_attached:  # refusing it: our attach needs a handle
             self.handle = self.session._allocate_handle(self)
         action = self._machine.process(LinkInput.SEND_DETACH)
-        if action == ATTACH_THEN_DETACH:
+        # 2.6.3: our attach goes first, also when the peer's detach came before we answered
+        # its attach (both in one read: DETACH_RCVD)
+        if action == ATTACH_THEN_DETACH or never_attached:
             if self.is_sender and self.initial_delivery_count is None:
                 self.initial_delivery_count = self.delivery_count = 0  # 2.7.3: a sender's
             self.session._send_attach(self._attach_frame({}))
@@ -517,13 +520,14 @@ class Link:
         self.remote_detach = detach
         self.session._remote_link_detached(self)
         self.session.connection._emit(ev.RemoteDetach(self, detach.closed, detach.error))
-        if (
-            self.session.connection.auto_reply
-            and self._machine.allows(LinkInput.SEND_DETACH)
-            and self.session.state in _CAN_REPLY
-        ):
-            self.detach(closed=detach.closed)  # 2.6.6: answer with our detach
+        if self.session.connection.auto_reply:
+            answer = lambda: self._answer_detach(detach.closed)  # noqa: E731
+            self.session.connection._reply_when_sendable(answer, self.session)
         self._maybe_detached()
+
+    def _answer_detach(self, closed: bool) -> None:
+        if self._machine.allows(LinkInput.SEND_DETACH) and self.session.state in _CAN_REPLY:
+            self.detach(closed=closed)  # 2.6.6: answer with our detach
 
     def _maybe_detached(self) -> None:
         if self.state is LinkState.DETACHED:
@@ -535,14 +539,17 @@ class Link:
             ev.ProtocolErrorRaised(exc.condition, exc.description, "link", self.session, self)
         )
         session = self.session
-        if not session.connection._can_send():
-            return
+        session.connection._reply_when_sendable(lambda: self._send_error(exc), session)
+
+    def _send_error(self, exc: ProtocolError) -> None:
+        """Detach with `exc` (2.6.3), or end the session when the link cannot be detached."""
+        session = self.session
         if not session._machine.allows(SessInput.SEND_DETACH):
             return  # the session is ending: the end settles the link too (2.6.1)
         if self._machine.allows(LinkInput.SEND_DETACH):
             self.detach(closed=True, error=exc.condition, description=exc.description)
-        else:
-            raise ProtocolError(exc.condition, exc.description, "session")
+        else:  # the link cannot be detached (2.6.3): the session goes with it
+            session._fail(ProtocolError(exc.condition, exc.description, "session"))
 
 
 _CAN_REPLY = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})

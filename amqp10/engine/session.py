@@ -493,7 +493,9 @@ class Session:
 
     def _on_transfer(self, frame: Frame) -> None:
         transfer: Transfer = frame.performative
+        # 2.7.5: the handle first (which link the frame is for, whenever it arrived), then
         # 2.5.6: each transfer frame takes one id of our incoming window
+        link = self._link_for(transfer.handle, "transfer")
         if self.connection.policy.enforce_window and (
             self._enforced_horizon is None
             or serial_ge(self.next_incoming_id, self._enforced_horizon)
@@ -505,7 +507,7 @@ class Session:
             )
         self.next_incoming_id = serial_add(self.next_incoming_id, 1)
         self.incoming_window = max(0, self.incoming_window - 1)
-        self._link_for(transfer.handle, "transfer")._receive_transfer(frame)
+        link._receive_transfer(frame)
         if (
             self.auto_window
             and self.incoming_window * 2 < self.incoming_window_max
@@ -531,8 +533,12 @@ class Session:
         self.connection._remote_channel_ended(self)
         self.connection._emit(ev.RemoteEnd(self, end.error))
         if self.connection.auto_reply and self.state is SessState.END_RCVD:
-            self.end()  # 2.5.3: answer the peer's end with ours
+            self.connection._reply_when_sendable(self._answer_end)
         self._maybe_unmapped()
+
+    def _answer_end(self) -> None:
+        if self.state is SessState.END_RCVD:
+            self.end()  # 2.5.3: answer the peer's end with ours
 
     def _maybe_unmapped(self) -> None:
         if self.state is SessState.UNMAPPED:
@@ -553,5 +559,9 @@ class Session:
         """The peer broke a session rule: report it and end the session with it."""
         error = ev.ProtocolErrorRaised(exc.condition, exc.description, "session", self)
         self.connection._emit(error)
-        if self._machine.allows(SessInput.SEND_END_ERROR) and self.connection._can_send():
+        self.connection._reply_when_sendable(lambda: self._send_error(exc))
+
+    def _send_error(self, exc: ProtocolError) -> None:
+        """End with `exc` (after our begin if it is still due, 2.5.2) unless already ending."""
+        if self._machine.allows(SessInput.SEND_END_ERROR):
             self.end(exc.condition, exc.description)

@@ -66,6 +66,7 @@ def size_below_header(probe, ctx):
     "bigger frame is a framing-error.",
     outcomes=FRAMING | {"end:amqp:connection:framing-error"},
     lenient={"close:*"},
+    pipelined=False,  # reads the broker's open or begin
 )
 def frame_too_big(probe, ctx):
     """After open, one frame larger than the broker's max-frame-size: the broker closes."""

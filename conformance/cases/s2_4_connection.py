@@ -33,6 +33,7 @@ REFUSE = {
     MUST,
     "Each peer sends an open to begin a connection: the broker answers ours with its open "
     "(container-id mandatory, 2.7.1).",
+    pipelined=False,  # reads the broker's open or begin
 )
 def open_answered(probe, ctx):
     """Headers, SASL and our open: the broker's open arrives with a container-id."""
@@ -96,6 +97,7 @@ def begin_before_open(probe, ctx):
     "T; its partner MUST send frames (empty ones if it has nothing to say) within T.",
     requires={"heartbeats"},
     budget=20.0,
+    pipelined=False,  # reads the broker's open or begin
 )
 def broker_heartbeats(probe, ctx):
     """We open with idle-time-out 2,000 ms and stay silent except for our own heartbeats:

@@ -119,6 +119,7 @@ def handle_in_use(probe, ctx):
         "tcp-close",
     },
     lenient=ANY_END,
+    pipelined=False,  # reads the broker's open or begin
 )
 def handle_above_max(probe, ctx):
     """A crafted attach with handle (broker's handle-max + 1): the broker refuses it."""

@@ -31,6 +31,7 @@ CLOSE_ANY = {
     MUST,
     "max-frame-size: both peers MUST accept frames of up to 512 (MIN-MAX-FRAME-SIZE) "
     "octets; the broker's open cannot announce less.",
+    pipelined=False,  # reads the broker's open or begin
 )
 def max_frame_size_floor(probe, ctx):
     """The broker's open: max-frame-size absent (2^32-1) or >= 512."""
@@ -98,6 +99,7 @@ def channel_max_respected(probe, ctx):
     MUST,
     "channel-max: the maximum channel number that can be used on the connection; with "
     "channel-max 0 only channel 0 exists, so the broker answers our begin on channel 0.",
+    pipelined=False,  # reads the broker's open or begin
 )
 def channel_max_zero(probe, ctx):
     """We open with channel-max 0 and begin one session: the broker's begin is on
@@ -115,6 +117,7 @@ def channel_max_zero(probe, ctx):
     "a higher channel is a connection error.",
     outcomes=CLOSE_ANY | {"end:amqp:connection:framing-error", "end:amqp:resource-limit-exceeded"},
     lenient={"close:*", "end:*"},
+    pipelined=False,  # reads the broker's open or begin
 )
 def channel_above_max(probe, ctx):
     """A crafted begin on channel (broker's channel-max + 1): the broker refuses it."""

@@ -22,6 +22,7 @@ ANY_END = {"close:*", "end:*", "tcp-close"}
     "remote-channel: if a session is locally initiated, the remote-channel MUST NOT be set; "
     "when an endpoint responds to a remotely initiated session, the remote-channel MUST be "
     "set to the channel on which the remote session sent the begin.",
+    pipelined=False,  # reads the broker's open or begin
 )
 def begin_remote_channel(probe, ctx):
     """Three sessions: each broker begin names our channel in remote-channel."""
@@ -40,6 +41,7 @@ def begin_remote_channel(probe, ctx):
     "2.7.2/begin-many-sessions",
     MUST,
     "channel-max bounds the channels the broker uses; each begin is answered (2.5.2).",
+    pipelined=False,  # reads the broker's open or begin
 )
 def many_sessions(probe, ctx):
     """channel-max 31, twenty sessions: twenty begins answered, every broker channel <= 31."""
