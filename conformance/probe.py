@@ -12,8 +12,8 @@ and every frame of a probe with no engine, after `raw_handshake`). Pipelined
 wait, so every frame up to the first one that needs a reply goes out in one write (open,
 begin, attach and the case's crafted frames), as clients that pipeline do (2.4.1, 2.5.1);
 open() and begin() then return without waiting for the broker's open and begin. Builds
-frames only through `amqp10` (builder, composites, Message). Touches nothing else; the runner owns
-traces on disk.
+frames only through `amqp10` (builder, composites, Message). Touches nothing else; the
+runner owns traces on disk.
 """
 
 from __future__ import annotations
