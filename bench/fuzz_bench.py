@@ -1,0 +1,147 @@
+"""Fuzzer speed: network cases/s and frames/s, in-process executions/s, minimiser time.
+
+    python -m bench.fuzz_bench [--seconds 10]
+
+Owns: the measurements bench/README.md quotes for the fuzzer (issue 9 "Speed"), against a
+reference broker it starts on free ports (reference_broker.process.BrokerProcess):
+- network, new connection per case: `fuzz.oracle.run_case` on mutated legal
+  conversations, one and two workers (threads);
+- network, within one connection: frames/s of a flow storm on one open link (the bytes
+  built once by amqp10.builder, sent and answered: the broker reads every frame);
+- in-process: codec (`fuzz.inprocess.codec_one` on legal streams and mutations), engine
+  and broker-in-memory executions/s (`run_inprocess` for the duration);
+- the minimiser: seconds to minimise and confirm one finding of the `die-on-channel-reuse`
+  fault (ddmin over the network, replay 3x).
+Prints a table; not a test (times are never asserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import threading
+import time
+
+from amqp10.builder import build_frame
+from amqp10.composites import COMPOSITE_CLASSES
+from fuzz.case import Case, step
+from fuzz.inprocess import TARGETS, codec_one, run_inprocess
+from fuzz.model import Conversation, Handshake
+from fuzz.mutators import STRATEGIES, mutate_case
+from fuzz.oracle import Target, run_case
+from fuzz.seeds import scenario
+from reference_broker.process import BrokerProcess
+
+QUEUE = Handshake(source="/queues/amqpspec-fuzz", target="/queues/amqpspec-fuzz")
+
+
+def _cases(count: int) -> list[list]:
+    out = []
+    for index in range(count):
+        rng = random.Random(f"bench:{index}")
+        out.append(mutate_case(scenario(QUEUE, rng)[1], rng.choice(STRATEGIES), rng))
+    return out
+
+
+def network_cases(target: Target, seconds: float, workers: int) -> float:
+    cases = _cases(2000)
+    done = [0]
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+
+    def work(offset: int) -> None:
+        index = offset
+        while time.monotonic() < end:
+            run_case(target, cases[index % len(cases)])
+            index += workers
+            with lock:
+                done[0] += 1
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(workers)]
+    start = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return done[0] / (time.monotonic() - start)
+
+
+def frames_within_a_connection(target: Target, frames: int = 20000) -> float:
+    conv = Conversation(QUEUE).open()
+    conv.attach_receiver(conv.begin(), credit=0)
+    flow = COMPOSITE_CLASSES["flow"](
+        next_incoming_id=0,
+        incoming_window=2048,
+        next_outgoing_id=0,
+        outgoing_window=2048,
+        handle=0,
+        delivery_count=0,
+        link_credit=0,
+    )
+    storm = step(build_frame(flow) * frames, f"flow x{frames}")
+    start = time.monotonic()
+    run_case(target, [*conv.steps(), storm])
+    return frames / (time.monotonic() - start)
+
+
+def codec_rate(seconds: float) -> float:
+    inputs = [b"".join(s.data for s in c) for c in _cases(500)]
+    count, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        for data in inputs:
+            codec_one(data)
+        count += len(inputs)
+    return count / seconds
+
+
+def minimiser_seconds() -> float:
+    from fuzz.campaign import triage
+    from fuzz.detection import Supervised
+
+    broker = Supervised(["die-on-channel-reuse"])
+    try:
+        target = Target("127.0.0.1", broker.port, QUEUE)
+        conv = Conversation(QUEUE).open()
+        session = conv.begin()
+        conv.attach_sender(session)
+        conv.attach_receiver(session, credit=5)
+        begin = COMPOSITE_CLASSES["begin"](next_outgoing_id=0, incoming_window=9, outgoing_window=9)
+        steps = [*conv.steps(), step(build_frame(begin), "begin[reused channel]")]
+        outcome = run_case(target, steps)
+        start = time.monotonic()
+        result = triage(target, Case(steps, "bench", "0"), outcome)
+        assert result is not None, "the planted fault was not confirmed"
+        return time.monotonic() - start
+    finally:
+        broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.fuzz_bench")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    rows: list[tuple[str, str]] = []
+    with BrokerProcess(admin=False) as broker:
+        target = Target("127.0.0.1", broker.port, QUEUE)
+        for workers in (1, 2):
+            rate = network_cases(target, args.seconds, workers)
+            rows.append((f"network: new-connection cases/s, {workers} worker(s)", f"{rate:,.0f}"))
+        rate = frames_within_a_connection(target)
+        rows.append(("network: frames/s within one connection (flow storm)", f"{rate:,.0f}"))
+    rows.append(
+        ("in-process codec executions/s (mutated streams)", f"{codec_rate(args.seconds):,.0f}")
+    )
+    for name in ("engine", "broker"):
+        result = run_inprocess(TARGETS[name], args.seconds, seed=1)
+        rows.append(
+            (f"in-process {name} executions/s", f"{result.executions / result.seconds:,.0f}")
+        )
+    rows.append(("minimise + confirm one finding (s)", f"{minimiser_seconds():.1f}"))
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value:>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
