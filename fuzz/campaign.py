@@ -33,7 +33,7 @@ from traces.minimize import ddmin
 MINIMIZE_TESTS = 150
 MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restart
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
-MEMORY_SUSPECTS = 40  # cases replayed carefully when memory grew between two samples
+MEMORY_SUSPECTS = 400  # the cases since the last sample searched when memory grew
 
 
 @dataclass(slots=True)
@@ -192,6 +192,33 @@ def _key(steps: list[Step]) -> str:
     return "|".join(s.data.hex() for s in steps)
 
 
+def _grows(target: Target, cases: list[Case]) -> bool:
+    """Run `cases` back to back; did the broker's memory grow past the bound meanwhile?"""
+    assert target.memory is not None
+    time.sleep(target.bounds.memory_quiet)
+    before = target.memory()
+    for case in cases:
+        run_case(target, case.steps)
+    time.sleep(target.bounds.memory_settle)
+    after = target.memory()
+    return before is not None and after is not None and after - before > target.bounds.memory_growth
+
+
+def _bisect_growth(target: Target, suspects: list[Case]) -> list[Case]:
+    """The suspects narrowed by halving to the few that make memory grow (group testing:
+    a batch is measured once), or all of them when no half does on its own."""
+    while len(suspects) > 2:
+        half = len(suspects) // 2
+        first, second = suspects[:half], suspects[half:]
+        if _grows(target, second):
+            suspects = second
+        elif _grows(target, first):
+            suspects = first
+        else:
+            break
+    return list(reversed(suspects))
+
+
 class Campaign:
     def __init__(
         self, config: CampaignConfig, on_progress: Callable[[Stats], None] | None = None
@@ -266,7 +293,7 @@ class Campaign:
             return
         found = None
         with self.gate.exclusive():
-            for case in reversed(suspects[-MEMORY_SUSPECTS:]):
+            for case in _bisect_growth(target, suspects[-MEMORY_SUSPECTS:]):
                 outcome = run_case(target, case.steps, careful=True)
                 if outcome.verdict is not None and outcome.verdict.kind == RESOURCE:
                     found = (case, outcome)

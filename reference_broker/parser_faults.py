@@ -17,6 +17,7 @@ Touches: nothing but its own held leaks; `os._exit` for EXIT.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 from collections import deque
@@ -39,7 +40,7 @@ DISPOSITION_RANGE_LIMIT = 2**16
 LEAK_PER_DECLARED_FIELD = 512 * 1024
 LEAK_CAP = 64 * 1024 * 1024  # per declaration
 LEAK_HELD_S = 2.0  # a leak outlives its connection this long (a heap that shrinks late)
-_held: deque[tuple[float, bytes]] = deque()
+_held: deque[tuple[float, mmap.mmap]] = deque()
 _DECLARED_COUNT = re.compile(r"at most \d+ fields of [\w-]+, got (\d+)")
 
 
@@ -58,11 +59,22 @@ def _fire(fault: str, action: str) -> None:
     raise FaultTriggeredError(fault, action)
 
 
-def _leak(now: float, size: int) -> None:
-    """Hold `size` bytes (written, so resident) for LEAK_HELD_S, expired ones dropped."""
+def _leak(scheduler: Any, size: int) -> None:
+    """Hold `size` bytes, every page written (resident), for LEAK_HELD_S; the broker's
+    scheduler lets go of them then. Anonymous mmap, so the memory goes back to the system
+    at once on release (malloc would keep it for the next allocation to reuse)."""
+    size = min(LEAK_CAP, size)
+    chunk = mmap.mmap(-1, size)
+    for offset in range(0, size, mmap.PAGESIZE):
+        chunk[offset] = 1
+    due = scheduler.now() + LEAK_HELD_S
+    _held.append((due, chunk))
+    scheduler.call_at(due, _release)
+
+
+def _release(now: float) -> None:
     while _held and _held[0][0] <= now:
-        _held.popleft()
-    _held.append((now + LEAK_HELD_S, b"\x01" * min(LEAK_CAP, size)))
+        _held.popleft()[1].close()
 
 
 def _protocol_error(faults: Any, connection: Any, event: ProtocolErrorRaised) -> None:
@@ -78,7 +90,7 @@ def _protocol_error(faults: Any, connection: Any, event: ProtocolErrorRaised) ->
     ):
         _fire("exit-on-compound-overrun", EXIT)
     if faults.leak_on_declared_count and (match := _DECLARED_COUNT.search(description)):
-        _leak(connection.scheduler.now(), int(match.group(1)) * LEAK_PER_DECLARED_FIELD)
+        _leak(connection.scheduler, int(match.group(1)) * LEAK_PER_DECLARED_FIELD)
     if (
         faults.die_on_channel_reuse
         and condition == Cond.ILLEGAL_STATE
