@@ -3,8 +3,10 @@
 Owns: `check_flow(source, segments)`, the one place triage turns packets into verdicts.
 It splits a 4-tuple's segments into connections (a new SYN after data or a finish, see
 traces/reassembly.py; a silence longer than `gap_seconds`), reassembles them with
-`traces.reassembly.PcapTraceReader`, checks them with `traces.check.check_trace`, and
-counts capture defects (retransmits, overlaps, conflicting retransmits, sequence wrap,
+`traces.reassembly.PcapTraceReader`, judges each item as it streams by with the core's
+`amqp10.monitor.ConnectionMonitor` (memory per connection is bounded: nothing keeps the
+connection's items), names violations with `amqp10.checker.signature`, and counts capture
+defects (out-of-order, retransmits, overlaps, conflicting retransmits, sequence wrap,
 snap-length cuts, gaps, a start the capture missed) without dropping any of them. Also
 `items_of(source, segments)`: the decoded items of every connection, for reproducers.
 Pure apart from the iterators it is given; no Spark here (spark_triage/job.py calls it
@@ -13,23 +15,24 @@ inside a grouped UDF), so it is tested and reused without a cluster.
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqp10.checker.signature import endpoint_state, signature
+from amqp10.checker.signature import CLOSE_SENT, OPENED, endpoint_state, signature
 from amqp10.frames import Frame
-from amqp10.monitor import KIND_RAW, TraceItem
+from amqp10.monitor import KIND_RAW, ConnectionMonitor, TraceItem
 from amqp10.origins import CLIENT, SERVER
-from traces.check import check_trace
 from traces.pcap_format import TCP_SYN
 from traces.pcap_reader import TcpSegment
 from traces.reassembly import PcapTraceReader, format_endpoint
 
 DEFAULT_GAP_SECONDS = 600.0
 _CONFLICT_MEMORY = 4096  # recent segments per direction kept to spot conflicting resends
+_RECENT_ITEMS = 65536  # items remembered per connection to name a violation's frame
 _MAX_HOLES = 64  # unfilled holes remembered per direction; older ones count as gaps
 
 
@@ -161,14 +164,18 @@ def _diff(a: int, b: int) -> int:
 
 
 class _Tracker:
-    """Per connection: what each checked item was, for the rows (kept as small tuples)."""
+    """Per connection: the sending endpoint's state and what the most recent items were
+    (a bounded ring, so a connection of any length needs constant memory here)."""
 
-    __slots__ = ("closed", "frames", "info", "opened", "product", "version")
+    __slots__ = ("closed", "frames", "last_decoded", "opened", "product", "recent", "version")
 
     def __init__(self) -> None:
-        self.info: list[tuple[str, str, int | None, int | None, float]] = []
+        self.recent: OrderedDict[int, tuple[str, str, int | None, int | None, float]] = (
+            OrderedDict()
+        )
         self.opened = {CLIENT: False, SERVER: False}
         self.closed = {CLIENT: False, SERVER: False}
+        self.last_decoded: dict[str, float] = {}  # direction -> time of its last decoded item
         self.product: str | None = None
         self.version: str | None = None
         self.frames = 0
@@ -177,6 +184,8 @@ class _Tracker:
         name = item.name
         state = endpoint_state(self.opened[item.direction], self.closed[item.direction])
         channel = handle = None
+        if item.kind != KIND_RAW:
+            self.last_decoded[item.direction] = item.time
         if isinstance(item.item, Frame):
             self.frames += 1
             channel = item.item.channel
@@ -189,7 +198,9 @@ class _Tracker:
                     self.version = _text(properties.get("version"))
             elif name == "close":
                 self.closed[item.direction] = True
-        self.info.append((name, state, channel, handle, item.time))
+        self.recent[item.index] = (name, state, channel, handle, item.time)
+        if len(self.recent) > _RECENT_ITEMS:
+            self.recent.popitem(last=False)
 
 
 def _text(value: Any) -> str | None:
@@ -198,47 +209,62 @@ def _text(value: Any) -> str | None:
 
 def _epochs(
     segments: Iterable[tuple[TcpSegment, bool]], gap_seconds: float
-) -> Iterator[list[tuple[TcpSegment, bool]]]:
-    """Runs of segments separated by a silence longer than `gap_seconds`."""
-    run: list[tuple[TcpSegment, bool]] = []
-    last: float | None = None
-    for entry in segments:
-        if last is not None and entry[0].time - last > gap_seconds and run:
-            yield run
-            run = []
-        last = entry[0].time
-        run.append(entry)
-    if run:
+) -> Iterator[Iterator[tuple[TcpSegment, bool]]]:
+    """Runs of segments separated by a silence longer than `gap_seconds` (lazily)."""
+    last: list[float | None] = [None]
+    epoch = [0]
+
+    def run_of(entry: tuple[TcpSegment, bool]) -> int:
+        if last[0] is not None and entry[0].time - last[0] > gap_seconds:
+            epoch[0] += 1
+        last[0] = entry[0].time
+        return epoch[0]
+
+    for _number, run in itertools.groupby(segments, key=run_of):
         yield run
 
 
-def _items(
+def _stream(
     source: str,
     segments: Iterable[tuple[TcpSegment, bool]],
     gap_seconds: float,
     defects: _Defects,
-) -> Iterator[tuple[str, Any, list[TraceItem]]]:
-    """(connection key, ConnectionInfo, items) per connection of one 4-tuple."""
+) -> Iterator[tuple[str, Any, TraceItem | None]]:
+    """(connection key, ConnectionInfo, item) for every item of one 4-tuple's connections
+    as reassembly produces them (one connection at a time: a 4-tuple carries one live
+    connection), then (key, info, None) when a connection is complete."""
     epoch = 0
     for run in _epochs(segments, gap_seconds):
         reader = PcapTraceReader("")
+        ends: list[tuple] = []
 
-        def counted(run=run):
+        def counted(run=run, ends=ends):
             for segment, truncated in run:
+                if not ends:
+                    ends.extend((segment.src, segment.dst))
                 defects.segment(segment, truncated)
                 yield segment
 
-        by_connection: dict[int, list[TraceItem]] = {}
+        current: int | None = None
+        done: set[int] = set()
+
+        def complete(upto: int | None, reader=reader, ends=ends, done=done, epoch=epoch):
+            for connection_id, info in list(reader.connections.items()):
+                if connection_id not in done and (upto is None or connection_id < upto):
+                    done.add(connection_id)
+                    yield _key(source, ends, epoch, connection_id), info, None
+
         for item in reader.items(counted()):
-            by_connection.setdefault(item.connection_id, []).append(item)
-        for connection_id, info in reader.connections.items():
-            first = run[0][0]
-            yield (
-                connection_key(source, first.src, first.dst, epoch + connection_id - 1),
-                info,
-                by_connection.get(connection_id, []),
-            )
+            if item.connection_id != current:
+                yield from complete(item.connection_id)
+                current = item.connection_id
+            yield _key(source, ends, epoch, current), reader.connections[current], item
+        yield from complete(None)
         epoch += len(reader.connections)
+
+
+def _key(source: str, ends: list[tuple], epoch: int, connection_id: int) -> str:
+    return connection_key(source, ends[0], ends[1], epoch + connection_id - 1)
 
 
 def items_of(
@@ -247,7 +273,100 @@ def items_of(
     gap_seconds: float = DEFAULT_GAP_SECONDS,
 ) -> dict[str, list[TraceItem]]:
     """Connection key -> its decoded items (headers, frames, raw runs) in trace order."""
-    return {key: items for key, _info, items in _items(source, segments, gap_seconds, _Defects())}
+    found: dict[str, list[TraceItem]] = {}
+    for key, _info, item in _stream(source, segments, gap_seconds, _Defects()):
+        items = found.setdefault(key, [])
+        if item is not None:
+            items.append(item)
+    return found
+
+
+class _Judge:
+    """One connection judged as its items stream by: the core's monitor (which owns the
+    checker) plus the tracker's bounded ring; memory does not grow with the connection.
+
+    A direction that lost bytes (a capture gap, a snap-length cut) or could not be
+    decoded shows as a raw item, which reassembly only emits once the connection ends; the
+    other direction went on meanwhile, so its frames after the loss would look like
+    violations. So violations are held (they are few) and, once a raw item is seen,
+    only those found up to the last decoded item of the stalled direction are kept, and
+    none of the end-of-trace ones (what is missing may be the answer a liveness rule
+    waits for)."""
+
+    def __init__(
+        self, row: ConnectionRow, broker_label: str | None, liveness_bound: float | None
+    ) -> None:
+        self.row = row
+        self.broker_label = broker_label
+        self.monitor = ConnectionMonitor(0, liveness_bound=liveness_bound)
+        self.tracker = _Tracker()
+        self.held: list[tuple[float, Any, tuple]] = []  # (time found, violation, its frame)
+        self.cutoff: float | None = None
+        self.last_time = row.start_time
+
+    def add(self, item: TraceItem) -> None:
+        tracker = self.tracker
+        tracker.see(item)
+        self.last_time = item.time
+        if item.kind == KIND_RAW and self.cutoff is None:
+            self.cutoff = tracker.last_decoded.get(item.direction, float("-inf"))
+        self._take(self.monitor.observe(item), item.time)
+
+    def _take(self, out: Any, time: float | None) -> None:
+        for note in out.notes:
+            self.row.notes.append(note.text)
+            if "mid-connection" in note.text:
+                self.row.verdict = "UNCHECKED"
+        for violation in out.violations:
+            self.held.append((time, violation, self._frame(violation)))
+
+    def _frame(self, violation: Any) -> tuple:
+        """(performative, sender state, channel, handle, time) of the violating item."""
+        found = self.tracker.recent.get(violation.frame_index)
+        if found is not None:
+            return found
+        closed = self.tracker.closed.get(violation.origin, False)
+        return ("end", CLOSE_SENT if closed else OPENED, None, None, self.row.end_time)
+
+    def finish(self) -> list[ViolationRow]:
+        row, tracker = self.row, self.tracker
+        self._take(self.monitor.finish(self.last_time), None)
+        row.frames = tracker.frames
+        row.broker_product = tracker.product or self.broker_label
+        row.broker_version = tracker.version
+        rows: list[ViolationRow] = []
+        for time, violation, frame in self.held:
+            if self.cutoff is not None and (time is None or time > self.cutoff):
+                continue
+            name, state, channel, handle, at = frame
+            rows.append(
+                ViolationRow(
+                    row.source,
+                    row.connection_key,
+                    violation.frame_index,
+                    at,
+                    violation.rule_id,
+                    violation.section,
+                    violation.level,
+                    violation.origin,
+                    name,
+                    channel,
+                    handle,
+                    violation.reason,
+                    signature(violation.rule_id, violation.section, name, state),
+                    row.broker_product,
+                    row.broker_version,
+                )
+            )
+            if violation.level == "MUST":
+                row.must_violations += 1
+            else:
+                row.should_violations += 1
+        if row.must_violations:
+            row.verdict = "MUST"
+        elif row.should_violations:
+            row.verdict = "SHOULD"
+        return rows
 
 
 def check_connection(
@@ -256,48 +375,12 @@ def check_connection(
     broker_label: str | None = None,
     liveness_bound: float | None = None,
 ) -> list[ViolationRow]:
-    """Check one connection's items; fills `row` (frames, verdict, broker, notes) and
-    returns its violations with their signatures."""
-    items = list(items)
-    tracker = _Tracker()
+    """Check one connection's items (streamed); fills `row` (frames, verdict, broker,
+    notes) and returns its violations with their signatures."""
+    judge = _Judge(row, broker_label, liveness_bound)
     for item in items:
-        tracker.see(item)
-    row.frames = tracker.frames
-    row.broker_product = tracker.product or broker_label
-    row.broker_version = tracker.version
-    raw = next((n for n, item in enumerate(items) if item.kind == KIND_RAW), None)
-    if raw is not None:
-        items = _before_loss(items, raw)
-        liveness_bound = None
-    violations: list[ViolationRow] = []
-    for finding in check_trace(items, liveness_bound):
-        if finding.violation is None:
-            row.notes.append(finding.note)
-            if "mid-connection" in finding.note:
-                row.verdict = "UNCHECKED"
-            continue
-        violations.append(_violation_row(row.source, row.connection_key, finding, tracker, row))
-        if finding.violation.level == "MUST":
-            row.must_violations += 1
-        else:
-            row.should_violations += 1
-    if row.must_violations:
-        row.verdict = "MUST"
-    elif row.should_violations:
-        row.verdict = "SHOULD"
-    return violations
-
-
-def _before_loss(items: list[TraceItem], raw: int) -> list[TraceItem]:
-    """The items that can still be judged when a direction lost bytes (a capture gap, a
-    snap-length cut) or could not be decoded from item `raw` on: nothing of either
-    direction after the last item decoded in the stalled one (reassembly holds a stalled
-    direction back while the other goes on, so the other's later frames would look like
-    violations), and no liveness (what is missing may be the awaited answer)."""
-    stalled = items[raw].direction
-    decoded = [n for n in range(raw) if items[n].direction == stalled]
-    cutoff = items[decoded[-1]].time if decoded else float("-inf")
-    return [item for item in items[:raw] if item.time <= cutoff] + [items[raw]]
+        judge.add(item)
+    return judge.finish()
 
 
 def signatures_of_items(
@@ -320,56 +403,28 @@ def check_flow(
     violations: list[ViolationRow] = []
     connections: list[ConnectionRow] = []
     defects = _Defects()
-    for key, info, items in _items(source, segments, gap_seconds, defects):
-        row = ConnectionRow(
-            source,
-            key,
-            info.client,
-            info.server,
-            info.start_time,
-            info.end_time if info.end_time is not None else info.start_time,
-            bytes_client=info.byte_counts.get(CLIENT, 0),
-            bytes_server=info.byte_counts.get(SERVER, 0),
-        )
-        violations.extend(check_connection(items, row, broker_label, liveness_bound))
+    judge: _Judge | None = None
+    for key, info, item in _stream(source, segments, gap_seconds, defects):
+        if judge is None:
+            row = ConnectionRow(source, key, info.client, info.server, info.start_time, 0.0)
+            judge = _Judge(row, broker_label, liveness_bound)
+        if item is not None:
+            judge.add(item)
+            continue
+        row = judge.row
+        row.end_time = info.end_time if info.end_time is not None else judge.last_time
+        row.bytes_client = info.byte_counts.get(CLIENT, 0)
+        row.bytes_server = info.byte_counts.get(SERVER, 0)
+        violations.extend(judge.finish())
         if row.verdict == "UNCHECKED":
             defects.add("start-not-captured")
         connections.append(row)
+        judge = None
     defects.finish()
     if connections:  # segment-level defects belong to the 4-tuple: put them on its first row
         for name, count in defects.counts.items():
             connections[0].defects[name] = connections[0].defects.get(name, 0) + count
     return violations, connections
-
-
-def _violation_row(
-    source: str, key: str, finding: Any, tracker: _Tracker, row: ConnectionRow
-) -> ViolationRow:
-    violation = finding.violation
-    index = finding.frame_index
-    if index is not None and 0 <= index < len(tracker.info):
-        name, state, channel, handle, time = tracker.info[index]
-    else:  # found at the end of the trace (liveness, unanswered close)
-        name, state, channel, handle, time = "end", "opened", None, None, row.end_time
-        if tracker.closed[violation.origin]:
-            state = "close-sent"
-    return ViolationRow(
-        source,
-        key,
-        index,
-        time,
-        violation.rule_id,
-        violation.section,
-        violation.level,
-        violation.origin,
-        name,
-        channel,
-        handle,
-        violation.reason,
-        signature(violation.rule_id, violation.section, name, state),
-        row.broker_product,
-        row.broker_version,
-    )
 
 
 def segments_of(batches: Iterable[Any]) -> Iterator[tuple[TcpSegment, bool]]:

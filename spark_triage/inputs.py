@@ -24,7 +24,9 @@ from pathlib import Path
 from traces.pcap_reader import capture_kind
 
 PCAP, PCAPNG, FRAMELOG = "pcap", "pcapng", "framelog"
-_TRACE_SUFFIXES = (".pcap", ".pcapng", ".cap", ".parquet", ".pcap.gz", ".pcapng.gz", ".gz")
+_TRACE_SUFFIXES = tuple(
+    name + gz for name in (".pcap", ".pcapng", ".cap", ".parquet") for gz in ("", ".gz")
+)
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -91,7 +93,12 @@ def _walk(root: Path, found: dict[str, InputFile], broker: str | None) -> None:
             _walk(entry, found, broker)
         elif entry.is_file():
             name = entry.name.lower()
-            kind = kind_of(str(entry))
+            try:
+                kind = kind_of(str(entry))
+            except InputError:
+                if name.endswith(_TRACE_SUFFIXES):
+                    raise
+                continue  # an unreadable file that does not claim to be a trace
             if kind is not None:
                 found[str(entry)] = InputFile(
                     str(entry), kind[0], kind[1], broker, entry.stat().st_size

@@ -16,6 +16,7 @@ Runs as `amqpspec triage INPUT... --out DIR` or `spark-submit spark_triage/job.p
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shutil
 import sys
@@ -104,21 +105,39 @@ class BadInputError(Exception):
     """Bad input found while the job ran (exit 2)."""
 
 
+def _in_capture_order(
+    batches: Iterator[pa.RecordBatch], source: str, flow: str
+) -> Iterator[pa.RecordBatch]:
+    last = -1
+    for batch in batches:
+        ordinal = batch.column("ordinal").to_numpy()
+        if len(ordinal) and (ordinal[0] < last or bool((ordinal[1:] < ordinal[:-1]).any())):
+            raise RuntimeError(f"{source} {flow}: segments reached the check out of capture order")
+        if len(ordinal):
+            last = int(ordinal[-1])
+        yield batch
+
+
 def check_group(
     key: tuple, batches: Iterator[pa.RecordBatch], liveness_bound: float | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """Grouped Arrow UDF: one (source, flow) group's segments -> result rows."""
-    table = pa.Table.from_batches(list(batches))
-    if table.num_rows == 0:
+    """Grouped Arrow UDF: one (source, flow) group's segments -> result rows. The batches
+    are consumed as they come (a connection of any length never sits in memory whole):
+    the plan sorts each partition by (source, flow, ordinal), which Spark keeps for the
+    grouping, so they arrive in capture order; a batch that does not is a planning bug and
+    stops the job rather than giving wrong verdicts."""
+    first = next(batches, None)
+    if first is None or first.num_rows == 0:
         return
-    ordinal = table.column("ordinal").to_numpy()
-    if (ordinal[1:] < ordinal[:-1]).any():  # capture order, whatever the shuffle did
-        table = table.take(pa.compute.sort_indices(table, [("ordinal", "ascending")]))
     source = key[0].as_py()
     flow = key[1].as_py()
-    label = table.column("broker_label")[0].as_py()
+    label = first.column("broker_label")[0].as_py()
     violations, connections = check_flow(
-        source, segments_of(table.to_batches()), DEFAULT_GAP_SECONDS, label, liveness_bound
+        source,
+        segments_of(_in_capture_order(itertools.chain([first], batches), source, flow)),
+        DEFAULT_GAP_SECONDS,
+        label,
+        liveness_bound,
     )
     rows: list[dict] = []
     for v in violations:

@@ -42,6 +42,11 @@ def test_bad_inputs_are_named(tmp_path):
     (tmp_path / "fake.pcap").write_text("not a capture")
     with pytest.raises(InputError, match="fake"):
         discover([str(tmp_path)])
+    texts = tmp_path / "texts"  # a gzip'd text trace is no claim to be a capture
+    texts.mkdir()
+    gzipped(RABBITMQ_PCAP, texts / "capture.pcap.gz")
+    (texts / "client-trace.txt.gz").write_bytes(b"\x1f\x8b\x08\x00" + b"\0" * 16)
+    assert [item.path.rsplit("/", 1)[1] for item in discover([str(texts)])] == ["capture.pcap.gz"]
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "notes.txt").write_text("nothing to triage")
