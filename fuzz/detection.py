@@ -57,11 +57,11 @@ class Supervised:
 
     @property
     def url(self) -> str:
-        return f"amqp://127.0.0.1:{self.port}"
+        return self.broker.url  # the same ports on every restart
 
     @property
     def admin_url(self) -> str:
-        return f"http://guest:guest@127.0.0.1:{self.admin_port}"
+        return self.broker.admin_url
 
     def stop(self) -> None:
         self._stop.set()

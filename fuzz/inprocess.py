@@ -35,18 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from amqp10 import codec
-from amqp10.engine import (
-    Connection,
-    RemoteAttach,
-    RemoteBegin,
-    RemoteOpen,
-    ServerSasl,
-    UsageError,
-)
+from amqp10.engine import Connection, ServerSasl
 from amqp10.errors import DecodeError
 from amqp10.frames import FrameDecoder
 from fuzz.case import Case, Step, case_from_json, step
-from fuzz.model import Handshake
+from fuzz.model import Handshake, answer
 from fuzz.mutators import STRATEGIES, mutate_case
 from fuzz.seeds import load_corpus, scenario
 from traces.minimize import ddmin
@@ -85,22 +78,6 @@ def codec_one(data: bytes) -> str | None:
     return None
 
 
-def _answer(server: Connection) -> None:
-    """The server application: open, accept begins and attaches (what a broker does). An
-    answer the engine's state no longer allows (it closed on a later frame of the same
-    read) is the application's UsageError, as in the broker, not an engine crash."""
-    for event in server.events():
-        try:
-            if isinstance(event, RemoteOpen) and server.state.name == "OPEN_RCVD":
-                server.open()
-            elif isinstance(event, RemoteBegin) and event.session.state.name == "BEGIN_RCVD":
-                event.session.accept()
-            elif isinstance(event, RemoteAttach) and event.link.state.name == "ATTACH_RCVD":
-                event.link.accept()
-        except UsageError:
-            continue
-
-
 def engine_one(steps: list[Step]) -> str | None:
     """Feed the steps to a server engine one by one: it must never raise."""
     sasl = ServerSasl(("PLAIN", "ANONYMOUS"), verify_plain=lambda *_: True)
@@ -112,7 +89,8 @@ def engine_one(steps: list[Step]) -> str | None:
         for s in steps:
             now += 0.001
             server.receive_data(s.data, now)
-            _answer(server)
+            for event in server.events():
+                answer(server, event)  # the application's UsageError is not a crash
             server.data_to_send(now)
         server.receive_data(b"", now)
         server.events()

@@ -5,7 +5,8 @@ Owns: `Handshake` (how the client logs in and which addresses it attaches to),
 `Conversation` (a client engine joined to a permissive server engine by
 `amqp10.engine.testing.ConnectionPair`: open, begin, attach, send, grant, drain, echo,
 settle, detach, end, close as the engine does them; `steps()` is the client's side as
-fuzz steps, one per header or frame), and `ServerModel` (a server engine fed a case's
+fuzz steps, one per header or frame), `answer` (the permissive server application:
+open, begin, attach and credit back), and `ServerModel` (a server engine fed a case's
 client steps: the (connection, session, link) state each step arrives in, for
 signatures and for (state, input) coverage of the engine's transition tables).
 """
@@ -15,7 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amqp10.composites import Source, Target
-from amqp10.engine import ClientSasl, Connection, RemoteAttach, RemoteBegin, RemoteOpen, ServerSasl
+from amqp10.engine import (
+    ClientSasl,
+    Connection,
+    RemoteAttach,
+    RemoteBegin,
+    RemoteOpen,
+    ServerSasl,
+    UsageError,
+)
 from amqp10.engine.link import Link
 from amqp10.engine.session import Session
 from amqp10.engine.testing import ConnectionPair
@@ -48,18 +57,22 @@ def _permissive_server(sasl: bool = True) -> Connection:
     return Connection("server", "amqpspec-fuzz-model", sasl=layer)
 
 
-def _answer(server: Connection, event: object, credit: int) -> None:
-    """The permissive server application: open back, accept every attach, grant
-    `credit` to every sender that attaches (begin, end, detach, close: the engine's
-    auto-reply)."""
-    if isinstance(event, RemoteOpen) and server.state.name == "OPEN_RCVD":
-        server.open()
-    elif isinstance(event, RemoteBegin) and event.session.state.name == "BEGIN_RCVD":
-        event.session.accept()
-    elif isinstance(event, RemoteAttach) and event.link.state.name == "ATTACH_RCVD":
-        event.link.accept()
-        if not event.link.is_sender and credit:
-            event.link.flow(link_credit=credit)
+def answer(server: Connection, event: object, credit: int = 0) -> None:
+    """The permissive server application: open back, accept every begin and attach,
+    grant `credit` to every sender that attaches (end, detach, close: the engine's
+    auto-reply). An answer the engine's state no longer allows (it closed on a later
+    frame of the same read) is skipped, as the reference broker skips it (UsageError)."""
+    try:
+        if isinstance(event, RemoteOpen) and server.state.name == "OPEN_RCVD":
+            server.open()
+        elif isinstance(event, RemoteBegin) and event.session.state.name == "BEGIN_RCVD":
+            event.session.accept()
+        elif isinstance(event, RemoteAttach) and event.link.state.name == "ATTACH_RCVD":
+            event.link.accept()
+            if not event.link.is_sender and credit:
+                event.link.flow(link_credit=credit)
+    except UsageError:
+        return
 
 
 class Conversation:
@@ -89,7 +102,7 @@ class Conversation:
     def pump(self) -> None:
         self.pair.pump()
         for event in self.pair.take("server"):
-            _answer(self.pair.server, event, self.server_credit)
+            answer(self.pair.server, event, self.server_credit)
         self.pair.pump()
         self.pair.take("client")
 
@@ -244,7 +257,7 @@ class ServerModel:
             try:
                 self.server.receive_data(step.data, 0.0)
                 for event in self.server.events():
-                    _answer(self.server, event, 0)
+                    answer(self.server, event)
                 self.server.data_to_send(0.0)
             except AMQPError:
                 self.dead = True

@@ -131,8 +131,9 @@ def _connect(target: Target, wait: float) -> Probe:
     return Probe(target.host, target.port, wait=wait, connect_timeout=target.bounds.connect)
 
 
-def _send(probe: Probe, steps: list[Step], sasl_wait: float) -> int:
-    """Send the steps; returns how many went out before the socket closed."""
+def _send(probe: Probe, steps: list[Step], sasl_wait: float, pace: float = 0.0) -> int:
+    """Send the steps (with `pace`, after each wait until the broker has been silent that
+    long, at most a second); returns how many went out before the socket closed."""
     for index, s in enumerate(steps):
         if probe.closed:
             return index
@@ -141,6 +142,10 @@ def _send(probe: Probe, steps: list[Step], sasl_wait: float) -> int:
             _await(probe, "sasl-mechanisms", sasl_wait)
         elif s.label.startswith("sasl-init"):
             _await(probe, "sasl-outcome", sasl_wait)
+        elif pace:
+            end = time.monotonic() + 1.0
+            while probe.pump(pace) and time.monotonic() < end:
+                pass
         else:
             probe.pump(0)
     return len(steps)
@@ -187,9 +192,12 @@ def wait_back(target: Target) -> bool:
     return False
 
 
-def run_case(target: Target, steps: list[Step], careful: bool = False) -> Outcome:
+def run_case(
+    target: Target, steps: list[Step], careful: bool = False, pace: float = 0.0
+) -> Outcome:
     """Send `steps` on a new connection, then close; judge the broker (see module doc).
-    `careful`: also measure the broker's memory around the case (slow)."""
+    `careful`: also measure the broker's memory around the case (slow); `pace`: after
+    each step wait up to that long for an answer (a recorded conversation's rhythm)."""
     bounds = target.bounds
     before = None
     if careful and target.memory is not None:
@@ -201,12 +209,12 @@ def run_case(target: Target, steps: list[Step], careful: bool = False) -> Outcom
         # down before this case started (restarting after an earlier one): not this case's
         # doing; wait for it, and call it a crash only if it never comes back
         if wait_back(target):
-            return run_case(target, steps, careful)
+            return run_case(target, steps, careful, pace)
         summary = f"broker unreachable: {exc}; not back within {bounds.restart_wait}s"
         return Outcome(Verdict(CRASH, "liveness", "2.4.1", summary), None, 0)
     during = None
     try:
-        sent = _send(probe, steps, bounds.sasl)
+        sent = _send(probe, steps, bounds.sasl, pace)
         if before is not None and target.memory is not None:
             probe.idle(bounds.memory_settle)  # let the broker's reading catch up
             during = _reading(target, max, before)  # before our close

@@ -19,6 +19,8 @@ from fuzz.oracle import Target, Verdict, run_case
 from fuzz.seeds import client_sides
 from traces.load import open_trace
 
+REPLAY_PACE = 0.05  # a recorded client waited for answers: so does its replay, this long
+
 
 @dataclass(slots=True)
 class ReplayResult:
@@ -95,7 +97,7 @@ def replay_trace(target: Target, path: str) -> list[ConnectionReplay]:
             recorded.setdefault(item.connection_id, []).append(_answer(item.item))
     results = []
     for number, steps in enumerate(client_sides(path), 1):
-        outcome = run_case(target, steps)
+        outcome = run_case(target, steps, pace=REPLAY_PACE)
         replayed = []
         if outcome.recording is not None:
             replayed = [

@@ -9,26 +9,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
+from fuzz_support import run_fuzz
 
 from fuzz.detection import Supervised
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAULT = "die-on-channel-reuse"
-
-
-def _fuzz(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "amqpspec.cli", "fuzz", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env=env,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +23,7 @@ def campaign(tmp_path_factory):
     broker = Supervised([FAULT])
     out = tmp_path_factory.mktemp("campaign")
     try:
-        result = _fuzz(
+        result = run_fuzz(
             "--broker",
             broker.url,
             "--profile",
@@ -83,7 +70,7 @@ def test_replay_reproduces_it(campaign):
     broker, out, _ = campaign
     finding = json.loads((out / "findings.json").read_text())[0]
     folder = out / "findings" / finding["id"]
-    result = _fuzz(
+    result = run_fuzz(
         "replay",
         str(folder),
         "--broker",
@@ -103,7 +90,7 @@ def test_clean_broker_does_not_reproduce_it(campaign, tmp_path):
     finding = json.loads((out / "findings.json").read_text())[0]
     clean = Supervised([])
     try:
-        result = _fuzz(
+        result = run_fuzz(
             "replay",
             str(out / "findings" / finding["id"]),
             "--broker",

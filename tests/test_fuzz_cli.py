@@ -4,30 +4,14 @@ short fixed-seed campaigns, every wait bounded)."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 
 import pytest
+from fuzz_support import run_fuzz
 
 from amqpspec.cli import main
 from conformance.fault_matrix import reference_broker
 from reference_broker.process import free_port
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _fuzz(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "amqpspec.cli", "fuzz", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env=env,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +58,7 @@ def test_unreachable_broker_exits_2(tmp_path):
     port = free_port()
     with socket.socket() as probe:  # nothing listens there
         assert probe.connect_ex(("127.0.0.1", port)) != 0
-    result = _fuzz(
+    result = run_fuzz(
         "--broker", f"amqp://127.0.0.1:{port}", "--out", str(tmp_path), "--cases", "5", timeout=60
     )
     assert result.returncode == 2
@@ -85,7 +69,7 @@ def test_clean_reference_broker_short_campaign_has_no_finding(broker, tmp_path):
     """The CI campaign: about a minute against the clean reference broker, fixed seed,
     every strategy, the memory oracle on: no finding (a false positive fails it)."""
     out = tmp_path / "campaign"
-    result = _fuzz(
+    result = run_fuzz(
         "--broker",
         broker.url,
         "--profile",
@@ -118,7 +102,7 @@ def test_trace_replay_compares_the_brokers_answers(broker, tmp_path):
 
     conv = Conversation(Handshake(source="/queues/q", target="/queues/q")).open()
     conv.begin()
-    outcome = run_case(Target("127.0.0.1", broker.port, conv.handshake), conv.steps())
+    outcome = run_case(Target("127.0.0.1", broker.port, conv.handshake), conv.steps(), pace=0.05)
     assert outcome.verdict is None
     pcap = tmp_path / "recorded.pcap"
     write_pcap(str(pcap), outcome.recording)
