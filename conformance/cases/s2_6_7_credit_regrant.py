@@ -25,7 +25,7 @@ from conformance.steps.deliveries import (
     settle_all,
 )
 from conformance.steps.links import consumer
-from conformance.steps.queues import fill
+from conformance.steps.queues import body, fill
 from conformance.steps.sentences import CREDIT_LIMIT
 
 REPLACES = (
@@ -188,13 +188,14 @@ def _random_schedule(seed: int, drain: bool, echo: bool, steps: int = 200):
     import random
 
     rng = random.Random(seed)
-    kinds = ["grant", "grant", "reduce", "settle", "pump"]
+    kinds = ["grant", "grant", "reduce", "settle", "pump", "publish"]
     kinds += ["drain"] if drain else []
     kinds += ["echo"] if echo else []
     return [(rng.choice(kinds), rng.randint(0, 6)) for _ in range(steps)]
 
 
 SCHEDULE_SEEDS = range(1, 7)
+SCHEDULE_STOCK = 20  # messages queued before each schedule; `publish` steps add more
 
 
 @case(
@@ -207,22 +208,32 @@ SCHEDULE_SEEDS = range(1, 7)
 )
 def credit_random_schedules(probe, ctx):
     """Six seeded random schedules (seeds 1-6, 200 operations each, a fresh link each) of
-    grants, reductions, drains, echoes and settlements over one queue of 1,500 messages;
-    the checker judges every transfer and flow. Stops at the first broker violation."""
+    grants, reductions, drains, echoes, settlements and publishes over one queue that holds
+    a few messages at the start of each schedule and runs dry in between: grants made while
+    the queue is empty must not add up (RabbitMQ #2597) when messages arrive. The checker
+    judges every transfer and flow. Stops at the first broker violation."""
     queue = ctx.queue()
-    fill(probe, ctx, queue, 1500)
     session = probe.open_session()
+    publisher = probe.attach_sender(probe.open_session(), ctx.target_address(queue))
+    published = 0
+
+    def publish(count: int) -> None:
+        nonlocal published
+        probe.publish(publisher, count, lambda i: body(published + i))
+        published += count
+
     drain, echo = ctx.profile.has("drain-reply"), ctx.profile.has("echo")
     for seed in SCHEDULE_SEEDS:
+        publish(SCHEDULE_STOCK)
         _, link = consumer(probe, ctx, queue, session=session)
-        received = _run_schedule(probe, link, _random_schedule(seed, drain, echo))
+        received = _run_schedule(probe, link, _random_schedule(seed, drain, echo), publish)
         ctx.note(f"seed {seed}: {received} deliveries")
         if broker_violated(probe):
             return
         probe.detach(link)
 
 
-def _run_schedule(probe, link, schedule) -> int:
+def _run_schedule(probe, link, schedule, publish) -> int:
     received = 0
     for kind, amount in schedule:
         probe.fail_if_gone(link)  # a broker that ended the session fails the case here
@@ -234,6 +245,8 @@ def _run_schedule(probe, link, schedule) -> int:
             probe.grant(link, amount, drain=True)
         elif kind == "echo":
             probe.grant(link, link.link_credit, echo=True)
+        elif kind == "publish":
+            publish(amount)
         elif kind == "settle":
             for delivery in probe.transfers(link):
                 received += 1
