@@ -16,6 +16,8 @@ connections, push any bytes, pump until quiet, look at what came back):
     ...
     conn.send(b"AMQP\\x00\\x01\\x00\\x00garbage"); broker.pump()   # bytes as they are
     conn.output, conn.events, conn.broker_closed, conn.failure, broker.failures
+    conn = broker.connect(monitor=True)      # both directions through amqp10.monitor:
+    ...; conn.finish(); conn.items, conn.violations   # every frame, the checker's verdicts
     broker.advance(30.0)                     # timers: heartbeats, idle time-out, grace
 """
 
@@ -24,7 +26,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from amqp10.checker import Violation
 from amqp10.engine import Connection, Event
+from amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
+from amqp10.origins import CLIENT, SERVER
 
 from .alarms import ResourceAlarms
 from .config import BrokerConfig
@@ -45,16 +50,24 @@ def quiet_alarms() -> ResourceAlarms:
 class MemoryConnection:
     """One broker connection and its peer. With a `client` engine the pump carries bytes
     both ways and collects the client's `events`; raw (client None), what the broker
-    writes gathers in `output` and `send()` is the only input."""
+    writes gathers in `output` and `send()` is the only input. With a `monitor` every byte
+    both ways goes through it as it moves: `items` (what crossed, decoded) and `violations`
+    (the checker's, either side; `finish()` adds the end-of-trace rules)."""
 
     def __init__(
-        self, broker: MemoryBroker, client: Connection | None, peer: tuple[str, int], record: bool
+        self,
+        broker: MemoryBroker,
+        client: Connection | None,
+        peer: tuple[str, int],
+        monitor: ConnectionMonitor | None,
     ) -> None:
         self.memory = broker
         self.client = client
         self.events: list[Event] = []
         self.output = bytearray()  # what the broker wrote that no client has taken
-        self.wire: list[tuple[str, bytes]] | None = [] if record else None  # (c>s | s>c)
+        self.monitor = monitor
+        self.items: list[TraceItem] = []
+        self.violations: list[Violation] = []
         self.broker_closed = False  # the broker dropped the transport
         self.dropped = False  # our side dropped it (drop())
         self._eof_given = False
@@ -66,8 +79,19 @@ class MemoryConnection:
     # ------------------------------------------------------------------ the broker's side
     def _broker_wrote(self, data: bytes) -> None:
         self.output += data
-        if self.wire is not None:
-            self.wire.append(("s>c", bytes(data)))
+        monitor = self.monitor
+        if monitor is not None and not monitor.finished:  # finish() ends what is judged
+            self._judged(monitor.feed(SERVER, bytes(data), self.memory.scheduler.now()))
+
+    def _judged(self, out: MonitorOutput) -> None:
+        self.items += out.items
+        self.violations += out.violations
+
+    def finish(self) -> list[Violation]:
+        """End the monitor's trace (end-of-trace rules); every violation of the run."""
+        if self.monitor is not None:  # a second call adds nothing
+            self._judged(self.monitor.finish(self.memory.scheduler.now()))
+        return self.violations
 
     def _broker_closed(self) -> None:
         self.broker_closed = True
@@ -116,8 +140,9 @@ class MemoryConnection:
         if self._input and not self.dropped:
             data = b"".join(self._input)
             self._input.clear()
-            if self.wire is not None:
-                self.wire.append(("c>s", data))
+            monitor = self.monitor
+            if monitor is not None and not monitor.finished:
+                self._judged(monitor.feed(CLIENT, data, now))
             self.broker.receive_data(data, now)
             moved = True
         if client is not None:
@@ -176,15 +201,17 @@ class MemoryBroker:
         client: Connection | None = None,
         *,
         raw: bool = False,
-        record: bool = False,
+        monitor: bool = False,
         peer_host: str = "127.0.0.1",
         **client_options: Any,
     ) -> MemoryConnection:
         """A new connection to the broker: with `client` (or a fresh
-        Connection("client", **client_options)) unless `raw`. `record` keeps `wire`."""
+        Connection("client", **client_options)) unless `raw`; `monitor`: checked both ways."""
         if client is None and not raw:
             client = Connection("client", **client_options)
-        connection = MemoryConnection(self, client, (peer_host, next(self._ports)), record)
+        port = next(self._ports)  # the monitor's connection id too
+        watch = ConnectionMonitor(port) if monitor else None
+        connection = MemoryConnection(self, client, (peer_host, port), watch)
         self.connections.append(connection)
         return connection
 
