@@ -4,7 +4,9 @@ Owns: the `run` subcommand's options and turning them into a pytest invocation o
 `conformance/suite.py` with `-p conformance.plugin`, JUnit XML (DIR/junit-<broker>.xml) and
 allure results (DIR/allure, when allure-pytest is installed). Exit status: 0 when every
 verdict is OK / NON-STRICT / UNSUPPORTED (with --expect: when every verdict matches the
-expectations file), 1 otherwise, 2 on bad usage; --strict also fails on NON-STRICT.
+expectations file), 1 otherwise, 2 on bad usage or when no broker passes the preflight
+(`preflight.check_broker`: one clear line, every case ERROR in index.json); --strict also
+fails on NON-STRICT.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from conformance.profile import ProfileError, available_profiles, load_profile
+from conformance.preflight import PREFLIGHT_TIMEOUT_S, check_broker
+from conformance.profile import Profile, ProfileError, available_profiles, load_profile
+from conformance.registry import suite_cases
+from conformance.results import ResultsDir
+from conformance.runner import BrokerTarget, CaseResult
+from conformance.verdicts import Verdict
 
 SUITE = Path(__file__).with_name("suite.py")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +55,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--broker-name", help="name of the broker in index.json (default: profile)")
     parser.add_argument("--strict", action="store_true", help="fail on NON-STRICT (SHOULD) too")
     parser.add_argument("-q", "--quiet", action="store_true", help="less pytest output")
+    parser.add_argument(
+        "--pipelined",
+        choices=("only", "also", "never"),
+        default="also",
+        help="also run each case pipelined (<case id>/pipelined: its frames up to the first "
+        "that needs a reply in one write); only; or never (default also)",
+    )
+    parser.add_argument(
+        "--preflight-timeout",
+        type=float,
+        default=PREFLIGHT_TIMEOUT_S,
+        metavar="S",
+        help="seconds the broker has to answer the preflight handshake (header, SASL, open) "
+        f"before any case runs; 0 skips it (default {PREFLIGHT_TIMEOUT_S:g})",
+    )
 
 
 def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
@@ -68,6 +90,8 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         str(results),
         "--broker-name",
         broker_name,
+        "--pipelined",
+        args.pipelined,
         f"--junitxml={results / f'junit-{broker_name}.xml'}",
         "-o",
         f"junit_suite_name=amqpspec-{broker_name}",
@@ -86,6 +110,26 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
     if args.strict:
         argv.append("--strict")
     return argv
+
+
+def preflight(args: argparse.Namespace, profile: Profile, broker_name: str) -> str | None:
+    """Issue 13 §2: one bounded handshake before any case. On failure every case of the run
+    is recorded as ERROR with the reason in the results' index.json (no traces: nothing ran)
+    and the reason is returned."""
+    try:
+        target = BrokerTarget.parse(args.broker)
+    except ValueError as exc:
+        return str(exc)
+    reason = check_broker(target, profile, args.preflight_timeout)
+    if reason is None:
+        return None
+    results = ResultsDir(args.results, broker_name)
+    for case in suite_cases(args.pipelined):
+        results.add(
+            CaseResult(case.case_id, case.level, Verdict.ERROR, 0.0, f"preflight: {reason}")
+        )
+    results.write_index()
+    return reason
 
 
 def _plugin_autoloaded() -> bool:
@@ -112,6 +156,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     broker_name = args.broker_name or profile.name
     started = time.monotonic()
+    if args.preflight_timeout > 0:
+        failure = preflight(args, profile, broker_name)
+        if failure is not None:
+            print(f"amqpspec run: no AMQP 1.0 broker: {failure}", file=sys.stderr)
+            return 2
     code = pytest.main(pytest_args(args, broker_name))
     from conformance import plugin
 

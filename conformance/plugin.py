@@ -1,10 +1,13 @@
 """pytest plugin: the conformance suite as pytest items (`-p conformance.plugin`).
 
 Owns: the command-line options (--broker, --profile, --admin, --results, --expect,
---broker-name, --write-expect; pytest's own --strict also makes NON-STRICT fail), the
-`must` / `should` markers, one parametrized item per case
-(`conformance/suite.py::test_case[<case id>]`, selectable with `-k` by its id or by an
-old id it had before a rename, conformance/aliases.toml), the fixtures
+--broker-name, --write-expect, --pipelined; pytest's own --strict also makes NON-STRICT
+fail), the `must` / `should` markers, one parametrized item per case and per pipelined
+variant (`conformance/suite.py::test_case[<case id>]`, `...[<case id>/pipelined]`,
+selectable with `-k` by its id or by an old id it had before a rename,
+conformance/aliases.toml), the health probe between cases (after a FAILED or ERROR case,
+`preflight.check_broker`: a broker that died or hung makes the next cases ERROR within
+seconds, and the summary says when it stopped answering), the fixtures
 (`amqp_profile`, `amqp_target`, `amqp_admin`, `probe`, `conformance_run`), allure
 attachments (text trace + pcap), and the end-of-session work: index.json, expectations
 comparison and the exit status. The verdict -> pytest outcome map: OK pass, NON-STRICT pass
@@ -19,6 +22,7 @@ results DIR, stdout.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +31,10 @@ from typing import Any
 import pytest
 
 from conformance.admin import Admin, make_admin
+from conformance.preflight import HEALTH_TIMEOUT_S, check_broker
 from conformance.probe import Probe
 from conformance.profile import Profile, load_profile
-from conformance.registry import Case, load_cases, old_ids
+from conformance.registry import Case, old_ids, suite_cases
 from conformance.results import (
     Expectation,
     ResultsDir,
@@ -55,6 +60,8 @@ class RunState:
     expect_file: str | None = None
     strict: bool = False
     index_path: Path | None = None
+    # the broker stopped answering: when (wall clock), before which case, and why
+    dead: tuple[float, str, str] | None = None
 
     @property
     def verdicts(self) -> dict[str, str]:
@@ -101,7 +108,7 @@ class _Session:
         return self._admin
 
     def run(self, case: Case) -> CaseResult:
-        result = run_case(case, self.target, self.profile, self.admin)
+        result = self._unreachable(case) or run_case(case, self.target, self.profile, self.admin)
         attempts = [result.verdict]
         expectation = self.expected.get(case.case_id)
         if expectation is not None and result.verdict not in expectation.accepted:
@@ -113,6 +120,24 @@ class _Session:
         self.state.index_path = self.results_dir.write_index()
         _attach_to_allure(case, result, self.results_dir.root / entry["trace"], entry, self)
         return result
+
+    def _unreachable(self, case: Case) -> CaseResult | None:
+        """The health probe between cases (issue 13 §2): after a case that did not end well
+        (FAILED, ERROR: the broker may have died or hung in it), one short handshake; if the
+        broker does not answer, this case is ERROR at once (within HEALTH_TIMEOUT_S) instead
+        of waiting out its own time-outs, and the run remembers when the broker went."""
+        results = self.state.results
+        if not results or results[-1].verdict not in (Verdict.FAILED, Verdict.ERROR):
+            return None
+        started = time.monotonic()
+        reason = check_broker(self.target, self.profile, HEALTH_TIMEOUT_S)
+        if reason is None:
+            return None
+        if self.state.dead is None:
+            self.state.dead = (time.time(), case.case_id, reason)
+        since = time.strftime("%H:%M:%S", time.localtime(self.state.dead[0]))
+        text = f"broker not answering since {since} (health probe): {reason}"
+        return CaseResult(case.case_id, case.level, Verdict.ERROR, time.monotonic() - started, text)
 
     def _retry(
         self, case: Case, first: CaseResult, expectation: Expectation
@@ -197,6 +222,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="rerun a case that differs from its expectation up to N times (default 0)",
     )
     group.addoption("--broker-name", dest="amqp_broker_name", help="name in index.json")
+    group.addoption(
+        "--pipelined",
+        dest="amqp_pipelined",
+        choices=("only", "also", "never"),
+        default="also",
+        help="run each case's pipelined variant (<case id>/pipelined): also (default), only, never",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -208,9 +240,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "conformance_case" in metafunc.fixturenames:
+        mode = metafunc.config.getoption("amqp_pipelined", "also") or "also"
         params = [
             pytest.param(case, id=case.case_id, marks=[getattr(pytest.mark, case.level.lower())])
-            for case in load_cases()
+            for case in suite_cases(mode)
         ]
         metafunc.parametrize("conformance_case", params)
 
@@ -248,6 +281,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 f"{result.verdict.value:11} {result.case_id}: {result.reason[:300]}"
             )
     terminalreporter.write_line(f"index: {state.state.index_path}")
+    if state.state.dead is not None:
+        when, case_id, reason = state.state.dead
+        since = time.strftime("%H:%M:%S", time.localtime(when))
+        terminalreporter.write_line(
+            f"broker stopped answering at {since} (before {case_id}): {reason}"
+        )
     if state.expect_file is not None:
         if state.state.differences:
             terminalreporter.write_sep("-", f"differences from {state.expect_file}")

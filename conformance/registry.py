@@ -12,6 +12,7 @@ touches nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import pkgutil
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 ALIASES = Path(__file__).with_name("aliases.toml")
 
 Level = Literal["MUST", "SHOULD"]
+PipelinedMode = Literal["only", "also", "never"]
+PIPELINED = "pipelined"  # the variant's id suffix: `<case id>/pipelined`
 MUST: Level = "MUST"
 SHOULD: Level = "SHOULD"
 RunFunction = Callable[["Probe", "CaseContext"], None]
@@ -47,10 +50,16 @@ class Case:
     ignore_rules: frozenset[str]  # checker rules a deliberately bad probe frame may trigger
     module: str
     pipelined: bool = True  # its frames need no broker reply before the first wait (§1)
+    variant: str = ""  # PIPELINED: this is the pipelined variant of the case `base_id`
 
     @property
     def section(self) -> str:
         return self.case_id.split("/", 1)[0]
+
+    @property
+    def base_id(self) -> str:
+        """The case's id without its variant suffix."""
+        return self.case_id.removesuffix(f"/{self.variant}") if self.variant else self.case_id
 
     @property
     def slug(self) -> str:
@@ -125,6 +134,26 @@ def load_cases() -> list[Case]:
     return list(_REGISTRY.values())
 
 
+def pipelined_variant(case: Case) -> Case:
+    """The case run pipelined (issue 13 §1): every frame up to the first one that needs a
+    broker reply in one write, same outcomes, id `<case id>/pipelined`."""
+    return dataclasses.replace(case, case_id=f"{case.case_id}/{PIPELINED}", variant=PIPELINED)
+
+
+def suite_cases(pipelined: PipelinedMode = "also") -> list[Case]:
+    """The cases a run has: `never` the cases as registered; `also` each followed by its
+    pipelined variant when it has one; `only` just the pipelined variants."""
+    if pipelined not in ("only", "also", "never"):
+        raise ValueError(f"pipelined must be only, also or never, got {pipelined!r}")
+    cases = []
+    for case in load_cases():
+        if pipelined != "only":
+            cases.append(case)
+        if pipelined != "never" and case.pipelined:
+            cases.append(pipelined_variant(case))
+    return cases
+
+
 @functools.cache
 def aliases() -> dict[str, str]:
     """Renamed case ids: old id -> current id (`conformance/aliases.toml`)."""
@@ -138,8 +167,12 @@ def current_id(case_id: str) -> str:
 
 
 def old_ids(case_id: str) -> list[str]:
-    """The ids the case `case_id` had before it was renamed."""
-    return [old for old, new in aliases().items() if new == case_id]
+    """The ids the case `case_id` had before it was renamed (a pipelined variant: its
+    case's old ids with the suffix)."""
+    base, suffix = case_id, ""
+    if case_id.endswith(f"/{PIPELINED}"):
+        base, suffix = case_id.removesuffix(f"/{PIPELINED}"), f"/{PIPELINED}"
+    return [old + suffix for old, new in aliases().items() if new == base]
 
 
 def by_current_id(entries: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from amqp10.checker import Violation
 from conformance.admin import Admin
 from conformance.probe import Probe, Recording
 from conformance.profile import Profile
-from conformance.registry import MUST, Case
+from conformance.registry import MUST, PIPELINED, Case
 from conformance.relay import Relay
 from conformance.verdicts import CaseFailed, HarnessError, ShouldNotMet, Unsupported, Verdict
 from traces.render import show_line
@@ -197,8 +197,9 @@ def outcome_matches(observed: str, patterns: frozenset[str]) -> bool:
 def run_case(
     case: Case, target: BrokerTarget, profile: Profile, admin: Admin, *, pipelined: bool = False
 ) -> CaseResult:
-    """Run `case` (`pipelined`: its frames up to the first wait in one write, issue 13 §1)
-    and grade it."""
+    """Run `case` (`pipelined`, or a pipelined variant: its frames up to the first wait in
+    one write, issue 13 §1) and grade it."""
+    pipelined = pipelined or case.variant == PIPELINED
     started = time.monotonic()
     missing = sorted(case.requires - profile.capabilities)
     if missing:

@@ -21,21 +21,14 @@ from amqp10.spec import Role
 from conformance.admin import make_admin
 from conformance.fault_matrix import reference_broker
 from conformance.profile import load_profile
-from conformance.registry import Case, load_cases
+from conformance.registry import Case, load_cases, suite_cases
 from conformance.runner import BrokerTarget, CaseResult, run_case
 from reference_broker.memory import MemoryBroker
 from reference_broker.process import BrokerProcess
 from traces.model import CLIENT
 
-FLOW_77 = Flow(
-    handle=77,
-    next_incoming_id=0,
-    incoming_window=10,
-    next_outgoing_id=0,
-    outgoing_window=10,
-    delivery_count=0,
-    link_credit=5,
-)
+FLOW_77 = Flow(handle=77, incoming_window=10, next_outgoing_id=0, outgoing_window=10,
+               link_credit=5)  # fmt: skip
 ATTACH = Attach(name="r", handle=0, role=Role.RECEIVER, source=Source(address="/queues/q"),
                 target=Target())  # fmt: skip
 # frames after open + begin on channel 0, and what the broker answers after its begin
@@ -162,3 +155,18 @@ def test_a_pipelined_case_sends_its_frames_up_to_the_first_wait_in_one_write(
     while (item := decoder.next_item()) is not None:
         items.append(getattr(item, "name", "header"))
     assert items == ["header", "open"]  # stepwise: the begin waits for the broker's open
+
+
+def test_the_pipelined_mode_chooses_the_cases_of_a_run() -> None:
+    cases = load_cases()
+    variants = [f"{case.case_id}/pipelined" for case in cases if case.pipelined]
+    assert [c.case_id for c in suite_cases("never")] == [c.case_id for c in cases]
+    assert [c.case_id for c in suite_cases("only")] == variants
+    also = [c.case_id for c in suite_cases("also")]
+    assert len(also) == len(cases) + len(variants) and set(also) == {
+        *variants,
+        *(c.case_id for c in cases),
+    }
+    variant = suite_cases("only")[0]
+    assert variant.variant == "pipelined" and variant.base_id + "/pipelined" == variant.case_id
+    assert 0 < len(cases) - len(variants) < 20  # only cases that read the broker's open/begin

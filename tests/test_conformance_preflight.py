@@ -1,0 +1,176 @@
+"""A dead or hostile broker gets a verdict fast (issue 13 §2), over real sockets: a port that
+accepts and never answers, a garbage server, a slowloris server (one byte every 2 s), an
+HTTP server, a refused port; `amqpspec run` against them stops with exit 2 and one line
+within seconds, every case ERROR in index.json; a broker killed mid-run makes the following
+cases ERROR at once (the health probe between cases) and the run says when it died."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conformance.preflight import check_broker
+from conformance.profile import load_profile
+from conformance.registry import suite_cases
+from conformance.runner import BrokerTarget
+from reference_broker.process import BrokerProcess, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+PROFILE = load_profile("reference")
+
+
+def _silent(conn: socket.socket) -> None:
+    conn.recv(64)
+    time.sleep(20)
+
+
+def _garbage(conn: socket.socket) -> None:
+    conn.sendall(b"\x17\x03\x03\x00\x10not amqp at all!")
+    time.sleep(20)
+
+
+def _slowloris(conn: socket.socket) -> None:
+    for byte in b"AMQP\x03\x01\x00\x00":
+        conn.sendall(bytes([byte]))
+        time.sleep(2.0)
+
+
+def _http(conn: socket.socket) -> None:
+    conn.recv(64)
+    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+def _amqp091(conn: socket.socket) -> None:
+    conn.recv(8)
+    conn.sendall(b"AMQP\x00\x00\x09\x01")  # an AMQP 0-9-1 broker: its header, then it closes
+
+
+SERVERS: dict[str, tuple[Callable[[socket.socket], None], str]] = {
+    "silent": (_silent, "no protocol header within"),
+    "garbage": (_garbage, "header mismatch: not AMQP"),
+    "slowloris": (_slowloris, "no protocol header within"),
+    "http": (_http, "header mismatch: not AMQP, the server sent b'HTTP/1.1 400"),
+    "amqp-0-9-1": (_amqp091, "header mismatch: sent b'AMQP\\x03\\x01\\x00\\x00'"),
+}
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A TCP server on a free port whose every connection is handled by the given kind."""
+    handle = SERVERS[request.param][0]
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=_guarded, args=(handle, conn), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join(timeout=2)
+    listener.close()
+
+
+def _guarded(handle: Callable[[socket.socket], None], conn: socket.socket) -> None:
+    with conn:
+        try:
+            handle(conn)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("server", list(SERVERS), indirect=True)
+def test_preflight_names_what_the_server_got_wrong_within_its_bound(
+    server: int, request: pytest.FixtureRequest
+) -> None:
+    kind = request.node.callspec.params["server"]
+    started = time.monotonic()
+    reason = check_broker(BrokerTarget("127.0.0.1", server), PROFILE, timeout=3.0)
+    assert time.monotonic() - started < 4.5
+    assert reason is not None and SERVERS[kind][1] in reason, reason
+
+
+def test_preflight_of_a_refused_port_and_of_a_real_broker() -> None:
+    reason = check_broker(BrokerTarget("127.0.0.1", free_port()), PROFILE, timeout=3.0)
+    assert reason is not None and reason.endswith("connection refused")
+    with BrokerProcess() as broker:
+        assert check_broker(BrokerTarget("127.0.0.1", broker.port), PROFILE, 3.0) is None
+        wrong = BrokerTarget("127.0.0.1", broker.port, "guest", "wrong password")
+        reason = check_broker(wrong, PROFILE, 3.0)
+        assert reason is not None and "SASL refused" in reason, reason
+
+
+def _amqpspec(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "amqpspec.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize("server", ["silent", "slowloris"], indirect=True)
+def test_a_run_against_a_hostile_port_stops_at_once_with_every_case_error(
+    server: int, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    run = _amqpspec(
+        "run", "--broker", f"amqp://127.0.0.1:{server}", "--profile", "reference",
+        "--results", str(tmp_path), "--preflight-timeout", "3",
+    )  # fmt: skip
+    assert time.monotonic() - started < 30  # a user knows within 30 s
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no protocol header within 3 s" in lines[0], run.stderr
+    entries = json.loads((tmp_path / "index.json").read_text())["reference"]
+    assert set(entries) == {case.case_id for case in suite_cases("also")}
+    for entry in entries.values():
+        assert entry["verdict"] == "ERROR" and entry["reason"].startswith("preflight: amqp://")
+
+
+def test_a_broker_killed_mid_run_makes_the_next_cases_error_at_once(tmp_path: Path) -> None:
+    broker = BrokerProcess(admin=True)
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "amqpspec.cli", "run", "--broker", broker.url,
+             "--profile", "reference", "--admin", broker.admin_url, "--results", str(tmp_path),
+             "--pipelined", "never", "-q", "-k", "2.6.2 or 2.7.4"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        index = tmp_path / "index.json"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if index.exists() and len(json.loads(index.read_text())["reference"]) >= 2:
+                break
+            time.sleep(0.05)
+        broker.kill()
+        killed = time.time()
+        output, _ = process.communicate(timeout=120)
+    finally:
+        broker.kill()
+    entries = json.loads(index.read_text())["reference"]
+    after = [e for e in entries.values() if "health probe" in e["reason"]]
+    assert len(entries) >= 8 and len(after) >= 3, output[-3000:]
+    for entry in after:
+        assert entry["verdict"] == "ERROR" and entry["duration"] < 3.0
+        assert entry["reason"].endswith("connection refused")
+    assert "broker stopped answering at" in output
+    assert time.time() - killed < 60
