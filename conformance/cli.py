@@ -2,7 +2,9 @@
 
 Owns: the `run` subcommand's options and turning them into a pytest invocation of
 `conformance/suite.py` with `-p conformance.plugin`, JUnit XML (DIR/junit-<broker>.xml) and
-allure results (DIR/allure, when allure-pytest is installed). Exit status: 0 when every
+allure results (DIR/allure, when allure-pytest is installed), and what the terminal shows
+(`progress.RunProgress`: a progress bar with the verdict tally, plain lines when stdout is
+not a terminal; pytest's line per case with -v). Exit status: 0 when every
 verdict is OK / NON-STRICT / UNSUPPORTED (with --expect: when every verdict matches the
 expectations file), 1 otherwise, 2 on bad usage or when no broker passes the preflight
 (`preflight.check_broker`: one clear line, every case ERROR in index.json); --strict also
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from conformance.preflight import PREFLIGHT_TIMEOUT_S, check_broker
 from conformance.profile import Profile, ProfileError, available_profiles, load_profile
+from conformance.progress import RunProgress
 from conformance.registry import suite_cases
 from conformance.results import ResultsDir
 from conformance.runner import BrokerTarget, CaseResult
@@ -54,7 +57,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write-expect", help="write this run's verdicts to a TOML file")
     parser.add_argument("--broker-name", help="name of the broker in index.json (default: profile)")
     parser.add_argument("--strict", action="store_true", help="fail on NON-STRICT (SHOULD) too")
-    parser.add_argument("-q", "--quiet", action="store_true", help="less pytest output")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress: pytest's dots and the summary"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="pytest's line per case instead of the progress bar (and NON-STRICT reasons)",
+    )
     parser.add_argument(
         "--pipelined",
         choices=("only", "also", "never"),
@@ -97,7 +108,10 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         f"junit_suite_name=amqpspec-{broker_name}",
         "-rN",
     ]
-    argv.append("-q" if args.quiet else "-v")
+    if getattr(args, "verbose", False):
+        argv.append("-v")
+    else:
+        argv += ["-q", "-o", "console_output_style=classic"]
     if importlib.util.find_spec("allure_pytest") is not None:
         argv.append(f"--alluredir={results / 'allure'}")
     for option in ("keyword", "admin", "expect", "write_expect"):
@@ -161,7 +175,9 @@ def run(args: argparse.Namespace) -> int:
         if failure is not None:
             print(f"amqpspec run: no AMQP 1.0 broker: {failure}", file=sys.stderr)
             return 2
-    code = pytest.main(pytest_args(args, broker_name))
+    # a progress bar with the tally (plain lines when stdout is no terminal), unless -v or -q
+    progress = [] if args.verbose or args.quiet else [RunProgress()]
+    code = pytest.main(pytest_args(args, broker_name), plugins=progress)
     from conformance import plugin
 
     state = plugin.LAST_RUN

@@ -22,6 +22,7 @@ results DIR, stdout.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -267,6 +268,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """One screen: the tally, each FAILED and ERROR case with its reason on one line
+    (NON-STRICT ones too with -v), where the results are, then the expectations' verdict."""
     state = config.stash.get(_STATE, None)
     if state is None or not state.state.results:
         return
@@ -275,12 +278,21 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         counts[result.verdict.value] = counts.get(result.verdict.value, 0) + 1
     summary = ", ".join(f"{v} {n}" for v, n in sorted(counts.items()))
     terminalreporter.write_sep("=", f"amqpspec verdicts ({state.broker}): {summary}")
+    shown = {Verdict.FAILED, Verdict.ERROR}
+    if config.get_verbosity() > 0:
+        shown.add(Verdict.NON_STRICT)
+    width = max(100, shutil.get_terminal_size((160, 24)).columns)  # one line per case
     for result in state.state.results:
-        if result.verdict in (Verdict.FAILED, Verdict.ERROR, Verdict.NON_STRICT):
-            terminalreporter.write_line(
-                f"{result.verdict.value:11} {result.case_id}: {result.reason[:300]}"
-            )
-    terminalreporter.write_line(f"index: {state.state.index_path}")
+        if result.verdict in shown:
+            line = f"{result.verdict.value:11} {result.case_id}: {' '.join(result.reason.split())}"
+            terminalreporter.write_line(line if len(line) <= width else line[: width - 1] + "…")
+    index = state.state.index_path
+    if index is not None:
+        root = index.parent
+        terminalreporter.write_line(
+            f"results: {index} | traces: {state.results_dir.trace_dir} | "
+            f"matrix: amqpspec report {root}"
+        )
     if state.state.dead is not None:
         when, case_id, reason = state.state.dead
         since = time.strftime("%H:%M:%S", time.localtime(when))
