@@ -18,6 +18,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("reference_broker.cli", "run the bundled reference AMQP 1.0 broker"),
     "run": ("conformance.cli", "run the conformance suite against a broker"),
     "report": ("conformance.report_cli", "render results directories as a brokers x cases matrix"),
+    "coverage": (
+        "conformance.coverage_cli",
+        "spec coverage of a conformance run (fields, "
+        "error conditions, engine transitions, checker rules)",
+    ),
     "capture": ("traces.capture_cli", "record AMQP traffic through a relaying proxy"),
     "trace": ("traces.cli", "show, check and convert recorded traces"),
     "fuzz": ("fuzz.cli", "fuzz a broker's frame parser and state machine"),

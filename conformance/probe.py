@@ -84,6 +84,8 @@ class Recording:
     items: list[TraceItem] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)  # the broker's (SERVER's)
+    # (machine, state, input) of the probe engine's transition tables this connection used
+    transitions: set[tuple[str, str, str]] = field(default_factory=set)
 
     def add(self, output: MonitorOutput) -> None:
         """What the connection monitor made of the latest bytes."""
@@ -519,7 +521,10 @@ class Probe:
             channel_max=channel_max,
             idle_timeout_ms=idle_timeout_ms,
             sasl=client_sasl,
+            record_transitions=True,
         )
+        assert self.conn.transitions is not None
+        self.recording.transitions = self.conn.transitions  # filled as the engine goes
         if self.pipelined:
             return self._open_pipelined()
         self.conn.open()

@@ -2,7 +2,9 @@
 
 Owns: the results directory layout (`DIR/index.json` autobahn-style
 `{broker: {case_id: {verdict, duration, trace, pcap, reason, level}}}`, merged across runs
-so several brokers share one DIR; `DIR/traces/<broker>/<case>.txt|.pcap`), writing a
+so several brokers share one DIR; `DIR/traces/<broker>/<case>.txt|.pcap`;
+`DIR/coverage/<broker>.transitions.json`: the (machine, state, input) pairs of the engine's
+tables each case's probes used), writing a
 case's trace as text and pcap (`traces.pcap_writer.PcapWriter`), and expectations files
 (`conformance/expectations/<broker>.toml`: one line per case with its verdict and, for
 failures, the upstream issue) with their comparison. Old, renamed case ids in an
@@ -27,6 +29,7 @@ from conformance.verdicts import Verdict
 from traces.pcap_writer import PcapWriter
 
 INDEX = "index.json"
+TRANSITIONS_DIR = "coverage"  # DIR/coverage/<broker>.transitions.json: case -> pairs used
 
 
 def case_file_stem(case_id: str) -> str:
@@ -56,6 +59,8 @@ class ResultsDir:
         self.trace_dir = self.root / "traces" / case_file_stem(broker)
         self.trace_dir.mkdir(parents=True, exist_ok=True)
         self.entries: dict[str, dict[str, Any]] = {}
+        # case id -> "machine:state:input" of the probe engine's tables its connections used
+        self.transitions: dict[str, list[str]] = {}
 
     def add(self, result: CaseResult) -> dict[str, Any]:
         stem = case_file_stem(result.case_id)
@@ -73,6 +78,8 @@ class ResultsDir:
             write_pcap(result.recordings, pcap_path)
             entry["pcap"] = os.path.relpath(pcap_path, self.root)
         self.entries[result.case_id] = entry
+        used = set().union(*(r.transitions for r in result.recordings))
+        self.transitions[result.case_id] = sorted(":".join(t) for t in used)
         return entry
 
     def write_index(self) -> Path:
@@ -82,6 +89,9 @@ class ResultsDir:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         tmp.replace(path)
+        used = self.root / TRANSITIONS_DIR / f"{case_file_stem(self.broker)}.transitions.json"
+        used.parent.mkdir(exist_ok=True)
+        used.write_text(json.dumps(self.transitions, indent=1, sort_keys=True), encoding="utf-8")
         return path
 
 

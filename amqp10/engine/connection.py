@@ -113,6 +113,7 @@ class Connection:
         desired_capabilities: list[str] | None = None,
         auto_reply: bool = True,
         policy: EndpointPolicy = STRICT,
+        record_transitions: bool = False,
     ) -> None:
         if role not in ("client", "server"):
             raise ValueError("role is 'client' or 'server'")
@@ -134,8 +135,16 @@ class Connection:
         self.auto_reply = auto_reply
         self.policy = policy  # rules bent on purpose (window, credit, echo): see policy.py
         self.sasl = sasl
+        # record_transitions: every (machine, state, input) its tables applied, for
+        # coverage of the transition tables (this connection's sessions and links too)
+        self.transitions: set[tuple[str, str, str]] | None = (
+            set() if record_transitions else None
+        )
         self._machine = connection_machine()
+        self._machine.visited = self.transitions
         self._sasl_machine = sasl_machine() if sasl is not None else None
+        if self._sasl_machine is not None:
+            self._sasl_machine.visited = self.transitions
         self._decoder = FrameDecoder(expect_header=True, max_frame_size=MIN_MAX_FRAME_SIZE)
         self._awaiting_header = True  # the decoder reads the next bytes as a header
         self._out = bytearray()

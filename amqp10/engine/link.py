@@ -76,6 +76,7 @@ class Link:
         self.rcv_settle_mode = rcv_settle_mode
         self.max_message_size: int | None = None
         self._machine = link_machine()
+        self._machine.visited = session.connection.transitions
         self.handle: int | None = None
         self.remote_handle: int | None = None
         self.remote_attach: Attach | None = None

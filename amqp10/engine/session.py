@@ -99,6 +99,7 @@ class Session:
     ) -> None:
         self.connection = connection
         self._machine = session_machine()
+        self._machine.visited = connection.transitions
         self.channel: int | None = None if incoming else connection._allocate_channel(self)
         self.remote_channel: int | None = None
         self.remote_begin: Begin | None = None

@@ -419,19 +419,22 @@ TABLES = (
 class StateMachine:
     """One endpoint's state, advanced only through its table."""
 
-    __slots__ = ("errors", "kind", "state", "table")
+    __slots__ = ("errors", "kind", "state", "table", "visited")
 
     def __init__(self, kind: str, table: dict, errors: dict, state: Enum) -> None:
         self.kind = kind
         self.table = table
         self.errors = errors
         self.state = state
+        self.visited: set | None = None  # a set: every (kind, state, input) applied goes in
 
     def process(self, inp: Enum) -> str:
         """Apply `inp`; returns the action. Raises ProtocolError / UsageError if refused."""
         transition = self.table.get((self.state, inp))
         if transition is None:
             self.refuse(inp)
+        if self.visited is not None:
+            self.visited.add((self.kind, self.state.value, inp.value))
         self.state = transition.next_state
         return transition.action
 

@@ -1,0 +1,220 @@
+"""Spec coverage of a conformance run (issue 13 §3), measured from what the run recorded:
+
+- fields: every field of open, begin, attach, flow, transfer, disposition, detach, end and
+  close (the spec table), and whether some case's probe sent it with a value other than
+  its default (absent or the spec default does not count);
+- error conditions: every condition of amqp-error, connection-error, session-error and
+  link-error, and whether the broker sent it (close, end, detach, or a rejected outcome)
+  in some case;
+- transitions: every (state, input) pair of the engine's connection, session, link and SASL
+  tables, and whether some case's probe engine applied it
+  (`DIR/coverage/<broker>.transitions.json`, written by the run);
+- checker rules: every rule of the catalog, and whether some case's frames (from either
+  peer: negative cases break rules on purpose) made it fire.
+
+Owns `measure(results_dir, broker) -> Coverage` and the Markdown / HTML renderings.
+Reads the results directory (index.json, pcaps through `traces.load`, the transitions
+file); writes nothing itself (`coverage_cli` writes the reports).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from amqp10.checker import RULES
+from amqp10.engine.transitions import TABLES
+from amqp10.frames import Frame
+from amqp10.spec import COMPOSITES, RESTRICTED, default_value
+from conformance.results import TRANSITIONS_DIR, case_file_stem, load_index
+from traces.check import check_trace
+from traces.load import open_trace
+from traces.model import CLIENT, SERVER
+
+PERFORMATIVES = (
+    "open", "begin", "attach", "flow", "transfer", "disposition", "detach", "end", "close",
+)  # fmt: skip
+CONDITION_TYPES = ("amqp-error", "connection-error", "session-error", "link-error")
+# fields a client cannot set to anything but what the protocol dictates, and why
+CLIENT_CANNOT = {
+    ("begin", "remote-channel"): "set only when answering a begin the broker initiated; "
+    "brokers do not begin sessions",
+}
+
+
+@dataclass
+class Category:
+    """One kind of thing to cover: each item -> the cases that covered it (empty: none)."""
+
+    title: str
+    items: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)  # item -> why no case can
+
+    @property
+    def covered(self) -> int:
+        return sum(1 for cases in self.items.values() if cases)
+
+    def uncovered(self) -> list[str]:
+        return [item for item, cases in self.items.items() if not cases]
+
+
+@dataclass
+class Coverage:
+    broker: str
+    cases: int
+    categories: list[Category]
+
+
+def measure(results: str | Path, broker: str | None = None) -> Coverage:
+    """The coverage of one broker's run in `results` (the only broker, or `broker`)."""
+    root = Path(results)
+    index = load_index(root)
+    if broker is None:
+        if len(index) != 1:
+            raise ValueError(f"{root}: brokers {', '.join(sorted(index))}: name one")
+        broker = next(iter(index))
+    entries = index[broker]
+    fields = Category("Performative fields sent with a non-default value")
+    for name in PERFORMATIVES:
+        for spec_field in COMPOSITES[name].fields:
+            key = f"{name}.{spec_field.name}"
+            fields.items[key] = []
+            if (name, spec_field.name) in CLIENT_CANNOT:
+                fields.notes[key] = CLIENT_CANNOT[name, spec_field.name]
+    conditions = Category("Error conditions the broker sent")
+    for type_name in CONDITION_TYPES:
+        for _, value in RESTRICTED[type_name].choices:
+            conditions.items[value] = []
+    rules = Category("Checker rules that fired (either peer)")
+    rules.items = {rule_id: [] for rule_id in RULES}
+    for case_id, entry in sorted(entries.items()):
+        pcap = entry.get("pcap")
+        if pcap and (root / pcap).exists():
+            _read_case(case_id, root / pcap, fields, conditions, rules)
+    transitions = _transitions(root, broker)
+    return Coverage(broker, len(entries), [fields, conditions, transitions, rules])
+
+
+def _read_case(
+    case_id: str, pcap: Path, fields: Category, conditions: Category, rules: Category
+) -> None:
+    items = list(open_trace(str(pcap)))
+    for trace_item in items:
+        frame = trace_item.item
+        if not isinstance(frame, Frame) or frame.performative is None:
+            continue
+        name = frame.name
+        performative = frame.performative
+        if trace_item.direction == CLIENT and name in PERFORMATIVES:
+            for spec_field in COMPOSITES[name].fields:
+                value = getattr(performative, spec_field.attr, None)
+                if value is not None and value != default_value(spec_field):
+                    _add(fields.items, f"{name}.{spec_field.name}", case_id)
+        elif trace_item.direction == SERVER:
+            for condition in _conditions_of(performative):
+                if condition in conditions.items:
+                    _add(conditions.items, condition, case_id)
+    for finding in check_trace(items):
+        if finding.violation is not None and finding.violation.rule_id in rules.items:
+            _add(rules.items, finding.violation.rule_id, case_id)
+
+
+def _conditions_of(performative: Any) -> list[str]:
+    """Error conditions a broker frame carries: its error, or a rejected outcome's."""
+    found = []
+    error = getattr(performative, "error", None)
+    if error is not None and getattr(error, "condition", None) is not None:
+        found.append(str(error.condition))
+    state = getattr(performative, "state", None)
+    error = getattr(state, "error", None)
+    if error is not None and getattr(error, "condition", None) is not None:
+        found.append(str(error.condition))
+    return found
+
+
+def _add(items: dict[str, list[str]], key: str, case_id: str) -> None:
+    cases = items[key]
+    if case_id not in cases:
+        cases.append(case_id)
+
+
+def _transitions(root: Path, broker: str) -> Category:
+    category = Category("Engine transitions the probe reached (state, input)")
+    for kind, _, _, table, _ in TABLES:
+        for state, inp in table:
+            category.items[f"{kind}:{state.value}:{inp.value}"] = []
+    path = root / TRANSITIONS_DIR / f"{case_file_stem(broker)}.transitions.json"
+    used: dict[str, list[str]] = json.loads(path.read_text()) if path.exists() else {}
+    for case_id, pairs in sorted(used.items()):
+        for pair in pairs:
+            if pair in category.items:
+                _add(category.items, pair, case_id)
+    if not used:
+        category.notes["*"] = f"no {path.name}: the run recorded no transitions"
+    return category
+
+
+# --- rendering -------------------------------------------------------------------------
+
+
+def _percent(category: Category) -> str:
+    total = len(category.items)
+    return f"{category.covered}/{total} ({100 * category.covered / max(total, 1):.0f}%)"
+
+
+def render_markdown(coverage: Coverage) -> str:
+    lines = [
+        f"# Spec coverage: {coverage.broker}",
+        "",
+        f"Generated by `amqpspec coverage` from a run of {coverage.cases} cases.",
+        "",
+        "| what | covered |",
+        "| --- | --- |",
+    ]
+    lines += [f"| {c.title} | {_percent(c)} |" for c in coverage.categories]
+    for category in coverage.categories:
+        lines += ["", f"## {category.title}: {_percent(category)}", ""]
+        if "*" in category.notes:
+            lines += [category.notes["*"], ""]
+        missing = category.uncovered()
+        lines.append(f"Not covered ({len(missing)}):" if missing else "Everything is covered.")
+        lines += [""] + [
+            f"- `{item}`" + (f": {category.notes[item]}" if item in category.notes else "")
+            for item in missing
+        ]
+        lines += ["", "<details><summary>Covered, with the first case</summary>", ""]
+        lines += [
+            f"- `{item}`: `{cases[0]}`" + (f" (+{len(cases) - 1})" if len(cases) > 1 else "")
+            for item, cases in category.items.items()
+            if cases
+        ]
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def render_html(coverage: Coverage) -> str:
+    esc = html.escape
+    parts = [
+        "<!doctype html><meta charset='utf-8'>",
+        f"<title>Spec coverage: {esc(coverage.broker)}</title>",
+        "<style>body{font-family:sans-serif}td{padding:2px 8px}.no{color:#b00}"
+        ".yes{color:#070}</style>",
+        f"<h1>Spec coverage: {esc(coverage.broker)}</h1>",
+        f"<p>From a run of {coverage.cases} cases.</p>",
+    ]
+    for category in coverage.categories:
+        parts.append(f"<h2>{esc(category.title)}: {_percent(category)}</h2><table>")
+        by_state: dict[bool, list[str]] = defaultdict(list)
+        for item, cases in category.items.items():
+            covered = bool(cases)
+            detail = esc(cases[0]) if cases else esc(category.notes.get(item, "no case"))
+            css = "yes" if covered else "no"
+            by_state[covered].append(
+                f"<tr class='{css}'><td><code>{esc(item)}</code></td><td>{detail}</td></tr>"
+            )
+        parts += by_state[False] + by_state[True] + ["</table>"]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,56 @@
+"""`amqpspec coverage` (issue 13 §3) on a real run against the reference broker: what the
+cases sent, what the broker answered, which engine transitions and checker rules they
+reached, and what no case covers, as Markdown and HTML."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from amqp10.checker import RULES
+from conformance.coverage import measure
+from conformance.fault_matrix import reference_broker
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _amqpspec(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "amqpspec.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=180)  # fmt: skip
+
+
+def test_coverage_of_a_run_names_what_was_and_was_not_covered(tmp_path: Path) -> None:
+    results, out = tmp_path / "r", tmp_path / "out"
+    broker = reference_broker()
+    try:
+        run = _amqpspec(
+            "run", "--broker", broker.url, "--profile", "reference", "--admin",
+            broker.admin_url, "--results", str(results), "-k", "2.6.2/", "-q",
+        )  # fmt: skip
+    finally:
+        broker.stop()
+    assert run.returncode == 0, run.stdout[-2000:]
+    coverage = measure(results)
+    fields, conditions, transitions, rules = coverage.categories
+    assert coverage.broker == "reference" and coverage.cases == 12
+    assert "2.6.2/unattached-handle-flow" in fields.items["flow.handle"]
+    assert fields.items["open.outgoing-locales"] == []  # no case sets it
+    assert "2.6.2/unattached-handle-flow" in conditions.items["amqp:session:unattached-handle"]
+    assert conditions.items["amqp:connection:redirect"] == []
+    assert set(conditions.items) >= {"amqp:internal-error", "amqp:link:stolen"}
+    assert "2.6.2/unattached-handle-flow" in transitions.items["session:BEGIN_SENT:RECV_BEGIN"]
+    assert "2.6.2/handle-in-use" in transitions.items["session:MAPPED:RECV_END"]
+    assert len(transitions.uncovered()) > 10
+    assert set(rules.items) == set(RULES)
+    assert rules.items["link.unattached-handle"]  # the probe's deliberate flow on handle 77
+    done = _amqpspec("coverage", str(results), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    markdown = (out / "spec-coverage.md").read_text()
+    assert "# Spec coverage: reference" in markdown and "- `open.outgoing-locales`" in markdown
+    assert "amqp:session:unattached-handle" in (out / "spec-coverage.html").read_text()
+
+
+def test_coverage_without_results_is_a_usage_error(tmp_path: Path) -> None:
+    done = _amqpspec("coverage", str(tmp_path))
+    assert done.returncode == 2 and "no index.json" in done.stderr
