@@ -53,7 +53,10 @@ class Supervised:
             if self.broker.proc.poll() is not None and not self._stop.is_set():
                 self.restarts += 1
                 self.broker._finish()
-                self.broker = self._start()
+                try:
+                    self.broker = self._start()
+                except AssertionError:  # slow or port not yet free: the next turn retries
+                    continue
 
     @property
     def url(self) -> str:
