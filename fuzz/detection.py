@@ -37,10 +37,17 @@ class Supervised:
 
     def __init__(self, faults: list[str]) -> None:
         self.faults = faults
-        self.port, self.admin_port = free_port(), free_port()
         self.restarts = 0
         self._stop = threading.Event()
-        self.broker = self._start()
+        for attempt in range(5):  # a free port may be taken before the broker binds it
+            self.port = free_port()
+            self.admin_port = free_port(avoid={self.port})
+            try:
+                self.broker = self._start()
+                break
+            except AssertionError:
+                if attempt == 4:
+                    raise
         self._watch = threading.Thread(target=self._watcher, daemon=True)
         self._watch.start()
 
