@@ -85,9 +85,10 @@ def case(
 
     `outcomes`: the acceptable outcomes (OK); `lenient`: outcomes that still show the broker
     noticed (the MUST) but not in the way the spec names (NON-STRICT). An outcome ending in
-    `*` matches by prefix (`close:*` = a close with any condition). `pipelined=False`: the
-    case builds or checks its frames from the broker's open or begin, so it has no pipelined
-    variant (the probe's pipelined mode does not wait for them)."""
+    `*` matches by prefix (`close:*` = a close with any condition). `pipelined=False`: no
+    pipelined variant, because the case builds or checks its frames from the broker's open
+    or begin (the probe's pipelined mode does not wait for them), or because it sends
+    nothing after its open before its first wait (headers, SASL, an open alone)."""
     if "/" not in case_id:
         raise ValueError(f"case id {case_id!r} must be '<section>/<slug>'")
     if level not in (MUST, SHOULD):

@@ -122,7 +122,7 @@ def _first_write(result: CaseResult) -> bytes:
 
 def test_the_graded_cases_are_the_refusal_cases() -> None:
     ids = {case.case_id for case in GRADED}
-    assert len(GRADED) >= 40
+    assert len(GRADED) >= 25  # the others (protocol headers, SASL) have nothing to pipeline
     assert {"2.6.2/unattached-handle-flow", "2.6.2/unattached-handle-transfer"} <= ids
 
 
@@ -169,4 +169,4 @@ def test_the_pipelined_mode_chooses_the_cases_of_a_run() -> None:
     }
     variant = suite_cases("only")[0]
     assert variant.variant == "pipelined" and variant.base_id + "/pipelined" == variant.case_id
-    assert 0 < len(cases) - len(variants) < 20  # only cases that read the broker's open/begin
+    assert 0 < len(cases) - len(variants) < 40  # read the open or begin, or nothing to pipeline

@@ -65,6 +65,7 @@ for _slug, _version, _name, _doc in REFUSED_HEADERS:
     NEGOTIATION + " Bytes that are not an AMQP header at all end the connection.",
     outcomes=SUPPORTED | {"tcp-close"},
     lenient={"header:*"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def not_amqp(probe, ctx):
     """We send an HTTP request line: the broker answers with its header or just closes."""
@@ -83,6 +84,7 @@ def not_amqp(probe, ctx):
     "header; a server that accepts ours answers with the same header, or with the SASL "
     "header (5.3.1) when it requires SASL.",
     outcomes=SUPPORTED,
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def amqp_answered(probe, ctx):
     """We send AMQP 0 1.0.0 (no SASL): the broker answers AMQP 0 1.0.0 or SASL 3 1.0.0."""
@@ -96,6 +98,7 @@ def amqp_answered(probe, ctx):
     NEGOTIATION + " The TLS header (id 2, 5.2.1) on a port without TLS is such a request.",
     outcomes=SUPPORTED | {"tcp-close"},
     lenient={"header:*"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def tls_not_offered(probe, ctx):
     """AMQP 2 1.0.0 on the plain port: the broker answers a header it speaks (AMQP or
@@ -110,6 +113,7 @@ def tls_not_offered(probe, ctx):
     "header and then sasl-mechanisms (5.3.1, 5.3.2).",
     requires={"sasl-plain"},
     outcomes={"header:3.1.0.0"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def sasl_answered(probe, ctx):
     """SASL header: the broker answers with the SASL header."""
@@ -123,6 +127,7 @@ def sasl_answered(probe, ctx):
     "The protocol header is 8 octets on a byte stream; TCP may deliver it in pieces, and the "
     "server answers it as a whole (2.2).",
     outcomes=SUPPORTED,
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def header_byte_by_byte(probe, ctx):
     """The header (SASL if the profile uses SASL, else AMQP) sent one byte at a time with

@@ -32,6 +32,7 @@ def _broker_idle_timeout(probe) -> int | None:
     outcomes={"close:amqp:resource-limit-exceeded"},
     lenient={"close:*", "tcp-close"},
     budget=45.0,
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def broker_closes_silent_peer(probe, ctx):
     """A crafted open (no heartbeats from us afterwards); when the broker's open advertises

@@ -48,6 +48,7 @@ def open_answered(probe, ctx):
     "2.4.1); a larger frame is a framing error.",
     outcomes={"close:amqp:connection:framing-error", "tcp-close"},
     lenient={"close:*"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def frame_over_512_before_open(probe, ctx):
     """Our open padded with a 1,000-byte property (a ~1,050-byte frame) before the
@@ -68,6 +69,7 @@ def frame_over_512_before_open(probe, ctx):
     "open on an opened connection is illegal and ends it.",
     outcomes=REFUSE,
     lenient={"close:*"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def second_open(probe, ctx):
     """After the open exchange, a second (crafted) open: the broker closes the connection."""

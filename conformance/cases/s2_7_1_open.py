@@ -70,6 +70,7 @@ def max_frame_size_respected(probe, ctx):
     "an open announcing less is refused (amqp:frame-size-too-small or a connection error).",
     outcomes=CLOSE_ANY,
     lenient={"close:*"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def max_frame_size_too_small(probe, ctx):
     """Our (crafted) open says max-frame-size 256: the broker closes the connection."""

@@ -23,6 +23,7 @@ from conformance.verdicts import Unsupported
     MUST,
     "sasl-server-mechanisms: a list of the sasl security mechanisms supported by the sending "
     "peer; the server sends sasl-mechanisms after the SASL header (5.3.2).",
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def mechanisms_offered(probe, ctx):
     """SASL header: the broker answers the SASL header, then sasl-mechanisms listing the
@@ -72,6 +73,7 @@ def sasl_plain(probe, ctx):
     "problem with the supplied credentials; no AMQP traffic follows.",
     requires={"sasl-plain"},
     outcomes={"sasl-outcome:1"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def sasl_bad_password(probe, ctx):
     """SASL PLAIN with a wrong password: outcome auth, and the broker opens nothing."""
@@ -89,6 +91,7 @@ REFUSED = {"sasl-outcome:1", "sasl-outcome:2", "sasl-outcome:3", "sasl-outcome:4
     "server did not offer cannot authenticate: the outcome is not ok (5.3.3.6).",
     requires={"sasl-plain"},
     outcomes=REFUSED,
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def unknown_mechanism(probe, ctx):
     """sasl-init with mechanism AMQPSPEC-NONSUCH: a failing outcome (or close), no open."""
@@ -104,6 +107,7 @@ def unknown_mechanism(probe, ctx):
     requires={"sasl-plain"},
     outcomes={"sasl-outcome:1", "tcp-close"},
     lenient=REFUSED,
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def wrong_user(probe, ctx):
     """PLAIN with an unknown user name: outcome auth, no open."""
@@ -119,6 +123,7 @@ def wrong_user(probe, ctx):
     requires={"sasl-plain"},
     outcomes={"sasl-outcome:0"},
     lenient={"sasl-outcome:*", "tcp-close"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def pipelined_init(probe, ctx):
     """SASL header and sasl-init PLAIN in one write, before sasl-mechanisms: outcome ok."""
@@ -136,6 +141,7 @@ def pipelined_init(probe, ctx):
     "outcome (5.3.1): an open sent without authentication opens nothing.",
     requires={"sasl-plain"},
     outcomes={"tcp-close", "close:*", "ignored"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def open_before_outcome(probe, ctx):
     """SASL header, then (no sasl-init) the AMQP header and an open: the broker does not
@@ -159,6 +165,7 @@ def open_before_outcome(probe, ctx):
     "that offers ANONYMOUS accepts it with any trace string.",
     requires={"sasl-anonymous"},
     outcomes={"sasl-outcome:0"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def anonymous_trace(probe, ctx):
     """sasl-init ANONYMOUS with trace 'amqpspec@example.org': outcome ok."""

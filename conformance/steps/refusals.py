@@ -84,9 +84,14 @@ def refused_header_case(
     def run(probe: Probe, ctx: CaseContext) -> None:
         header_refused(probe, ctx, header)
 
-    return case(case_id, MUST, NEGOTIATION, outcomes=SUPPORTED_HEADERS, lenient={"header:*"})(
-        case_function(run, name, doc, module)
-    )
+    return case(
+        case_id,
+        MUST,
+        NEGOTIATION,
+        outcomes=SUPPORTED_HEADERS,
+        lenient={"header:*"},
+        pipelined=False,  # a protocol header alone: nothing to pipeline
+    )(case_function(run, name, doc, module))
 
 
 # SASL (5.3)
