@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run the conformance suite against every broker CI has (issue 5) and compare each verdict
 # with the committed expectations file: the bundled reference broker, RabbitMQ 3.10 (Debian,
-# AMQP 1.0 plugin) and the Qpid Proton C example broker. Any difference fails. The reference
+# AMQP 1.0 plugin), the Qpid Proton C example broker and the Proton Python example broker.
+# Any difference fails. The reference
 # broker is held to its expectations on the first attempt; a third-party broker's case that
 # differs is rerun up to twice (--expect-retries 2: their races show only in some runs) and is
 # listed as UNSTABLE when a retry matches. Brokers are started here and stopped by PID on exit. Results land in reports/_ci/ (git-ignored);
@@ -9,7 +10,7 @@
 set -uo pipefail  # pipefail: `amqpspec run | tee` keeps amqpspec's exit status
 cd "$(dirname "$0")/.."
 OUT="${CONFORMANCE_RESULTS:-reports/_ci}"
-REF_PORT=5673 REF_ADMIN=15673 RMQ_PORT=5672 RMQ_ADMIN=15672 PROTON_PORT=5680
+REF_PORT=5673 REF_ADMIN=15673 RMQ_PORT=5672 RMQ_ADMIN=15672 PROTON_PORT=5680 PROTON_PY_PORT=5681
 rm -rf "$OUT"; mkdir -p "$OUT"
 status=0
 ref_pid=""
@@ -18,6 +19,7 @@ cleanup() {
     [ -n "$ref_pid" ] && kill "$ref_pid" 2>/dev/null && wait "$ref_pid" 2>/dev/null
     STOP_MODE=kill AMQP_PORT=$RMQ_PORT MGMT_PORT=$RMQ_ADMIN bash tools/brokers/rabbitmq.sh stop >/dev/null 2>&1
     bash tools/brokers/proton-c-broker.sh stop $PROTON_PORT >/dev/null 2>&1
+    bash tools/brokers/proton-python-broker.sh stop $PROTON_PY_PORT >/dev/null 2>&1
 }
 trap cleanup EXIT
 
@@ -70,6 +72,14 @@ if bash tools/brokers/proton-c-broker.sh build && bash tools/brokers/proton-c-br
     bash tools/brokers/proton-c-broker.sh stop $PROTON_PORT
 else
     echo "conformance-ci: the proton C example broker did not start" >&2; status=1
+fi
+
+# 4. Qpid Proton's Python example broker (issue 13 §4)
+if bash tools/brokers/proton-python-broker.sh start $PROTON_PY_PORT; then
+    run_suite proton-python proton-python "amqp://127.0.0.1:$PROTON_PY_PORT" "" 2
+    bash tools/brokers/proton-python-broker.sh stop $PROTON_PY_PORT
+else
+    echo "conformance-ci: the proton Python example broker did not start" >&2; status=1
 fi
 
 amqpspec report "$OUT" --out "$OUT" || status=1

@@ -48,13 +48,10 @@ build() {
     log "built broker send receive direct in $B"
 }
 
-running_pid() {
-    [ -s "$PIDFILE" ] || return 1
-    local pid
-    pid="$(cat "$PIDFILE")"
-    kill -0 "$pid" 2>/dev/null || return 1
-    echo "$pid"
-}
+# shellcheck source=pidfile.sh
+source "$(dirname "$0")/pidfile.sh"  # running_pid, launch, wait_ready, stop, status
+
+listening() { grep -q "listening on" "$LOGFILE" 2>/dev/null; }
 
 start() {
     [ -x "$B/broker" ] || build
@@ -62,46 +59,8 @@ start() {
         log "already running on $PORT (pid $pid)"
         return 0
     fi
-    : >"$LOGFILE"
-    nohup "$B/broker" 127.0.0.1 "$PORT" >"$LOGFILE" 2>&1 </dev/null &
-    local pid=$!
-    echo "$pid" >"$PIDFILE"
-    local deadline=$((SECONDS + START_TIMEOUT))
-    until grep -q "listening on" "$LOGFILE" 2>/dev/null; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            log "broker exited:"; cat "$LOGFILE" >&2; rm -f "$PIDFILE"; exit 1
-        fi
-        if [ $SECONDS -ge $deadline ]; then
-            log "not listening after ${START_TIMEOUT}s"; kill "$pid" 2>/dev/null || true; exit 1
-        fi
-        sleep 0.1
-    done
-    log "running: pid $pid on 127.0.0.1:$PORT"
-}
-
-stop() {
-    local pid
-    if pid="$(running_pid)"; then
-        kill "$pid" 2>/dev/null || true
-        local deadline=$((SECONDS + 10))
-        while kill -0 "$pid" 2>/dev/null; do
-            if [ $SECONDS -ge $deadline ]; then kill -9 "$pid" 2>/dev/null || true; break; fi
-            sleep 0.1
-        done
-        log "stopped (pid $pid)"
-    else
-        log "not running on $PORT"
-    fi
-    rm -f "$PIDFILE"
-}
-
-status() {
-    if pid="$(running_pid)"; then
-        echo "running pid=$pid port=$PORT"
-    else
-        echo "not running"
-        exit 3
-    fi
+    launch "$B/broker" 127.0.0.1 "$PORT"
+    wait_ready listening
 }
 
 case "$cmd" in
