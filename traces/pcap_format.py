@@ -1,7 +1,8 @@
 """Constants of the classic pcap and pcapng formats and the link layers `traces/` handles.
 
 Owns: magic numbers, link-type numbers, header layouts, `CaptureFormatError`, and the one
-parser of the classic pcap global header (`classic_header`) that every reader uses. No I/O.
+parser of the classic pcap global header (`classic_header`) and of a pcapng interface's
+timestamp resolution (`if_tsresol_seconds`) that every reader uses. No I/O.
 """
 
 from __future__ import annotations
@@ -94,3 +95,18 @@ def classic_header(head: bytes, path: str) -> ClassicHeader:
             linktype = struct.unpack_from(order + "I", head, 20)[0] & 0x0FFFFFFF
             return ClassicHeader(order, magic == MAGIC_NANO, linktype)
     raise CaptureFormatError(f"{path}: not a classic pcap file")
+
+
+def if_tsresol_seconds(data: bytes | memoryview, order: str, start: int, end: int) -> float:
+    """Seconds per timestamp tick of a pcapng interface, from its IDB options between
+    `start` and `end` (option if_tsresol, code 9; default microseconds)."""
+    offset = start
+    while offset + 4 <= end:
+        code, length = struct.unpack_from(order + "HH", data, offset)
+        if code == 0:
+            break
+        if code == 9 and length >= 1:
+            value = data[offset + 4]
+            return 2.0 ** -(value & 0x7F) if value & 0x80 else 10.0**-value
+        offset += 4 + ((length + 3) & ~3)
+    return 1e-6

@@ -41,6 +41,7 @@ from traces.pcap_format import (
     PCAPNG_SPB,
     CaptureFormatError,
     classic_header,
+    if_tsresol_seconds,
 )
 
 
@@ -121,9 +122,8 @@ def _pcapng(data: mmap.mmap, path: str) -> Iterator[tuple[float, int, bytes]]:
         body = offset + 8
         if block_type == PCAPNG_IDB:
             linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", data, body)
-            interfaces.append(
-                (linktype, _tsresol(data, order, body + 8, offset + block_length - 4), snaplen)
-            )
+            tick = if_tsresol_seconds(data, order, body + 8, offset + block_length - 4)
+            interfaces.append((linktype, tick, snaplen))
         elif block_type == PCAPNG_EPB:
             iface, high, low, caplen, _wirelen = struct.unpack_from(order + "IIIII", data, body)
             linktype, tick, _snap = interfaces[iface]
@@ -135,20 +135,6 @@ def _pcapng(data: mmap.mmap, path: str) -> Iterator[tuple[float, int, bytes]]:
             caplen = min(wirelen, snaplen or wirelen, block_length - 16)
             yield 0.0, linktype, data[body + 4 : body + 4 + caplen]
         offset += block_length
-
-
-def _tsresol(data: mmap.mmap, order: str, start: int, end: int) -> float:
-    """Seconds per timestamp tick from the IDB options (if_tsresol, code 9)."""
-    offset = start
-    while offset + 4 <= end:
-        code, length = struct.unpack_from(order + "HH", data, offset)
-        if code == 0:
-            break
-        if code == 9 and length >= 1:
-            value = data[offset + 4]
-            return 2.0 ** -(value & 0x7F) if value & 0x80 else 10.0**-value
-        offset += 4 + ((length + 3) & ~3)
-    return 1e-6
 
 
 _ETH = struct.Struct("!H")

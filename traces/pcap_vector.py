@@ -119,9 +119,8 @@ def _walk_pcapng(
         body = offset + 8
         if block_type == fmt.PCAPNG_IDB:
             linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", data, body)
-            interfaces.append(
-                (linktype, _tick_ns(data, order, body + 8, offset + length - 4), snaplen)
-            )
+            tick_ns = fmt.if_tsresol_seconds(data, order, body + 8, offset + length - 4) * 1e9
+            interfaces.append((linktype, tick_ns, snaplen))
         elif offset < start:
             pass
         elif block_type == fmt.PCAPNG_EPB:
@@ -143,21 +142,6 @@ def _walk_pcapng(
             rows, links = [], []
     if rows:
         yield _records(rows, links)
-
-
-def _tick_ns(data: mmap.mmap, order: str, start: int, end: int) -> float:
-    """Nanoseconds per timestamp tick from the IDB options (if_tsresol, code 9)."""
-    offset = start
-    while offset + 4 <= end:
-        code, length = struct.unpack_from(order + "HH", data, offset)
-        if code == 0:
-            break
-        if code == 9 and length >= 1:
-            value = data[offset + 4]
-            seconds = 2.0 ** -(value & 0x7F) if value & 0x80 else 10.0**-value
-            return seconds * 1e9
-        offset += 4 + ((length + 3) & ~3)
-    return 1000.0
 
 
 # --- vectorised dissection --------------------------------------------------------------
