@@ -36,7 +36,7 @@ from .alarms import ResourceAlarms
 from .config import BrokerConfig, User
 from .exchanges import Binding, quote_binding_key
 from .queues import ClassicQueue
-from .vhost import BrokerError, NotFoundError, VirtualHost
+from .vhost import QUEUE_TYPES, BrokerError, NotFoundError, VirtualHost
 
 log = logging.getLogger("reference_broker.admin")
 
@@ -332,7 +332,7 @@ class AdminApi:
             "name": q.name,
             "vhost": self.vhost.name,
             "node": self.node_name,
-            "type": "classic",
+            "type": q.queue_type,
             "state": "running",
             "durable": q.durable,
             "auto_delete": q.auto_delete,
@@ -393,7 +393,7 @@ class AdminApi:
         if not isinstance(arguments, dict):
             raise HttpError(400, "bad_request", "arguments must be an object")
         queue_type = arguments.get("x-queue-type", "classic")
-        if queue_type != "classic":
+        if queue_type not in QUEUE_TYPES:
             raise HttpError(
                 400,
                 "bad_request",

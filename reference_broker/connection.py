@@ -35,6 +35,7 @@ import dataclasses
 import ipaddress
 import itertools
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -59,6 +60,7 @@ from .queues import CreditReply, Delivery
 from .scheduler import Scheduler, Timer
 from .sessions import RELEASED_STATE, BrokerSession
 from .store import GroupCommit
+from .streams import OffsetSpecError, StreamQueue, offset_spec_from_filter
 from .vhost import BrokerError, ConnectionSummary, VirtualHost
 
 log = logging.getLogger("reference_broker.connection")
@@ -115,11 +117,21 @@ class BrokerContext:
 
     @classmethod
     def from_config(
-        cls, config: BrokerConfig, scheduler: Scheduler, alarms: ResourceAlarms | None = None
+        cls,
+        config: BrokerConfig,
+        scheduler: Scheduler,
+        alarms: ResourceAlarms | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> BrokerContext:
         """A broker's shared state from its config: the vhost (with its durable store when
-        config.data_dir is set) and the resource alarms (from config.alarms unless given)."""
-        vhost = VirtualHost(faults=config.faults, data_dir=config.data_dir, fsync=config.fsync)
+        config.data_dir is set) and the resource alarms (from config.alarms unless given).
+        `wall_clock` (seconds since the epoch) stamps stream entries (timestamp offsets)."""
+        vhost = VirtualHost(
+            faults=config.faults,
+            data_dir=config.data_dir,
+            fsync=config.fsync,
+            clock=wall_clock,
+        )
         if alarms is None:
             alarms = alarms_from_config(
                 **dataclasses.asdict(config.alarms), data_dir=config.data_dir
@@ -742,10 +754,19 @@ class BrokerConnection:
             source = source.replace(address=queue_address(queue.name))
         else:
             queue = self.vhost.resolve_source(source.address if source is not None else None)
+        offset = None
+        if isinstance(queue, StreamQueue):  # where the consumer starts reading the log
+            try:
+                offset = offset_spec_from_filter(source.filter if source is not None else None)
+            except OffsetSpecError as exc:
+                raise AddressError(queue.name, str(exc), Cond.INVALID_FIELD) from None
         link.accept(source=source, rcv_settle_mode=RcvSettleMode.FIRST, initial_delivery_count=0)
         tag = f"{self.context.next_id()}"
         consumer = ConsumerLink(session, link, queue, tag)
-        queue.add_consumer(tag, consumer, settled=consumer.settled, initial_delivery_count=0)
+        if offset is None:
+            queue.add_consumer(tag, consumer, settled=consumer.settled, initial_delivery_count=0)
+        else:
+            queue.add_consumer(tag, consumer, settled=consumer.settled, offset=offset)
         session.links[link] = consumer
         session.consumers[link] = consumer
 

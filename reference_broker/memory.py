@@ -177,8 +177,11 @@ class MemoryBroker:
     ) -> None:
         self.config = config or BrokerConfig(host="127.0.0.1", port=0, admin_port=-1)
         self.scheduler = ManualScheduler(start)
-        self.context = BrokerContext.from_config(
-            self.config, self.scheduler, alarms if alarms is not None else quiet_alarms()
+        self.context = BrokerContext.from_config(  # stream timestamps on the manual clock too
+            self.config,
+            self.scheduler,
+            alarms if alarms is not None else quiet_alarms(),
+            wall_clock=self.scheduler.now,
         )
         self.vhost = self.context.vhost
         self.alarms = self.context.alarms

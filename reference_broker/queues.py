@@ -147,6 +147,8 @@ QueueEvent = Delivery | CreditReply
 class ClassicQueue:
     """An in-memory FIFO queue, optionally backed by a durable message log."""
 
+    queue_type = "classic"
+
     def __init__(
         self,
         name: str,
@@ -417,10 +419,14 @@ class ClassicQueue:
             consumer,
             consumer.delivery_count,
             0 if drain else consumer.credit,
-            self.available,
+            self._available_to(consumer),
             drain,
             echo,
         )
+
+    def _available_to(self, consumer: Consumer) -> int:
+        """2.6.7 `available` as this consumer's flow reports it (the whole queue here)."""
+        return self.available
 
     def _complete_drain(self, consumer: Consumer) -> None:
         """2.6.7 drain: nothing more is available, so use up the credit: advance

@@ -37,12 +37,14 @@ from .exchanges import (
 from .faults import NO_FAULTS, Faults
 from .queues import ClassicQueue, QueuedMessage, QueueEvent
 from .store import DefinitionsFile, MessageStore
+from .streams import StreamQueue, parse_max_age
 
 NOT_FOUND = "amqp:not-found"
 PRECONDITION_FAILED = "amqp:precondition-failed"
 RESOURCE_LOCKED = "amqp:resource-locked"
 NOT_ALLOWED = "amqp:not-allowed"
 DYNAMIC_PREFIX = "amq.gen-"
+QUEUE_TYPES = ("classic", "stream")  # x-queue-type values this broker declares
 
 
 class BrokerError(Exception):
@@ -109,8 +111,10 @@ class VirtualHost:
         faults: Faults = NO_FAULTS,
         data_dir: str | os.PathLike[str] | None = None,
         fsync: bool = True,
+        clock: Callable[[], float] = lambda: 0.0,
     ) -> None:
         self.name = name
+        self.clock = clock  # injected (the broker's scheduler): stream timestamps and age
         self.faults = faults
         self.queues: dict[str, ClassicQueue] = {}
         self.exchanges: dict[str, Exchange] = {DEFAULT_EXCHANGE: DefaultExchange(self.has_queue)}
@@ -149,9 +153,9 @@ class VirtualHost:
         """Create a queue or check an existing one's properties. Returns (queue, created)."""
         arguments = dict(arguments or {})
         queue_type = arguments.get("x-queue-type", "classic")
-        if queue_type != "classic":
+        if queue_type not in QUEUE_TYPES:
             raise PreconditionFailedError(
-                f"queue type '{queue_type}' is not supported (classic only)"
+                f"queue type '{queue_type}' is not supported (classic or stream)"
             )
         if not name or len(name.encode("utf-8")) > 255:
             raise PreconditionFailedError("queue names are 1 to 255 bytes")
@@ -163,21 +167,60 @@ class VirtualHost:
                     f"'{self.name}': received durable={durable} auto_delete={auto_delete} but "
                     f"current is durable={existing.durable} auto_delete={existing.auto_delete}"
                 )
+            if existing.queue_type != queue_type:
+                raise PreconditionFailedError(
+                    f"inequivalent arg 'x-queue-type' for queue '{name}' in vhost "
+                    f"'{self.name}': received '{queue_type}' but current is "
+                    f"'{existing.queue_type}'"
+                )
             return existing, False
-        queue = ClassicQueue(
-            name,
-            durable=durable,
-            auto_delete=auto_delete,
-            exclusive_owner=exclusive_owner,
-            arguments=arguments,
-            faults=self.faults,
-            log=self.store if durable else None,
-            on_ready=self._mark_dirty,
-        )
+        queue: ClassicQueue
+        if queue_type == "stream":
+            queue = self._new_stream(name, durable, auto_delete, exclusive_owner, arguments)
+        else:
+            queue = ClassicQueue(
+                name,
+                durable=durable,
+                auto_delete=auto_delete,
+                exclusive_owner=exclusive_owner,
+                arguments=arguments,
+                faults=self.faults,
+                log=self.store if durable else None,
+                on_ready=self._mark_dirty,
+            )
         self.queues[name] = queue
         if durable:
             self._save_definitions()
         return queue, True
+
+    def _new_stream(
+        self,
+        name: str,
+        durable: bool,
+        auto_delete: bool,
+        exclusive_owner: Any,
+        arguments: dict[str, Any],
+    ) -> StreamQueue:
+        """RabbitMQ 4 refuses a stream that is not durable, auto-delete or exclusive."""
+        if not durable or auto_delete or exclusive_owner is not None:
+            raise PreconditionFailedError(
+                f"invalid property 'non-durable', 'auto-delete' or 'exclusive' for stream "
+                f"'{name}' in vhost '{self.name}'"
+            )
+        try:
+            parse_max_age(arguments.get("x-max-age"))
+            int(arguments.get("x-max-length-bytes") or 0)
+        except (TypeError, ValueError) as exc:
+            raise PreconditionFailedError(str(exc)) from None
+        return StreamQueue(
+            name,
+            durable=True,
+            arguments=arguments,
+            faults=self.faults,
+            log=self.store,
+            on_ready=self._mark_dirty,
+            clock=self.clock,
+        )
 
     def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False) -> int:
         """Delete a queue and its bindings; returns how many messages it held."""
