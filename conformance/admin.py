@@ -14,6 +14,7 @@ import http.client
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from conformance.profile import AdminSettings
@@ -29,7 +30,8 @@ class Admin:
 
     name = "none"
 
-    def declare_queue(self, queue: str) -> None:
+    def declare_queue(self, queue: str, arguments: dict[str, Any] | None = None) -> None:
+        """Declare `queue` (durable) with RabbitMQ's queue `arguments` (x-queue-type...)."""
         raise Unsupported(f"admin adapter {self.name!r} cannot declare queues")
 
     def delete_queue(self, queue: str) -> None:
@@ -104,8 +106,11 @@ class RabbitMqHttpAdmin(Admin):
             self.client.close()  # a half-done request leaves the connection unusable
             raise HarnessError(f"admin {what}: {exc}") from exc
 
-    def declare_queue(self, queue: str) -> None:
-        self._call("declare queue", self.client.declare_queue, queue)
+    def declare_queue(self, queue: str, arguments: dict[str, Any] | None = None) -> None:
+        def declare(name: str) -> bool:
+            return self.client.declare_queue(name, arguments=arguments)
+
+        self._call("declare queue", declare, queue)
 
     def delete_queue(self, queue: str) -> None:
         self._call("delete queue", lambda q: self.client.delete_queue(q, missing_ok=True), queue)

@@ -50,6 +50,8 @@ CAPABILITIES: dict[str, str] = {
     "heartbeats": "the broker sends empty frames within our idle-time-out",
     "window-enforced": "transfers beyond the session window end the session",
     "multi-frame": "deliveries larger than max-frame-size are accepted and delivered",
+    "streams": "stream queues (x-queue-type stream, declared through the admin adapter) read "
+    "from the rabbitmq:stream-offset-spec filter's offset",
 }
 
 

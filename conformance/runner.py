@@ -14,6 +14,7 @@ import itertools
 import time
 import traceback
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from amqp10.checker import Violation
@@ -115,13 +116,16 @@ class CaseContext:
         return relay
 
     # --- queues and addresses -----------------------------------------------------------
-    def queue(self, tag: str = "q") -> str:
+    def queue(self, tag: str = "q", arguments: dict[str, Any] | None = None) -> str:
         """A fresh, empty queue for this case (declared through the admin adapter when the
-        profile says queues must be declared)."""
+        profile says queues must be declared, or when it needs `arguments`: a stream or
+        quorum queue's x-queue-type...)."""
         self.require("queues")
         slug = "".join(ch if ch.isalnum() else "-" for ch in self.case.case_id)
         name = f"amqpspec-{slug}-{tag}-{next(_queue_counter)}-{int(time.time() * 1000) % 100000}"
-        if self.profile.declare_queues:
+        if arguments is not None:
+            self.admin.declare_queue(name, arguments)
+        elif self.profile.declare_queues:
             self.admin.declare_queue(name)
         self.queues.append(name)
         return name
