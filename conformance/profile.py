@@ -52,6 +52,9 @@ CAPABILITIES: dict[str, str] = {
     "multi-frame": "deliveries larger than max-frame-size are accepted and delivered",
     "streams": "stream queues (x-queue-type stream, declared through the admin adapter) read "
     "from the rabbitmq:stream-offset-spec filter's offset",
+    "quorum": "quorum queues (x-queue-type quorum, declared through the admin adapter): "
+    "x-delivery-limit counted by the header delivery-count, dead-lettering at the limit and "
+    "on rejected",
 }
 
 

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from amqp10.types import symbol
+
 from .addressing import Address, AddressError, AddressKind, parse_source, parse_target, parse_to
 from .exchanges import (
     DEFAULT_EXCHANGE,
@@ -36,6 +38,7 @@ from .exchanges import (
 )
 from .faults import NO_FAULTS, Faults
 from .queues import ClassicQueue, QueuedMessage, QueueEvent
+from .quorum import QuorumQueue, quorum_settings
 from .store import DefinitionsFile, MessageStore
 from .streams import StreamQueue, parse_max_age
 
@@ -44,7 +47,7 @@ PRECONDITION_FAILED = "amqp:precondition-failed"
 RESOURCE_LOCKED = "amqp:resource-locked"
 NOT_ALLOWED = "amqp:not-allowed"
 DYNAMIC_PREFIX = "amq.gen-"
-QUEUE_TYPES = ("classic", "stream")  # x-queue-type values this broker declares
+QUEUE_TYPES = ("classic", "stream", "quorum")  # x-queue-type values this broker declares
 
 
 class BrokerError(Exception):
@@ -177,6 +180,8 @@ class VirtualHost:
         queue: ClassicQueue
         if queue_type == "stream":
             queue = self._new_stream(name, durable, auto_delete, exclusive_owner, arguments)
+        elif queue_type == "quorum":
+            queue = self._new_quorum(name, durable, auto_delete, exclusive_owner, arguments)
         else:
             queue = ClassicQueue(
                 name,
@@ -192,6 +197,59 @@ class VirtualHost:
         if durable:
             self._save_definitions()
         return queue, True
+
+    def _new_quorum(
+        self,
+        name: str,
+        durable: bool,
+        auto_delete: bool,
+        exclusive_owner: Any,
+        arguments: dict[str, Any],
+    ) -> QuorumQueue:
+        """RabbitMQ 4 refuses a quorum queue that is not durable, auto-delete or exclusive."""
+        if not durable or auto_delete or exclusive_owner is not None:
+            raise PreconditionFailedError(
+                f"invalid property 'non-durable', 'auto-delete' or 'exclusive' for quorum "
+                f"queue '{name}' in vhost '{self.name}'"
+            )
+        try:
+            quorum_settings(arguments)
+        except ValueError as exc:
+            raise PreconditionFailedError(str(exc)) from None
+        return QuorumQueue(
+            name,
+            arguments=arguments,
+            faults=self.faults,
+            log=self.store,
+            on_ready=self._mark_dirty,
+            dead_letter=self._dead_letter,
+        )
+
+    def _dead_letter(self, queue: ClassicQueue, msg: QueuedMessage, reason: str) -> bool:
+        """Publish a copy of `msg` through the queue's `x-dead-letter-exchange` with
+        `x-dead-letter-routing-key` (default: the queue's name, its routing key on the
+        default exchange), marked with RabbitMQ's x-first-death-* message annotations.
+        True when it went somewhere or has nowhere to go (no dead-letter exchange); False
+        when the exchange routes it nowhere (at-least-once keeps it)."""
+        dlx = queue.arguments.get("x-dead-letter-exchange")
+        if dlx is None:
+            return True  # dropped
+        exchange = self.exchanges.get(str(dlx))
+        if exchange is None:
+            return False
+        key = str(queue.arguments.get("x-dead-letter-routing-key", queue.name))
+        targets = [self.queues[n] for n in exchange.route(key, None) if n in self.queues]
+        marks = {
+            symbol("x-first-death-reason"): reason,
+            symbol("x-first-death-queue"): queue.name,
+            symbol("x-first-death-exchange"): str(dlx),
+        }
+        for target in targets:
+            if target is queue:
+                continue  # RabbitMQ drops a dead-letter cycle
+            copy, _ = target.publish(msg.payload)
+            copy.annotations = {**(msg.annotations or {}), **marks}
+        return bool(targets)
 
     def _new_stream(
         self,

@@ -290,7 +290,7 @@ def test_vhost_declare_conflicts_and_reserved_names():
     with pytest.raises(PreconditionFailedError):
         v.declare_queue("q", durable=False)
     with pytest.raises(PreconditionFailedError):
-        v.declare_queue("qq", arguments={"x-queue-type": "quorum"})
+        v.declare_queue("qq", arguments={"x-queue-type": "delayed"})  # not a type here
     with pytest.raises(NotAllowedError):
         v.declare_exchange("amq.mine", "direct")
     with pytest.raises(NotAllowedError):
