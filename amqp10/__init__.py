@@ -1,7 +1,8 @@
 """amqp10: the pure AMQP 1.0 protocol core of amqpspec.
 
 No sockets, no clock, no asyncio; imports nothing from the rest of the project.
-Layers: spec (the table) -> codec -> composites -> frames/message -> engine -> checker.
+Layers: spec (the table) -> codec -> composites -> frames/message -> engine -> checker ->
+monitor (a connection's bytes, both directions, through the checker: docs/monitor.md).
 """
 
 from amqp10 import codec, composites, spec
