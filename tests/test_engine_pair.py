@@ -570,3 +570,17 @@ def test_a_senders_flow_does_not_overtake_its_queued_transfers():
     flow = of(FlowReceived, events)[-1].flow
     assert (flow.delivery_count, flow.link_credit, flow.drain) == (3, 0, True)
     assert receiver.state is LinkState.ATTACHED and receiver.delivery_count == 3
+
+
+def test_drained_refused_after_close_changes_nothing():
+    """A refused drained() (the connection is closed) leaves the link's 2.6.7 state as it
+    was: the refusal comes before any side effect."""
+    pair = opened_pair()
+    cs, _ = session_pair(pair)
+    sender, receiver = sender_link(pair, cs)
+    receiver.flow(link_credit=3, drain=True)
+    pair.pump()
+    pair.client.close()
+    with pytest.raises(UsageError):
+        sender.drained()
+    assert (sender.delivery_count, sender.link_credit) == (0, 3)

@@ -317,6 +317,7 @@ class Link:
             raise UsageError("drained() is the sender's answer to drain")
         if not self.drain:
             return False
+        self._check(LinkInput.SEND_FLOW, SessInput.SEND_FLOW)  # refused: nothing changes
         self.delivery_count = serial_add(self.delivery_count, self.link_credit)
         self.link_credit = 0
         self._send_flow()
