@@ -459,10 +459,12 @@ def _dispose(session: Session, ids: dict[int, Link], role: bool, draw) -> None:
 
 
 def _answer_drains(app: _App) -> None:
-    """A sender asked to drain with nothing more to send says so (2.6.7)."""
+    """A sender asked to drain with nothing more to send says so (2.6.7), unless its
+    connection is closing already (then the engine refuses)."""
     for link in app.live_links(sender=True):
         if link.drain and link.credit:
-            link.drained()
+            with contextlib.suppress(UsageError):
+                link.drained()
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
