@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+import pytest
 from checker_support import C, S, Trace, found
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -161,6 +162,26 @@ def test_drain_reply_missing_is_reported_once_the_sender_provably_read_it():
     assert [(v.rule_id, v.frame_index, v.origin) for v in violations] == [
         ("link.drain.no-reply", drain, S)
     ]
+
+
+@pytest.mark.parametrize("ending", ["sender-close", "receiver-close", "sender-end", "receiver-end"])
+def test_a_close_or_end_after_a_drain_request_owes_no_reply(ending):
+    """The sender read the drain request, then the connection or session ended: a close
+    ends every link (2.7.9), an end detaches them (2.7.8); no flow is owed after it."""
+    trace = Trace().setup(time=0.0)
+    trace.flow(C, 0, 5, drain=True, time=1.0)
+    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    trace.frame(C, begin, channel=1)
+    trace.frame(S, begin.replace(remote_channel=1), channel=1)  # proves S read the drain
+    who, what = ending.split("-")
+    origin = S if who == "sender" else C
+    if what == "close":
+        trace.close(origin, time=2.0)
+        trace.close(C if origin == S else S, time=2.1)
+    else:
+        trace.end(origin, time=2.0)
+    assert trace.check() == []
+    assert trace.check(liveness_bound=5.0, now=30.0) == []
 
 
 def test_drain_used_up_by_deliveries_needs_no_flow():

@@ -335,7 +335,10 @@ class Checker(SessionRules, LinkRules, SettlementRules):
             self._session_sweep(session, now, bound)
 
     def _finish_proven(self) -> None:
-        """End of trace: requests a peer provably read and never answered."""
+        """End of trace: requests a peer provably read and never answered. A close from
+        either peer ends every link (2.7.9): nothing is owed after it (as in `_sweep`)."""
+        if self.peers[CLIENT].closed or self.peers[SERVER].closed:
+            return
         for link in list(self._links.values()):
             self._link_finish(link)
 

@@ -110,6 +110,9 @@ class SessionRules:
             link_end = link.ends.get(origin)
             if link_end is not None:
                 link_end.detached = True
+            # the end detaches the link (2.7.8): a drain or echo request is owed no more
+            link.drain_pending = None
+            link.echo_pending.clear()
             if all(e.detached for e in link.ends.values()):
                 self._forget_link(session, link)
         end.handles.clear()
