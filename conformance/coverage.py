@@ -29,11 +29,11 @@ from typing import Any
 from amqp10.checker import RULES
 from amqp10.engine.transitions import TABLES
 from amqp10.frames import Frame
+from amqp10.origins import CLIENT, SERVER
 from amqp10.spec import COMPOSITES, RESTRICTED, default_value
 from conformance.results import TRANSITIONS_DIR, case_file_stem, load_index
 from traces.check import check_trace
 from traces.load import open_trace
-from traces.model import CLIENT, SERVER
 
 PERFORMATIVES = (
     "open", "begin", "attach", "flow", "transfer", "disposition", "detach", "end", "close",

@@ -15,11 +15,11 @@ from __future__ import annotations
 import time
 
 from amqp10.frames import Frame, ProtocolHeader
+from amqp10.origins import SERVER
 from conformance.probe import Probe
 from conformance.profile import Profile
 from conformance.runner import BrokerTarget
 from conformance.verdicts import CaseFailed, HarnessError
-from traces.model import SERVER
 
 PREFLIGHT_TIMEOUT_S = 5.0  # before the run
 HEALTH_TIMEOUT_S = 2.0  # before each case
