@@ -286,9 +286,10 @@ def _judge(
             f"no close and no drop within {target.bounds.reply}s",
             last,
         )
+    # a drop (in the SASL layer too, where it may be right): is the broker still there?
+    if peer_closed and not replied and not alive(target):
+        return _crash(target, last, "the broker dropped us and refuses fresh connections")
     if peer_closed and not replied and ("open" in names or _opened(steps[:sent], frames)):
-        if not alive(target):
-            return _crash(target, last, "the broker dropped us and refuses fresh connections")
         rule, section = CLOSE_MISSING
         return Verdict(VIOLATION, rule, section, "socket closed after open with no close", last)
     if status == "malformed" and not peer_closed and not _refused(frames):
