@@ -20,3 +20,20 @@ def run_fuzz(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
         cwd=REPO,
         env=env,
     )
+
+
+def run_campaign(broker, out, *options: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """A quiet `amqpspec fuzz` campaign against a reference broker (its admin API on)."""
+    return run_fuzz(
+        "--broker",
+        broker.url,
+        "--profile",
+        "reference",
+        "--admin",
+        broker.admin_url,
+        "--out",
+        str(out),
+        "--quiet",
+        *options,
+        timeout=timeout,
+    )

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 
 import pytest
-from fuzz_support import run_fuzz
+from fuzz_support import run_campaign, run_fuzz
 
 from fuzz.detection import Supervised
 
@@ -23,24 +23,17 @@ def campaign(tmp_path_factory):
     broker = Supervised([FAULT])
     out = tmp_path_factory.mktemp("campaign")
     try:
-        result = run_fuzz(
-            "--broker",
-            broker.url,
-            "--profile",
-            "reference",
-            "--admin",
-            broker.admin_url,
-            "--out",
-            str(out),
+        result = run_campaign(
+            broker,
+            out,
             "--duration",
-            "60",
+            "40",
             "--seed",
             "1",
             "--strategy",
             "sequences",
             "--workers",
             "2",
-            "--quiet",
         )
         yield broker, out, result
     finally:

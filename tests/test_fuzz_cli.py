@@ -7,7 +7,7 @@ import json
 import socket
 
 import pytest
-from fuzz_support import run_fuzz
+from fuzz_support import run_campaign, run_fuzz
 
 from amqpspec.cli import main
 from conformance.fault_matrix import reference_broker
@@ -69,22 +69,15 @@ def test_clean_reference_broker_short_campaign_has_no_finding(broker, tmp_path):
     """The CI campaign: about a minute against the clean reference broker, fixed seed,
     every strategy, the memory oracle on: no finding (a false positive fails it)."""
     out = tmp_path / "campaign"
-    result = run_fuzz(
-        "--broker",
-        broker.url,
-        "--profile",
-        "reference",
-        "--admin",
-        broker.admin_url,
-        "--out",
-        str(out),
+    result = run_campaign(
+        broker,
+        out,
         "--duration",
         "45",
         "--seed",
         "1",
         "--workers",
         "2",
-        "--quiet",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 new finding(s)" in result.stdout
