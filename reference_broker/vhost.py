@@ -198,6 +198,16 @@ class VirtualHost:
             self._save_definitions()
         return queue, True
 
+    def _require_plain_durable(
+        self, kind: str, name: str, durable: bool, auto_delete: bool, exclusive_owner: Any
+    ) -> None:
+        """Quorum queues and streams must be durable, not auto-delete, not exclusive."""
+        if not durable or auto_delete or exclusive_owner is not None:
+            raise PreconditionFailedError(
+                f"invalid property 'non-durable', 'auto-delete' or 'exclusive' for {kind} "
+                f"'{name}' in vhost '{self.name}'"
+            )
+
     def _new_quorum(
         self,
         name: str,
@@ -207,11 +217,7 @@ class VirtualHost:
         arguments: dict[str, Any],
     ) -> QuorumQueue:
         """RabbitMQ 4 refuses a quorum queue that is not durable, auto-delete or exclusive."""
-        if not durable or auto_delete or exclusive_owner is not None:
-            raise PreconditionFailedError(
-                f"invalid property 'non-durable', 'auto-delete' or 'exclusive' for quorum "
-                f"queue '{name}' in vhost '{self.name}'"
-            )
+        self._require_plain_durable("quorum queue", name, durable, auto_delete, exclusive_owner)
         try:
             quorum_settings(arguments)
         except ValueError as exc:
@@ -260,11 +266,7 @@ class VirtualHost:
         arguments: dict[str, Any],
     ) -> StreamQueue:
         """RabbitMQ 4 refuses a stream that is not durable, auto-delete or exclusive."""
-        if not durable or auto_delete or exclusive_owner is not None:
-            raise PreconditionFailedError(
-                f"invalid property 'non-durable', 'auto-delete' or 'exclusive' for stream "
-                f"'{name}' in vhost '{self.name}'"
-            )
+        self._require_plain_durable("stream", name, durable, auto_delete, exclusive_owner)
         try:
             parse_max_age(arguments.get("x-max-age"))
             int(arguments.get("x-max-length-bytes") or 0)
