@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from amqp10.checker import Violation
+from amqp10.engine.transitions import UsageError
 from conformance.admin import Admin
 from conformance.probe import Probe, Recording
 from conformance.profile import Profile
@@ -229,6 +230,13 @@ def run_case(
         reason = str(exc)
     except HarnessError as exc:
         verdict, reason = Verdict.ERROR, str(exc)
+    except UsageError as exc:
+        closer = _closed_by_broker(ctx.probes)
+        if closer is None:  # the case asked the engine for something wrong: a harness bug
+            verdict, reason = Verdict.ERROR, f"UsageError: {exc} ({_where(exc)})"
+        else:  # the case's next step needed the connection the broker had closed
+            verdict = Verdict.FAILED if case.level == MUST else Verdict.NON_STRICT
+            reason = f"{closer} before the case's next step ({exc})"
     except Exception as exc:
         verdict = Verdict.ERROR
         reason = f"{type(exc).__name__}: {exc} ({_where(exc)})"
@@ -247,6 +255,19 @@ def run_case(
     )
     result.trace_text = render_trace(case, result)
     return result
+
+
+def _closed_by_broker(probes: list[Probe]) -> str | None:
+    """How the broker closed one of the case's connections (its close frame or the TCP
+    stream), or None when it closed none."""
+    for probe in probes:
+        remote = probe.conn.remote_close if probe.conn is not None else None
+        if remote is not None:
+            condition = remote.error.condition if remote.error is not None else None
+            return f"the broker closed the connection (close {condition or 'without error'})"
+        if probe.peer_closed:
+            return "the broker closed the TCP connection"
+    return None
 
 
 def _where(exc: BaseException) -> str:

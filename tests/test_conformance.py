@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from amqp10.composites import End
 from conformance.admin import NoAdmin, make_admin
 from conformance.fault_matrix import reference_broker
 from conformance.profile import ProfileError, available_profiles, load_profile
@@ -91,6 +92,44 @@ def test_faulty_broker_still_passes_unrelated_cases(overdelivering_broker: Broke
 
 
 # --- a real run: index.json, JUnit, traces, report -----------------------------------------
+
+
+def _after_broker_close(probe, ctx) -> None:
+    """An end on a channel never begun (the reference broker closes), then a begin."""
+    probe.open()
+    probe.send_frame(End(), 9, strict=False)
+    probe.wait_closed()
+    probe.begin()
+
+
+def _engine_misuse(probe, ctx) -> None:
+    """A case asking the engine for what its state forbids while the broker closed nothing."""
+    session = probe.open_session()
+    session.end()
+    session.end()
+
+
+@pytest.mark.parametrize(
+    ("run", "verdict", "reason"),
+    [
+        (_after_broker_close, Verdict.FAILED, "the broker closed the connection (close amqp:"),
+        (_engine_misuse, Verdict.ERROR, "UsageError: "),
+    ],
+)
+def test_step_after_broker_close_is_a_verdict_not_error(
+    broker: BrokerProcess, run, verdict: Verdict, reason: str
+) -> None:
+    """A step needing a connection the broker closed is the broker's verdict (FAILED for a
+    MUST case); the engine refusing a step the broker did not cause stays a harness ERROR."""
+    case = dataclasses.replace(CASES["2.7.8/end-with-error-answered"], run=run)
+    profile = load_profile("reference")
+    admin = make_admin(profile.admin, broker.admin_url)
+    try:
+        result = run_case(case, BrokerTarget.parse(broker.url), profile, admin)
+    finally:
+        admin.close()
+    assert result.verdict == verdict, result.reason
+    assert result.reason.startswith(reason), result.reason
 
 
 def _amqpspec(*args: str) -> subprocess.CompletedProcess[str]:
