@@ -50,6 +50,8 @@ CAPABILITIES: dict[str, str] = {
     "heartbeats": "the broker sends empty frames within our idle-time-out",
     "window-enforced": "transfers beyond the session window end the session",
     "multi-frame": "deliveries larger than max-frame-size are accepted and delivered",
+    "sender-spends-credit": "a sender's flow that spends its link-credit (delivery-count "
+    "advanced, 2.6.7) leaves the broker granting credit to other links",
     "streams": "stream queues (x-queue-type stream, declared through the admin adapter) read "
     "from the rabbitmq:stream-offset-spec filter's offset",
     "quorum": "quorum queues (x-queue-type quorum, declared through the admin adapter): "

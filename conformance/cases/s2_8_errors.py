@@ -1,0 +1,132 @@
+"""2.8.15 / 2.8.18 error conditions a client can make a broker send, one case each: a
+transfer after the sender spent its link-credit (amqp:link:transfer-limit-exceeded), a
+first transfer without delivery-id (amqp:invalid-field), a transaction coordinator on a
+broker without transactions (amqp:not-implemented, 4.5), and a consumer's queue deleted
+under it (amqp:resource-deleted). Conditions no client can provoke are listed with the reason in
+`conformance.coverage.UNPROVOKABLE`.
+
+Owns the cases `2.8.15/*` and `2.8.18/*`.
+"""
+
+from __future__ import annotations
+
+from amqp10.composites import Coordinator, Transfer
+from amqp10.message import Message
+from conformance.registry import MUST, SHOULD, case
+from conformance.steps.links import link_flow, publisher
+from conformance.steps.refusals import sent_frame_outcome
+from conformance.steps.sentences import ANY_END
+from conformance.verdicts import Unsupported
+
+ANY_DETACH = {"detach:*"} | ANY_END
+
+
+@case(
+    "2.8.18/transfer-limit-exceeded",
+    MUST,
+    "amqp:link:transfer-limit-exceeded: the peer sent more message transfers than currently "
+    "allowed on the link (2.6.7: with no link-credit it is illegal to send).",
+    requires={"queues", "sender-spends-credit"},
+    outcomes={
+        "detach:amqp:link:transfer-limit-exceeded",
+        "end:amqp:link:transfer-limit-exceeded",
+        "close:amqp:link:transfer-limit-exceeded",
+    },
+    lenient=ANY_DETACH,
+)
+def transfer_limit_exceeded(probe, ctx):
+    """A sender granted credit spends it with a flow (delivery-count advanced by the whole
+    link-credit: only the sender modifies it, 2.6.7), then sends one transfer: the broker
+    refuses it (unless it granted new credit in between, which makes the case moot)."""
+    session, sender = publisher(probe, ctx, ctx.queue())
+    spent = sender.delivery_count + sender.link_credit
+    since = probe.mark()
+    flow = link_flow(session, sender, delivery_count=spent, link_credit=0)
+    probe.send_frame(flow, session.channel, strict=False, flush=False)
+    transfer = Transfer(
+        handle=sender.handle,
+        delivery_id=session.next_outgoing_id,
+        delivery_tag=b"over",
+        message_format=0,
+        settled=True,
+    )
+    payload = Message.of(b"x").encode()
+    outcome = sent_frame_outcome(probe, transfer, session.channel, payload, timeout=2.0)
+    regrants = [flow for flow in probe.link_flows(sender, since) if flow.link_credit]
+    if outcome == "timeout" and regrants:
+        raise Unsupported("the broker granted new credit on our flow: the transfer was in it")
+    ctx.outcome(outcome)
+
+
+@case(
+    "2.8.15/invalid-field-first-transfer",
+    MUST,
+    "delivery-id and delivery-tag MUST be set on the first transfer of a delivery (2.7.5); "
+    "amqp:invalid-field: a field was not valid.",
+    requires={"queues"},
+    outcomes={
+        "detach:amqp:invalid-field",
+        "end:amqp:invalid-field",
+        "close:amqp:invalid-field",
+        "close:amqp:connection:framing-error",
+        "close:amqp:decode-error",
+    },
+    lenient=ANY_DETACH,
+)
+def invalid_field_first_transfer(probe, ctx):
+    """A sender granted credit, then a transfer with neither delivery-id nor delivery-tag
+    (the first frame of a delivery): refused with amqp:invalid-field."""
+    session, sender = publisher(probe, ctx, ctx.queue())
+    transfer = Transfer(handle=sender.handle, message_format=0, settled=True)
+    payload = Message.of(b"x").encode()
+    ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload, timeout=2.0))
+
+
+@case(
+    "2.8.15/not-implemented-coordinator",
+    SHOULD,
+    "amqp:not-implemented: the peer tried to use functionality that is not implemented in "
+    "this endpoint; a broker without transactions refuses a link to a coordinator (4.5).",
+    outcomes={
+        "detach:amqp:not-implemented",
+        "end:amqp:not-implemented",
+        "close:amqp:not-implemented",
+    },
+    lenient=ANY_DETACH,
+)
+def not_implemented_coordinator(probe, ctx):
+    """A sender to a transaction coordinator: a broker without transactions refuses it with
+    amqp:not-implemented (a detach; ending the session or connection with it is the same
+    answer, heavier); a broker that attaches it has transactions (UNSUPPORTED)."""
+    session = probe.open_session()
+    since = probe.mark()
+    probe.attach_sender(session, Coordinator(), wait=False)
+    outcome = probe.error_outcome(timeout=2.0, since=since)
+    attached = [
+        item
+        for item in probe.frames_since(since, "attach")
+        if item.item.performative.target is not None
+    ]
+    if outcome == "timeout" and attached:
+        raise Unsupported("the broker attached the coordinator (transactions, or any target)")
+    ctx.outcome(outcome)
+
+
+@case(
+    "2.8.15/resource-deleted-source",
+    SHOULD,
+    "amqp:resource-deleted: a server entity the client is working with has been deleted; "
+    "a consumer's queue deleted under it ends its link.",
+    requires={"queues", "declare-queues"},
+    outcomes={"detach:amqp:resource-deleted"},
+    lenient=ANY_DETACH,
+)
+def resource_deleted_source(probe, ctx):
+    """A receiver on a fresh queue, then the queue deleted through the admin API: the
+    broker detaches the link with amqp:resource-deleted."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    probe.attach_receiver(session, ctx.source(queue), credit=5)
+    since = probe.mark()
+    ctx.admin.delete_queue(queue)
+    ctx.outcome(probe.error_outcome(since=since))
