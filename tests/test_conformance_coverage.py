@@ -38,6 +38,10 @@ def test_coverage_of_a_run_names_what_was_and_was_not_covered(tmp_path: Path) ->
     assert fields.items["open.outgoing-locales"] == []  # no case sets it
     assert "2.6.2/unattached-handle-flow" in conditions.items["amqp:session:unattached-handle"]
     assert conditions.items["amqp:connection:redirect"] == []
+    assert "amqp:connection:redirect" in conditions.beyond_clients()  # with its reason
+    assert "amqp:connection:redirect" not in conditions.gaps()
+    assert "amqp:link:transfer-limit-exceeded" in conditions.gaps()  # no 2.6.2 case sends it
+    assert "begin.remote-channel" in fields.beyond_clients()
     assert set(conditions.items) >= {"amqp:internal-error", "amqp:link:stolen"}
     assert "2.6.2/unattached-handle-flow" in transitions.items["session:BEGIN_SENT:RECV_BEGIN"]
     assert "2.6.2/handle-in-use" in transitions.items["session:MAPPED:RECV_END"]
@@ -48,6 +52,7 @@ def test_coverage_of_a_run_names_what_was_and_was_not_covered(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     markdown = (out / "spec-coverage.md").read_text()
     assert "# Spec coverage: reference" in markdown and "- `open.outgoing-locales`" in markdown
+    assert "| `amqp:connection:redirect` | sent by a broker configured" in markdown
     assert "amqp:session:unattached-handle" in (out / "spec-coverage.html").read_text()
 
 

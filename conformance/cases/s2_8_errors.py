@@ -3,7 +3,7 @@ transfer after the sender spent its link-credit (amqp:link:transfer-limit-exceed
 first transfer without delivery-id (amqp:invalid-field), a transaction coordinator on a
 broker without transactions (amqp:not-implemented, 4.5), and a consumer's queue deleted
 under it (amqp:resource-deleted). Conditions no client can provoke are listed with the reason in
-`conformance.coverage.UNPROVOKABLE`.
+`conformance.coverage.NO_CLIENT_CAN`.
 
 Owns the cases `2.8.15/*` and `2.8.18/*`.
 """
