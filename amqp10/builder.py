@@ -4,7 +4,8 @@ Owns: `build_frame` (every frame-header field explicit and overridable: SIZE, DO
 TYPE, channel, extended header; the body a performative, a `Mutation`, encoded bytes, or
 any value the codec encodes), `protocol_header` (any id, version or magic),
 `sasl_frame`, and `mutate(composite)`: a performative whose encoding is changed field by
-field, with every offset taken from the encoder (`amqp10.layout`), never hard-coded.
+field, with every offset taken from the encoder (`amqp10.layout`), never hard-coded;
+`read_frame` / `read_body` take such bytes apart again (leniently) to change them.
 May touch: amqp10.codec, amqp10.frames, amqp10.layout; no I/O, no engine state. To send
 such bytes through an engine that records them as sent, see
 `amqp10.engine.Connection.send_performative` and `send_raw`.
@@ -38,19 +39,26 @@ Every method returns the Mutation (chain them); `encode()` / `bytes(m)` gives th
 `frame(channel, ...)` a whole frame through `build_frame`. `m.fields` lists the spans
 (spec name, type, mandatory, multiple, offsets) of the unmutated encoding, for
 mutators that enumerate fields; a Mutation is cheap (one encode) and `copy()` forks it.
+
+Going back from bytes, right or wrong (the fuzzer's field-level minimiser):
+
+    parts = read_frame(data)             # header fields, body, payload, trailer
+    parts.body.null_field("handle-max")  # body: a Mutation when readable field by field
+    parts.build()                        # == data until something is changed
 """
 
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 from amqp10 import codec
-from amqp10.codec import ARRAY8, ARRAY32, LIST0, LIST8, LIST32, MAP8, MAP32, NULL
+from amqp10.codec import ARRAY8, ARRAY32, LIST0, LIST8, LIST32, MAP8, MAP32, NULL, value_end
 from amqp10.composites import Composite
-from amqp10.errors import EncodeError
+from amqp10.errors import DecodeError, EncodeError
 from amqp10.frames import FRAME_HEADER, FRAME_HEADER_SIZE, FrameType, ProtocolId
-from amqp10.layout import FieldSpan, Layout, encode_layout, field_index
+from amqp10.layout import FieldSpan, Layout, encode_layout, field_index, read_layout
 from amqp10.types import symbol, ulong
 
 # Frame header fields (2.3.1): byte offsets within a frame.
@@ -168,10 +176,29 @@ class Mutation:
     # --- fields -----------------------------------------------------------------
 
     def _index(self, name: str | int) -> int:
+        if isinstance(name, int) and 0 <= name < len(self._items):
+            return name  # an item carried past the spec's fields (read_body)
         index = field_index(self.layout.composite, name)
         while len(self._items) <= index:  # an omitted trailing field: send nulls up to it
             self._items.append(bytes((NULL,)))
         return index
+
+    @property
+    def sent(self) -> int:
+        """How many items the list carries now."""
+        return len(self._items)
+
+    def field_bytes(self, name: str | int) -> bytes:
+        """The current encoding of field `name` (b"" when the list does not carry it)."""
+        if isinstance(name, int) and 0 <= name < len(self._items):
+            return self._items[name]
+        index = field_index(self.layout.composite, name)
+        return self._items[index] if index < len(self._items) else b""
+
+    def drop_trailing(self, keep: int) -> Mutation:
+        """Carry only the first `keep` items (what an encoder does with trailing nulls)."""
+        del self._items[keep:]
+        return self
 
     def replace_field(self, name: str | int, encoded: bytes) -> Mutation:
         """Field `name` (spec name, attribute name or index) becomes `encoded`, any bytes
@@ -283,6 +310,79 @@ class Mutation:
         return build_frame(self.encode(), channel, **kw)
 
 
+def read_body(body: bytes) -> Mutation | None:
+    """A Mutation of encoded `body` bytes (a performative or other spec composite, right
+    or wrong: `amqp10.layout.read_layout`), so that `encode()` gives `body` back exactly:
+    the list constructor is kept, a count that does not match the items is kept as it
+    is, bytes after the list are kept as its tail. None when the body cannot be
+    read field by field (then it can only be kept whole)."""
+    layout = read_layout(body)
+    if layout is None:
+        return None
+    m = Mutation(layout)
+    code = body[layout.constructor]
+    m._code, m._wide = code, code == LIST32
+    stop = layout.constructor + 1
+    if layout.size is not None and layout.count is not None:
+        width = layout.size[1] - layout.size[0]
+        unpack = _B.unpack_from if width == 1 else _I.unpack_from
+        size, count = unpack(body, layout.size[0])[0], unpack(body, layout.count[0])[0]
+        if count != len(m._items):  # (the items fill the size: read_layout reads them so)
+            m._count = count
+        stop = layout.size[1] + size
+    m._tail = body[stop:]
+    return m if m.encode() == body else None
+
+
+@dataclass(slots=True)
+class FrameParts:
+    """One frame's bytes as parts (`read_frame`): header fields, the body as a Mutation
+    (or bytes when it cannot be read field by field), the payload and bytes after SIZE;
+    `build()` writes it back through `build_frame` with SIZE and DOFF recomputed."""
+
+    channel: int
+    frame_type: int
+    body: Mutation | bytes
+    payload: bytes = b""
+    extended_header: bytes = b""
+    trailer: bytes = b""
+
+    def build(self) -> bytes:
+        return build_frame(
+            self.body,
+            self.channel,
+            payload=self.payload,
+            frame_type=self.frame_type,
+            extended_header=self.extended_header,
+            trailer=self.trailer,
+        )
+
+
+def read_frame(data: bytes) -> FrameParts | None:
+    """The parts of one frame's bytes, right or wrong, such that `build()` gives `data`
+    back; None when the header cannot frame them (SIZE below 8 or beyond the bytes, DOFF
+    below 2 or beyond SIZE): such bytes can only be kept whole."""
+    if len(data) < FRAME_HEADER_SIZE:
+        return None
+    size, doff, frame_type, channel = FRAME_HEADER.unpack_from(data)
+    start = 4 * doff
+    if size < FRAME_HEADER_SIZE or size > len(data) or doff < 2 or start > size:
+        return None
+    region = data[start:size]
+    body: Mutation | bytes = region
+    payload = b""
+    if region:
+        try:
+            end = value_end(region)
+        except DecodeError:
+            end = len(region)
+        body, payload = read_body(region[:end]) or region[:end], region[end:]
+    parts = FrameParts(
+        channel, frame_type, body, payload, data[FRAME_HEADER_SIZE:start], data[size:]
+    )
+    return parts if parts.build() == data else None
+
+
 def mutate(composite: Composite, *, wide: bool = False, count: int | None = None) -> Mutation:
     """Start changing the encoding of `composite` (see the module docstring). `wide` and
     `count` are as for amqp10.layout.encode_layout; a Composite with null mandatory
@@ -296,6 +396,7 @@ __all__ = [
     "SIZE_SPAN",
     "TYPE_OFFSET",
     "FieldSpan",
+    "FrameParts",
     "Layout",
     "Mutation",
     "body_bytes",
@@ -303,5 +404,7 @@ __all__ = [
     "encode_layout",
     "mutate",
     "protocol_header",
+    "read_body",
+    "read_frame",
     "sasl_frame",
 ]

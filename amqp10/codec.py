@@ -484,6 +484,43 @@ def decode_value(buf: bytes, pos: int = 0, end: int | None = None) -> tuple[Any,
         raise DecodeError(pos, f"nesting under {MAX_DEPTH} levels") from None
 
 
+_FIXED_WIDTH = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}  # subcategory -> bytes
+_SIZE_WIDTH = {0xA: 1, 0xB: 4, 0xC: 1, 0xD: 4, 0xE: 1, 0xF: 4}  # variable/compound/array
+
+
+def value_end(buf: bytes, pos: int = 0, end: int | None = None) -> int:
+    """Where the encoded value at `pos` ends, from its constructor's subcategory alone
+    (1.2: the upper nibble of a format code gives its width class, so an unassigned code
+    or a value of the wrong type can still be stepped over); a described value is its
+    descriptor and then its value. Nothing is decoded or checked beyond the sizes.
+    DecodeError if the value runs past `end` or its subcategory is reserved."""
+    return _value_end(buf, pos, len(buf) if end is None else end, 0)
+
+
+def _value_end(buf: bytes, pos: int, end: int, depth: int) -> int:
+    if pos >= end:
+        raise DecodeError(pos, "a constructor byte, got end of input")
+    code = buf[pos]
+    if code == DESCRIBED:
+        if depth >= MAX_DEPTH:
+            raise DecodeError(pos, f"nesting under {MAX_DEPTH} levels")
+        descriptor_end = _value_end(buf, pos + 1, end, depth + 1)
+        return _value_end(buf, descriptor_end, end, depth + 1)
+    nibble = code >> 4
+    if nibble in _FIXED_WIDTH:
+        stop = pos + 1 + _FIXED_WIDTH[nibble]
+    elif nibble in _SIZE_WIDTH:
+        width = _SIZE_WIDTH[nibble]
+        _need(pos + 1, width, end, "size")
+        size = (_B if width == 1 else _I).unpack_from(buf, pos + 1)[0]
+        stop = pos + 1 + width + size
+    else:
+        raise DecodeError(pos, f"a constructor byte, got reserved 0x{code:02x}")
+    if stop > end:
+        raise DecodeError(pos, f"a value ending at byte {stop}, input ends at {end}")
+    return stop
+
+
 def decode(buf: bytes) -> Any:
     """Decode exactly one value that fills `buf`."""
     value, pos = decode_value(buf)

@@ -11,6 +11,12 @@ May touch: amqp10.codec (constructor codes) and the composite classes' per-field
 encoders; no I/O. Unlike `encode()`, a null mandatory field is encoded as null here
 (the layout of a deliberately wrong composite is still a layout).
 
+`read_layout(data)` goes the other way, leniently: the layout of bytes that encode a
+spec composite as a described list, whatever its fields hold (wrong types, unassigned
+constructors, a count or size that does not match), as long as each item can be
+stepped over (`codec.value_end`); the fuzzer's minimiser changes such bytes field by
+field through `amqp10.builder.read_body`.
+
     layout = encode_layout(Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10))
     span = layout.field("next-outgoing-id")   # FieldSpan(..., start=7, end=8)
     layout.data[span.start:span.end]          # b"\\x43" (uint0)
@@ -21,10 +27,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from amqp10.codec import LIST0, LIST8, LIST32, NULL
+from amqp10.codec import LIST0, LIST8, LIST32, NULL, decode_value, value_end
 from amqp10.composites import Composite
-from amqp10.errors import EncodeError
-from amqp10.spec import COMPOSITES
+from amqp10.errors import DecodeError, EncodeError
+from amqp10.spec import COMPOSITE_BY_CODE, COMPOSITE_BY_DESCRIPTOR_NAME, COMPOSITES
 
 _BB = struct.Struct(">BB")
 _II = struct.Struct(">II")
@@ -147,3 +153,64 @@ def encode_layout(composite: Composite, *, wide: bool = False, count: int | None
         )
         start = base + end
     return Layout(bytes(out), spec.name, descriptor, constructor, size, count_span, tuple(spans))
+
+
+def _composite_named_by(descriptor: object) -> str | None:
+    if isinstance(descriptor, int) and not isinstance(descriptor, bool):
+        found = COMPOSITE_BY_CODE.get(int(descriptor))
+    elif isinstance(descriptor, str):
+        found = COMPOSITE_BY_DESCRIPTOR_NAME.get(str(descriptor))
+    else:
+        found = None
+    return found.name if found is not None else None
+
+
+def read_layout(data: bytes) -> Layout | None:
+    """The layout of `data` read leniently (see the module doc), or None when it is not
+    a described list of a spec composite whose items all end inside the list's declared
+    size (a truncated body, a list size beyond the bytes, a descriptor that names no
+    spec composite). The list must be the whole of `data` up to its declared end; bytes
+    after it are left to the caller (`Layout.data` is `data`). Items past the spec's
+    fields get the name '#<index>' and type '*'. Never raises on any input."""
+    try:
+        if not data or data[0] != 0:
+            return None
+        descriptor_end = value_end(data, 1)
+        composite = _composite_named_by(decode_value(data, 1, descriptor_end)[0])
+        if composite is None or descriptor_end >= len(data):
+            return None
+        constructor = descriptor_end
+        code = data[constructor]
+        if code == LIST0:
+            return Layout(data, composite, (1, descriptor_end), constructor, None, None, ())
+        if code not in (LIST8, LIST32):
+            return None
+        width = 1 if code == LIST8 else 4
+        header = _BB if width == 1 else _II
+        if constructor + 1 + 2 * width > len(data):
+            return None
+        size = header.unpack_from(data, constructor + 1)[0]
+        stop = constructor + 1 + width + size
+        if size < width or stop > len(data):
+            return None
+        size_span = (constructor + 1, constructor + 1 + width)
+        count_span = (size_span[1], size_span[1] + width)
+        spec_fields = COMPOSITES[composite].fields
+        spans = []
+        position = count_span[1]
+        while position < stop:
+            end = value_end(data, position, stop)
+            index = len(spans)
+            if index < len(spec_fields):
+                f = spec_fields[index]
+                spans.append(
+                    FieldSpan(index, f.name, f.type, f.mandatory, f.multiple, position, end)
+                )
+            else:
+                spans.append(FieldSpan(index, f"#{index}", "*", False, False, position, end))
+            position = end
+        return Layout(
+            data, composite, (1, descriptor_end), constructor, size_span, count_span, tuple(spans)
+        )
+    except DecodeError:
+        return None

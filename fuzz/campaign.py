@@ -6,7 +6,8 @@ seed S is drawn from `random.Random(f"{S}:{N}")` alone (a legal conversation fro
 made again from its seed whatever the number of workers. Workers are threads, each on
 its own connections; when one finds something the others pause (`Gate`) while it is
 minimised with `traces.minimize.ddmin` to a 1-minimal sequence of steps (protocol
-headers kept), replayed `confirm` times (every replay must reproduce it), given its
+headers kept), then field by field within the frames left (`fuzz.shrink`, keeping the
+signature), replayed `confirm` times (every replay must reproduce it), given its
 signature (kind + rule + triggering performative + the state it arrived in) and, if
 its bucket is new, written by the `FindingStore` at once. State coverage: the
 (machine, state, input) pairs of the engine's tables the sent steps exercised in the
@@ -26,12 +27,15 @@ from fuzz.case import Case, Step
 from fuzz.findings import Finding, FindingStore, finding_id, signature
 from fuzz.model import COVERAGE_UNIVERSE, ServerModel
 from fuzz.mutators import STRATEGIES, mutate_case
-from fuzz.oracle import CRASH, RESOURCE, Outcome, Target, Verdict, run_case
+from fuzz.oracle import CRASH, HANG, RESOURCE, Outcome, Target, Verdict, run_case
 from fuzz.seeds import scenario
+from fuzz.shrink import FieldResult, shrink_fields
 from traces.minimize import ddmin
 
 MINIMIZE_TESTS = 150
 MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restart
+FIELD_TESTS = {CRASH: 8, HANG: 40}  # then the fields of the frames left (fuzz.shrink);
+FIELD_TESTS_OTHER = 100  # a crash waits for a restart, a hang for the reply bound
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
 MEMORY_SUSPECTS = 400  # the cases since the last sample searched when memory grew
 
@@ -162,8 +166,19 @@ def triage(
     except ValueError:
         return None  # the first replay did not reproduce it: flaky, not kept
     small = case.with_steps(reduced.items)
-    replays = [run_case(target, small.steps, careful) for _ in range(confirm)]
-    reproduced = sum(_matches(r.verdict, wanted) for r in replays)
+    found = last.get(_key(small.steps))
+    candidates, field_counts = [small], {}
+    if found is not None and found.verdict is not None:
+        shrunk = _shrink(small, found.verdict, still_fails, last, wanted.kind)
+        if shrunk.steps != small.steps:
+            field_counts = {"before": shrunk.before, "after": shrunk.after, "tests": shrunk.tests}
+            candidates.insert(0, small.with_steps(shrunk.steps))
+    for small in candidates:  # the fields minimised, or if that does not confirm, not
+        replays = [run_case(target, small.steps, careful) for _ in range(confirm)]
+        reproduced = sum(_matches(r.verdict, wanted) for r in replays)
+        if reproduced == confirm:
+            break
+        field_counts = {}
     if reproduced < confirm:
         return None
     final = replays[-1]
@@ -184,8 +199,28 @@ def triage(
         replays=f"{reproduced}/{confirm}",
         minimal=reduced.minimal,
         broker=broker or target.url,
+        extra={"non_default_fields": field_counts} if field_counts else {},
     )
     return finding, small, final
+
+
+def _shrink(
+    small: Case,
+    verdict: Verdict,
+    still_fails: Callable[[list[Step]], bool],
+    last: dict[str, Outcome],
+    kind: str,
+) -> FieldResult:
+    """The fields of `small`'s frames minimised while its signature comes back."""
+    sig = _signature_of(small, verdict)
+
+    def same_bucket(steps: list[Step]) -> bool:
+        if not still_fails(steps):
+            return False
+        found = last[_key(steps)].verdict
+        return found is not None and _signature_of(small.with_steps(steps), found) == sig
+
+    return shrink_fields(small.steps, same_bucket, FIELD_TESTS.get(kind, FIELD_TESTS_OTHER))
 
 
 def _key(steps: list[Step]) -> str:

@@ -60,6 +60,15 @@ class Step:
         )
 
 
+FIELDS_MARK = "[fields:"  # what fuzz.shrink appends to the label of a step it changed
+
+
+def mutation_label(label: str) -> str:
+    """A step's label as the mutators made it, without what field minimising added:
+    'open[fields: container-id]' -> 'open'."""
+    return label.split(FIELDS_MARK, 1)[0]
+
+
 def judge_bytes(data: bytes) -> tuple[str, str | None]:
     """(kind, malformed) for one step's bytes, by the core decoder alone."""
     if data[:4] == b"AMQP" and len(data) == PROTOCOL_HEADER_SIZE:

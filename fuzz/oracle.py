@@ -38,7 +38,7 @@ from amqp10.monitor import ConnectionMonitor
 from amqp10.origins import CLIENT, SERVER
 from conformance.probe import Probe, Recording
 from conformance.verdicts import CaseFailed, HarnessError
-from fuzz.case import Step
+from fuzz.case import Step, mutation_label
 from fuzz.model import Conversation, Handshake, ServerModel
 
 CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
@@ -326,7 +326,7 @@ def _judged_items(recording: Recording) -> int:
 def _opened(sent: list[Step], frames: list[Frame]) -> bool:
     """Our open went out whole after a clean handshake: from then on the broker owes us
     its open and a close before it drops the socket (2.4.1, 2.4.3)."""
-    position = next((i for i, s in enumerate(sent) if s.label == "open"), None)
+    position = next((i for i, s in enumerate(sent) if mutation_label(s.label) == "open"), None)
     if position is None or stream_status(sent[: position + 1])[0] != "ok":
         return False
     if any(f.name == "sasl-outcome" and f.performative.code != 0 for f in frames):

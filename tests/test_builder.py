@@ -21,6 +21,8 @@ from amqp10.builder import (
     build_frame,
     mutate,
     protocol_header,
+    read_body,
+    read_frame,
     sasl_frame,
 )
 from amqp10.codec import LIST0, LIST8, LIST32, decode_value
@@ -394,3 +396,93 @@ def test_frames_re_exports_the_builder():
     assert frames.protocol_header is builder.protocol_header
     with pytest.raises(AttributeError):
         frames.no_such_name  # noqa: B018
+
+
+# ---------------------------------------------------------------- reading bytes back (fields)
+
+
+def test_read_frame_gives_the_bytes_back_and_names_the_fields():
+    transfer = Transfer(handle=1, delivery_id=7, delivery_tag=b"t", message_format=0)
+    data = build_frame(transfer, 3, payload=b"\x00Sw\xa1\x01x", extended_header=bytes(4))
+    parts = read_frame(data)
+    assert parts is not None and parts.build() == data
+    assert (parts.channel, parts.extended_header) == (3, bytes(4))
+    assert parts.payload == b"\x00Sw\xa1\x01x"
+    assert parts.body.layout.composite == "transfer"
+    assert parts.body.field_bytes("delivery-id") == codec.encode(uint(7))
+    parts.body.null_field("delivery-tag")
+    parts.payload = b""
+    assert decode_frame(parts.build()).performative == Transfer(
+        handle=1, delivery_id=7, message_format=0
+    )
+
+
+def test_read_body_takes_wrong_fields_counts_and_sizes_as_they_are():
+    bad_type = mutate(BEGIN).set_constructor("incoming-window", codec.STR8)
+    bad_type.replace_field("incoming-window", b"\xa1\x02\xff\xfe")
+    flow_size = len(mutate(FLOW).encode()) - 5  # the list8 size: items + count byte
+    uncounted = mutate(FLOW).set_size(flow_size + 2).append_bytes(b"\x40\x40")
+    wide = mutate(FLOW, wide=True).append_field(codec.encode("extra"))
+    tail = mutate(BEGIN).append_bytes(b"tail")
+    for m in (bad_type, mutate(BEGIN).set_count(9), uncounted, wide, tail):
+        body = m.encode()
+        read = read_body(body)
+        assert read is not None and read.encode() == body
+    read = read_body(bad_type.encode())
+    assert read.field_bytes("incoming-window") == b"\xa1\x02\xff\xfe"
+    assert (
+        read.null_field("incoming-window").encode()
+        == mutate(BEGIN).null_field("incoming-window").encode()
+    )
+    assert read_body(uncounted.encode()).sent == FLOW.sent_fields() + 2
+    every = len(COMPOSITES["flow"].fields)
+    extra = read_body(mutate(FLOW, count=every).append_field(codec.encode("extra")).encode())
+    assert extra.sent == every + 1 and extra.layout.fields[-1].name == f"#{every}"
+    assert extra.field_bytes(every) == codec.encode("extra")
+    assert extra.drop_trailing(every).encode() == mutate(FLOW, count=every).encode()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        build_frame(BEGIN)[:7],
+        build_frame(BEGIN, size=4, trailer=bytes(8)),
+        build_frame(BEGIN, size=200),
+        build_frame(None, doff=1),
+        build_frame(BEGIN, doff=200),
+    ],
+)
+def test_read_frame_refuses_what_cannot_be_framed(data):
+    assert read_frame(data) is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        mutate(BEGIN).truncate(-3).encode(),  # an item runs past the list
+        mutate(BEGIN).descriptor(0x99).encode(),  # no spec composite
+        codec.encode(Described(ulong(0x11), "not a list")),
+        b"\x00\x53",
+        b"",
+    ],
+)
+def test_read_body_refuses_what_cannot_be_read_field_by_field(body):
+    assert read_body(body) is None
+
+
+def test_read_frame_keeps_an_unreadable_body_whole():
+    data = build_frame(mutate(BEGIN).truncate(-3))
+    parts = read_frame(data)
+    assert parts is not None and parts.build() == data and isinstance(parts.body, bytes)
+
+
+@FUZZ
+@given(data=st.binary(max_size=64), framed=st.booleans())
+def test_read_frame_and_body_never_raise_and_round_trip(data, framed):
+    if framed:
+        data = FRAME_HEADER.pack(8 + len(data), 2, 0, 0) + data
+    parts = read_frame(data)
+    assert parts is None or parts.build() == data
+    m = read_body(data)
+    assert m is None or m.encode() == data

@@ -74,6 +74,25 @@ def test_any_value_roundtrip(value):
     roundtrip(value)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(gen.values(), st.binary(max_size=4))
+def test_value_end_steps_over_any_value(value, after):
+    data = codec.encode(value)
+    assert codec.value_end(data + after) == len(data)
+    if len(data) > 1:
+        with pytest.raises(DecodeError):
+            codec.value_end(data, 0, len(data) - 1)
+
+
+def test_value_end_needs_no_valid_contents_only_sizes():
+    assert codec.value_end(b"\xa1\x02\xff\xfe") == 4  # bad UTF-8 is still 4 bytes
+    assert codec.value_end(b"\x5f\x00\x40") == 2  # unassigned code of a 1-byte width
+    assert codec.value_end(b"\x00\x53\x10\xc0\x01\x00") == 6  # a described list
+    for reserved in (b"\x10", b"\x2f", b"\x3a"):
+        with pytest.raises(DecodeError):
+            codec.value_end(reserved)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(gen.arrays())
 def test_arrays_of_arrays_and_described_roundtrip(array):
