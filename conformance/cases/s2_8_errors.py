@@ -1,8 +1,9 @@
 """2.8.15 / 2.8.18 error conditions a client can make a broker send, one case each: a
 transfer after the sender spent its link-credit (amqp:link:transfer-limit-exceeded), a
 first transfer without delivery-id (amqp:invalid-field), a transaction coordinator on a
-broker without transactions (amqp:not-implemented, 4.5), and a consumer's queue deleted
-under it (amqp:resource-deleted). Conditions no client can provoke are listed with the reason in
+broker without transactions (amqp:not-implemented, 4.5), a consumer's queue deleted
+under it (amqp:resource-deleted), a link to the default exchange (amqp:not-allowed).
+Conditions no client can provoke are listed with the reason in
 `conformance.coverage.NO_CLIENT_CAN`.
 
 Owns the cases `2.8.15/*` and `2.8.18/*`.
@@ -102,12 +103,7 @@ def not_implemented_coordinator(probe, ctx):
     since = probe.mark()
     probe.attach_sender(session, Coordinator(), wait=False)
     outcome = probe.error_outcome(timeout=2.0, since=since)
-    attached = [
-        item
-        for item in probe.frames_since(since, "attach")
-        if item.item.performative.target is not None
-    ]
-    if outcome == "timeout" and attached:
+    if outcome == "timeout" and _attached(probe, since):
         raise Unsupported("the broker attached the coordinator (transactions, or any target)")
     ctx.outcome(outcome)
 
@@ -130,3 +126,33 @@ def resource_deleted_source(probe, ctx):
     since = probe.mark()
     ctx.admin.delete_queue(queue)
     ctx.outcome(probe.error_outcome(since=since))
+
+
+@case(
+    "2.8.15/not-allowed-default-exchange",
+    SHOULD,
+    "amqp:not-allowed: the peer tried to use something in a manner the endpoint does not "
+    "allow; an address scheme that reserves the default exchange (RabbitMQ's v2 addresses) "
+    "refuses a link that names it.",
+    requires={"exchanges"},
+    outcomes={"detach:amqp:not-allowed", "end:amqp:not-allowed", "close:amqp:not-allowed"},
+    lenient=ANY_DETACH,
+)
+def not_allowed_default_exchange(probe, ctx):
+    """A sender to the exchange address of `amq.default`: refused with amqp:not-allowed
+    (a broker whose address scheme allows it attaches the link: UNSUPPORTED)."""
+    session = probe.open_session()
+    since = probe.mark()
+    probe.attach_sender(session, ctx.profile.exchange("amq.default", "amqpspec"), wait=False)
+    outcome = probe.error_outcome(timeout=2.0, since=since)
+    if outcome == "timeout" and _attached(probe, since):
+        raise Unsupported("the broker attached a link to the default exchange")
+    ctx.outcome(outcome)
+
+
+def _attached(probe, since: int) -> bool:
+    """Did the broker attach a link (non-null target or source) after `since`?"""
+    return any(
+        item.item.performative.target is not None or item.item.performative.source is not None
+        for item in probe.frames_since(since, "attach")
+    )
