@@ -6,13 +6,17 @@ violation); its true class is the fault it carries (None: clean). Pairwise preci
 the pairs put in one cluster, the share that carry the same fault; pairwise recall: of the
 pairs that carry the same fault, the share put in one cluster; grouping accuracy: the
 share of connections whose cluster's majority fault is theirs (no cluster and no fault
-counts as right). Also: defect-only connections that produced a cluster (should be 0).
-Reads DIR's parquet files and the truth; writes `DIR/score.json`.
+counts as right). Also: defect-only connections that produced a cluster (should be 0), the
+share of faulty connections clustered under exactly the signature the truth expects
+(`signature_exact`, when the truth names one), and from `clusters.json` the reproducers:
+how many, their median length in frames, how many re-triggered their signature offline.
+Reads DIR's parquet files, `clusters.json` and the truth; writes `DIR/score.json`.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from collections import Counter
 from pathlib import Path
@@ -37,6 +41,8 @@ def score(predicted: dict[str, str | None], truth: dict[str, dict]) -> dict:
             0
         ]
     right = sum(1 for k in keys if (majority.get(pred[k]) if pred[k] else None) == fault[k])
+    expected = [k for k in keys if fault[k] and truth[k].get("signature")]
+    exact = sum(1 for k in expected if pred[k] == truth[k]["signature"])
     defect_only = [
         k
         for k in keys
@@ -54,6 +60,18 @@ def score(predicted: dict[str, str | None], truth: dict[str, dict]) -> dict:
         "grouping_accuracy": round(right / max(1, len(keys)), 4),
         "false_clusters_on_defect_only": len(defect_only),
         "clean_with_cluster": sum(1 for k in keys if fault[k] is None and pred[k]),
+        "signature_exact": round(exact / len(expected), 4) if expected else None,
+    }
+
+
+def reproducer_stats(clusters: list[dict]) -> dict:
+    """How many clusters have a reproducer, its median length, how many re-checked."""
+    made = [c["reproducer"] for c in clusters if c.get("reproducer")]
+    frames = [r["frames"] for r in made]
+    return {
+        "reproducers": len(made),
+        "median_reproducer_frames": statistics.median(frames) if frames else None,
+        "reproducers_rechecked": sum(1 for r in made if r["rechecked"]),
     }
 
 
@@ -72,6 +90,7 @@ def score_main(directory: str, truth_path: str | None) -> int:
         document = json.loads(Path(truth_path).read_text())
         connections = pq.read_table(out / "connections.parquet").to_pylist()
         violations = pq.read_table(out / "violations.parquet").to_pylist()
+        clusters = json.loads((out / "clusters.json").read_text())
     except (OSError, ValueError) as exc:
         print(f"amqpspec triage score: bad input: {exc}", file=sys.stderr)
         return 2
@@ -93,7 +112,7 @@ def score_main(directory: str, truth_path: str | None) -> int:
         source, ends, epoch = row["connection_key"].rsplit("|", 2)
         hit = first.get(row["connection_key"])
         predicted[_key(source, ends, epoch)] = hit[1] if hit else None
-    result = score(predicted, truth)
+    result = score(predicted, truth) | reproducer_stats(clusters)
     (out / "score.json").write_text(json.dumps(result, indent=2) + "\n")
     for name, value in result.items():
         print(f"{name:32} {value}")

@@ -1,16 +1,21 @@
 """`amqpspec triage synth`: a synthetic corpus with ground truth, for scoring the triage.
 
-Owns: `SCENARIOS` (data: reference-broker fault -> conformance cases whose single
-connection shows it on the wire; "clean" runs the clean broker) and `synthesize(out,
-connections, seed)`. Each scenario runs once: the reference broker subprocess
-(reference_broker.process.BrokerProcess, free ports) with its `--fault`, and `amqpspec run`
-with those cases, whose results dir records every connection as a pcap. The corpus is then
-`connections` copies of those connections, each on its own client port and time, with
-seeded noise at the packet level (TCP only, AMQP bytes untouched): retransmits,
-reordering, port reuse (two connections on one 4-tuple), and on clean connections only the
-destructive kinds, snap-length truncation and capture gaps (a defect-only connection must
-produce no cluster). Files are written as micro- and nanosecond pcaps, pcapng (editcap,
-when installed) and gzip'd. `truth.json` says which connection carries which fault.
+Owns: `KINDS` (data: the injected fault kinds, each with the conformance cases whose one
+connection shows it on the wire and the exact signature it must be clustered under),
+`CLEAN_CASES` and `synthesize(out, connections, seed)`. A kind is a reference-broker fault
+of its `--fault` catalog (`BROKER_KINDS`) or a faulty client, a conformance case's
+deliberately illegal frame against the clean broker (`CLIENT_KINDS`). Each broker
+configuration runs once (conformance.fault_matrix.run_fault: the broker subprocess on free
+ports and `amqpspec run` with the cases, whose results dir records every connection as a
+pcap); a case's connection is a template only if the checker finds exactly its kind's
+signature on it (clean: nothing), so a timing-dependent fault that did not fire is left
+out, not mislabelled. The corpus is then `connections` copies of the templates, each on its
+own client port and time, with seeded noise at the packet level (TCP only, AMQP bytes
+untouched): retransmits, reordering, port reuse (two connections on one 4-tuple), and on
+clean connections only the destructive kinds, snap-length truncation and capture gaps (a
+defect-only connection must produce no cluster). Files are written as micro- and
+nanosecond pcaps, pcapng (editcap, when installed) and gzip'd. `truth.json` says which
+connection carries which fault, who injected it and its expected signature.
 Writes only under `out`; the broker and the suite run as subprocesses.
 """
 
@@ -18,15 +23,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
 import shutil
 import struct
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from amqp10.checker.signature import BEFORE_OPEN, OPENED, signature
 from traces.pcap_format import (
     ETHERTYPE_IPV4,
     GLOBAL_HEADER,
@@ -38,19 +43,154 @@ from traces.pcap_format import (
 )
 from traces.pcap_reader import iter_packets
 
-# fault -> cases (chosen by running them: their one connection shows the fault to the
-# checker). ignore-drain is left out on purpose: on the wire it is the same bug as
-# no-drain-reply (no drain answer), so the triage rightly puts both in one cluster.
-SCENARIOS: dict[str, tuple[str, ...]] = {
-    "clean": ("2.6.7/credit-1", "2.6.7/drain-exact", "2.6.7/credit-regrant-in-flight"),
-    "overdeliver-on-regrant": ("2.6.7/credit-grow-grant", "2.6.7/credit-regrant-after-batch"),
-    "excess-credit-after-drain": ("2.6.7/drain-credit-after", "2.6.7/drain-link-usable-after"),
-    "transfer-before-credit": (
-        "2.5.6/alarm-consumer-keeps-consuming",
-        "2.5.6/alarm-held-transfer-completes",
+
+@dataclass(frozen=True, slots=True)
+class FaultKind:
+    """One injected fault kind: who injects it and the one cluster it must land in.
+
+    `broker_fault`: the reference broker's `--fault` (the broker is faulty); None: the
+    broker is clean and the fault is the conformance case's own deliberately illegal frame
+    (the probe plays a faulty client). `cases`: conformance cases whose one connection shows
+    the fault on the wire (chosen by running them). `signature`: the exact signature of its
+    first violation (amqp10/checker/signature.py), distinct for every kind."""
+
+    name: str
+    broker_fault: str | None
+    cases: tuple[str, ...]
+    signature: str
+
+    @property
+    def injected_by(self) -> str:
+        if self.broker_fault:
+            return f"reference broker --fault {self.broker_fault}"
+        return "client: the conformance case's deliberate frame (clean broker)"
+
+
+def _broker(fault: str, cases: tuple[str, ...], rule: str, section: str, frame: str) -> FaultKind:
+    return FaultKind(fault, fault, cases, signature(rule, section, frame, OPENED))
+
+
+def _client(
+    name: str, case: str, rule: str, section: str, frame: str, state: str = OPENED
+) -> FaultKind:
+    return FaultKind(f"client-{name}", None, (case,), signature(rule, section, frame, state))
+
+
+# The broker faults whose effect shows on one connection's wire. Left out, as they collapse
+# or do not show there: ignore-drain (on the wire the same bug as no-drain-reply: no drain
+# answer, one cluster); credit-per-frame (a sender that sends less breaks no rule);
+# no-requeue-on-detach, redeliver-undeliverable-here, ignore-alarm,
+# negative-window-after-alarm, skip-window-check (judged across connections or by what the
+# broker did with messages, not by one connection's frames); the parser faults (the frame
+# that sets them off is the client's own violation, the same with a clean broker, and a
+# hang or a dropped socket breaks no rule of one connection's frames).
+BROKER_KINDS: tuple[FaultKind, ...] = (
+    _broker(
+        "overdeliver-on-regrant",
+        ("2.6.7/credit-grow-grant", "2.6.7/credit-regrant-after-batch"),
+        "link.credit.transfer-beyond-credit",
+        "2.6.7",
+        "transfer",
     ),
-    "no-drain-reply": ("2.6.7/drain-credit-after", "2.6.7/drain-after-partial-consumption"),
-}
+    _broker(
+        "transfer-before-credit",
+        ("2.5.6/alarm-consumer-keeps-consuming", "2.5.6/alarm-held-transfer-completes"),
+        "link.credit.transfer-without-credit",
+        "2.6.7",
+        "transfer",
+    ),
+    _broker(
+        "excess-credit-after-drain",
+        ("2.6.7/drain-credit-after", "2.6.7/drain-link-usable-after"),
+        "link.drain.transfer-after-drain",
+        "2.6.7",
+        "transfer",
+    ),
+    _broker(
+        "no-drain-reply",
+        ("2.6.7/drain-credit-after", "2.6.7/drain-after-partial-consumption"),
+        "link.drain.no-reply",
+        "2.6.7",
+        "flow",
+    ),
+    _broker(
+        "no-echo",
+        ("2.7.4/echo-link-state", "2.7.4/echo-zero-credit"),
+        "link.echo.unanswered",
+        "2.7.4",
+        "flow",
+    ),
+)
+# Faulty clients: conformance cases that send a deliberately illegal frame (the clean
+# broker refuses it as it must); one case per checker rule.
+CLIENT_KINDS: tuple[FaultKind, ...] = (
+    _client(
+        "begin-before-open",
+        "2.4.1/begin-before-open",
+        "connection.open-first",
+        "2.4.1",
+        "begin",
+        BEFORE_OPEN,
+    ),
+    _client(
+        "frame-over-512-before-open",
+        "2.4.1/frame-over-512-before-open",
+        "framing.pre-open-frame-size",
+        "2.4.1",
+        "open",
+        BEFORE_OPEN,
+    ),
+    _client("second-open", "2.4.1/second-open", "connection.open-channel", "2.7.1", "open"),
+    _client(
+        "frame-on-unbegun-channel",
+        "2.5.1/frame-on-unbegun-channel",
+        "session.no-session",
+        "2.5.1",
+        "flow",
+    ),
+    _client(
+        "window-violation",
+        "2.5.6/window-violation-burst",
+        "session.window-violation",
+        "2.5.6",
+        "transfer",
+    ),
+    _client(
+        "flow-after-detach", "2.6.2/flow-after-detach", "link.frame-after-detach", "2.7.7", "flow"
+    ),
+    _client("handle-in-use", "2.6.2/handle-in-use", "link.attach.handle-in-use", "2.7.3", "attach"),
+    _client(
+        "transfer-on-receiving-link",
+        "2.6.2/transfer-on-receiving-link",
+        "link.transfer.wrong-role",
+        "2.6.1",
+        "transfer",
+    ),
+    _client(
+        "unattached-handle",
+        "2.6.2/unattached-handle-flow",
+        "link.unattached-handle",
+        "2.6.2",
+        "flow",
+    ),
+    _client(
+        "handle-above-handle-max",
+        "2.7.3/handle-above-handle-max",
+        "link.attach.handle-max",
+        "2.7.2",
+        "attach",
+    ),
+    _client(
+        "begin-channel-in-use",
+        "2.7.2/begin-channel-in-use",
+        "session.channel-in-use",
+        "2.5.1",
+        "begin",
+    ),
+)
+KINDS: tuple[FaultKind, ...] = BROKER_KINDS + CLIENT_KINDS
+CLEAN_CASES = ("2.6.7/credit-1", "2.6.7/drain-exact", "2.6.7/credit-regrant-in-flight")
+CLEAN = "clean"
 LIVENESS_BOUND = 1.0  # the drain faults are liveness rules: triage the corpus with this
 SERVER_PORT = 5672
 PER_FILE = 3  # connections per corpus file
@@ -70,29 +210,52 @@ class _Packet:
 
 @dataclass
 class _Connection:
-    scenario: str
+    kind: FaultKind | None  # None: clean
     case: str
     packets: list[_Packet]
-    noise: list[str] = field(default_factory=list)
 
 
-def _run_scenarios(work: Path) -> list[_Connection]:
-    from reference_broker.process import BrokerProcess
+def _runs(cases_per_kind: int | None) -> dict[str | None, dict[str, FaultKind | None]]:
+    """Broker fault (None: the clean broker) -> case -> the kind it shows (None: clean)."""
+    clean = CLEAN_CASES[:cases_per_kind]
+    runs: dict[str | None, dict[str, FaultKind | None]] = {None: dict.fromkeys(clean)}
+    for kind in KINDS:
+        for case in kind.cases[:cases_per_kind]:
+            runs.setdefault(kind.broker_fault, {})[case] = kind
+    return runs
+
+
+def _shows(pcap: Path, kind: FaultKind | None) -> bool:
+    """The case's one connection shows exactly its kind's signature (clean: none)."""
+    from spark_triage.check import signatures_of_items
+    from traces.load import open_trace
+
+    wanted = {kind.signature} if kind else set()
+    return signatures_of_items(open_trace(str(pcap)), LIVENESS_BOUND) == wanted
+
+
+def _run_scenarios(work: Path, cases_per_kind: int | None) -> list[_Connection]:
+    """Each broker configuration once (conformance.fault_matrix.run_fault: the reference
+    broker subprocess with its fault, `amqpspec run` with the cases); every case's one
+    connection that shows its kind exactly becomes a template."""
+    from conformance.fault_matrix import run_fault
+    from conformance.results import load_index
 
     found: list[_Connection] = []
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    for scenario, cases in SCENARIOS.items():
-        results = work / scenario
-        faults = [] if scenario == "clean" else [scenario]
-        with BrokerProcess(faults=faults, admin=True, idle_timeout=10, wait=60) as broker:
-            keyword = " or ".join(case.split("/", 1)[1] for case in cases)
-            target = f"--broker {broker.url} --profile reference --admin {broker.admin_url}"
-            command = [sys.executable, "-m", "amqpspec.cli", "run", *target.split()]
-            command += ["--results", str(results), "-q", "-k", keyword]
-            subprocess.run(command, capture_output=True, env=env, timeout=600, check=False)
-        for pcap in sorted(results.glob("traces/*/*.pcap")):
-            for packets in _flows(pcap):
-                found.append(_Connection(scenario, pcap.stem, packets))
+    for fault, cases in _runs(cases_per_kind).items():
+        results = work / (fault or CLEAN)
+        names = " or ".join(case.split("/", 1)[1] for case in cases)
+        keyword = f"({names}) and not pipelined"  # the pipelined variants add nothing here
+        broker = run_fault(fault, results, keyword)
+        index = load_index(results).get(broker, {})
+        for case, kind in cases.items():
+            pcap = index.get(case, {}).get("pcap")
+            flows = _flows(results / pcap) if pcap else []
+            if len(flows) == 1 and _shows(results / pcap, kind):
+                found.append(_Connection(kind, case, flows[0]))
+            else:
+                name = kind.name if kind else "clean"
+                print(f"triage synth: {case} ({name}) did not show it; left out", file=sys.stderr)
     return found
 
 
@@ -197,29 +360,31 @@ def _finish_file(path: Path, form: str) -> Path:
     return path
 
 
-def synthesize(out: str, connections: int, seed: int) -> int:
+def synthesize(out: str, connections: int, seed: int, cases_per_kind: int | None = None) -> int:
+    """Write `out/corpus/` and `out/truth.json`; 0, or 2 when a kind has no template.
+    `cases_per_kind`: run only the first N cases of each kind (tests keep the runs short)."""
     rng = random.Random(seed)
     root = Path(out)
     corpus = root / "corpus"
     if corpus.exists():
         shutil.rmtree(corpus)
     corpus.mkdir(parents=True)
-    base = _run_scenarios(root / "_runs")
-    by_scenario: dict[str, list[_Connection]] = {}
-    for connection in base:
-        by_scenario.setdefault(connection.scenario, []).append(connection)
-    missing = sorted(set(SCENARIOS) - set(by_scenario))
+    by_kind: dict[str, list[_Connection]] = {}
+    for connection in _run_scenarios(root / "_runs", cases_per_kind):
+        name = connection.kind.name if connection.kind else CLEAN
+        by_kind.setdefault(name, []).append(connection)
+    missing = sorted({CLEAN, *(kind.name for kind in KINDS)} - set(by_kind))
     if missing:
         print(f"triage synth: no traces for {', '.join(missing)}", file=sys.stderr)
         return 2
-    names = sorted(by_scenario)
+    names = sorted(by_kind)
     truth: list[dict] = []
     files: dict[str, list[_Packet]] = {}
     port, clock = 20000, 1_800_000_000 * 1_000_000_000
     previous_port: int | None = None
     for number in range(connections):
-        scenario = names[number % len(names)]
-        template = rng.choice(by_scenario[scenario])
+        template = rng.choice(by_kind[names[number % len(names)]])
+        kind = template.kind
         file_name = f"corpus-{number // PER_FILE:04d}.pcap"
         reuse = previous_port is not None and rng.random() < 0.15
         client_port = previous_port if reuse else port
@@ -227,12 +392,12 @@ def synthesize(out: str, connections: int, seed: int) -> int:
         packets = _rewrite(template, client_port, clock)
         clock += 50_000_000 + (packets[-1].time_ns - packets[0].time_ns)
         noise = ["port-reuse"] if reuse else []
-        kinds = ["retransmit", "reorder"]
-        if scenario == "clean":
-            kinds += ["snaplen-truncation", "capture-gap"]
-        for kind in kinds:
-            if rng.random() < 0.3 and _noise(packets, kind, rng):
-                noise.append(kind)
+        noise_kinds = ["retransmit", "reorder"]
+        if kind is None:  # destructive noise only where no fault is to be seen
+            noise_kinds += ["snaplen-truncation", "capture-gap"]
+        for noise_kind in noise_kinds:
+            if rng.random() < 0.3 and _noise(packets, noise_kind, rng):
+                noise.append(noise_kind)
         epoch = sum(
             1
             for entry in truth
@@ -245,7 +410,9 @@ def synthesize(out: str, connections: int, seed: int) -> int:
                 "client_port": client_port,
                 "server_port": SERVER_PORT,
                 "epoch": epoch,
-                "fault": None if scenario == "clean" else scenario,
+                "fault": kind.name if kind else None,
+                "injected_by": kind.injected_by if kind else None,
+                "signature": kind.signature if kind else None,
                 "case": template.case,
                 "noise": noise,
             }

@@ -178,13 +178,17 @@ def test_cli_bad_input_exits_2_naming_the_file(tmp_path):
 
 
 def test_synthetic_corpus_is_triaged_and_scored(spark, tmp_path):
+    """Every injected fault kind (>= 15: broker faults and faulty clients), two connections
+    each and two clean ones, with noise: each kind in its own exact signature cluster."""
     from spark_triage.score import score_main
-    from spark_triage.synth import LIVENESS_BOUND, synthesize
+    from spark_triage.synth import KINDS, LIVENESS_BOUND, synthesize
 
-    assert synthesize(str(tmp_path), 10, 2) == 0
+    assert len(KINDS) >= 15 and len({kind.signature for kind in KINDS}) == len(KINDS)
+    assert synthesize(str(tmp_path), 2 * (len(KINDS) + 1), 2, cases_per_kind=1) == 0
     truth = json.loads((tmp_path / "truth.json").read_text())
     faults = {entry["fault"] for entry in truth["connections"] if entry["fault"]}
-    assert len(faults) == 4 and any(not entry["fault"] for entry in truth["connections"])
+    assert faults == {kind.name for kind in KINDS}
+    assert any(not entry["fault"] for entry in truth["connections"])
     formats = {path.name.split(".", 1)[1] for path in (tmp_path / "corpus").iterdir()}
     assert {"pcap", "pcap.gz"} <= formats
     out = tmp_path / "triage"
@@ -194,9 +198,13 @@ def test_synthetic_corpus_is_triaged_and_scored(spark, tmp_path):
     assert code == 1
     assert score_main(str(out), str(tmp_path / "truth.json")) == 0
     result = json.loads((out / "score.json").read_text())
-    assert result["matched"] == result["connections"] == 10
+    assert result["matched"] == result["connections"] == 2 * (len(KINDS) + 1)
     assert result["pairwise_precision"] >= 0.99
     assert result["pairwise_recall"] >= 0.95
+    assert result["signature_exact"] == 1.0
     assert result["false_clusters_on_defect_only"] == 0 and result["clean_with_cluster"] == 0
+    assert result["median_reproducer_frames"] <= 20
     clusters = json.loads((out / "clusters.json").read_text())
+    assert {c["signature"] for c in clusters} == {kind.signature for kind in KINDS}
     assert all(c["reproducer"] and c["reproducer"]["rechecked"] for c in clusters)
+    assert result["reproducers"] == result["reproducers_rechecked"] == len(KINDS)
