@@ -102,6 +102,9 @@ class BrokerContext:
         self.alarm_active = bool(alarms and alarms.any_active)
         self.failures: list[BaseException] = []  # internal errors (the last 100), for tests
         self._durable_waiters: deque[tuple[int, BrokerSession, int, PublisherLink]] = deque()
+        # 2.6.1: a link is named uniquely per container pair and direction; the attached
+        # ones by (client container-id, link name, broker role) -> (connection, engine link)
+        self.attached_links: dict[tuple[str | None, str, bool], tuple[BrokerConnection, Any]] = {}
         self._ids = itertools.count(1)
         self._continuation = False
         self._housekeeping: Timer | None = None
@@ -734,12 +737,27 @@ class BrokerConnection:
                 self._attach_consumer(session, link, event.attach)
             else:
                 self._attach_publisher(session, link, event.attach)
+            self._take_link_name(link)
         except (BrokerError, AddressError) as exc:
             condition = getattr(exc, "condition", Cond.INVALID_FIELD)
             reason = getattr(exc, "reason", str(exc))
             self._reject(link, condition, reason)
         except UsageError as exc:
             self._reject(link, Cond.RESOURCE_LIMIT_EXCEEDED, str(exc))
+
+    def _take_link_name(self, link: Any) -> None:
+        """2.6.1: the same link (container-id, name, direction) attached again from another
+        connection steals it: the older attachment is detached with amqp:link:stolen."""
+        key = (self.summary.container_id, link.name, link.is_sender)
+        older = self.context.attached_links.get(key)
+        self.context.attached_links[key] = (self, link)
+        if older is None or older[0] is self:
+            return
+        owner, old_link = older
+        session = owner.sessions.get(old_link.session)
+        if session is not None:
+            owner._release_link(session, old_link)
+        owner._detach_with(old_link, Cond.STOLEN, "attached again from another connection")
 
     def _reject(self, link: Any, condition: str, reason: str) -> None:
         try:
@@ -817,6 +835,9 @@ class BrokerConnection:
     def _release_link(self, session: BrokerSession, link: Any) -> None:
         """Detach/end/close/loss: requeue every delivery still unsettled (2.6.6, RabbitMQ
         PR #9022 item 27) and drop dynamic queues the link owned."""
+        key = (self.summary.container_id, link.name, link.is_sender)
+        if self.context.attached_links.get(key, (None, None))[1] is link:
+            del self.context.attached_links[key]
         state = session.links.pop(link, None)
         if state is None:
             return

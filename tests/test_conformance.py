@@ -86,6 +86,14 @@ def test_regrant_case_fails_on_overdeliver_fault(overdelivering_broker: BrokerPr
     assert "!! [MUST 2.6.7 link.credit.transfer-beyond-credit]" in result.trace_text
 
 
+def test_reference_broker_steals_a_link_attached_again(broker: BrokerProcess) -> None:
+    """2.6.1: the same link name from another connection of the same container: the older
+    attachment is detached with amqp:link:stolen."""
+    result = _run("2.6.1/link-stolen", broker)
+    assert result.verdict == Verdict.OK, result.reason
+    assert "outcome detach:amqp:link:stolen" in result.notes
+
+
 def test_faulty_broker_still_passes_unrelated_cases(overdelivering_broker: BrokerProcess) -> None:
     result = _run("2.6.7/credit-single-grant", overdelivering_broker)
     assert result.verdict == Verdict.OK, result.reason

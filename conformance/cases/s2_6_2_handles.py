@@ -1,8 +1,9 @@
 """2.6.2 / 2.7.3 link handles: a flow, transfer or detach on a handle nobody attached (also
 right after a detach), an attach on a handle in use, a handle above handle-max, and a
-transfer on the broker's receiving link.
+transfer on the broker's receiving link; a link attached again from another connection of
+the same container is stolen (2.6.1).
 
-Owns the cases `2.6.2/*` and `2.7.3/handle-*`.
+Owns the cases `2.6.1/link-stolen`, `2.6.2/*` and `2.7.3/handle-*`.
 """
 
 from __future__ import annotations
@@ -159,3 +160,27 @@ def transfer_on_receiver(probe, ctx):
     transfer = Transfer(handle=link.handle, delivery_id=0, delivery_tag=b"wrong", message_format=0)
     payload = Message.of(b"x").encode()
     ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload, timeout=2.0))
+
+
+@case(
+    "2.6.1/link-stolen",
+    SHOULD,
+    "A link's name identifies it uniquely from its source container to its target container "
+    "(2.6.1); attached again from another connection of the same container, the older "
+    "attachment is closed with amqp:link:stolen.",
+    requires={"queues"},
+    outcomes={"detach:amqp:link:stolen"},
+)
+def link_stolen(probe, ctx):
+    """Two connections with one container-id attach a receiver of the same name: the first
+    connection's link is detached with amqp:link:stolen."""
+    queue = ctx.queue()
+    container = f"amqpspec-{queue}"
+    probe.open(container_id=container)
+    probe.attach_receiver(probe.begin(), ctx.source(queue), name="amqpspec-stolen")
+    since = probe.mark()
+    thief = ctx.probe()
+    thief.open(container_id=container)
+    thief.attach_receiver(thief.begin(), ctx.source(queue), name="amqpspec-stolen", wait=False)
+    thief.pump(0.2)
+    ctx.outcome(probe.error_outcome(timeout=2.0, since=since))
