@@ -1,4 +1,5 @@
-"""Admin adapters: how the suite manages a broker out of band (queues, alarms).
+"""Admin adapters: how the suite manages a broker out of band (queues, alarms, closing a
+client connection).
 
 Owns: `Admin` (the interface), `RabbitMqHttpAdmin` (RabbitMQ management HTTP API — the
 reference broker serves the same subset), `RabbitMqCtlAdmin` (rabbitmqctl, with the
@@ -13,6 +14,7 @@ from __future__ import annotations
 import http.client
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -48,6 +50,10 @@ class Admin:
 
     def clear_alarm(self, kind: str = "memory") -> None:
         raise Unsupported(f"admin adapter {self.name!r} cannot clear alarms")
+
+    def close_connection(self, peer_port: int) -> None:
+        """Close the client connection from local port `peer_port` as an operator does."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot close connections")
 
     def close(self) -> None:
         pass
@@ -121,6 +127,20 @@ class RabbitMqHttpAdmin(Admin):
     def queue_depth(self, queue: str) -> int:
         info = self._call("queue", self.client.queue, queue)
         return int(info.get("messages", 0) or 0)
+
+    def close_connection(self, peer_port: int, timeout: float = 10.0) -> None:
+        """RabbitMQ lists a new connection after its stats interval: look for it until
+        `timeout`, then DELETE it."""
+        end = time.monotonic() + timeout
+        while True:
+            listed = self._call("connections", self.client.connections)
+            names = [c["name"] for c in listed if c.get("peer_port") == peer_port]
+            if names:
+                self._call("close connection", self.client.close_connection, names[0])
+                return
+            if time.monotonic() > end:
+                raise HarnessError(f"admin lists no connection from port {peer_port}")
+            time.sleep(0.25)
 
     def raise_alarm(self, kind: str = "memory") -> None:
         if self.alarm == "rabbitmqctl" and self.ctl is not None:

@@ -50,8 +50,6 @@ NO_CLIENT_CAN: dict[str, str] = {
     "host; no client input asks for it",
     "amqp:link:redirect": "sent by a broker configured to move a node elsewhere; no client "
     "input asks for it",
-    "amqp:connection:forced": "an operator or a shutdown closing the connection; the "
-    "profiles' admin adapters close no connection",
     "amqp:link:detach-forced": "an operator detaching a link; no client input or admin "
     "operation of the profiles does",
     "amqp:resource-locked": "a node locked by another owner (RabbitMQ's exclusive queues); "

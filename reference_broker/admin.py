@@ -7,6 +7,7 @@ read and change the shared `VirtualHost` and `ResourceAlarms`. No AMQP.
 
 Routes (vhost is always "/", written %2F; names are percent-decoded per path segment):
   GET    /api/overview | /api/whoami | /api/nodes | /api/connections | /api/health/checks/alarms
+  GET|DELETE /api/connections/{name}        (DELETE: close with amqp:connection:forced)
   GET    /api/queues[/%2F]                  GET|PUT|DELETE /api/queues/%2F/{name}
   DELETE /api/queues/%2F/{name}/contents    GET /api/queues/%2F/{name}/bindings
   GET    /api/exchanges[/%2F]               GET|PUT|DELETE /api/exchanges/%2F/{name}
@@ -295,13 +296,18 @@ class AdminApi:
         )
 
     def _connections(self, request: Request, rest: list[str]) -> Response:
-        self._only(request, "GET")
+        self._only(request, "GET", "DELETE")
         conns = self.vhost.connections
         if rest:
             summary = conns.get(rest[0])
             if summary is None or len(rest) > 1:
                 raise not_found()
+            if request.method == "DELETE":
+                if summary.close_forced is not None:
+                    summary.close_forced("Closed via management plugin")
+                return Response(204)
             return Response(200, self._connection_json(summary))
+        self._only(request, "GET")
         return Response(200, [self._connection_json(c) for c in conns.values()])
 
     def _connection_json(self, c: Any) -> dict[str, Any]:

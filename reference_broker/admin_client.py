@@ -162,6 +162,10 @@ class ManagementClient:
     def connections(self) -> list[dict[str, Any]]:
         return self.call("GET", "/api/connections")
 
+    def close_connection(self, name: str) -> None:
+        """Close one AMQP connection (the broker sends amqp:connection:forced)."""
+        self.call("DELETE", f"/api/connections/{_name(name)}")
+
     def alarms_in_effect(self) -> list[str]:
         """Resources in alarm, through /api/health/checks/alarms (both brokers)."""
         status, data = self.request("GET", "/api/health/checks/alarms")

@@ -311,6 +311,7 @@ class BrokerConnection:
         self.summary = ConnectionSummary(
             self.name, peer[0], peer[1], local[0], local[1], connected_at=connected_at
         )
+        self.summary.close_forced = self.close_by_operator
         self.failure: BaseException | None = None  # the internal error that closed it
         self._parser_faults = self.faults.parser  # parser_faults sees every engine event
         self.hung = False  # a parser fault stopped this connection (no reads, no writes)
@@ -629,6 +630,10 @@ class BrokerConnection:
                 pass  # already closing
             self.flush(now)
         self.shutdown()
+
+    def close_by_operator(self, description: str) -> None:
+        """The admin API closes this connection (amqp:connection:forced, 2.8.16)."""
+        self.close_forced(self.scheduler.now(), description)
 
     def connection_lost(self, now: float) -> None:
         if self.open and self.engine is None:

@@ -95,6 +95,8 @@ class ConnectionSummary:
     bytes_in: int = 0  # every byte read / written, protocol headers included
     bytes_out: int = 0
     client_properties: dict[str, Any] = field(default_factory=dict)
+    # closes the connection with amqp:connection:forced (the admin API's DELETE)
+    close_forced: Callable[[str], None] | None = field(default=None, repr=False)
 
 
 @dataclass(slots=True)

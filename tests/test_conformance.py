@@ -94,6 +94,14 @@ def test_reference_broker_steals_a_link_attached_again(broker: BrokerProcess) ->
     assert "outcome detach:amqp:link:stolen" in result.notes
 
 
+def test_reference_broker_admin_closes_a_connection_forced(broker: BrokerProcess) -> None:
+    """DELETE /api/connections/{name} through the admin adapter: the broker closes that
+    connection with amqp:connection:forced (2.8.16)."""
+    result = _run("2.8.16/connection-forced", broker)
+    assert result.verdict == Verdict.OK, result.reason
+    assert "outcome close:amqp:connection:forced" in result.notes
+
+
 def test_faulty_broker_still_passes_unrelated_cases(overdelivering_broker: BrokerProcess) -> None:
     result = _run("2.6.7/credit-single-grant", overdelivering_broker)
     assert result.verdict == Verdict.OK, result.reason

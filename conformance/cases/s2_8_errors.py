@@ -2,11 +2,12 @@
 transfer after the sender spent its link-credit (amqp:link:transfer-limit-exceeded), a
 first transfer without delivery-id (amqp:invalid-field), a transaction coordinator on a
 broker without transactions (amqp:not-implemented, 4.5), a consumer's queue deleted
-under it (amqp:resource-deleted), a link to the default exchange (amqp:not-allowed).
+under it (amqp:resource-deleted), a link to the default exchange (amqp:not-allowed), a
+connection closed through the admin adapter (amqp:connection:forced).
 Conditions no client can provoke are listed with the reason in
 `conformance.coverage.NO_CLIENT_CAN`.
 
-Owns the cases `2.8.15/*` and `2.8.18/*`.
+Owns the cases `2.8.15/*`, `2.8.16/*` and `2.8.18/*`.
 """
 
 from __future__ import annotations
@@ -156,3 +157,21 @@ def _attached(probe, since: int) -> bool:
         item.item.performative.target is not None or item.item.performative.source is not None
         for item in probe.frames_since(since, "attach")
     )
+
+
+@case(
+    "2.8.16/connection-forced",
+    SHOULD,
+    "amqp:connection:forced: an operator intervened to close the connection for some "
+    "reason; the broker closes with it (not a bare TCP close).",
+    outcomes={"close:amqp:connection:forced"},
+    lenient={"close:*", "tcp-close"},
+    pipelined=False,  # the admin adapter needs the broker to know the connection first
+)
+def connection_forced(probe, ctx):
+    """An open connection with a session, closed through the admin adapter (an operator):
+    the broker's close carries amqp:connection:forced."""
+    probe.open_session()
+    since = probe.mark()
+    ctx.admin.close_connection(probe.sock.getsockname()[1])
+    ctx.outcome(probe.error_outcome(since=since))
