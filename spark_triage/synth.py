@@ -13,35 +13,25 @@ out, not mislabelled. The corpus is then `connections` copies of the templates, 
 own client port and time, with seeded noise at the packet level (TCP only, AMQP bytes
 untouched): retransmits, reordering, port reuse (two connections on one 4-tuple), and on
 clean connections only the destructive kinds, snap-length truncation and capture gaps (a
-defect-only connection must produce no cluster). Files are written as micro- and
-nanosecond pcaps, pcapng (editcap, when installed) and gzip'd. `truth.json` says which
-connection carries which fault, who injected it and its expected signature.
+defect-only connection must produce no cluster); the packet edits are traces/pcap_edit.py's.
+Files are written by traces/pcap_writer.RecordWriter as micro- and nanosecond pcaps,
+pcapng and gzip'd pcaps. `truth.json` says which connection carries which fault, who
+injected it and its expected signature.
 Writes only under `out`; the broker and the suite run as subprocesses.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import shutil
-import struct
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from amqp10.checker.signature import BEFORE_OPEN, OPENED, signature
-from traces.pcap_format import (
-    ETHERTYPE_IPV4,
-    GLOBAL_HEADER,
-    LINKTYPE_ETHERNET,
-    MAGIC_MICRO,
-    MAGIC_NANO,
-    RECORD_HEADER,
-    TCP_SYN,
-)
-from traces.pcap_reader import iter_packets
+from traces.pcap_edit import DESTRUCTIVE, NOISE_KINDS, Packet, add_noise, move_flow, read_flows
+from traces.pcap_writer import PCAP_MICRO, PCAP_NANO, PCAPNG, RecordWriter
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,25 +184,15 @@ CLEAN = "clean"
 LIVENESS_BOUND = 1.0  # the drain faults are liveness rules: triage the corpus with this
 SERVER_PORT = 5672
 PER_FILE = 3  # connections per corpus file
-_ETHERNET_IP = 14  # PcapWriter writes Ethernet + IPv4 (IHL 5) + TCP
-_TCP = 34
-
-
-@dataclass
-class _Packet:
-    time_ns: int
-    data: bytes
-    wirelen: int = 0
-
-    def __post_init__(self) -> None:
-        self.wirelen = self.wirelen or len(self.data)
+# each file's form, in turn: (form, gzip'd)
+FILE_FORMS = ((PCAP_MICRO, False), (PCAP_NANO, False), (PCAPNG, False), (PCAP_NANO, True))
 
 
 @dataclass
 class _Connection:
     kind: FaultKind | None  # None: clean
     case: str
-    packets: list[_Packet]
+    packets: list[Packet]
 
 
 def _runs(cases_per_kind: int | None) -> dict[str | None, dict[str, FaultKind | None]]:
@@ -250,114 +230,13 @@ def _run_scenarios(work: Path, cases_per_kind: int | None) -> list[_Connection]:
         index = load_index(results).get(broker, {})
         for case, kind in cases.items():
             pcap = index.get(case, {}).get("pcap")
-            flows = _flows(results / pcap) if pcap else []
+            flows = read_flows(results / pcap) if pcap else []
             if len(flows) == 1 and _shows(results / pcap, kind):
                 found.append(_Connection(kind, case, flows[0]))
             else:
                 name = kind.name if kind else "clean"
                 print(f"triage synth: {case} ({name}) did not show it; left out", file=sys.stderr)
     return found
-
-
-def _flows(pcap: Path) -> list[list[_Packet]]:
-    """The packets of each TCP flow of a PcapWriter capture (Ethernet/IPv4)."""
-    flows: dict[tuple, list[_Packet]] = {}
-    for time, linktype, data in iter_packets(str(pcap)):
-        if linktype != LINKTYPE_ETHERNET or struct.unpack_from("!H", data, 12)[0] != ETHERTYPE_IPV4:
-            continue
-        ports = tuple(sorted(struct.unpack_from("!HH", data, _TCP)))
-        flows.setdefault(ports, []).append(_Packet(round(time * 1e9), bytes(data)))
-    return list(flows.values())
-
-
-def _client_port(packets: list[_Packet]) -> int:
-    return struct.unpack_from("!H", packets[0].data, _TCP)[0]  # PcapWriter: SYN first
-
-
-def _rewrite(connection: _Connection, client_port: int, start_ns: int) -> list[_Packet]:
-    """The connection moved to `client_port` -> SERVER_PORT, starting at `start_ns`."""
-    old_client = _client_port(connection.packets)
-    base = connection.packets[0].time_ns
-    out = []
-    for packet in connection.packets:
-        data = bytearray(packet.data)
-        sport = struct.unpack_from("!H", data, _TCP)[0]
-        if sport == old_client:
-            struct.pack_into("!HH", data, _TCP, client_port, SERVER_PORT)
-        else:
-            struct.pack_into("!HH", data, _TCP, SERVER_PORT, client_port)
-        out.append(_Packet(start_ns + packet.time_ns - base, bytes(data), packet.wirelen))
-    return out
-
-
-def _data_positions(packets: list[_Packet]) -> list[int]:
-    """Indices of packets carrying TCP payload (after the handshake)."""
-    positions = []
-    for index, packet in enumerate(packets):
-        header = (packet.data[_TCP + 12] >> 4) * 4
-        if len(packet.data) > _TCP + header and not packet.data[_TCP + 13] & TCP_SYN:
-            positions.append(index)
-    return positions
-
-
-def _noise(packets: list[_Packet], kind: str, rng: random.Random) -> bool:
-    """Apply one kind of noise in place; False when the connection is too short for it."""
-    data = _data_positions(packets)
-    if len(data) < 6:
-        return False
-    middle = data[len(data) // 3 : 2 * len(data) // 3] or data
-    at = rng.choice(middle)
-    if kind == "retransmit":
-        later = packets[min(at + 2, len(packets) - 1)].time_ns + 1000
-        packets.insert(min(at + 3, len(packets)), _Packet(later, packets[at].data))
-    elif kind == "reorder":  # two adjacent segments of one direction, close in time, swap
-
-        def port(index: int) -> bytes:
-            return packets[index].data[_TCP : _TCP + 2]
-
-        def close(a: int) -> bool:  # reordering on a wire is a matter of microseconds
-            return packets[a + 1].time_ns - packets[a].time_ns < 10_000_000
-
-        pairs = [(a, a + 1) for a in data if a + 1 in data and port(a) == port(a + 1) and close(a)]
-        if not pairs:
-            return False
-        a, b = rng.choice(pairs)
-        packets[a], packets[b] = packets[b], packets[a]
-        packets[a].time_ns, packets[b].time_ns = packets[b].time_ns, packets[a].time_ns
-    elif kind == "snaplen-truncation":
-        packet = packets[at]
-        header = _TCP + (packet.data[_TCP + 12] >> 4) * 4
-        packets[at] = _Packet(packet.time_ns, packet.data[: header + 4], len(packet.data))
-    elif kind == "capture-gap":
-        del packets[at]
-    return True
-
-
-def _write(path: Path, packets: list[_Packet], nano: bool) -> None:
-    with path.open("wb") as out:
-        magic = MAGIC_NANO if nano else MAGIC_MICRO
-        out.write(GLOBAL_HEADER.pack(magic, 2, 4, 0, 0, 262144, LINKTYPE_ETHERNET))
-        for packet in sorted(packets, key=lambda p: p.time_ns):
-            seconds, rest = divmod(packet.time_ns, 1_000_000_000)
-            fraction = rest if nano else rest // 1000
-            out.write(RECORD_HEADER.pack(seconds, fraction, len(packet.data), packet.wirelen))
-            out.write(packet.data)
-
-
-def _finish_file(path: Path, form: str) -> Path:
-    """Convert a classic pcap to its final form: as is, pcapng or gzip'd."""
-    if form == "pcapng" and shutil.which("editcap"):
-        target = path.with_suffix(".pcapng")
-        subprocess.run(["editcap", "-F", "pcapng", str(path), str(target)], check=True)
-        path.unlink()
-        return target
-    if form == "gzip":
-        target = path.with_name(path.name + ".gz")
-        with path.open("rb") as src, gzip.open(target, "wb") as out:
-            shutil.copyfileobj(src, out)
-        path.unlink()
-        return target
-    return path
 
 
 def synthesize(out: str, connections: int, seed: int, cases_per_kind: int | None = None) -> int:
@@ -379,24 +258,23 @@ def synthesize(out: str, connections: int, seed: int, cases_per_kind: int | None
         return 2
     names = sorted(by_kind)
     truth: list[dict] = []
-    files: dict[str, list[_Packet]] = {}
+    files: dict[str, list[Packet]] = {}
     port, clock = 20000, 1_800_000_000 * 1_000_000_000
     previous_port: int | None = None
     for number in range(connections):
         template = rng.choice(by_kind[names[number % len(names)]])
         kind = template.kind
-        file_name = f"corpus-{number // PER_FILE:04d}.pcap"
+        file_name = f"corpus-{number // PER_FILE:04d}"
         reuse = previous_port is not None and rng.random() < 0.15
         client_port = previous_port if reuse else port
         port += 1
-        packets = _rewrite(template, client_port, clock)
+        packets = move_flow(template.packets, client_port, SERVER_PORT, clock)
         clock += 50_000_000 + (packets[-1].time_ns - packets[0].time_ns)
         noise = ["port-reuse"] if reuse else []
-        noise_kinds = ["retransmit", "reorder"]
-        if kind is None:  # destructive noise only where no fault is to be seen
-            noise_kinds += ["snaplen-truncation", "capture-gap"]
-        for noise_kind in noise_kinds:
-            if rng.random() < 0.3 and _noise(packets, noise_kind, rng):
+        for noise_kind in NOISE_KINDS:
+            if kind and noise_kind in DESTRUCTIVE:
+                continue  # destructive noise only where no fault is to be seen
+            if rng.random() < 0.3 and add_noise(packets, noise_kind, rng):
                 noise.append(noise_kind)
         epoch = sum(
             1
@@ -421,10 +299,11 @@ def synthesize(out: str, connections: int, seed: int, cases_per_kind: int | None
         previous_port = client_port if same_file else None
     renamed: dict[str, str] = {}
     for index, (name, packets) in enumerate(sorted(files.items())):
-        path = corpus / name
-        _write(path, packets, nano=index % 2 == 1)
-        form = ("pcap", "pcap", "pcapng", "gzip")[index % 4]
-        renamed[name] = _finish_file(path, form).name
+        form, compress = FILE_FORMS[index % len(FILE_FORMS)]
+        renamed[name] = name + (".pcapng" if form == PCAPNG else ".pcap") + (".gz" * compress)
+        with RecordWriter(corpus / renamed[name], form, compress=compress) as capture:
+            for packet in sorted(packets, key=lambda p: p.time_ns):
+                capture.write(packet.time_ns, packet.data, wirelen=packet.wirelen)
     for entry in truth:
         entry["file"] = renamed[entry["file"]]
     (root / "truth.json").write_text(

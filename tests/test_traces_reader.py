@@ -4,6 +4,8 @@ out-of-order segments, sequence wrap), capture gaps and mid-connection starts.""
 
 from __future__ import annotations
 
+import gzip
+import subprocess
 from collections import Counter
 
 import pytest
@@ -14,7 +16,7 @@ from traces_support.tshark import TSHARK, amqp_pdus
 from amqp10.frames import Frame, ProtocolHeader, decode_stream
 from amqp10.origins import CLIENT, SERVER
 from traces.load import TraceError, open_trace
-from traces.pcap_writer import PcapWriter
+from traces.pcap_writer import FORMS, PCAP_MICRO, PcapWriter, RecordWriter
 from traces.reassembly import PcapTraceReader
 
 RABBITMQ = str(RABBITMQ_PCAP)
@@ -268,3 +270,57 @@ def test_any_bytes_are_kept_whole_valid_or_not(tmp_path_factory):
                 assert set(kinds[kinds.index("raw") :]) == {"raw"}
 
     check()
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_written_form_reads_back_and_tshark_opens_it(tmp_path, form):
+    """PcapWriter in each form (and gzip'd): the same items read back (to the form's
+    timestamp resolution), and tshark opens it and dissects the same AMQP PDUs."""
+    client, server = exchange(4)
+    times = (5.123456789, 5.2, 5.3)  # floats exact to the nanosecond this near 0
+
+    def write(target) -> int:
+        writer = PcapWriter(target, form=form)
+        writer.open_connection(1, "10.0.0.1:40000", "10.0.0.2:5672", times[0])
+        writer.data(1, CLIENT, client, times[1])
+        writer.data(1, SERVER, server, times[2])
+        writer.close()
+        return writer.packets
+
+    plain = tmp_path / f"flow.{form}"
+    packets = write(str(plain))
+    with gzip.open(tmp_path / f"flow.{form}.gz", "wb") as compressed:
+        write(compressed)
+    assert gzip.decompress((tmp_path / f"flow.{form}.gz").read_bytes()) == plain.read_bytes()
+    items = list(open_trace(str(plain)))
+    assert [i.item for i in items if i.direction == CLIENT] == decode_stream(client)
+    assert [i.item for i in items if i.direction == SERVER] == decode_stream(server)
+    tick = 1e-6 if form == PCAP_MICRO else 1e-9
+    assert abs(items[0].time - times[1]) <= tick
+    if TSHARK:
+        for path in (plain, tmp_path / f"flow.{form}.gz"):
+            epochs = _tshark_fields(path, "frame.time_epoch")
+            assert len(epochs) == packets
+            digits = epochs[0].split(".")[1]
+            assert digits.rstrip("0") == ("123456" if form == PCAP_MICRO else "123456789")
+            assert len(amqp_pdus(str(path), 5672)) == len(items)
+
+
+def test_a_cut_record_keeps_its_wire_length(tmp_path):
+    """RecordWriter records a snap-length cut as tshark expects: caplen < wirelen."""
+    for form in FORMS:
+        path = tmp_path / f"cut.{form}"
+        with RecordWriter(str(path), form) as records:
+            records.write(1_000_000_000, b"\x02" * 40, wirelen=1500)
+            records.write(2_000_000_000, b"\x02" * 61)
+        if TSHARK:
+            lengths = _tshark_fields(path, "frame.len", "frame.cap_len")
+            assert lengths == ["1500\t40", "61\t61"]
+
+
+def _tshark_fields(path, *fields: str) -> list[str]:
+    command = [TSHARK, "-r", str(path), "-T", "fields"]
+    for field in fields:
+        command += ["-e", field]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+    return result.stdout.splitlines()

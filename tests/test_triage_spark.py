@@ -156,6 +156,17 @@ def test_local_1_cli_run_gives_the_signatures_of_local_2(corpus, triaged, tmp_pa
     )
 
 
+def _tshark_packets(path: Path) -> int:
+    result = subprocess.run(
+        ["tshark", "-r", str(path), "-T", "fields", "-e", "frame.number"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return len(result.stdout.split())
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
     return subprocess.run(
@@ -189,8 +200,10 @@ def test_synthetic_corpus_is_triaged_and_scored(spark, tmp_path):
     faults = {entry["fault"] for entry in truth["connections"] if entry["fault"]}
     assert faults == {kind.name for kind in KINDS}
     assert any(not entry["fault"] for entry in truth["connections"])
-    formats = {path.name.split(".", 1)[1] for path in (tmp_path / "corpus").iterdir()}
-    assert {"pcap", "pcap.gz"} <= formats
+    files = {path.name.split(".", 1)[1]: path for path in (tmp_path / "corpus").iterdir()}
+    assert set(files) == {"pcap", "pcapng", "pcap.gz"}
+    for path in files.values():  # one of each form opens in tshark
+        assert _tshark_packets(path) > 0
     out = tmp_path / "triage"
     code = run_job(
         spark, discover([str(tmp_path / "corpus")]), out, 2, None, _Quiet(), LIVENESS_BOUND

@@ -3,7 +3,9 @@
 Owns the package `traces/`:
 - `proxy.RecordingProxy` + `recorder.Recorder` + `framelog_process` — `amqpspec capture`:
   relay byte for byte, write a pcap, build the Parquet frame log in a child process.
-- `pcap_writer.PcapWriter` — synthesized Ethernet/IP/TCP flows tshark dissects as AMQP.
+- `pcap_writer` — the one capture writer: `RecordWriter` (micro-/nanosecond pcap, pcapng,
+  gzip'd) and `PcapWriter` (synthesized Ethernet/IP/TCP flows tshark dissects as AMQP);
+  `pcap_edit` — packet-level noise on such flows (the synthetic triage corpus).
 - `pcap_reader` (pcap/pcapng, link layers, IP -> TCP segments, struct only) and
   `reassembly.PcapTraceReader` (TCP reassembly -> `amqp10.monitor.TraceItem`s per
   connection, decoded by the core's connection monitor).

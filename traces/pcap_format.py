@@ -22,6 +22,8 @@ PCAPNG_IDB = 0x00000001
 PCAPNG_SPB = 0x00000003
 PCAPNG_EPB = 0x00000006
 PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
+PCAPNG_IF_TSRESOL = 9  # IDB option code: timestamp resolution
+PCAPNG_NANO_TSRESOL = 9  # its value for 10^-9 s
 
 # link types (https://www.tcpdump.org/linktypes.html)
 LINKTYPE_NULL = 0  # BSD loopback, 4-byte address family in host byte order
@@ -53,6 +55,15 @@ ETHERNET_HEADER = struct.Struct("!6s6sH")
 IPV4_HEADER = struct.Struct("!BBHHHBBH4s4s")
 IPV6_HEADER = struct.Struct("!IHBB16s16s")
 TCP_HEADER = struct.Struct("!HHIIBBHHH")
+# pcapng (little-endian as written): SHB (type, length, byte-order magic, major, minor,
+# section length, trailing length), IDB before its options (type, length, link type,
+# reserved, snaplen), EPB before its data (type, length, interface, timestamp high/low,
+# captured and original length), an option header (code, length), a trailing length
+PCAPNG_SHB_BLOCK = struct.Struct("<IIIHHqI")
+PCAPNG_IDB_HEAD = struct.Struct("<IIHHI")
+PCAPNG_EPB_HEAD = struct.Struct("<IIIIIII")
+PCAPNG_OPTION = struct.Struct("<HH")
+PCAPNG_TRAILER = struct.Struct("<I")
 
 # IPv4 total length is 16 bits: keep every synthesized segment below it.
 MAX_SEGMENT_PAYLOAD = 65000
@@ -105,7 +116,7 @@ def if_tsresol_seconds(data: bytes | memoryview, order: str, start: int, end: in
         code, length = struct.unpack_from(order + "HH", data, offset)
         if code == 0:
             break
-        if code == 9 and length >= 1:
+        if code == PCAPNG_IF_TSRESOL and length >= 1:
             value = data[offset + 4]
             return 2.0 ** -(value & 0x7F) if value & 0x80 else 10.0**-value
         offset += 4 + ((length + 3) & ~3)

@@ -1,16 +1,24 @@
-"""Classic pcap writer: relayed bytes as synthesized Ethernet/IP/TCP flows tshark dissects.
+"""The project's one capture writer: every pcap and pcapng byte the project writes.
 
-Owns: `PcapWriter`. Each recorded connection becomes one TCP flow with a SYN / SYN-ACK /
-ACK handshake, data segments carrying exactly the bytes relayed in each direction (one
-segment per relayed chunk, split below the 16-bit IP length), correct per-direction
-sequence and acknowledgement numbers, and FIN / FIN-ACK / ACK at the end. IPv4 header
-checksums are computed; TCP checksums are left 0 (tshark does not verify them by
-default). Nanosecond-resolution pcap. Writes with struct only; never decodes AMQP.
+Owns the byte layout of written captures. `RecordWriter`: packet records of one link type
+to a classic pcap with micro- or nanosecond timestamps (`PCAP_MICRO`, `PCAP_NANO`) or a
+pcapng (`PCAPNG`: one section, one interface with if_tsresol 9, enhanced packet blocks),
+to a file object or a path, gzip'd on request; a record may be cut (captured length below
+its wire length: a snap length). `PcapWriter`: relayed bytes as synthesized
+Ethernet/IP/TCP flows tshark dissects, written through a `RecordWriter`. Each recorded
+connection becomes one TCP flow with a SYN / SYN-ACK / ACK handshake, data segments
+carrying exactly the bytes relayed in each direction (one segment per relayed chunk, split
+below the 16-bit IP length), correct per-direction sequence and acknowledgement numbers,
+and FIN / FIN-ACK / ACK at the end. IPv4 header checksums are computed; TCP checksums are
+left 0 (tshark does not verify them by default). Writes with struct only; never decodes
+AMQP.
 """
 
 from __future__ import annotations
 
+import gzip
 import ipaddress
+import os
 import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -25,8 +33,20 @@ from traces.pcap_format import (
     IPV4_HEADER,
     IPV6_HEADER,
     LINKTYPE_ETHERNET,
+    MAGIC_MICRO,
     MAGIC_NANO,
     MAX_SEGMENT_PAYLOAD,
+    PCAPNG_BYTE_ORDER_MAGIC,
+    PCAPNG_EPB,
+    PCAPNG_EPB_HEAD,
+    PCAPNG_IDB,
+    PCAPNG_IDB_HEAD,
+    PCAPNG_IF_TSRESOL,
+    PCAPNG_NANO_TSRESOL,
+    PCAPNG_OPTION,
+    PCAPNG_SHB,
+    PCAPNG_SHB_BLOCK,
+    PCAPNG_TRAILER,
     RECORD_HEADER,
     TCP_ACK,
     TCP_FIN,
@@ -67,19 +87,99 @@ class _Flow:
     last_time: float = 0.0
 
 
-class PcapWriter:
-    """Write TCP flows to a classic (nanosecond) pcap file object or path."""
+PCAP_MICRO = "pcap"  # classic pcap, microsecond timestamps (editcap -F pcap)
+PCAP_NANO = "nsecpcap"  # classic pcap, nanosecond timestamps (editcap -F nsecpcap)
+PCAPNG = "pcapng"  # one section, one interface, nanosecond timestamps
+FORMS = (PCAP_MICRO, PCAP_NANO, PCAPNG)
 
-    def __init__(self, target: str | BinaryIO, snaplen: int = 262144) -> None:
-        if isinstance(target, str):
-            self._file: BinaryIO = open(target, "wb")  # noqa: SIM115 - closed in close()
+
+class RecordWriter:
+    """Packet records of one link type to a capture file in `form` (one of FORMS).
+    `target`: a file object, or a path (opened here, and gzip'd when `compress`)."""
+
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | BinaryIO,
+        form: str = PCAP_NANO,
+        snaplen: int = 262144,
+        linktype: int = LINKTYPE_ETHERNET,
+        compress: bool = False,
+    ) -> None:
+        if form not in FORMS:
+            raise ValueError(f"unknown capture form {form!r}: one of {', '.join(FORMS)}")
+        if isinstance(target, (str, os.PathLike)):
+            opener = gzip.open if compress else open
+            self._file: BinaryIO = opener(target, "wb")  # type: ignore[assignment]
             self._owns_file = True
         else:
             self._file = target
             self._owns_file = False
-        self._file.write(GLOBAL_HEADER.pack(MAGIC_NANO, 2, 4, 0, 0, snaplen, LINKTYPE_ETHERNET))
+        self.form = form
+        self.records = 0
+        write = self._file.write
+        if form == PCAPNG:
+            size = PCAPNG_SHB_BLOCK.size
+            write(PCAPNG_SHB_BLOCK.pack(PCAPNG_SHB, size, PCAPNG_BYTE_ORDER_MAGIC, 1, 0, -1, size))
+            options = PCAPNG_OPTION.pack(PCAPNG_IF_TSRESOL, 1)
+            options += bytes((PCAPNG_NANO_TSRESOL, 0, 0, 0)) + PCAPNG_OPTION.pack(0, 0)
+            size = PCAPNG_IDB_HEAD.size + len(options) + PCAPNG_TRAILER.size
+            write(PCAPNG_IDB_HEAD.pack(PCAPNG_IDB, size, linktype, 0, snaplen))
+            write(options + PCAPNG_TRAILER.pack(size))
+        else:
+            magic = MAGIC_NANO if form == PCAP_NANO else MAGIC_MICRO
+            write(GLOBAL_HEADER.pack(magic, 2, 4, 0, 0, snaplen, linktype))
+
+    def write(self, time_ns: int, *parts: bytes | memoryview, wirelen: int = 0) -> None:
+        """One packet, the concatenated `parts`, at `time_ns` (nanoseconds since the epoch);
+        `wirelen`: its length on the wire when more than was captured (a snap length)."""
+        caplen = sum(len(part) for part in parts)
+        wirelen = max(wirelen, caplen)
+        write = self._file.write
+        if self.form == PCAPNG:
+            pad = -caplen & 3
+            size = PCAPNG_EPB_HEAD.size + caplen + pad + PCAPNG_TRAILER.size
+            high, low = time_ns >> 32, time_ns & 0xFFFFFFFF
+            write(PCAPNG_EPB_HEAD.pack(PCAPNG_EPB, size, 0, high, low, caplen, wirelen))
+            for part in parts:
+                write(part)
+            write(bytes(pad) + PCAPNG_TRAILER.pack(size))
+        else:
+            seconds, rest = divmod(time_ns, 1_000_000_000)
+            fraction = rest if self.form == PCAP_NANO else rest // 1000
+            write(RECORD_HEADER.pack(seconds, fraction, caplen, wirelen))
+            for part in parts:
+                write(part)
+        self.records += 1
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.flush()
+        if self._owns_file:
+            self._file.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PcapWriter:
+    """Write TCP flows to a capture (a nanosecond pcap unless `form` says otherwise), a
+    file object or a path."""
+
+    def __init__(
+        self, target: str | BinaryIO, snaplen: int = 262144, form: str = PCAP_NANO
+    ) -> None:
+        self._records = RecordWriter(target, form, snaplen)
         self._flows: dict[int, _Flow] = {}
-        self.packets = 0
+
+    @property
+    def packets(self) -> int:
+        return self._records.records
+
 
     # -- connections ------------------------------------------------------------------
     def open_connection(self, connection_id: int, client: str, server: str, time: float) -> None:
@@ -170,27 +270,16 @@ class PcapWriter:
             ip = IPV6_HEADER.pack(6 << 28, segment_length, IPPROTO_TCP, 64, src_ip, dst_ip)
             ethertype = ETHERTYPE_IPV6
         ethernet = ETHERNET_HEADER.pack(dst_mac, src_mac, ethertype)
-        length = len(ethernet) + len(ip) + segment_length
-        nanos = round(time * 1e9)
-        write = self._file.write
-        write(RECORD_HEADER.pack(nanos // 1_000_000_000, nanos % 1_000_000_000, length, length))
-        write(ethernet)
-        write(ip)
-        write(tcp)
-        if payload:
-            write(payload)
-        self.packets += 1
+        self._records.write(round(time * 1e9), ethernet, ip, tcp, payload)
 
     def flush(self) -> None:
-        self._file.flush()
+        self._records.flush()
 
     def close(self, time: float | None = None) -> None:
         """Close every open flow (FIN) and the file."""
         for connection_id, flow in list(self._flows.items()):
             self.close_connection(connection_id, time if time is not None else flow.last_time)
-        self._file.flush()
-        if self._owns_file:
-            self._file.close()
+        self._records.close()
 
     def __enter__(self) -> PcapWriter:
         return self
