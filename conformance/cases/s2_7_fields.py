@@ -1,10 +1,10 @@
 """2.7 performative fields a client may set, each sent with a non-default value and the
 broker going on as the spec says: an open and a begin with every field (locales,
-capabilities, properties), an attach with capabilities, properties and an unsettled map
-of a delivery the broker never saw, a receiver in rcv-settle-mode second, a flow with
-properties, a batchable disposition, an aborted multi-frame delivery that is discarded,
-a transfer with rcv-settle-mode, state and batchable set, and a delivery resumed
-(resume=true) after an attach whose unsettled map names it.
+capabilities, properties), an attach with capabilities and properties, a receiver in
+rcv-settle-mode second, a flow with properties, a batchable disposition, an aborted
+multi-frame delivery that is discarded, a transfer with rcv-settle-mode, state and
+batchable set, and a delivery resumed (resume=true) after an attach whose (incomplete)
+unsettled map names it.
 
 Owns the cases `2.7.1/open-every-field`, `2.7.2/begin-every-field`,
 `2.7.3/attach-every-field`, `2.7.3/rcv-settle-second`, `2.7.5/transfer-aborted-discarded`,
@@ -18,7 +18,7 @@ from amqp10.engine import DispositionReceived
 from amqp10.spec import RcvSettleMode, Role, SndSettleMode
 from amqp10.types import symbol
 from conformance.registry import MUST, case
-from conformance.steps.deliveries import exactly, queued_receiver
+from conformance.steps.deliveries import exactly
 from conformance.steps.links import consumer, link_flow, publisher
 from conformance.steps.queues import body, fill, message_text
 from conformance.verdicts import CaseFailed, HarnessError, Unsupported
@@ -100,25 +100,23 @@ def begin_every_field(probe, ctx):
 @case(
     "2.7.3/attach-every-field",
     MUST,
-    "attach: capabilities and properties the broker does not know, and an unsettled map "
-    "naming a delivery it never saw (2.6.13: the sender forgets what the receiver does "
-    "not know), do not stop the link: it attaches and delivers.",
+    "attach: capabilities and properties the broker does not know do not stop the link: "
+    "it attaches and delivers (2.6.3).",
     requires={"queues"},
 )
 def attach_every_field(probe, ctx):
-    """A receiver attach with capabilities, properties, max-message-size, an unsettled map
-    of one unknown delivery-tag and incomplete-unsettled: attached, and a queued message
-    delivered on a flow that carries properties."""
-    _, link = queued_receiver(
+    """A receiver attach with capabilities, properties and max-message-size: attached, and
+    a queued message delivered on a flow that carries properties."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 1)
+    _, link = consumer(
         probe,
         ctx,
-        1,
+        queue,
         offered_capabilities=CAPABILITIES,
         desired_capabilities=CAPABILITIES,
         properties=PROPERTIES,
         max_message_size=1 << 20,
-        unsettled={b"amqpspec-never-sent": None},
-        incomplete_unsettled=True,
     )
     probe.send_frame(
         link_flow(link.session, link, link_credit=1, properties=PROPERTIES), link.session.channel
@@ -210,14 +208,14 @@ def transfer_aborted(probe, ctx):
     requires={"queues"},
 )
 def resume_unknown_delivery(probe, ctx):
-    """A sender attaches with an unsettled map naming one delivery (incomplete-unsettled
-    false), then sends it with resume=true, unsettled: the broker settles it, and the
-    queue holds the message once."""
+    """A sender attaches with an unsettled map naming one delivery (incomplete-unsettled:
+    the map may not list every one), then sends it with resume=true, unsettled: the broker
+    settles it, and the queue holds the message once."""
     queue = ctx.queue()
     session, sender = refused_unless_implemented(
         probe,
         lambda: publisher(
-            probe, ctx, queue, unsettled={b"amqpspec-resumed": None}, incomplete_unsettled=False
+            probe, ctx, queue, unsettled={b"amqpspec-resumed": None}, incomplete_unsettled=True
         ),
     )
     transfer = Transfer(
