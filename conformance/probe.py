@@ -19,6 +19,7 @@ runner owns traces on disk.
 from __future__ import annotations
 
 import itertools
+import os
 import select
 import socket
 import time
@@ -515,7 +516,9 @@ class Probe:
             )
         self.conn = Connection(
             "client",
-            container_id or f"amqpspec-probe-{self.recording.connection_id}",
+            # unique per process too: a broker that steals links by (container-id, link name)
+            # (2.6.1) must not see two concurrent runs or --jobs workers as one container
+            container_id or f"amqpspec-probe-{os.getpid()}-{self.recording.connection_id}",
             hostname=self.hostname,
             max_frame_size=max_frame_size,
             channel_max=channel_max,
