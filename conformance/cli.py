@@ -1,6 +1,7 @@
 """`amqpspec run`: the conformance suite against one broker, through pytest and the plugin.
 
-Owns: the `run` subcommand's options and turning them into a pytest invocation of
+Owns: the `run` subcommand's options (--jobs N: cases run N at a time, serial ones alone,
+`conformance.jobs`) and turning them into a pytest invocation of
 `conformance/suite.py` with `-p conformance.plugin`, JUnit XML (DIR/junit-<broker>.xml) and
 allure results (DIR/allure, when allure-pytest is installed), and what the terminal shows
 (`progress.RunProgress`: a progress bar with the verdict tally, plain lines when stdout is
@@ -19,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from conformance.jobs import DEFAULT_JOBS
 from conformance.preflight import PREFLIGHT_TIMEOUT_S, check_broker
 from conformance.profile import Profile, ProfileError, available_profiles, load_profile
 from conformance.progress import RunProgress
@@ -74,6 +76,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "that needs a reply in one write); only; or never (default also)",
     )
     parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=DEFAULT_JOBS,
+        metavar="N",
+        help="cases run at once, each on its own connections; a case that touches "
+        "broker-global state (alarms) runs alone; 1 runs them one after the other "
+        f"(default {DEFAULT_JOBS})",
+    )
+    parser.add_argument(
         "--preflight-timeout",
         type=float,
         default=PREFLIGHT_TIMEOUT_S,
@@ -103,6 +115,8 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         broker_name,
         "--pipelined",
         args.pipelined,
+        "--jobs",
+        str(getattr(args, "jobs", DEFAULT_JOBS)),
         f"--junitxml={results / f'junit-{broker_name}.xml'}",
         "-o",
         f"junit_suite_name=amqpspec-{broker_name}",
@@ -168,6 +182,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.jobs < 1:
+        print(f"amqpspec run: --jobs must be 1 or more, got {args.jobs}", file=sys.stderr)
+        return 2
     broker_name = args.broker_name or profile.name
     started = time.monotonic()
     if args.preflight_timeout > 0:
@@ -182,7 +199,10 @@ def run(args: argparse.Namespace) -> int:
 
     state = plugin.LAST_RUN
     elapsed = time.monotonic() - started
-    print(f"amqpspec run: {len(state.results)} cases against {broker_name} in {elapsed:.1f} s")
+    print(
+        f"amqpspec run: {len(state.results)} cases against {broker_name} in {elapsed:.1f} s "
+        f"(--jobs {args.jobs})"
+    )
     if not state.results:
         return 1 if code not in (0, 5) else code
     return state.exit_status()

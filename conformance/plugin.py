@@ -1,12 +1,15 @@
 """pytest plugin: the conformance suite as pytest items (`-p conformance.plugin`).
 
 Owns: the command-line options (--broker, --profile, --admin, --results, --expect,
---broker-name, --write-expect, --pipelined; pytest's own --strict also makes NON-STRICT
-fail), the `must` / `should` markers, one parametrized item per case and per pipelined
+--broker-name, --write-expect, --pipelined, --jobs; pytest's own --strict also makes
+NON-STRICT fail), the `must` / `should` markers, one parametrized item per case and per pipelined
 variant (`conformance/suite.py::test_case[<case id>]`, `...[<case id>/pipelined]`,
 selectable with `-k` by its id or by an old id it had before a rename,
-conformance/aliases.toml), the health probe between cases (after a FAILED or ERROR case,
-`preflight.check_broker`: a broker that died or hung makes the next cases ERROR within
+conformance/aliases.toml), running the cases N at a time (--jobs N, default
+`jobs.DEFAULT_JOBS`: `jobs.CaseScheduler` runs them ahead of pytest's loop, serial ones
+alone, and each item takes its case's result in order; --jobs 1 runs each case inside its
+item), the health probe between cases (after a FAILED or ERROR case,
+`preflight.BrokerHealth`: a broker that died or hung makes the next cases ERROR within
 seconds, and the summary says when it stopped answering), the fixtures
 (`amqp_profile`, `amqp_target`, `amqp_admin`, `probe`, `conformance_run`), allure
 attachments (text trace + pcap), and the end-of-session work: index.json, expectations
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,7 +36,8 @@ from typing import Any
 import pytest
 
 from conformance.admin import Admin, make_admin
-from conformance.preflight import HEALTH_TIMEOUT_S, check_broker
+from conformance.jobs import DEFAULT_JOBS, CaseScheduler
+from conformance.preflight import HEALTH_TIMEOUT_S, BrokerHealth
 from conformance.probe import Probe
 from conformance.profile import Profile, load_profile
 from conformance.registry import Case, old_ids, suite_cases
@@ -89,7 +94,9 @@ class _Session:
         self.target = BrokerTarget.parse(option("amqp_broker"))
         self.profile: Profile = load_profile(option("amqp_profile"))
         self.admin_url: str | None = option("amqp_admin")
-        self._admin: Admin | None = None
+        # one admin adapter per thread (an HTTP admin holds one connection)
+        self._admins: list[Admin] = []
+        self._thread_admin = threading.local()
         self.broker = option("amqp_broker_name") or self.profile.name
         self.results_dir = ResultsDir(option("amqp_results"), self.broker)
         self.expect_file: str | None = option("amqp_expect")
@@ -98,22 +105,51 @@ class _Session:
         self.expected = load_expectations(self.expect_file) if self.expect_file else {}
         # pytest's own --strict (pytest >= 9) doubles as ours: NON-STRICT verdicts fail too
         self.strict: bool = bool(option("strict", False))
+        self.jobs: int = int(option("amqp_jobs") or DEFAULT_JOBS)
+        if self.jobs < 1:
+            raise pytest.UsageError(f"--jobs must be 1 or more, got {self.jobs}")
+        self.scheduler: CaseScheduler[tuple[CaseResult, list[Verdict]]] | None = None
+        self.health = BrokerHealth(self.target, self.profile, HEALTH_TIMEOUT_S)
         global LAST_RUN
         LAST_RUN = RunState(self.broker, expect_file=self.expect_file, strict=self.strict)
         self.state = LAST_RUN
 
     @property
     def admin(self) -> Admin:
-        if self._admin is None:
-            self._admin = make_admin(self.profile.admin, self.admin_url)
-        return self._admin
+        """This thread's admin adapter."""
+        admin: Admin | None = getattr(self._thread_admin, "admin", None)
+        if admin is None:
+            admin = self._thread_admin.admin = make_admin(self.profile.admin, self.admin_url)
+            self._admins.append(admin)
+        return admin
 
-    def run(self, case: Case) -> CaseResult:
+    def start(self, cases: list[Case]) -> None:
+        """--jobs N > 1: start running the session's cases N at a time."""
+        if self.jobs > 1 and cases:
+            self.scheduler = CaseScheduler(self._execute, self.jobs)
+            self.scheduler.start(cases)
+
+    def stop(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.stop()
+
+    def _execute(self, case: Case) -> tuple[CaseResult, list[Verdict]]:
+        """One case with the health probe before it and --expect-retries after it (in a
+        scheduler thread under --jobs N); the result and every attempt's verdict."""
         result = self._unreachable(case) or run_case(case, self.target, self.profile, self.admin)
         attempts = [result.verdict]
         expectation = self.expected.get(case.case_id)
         if expectation is not None and result.verdict not in expectation.accepted:
             result, attempts = self._retry(case, result, expectation)
+        self.health.finished(result.verdict)
+        return result, attempts
+
+    def run(self, case: Case) -> CaseResult:
+        """The case's result (run here, or taken from the scheduler), recorded."""
+        if self.scheduler is not None and self.scheduler.scheduled(case):
+            result, attempts = self.scheduler.result(case)
+        else:
+            result, attempts = self._execute(case)
         entry = self.results_dir.add(result)
         if len(attempts) > 1:
             entry["attempts"] = [v.value for v in attempts]
@@ -127,15 +163,12 @@ class _Session:
         (FAILED, ERROR: the broker may have died or hung in it), one short handshake; if the
         broker does not answer, this case is ERROR at once (within HEALTH_TIMEOUT_S) instead
         of waiting out its own time-outs, and the run remembers when the broker went."""
-        results = self.state.results
-        if not results or results[-1].verdict not in (Verdict.FAILED, Verdict.ERROR):
-            return None
         started = time.monotonic()
-        reason = check_broker(self.target, self.profile, HEALTH_TIMEOUT_S)
+        reason = self.health.check(case.case_id)
         if reason is None:
             return None
-        if self.state.dead is None:
-            self.state.dead = (time.time(), case.case_id, reason)
+        self.state.dead = self.health.dead
+        assert self.state.dead is not None
         since = time.strftime("%H:%M:%S", time.localtime(self.state.dead[0]))
         text = f"broker not answering since {since} (health probe): {reason}"
         return CaseResult(case.case_id, case.level, Verdict.ERROR, time.monotonic() - started, text)
@@ -178,8 +211,8 @@ class _Session:
                 format_expectations(self.broker, self.state.verdicts, issues, also),
                 encoding="utf-8",
             )
-        if self._admin is not None:
-            self._admin.close()
+        for admin in self._admins:
+            admin.close()
 
 
 def _attach_to_allure(
@@ -224,6 +257,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--broker-name", dest="amqp_broker_name", help="name in index.json")
     group.addoption(
+        "--jobs",
+        dest="amqp_jobs",
+        type=int,
+        default=DEFAULT_JOBS,
+        help=f"cases run at once (serial ones alone); 1: one after the other "
+        f"(default {DEFAULT_JOBS})",
+    )
+    group.addoption(
         "--pipelined",
         dest="amqp_pipelined",
         choices=("only", "also", "never"),
@@ -249,13 +290,39 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("conformance_case", params)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A renamed case keeps its old ids as keywords, so `-k <old id>` still selects it."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A renamed case keeps its old ids as keywords, so `-k <old id>` still selects it.
+    Under --jobs N the serial cases come first: they run alone while nothing else has
+    started, instead of each waiting for every case before it to finish."""
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        case = callspec.params.get("conformance_case") if callspec is not None else None
-        if isinstance(case, Case):
+        case = _case_of(item)
+        if case is not None:
             item.extra_keyword_matches.update(old_ids(case.case_id))
+    state = config.stash.get(_STATE, None)
+    if state is not None and state.jobs > 1:
+        items.sort(key=lambda item: not ((case := _case_of(item)) is not None and case.serial))
+
+
+def _case_of(item: pytest.Item) -> Case | None:
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("conformance_case") if callspec is not None else None
+    return case if isinstance(case, Case) else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Any:
+    """--jobs N: the scheduler runs the selected cases ahead of pytest's loop, in its order;
+    whatever pytest does not get to (-x, Ctrl-C) is cancelled once the loop ends."""
+    state = session.config.stash.get(_STATE, None)
+    if state is None:
+        return (yield)
+    if session.config.option.collectonly or session.testsfailed:
+        return (yield)  # nothing runs (or pytest stops on collection errors)
+    state.start([case for item in session.items if (case := _case_of(item)) is not None])
+    try:
+        return (yield)
+    finally:
+        state.stop()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

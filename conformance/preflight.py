@@ -6,12 +6,14 @@ or hung mid-run turns the following cases into ERROR at once).
 
 Owns `check_broker(target, profile, timeout) -> str | None`: None when the broker answered
 our open, else one line saying what went wrong (connection refused, no protocol header
-within N s, header mismatch, SASL refused, no open within N s). Uses a `Probe` (frames only
-through the engine and the monitor); touches nothing else.
+within N s, header mismatch, SASL refused, no open within N s), and `BrokerHealth`, the
+probe between cases, safe to share by the threads of `amqpspec run --jobs N`. Uses a
+`Probe` (frames only through the engine and the monitor); touches nothing else.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 from amqp10.frames import Frame, ProtocolHeader
@@ -19,7 +21,7 @@ from amqp10.origins import SERVER
 from conformance.probe import Probe
 from conformance.profile import Profile
 from conformance.runner import BrokerTarget
-from conformance.verdicts import CaseFailed, HarnessError
+from conformance.verdicts import CaseFailed, HarnessError, Verdict
 
 PREFLIGHT_TIMEOUT_S = 5.0  # before the run
 HEALTH_TIMEOUT_S = 2.0  # before each case
@@ -92,3 +94,36 @@ def _what_went_wrong(probe: Probe, sasl: bool, timeout: float) -> str:
             return f"no open: the server closed with {close.performative.error.condition}"
         return f"no open: {gone}" if gone else f"no open within {timeout:g} s"
     return "the server's open did not arrive"
+
+
+class BrokerHealth:
+    """The health probe between cases: after a case that did not end well (FAILED, ERROR: the
+    broker may have died or hung in it), the next case to start first asks `check_broker`
+    (within HEALTH_TIMEOUT_S). With several cases running at once, "the last case" is the
+    one that finished last, one probe runs at a time, and cases that waited for it share
+    its answer. `dead`: when (wall clock), before which case and why it first failed."""
+
+    def __init__(self, target: BrokerTarget, profile: Profile, timeout: float) -> None:
+        self.target, self.profile, self.timeout = target, profile, timeout
+        self.dead: tuple[float, str, str] | None = None
+        self._lock = threading.Lock()
+        self._suspect = False  # the case that finished last was FAILED or ERROR
+        self._answer: tuple[float, str | None] = (float("-inf"), None)  # (when, reason)
+
+    def finished(self, verdict: Verdict) -> None:
+        """A case finished with `verdict`."""
+        self._suspect = verdict in (Verdict.FAILED, Verdict.ERROR)
+
+    def check(self, case_id: str) -> str | None:
+        """None when the case `case_id` may run; else why the broker is not answering."""
+        if not self._suspect:
+            return None
+        asked = time.monotonic()
+        with self._lock:
+            when, reason = self._answer
+            if when < asked:  # no probe finished since we asked: ours
+                reason = check_broker(self.target, self.profile, self.timeout)
+                self._answer = (time.monotonic(), reason)
+            if reason is not None and self.dead is None:
+                self.dead = (time.time(), case_id, reason)
+            return reason

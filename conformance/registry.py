@@ -6,8 +6,10 @@ function a factory made), `load_cases()`, which imports every module of
 `conformance/cases/` and returns the cases in definition order, and the aliases of renamed
 ids (`conformance/aliases.toml`: `current_id(old) -> id`, `old_ids(id)`), through which old
 ids still select with `-k` and old expectations files and results directories still load.
-Adding a case = one decorated function in the module of its section. Reads aliases.toml;
-touches nothing else.
+Adding a case = one decorated function in the module of its section. A case marked
+`serial` (it touches broker-global state: every case needing the `alarms` capability, or
+one that shows a third-party broker's race only when others run beside it) runs alone
+under `amqpspec run --jobs N`. Reads aliases.toml; touches nothing else.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ PIPELINED = "pipelined"  # the variant's id suffix: `<case id>/pipelined`
 MUST: Level = "MUST"
 SHOULD: Level = "SHOULD"
 RunFunction = Callable[["Probe", "CaseContext"], None]
+# capabilities whose cases change what every connection sees (a memory alarm blocks every
+# publisher of the broker): such a case is serial, it never runs beside another
+BROKER_GLOBAL = frozenset({"alarms"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,7 @@ class Case:
     module: str
     pipelined: bool = True  # its frames need no broker reply before the first wait (§1)
     variant: str = ""  # PIPELINED: this is the pipelined variant of the case `base_id`
+    serial: bool = False  # runs alone under --jobs N (broker-global state)
 
     @property
     def section(self) -> str:
@@ -80,6 +86,7 @@ def case(
     budget: float | None = None,
     ignore_rules: Iterable[str] = (),
     pipelined: bool = True,
+    serial: bool = False,
 ) -> Callable[[RunFunction], RunFunction]:
     """Register the decorated `run(probe, ctx)` as a case. Its docstring describes it.
 
@@ -88,11 +95,14 @@ def case(
     `*` matches by prefix (`close:*` = a close with any condition). `pipelined=False`: no
     pipelined variant, because the case builds or checks its frames from the broker's open
     or begin (the probe's pipelined mode does not wait for them), or because it sends
-    nothing after its open before its first wait (headers, SASL, an open alone)."""
+    nothing after its open before its first wait (headers, SASL, an open alone).
+    `serial=True`: never run beside another case under `--jobs N` (implied by a
+    BROKER_GLOBAL capability in `requires`)."""
     if "/" not in case_id:
         raise ValueError(f"case id {case_id!r} must be '<section>/<slug>'")
     if level not in (MUST, SHOULD):
         raise ValueError(f"level must be MUST or SHOULD, got {level!r}")
+    required = frozenset(requires)
 
     def register(run: RunFunction) -> RunFunction:
         if case_id in _REGISTRY and _REGISTRY[case_id].run.__qualname__ != run.__qualname__:
@@ -102,7 +112,7 @@ def case(
             level,
             " ".join(sentence.split()),
             " ".join((run.__doc__ or "").split()),
-            frozenset(requires),
+            required,
             frozenset(outcomes),
             frozenset(lenient),
             run,
@@ -110,6 +120,7 @@ def case(
             frozenset(ignore_rules),
             run.__module__,
             pipelined,
+            serial=serial or bool(BROKER_GLOBAL & required),
         )
         return run
 

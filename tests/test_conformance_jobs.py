@@ -1,0 +1,168 @@
+"""`amqpspec run --jobs N` (issue 12, "A faster suite"): the scheduler runs cases N at a time
+in order with serial cases alone (fake cases, measured overlaps), and a real run against
+the reference broker gives every case the same verdict with --jobs 1 and --jobs N, serial
+alarm cases included, with the serial cases first and every trace written."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conformance.fault_matrix import reference_broker
+from conformance.jobs import CaseScheduler
+from conformance.registry import BROKER_GLOBAL, Case, load_cases, suite_cases
+from reference_broker.process import BrokerProcess
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATE = load_cases()[0]
+
+
+def _fake(case_id: str, serial: bool = False) -> Case:
+    return dataclasses.replace(TEMPLATE, case_id=f"9.9/{case_id}", serial=serial)
+
+
+class Recorder:
+    """An `execute` that sleeps `hold` seconds per case and records when each ran."""
+
+    def __init__(self, hold: float = 0.05) -> None:
+        self.hold = hold
+        self.lock = threading.Lock()
+        self.intervals: dict[str, tuple[float, float]] = {}
+        self.running = 0
+        self.most = 0
+
+    def __call__(self, case: Case) -> str:
+        started = time.monotonic()
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(self.hold)
+        with self.lock:
+            self.running -= 1
+        self.intervals[case.case_id] = (started, time.monotonic())
+        if case.case_id.endswith("boom"):
+            raise RuntimeError("boom")
+        return case.case_id.upper()
+
+
+def _overlaps(recorder: Recorder, case_id: str) -> list[str]:
+    start, end = recorder.intervals[case_id]
+    return [
+        other
+        for other, (s, e) in recorder.intervals.items()
+        if other != case_id and s < end and start < e
+    ]
+
+
+def test_cases_run_n_at_a_time_in_order_and_serial_ones_alone() -> None:
+    cases = [_fake(f"c{i}", serial=i in (5, 6, 13)) for i in range(20)]
+    recorder = Recorder()
+    scheduler = CaseScheduler(recorder, jobs=4)
+    started = time.monotonic()
+    scheduler.start(cases)
+    try:
+        assert [scheduler.result(case) for case in cases] == [c.case_id.upper() for c in cases]
+    finally:
+        scheduler.stop()
+    elapsed = time.monotonic() - started
+    assert recorder.most == 4  # N at once, never more
+    assert elapsed < 20 * recorder.hold * 0.6  # not one after the other
+    for case in cases:
+        if case.serial:
+            assert _overlaps(recorder, case.case_id) == [], case.case_id
+    # a serial case starts after every earlier case ended; no later case starts before it ends
+    start5, end5 = recorder.intervals["9.9/c5"]
+    assert all(recorder.intervals[c.case_id][1] <= start5 for c in cases[:5])
+    assert all(recorder.intervals[c.case_id][0] >= end5 for c in cases[6:])
+
+
+def test_a_result_asked_for_before_its_case_was_dispatched_arrives() -> None:
+    recorder = Recorder(hold=0.2)
+    cases = [_fake("first", serial=True), _fake("second", serial=True), _fake("third")]
+    scheduler = CaseScheduler(recorder, jobs=2)
+    scheduler.start(cases)
+    try:  # asked while the dispatcher still runs the first, serial case
+        assert scheduler.result(cases[2]) == "9.9/THIRD"
+        assert scheduler.result(cases[1]) == "9.9/SECOND"
+    finally:
+        scheduler.stop()
+
+
+def test_an_exception_reaches_the_caller_and_stop_cancels_what_has_not_started() -> None:
+    recorder = Recorder(hold=0.2)
+    cases = [_fake("boom"), *(_fake(f"c{i}") for i in range(10))]
+    scheduler = CaseScheduler(recorder, jobs=2)
+    scheduler.start(cases)
+    with pytest.raises(RuntimeError, match="boom"):
+        scheduler.result(cases[0])
+    scheduler.stop()  # waits for the running ones only
+    assert 2 <= len(recorder.intervals) <= 4
+    with pytest.raises(ValueError):
+        CaseScheduler(recorder, jobs=0)
+
+
+def test_cases_on_broker_global_state_are_serial_in_both_variants() -> None:
+    cases = suite_cases("also")
+    serial = [case for case in cases if case.serial]
+    assert serial and all(case.serial for case in cases if case.requires & BROKER_GLOBAL)
+    assert {case.base_id for case in serial if case.variant} <= {c.case_id for c in serial}
+    assert any(c.case_id == "2.5.6/window-violation-closed-window/pipelined" for c in serial)
+
+
+# --- a real run: --jobs 1 and --jobs N give the same verdicts ------------------------------
+
+# the serial alarm cases, cases that FAIL on this broker and fast and slow parallel ones
+SELECTION = (
+    "alarm-closes-window or alarm-publish-after-clear or window-violation or 2.6.7/drain "
+    "or 3.4.4 or 2.2/ or 2.7.4 or 2.6.2 or credit-regrant"
+)
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerProcess]:
+    running = reference_broker("overdeliver-on-regrant")  # the regrant cases FAIL
+    yield running
+    running.stop()
+
+
+def _run(broker: BrokerProcess, results: Path, jobs: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "amqpspec.cli", "run", "--broker", broker.url,
+         "--profile", "reference", "--admin", broker.admin_url, "--results", str(results),
+         "-k", SELECTION, "--jobs", str(jobs)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_jobs_n_gives_the_verdicts_of_a_sequential_run(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    sequential = _run(broker, tmp_path / "one", 1)
+    concurrent = _run(broker, tmp_path / "six", 6)
+    one = json.loads((tmp_path / "one" / "index.json").read_text())["reference"]
+    six = json.loads((tmp_path / "six" / "index.json").read_text())["reference"]
+    assert len(one) >= 60 and set(one) == set(six), concurrent.stdout[-3000:]
+    assert {k: v["verdict"] for k, v in six.items()} == {k: v["verdict"] for k, v in one.items()}
+    verdicts = {entry["verdict"] for entry in one.values()}
+    assert {"OK", "FAILED"} <= verdicts  # the comparison covers failures too
+    assert concurrent.returncode == sequential.returncode == 1
+    for entry in six.values():
+        assert (tmp_path / "six" / entry["trace"]).stat().st_size > 0
+    assert "(--jobs 6)" in concurrent.stdout
+    serial_ids = {case.case_id for case in suite_cases("also") if case.serial}
+    ran = [  # "[ 7/85] OK          2.2/header-wrong-major (0.01 s)"
+        line.split("]", 1)[1].split()[1]
+        for line in concurrent.stdout.splitlines()
+        if line.startswith("[")
+    ]
+    serial = [i for i, case_id in enumerate(ran) if case_id in serial_ids]
+    assert serial == list(range(6)), ran  # the serial cases first
+    assert "checker: " in concurrent.stdout  # the summary's FAILED lines with their reasons
