@@ -5,11 +5,14 @@
 # Any difference fails. The reference
 # broker is held to its expectations on the first attempt; a third-party broker's case that
 # differs is rerun up to twice (--expect-retries 2: their races show only in some runs) and is
-# listed as UNSTABLE when a retry matches. Brokers are started here and stopped by PID on exit. Results land in reports/_ci/ (git-ignored);
+# listed as UNSTABLE when a retry matches. Cases run CONFORMANCE_JOBS at a time (default 8,
+# `amqpspec run --jobs`; cases on broker-global state such as alarms run alone). Brokers are
+# started here and stopped by PID on exit. Results land in reports/_ci/ (git-ignored);
 # the matrix is rendered with `amqpspec report`.
 set -uo pipefail  # pipefail: `amqpspec run | tee` keeps amqpspec's exit status
 cd "$(dirname "$0")/.."
 OUT="${CONFORMANCE_RESULTS:-reports/_ci}"
+JOBS="${CONFORMANCE_JOBS:-8}"
 REF_PORT=5673 REF_ADMIN=15673 RMQ_PORT=5672 RMQ_ADMIN=15672 PROTON_PORT=5680 PROTON_PY_PORT=5681
 rm -rf "$OUT"; mkdir -p "$OUT"
 status=0
@@ -35,8 +38,8 @@ wait_port() {  # bounded wait for a TCP listener
 run_suite() {  # name profile url admin retries
     local name=$1 profile=$2 url=$3 admin=${4:-} retries=${5:-0}
     local started=$SECONDS
-    echo "== conformance: $name"
-    args=(run --broker "$url" --profile "$profile" --results "$OUT"
+    echo "== conformance: $name (--jobs $JOBS)"
+    args=(run --broker "$url" --profile "$profile" --results "$OUT" --jobs "$JOBS"
           --expect "conformance/expectations/$name.toml")
     [ -n "$admin" ] && args+=(--admin "$admin")
     [ "$retries" -gt 0 ] && args+=(--expect-retries "$retries")
