@@ -86,6 +86,7 @@ class RunState:
 
 LAST_RUN = RunState()
 _STATE = pytest.StashKey["_Session"]()
+_DURATION = pytest.StashKey[float]()  # an item's case's own run time
 
 
 class _Session:
@@ -325,6 +326,16 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
         state.stop()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """An item's duration (JUnit, the progress lines) is its case's own run time: under
+    --jobs N the item only waits for a case that may have finished long before."""
+    report = yield
+    if report.when == "call" and _DURATION in item.stash:
+        report.duration = item.stash[_DURATION]
+    return report
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash.get(_STATE, None)
     if state is None:
@@ -397,6 +408,7 @@ def conformance_run(request: pytest.FixtureRequest) -> Callable[[Case], CaseResu
     def run(case: Case) -> CaseResult:
         result = state.run(case)
         request.node.user_properties.append(("verdict", result.verdict.value))
+        request.node.stash[_DURATION] = result.duration
         if result.verdict == Verdict.UNSUPPORTED:
             pytest.skip(f"UNSUPPORTED: {result.reason}")
         if result.verdict == Verdict.FAILED:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,3 +167,15 @@ def test_jobs_n_gives_the_verdicts_of_a_sequential_run(
     serial = [i for i, case_id in enumerate(ran) if case_id in serial_ids]
     assert serial == list(range(6)), ran  # the serial cases first
     assert "checker: " in concurrent.stdout  # the summary's FAILED lines with their reasons
+    # an item's duration is its case's run time, not how long pytest waited for the result
+    shown = {
+        line.split("]", 1)[1].split()[1]: float(line.rsplit("(", 1)[1].split()[0])
+        for line in concurrent.stdout.splitlines()
+        if line.startswith("[")
+    }
+    junit = ET.parse(tmp_path / "six" / "junit-reference.xml").getroot()
+    for testcase in junit.iter("testcase"):
+        case_id = testcase.get("name", "")[len("test_case[") : -1]
+        spent = float(testcase.get("time", "-1")) - six[case_id]["duration"]  # + setup, teardown
+        assert -0.001 <= spent < 0.5, case_id
+        assert abs(shown[case_id] - six[case_id]["duration"]) < 0.011, case_id
