@@ -2,8 +2,8 @@
 
 Owns: `CampaignConfig`, `Campaign.run()` and `triage(...)`. Case N of a campaign with
 seed S is drawn from `random.Random(f"{S}:{N}")` alone (a legal conversation from
-`fuzz.seeds` or the corpus, then one `fuzz.mutators` strategy), so any case can be
-made again from its seed whatever the number of workers. Workers are threads, each on
+`fuzz.seeds`' pool for seed S or the corpus, then one `fuzz.mutators` strategy), so any
+case can be made again from its seed whatever the number of workers. Workers are threads, each on
 its own connections; when one finds something the others pause (`Gate`) while it is
 minimised with `traces.minimize.ddmin` to a 1-minimal sequence of steps (protocol
 headers kept), then field by field within the frames left (`fuzz.shrink`, keeping the
@@ -28,7 +28,7 @@ from fuzz.findings import Finding, FindingStore, finding_id, signature
 from fuzz.model import COVERAGE_UNIVERSE, ServerModel
 from fuzz.mutators import STRATEGIES, mutate_case
 from fuzz.oracle import CRASH, HANG, RESOURCE, Outcome, Target, Verdict, run_case
-from fuzz.seeds import scenario
+from fuzz.seeds import pooled_scenario
 from fuzz.shrink import FieldResult, shrink_fields
 from traces.minimize import ddmin
 
@@ -120,7 +120,7 @@ def make_case(config: CampaignConfig, index: int) -> Case:
     if config.corpus and rng.random() < 0.3:
         base, origin = rng.choice(config.corpus), "corpus"
     else:
-        origin, base = scenario(config.target.handshake, rng)
+        origin, base = pooled_scenario(config.target.handshake, config.seed, rng)
     strategy = rng.choice(config.strategies)
     steps = mutate_case(list(base), strategy, rng)
     return Case(steps, strategy, seed, f"from {origin}")

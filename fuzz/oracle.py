@@ -33,12 +33,12 @@ from typing import Any
 
 from amqp10.builder import build_frame
 from amqp10.composites import COMPOSITE_CLASSES
-from amqp10.frames import Frame
+from amqp10.frames import SASL_HEADER, Frame
 from amqp10.monitor import ConnectionMonitor
 from amqp10.origins import CLIENT, SERVER
 from conformance.probe import Probe, Recording
 from conformance.verdicts import CaseFailed, HarnessError
-from fuzz.case import Step, mutation_label
+from fuzz.case import FRAME, Step, mutation_label
 from fuzz.model import Conversation, Handshake, ServerModel
 
 CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
@@ -51,6 +51,7 @@ CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
 KINDS = (CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE)
 CLOSE_MISSING = ("connection.close-missing", "2.4.3")  # close before the socket goes
 _CLOSING = build_frame(COMPOSITE_CLASSES["close"]())
+_SASL_HEADER = SASL_HEADER.encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,10 +139,9 @@ def _send(probe: Probe, steps: list[Step], sasl_wait: float, pace: float = 0.0) 
         if probe.closed:
             return index
         probe.send_raw(s.data)
-        if s.is_header and s.data[4:5] == b"\x03":
-            _await(probe, "sasl-mechanisms", sasl_wait)
-        elif s.label.startswith("sasl-init"):
-            _await(probe, "sasl-outcome", sasl_wait)
+        awaited = _sasl_answer(probe, s)
+        if awaited:
+            _await(probe, awaited, sasl_wait)
         elif pace:
             end = time.monotonic() + 1.0
             while probe.pump(pace) and time.monotonic() < end:
@@ -149,6 +149,24 @@ def _send(probe: Probe, steps: list[Step], sasl_wait: float, pace: float = 0.0) 
         else:
             probe.pump(0)
     return len(steps)
+
+
+def _sasl_answer(probe: Probe, sent: Step) -> str | None:
+    """The SASL frame the broker owes us right after `sent`, if any: sasl-mechanisms
+    after the SASL header, sasl-outcome after a whole sasl-init once the mechanisms came
+    (5.3.1). Nothing is owed twice, nor after a header or sasl-init the broker cannot
+    take as one (a mutated header, a cut or undecodable frame): no wait for it."""
+    if sent.data == _SASL_HEADER and not probe.server_frames("sasl-mechanisms"):
+        return "sasl-mechanisms"
+    if (
+        sent.kind == FRAME
+        and sent.malformed is None
+        and sent.label.startswith("sasl-init")
+        and probe.server_frames("sasl-mechanisms")
+        and not probe.server_frames("sasl-outcome")
+    ):
+        return "sasl-outcome"
+    return None
 
 
 def _await(probe: Probe, name: str, timeout: float) -> None:
@@ -222,13 +240,16 @@ def run_case(
             probe.send_raw(_CLOSING)
         # a stream that ends inside a frame swallows our close: no answer is due, so the
         # reply bound is not waited out (a crash still shows in the liveness checks)
-        pending = stream_status(steps[:sent])[0] == "pending"
+        status = stream_status(steps[:sent] if sent else steps)
+        pending = status[0] == "pending"
         end = time.monotonic() + (min(bounds.reply, 0.05) if pending else bounds.reply)
+        # event-driven: done as soon as the broker's close is in (it may have come
+        # before ours), or the socket closes
         while not probe.closed and time.monotonic() < end:
-            probe.pump(min(0.05, max(0.0, end - time.monotonic())))
-            if any(f.name == "close" for f in _server_frames(probe.recording)):
-                probe.pump(0.01)
+            if probe.server_frames("close"):
+                probe.pump(0)  # what is already there (a drop) goes in the recording
                 break
+            probe.pump(min(0.05, max(0.0, end - time.monotonic())))
     finally:
         peer_closed = probe.peer_closed
         probe.disconnect()
@@ -236,7 +257,7 @@ def run_case(
     growth = during - before if during is not None and before is not None else None
     if growth is not None and growth > bounds.memory_growth:
         target.quiet_until = time.monotonic() + bounds.memory_quiet
-    outcome.verdict = _judge(target, steps, probe.recording, sent, peer_closed, growth)
+    outcome.verdict = _judge(target, steps, probe.recording, sent, peer_closed, growth, status)
     return outcome
 
 
@@ -266,6 +287,7 @@ def _judge(
     sent: int,
     peer_closed: bool,
     memory_growth: int | None,
+    client_stream: tuple[str, int | None, str],
 ) -> Verdict | None:
     last = max(0, min(sent, len(steps)) - 1)
     frames = _server_frames(recording)
@@ -275,7 +297,7 @@ def _judge(
     if violations:
         v = violations[0]
         return Verdict(VIOLATION, v.rule_id, v.section, v.reason, last)
-    status, where, reason = stream_status(steps[:sent] if sent else steps)
+    status, where, reason = client_stream  # stream_status of what was sent
     replied = "close" in names
     if not replied and not peer_closed:
         if status == "pending":

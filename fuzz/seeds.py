@@ -4,13 +4,15 @@ Owns: `SCENARIOS` (legal client conversations made on the engine by
 `fuzz.model.Conversation`: a bare open, a session, a sender publishing, a receiver with
 credit, drain and echo, several sessions and links interleaved, a conversation ended
 at each level), `scenario(handshake, rng)` (one of them, its parameters drawn from
-`rng`), and the corpus: `client_sides(path)` (the client side of every connection of a
+`rng`), `pooled_scenario(handshake, seed, rng)` (one of a campaign's POOL, each made
+once), and the corpus: `client_sides(path)` (the client side of every connection of a
 pcap/pcapng/frame-log trace, e.g. the conformance suite's recorded traces, via
 `traces.load`) and `load_corpus(dir)` (every trace and reproducer under a directory).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from fuzz.model import Conversation, Handshake
 from traces.load import TraceError, open_trace
 
 Scenario = Callable[[Conversation, random.Random], None]
+POOL = 512  # legal conversations per campaign (pooled_scenario)
 
 
 def _open_only(conv: Conversation, rng: random.Random) -> None:
@@ -98,6 +101,22 @@ def scenario(handshake: Handshake, rng: random.Random) -> tuple[str, list[Step]]
     conv = Conversation(handshake)
     SCENARIOS[name](conv, rng)
     return name, conv.steps()
+
+
+@functools.lru_cache(maxsize=4096)
+def _pooled(handshake: Handshake, key: str) -> tuple[str, tuple[Step, ...]]:
+    name, steps = scenario(handshake, random.Random(key))
+    return name, tuple(steps)
+
+
+def pooled_scenario(
+    handshake: Handshake, seed: object, rng: random.Random
+) -> tuple[str, list[Step]]:
+    """One of a campaign's POOL legal conversations, picked by `rng`: conversation k of
+    campaign seed S is `scenario(handshake, Random(f"{S}:pool:{k}"))`, made once (the
+    engines that make one cost more than sending it)."""
+    name, steps = _pooled(handshake, f"{seed}:pool:{rng.randrange(POOL)}")
+    return name, list(steps)
 
 
 # ----------------------------------------------------------------- corpus
