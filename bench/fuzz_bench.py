@@ -5,7 +5,8 @@
 Owns: the measurements bench/README.md quotes for the fuzzer (issue 9 "Speed"), against a
 reference broker it starts on free ports (reference_broker.process.BrokerProcess):
 - network, new connection per case: `fuzz.oracle.run_case` on mutated legal
-  conversations, one and two workers (threads);
+  conversations, one and two workers (threads); and a whole campaign
+  (`fuzz.campaign.Campaign`, seed 1: generation, oracle, coverage), one and two workers;
 - network, within one connection: frames/s of a flow storm on one open link (the bytes
   built once by amqp10.builder, sent and answered: the broker reads every frame);
 - in-process: codec (`fuzz.inprocess.codec_one` on legal streams and mutations), engine
@@ -19,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import random
+import tempfile
 import threading
 import time
 
 from amqp10.builder import build_frame
 from amqp10.composites import COMPOSITE_CLASSES
+from fuzz.campaign import Campaign, CampaignConfig, triage
 from fuzz.case import Case, step
 from fuzz.inprocess import TARGETS, codec_one, run_inprocess
 from fuzz.model import Conversation, Handshake
@@ -66,6 +69,15 @@ def network_cases(target: Target, seconds: float, workers: int) -> float:
     return done[0] / (time.monotonic() - start)
 
 
+def campaign_cases(target: Target, seconds: float, workers: int) -> float:
+    """Cases/s of a whole campaign (`fuzz.campaign.Campaign`: case generation, the oracle,
+    state coverage, triage of anything found) as `amqpspec fuzz` runs it, seed 1."""
+    with tempfile.TemporaryDirectory() as out:
+        config = CampaignConfig(target, out, seed=1, duration=seconds, workers=workers)
+        stats = Campaign(config).run()
+    return stats.rate
+
+
 def frames_within_a_connection(target: Target, frames: int = 20000) -> float:
     conv = Conversation(QUEUE).open()
     conv.attach_receiver(conv.begin(), credit=0)
@@ -95,7 +107,6 @@ def codec_rate(seconds: float) -> float:
 
 
 def minimiser_seconds() -> float:
-    from fuzz.campaign import triage
     from fuzz.detection import Supervised
 
     broker = Supervised(["die-on-channel-reuse"])
@@ -126,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         for workers in (1, 2):
             rate = network_cases(target, args.seconds, workers)
             rows.append((f"network: new-connection cases/s, {workers} worker(s)", f"{rate:,.0f}"))
+        for workers in (1, 2):
+            rate = campaign_cases(target, args.seconds, workers)
+            rows.append((f"network: campaign cases/s, {workers} worker(s)", f"{rate:,.0f}"))
         rate = frames_within_a_connection(target)
         rows.append(("network: frames/s within one connection (flow storm)", f"{rate:,.0f}"))
     rows.append(

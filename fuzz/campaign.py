@@ -37,7 +37,8 @@ MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restar
 FIELD_TESTS = {CRASH: 8, HANG: 40}  # then the fields of the frames left (fuzz.shrink);
 FIELD_TESTS_OTHER = 100  # a crash waits for a restart, a hang for the reply bound
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
-MEMORY_SUSPECTS = 400  # the cases since the last sample searched when memory grew
+MEMORY_SUSPECTS = 2000  # the cases since the last sample searched when memory grew (a
+# second of cases at the campaign's rate: a leaking case must still be among them)
 
 
 @dataclass(slots=True)
@@ -268,7 +269,7 @@ class Campaign:
         self._on_progress = on_progress
         self._rejected: dict[str, int] = {}
         self._triaged: set[str] = set()  # signatures (as first seen) already triaged
-        self._recent: deque[Case] = deque(maxlen=400)  # cases since the last memory sample
+        self._recent: deque[Case] = deque(maxlen=MEMORY_SUSPECTS)  # since the last sample
         self._sampled: tuple[float, int | None] = (0.0, None)
         self._deadline = time.monotonic() + config.duration if config.duration is not None else None
 

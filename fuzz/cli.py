@@ -67,7 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="after a crash, seconds to wait for the broker to come back (default 30)",
     )
     parser.add_argument(
-        "--reply-timeout", type=float, default=2.0, help="seconds for the broker to answer"
+        "--reply-timeout",
+        type=float,
+        help="seconds for the broker to answer before a case is a hang (default: the "
+        "profile's [timeouts] wait, 5 s in every bundled profile: RabbitMQ 3.10 answers a "
+        "failed login or a frame before open only after 3 s)",
     )
     parser.add_argument("--times", type=int, default=3, help="replay: how many times")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
@@ -108,9 +112,12 @@ def target_from(broker: str | None, profile_name: str, bounds: Bounds | None = N
 
 
 def _target(args: argparse.Namespace) -> Target:
-    bounds = Bounds(reply=args.reply_timeout, restart_wait=args.restart_wait)
-    target = target_from(args.broker, args.profile, bounds)
+    target = target_from(args.broker, args.profile)
     profile = target.profile
+    reply = args.reply_timeout if args.reply_timeout is not None else profile.wait
+    if reply <= 0:
+        raise FuzzUsageError("--reply-timeout must be positive")
+    target.bounds = Bounds(reply=reply, restart_wait=args.restart_wait)
     if args.admin:
         target.memory = _memory_reader(args.admin)
         if profile.declare_queues:

@@ -203,6 +203,17 @@ def test_session_window_reduction_race_is_clean():
     assert found(trace.check(), "session.window-violation") == [index]
 
 
+@pytest.mark.parametrize("huge", [2**31, 2**31 + 1, 2**32 - 1])
+def test_a_window_or_credit_past_serial_reach_covers_every_transfer(huge):
+    # the fuzzer's clean-broker campaign: begin incoming-window 0x80000001, transfer 0 was
+    # called beyond it (the horizon 0x80000001 compared as "before" 0 in serial arithmetic)
+    trace = Trace().connect().begin(window=huge).link()
+    trace.flow(C, 0, huge, incoming_window=huge)
+    for _ in range(3):
+        trace.transfer()
+    assert trace.check() == []
+
+
 def test_api_feed_returns_only_new_violations_and_check_connection_takes_times():
     trace = Trace().setup()
     index = trace.transfer()

@@ -62,11 +62,19 @@ from __future__ import annotations
 
 from collections import deque
 
-from amqp10.serial import serial_diff, serial_le
+from amqp10.serial import HALF, serial_add, serial_diff, serial_le
 
 _MAX_KEYS = 256  # distinct horizon values remembered for proof look-ups
 _MAX_PER_KEY = 8  # grant indices remembered per horizon value
 _MAX_UNREAD = 1024  # grants not yet proven read, remembered to place the last one read
+
+
+def horizon_of(start: int, amount: int) -> int:
+    """The horizon of a grant of `amount` (link-credit or incoming-window) from `start`.
+    An amount of 2**31 or more reaches past what serial-number arithmetic can compare
+    (RFC 1982, 2.8.10): it is taken as 2**31 - 1, so every number it could cover is
+    within it (a window of 2**32 - 1 must not make transfer 0 look beyond it)."""
+    return serial_add(start, min(amount, HALF - 1))
 
 
 class Grant:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from amqp10.checker.horizons import horizon_of
 from amqp10.checker.state import Link, LinkEnd, Peer, SessionEnd
 from amqp10.origins import other
 from amqp10.serial import serial_add, serial_diff, serial_lt
@@ -83,7 +84,7 @@ class LinkRules:
             link.delivery_count = initial
             for grant_idx, flow, _ in link.pending_flows:
                 link.grants.grant(
-                    grant_idx, serial_add(initial, flow.link_credit), flow.link_credit, flow.drain
+                    grant_idx, horizon_of(initial, flow.link_credit), flow.link_credit, flow.drain
                 )
             link.pending_flows.clear()
 
@@ -169,7 +170,7 @@ class LinkRules:
         grants = link.grants
         lenient = self._lenient_count(link)
         was_outstanding = grants.last is not None and serial_lt(lenient, grants.last.horizon)
-        horizon = serial_add(count, credit)
+        horizon = horizon_of(count, credit)
         grants.grant(idx, horizon, credit, bool(flow.drain))
         if flow.drain:
             link.drain_grants.append(idx)
@@ -209,7 +210,7 @@ class LinkRules:
         # Positive credit is exact. Zero credit is exact only for a drain reply: a sender
         # with credit used up (or overdrawn and clamped to 0) names no grant by it, and a
         # sender zeroing its credit (fe2o3-amqp#264) proves nothing and sets nothing.
-        grant_idx = link.grants.earliest_with(serial_add(count, credit))
+        grant_idx = link.grants.earliest_with(horizon_of(count, credit))
         if grant_idx is None:
             return
         if credit == 0:

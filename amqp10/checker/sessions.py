@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from amqp10.checker.horizons import horizon_of
 from amqp10.checker.state import Peer, Session, SessionEnd
 from amqp10.origins import other
 from amqp10.serial import serial_add
@@ -89,9 +90,9 @@ class SessionRules:
         peer.ended_channels.discard(channel)
         if initiator is not None:
             # Our begin grants the initiator's transfers; its begin named its first id.
-            end.incoming.grant(idx, serial_add(initiator.next_outgoing_id, begin.incoming_window))
+            end.incoming.grant(idx, horizon_of(initiator.next_outgoing_id, begin.incoming_window))
             for grant_idx, window in initiator.pending_grants:
-                initiator.incoming.grant(grant_idx, serial_add(begin.next_outgoing_id, window))
+                initiator.incoming.grant(grant_idx, horizon_of(begin.next_outgoing_id, window))
             initiator.pending_grants.clear()
         else:
             end.pending_grants.append((idx, begin.incoming_window))
@@ -148,13 +149,13 @@ class SessionRules:
         """The flow's incoming-window is a new horizon for the peer's transfer-ids (2.5.6)."""
         window = flow.incoming_window
         if flow.next_incoming_id is not None:
-            end.incoming.grant(idx, serial_add(flow.next_incoming_id, window))
+            end.incoming.grant(idx, horizon_of(flow.next_incoming_id, window))
             return
         remote = end.session.ends.get(other(origin))
         if remote is None:
             end.pending_grants.append((idx, window))
         else:
-            end.incoming.grant(idx, serial_add(remote.begin.next_outgoing_id, window))
+            end.incoming.grant(idx, horizon_of(remote.begin.next_outgoing_id, window))
 
     def _on_transfer(self: Checker, origin: str, peer: Peer, frame: Frame, idx: int, time: Any):
         end = self._session_end(origin, peer, frame, idx)
