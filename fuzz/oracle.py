@@ -16,7 +16,7 @@ must answer with close or drop the socket within `Bounds.reply`. Judged, first m
   without any error (no close/end/detach with an error, no drop);
 - hang: no reply and no drop within the bound while the broker still serves a fresh
   connection (unless the client stream ends inside an unfinished frame: then the broker
-  may rightly wait, and nothing is judged);
+  may rightly wait, and nothing is judged; nor after a failed login: nothing is owed);
 - resource: with a memory reader and `careful=True`, the broker's memory grew past
   `Bounds.memory_growth` while the case's connection was open (readings are taken after
   `Bounds.memory_settle`, since brokers refresh them periodically; a campaign samples
@@ -300,7 +300,9 @@ def _judge(
     status, where, reason = client_stream  # stream_status of what was sent
     replied = "close" in names
     if not replied and not peer_closed:
-        if status == "pending":
+        if status == "pending" or _login_refused(frames):
+            # the broker may rightly wait for the rest of a frame; after a failed login
+            # nothing more is owed (RabbitMQ 3.10 drops the socket 3 s after its outcome)
             return None
         if not alive(target):
             return _crash(target, last, "no reply, and a fresh connection is refused")
@@ -351,7 +353,7 @@ def _opened(sent: list[Step], frames: list[Frame]) -> bool:
     position = next((i for i, s in enumerate(sent) if mutation_label(s.label) == "open"), None)
     if position is None or stream_status(sent[: position + 1])[0] != "ok":
         return False
-    if any(f.name == "sasl-outcome" and f.performative.code != 0 for f in frames):
+    if _login_refused(frames):
         return False
     model = ServerModel()  # the engine, as a spec-following broker, took it all
     for s in sent[: position + 1]:
@@ -363,6 +365,11 @@ def _crash(target: Target, step: int, summary: str) -> Verdict:
     back = wait_back(target)
     note = "" if back else f"; not back within {target.bounds.restart_wait}s"
     return Verdict(CRASH, "liveness", "2.4.1", summary + note, step)
+
+
+def _login_refused(frames: list[Frame]) -> bool:
+    """The broker answered the SASL exchange with a failure (5.3.3.6)."""
+    return any(f.name == "sasl-outcome" and f.performative.code != 0 for f in frames)
 
 
 def _refused(frames: list[Frame]) -> bool:
