@@ -195,10 +195,25 @@ class RabbitMqCtlAdmin(Admin):
         _ctl_alarm(self.ctl, kind, False)
 
 
-def make_admin(settings: AdminSettings, url_override: str | None = None) -> Admin:
+def make_admin(
+    settings: AdminSettings, url_override: str | None = None, broker_url: str | None = None
+) -> Admin:
+    """The profile's admin adapter; `url_override` (--admin) wins over the profile's url (an
+    http:// one selects rabbitmq-http); `broker_url` (amqp://user:pass@host:port) is where
+    the management-node adapter goes when neither names an amqp:// url."""
     adapter = settings.adapter
-    if url_override and adapter == "none":
+    if url_override and (adapter == "none" or url_override.startswith("http")):
         adapter = "rabbitmq-http"
+    if adapter == "management-node":
+        from conformance.management_admin import ManagementNodeAdmin  # it needs the probe
+
+        url = url_override or settings.url or broker_url or "amqp://127.0.0.1:5672"
+        alarms = (
+            RabbitMqCtlAdmin(_Ctl(settings.rabbitmqctl, settings.env_script))
+            if settings.alarm == "rabbitmqctl"
+            else None
+        )
+        return ManagementNodeAdmin(url, alarms)
     if adapter == "rabbitmq-http":
         url = url_override or settings.url or "http://guest:guest@127.0.0.1:15672"
         ctl = (

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -117,10 +118,18 @@ class _Session:
 
     @property
     def admin(self) -> Admin:
-        """This thread's admin adapter."""
+        """This thread's admin adapter (the management-node adapter connects to the broker
+        under test with the profile's credentials)."""
         admin: Admin | None = getattr(self._thread_admin, "admin", None)
         if admin is None:
-            admin = self._thread_admin.admin = make_admin(self.profile.admin, self.admin_url)
+            profile, target = self.profile, self.target
+            credentials = ""
+            if profile.username is not None:
+                credentials = f"{quote(profile.username, safe='')}:"
+                credentials += f"{quote(profile.password or '', safe='')}@"
+            broker_url = f"amqp://{credentials}{target.host}:{target.port}"
+            admin = make_admin(profile.admin, self.admin_url, broker_url)
+            self._thread_admin.admin = admin
             self._admins.append(admin)
         return admin
 

@@ -14,8 +14,9 @@ File layout (every table optional except `name`):
                    "{key}"), unroutable_target; declare_queues = true|false
     [capabilities] <name> = true|false ...   (see CAPABILITIES)
     [limits]       max_frame_size, channel_max, handle_max, idle_timeout_ms (broker's)
-    [admin]        adapter = "rabbitmq-http" | "rabbitmqctl" | "none"; url; alarm = "http" |
-                   "rabbitmqctl"; rabbitmqctl = command; env_script = path
+    [admin]        adapter = "rabbitmq-http" | "management-node" | "rabbitmqctl" | "none";
+                   url (http://, or amqp:// for management-node: default the broker's);
+                   alarm = "http" | "rabbitmqctl"; rabbitmqctl = command; env_script = path
     [timeouts]     wait (seconds per wait), case_budget (seconds per case)
 """
 
@@ -58,6 +59,9 @@ CAPABILITIES: dict[str, str] = {
     "x-delivery-limit counted by the header delivery-count, dead-lettering at the limit and "
     "on rejected",
 }
+
+
+ADMIN_ADAPTERS = ("rabbitmq-http", "management-node", "rabbitmqctl", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +143,8 @@ def profile_from_dict(data: dict[str, Any], path: str = "") -> Profile:
     if unknown:
         raise ProfileError(f"{path}: unknown capabilities {unknown}; known: {sorted(CAPABILITIES)}")
     admin = data.get("admin", {})
-    if admin.get("adapter", "none") not in ("rabbitmq-http", "rabbitmqctl", "none"):
-        raise ProfileError(f"{path}: admin adapter must be rabbitmq-http, rabbitmqctl or none")
+    if admin.get("adapter", "none") not in ADMIN_ADAPTERS:
+        raise ProfileError(f"{path}: admin adapter must be one of {', '.join(ADMIN_ADAPTERS)}")
     timeouts = data.get("timeouts", {})
     return Profile(
         name=data["name"],

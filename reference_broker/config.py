@@ -21,6 +21,10 @@ TOML layout (every key optional)::
     [users.guest]
     password = "guest"
     tags = ["administrator"]
+    [users.reader]                # configure / write / read regexes on vhost "/"
+    password = "secret"
+    tags = []
+    permissions = { configure = "^$", write = "^$", read = "^orders$" }
     [limits]
     max_frame_size = 131072
     channel_max = 64
@@ -43,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .faults import Faults, parse_faults
+from .permissions import FULL, NOTHING, Permissions
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ANONYMOUS_MODES = ("loopback", "always", "never")
@@ -59,6 +64,8 @@ class User:
     name: str
     password: str
     tags: tuple[str, ...] = ("administrator",)
+    # configure / write / read regexes on vhost "/" (RabbitMQ-style; default: everything)
+    permissions: Permissions = FULL
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +83,10 @@ class Limits:
     idle_time_out_ms: int = 60_000
     alarm_window_margin: int = 400  # transfers tolerated after incoming-window 0
     admin_max_body: int = 1 << 20
+    # open connections in all / per user (0 = no limit); beyond: open then close with
+    # amqp:resource-limit-exceeded (RabbitMQ's connection_max, per-user max-connections)
+    max_connections: int = 0
+    max_connections_per_user: int = 0
 
     @property
     def link_credit_regrant_below(self) -> int:
@@ -110,6 +121,8 @@ class BrokerConfig:
     users: tuple[User, ...] = DEFAULT_USERS
     loopback_users: tuple[str, ...] = ("guest",)
     sasl_anonymous: str = "loopback"
+    # RabbitMQ 4's anonymous_login_user: whose permissions a SASL ANONYMOUS client gets
+    anonymous_login_user: str = "guest"
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_port: int = 5671
@@ -144,6 +157,16 @@ class BrokerConfig:
                 return user
         return None
 
+    def permissions_of(self, name: str | None) -> Permissions:
+        """An authenticated user's permissions. SASL ANONYMOUS ("anonymous" or None) gets
+        those of `anonymous_login_user` (everything when no such user is configured, as
+        before permissions existed); a name no user has gets nothing."""
+        if name is None or name == "anonymous":
+            login = self.user(self.anonymous_login_user)
+            return login.permissions if login is not None else FULL
+        user = self.user(name)
+        return user.permissions if user is not None else NOTHING
+
     def replace(self, **changes: Any) -> BrokerConfig:
         return dataclasses.replace(self, **changes)
 
@@ -159,9 +182,12 @@ def _users_from(table: Mapping[str, Any]) -> tuple[User, ...]:
     for name, entry in table.items():
         if not isinstance(entry, Mapping) or "password" not in entry:
             raise ConfigError(f"users.{name} needs a password")
-        users.append(
-            User(name, str(entry["password"]), tuple(entry.get("tags", ("administrator",))))
-        )
+        try:
+            permissions = Permissions(**dict(entry.get("permissions", {})))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"users.{name}.permissions: {exc}") from None
+        tags = tuple(entry.get("tags", ("administrator",)))
+        users.append(User(name, str(entry["password"]), tags, permissions))
     return tuple(users)
 
 
@@ -182,6 +208,7 @@ _TOP_LEVEL = {
     "log_level",
     "loopback_users",
     "sasl_anonymous",
+    "anonymous_login_user",
     "tls_cert",
     "tls_key",
     "tls_port",
@@ -275,6 +302,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--max-message-size", type=int)
     add("--max-incoming-window", type=int)
     add("--max-link-credit", type=int)
+    add("--max-connections", type=int, help="open connections in all (0 = no limit)")
+    add("--max-connections-per-user", type=int, help="open connections per user (0 = none)")
     add(
         "--idle-timeout",
         type=float,
@@ -294,6 +323,8 @@ _LIMIT_OPTIONS = (
     "max_message_size",
     "max_incoming_window",
     "max_link_credit",
+    "max_connections",
+    "max_connections_per_user",
 )
 _ALARM_OPTIONS = ("memory_high_watermark", "memory_high_watermark_bytes", "disk_free_limit_bytes")
 

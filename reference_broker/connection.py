@@ -50,12 +50,24 @@ from amqp10.message import Message
 from amqp10.serial import serial_add
 from amqp10.spec import Cond, RcvSettleMode, Role
 
-from .addressing import AddressError, queue_address
+from .addressing import (
+    Address,
+    AddressError,
+    AddressKind,
+    parse_source,
+    parse_target,
+    parse_to,
+    queue_address,
+)
 from .alarms import ResourceAlarms, alarms_from_config
 from .config import BrokerConfig
 from .faults import Faults
 from .links import ConsumerLink, PublisherLink
+from .management import MANAGEMENT_ADDRESS
+from .management import answer as management_answer
+from .management_links import ManagementPair
 from .parser_faults import DIE, FaultTriggeredError, inspect
+from .permissions import CONFIGURE, FULL, READ, WRITE, Permissions
 from .queues import CreditReply, Delivery
 from .scheduler import Scheduler, Timer
 from .sessions import RELEASED_STATE, BrokerSession
@@ -300,6 +312,9 @@ class BrokerConnection:
         self.open = True
         self.sessions: dict[Any, BrokerSession] = {}
         self.publishers: dict[Any, PublisherLink] = {}  # engine Link -> publisher (hot path)
+        # /management node clients: their link pairs by (session, link name) and by link
+        self.management_pairs: dict[tuple[BrokerSession, str], ManagementPair] = {}
+        self.management_links: dict[Any, ManagementPair] = {}
         self._credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
         self.sessions_with_confirms: list[BrokerSession] = []
         self._dirty = False
@@ -654,9 +669,33 @@ class BrokerConnection:
         props = event.open.properties
         if isinstance(props, dict):
             self.summary.client_properties = {str(k): str(v) for k, v in props.items()}
-        self.vhost.register_connection(self.summary)
         engine = self.engine
         engine.open(properties={"product": "amqpspec reference broker"})
+        refusal = self._connection_limit_refusal()
+        if refusal is not None:  # open, then close at once with the reason (2.4.1)
+            log.info("%s: %s", self.name, refusal)
+            engine.close(Cond.RESOURCE_LIMIT_EXCEEDED, refusal)
+            self._schedule_hard_close()
+            return
+        self.vhost.register_connection(self.summary)
+
+    def _connection_limit_refusal(self) -> str | None:
+        """Limits max_connections (in all) and max_connections_per_user (0 = none, as
+        RabbitMQ's connection_max and per-user max-connections): the reason to refuse this
+        connection, counted among those already open."""
+        limits = self.config.limits
+        opened = self.vhost.connections.values()
+        if limits.max_connections and len(opened) >= limits.max_connections:
+            return f"connection limit ({limits.max_connections}) reached"
+        user = self.summary.user
+        if limits.max_connections_per_user:
+            mine = sum(1 for c in opened if c.user == user)
+            if mine >= limits.max_connections_per_user:
+                return (
+                    f"connection limit ({limits.max_connections_per_user}) of user "
+                    f"'{user}' reached"
+                )
+        return None
 
     def _on_close(self, event: ev.RemoteClose) -> None:
         for session in list(self.sessions.values()):
@@ -772,11 +811,17 @@ class BrokerConnection:
 
     def _attach_consumer(self, session: BrokerSession, link: Any, attach: Any) -> None:
         source = attach.source  # a Source or None: the engine refuses anything else
+        if source is not None and source.address == MANAGEMENT_ADDRESS:
+            self._attach_management(session, link)
+            return
         if source is not None and source.dynamic:
             queue = self.vhost.create_dynamic_queue(link)
             source = source.replace(address=queue_address(queue.name))
         else:
-            queue = self.vhost.resolve_source(source.address if source is not None else None)
+            address = source.address if source is not None else None
+            self._check_address(parse_source(address), declare_only=True)
+            queue = self.vhost.resolve_source(address)
+            self._permit(READ, "queue", queue.name)
         offset = None
         if isinstance(queue, StreamQueue):  # where the consumer starts reading the log
             try:
@@ -797,9 +842,13 @@ class BrokerConnection:
         target = attach.target  # a Target, a Coordinator or None (checked by the engine)
         if isinstance(target, Coordinator):  # 4.2: transactions are not supported
             raise AddressError(target, "transactions are not supported", Cond.NOT_IMPLEMENTED)
+        if target is not None and target.address == MANAGEMENT_ADDRESS:
+            self._attach_management(session, link)
+            return
         if target is not None and target.dynamic:
             queue = self.vhost.create_dynamic_queue(link)
             target = target.replace(address=queue_address(queue.name))
+        self._check_address(parse_target(target.address if target is not None else None))
         address = self.vhost.resolve_target(target.address if target is not None else None)
         link.accept(
             target=target,
@@ -810,6 +859,61 @@ class BrokerConnection:
         session.links[link] = publisher
         self.publishers[link] = publisher
         publisher.grant_initial()
+
+    # ------------------------------------------------------------------ permissions
+    @property
+    def permissions(self) -> Permissions:
+        """The authenticated user's (RabbitMQ-style configure / write / read)."""
+        return self.config.permissions_of(self.summary.user)
+
+    def _permit(self, kind: str, what: str, name: str) -> None:
+        """UnauthorizedError (amqp:unauthorized-access) unless the user may do it."""
+        permissions = self.permissions
+        if permissions is not FULL:
+            permissions.check(self.summary.user, kind, what, name)
+
+    def _check_address(self, parsed: Address, *, declare_only: bool = False) -> None:
+        """The permissions an address needs: configure to declare a v1 queue; to publish,
+        write on its exchange (the default exchange for a queue address). The anonymous
+        terminus is checked per message (its `to`)."""
+        if parsed.declare and parsed.queue is not None and not self.vhost.has_queue(parsed.queue):
+            self._permit(CONFIGURE, "queue", parsed.queue)
+        if declare_only or parsed.kind is AddressKind.ANONYMOUS:
+            return
+        exchange = parsed.exchange if parsed.kind is AddressKind.EXCHANGE else ""
+        self._permit(WRITE, "exchange", exchange or "")
+
+    def _attach_management(self, session: BrokerSession, link: Any) -> None:
+        """One link of a /management client's pair (management_links.py): the broker
+        receives requests on the client's sender and answers on its receiver of the same
+        name; replies and requests are settled (RabbitMQ 4's at-most-once pair)."""
+        if link.is_sender:
+            link.accept(rcv_settle_mode=RcvSettleMode.FIRST, initial_delivery_count=0)
+        else:
+            link.accept(rcv_settle_mode=RcvSettleMode.FIRST)
+        pair = self.management_pairs.get((session, link.name))
+        if pair is None:
+            pair = self.management_pairs[(session, link.name)] = ManagementPair(session)
+        if link.is_sender:
+            pair.replies = link
+            pair.send_replies()
+        else:
+            pair.attach_requests(link)
+        self.management_links[link] = pair
+        session.links[link] = pair
+        self.mark_dirty()
+
+    def _management_request(self, pair: ManagementPair, event: ev.TransferReceived) -> None:
+        vhost = self.vhost
+        permit = None if self.permissions is FULL else self._permit
+        pair.request(
+            event.link,
+            event.delivery_id,
+            event.settled,
+            event.payload,
+            lambda payload: management_answer(vhost, payload, permit),
+        )
+        self.mark_dirty()
 
     def queue_deleted(self, consumer: ConsumerLink) -> None:
         session = consumer.session
@@ -846,6 +950,11 @@ class BrokerConnection:
         state = session.links.pop(link, None)
         if state is None:
             return
+        if isinstance(state, ManagementPair):
+            self.management_links.pop(link, None)
+            if state.forget(link):
+                self.management_pairs.pop((session, link.name), None)
+            return
         self.publishers.pop(link, None)
         if isinstance(state, ConsumerLink):
             session.consumers.pop(link, None)
@@ -860,6 +969,9 @@ class BrokerConnection:
         link = event.link
         publisher = self.publishers.get(link)
         if publisher is None:
+            pair = self.management_links.get(link)
+            if pair is not None:
+                self._management_request(pair, event)
             return
         session = publisher.session
         if self.context.alarm_active:
@@ -876,6 +988,8 @@ class BrokerConnection:
                 to, subject = props.to, props.subject
             headers = message.application_properties
         try:
+            if publisher.target.kind is AddressKind.ANONYMOUS and self.permissions is not FULL:
+                self._check_address(parse_to(to))  # write on where `to` publishes
             result = self.vhost.publish(
                 publisher.target, event.payload, to=to, subject=subject, headers=headers
             )
@@ -927,6 +1041,9 @@ class BrokerConnection:
         consumer = session.consumers.get(link)
         if consumer is not None:  # the queue applies it and answers echo / drain
             consumer.receiver_flow(event.flow)
+        elif link in self.management_links:  # replies wait for the client's credit
+            self.management_links[link].send_replies()
+            self.mark_dirty()
         elif event.flow.echo and not self.faults.no_echo and link in self.publishers:
             link.send_flow_state()  # our grant as it stands (2.6.7, 2.7.4)
             self.mark_dirty()

@@ -19,6 +19,7 @@ from amqp10.serial import serial_add, serial_count, serial_offset
 from amqp10.spec import Role
 
 from .links import ConsumerLink, PublisherLink
+from .management_links import ManagementPair
 from .queues import outcome_of
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class BrokerSession:
     def __init__(self, connection: BrokerConnection, engine: Session) -> None:
         self.connection = connection
         self.engine = engine
-        self.links: dict[Link, ConsumerLink | PublisherLink] = {}
+        self.links: dict[Link, ConsumerLink | PublisherLink | ManagementPair] = {}
         self.consumers: dict[Link, ConsumerLink] = {}
         self.unsettled: dict[int, tuple[ConsumerLink, int]] = {}  # delivery-id -> (link, msg)
         self.pending_accepts: list[int] = []  # publisher delivery-ids to confirm (accepted)

@@ -6,9 +6,10 @@ at-least-once, durable; then over the protocol on an in-memory broker.
 from __future__ import annotations
 
 import pytest
+from broker_support import memory_session
 
 from amqp10.composites import Modified, Rejected
-from amqp10.engine import Connection, TransferReceived
+from amqp10.engine import TransferReceived
 from amqp10.message import Message
 from amqp10.types import symbol
 from reference_broker.memory import MemoryBroker
@@ -139,35 +140,34 @@ def test_modified_delivery_failed_until_dead_lettered_over_the_protocol():
         broker.vhost.declare_queue("dlq", durable=False)
         queue, _ = broker.vhost.declare_queue("q", arguments={**DLQ_ARGS, "x-delivery-limit": 1})
         queue.publish(Message.of(b"m").encode())
-        conn = broker.connect(Connection("client", "quorum-test"), monitor=True)
-        conn.client.open()
+        with memory_session(broker, "quorum-test") as (conn, session):
+            dead_lettered_over_the_protocol(broker, conn, session)
+
+
+def dead_lettered_over_the_protocol(broker, conn, session) -> None:
+    """x-delivery-limit 1: two deliveries settled modified(delivery-failed), header
+    delivery-count 0 then 1, then the copy in the dead-letter queue."""
+    link = session.attach_receiver("r", source="/queues/q")
+    broker.pump()
+    link.flow(link_credit=10)
+    broker.pump()
+    seen = []
+    for _ in range(2):
+        transfer = [e for e in conn.of(TransferReceived) if e.link is link][-1]
+        header = Message.decode(transfer.payload).header
+        seen.append(header.delivery_count if header is not None else 0)
+        link.disposition(
+            transfer.delivery_id, settled=True, state=Modified(delivery_failed=True)
+        )
         broker.pump()
-        session = conn.client.begin()
-        broker.pump()
-        link = session.attach_receiver("r", source="/queues/q")
-        broker.pump()
-        link.flow(link_credit=10)
-        broker.pump()
-        seen = []
-        for _ in range(2):
-            transfer = [e for e in conn.of(TransferReceived) if e.link is link][-1]
-            header = Message.decode(transfer.payload).header
-            seen.append(header.delivery_count if header is not None else 0)
-            link.disposition(
-                transfer.delivery_id, settled=True, state=Modified(delivery_failed=True)
-            )
-            broker.pump()
-        assert seen == [0, 1]  # 3.2.1: the header says how often it failed
-        assert len([e for e in conn.of(TransferReceived) if e.link is link]) == 2
-        dead = session.attach_receiver("d", source="/queues/dlq")
-        broker.pump()
-        dead.flow(link_credit=10)
-        broker.pump()
-        (copy,) = [e for e in conn.of(TransferReceived) if e.link is dead]
-        message = Message.decode(copy.payload)
-        assert message.value == b"m"
-        assert message.message_annotations[symbol("x-first-death-reason")] == "delivery_limit"
-        link.disposition(copy.delivery_id, settled=True, state=Rejected())  # harmless
-        conn.client.close()
-        broker.pump()
-        assert [str(v) for v in conn.finish()] == []
+    assert seen == [0, 1]  # 3.2.1: the header says how often it failed
+    assert len([e for e in conn.of(TransferReceived) if e.link is link]) == 2
+    dead = session.attach_receiver("d", source="/queues/dlq")
+    broker.pump()
+    dead.flow(link_credit=10)
+    broker.pump()
+    (copy,) = [e for e in conn.of(TransferReceived) if e.link is dead]
+    message = Message.decode(copy.payload)
+    assert message.value == b"m"
+    assert message.message_annotations[symbol("x-first-death-reason")] == "delivery_limit"
+    link.disposition(copy.delivery_id, settled=True, state=Rejected())  # harmless

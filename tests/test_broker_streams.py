@@ -6,10 +6,10 @@ durable stream after `kill -9` over a real socket.
 from __future__ import annotations
 
 import pytest
-from broker_support import EngineClient, proton_send
+from broker_support import EngineClient, memory_session, proton_send
 
 from amqp10.composites import Accepted, Source
-from amqp10.engine import Connection, FlowReceived, RemoteAttach, TransferReceived
+from amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
 from amqp10.message import Message
 from amqp10.types import Described, symbol, timestamp
 from reference_broker.admin_client import ManagementClient
@@ -172,15 +172,8 @@ def streamed():
         queue, _ = broker.vhost.declare_queue("s", arguments=STREAM)
         for i in range(6):
             queue.publish(Message.of(b"m%d" % i).encode())
-        conn = broker.connect(Connection("client", "stream-test"), monitor=True)
-        conn.client.open()
-        broker.pump()
-        session = conn.client.begin()
-        broker.pump()
-        yield broker, conn, session
-        conn.client.close()
-        broker.pump()
-        assert [str(v) for v in conn.finish()] == []
+        with memory_session(broker, "stream-test") as (conn, session):
+            yield broker, conn, session
 
 
 def attach(broker, conn, session, name, spec):

@@ -591,3 +591,15 @@ def test_frames_up_to_512_bytes_are_within_any_advertised_max_frame_size():
     trace.frame(C, Open(container_id="client", max_frame_size=1))
     trace.frame(S, Open(container_id="server", properties={symbol("x"): "y" * 300}))
     assert found(trace.check(), "framing.max-frame-size") == []
+
+
+def test_a_link_pair_shares_a_name_one_link_per_direction():
+    """2.6.1: a name identifies a link in one direction, so a sender and a receiver of the
+    same name (RabbitMQ 4's management-link-pair), attached before either answer, are two
+    links; the answers in the other order are clean, credit checked per link."""
+    trace = Trace().connect().begin()
+    trace.frame(C, Attach(name="pair", handle=0, role=False, initial_delivery_count=0))
+    trace.frame(C, Attach(name="pair", handle=1, role=True))
+    trace.frame(S, Attach(name="pair", handle=0, role=False, initial_delivery_count=0))
+    trace.frame(S, Attach(name="pair", handle=1, role=True))
+    assert trace.check() == []

@@ -54,16 +54,15 @@ class LinkRules:
                 f"{end.handles[handle].name!r}",
             )
             return
-        link = session.links.get(attach.name)
-        joining = (
-            link is not None
-            and origin not in link.ends
-            and any(not e.detached for e in link.ends.values())
-        )
-        if joining:
-            assert link is not None
-            remote = next(iter(link.ends.values()))
-            if remote.role == bool(attach.role):
+        sending = other(origin) if attach.role else origin  # the link's direction (2.6.1)
+        key = (attach.name, sending)
+        link = session.links.get(key)
+        if not _joins(link, origin):
+            mirror = session.links.get((attach.name, other(sending)))
+            if _joins(mirror, origin):  # the peer's attach of this name, in the same role
+                assert mirror is not None
+                link = mirror
+                remote = next(iter(link.ends.values()))
                 role = "receiver" if attach.role else "sender"
                 self._report(
                     "link.attach.role",
@@ -72,10 +71,10 @@ class LinkRules:
                     f"attach of {attach.name!r} as {role}, and the peer's attach (frame "
                     f"{remote.attach_idx}) is a {role} too",
                 )
-        else:
-            link = Link(attach.name)
-            session.links[attach.name] = link
-            self._links[id(link)] = link
+            else:
+                link = Link(attach.name)
+                session.links[key] = link
+                self._links[id(link)] = link
         link.ends[origin] = LinkEnd(attach, idx)
         end.handles[handle] = link
         end.detached_handles.discard(handle)
@@ -129,8 +128,8 @@ class LinkRules:
     def _forget_link(self: Checker, session: Any, link: Link) -> None:
         """Both ends detached: the link's state can go (the name may be attached anew)."""
         self._links.pop(id(link), None)
-        if session.links.get(link.name) is link:
-            del session.links[link.name]
+        for key in [k for k, v in session.links.items() if v is link]:
+            del session.links[key]
 
     # --- flow (2.6.7, 2.7.4) ------------------------------------------------------------
     def _link_flow(self: Checker, origin: str, end: SessionEnd, flow: Any, idx: int, time: Any):
@@ -440,3 +439,12 @@ class LinkRules:
                 f"and sent no flow back",
             )
             link.drain_pending = None
+
+
+def _joins(link: Link | None, origin: str) -> bool:
+    """`origin`'s attach answers `link`: the peer attached it and has not detached."""
+    return (
+        link is not None
+        and origin not in link.ends
+        and any(not e.detached for e in link.ends.values())
+    )

@@ -111,7 +111,9 @@ class Session:
 
     def __init__(self) -> None:
         self.ends: dict[str, SessionEnd] = {}
-        self.links: dict[str, Link] = {}  # link name -> link
+        # (link name, the sending peer's origin) -> link: a name identifies a link in one
+        # direction (2.6.1), so a sender and a receiver may share it (a link pair)
+        self.links: dict[tuple[str, str], Link] = {}
         self.echo_pending: dict[str, tuple[int, float | None]] = {}  # asked origin -> idx
 
 

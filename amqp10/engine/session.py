@@ -121,7 +121,9 @@ class Session:
         self.next_delivery_id = 0
         self.links: dict[int, Link] = {}  # our handle -> link
         self._remote_links: dict[int, Link] = {}  # peer's handle -> link
-        self._attaching: dict[str, Link] = {}  # name -> our link awaiting the peer's attach
+        # (name, our role) -> our link awaiting the peer's attach: a link is its name and
+        # direction (2.6.1), so a sender and a receiver may share a name (a link pair)
+        self._attaching: dict[tuple[str, bool], Link] = {}
         # (frame or a maker of it, is_transfer): transfers waiting for the peer's window
         # and the frames that must stay behind them
         self._queue: deque[tuple[bytes | Callable[[], bytes], bool]] = deque()
@@ -407,7 +409,7 @@ class Session:
         return handle
 
     def _attaching_link(self, link: Link) -> None:
-        self._attaching[link.name] = link
+        self._attaching[(link.name, link.role)] = link
 
     def _next_delivery_id(self) -> int:
         delivery_id = self.next_delivery_id
@@ -459,8 +461,8 @@ class Session:
             )
         link = self._remote_links.get(attach.handle)
         if link is None:
-            link = self._attaching.pop(attach.name, None)
-            if link is None or link.role == attach.role:
+            link = self._attaching.pop((attach.name, not attach.role), None)
+            if link is None:
                 link = Link(self, attach.name, not attach.role, None, None, None, None)
         self._remote_links.setdefault(attach.handle, link)
         link._receive_attach(attach)

@@ -233,6 +233,22 @@ def connected_client(broker: BrokerThread, **options: Any) -> Iterator[EngineCli
         client.close()
 
 
+@contextlib.contextmanager
+def memory_session(broker: Any, name: str = "memory-client", **options: Any) -> Iterator[Any]:
+    """On a reference_broker.memory.MemoryBroker: a monitored engine client (Connection
+    options, e.g. sasl=...), opened, with one session begun: yields (connection, session);
+    closes on leaving and asserts the checker found nothing either way."""
+    conn = broker.connect(Connection("client", name, **options), monitor=True)
+    conn.client.open()
+    broker.pump()
+    session = conn.client.begin()
+    broker.pump()
+    yield conn, session
+    conn.client.close()
+    broker.pump()
+    assert [str(v) for v in conn.finish()] == []
+
+
 # --- python-qpid-proton clients (Container + MessagingHandler), bounded by a timer ---------
 
 
