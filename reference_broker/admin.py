@@ -36,8 +36,9 @@ from urllib.parse import unquote
 from .alarms import ResourceAlarms
 from .config import BrokerConfig, User
 from .exchanges import Binding, quote_binding_key
+from .permissions import CONFIGURE, FULL, READ, UNAUTHORIZED_ACCESS, WRITE
 from .queues import ClassicQueue
-from .vhost import QUEUE_TYPES, BrokerError, NotFoundError, VirtualHost
+from .vhost import NOT_ALLOWED, QUEUE_TYPES, BrokerError, NotFoundError, VirtualHost
 
 log = logging.getLogger("reference_broker.admin")
 
@@ -45,6 +46,7 @@ PRODUCT_NAME = "amqpspec reference broker"
 PRODUCT_VERSION = "0.1.0"
 MAX_HEADER_BYTES = 64 * 1024
 KEEPALIVE_IDLE_S = 30.0
+MANAGEMENT_TAGS = {"management", "policymaker", "monitoring", "administrator"}
 REASONS = {
     100: "Continue",
     200: "OK",
@@ -175,18 +177,44 @@ class AdminApi:
             request.user = authenticate(
                 self.config, request.headers.get("authorization"), request.peer_ip
             )
+            self._authorize(request)
             return self._route(request)
         except HttpError as exc:
             return exc.response
         except BrokerError as exc:
             if isinstance(exc, NotFoundError):
                 return not_found().response
-            status = 403 if exc.condition == "amqp:not-allowed" else 400
+            status = 403 if exc.condition in (NOT_ALLOWED, UNAUTHORIZED_ACCESS) else 400
             error = "not_authorised" if status == 403 else "bad_request"
             return Response(status, {"error": error, "reason": exc.reason})
         except Exception:  # pragma: no cover - a bug; keep the server up and say so
             log.exception("admin API error on %s %s", request.method, request.path)
             return Response(500, {"error": "internal_error", "reason": "see the broker log"})
+
+    def _authorize(self, request: Request) -> None:
+        """RabbitMQ's management access: a user needs a management tag to use the API at
+        all, administrator to raise or clear alarms, and the same configure / write / read
+        permissions as over AMQP (permissions.py) to change queues, exchanges, bindings."""
+        user = request.user
+        assert user is not None
+        if not MANAGEMENT_TAGS & set(user.tags):
+            raise HttpError(401, "not_authorized", "Not management user")
+        if request.method in ("GET", "HEAD"):
+            return
+        head, rest = (request.segments or [""])[0], request.segments[1:]
+        if head == "alarms" and "administrator" not in user.tags:
+            raise HttpError(403, "not_authorised", "Access refused (administrator only)")
+        permissions = self.config.permissions_of(user.name)
+        if permissions is FULL:
+            return
+        if head == "queues" and len(rest) >= 2:
+            kind = READ if rest[2:] == ["contents"] else CONFIGURE
+            permissions.check(user.name, kind, "queue", rest[1])
+        elif head == "exchanges" and len(rest) == 2:
+            permissions.check(user.name, CONFIGURE, "exchange", rest[1])
+        elif head == "bindings" and len(rest) >= 5:
+            permissions.check(user.name, WRITE, "queue", rest[4])
+            permissions.check(user.name, READ, "exchange", rest[2])
 
     def _route(self, request: Request) -> Response:
         seg = request.segments

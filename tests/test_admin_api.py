@@ -399,3 +399,19 @@ def test_parse_target_decodes_segments_and_query():
     assert segments == ["queues", "/", "a b"]
     assert query == {"if-unused": "true", "x": "a b"}
     assert parse_target("/other")[1] == []
+
+
+def test_a_slow_body_does_not_hold_up_other_clients(admin):
+    """A request that announces 100 bytes and sends 10 (slowloris on the body) waits alone;
+    the API keeps answering everyone else, and answers the slow one once its body is in."""
+    auth = base64.b64encode(b"guest:guest").decode()
+    head = (
+        f"PUT /api/queues/%2F/slow HTTP/1.1\r\nAuthorization: Basic {auth}\r\n"
+        "Content-Length: 17\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", admin.port), timeout=10) as slow:
+        slow.sendall(head + b'{"durable"')
+        for _ in range(3):
+            assert admin.call("GET", "/api/overview")[0] == 200
+        slow.sendall(b": true}")
+        assert slow.recv(65536).startswith(b"HTTP/1.1 201")

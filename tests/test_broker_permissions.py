@@ -5,6 +5,8 @@ on the /management node, over the protocol in memory.
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from broker_support import memory_session
 
@@ -172,3 +174,35 @@ def test_connection_limits_refuse_with_resource_limit_exceeded(limits, refused_u
         close = third.client.remote_close
         assert close is not None and close.error.condition == "amqp:resource-limit-exceeded"
         assert len(broker.vhost.connections) == 2  # the refused one never counted
+
+
+# --- the admin HTTP API: same users, tags and permissions ----------------------------------
+
+
+def admin_call(api, user: str, method: str, path: str, body: bytes = b""):
+    from reference_broker.admin import Request, parse_target
+
+    token = base64.b64encode(f"{user}:pw".encode()).decode()
+    path_only, segments, query = parse_target(path)
+    headers = {"authorization": f"Basic {token}"}
+    return api.handle(Request(method, path_only, segments, query, headers, body)).status
+
+
+def test_admin_api_needs_a_management_tag_and_the_permissions():
+    from reference_broker.admin import AdminApi
+
+    users = (
+        User("boss", "pw"),  # administrator, everything
+        User("watcher", "pw", ("monitoring",), READER),
+        User("app", "pw", (), FULL),  # no management tag: AMQP only
+    )
+    vhost = VirtualHost()
+    vhost.declare_queue("orders")
+    api = AdminApi(vhost, None, BrokerConfig(users=users))
+    assert admin_call(api, "app", "GET", "/api/overview") == 401
+    assert admin_call(api, "watcher", "GET", "/api/queues") == 200
+    assert admin_call(api, "watcher", "PUT", "/api/queues/%2F/new", b"{}") == 403
+    assert admin_call(api, "watcher", "DELETE", "/api/queues/%2F/orders/contents") == 204  # read
+    assert admin_call(api, "watcher", "DELETE", "/api/queues/%2F/orders") == 403
+    assert admin_call(api, "boss", "PUT", "/api/queues/%2F/new", b"{}") == 201
+    assert vhost.has_queue("orders") and vhost.has_queue("new")
