@@ -193,8 +193,9 @@ class AdminApi:
 
     def _authorize(self, request: Request) -> None:
         """RabbitMQ's management access: a user needs a management tag to use the API at
-        all, administrator to raise or clear alarms, and the same configure / write / read
-        permissions as over AMQP (permissions.py) to change queues, exchanges, bindings."""
+        all, administrator to raise or clear alarms or close another user's connection, and
+        the same configure / write / read permissions as over AMQP (permissions.py) to
+        change queues, exchanges, bindings."""
         user = request.user
         assert user is not None
         if not MANAGEMENT_TAGS & set(user.tags):
@@ -204,6 +205,10 @@ class AdminApi:
         head, rest = (request.segments or [""])[0], request.segments[1:]
         if head == "alarms" and "administrator" not in user.tags:
             raise HttpError(403, "not_authorised", "Access refused (administrator only)")
+        if head == "connections" and "administrator" not in user.tags:
+            summary = self.vhost.connections.get(rest[0]) if rest else None
+            if summary is not None and summary.user != user.name:  # one's own, as RabbitMQ
+                raise HttpError(403, "not_authorised", "Access refused (not your connection)")
         permissions = self.config.permissions_of(user.name)
         if permissions is FULL:
             return

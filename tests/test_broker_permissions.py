@@ -206,3 +206,36 @@ def test_admin_api_needs_a_management_tag_and_the_permissions():
     assert admin_call(api, "watcher", "DELETE", "/api/queues/%2F/orders") == 403
     assert admin_call(api, "boss", "PUT", "/api/queues/%2F/new", b"{}") == 201
     assert vhost.has_queue("orders") and vhost.has_queue("new")
+
+
+def test_admin_api_closes_ones_own_connection_or_any_as_administrator():
+    """DELETE /api/connections/{name}: the connection's own user or an administrator, as
+    RabbitMQ's management plugin; anyone else is refused and the connection stays."""
+    from reference_broker.admin import AdminApi
+    from reference_broker.vhost import ConnectionSummary
+
+    users = (
+        User("boss", "pw"),
+        User("watcher", "pw", ("monitoring",), READER),
+        User("owner", "pw", ("management",), FULL),
+    )
+    vhost = VirtualHost()
+    closed: list[str] = []
+    for name in ("a", "b"):
+        vhost.register_connection(
+            ConnectionSummary(
+                name,
+                "127.0.0.1",
+                1,
+                "127.0.0.1",
+                2,
+                user="owner",
+                close_forced=lambda reason, name=name: closed.append(name),
+            )
+        )
+    api = AdminApi(vhost, None, BrokerConfig(users=users))
+    assert admin_call(api, "watcher", "DELETE", "/api/connections/a") == 403
+    assert closed == []
+    assert admin_call(api, "owner", "DELETE", "/api/connections/a") == 204
+    assert admin_call(api, "boss", "DELETE", "/api/connections/b") == 204
+    assert closed == ["a", "b"]
