@@ -1,9 +1,9 @@
-"""Admin HTTP API: a subset of RabbitMQ's management API, served in the broker's asyncio loop.
+"""Admin HTTP API: a subset of RabbitMQ's management API, as plain functions of a `Request`.
 
-Owns: a minimal HTTP/1.1 server (keep-alive, Content-Length bodies, `Expect: 100-continue`,
-bounded header/body sizes and idle time), Basic authentication against the configured
-users (loopback-only users such as guest, like RabbitMQ), and the routes below, which
-read and change the shared `VirtualHost` and `ResourceAlarms`. No AMQP.
+Owns: Basic authentication against the configured users (loopback-only users such as guest,
+like RabbitMQ), the management tags and permissions, and the routes below, which read and
+change the shared `VirtualHost` and `ResourceAlarms`. No sockets and no HTTP wire format:
+`admin_http.py` serves this over aiohttp in the broker's loop. No AMQP.
 
 Routes (vhost is always "/", written %2F; names are percent-decoded per path segment):
   GET    /api/overview | /api/whoami | /api/nodes | /api/connections | /api/health/checks/alarms
@@ -21,7 +21,6 @@ counts socket packets), recv_oct / send_oct every byte read / written.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import ipaddress
@@ -31,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .alarms import ResourceAlarms
 from .config import BrokerConfig, User
@@ -44,26 +43,7 @@ log = logging.getLogger("reference_broker.admin")
 
 PRODUCT_NAME = "amqpspec reference broker"
 PRODUCT_VERSION = "0.1.0"
-MAX_HEADER_BYTES = 64 * 1024
-KEEPALIVE_IDLE_S = 30.0
 MANAGEMENT_TAGS = {"management", "policymaker", "monitoring", "administrator"}
-REASONS = {
-    100: "Continue",
-    200: "OK",
-    201: "Created",
-    204: "No Content",
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    411: "Length Required",
-    413: "Payload Too Large",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    501: "Not Implemented",
-    503: "Service Unavailable",
-}
 
 
 @dataclass(slots=True)
@@ -94,17 +74,6 @@ class Response:
     status: int
     body: Any = None  # JSON-serialisable, or None for no body
     headers: dict[str, str] = field(default_factory=dict)
-
-    def encode(self, keep_alive: bool) -> bytes:
-        payload = b"" if self.body is None else json.dumps(self.body).encode("utf-8")
-        lines = [f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Unknown')}"]
-        headers = {"server": "amqpspec-admin", "content-length": str(len(payload))}
-        if self.body is not None:
-            headers["content-type"] = "application/json"
-        headers["connection"] = "keep-alive" if keep_alive else "close"
-        headers.update(self.headers)
-        lines.extend(f"{name}: {value}" for name, value in headers.items())
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + payload
 
 
 class HttpError(Exception):
@@ -567,145 +536,18 @@ def _flag(body: dict[str, Any], key: str, default: bool) -> bool:
     return bool(value)
 
 
-# ---------------------------------------------------------------------- HTTP server
+# ---------------------------------------------------------------------- request targets
 def parse_target(target: str) -> tuple[str, list[str], dict[str, str]]:
-    """Split a request target into (raw path, decoded segments after /api, query)."""
-    path, _, query_string = target.partition("?")
-    query: dict[str, str] = {}
-    for pair in filter(None, query_string.split("&")):
-        key, _, value = pair.partition("=")
-        query[unquote(key.replace("+", " "))] = unquote(value.replace("+", " "))
-    parts = path.split("/")
+    """Split a request target into (raw path, decoded segments after /api, query).
+
+    Each segment is percent-decoded on its own, so `%2F` (the vhost "/", or a "/" inside a
+    name) stays inside its segment."""
+    url = urlsplit(target)
+    query = dict(parse_qsl(url.query, keep_blank_values=True))
+    parts = url.path.split("/")
     if len(parts) < 2 or parts[0] != "" or parts[1] != "api":
-        return path, [], query
+        return url.path, [], query
     segments = [unquote(p) for p in parts[2:]]
     while segments and segments[-1] == "":
         segments.pop()
-    return path, segments, query
-
-
-class AdminServer:
-    """asyncio HTTP/1.1 server around `AdminApi`."""
-
-    def __init__(self, api: AdminApi, *, max_body: int = 1 << 20) -> None:
-        self.api = api
-        self.max_body = max_body
-        self._server: asyncio.base_events.Server | None = None
-        self._clients: set[asyncio.Task[None]] = set()
-        self.requests_served = 0
-
-    async def start(self, host: str = "127.0.0.1", port: int = 15672) -> int:
-        """Listen; returns the bound port (useful with port 0)."""
-        self._server = await asyncio.start_server(
-            self._on_client, host, port, limit=MAX_HEADER_BYTES
-        )
-        return self._server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            for task in list(self._clients):
-                task.cancel()
-            await asyncio.gather(*self._clients, return_exceptions=True)
-            await self._server.wait_closed()
-            self._server = None
-
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
-        task = asyncio.current_task()
-        assert task is not None
-        self._clients.add(task)
-        peer = writer.get_extra_info("peername") or ("0.0.0.0", 0)
-        try:
-            await self._serve(reader, writer, str(peer[0]))
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            self._clients.discard(task)
-            writer.close()
-            try:
-                await asyncio.wait_for(writer.wait_closed(), 2)
-            except (ConnectionError, TimeoutError, asyncio.CancelledError):
-                pass
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, ip: str):
-        while True:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), KEEPALIVE_IDLE_S)
-            except (asyncio.LimitOverrunError, ValueError):
-                await self._send(writer, HttpError(431, "bad_request", "headers too large"))
-                return
-            except (TimeoutError, asyncio.IncompleteReadError):
-                return
-            request, keep_alive, error = self._parse_head(head, ip)
-            if error is not None or request is None:
-                await self._send(writer, error or HttpError(400, "bad_request", "bad request"))
-                return
-            length_text = request.headers.get("content-length", "0")
-            if "transfer-encoding" in request.headers:
-                await self._send(writer, HttpError(501, "bad_request", "chunked not supported"))
-                return
-            if not length_text.isdigit():
-                await self._send(writer, HttpError(400, "bad_request", "bad content-length"))
-                return
-            length = int(length_text)
-            if length > self.max_body:
-                await self._send(writer, HttpError(413, "bad_request", "body too large"))
-                return
-            if length and request.headers.get("expect", "").lower() == "100-continue":
-                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            if length:
-                request.body = await asyncio.wait_for(reader.readexactly(length), KEEPALIVE_IDLE_S)
-            response = self.api.handle(request)
-            self.requests_served += 1
-            writer.write(response.encode(keep_alive))
-            await writer.drain()
-            if not keep_alive:
-                return
-
-    @staticmethod
-    def _parse_head(head: bytes, ip: str) -> tuple[Request | None, bool, HttpError | None]:
-        try:
-            text = head.decode("latin-1")
-            request_line, *header_lines = text.split("\r\n")
-            method, target, version = request_line.split(" ")
-        except ValueError:
-            return None, False, HttpError(400, "bad_request", "malformed request line")
-        if version not in ("HTTP/1.1", "HTTP/1.0"):
-            return None, False, HttpError(400, "bad_request", "unsupported HTTP version")
-        headers: dict[str, str] = {}
-        for line in header_lines:
-            if not line:
-                continue
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip():
-                return None, False, HttpError(400, "bad_request", "malformed header")
-            headers[name.lower()] = value.strip()
-        connection = headers.get("connection", "").lower()
-        keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-        path, segments, query = parse_target(target)
-        request = Request(method.upper(), path, segments, query, headers, b"", ip)
-        return request, keep_alive, None
-
-    @staticmethod
-    async def _send(writer: asyncio.StreamWriter, error: HttpError) -> None:
-        writer.write(error.response.encode(False))
-        await writer.drain()
-
-
-async def start_admin(
-    vhost: VirtualHost,
-    alarms: ResourceAlarms | None,
-    config: BrokerConfig,
-    *,
-    host: str | None = None,
-    port: int | None = None,
-    listeners: list[dict[str, Any]] | None = None,
-) -> tuple[AdminServer, int]:
-    """Build and start the admin server from the config; returns (server, bound port)."""
-    api = AdminApi(vhost, alarms, config, listeners=listeners)
-    server = AdminServer(api, max_body=config.limits.admin_max_body)
-    bound = await server.start(
-        host if host is not None else config.admin_host,
-        port if port is not None else config.admin_port,
-    )
-    return server, bound
+    return url.path, segments, query

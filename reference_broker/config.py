@@ -82,7 +82,10 @@ class Limits:
     # closed with amqp:resource-limit-exceeded (2.4.5: advertise half the real threshold)
     idle_time_out_ms: int = 60_000
     alarm_window_margin: int = 400  # transfers tolerated after incoming-window 0
-    admin_max_body: int = 1 << 20
+    admin_max_body: int = 1 << 20  # admin API request body, bytes (413 beyond)
+    # seconds: an admin connection idle this long, or a request head not complete, is closed;
+    # a request body not complete within it gets 408 (admin_http.py)
+    admin_timeout: float = 30.0
     # open connections in all / per user (0 = no limit); beyond: open then close with
     # amqp:resource-limit-exceeded (RabbitMQ's connection_max, per-user max-connections)
     max_connections: int = 0
@@ -145,6 +148,7 @@ class BrokerConfig:
             0 <= self.limits.idle_time_out_ms <= MAX_IDLE_TIME_OUT_MS,
             "idle timeout must be 0 (none) .. 2147483 s (open.idle-time-out: milliseconds)",
         )
+        _check(self.limits.admin_timeout > 0, "admin_timeout must be positive (seconds)")
         _check((self.tls_cert is None) == (self.tls_key is None), "tls_cert needs tls_key")
 
     @property

@@ -21,7 +21,7 @@ import ssl
 import threading
 from typing import Any
 
-from .admin import AdminServer, start_admin
+from .admin_http import AdminServer, start_admin
 from .alarms import ResourceAlarms
 from .config import BrokerConfig
 from .connection import BrokerContext

@@ -15,14 +15,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from reference_broker.admin import (
-    AdminApi,
-    AdminServer,
-    HttpError,
-    authenticate,
-    parse_target,
-)
+from reference_broker.admin import AdminApi, HttpError, authenticate, parse_target
 from reference_broker.admin_client import ManagementClient, ManagementError
+from reference_broker.admin_http import AdminServer
 from reference_broker.alarms import ResourceAlarms
 from reference_broker.config import BrokerConfig, User
 from reference_broker.queues import Delivery
@@ -366,7 +361,7 @@ def test_expect_100_continue_and_http_1_0(admin):
     auth = base64.b64encode(b"guest:guest").decode()
     body = b'{"durable": true}'
     request = (
-        f"PUT /api/queues/%2F/e1 HTTP/1.1\r\nAuthorization: Basic {auth}\r\n"
+        f"PUT /api/queues/%2F/e1 HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}\r\n"
         f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"
     ).encode() + body
     reply = raw_exchange(admin.port, request)
@@ -406,7 +401,7 @@ def test_a_slow_body_does_not_hold_up_other_clients(admin):
     the API keeps answering everyone else, and answers the slow one once its body is in."""
     auth = base64.b64encode(b"guest:guest").decode()
     head = (
-        f"PUT /api/queues/%2F/slow HTTP/1.1\r\nAuthorization: Basic {auth}\r\n"
+        f"PUT /api/queues/%2F/slow HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth}\r\n"
         "Content-Length: 17\r\nConnection: close\r\n\r\n"
     ).encode()
     with socket.create_connection(("127.0.0.1", admin.port), timeout=10) as slow:

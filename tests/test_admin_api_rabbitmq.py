@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from reference_broker.admin import AdminApi, AdminServer
+from reference_broker.admin import AdminApi
 from reference_broker.admin_client import ManagementClient, ManagementError
+from reference_broker.admin_http import AdminServer
 from reference_broker.alarms import ResourceAlarms
 from reference_broker.config import BrokerConfig
 from reference_broker.process import free_port
