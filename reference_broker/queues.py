@@ -328,10 +328,12 @@ class ClassicQueue:
         if drain and self.faults.ignore_drain:
             drain = False
         consumer.drain = drain
-        if drain or echo:
-            consumer.reply_due = True
-            consumer.reply_for_drain = drain
-            consumer.reply_for_echo = echo
+        # the latest flow decides whether a drain is asked: one it supersedes before the
+        # queue answered it is owed no reply (2.6.7), and a reply claiming drain would zero
+        # the link's credit under the new grant; an unanswered echo is still owed one
+        consumer.reply_for_drain = drain
+        consumer.reply_for_echo = consumer.reply_for_echo or echo
+        consumer.reply_due = drain or consumer.reply_for_echo
         if self._on_ready is not None and (consumer.credit or consumer.reply_due):
             self._on_ready(self)
         return consumer

@@ -543,3 +543,28 @@ def test_property_messages_are_conserved_and_never_misdelivered(ops):
         assert len(ready_ids) + len(held_ids) + gone == published
         assert len(set(ready_ids) | set(held_ids)) == len(ready_ids) + len(held_ids)
         assert ready_ids == sorted(ready_ids)  # requeued messages keep the original order
+
+
+def test_a_grant_that_supersedes_an_unanswered_drain_keeps_its_credit():
+    """A drain, then before the queue answers it a plain grant: the grant is the receiver's
+    latest word (2.6.7), so no drain reply zeroes its credit and the next message goes out
+    (seen in 2.6.7/credit-random-schedules under --jobs 8: the reply said credit 0 while the
+    queue still counted 2, and the delivery found the link without credit)."""
+    q = ClassicQueue("q")
+    q.add_consumer("c")
+    q.flow("c", delivery_count=0, link_credit=6, drain=True)
+    q.flow("c", delivery_count=0, link_credit=2)
+    assert replies(q.dispatch()) == []
+    fill(q, 1)
+    events = q.dispatch()
+    assert len(deliveries(events)) == 1 and replies(events) == []
+    assert q.consumer("c").credit == 1
+
+
+def test_an_echo_is_still_answered_after_a_later_grant():
+    q = ClassicQueue("q")
+    q.add_consumer("c")
+    q.flow("c", delivery_count=0, link_credit=3, echo=True)
+    q.flow("c", delivery_count=0, link_credit=2)
+    (reply,) = replies(q.dispatch())
+    assert reply.echo and not reply.drain and reply.link_credit == 2
