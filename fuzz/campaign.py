@@ -34,8 +34,10 @@ from traces.minimize import ddmin
 
 MINIMIZE_TESTS = 150
 MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restart
-FIELD_TESTS = {CRASH: 8, HANG: 40}  # then the fields of the frames left (fuzz.shrink);
-FIELD_TESTS_OTHER = 100  # a crash waits for a restart, a hang for the reply bound
+# then the fields of the frames left (fuzz.shrink): a crash waits for a restart, a hang
+# for the reply bound, a resource reading for the broker's memory to settle
+FIELD_TESTS = {CRASH: 8, HANG: 40, RESOURCE: 10}
+FIELD_TESTS_OTHER = 100
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
 MEMORY_SUSPECTS = 2000  # the cases since the last sample searched when memory grew (a
 # second of cases at the campaign's rate: a leaking case must still be among them)
