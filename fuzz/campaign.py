@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restar
 # for the reply bound, a resource reading for the broker's memory to settle
 FIELD_TESTS = {CRASH: 8, HANG: 40, RESOURCE: 10}
 FIELD_TESTS_OTHER = 100
+WORKER_FAILED = "a worker failed"  # Stats.stopped of a campaign stopped by our own error
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
 MEMORY_SUSPECTS = 2000  # the cases since the last sample searched when memory grew (a
 # second of cases at the campaign's rate: a leaking case must still be among them)
@@ -292,6 +294,13 @@ class Campaign:
         self._stop.set()
 
     def _worker(self) -> None:
+        try:
+            self._work()
+        except Exception as exc:  # a bug of ours: stop the campaign and say so (CLI exit 2)
+            traceback.print_exc()
+            self.stop(f"{WORKER_FAILED}: {exc!r}")
+
+    def _work(self) -> None:
         while (index := self._take()) is not None:
             case = make_case(self.config, index)
             self.gate.enter()

@@ -8,7 +8,8 @@
 
 Owns: the options, their checks, progress output and exit status: 0 no finding, 1
 findings (replay: reproduced), 2 usage errors and a broker unreachable at the start
-(one clear line on stderr, never a traceback). The work is in fuzz.campaign,
+(one clear line on stderr, never a traceback), or a campaign stopped by an error of the
+fuzzer's own (its traceback, then exit 2: no verdict). The work is in fuzz.campaign,
 fuzz.replay and fuzz.inprocess.
 """
 
@@ -175,7 +176,7 @@ def _strategies(text: str) -> tuple[str, ...]:
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from fuzz.campaign import Campaign, CampaignConfig
+    from fuzz.campaign import WORKER_FAILED, Campaign, CampaignConfig
     from fuzz.oracle import alive
     from fuzz.seeds import load_corpus
 
@@ -224,6 +225,8 @@ def _campaign(args: argparse.Namespace) -> int:
             f"  {finding.id} {finding.kind:<13} {finding.rule} ({finding.section}): "
             f"{finding.summary} -> {finding.reproducer}"
         )
+    if stats.stopped.startswith(WORKER_FAILED):
+        return 2  # the campaign did not run its budget: no verdict of "no finding"
     return 1 if total else 0
 
 

@@ -90,6 +90,26 @@ def test_channel_above_channel_max_is_framing_error():
     assert close_condition(peer) == Cond.FRAMING_ERROR
 
 
+def test_accepting_a_begin_with_no_channel_left_changes_nothing():
+    # found by the fuzzer's reference model (open[channel-max=0], two begins, an attach):
+    # accept() failed after the session was already MAPPED, with no channel of its own,
+    # and answering an attach on it raised TypeError from the frame encoder
+    peer = Peer(Connection("server", "engine"))
+    peer.send(AMQP_HEADER.encode(), encode_frame(Open(container_id="peer", channel_max=0)))
+    peer.engine.open()
+    for channel in (0, 1):
+        peer.frame(Begin(next_outgoing_id=0, incoming_window=9, outgoing_window=9), channel)
+    first, second = [e.session for e in peer.engine.events() if isinstance(e, RemoteBegin)]
+    first.accept()
+    with pytest.raises(UsageError, match="channel-max 0"):
+        second.accept()
+    assert second.state is SessState.BEGIN_RCVD and second.channel is None
+    peer.frame(Attach(name="l", handle=0, role=Role.SENDER, source=Source(address="s")), 1)
+    link = next(e for e in peer.engine.events() if isinstance(e, RemoteAttach)).link
+    with pytest.raises(UsageError):
+        link.accept()
+
+
 def test_second_open_is_illegal_state():
     peer = server_peer()
     peer.frame(Open(container_id="again"))

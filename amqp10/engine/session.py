@@ -193,6 +193,9 @@ class Session:
             raise UsageError(f"accept() answers a peer's begin; session is {self.state.value}")
         self.connection._machine.refuse_unless(ConnInput.SEND_FRAME)
         self._machine.refuse_unless(SessInput.SEND_BEGIN)
+        # a channel of our own first: with none free under the peer's channel-max (2.7.1)
+        # the UsageError leaves the session as it was (not MAPPED with no channel)
+        self._map_local_channel()
         self._configure(
             self.incoming_window_max if incoming_window is None else incoming_window,
             self.outgoing_window if outgoing_window is None else outgoing_window,
@@ -203,7 +206,6 @@ class Session:
         self.properties = properties or self.properties
         self.connection._check_can_send()
         self._machine.process(SessInput.SEND_BEGIN)
-        self._map_local_channel()
         self._grant_window()
         self._write_begin()
 
