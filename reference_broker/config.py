@@ -27,7 +27,9 @@ TOML layout (every key optional)::
     permissions = { configure = "^$", write = "^$", read = "^orders$" }
     [limits]
     max_frame_size = 131072
-    channel_max = 64
+    channel_max = 64              # sessions per connection
+    handle_max = 256              # links per session
+    handshake_timeout = 10.0      # seconds from TCP accept to the client's open; 0 = none
     ...
     [alarms]
     memory_high_watermark = 0.4          # fraction of RAM, or
@@ -90,6 +92,10 @@ class Limits:
     # amqp:resource-limit-exceeded (RabbitMQ's connection_max, per-user max-connections)
     max_connections: int = 0
     max_connections_per_user: int = 0
+    # seconds from TCP accept to the peer's open (0 = no bound); beyond it the connection
+    # is closed: with open + close (amqp:resource-limit-exceeded) once the AMQP protocol
+    # headers were exchanged, with a bare TCP close before (RabbitMQ's handshake_timeout)
+    handshake_timeout: float = 10.0
 
     @property
     def link_credit_regrant_below(self) -> int:
@@ -149,6 +155,7 @@ class BrokerConfig:
             "idle timeout must be 0 (none) .. 2147483 s (open.idle-time-out: milliseconds)",
         )
         _check(self.limits.admin_timeout > 0, "admin_timeout must be positive (seconds)")
+        _check(self.limits.handshake_timeout >= 0, "handshake_timeout must be >= 0 (seconds)")
         _check((self.tls_cert is None) == (self.tls_key is None), "tls_cert needs tls_key")
 
     @property
@@ -301,13 +308,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--no-fsync", action="store_true", default=None, help="skip fsync (unsafe; benchmarks)")
     add("--max-frame-size", type=int)
-    add("--channel-max", type=int)
-    add("--handle-max", type=int)
+    add(
+        "--channel-max",
+        type=int,
+        metavar="N",
+        help="sessions per connection (default 64): open.channel-max N-1; a begin on a "
+        "higher channel closes the connection with amqp:connection:framing-error (2.7.1)",
+    )
+    add(
+        "--handle-max",
+        type=int,
+        metavar="N",
+        help="links per session (default 256): begin.handle-max N-1; an attach on a higher "
+        "handle closes the connection with amqp:connection:framing-error (2.7.2)",
+    )
     add("--max-message-size", type=int)
     add("--max-incoming-window", type=int)
     add("--max-link-credit", type=int)
     add("--max-connections", type=int, help="open connections in all (0 = no limit)")
     add("--max-connections-per-user", type=int, help="open connections per user (0 = none)")
+    add(
+        "--handshake-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="seconds from TCP accept to the client's open (default 10; 0 = none); then "
+        "closed: open + close with amqp:resource-limit-exceeded after the AMQP header, "
+        "TCP close before",
+    )
     add(
         "--idle-timeout",
         type=float,
@@ -329,6 +356,7 @@ _LIMIT_OPTIONS = (
     "max_link_credit",
     "max_connections",
     "max_connections_per_user",
+    "handshake_timeout",
 )
 _ALARM_OPTIONS = ("memory_high_watermark", "memory_high_watermark_bytes", "disk_free_limit_bytes")
 

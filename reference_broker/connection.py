@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from amqp10.composites import Coordinator, Error, Rejected
-from amqp10.engine import Connection, ServerSasl, UsageError
+from amqp10.engine import Connection, ConnState, ServerSasl, UsageError
 from amqp10.engine import events as ev
 from amqp10.engine.transitions import LinkState, SessState
 from amqp10.errors import DecodeError
@@ -79,7 +79,6 @@ log = logging.getLogger("reference_broker.connection")
 
 MAX_FRAMES_PER_STEP = 128  # frames the engine handles before we act on them (receive())
 CLOSE_GRACE_S = 5.0  # after our close, wait this long for the peer's before dropping it
-HANDSHAKE_TIMEOUT_S = 10.0  # protocol header + SASL + open (RabbitMQ handshake_timeout)
 HOUSEKEEPING_INTERVAL_S = 0.2  # alarm readings, store flush / compaction
 _GONE_LINK = frozenset({LinkState.DETACHED, LinkState.DETACH_SENT})
 _LIVE_SESSION = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})
@@ -331,7 +330,8 @@ class BrokerConnection:
         self._parser_faults = self.faults.parser  # parser_faults sees every engine event
         self.hung = False  # a parser fault stopped this connection (no reads, no writes)
         # deadlines besides the engine's timer (2.4.5 heartbeats, idle time-out)
-        self._handshake_due: float | None = self.scheduler.now() + HANDSHAKE_TIMEOUT_S
+        bound = limits.handshake_timeout
+        self._handshake_due: float | None = self.scheduler.now() + bound if bound else None
         self._hard_close_due: float | None = None
         self._timer: Timer | None = None
         self._timer_at: float | None = None
@@ -577,14 +577,27 @@ class BrokerConnection:
         if self._handshake_due is not None and now >= self._handshake_due:
             self._handshake_due = None
             if engine is None or engine.remote_open is None:
-                # like RabbitMQ's handshake_timeout: no open by now, dropped
-                log.info("%s: no open within %s s; dropping it", self.name, HANDSHAKE_TIMEOUT_S)
-                self.shutdown()
+                self._handshake_timed_out(engine)
                 return
         if engine is not None:
             engine.handle_timer(now)
             self._drain_events()
         self.mark_dirty()
+
+    def _handshake_timed_out(self, engine: Connection | None) -> None:
+        """RabbitMQ's handshake_timeout: no open within the bound of the TCP accept. Once
+        the AMQP protocol headers were exchanged (after SASL, if any) a frame can say why:
+        our open, then close with amqp:resource-limit-exceeded (2.4.1: open comes first;
+        2.7.9), and the peer gets CLOSE_GRACE_S to answer; before that, a TCP close."""
+        bound = self._limits.handshake_timeout
+        reason = f"no open within {bound:g} s of the TCP accept (handshake timeout)"
+        log.info("%s: %s", self.name, reason)
+        if engine is None or engine.state is not ConnState.HDR_EXCH:
+            self.shutdown()
+            return
+        engine.close(Cond.RESOURCE_LIMIT_EXCEEDED, reason)
+        self._schedule_hard_close()
+        self.mark_dirty()  # flushed at the turn's end; the timer re-arms for the grace
 
     def _arm_timer(self) -> None:
         due = self.get_timer()

@@ -9,89 +9,19 @@ wait is bounded; nothing asserts on how long anything took.
 
 from __future__ import annotations
 
-import select
-import socket
 import time
 from collections.abc import Iterator
 
 import pytest
+from broker_support.raw_peer import WAIT, RawPeer
 
-from amqp10.composites import Begin, Close, Open
-from amqp10.frames import (
-    AMQP_HEADER,
-    EMPTY_FRAME,
-    Frame,
-    FrameDecoder,
-    ProtocolHeader,
-    encode_frame,
-)
+from amqp10.composites import Begin, Close
+from amqp10.frames import EMPTY_FRAME, encode_frame
 from amqp10.spec import Cond
 from reference_broker.config import ConfigError, from_args, from_mapping
 from reference_broker.process import BrokerProcess
 
-WAIT = 15.0  # bound of every wait (generous: the box may be loaded)
 BROKER_IDLE_S = 1  # --idle-timeout: advertised 1,000 ms, a silent peer closed after 2 s
-
-
-class RawPeer:
-    """A client that speaks frames through the amqp10 core and nothing else: it sends
-    only what the test tells it to (no heartbeats of its own)."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
-        self.decoder = FrameDecoder(expect_header=True)
-        self.frames: list[Frame] = []
-        self.header: ProtocolHeader | None = None
-        self.eof = False
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def open(self, idle_time_out: int | None = None) -> Open:
-        """AMQP header (no SASL: the broker lets loopback in anonymously) and open;
-        returns the broker's open."""
-        self.send(
-            AMQP_HEADER.encode()
-            + encode_frame(Open(container_id="idle-test", idle_time_out=idle_time_out))
-        )
-        return self.wait_frame("open").performative
-
-    def read(self, timeout: float) -> None:
-        """Whatever arrives within `timeout` (one recv), decoded into self.frames."""
-        if self.eof:
-            return
-        ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
-        if not ready:
-            return
-        try:
-            data = self.sock.recv(65536)
-        except ConnectionResetError:
-            data = b""
-        if not data:
-            self.eof = True
-            return
-        self.decoder.feed(data)
-        while (item := self.decoder.next_item()) is not None:
-            if isinstance(item, ProtocolHeader):
-                self.header = item
-            else:
-                self.frames.append(item)
-
-    def wait_frame(self, name: str, start: int = 0, timeout: float = WAIT) -> Frame:
-        deadline = time.monotonic() + timeout
-        while True:
-            for frame in self.frames[start:]:
-                if frame.name == name:
-                    return frame
-            left = deadline - time.monotonic()
-            assert left > 0 and not self.eof, f"no {name} frame; got {self.names(start)}"
-            self.read(min(left, 0.1))
-
-    def names(self, start: int = 0) -> list[str]:
-        return [frame.name for frame in self.frames[start:]]
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")

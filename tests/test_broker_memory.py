@@ -22,10 +22,12 @@ from amqp10.engine import (
     TransferReceived,
     TransportClosed,
 )
+from amqp10.frames import FrameDecoder
 from amqp10.message import Message
 from amqp10.origins import CLIENT, SERVER
 from amqp10.spec import Cond
 from reference_broker.config import BrokerConfig, Limits
+from reference_broker.connection import CLOSE_GRACE_S
 from reference_broker.faults import Faults
 from reference_broker.memory import MemoryBroker, MemoryConnection
 from reference_broker.scheduler import ManualScheduler
@@ -246,14 +248,23 @@ def test_silent_client_is_closed_after_the_broker_idle_timeout():
         assert not conn.alive and conn.broker_closed
 
 
-def test_no_open_within_the_handshake_time_is_dropped():
+def test_no_open_within_the_handshake_time_is_closed_then_dropped():
+    """10 s (the default handshake_timeout) after the accept with headers exchanged but no
+    open: open + close with amqp:resource-limit-exceeded, dropped after the close grace."""
     with make_broker() as broker:
         conn = broker.connect(raw=True)
         conn.send(b"AMQP\x00\x01\x00\x00")
         broker.pump()
+        assert conn.take_output() == b"AMQP\x00\x01\x00\x00"
         broker.advance(9.0)
-        assert conn.alive
+        assert conn.alive and conn.take_output() == b""
         broker.advance(2.0)
+        decoder = FrameDecoder(expect_header=False)
+        decoder.feed(conn.take_output())
+        frames = list(iter(decoder.next_item, None))
+        assert [f.name for f in frames] == ["open", "close"]
+        assert frames[1].performative.error.condition == Cond.RESOURCE_LIMIT_EXCEEDED
+        broker.advance(CLOSE_GRACE_S + 1.0)
         assert not conn.alive and conn.failure is None
 
 
