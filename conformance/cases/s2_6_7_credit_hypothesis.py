@@ -149,6 +149,9 @@ case(
     CREDIT_LIMIT,
     requires={"queues"},
     budget=90.0,
+    # alone under --jobs N: the Proton Python example broker's transfer beyond credit shows
+    # in 3 of 4 runs beside other cases, 1 of 8 alone (same machine load)
+    serial=True,
 )(_grant_only)
 
 _with_drain = _hypothesis_case(
