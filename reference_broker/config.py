@@ -16,6 +16,7 @@ TOML layout (every key optional)::
     loopback_users = ["guest"]
     tls_cert = "cert.pem"
     tls_key = "key.pem"
+    tls_ca = "ca.pem"             # verify client certificates: SASL EXTERNAL, user = the CN
     tls_port = 5671
     idle_timeout = 60             # seconds advertised in open.idle-time-out; 0 = none
     [users.guest]
@@ -134,6 +135,9 @@ class BrokerConfig:
     anonymous_login_user: str = "guest"
     tls_cert: str | None = None
     tls_key: str | None = None
+    # CA certificates (PEM) for client certificates: with it the amqps listener asks for
+    # one and offers SASL EXTERNAL, whose user is the certificate's subject CN
+    tls_ca: str | None = None
     tls_port: int = 5671
     fsync: bool = True
     faults: Faults = field(default_factory=Faults)
@@ -157,6 +161,7 @@ class BrokerConfig:
         _check(self.limits.admin_timeout > 0, "admin_timeout must be positive (seconds)")
         _check(self.limits.handshake_timeout >= 0, "handshake_timeout must be >= 0 (seconds)")
         _check((self.tls_cert is None) == (self.tls_key is None), "tls_cert needs tls_key")
+        _check(self.tls_ca is None or self.tls_cert is not None, "tls_ca needs tls_cert")
 
     @property
     def tls(self) -> bool:
@@ -222,6 +227,7 @@ _TOP_LEVEL = {
     "anonymous_login_user",
     "tls_cert",
     "tls_key",
+    "tls_ca",
     "tls_port",
     "fsync",
     "faults",
@@ -297,6 +303,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--tls-cert", help="TLS certificate (PEM) for amqps")
     add("--tls-key", help="TLS private key (PEM)")
+    add(
+        "--tls-ca",
+        help="CA certificates (PEM) for client certificates: amqps asks for one and offers "
+        "SASL EXTERNAL (the user is the certificate's CN)",
+    )
     add("--tls-port", type=int, help="amqps port (default 5671)")
     add("--log-level", choices=LOG_LEVELS)
     add(
@@ -385,6 +396,7 @@ def from_args(args: argparse.Namespace | Sequence[str]) -> BrokerConfig:
         "data_dir",
         "tls_cert",
         "tls_key",
+        "tls_ca",
         "tls_port",
         "log_level",
     ):

@@ -299,8 +299,10 @@ class BrokerConnection:
         local: tuple[str, int],
         *,
         connected_at: float = 0.0,
+        tls_identity: str | None = None,
     ) -> None:
         self.context = context
+        self.tls_identity = tls_identity  # a verified client certificate's CN (EXTERNAL)
         self.scheduler = context.scheduler
         self.vhost = context.vhost
         self.config = context.config
@@ -398,7 +400,16 @@ class BrokerConnection:
                 return False
             return loopback or username not in loopback_users
 
-        return ServerSasl(tuple(mechanisms), verify_plain=verify)
+        if self.tls_identity is not None:  # RabbitMQ's rabbitmq_auth_mechanism_ssl
+            mechanisms.insert(0, "EXTERNAL")
+        return ServerSasl(
+            tuple(mechanisms),
+            verify_plain=verify,
+            external_identity=self.tls_identity,
+            verify_external=lambda name: (
+                config.user(name) is not None and (loopback or name not in loopback_users)
+            ),
+        )
 
     def _on_sasl(self, event: ev.SaslAuthenticated) -> None:
         if event.code == 0:

@@ -3,7 +3,8 @@
 Owns: `LoopScheduler` (scheduler.Scheduler on an asyncio loop: the clock is
 time.monotonic(), timers are loop timers, blocking work goes to the loop's default
 executor) and `AmqpProtocol` (asyncio.Protocol: bytes read -> BrokerConnection.receive_data,
-the transport's write/close as its output, connection loss). May touch: connection.py
+the transport's write/close as its output, connection loss, the TLS client certificate's
+CN as the connection's identity for SASL EXTERNAL). May touch: connection.py
 through BrokerConnection's entry points.
 """
 
@@ -77,6 +78,7 @@ class AmqpProtocol(asyncio.Protocol):
             peer[:2],
             local[:2],
             connected_at=time.time(),
+            tls_identity=certificate_cn(transport.get_extra_info("peercert")),
         )
 
     def data_received(self, data: bytes) -> None:
@@ -85,3 +87,15 @@ class AmqpProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.connection is not None:
             self.connection.transport_lost(self.context.scheduler.now())
+
+
+def certificate_cn(peercert: dict[str, Any] | None) -> str | None:
+    """The subject CN of a verified TLS client certificate (ssl's getpeercert() form), the
+    identity SASL EXTERNAL logs in as; None without a certificate or CN."""
+    if not peercert:
+        return None
+    for rdn in peercert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None

@@ -72,6 +72,9 @@ class BrokerServer:
         if config.tls:
             tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             tls.load_cert_chain(config.tls_cert, config.tls_key)
+            if config.tls_ca is not None:  # client certificates for SASL EXTERNAL
+                tls.load_verify_locations(config.tls_ca)
+                tls.verify_mode = ssl.CERT_OPTIONAL
             tls_server = await loop.create_server(
                 lambda: AmqpProtocol(self.context), config.host, config.tls_port, ssl=tls
             )

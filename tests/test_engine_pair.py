@@ -257,6 +257,44 @@ def test_sasl_plain_bad_password_is_auth_failure():
     assert all(b"AMQP\x00" not in data for _, data in pair.wire)
 
 
+def _external(identity, known=("alice",)):
+    return ServerSasl(
+        ("PLAIN", "EXTERNAL"),
+        verify_plain=_check_password,
+        external_identity=identity,
+        verify_external=lambda name: name in known,
+    )
+
+
+def test_sasl_external_takes_the_transports_identity():
+    """RFC 4422 A.1: EXTERNAL with an empty authzid is the identity the transport proved
+    (a TLS client certificate's CN, passed in by the driver)."""
+    pair = _sasl_pair(ClientSasl("EXTERNAL"), _external("alice"))
+    pair.open()
+    auth = one(SaslAuthenticated, pair.take("server"))
+    assert (auth.mechanism, auth.username, auth.code) == ("EXTERNAL", "alice", SaslCode.OK)
+    assert pair.client.state is ConnState.OPENED
+
+
+@pytest.mark.parametrize(
+    "identity, authzid",
+    [("mallory", ""), ("alice", "bob")],  # an unknown user; acting as another
+)
+def test_sasl_external_refuses_unknown_or_other_identities(identity, authzid):
+    pair = _sasl_pair(
+        ClientSasl("EXTERNAL", authzid=authzid), _external(identity, ("alice", "bob"))
+    )
+    pair.client.open()
+    pair.pump()
+    assert one(SaslOutcomeReceived, pair.take("client")).code == SaslCode.AUTH
+    assert pair.client.remote_open is None and pair.server.remote_open is None
+
+
+def test_sasl_external_is_offered_only_with_an_identity():
+    assert _external(None).offered() == ("PLAIN",)
+    assert _external("alice").offered() == ("PLAIN", "EXTERNAL")
+
+
 def test_sasl_mechanism_not_offered():
     pair = _sasl_pair(ClientSasl("PLAIN", "u", "p"), ServerSasl(("ANONYMOUS",)))
     pair.client.open()

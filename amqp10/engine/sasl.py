@@ -1,4 +1,6 @@
-"""SASL (5.3) configuration and mechanism logic: ANONYMOUS and PLAIN (RFC 4616).
+"""SASL (5.3) configuration and mechanism logic: ANONYMOUS, PLAIN (RFC 4616) and EXTERNAL
+(RFC 4422 appendix A: the identity the transport established, e.g. a TLS client
+certificate, which the driver passes in; no I/O here).
 
 Owns: what a client puts in its sasl-init and how a server judges one. The SASL state
 machine itself is SASL_TABLE in transitions.py; the Connection drives it and calls in
@@ -18,14 +20,18 @@ from amqp10.types import symbol
 
 ANONYMOUS = "ANONYMOUS"
 PLAIN = "PLAIN"
+EXTERNAL = "EXTERNAL"
 
 # verify_plain(authzid, username, password) -> True to accept
 PlainVerifier = Callable[[str, str, str], bool]
+# verify_external(identity) -> True to accept the transport's identity as a user
+ExternalVerifier = Callable[[str], bool]
 
 
 @dataclass(frozen=True, slots=True)
 class ClientSasl:
-    """The client's choice: mechanism ANONYMOUS, or PLAIN with username/password."""
+    """The client's choice: mechanism ANONYMOUS, PLAIN with username/password, or EXTERNAL
+    (the initial response is the authzid: empty = the identity the transport proved)."""
 
     mechanism: str = ANONYMOUS
     username: str = ""
@@ -44,6 +50,8 @@ class ClientSasl:
         response = None
         if self.mechanism == PLAIN:  # RFC 4616: authzid NUL authcid NUL passwd
             response = f"{self.authzid}\0{self.username}\0{self.password}".encode()
+        elif self.mechanism == EXTERNAL:  # RFC 4422 A.1: the authzid, empty for "as proved"
+            response = self.authzid.encode()
         return SaslInit(
             mechanism=symbol(self.mechanism), initial_response=response, hostname=self.hostname
         )
@@ -51,14 +59,22 @@ class ClientSasl:
 
 @dataclass(frozen=True, slots=True)
 class ServerSasl:
-    """The server's offer. PLAIN is offered only with a verifier; without mechanisms
-    left the server offers ANONYMOUS."""
+    """The server's offer. PLAIN is offered only with a verifier, EXTERNAL only with the
+    transport's identity (`external_identity`, e.g. a TLS client certificate's CN) and a
+    verifier; without mechanisms left the server offers ANONYMOUS."""
 
     mechanisms: tuple[str, ...] = (ANONYMOUS,)
     verify_plain: PlainVerifier | None = None
+    external_identity: str | None = None
+    verify_external: ExternalVerifier | None = None
 
     def offered(self) -> tuple[str, ...]:
-        return tuple(m for m in self.mechanisms if m != PLAIN or self.verify_plain is not None)
+        external = self.external_identity is not None and self.verify_external is not None
+        return tuple(
+            m
+            for m in self.mechanisms
+            if (m != PLAIN or self.verify_plain is not None) and (m != EXTERNAL or external)
+        )
 
     def mechanisms_frame(self) -> SaslMechanisms:
         return SaslMechanisms(sasl_server_mechanisms=[symbol(m) for m in self.offered()])
@@ -70,6 +86,8 @@ class ServerSasl:
             return SaslCode.AUTH, None
         if mechanism == ANONYMOUS:
             return SaslCode.OK, None
+        if mechanism == EXTERNAL:
+            return self._judge_external(init.initial_response or b"")
         parts = (init.initial_response or b"").split(b"\0")
         if len(parts) != 3:
             return SaslCode.AUTH, None
@@ -80,3 +98,17 @@ class ServerSasl:
         assert self.verify_plain is not None
         ok = self.verify_plain(authzid, username, password)
         return (SaslCode.OK if ok else SaslCode.AUTH), username
+
+    def _judge_external(self, authzid: bytes) -> tuple[int, str | None]:
+        """RFC 4422 A.1: an empty authzid asks for the transport's identity; another one is
+        accepted only when it is that identity (no acting as someone else)."""
+        identity = self.external_identity
+        assert identity is not None and self.verify_external is not None
+        try:
+            wanted = authzid.decode()
+        except UnicodeDecodeError:
+            return SaslCode.AUTH, None
+        if wanted and wanted != identity:
+            return SaslCode.AUTH, wanted
+        ok = self.verify_external(identity)
+        return (SaslCode.OK if ok else SaslCode.AUTH), identity

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -102,9 +103,13 @@ class EngineClient:
         sasl: ClientSasl | None = None,
         timers: bool = True,
         liveness_bound: float | None = None,
+        tls: ssl.SSLContext | None = None,
         **options: Any,
     ) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        sock = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
+        if tls is not None:  # amqps: the TLS handshake while still blocking
+            sock = tls.wrap_socket(sock, server_hostname="localhost")
+        self.sock = sock
         self.sock.setblocking(False)
         self.conn = Connection("client", "engine-test-client", sasl=sasl, **options)
         self.events: list[Event] = []
@@ -138,11 +143,12 @@ class EngineClient:
         data = self.conn.data_to_send(now)
         if data:
             self._send(data)
-        readable, _, _ = select.select([self.sock], [], [], timeout)
-        if readable:
+        pending = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()
+        readable, _, _ = select.select([self.sock], [], [], 0 if pending else timeout)
+        if readable or pending:
             try:
                 chunk = self.sock.recv(1 << 20)
-            except (BlockingIOError, InterruptedError):
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
                 chunk = None
             except OSError:
                 chunk = b""
@@ -168,7 +174,7 @@ class EngineClient:
             try:
                 sent = self.sock.send(view)
                 view = view[sent:]
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantWriteError):
                 if time.monotonic() > deadline:
                     raise TimeoutError("socket send stalled") from None
                 select.select([], [self.sock], [], 0.05)
