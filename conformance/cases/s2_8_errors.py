@@ -29,6 +29,7 @@ ANY_DETACH = {"detach:*"} | ANY_END
     "amqp:link:transfer-limit-exceeded: the peer sent more message transfers than currently "
     "allowed on the link (2.6.7: with no link-credit it is illegal to send).",
     requires={"queues", "sender-spends-credit"},
+    serial=True,  # a broker that mishandles the flow may stop granting credit to every link
     outcomes={
         "detach:amqp:link:transfer-limit-exceeded",
         "end:amqp:link:transfer-limit-exceeded",
