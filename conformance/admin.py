@@ -4,9 +4,11 @@ client connection).
 Owns: `Admin` (the interface), `RabbitMqHttpAdmin` (RabbitMQ management HTTP API — the
 reference broker serves the same subset), `RabbitMqCtlAdmin` (rabbitmqctl, with the
 environment of tools/brokers/rabbitmq.sh), `NoAdmin` (every operation Unsupported) and
-`make_admin(settings, url_override)`. Memory alarms: `PUT/DELETE /api/alarms/memory` on
-the reference broker; `rabbitmqctl set_vm_memory_high_watermark 0.00001` / restore on
-RabbitMQ. Touches nothing else.
+`make_admin(settings, url_override)`. Restricted users (`restricted_user`/`delete_user`):
+PUT /api/users, PUT /api/permissions/%2F/{user}, DELETE /api/users on both. Memory alarms:
+`PUT/DELETE /api/alarms/memory` on the reference broker;
+`rabbitmqctl set_vm_memory_high_watermark 0.00001` / restore on RabbitMQ. Touches nothing
+else.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ class Admin:
     def close_connection(self, peer_port: int) -> None:
         """Close the client connection from local port `peer_port` as an operator does."""
         raise Unsupported(f"admin adapter {self.name!r} cannot close connections")
+
+    def restricted_user(self, name: str) -> tuple[str, str]:
+        """Create user `name` with no rights on the vhost "/" (configure, write and read all
+        "^$"); returns (username, password) for a SASL PLAIN login. Undo with delete_user."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot create users")
+
+    def delete_user(self, name: str) -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot delete users")
 
     def close(self) -> None:
         pass
@@ -141,6 +151,15 @@ class RabbitMqHttpAdmin(Admin):
             if time.monotonic() > end:
                 raise HarnessError(f"admin lists no connection from port {peer_port}")
             time.sleep(0.25)
+
+    def restricted_user(self, name: str) -> tuple[str, str]:
+        password = f"{name}-pw"
+        self._call("create user", self.client.create_user, name, password)
+        self._call("set permissions", self.client.set_permissions, name, "^$", "^$", "^$")
+        return name, password
+
+    def delete_user(self, name: str) -> None:
+        self._call("delete user", lambda n: self.client.delete_user(n, missing_ok=True), name)
 
     def raise_alarm(self, kind: str = "memory") -> None:
         if self.alarm == "rabbitmqctl" and self.ctl is not None:

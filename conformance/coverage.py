@@ -60,9 +60,6 @@ NO_CLIENT_CAN: dict[str, str] = {
     "cannot tell those sent after its detach arrived from those in flight before it (2.6.6), "
     "so brokers (the reference broker too) drop them instead of ending the session over a "
     "race",
-    "amqp:unauthorized-access": "needs a user without rights on a node; the profiles log in "
-    "as one user with every right (the reference broker can be given a restricted one: "
-    "[users.X] permissions)",
 }
 
 

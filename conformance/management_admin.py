@@ -2,8 +2,9 @@
 `/management` node (HTTP-over-AMQP on a link pair), so a broker needs no HTTP port.
 
 Owns: `ManagementNodeAdmin` (declare, delete, purge, depth; alarms through rabbitmqctl when
-the profile says so) and its one connection (a conformance Probe, opened on first use and
-again after a failure). Requests: properties to = the path, subject = the method,
+the profile says so; users UNSUPPORTED: RabbitMQ 4's /management node has no user routes)
+and its one connection (a conformance Probe, opened on first use and again after a
+failure). Requests: properties to = the path, subject = the method,
 message-id, reply-to "$me"; body one amqp-value. Replies: correlation-id = the message-id,
 subject = the status code. Touches nothing else (messages through amqp10.message).
 """

@@ -58,6 +58,8 @@ CAPABILITIES: dict[str, str] = {
     "quorum": "quorum queues (x-queue-type quorum, declared through the admin adapter): "
     "x-delivery-limit counted by the header delivery-count, dead-lettering at the limit and "
     "on rejected",
+    "user-admin": "the admin adapter can create a user without rights and delete it "
+    "(restricted_user / delete_user)",
 }
 
 

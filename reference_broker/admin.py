@@ -14,6 +14,11 @@ Routes (vhost is always "/", written %2F; names are percent-decoded per path seg
   GET    /api/bindings[/%2F]                GET|POST /api/bindings/%2F/e/{exchange}/q/{queue}
   GET|DELETE /api/bindings/%2F/e/{exchange}/q/{queue}/{props}
   GET    /api/alarms                        PUT|DELETE /api/alarms/{memory|disk}
+  GET    /api/users                         GET|PUT|DELETE /api/users/{name}
+  GET|PUT|DELETE /api/permissions/%2F/{name}  (users and permissions: administrator only)
+Users created by PUT /api/users live in memory (`BrokerConfig.runtime_users`) until the
+broker stops; those of the configuration cannot be changed or deleted here (400). A new user
+has no permissions (RabbitMQ: no access to the vhost) until PUT /api/permissions.
 Errors are JSON `{"error": ..., "reason": ...}` with RabbitMQ's wording where it has one.
 A connection's recv_cnt / send_cnt count AMQP and SASL frames (heartbeats included; RabbitMQ
 counts socket packets), recv_oct / send_oct every byte read / written.
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import ipaddress
 import json
 import logging
@@ -35,7 +41,15 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from .alarms import ResourceAlarms
 from .config import BrokerConfig, User
 from .exchanges import Binding, quote_binding_key
-from .permissions import CONFIGURE, FULL, READ, UNAUTHORIZED_ACCESS, WRITE
+from .permissions import (
+    CONFIGURE,
+    FULL,
+    NOTHING,
+    READ,
+    UNAUTHORIZED_ACCESS,
+    WRITE,
+    Permissions,
+)
 from .queues import ClassicQueue
 from .vhost import NOT_ALLOWED, QUEUE_TYPES, BrokerError, NotFoundError, VirtualHost
 
@@ -169,9 +183,11 @@ class AdminApi:
         assert user is not None
         if not MANAGEMENT_TAGS & set(user.tags):
             raise HttpError(401, "not_authorized", "Not management user")
+        head, rest = (request.segments or [""])[0], request.segments[1:]
+        if head in ("users", "permissions") and "administrator" not in user.tags:
+            raise HttpError(403, "not_authorised", "Access refused (administrator only)")
         if request.method in ("GET", "HEAD"):
             return
-        head, rest = (request.segments or [""])[0], request.segments[1:]
         if head == "alarms" and "administrator" not in user.tags:
             raise HttpError(403, "not_authorised", "Access refused (administrator only)")
         if head == "connections" and "administrator" not in user.tags:
@@ -205,6 +221,8 @@ class AdminApi:
             "exchanges": self._exchanges,
             "bindings": self._bindings,
             "alarms": self._alarms,
+            "users": self._users,
+            "permissions": self._permissions,
         }
         handler = table.get(head)
         if handler is None:
@@ -527,6 +545,77 @@ class AdminApi:
         else:
             self.alarms.clear_alarm(rest[0])
         return Response(204)
+
+    # ------------------------------------------------------------------ users & permissions
+    def _runtime_user(self, name: str) -> User:
+        """The runtime user `name` (404 if none; 400 for one of the configuration)."""
+        user = self.config.user(name)
+        if user is None:
+            raise not_found()
+        if name not in self.config.runtime_users:
+            raise HttpError(400, "bad_request", f"user '{name}' is defined in the configuration")
+        return user
+
+    def _users(self, request: Request, rest: list[str]) -> Response:
+        if not rest:
+            self._only(request, "GET")
+            known = {u.name: u for u in self.config.users} | self.config.runtime_users
+            return Response(200, [_user_json(u) for u in known.values()])
+        if len(rest) != 1:
+            raise not_found()
+        name = rest[0]
+        self._only(request, "GET", "PUT", "DELETE")
+        if request.method == "GET":
+            user = self.config.user(name)
+            if user is None:
+                raise not_found()
+            return Response(200, _user_json(user))
+        if request.method == "DELETE":
+            self._runtime_user(name)
+            del self.config.runtime_users[name]
+            return Response(204)
+        body = request.json()
+        password, tags = body.get("password"), body.get("tags", "")
+        if not isinstance(password, str):
+            raise HttpError(400, "bad_request", "password is required")
+        if isinstance(tags, str):
+            tags = [t.strip() for t in tags.split(",") if t.strip()]
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise HttpError(400, "bad_request", "tags must be a string or a list of strings")
+        existing = self.config.runtime_users.get(name)
+        if existing is None and self.config.user(name) is not None:
+            raise HttpError(400, "bad_request", f"user '{name}' is defined in the configuration")
+        permissions = existing.permissions if existing is not None else NOTHING
+        self.config.runtime_users[name] = User(name, password, tuple(tags), permissions)
+        return Response(201 if existing is None else 204)
+
+    def _permissions(self, request: Request, rest: list[str]) -> Response:
+        self._vhost(rest)
+        if len(rest) != 2:
+            raise not_found()
+        self._only(request, "GET", "PUT", "DELETE")
+        user = self._runtime_user(rest[1])
+        if request.method == "GET":
+            p = user.permissions
+            body = {"user": user.name, "vhost": "/", "configure": p.configure}
+            return Response(200, body | {"write": p.write, "read": p.read})
+        if request.method == "DELETE":
+            permissions = NOTHING
+        else:
+            body = request.json()
+            patterns = [body.get(kind, "") for kind in (CONFIGURE, WRITE, READ)]
+            if not all(isinstance(p, str) for p in patterns):
+                raise HttpError(400, "bad_request", "configure, write, read must be strings")
+            try:
+                permissions = Permissions(*patterns)
+            except ValueError as exc:
+                raise HttpError(400, "bad_request", str(exc)) from None
+        self.config.runtime_users[user.name] = dataclasses.replace(user, permissions=permissions)
+        return Response(201 if request.method == "PUT" else 204)
+
+
+def _user_json(user: User) -> dict[str, Any]:
+    return {"name": user.name, "tags": list(user.tags)}
 
 
 def _flag(body: dict[str, Any], key: str, default: bool) -> bool:

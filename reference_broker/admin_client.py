@@ -180,3 +180,15 @@ class ManagementClient:
 
     def clear_alarm(self, kind: str) -> None:
         self.call("DELETE", f"/api/alarms/{_name(kind)}")
+
+    def create_user(self, name: str, password: str, tags: str = "") -> None:
+        """PUT /api/users/{name} (creates or updates; the caller needs administrator)."""
+        self.call("PUT", f"/api/users/{_name(name)}", {"password": password, "tags": tags})
+
+    def set_permissions(self, user: str, configure: str, write: str, read: str) -> None:
+        """PUT /api/permissions/%2F/{user}: the three regexes on the vhost "/"."""
+        body = {"configure": configure, "write": write, "read": read}
+        self.call("PUT", f"/api/permissions/{VHOST}/{_name(user)}", body)
+
+    def delete_user(self, name: str, *, missing_ok: bool = False) -> None:
+        self.call("DELETE", f"/api/users/{_name(name)}", ok=(404,) if missing_ok else ())

@@ -143,6 +143,9 @@ class BrokerConfig:
     faults: Faults = field(default_factory=Faults)
     limits: Limits = field(default_factory=Limits)
     alarms: AlarmConfig = field(default_factory=AlarmConfig)
+    # users created through the admin API (PUT /api/users/{name}): in memory only, looked up
+    # before `users`, gone at restart; the one mutable part of the config
+    runtime_users: dict[str, User] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _check(self.log_level in LOG_LEVELS, f"log_level must be one of {LOG_LEVELS}")
@@ -168,6 +171,8 @@ class BrokerConfig:
         return self.tls_cert is not None
 
     def user(self, name: str) -> User | None:
+        if name in self.runtime_users:
+            return self.runtime_users[name]
         for user in self.users:
             if user.name == name:
                 return user

@@ -410,3 +410,55 @@ def test_a_slow_body_does_not_hold_up_other_clients(admin):
             assert admin.call("GET", "/api/overview")[0] == 200
         slow.sendall(b": true}")
         assert slow.recv(65536).startswith(b"HTTP/1.1 201")
+
+
+# ---------------------------------------------------------------------- users & permissions
+def test_users_and_permissions_lifecycle(admin):
+    """PUT /api/users creates a runtime user with no permissions; PUT /api/permissions sets
+    its three regexes (RabbitMQ's paths and bodies); DELETE removes it: its logins fail."""
+    new = {"password": "pw", "tags": ""}
+    assert admin.call("PUT", "/api/users/bob", new)[0] == 201
+    assert admin.call("PUT", "/api/users/bob", new)[0] == 204  # an update
+    status, body, _ = admin.call("GET", "/api/users/bob")
+    assert status == 200 and body == {"name": "bob", "tags": []}
+    names = [u["name"] for u in admin.call("GET", "/api/users")[1]]
+    assert names == ["guest", "alice", "bob"]
+    _, body, _ = admin.call("GET", "/api/permissions/%2F/bob")
+    assert (body["configure"], body["write"], body["read"]) == ("^$", "^$", "^$")
+    rights = {"configure": "^$", "write": "^q", "read": ".*"}
+    assert admin.call("PUT", "/api/permissions/%2F/bob", rights)[0] == 201
+    _, body, _ = admin.call("GET", "/api/permissions/%2F/bob")
+    assert body == {"user": "bob", "vhost": "/"} | rights
+    # no management tag: the API refuses bob's own login (as RabbitMQ)
+    assert admin.call("GET", "/api/overview", auth=("bob", "pw"))[0] == 401
+    assert admin.call("DELETE", "/api/users/bob")[0] == 204
+    assert admin.call("GET", "/api/users/bob")[0] == 404
+    assert admin.call("DELETE", "/api/users/bob")[0] == 404
+    assert admin.call("PUT", "/api/permissions/%2F/bob", rights)[0] == 404
+    status, body, _ = admin.call("GET", "/api/whoami", auth=("bob", "pw"))
+    assert status == 401 and body["reason"] == "Login failed"
+
+
+def test_users_need_administrator_and_spare_configured_users(admin):
+    alice = ("alice", "secret")  # tag monitoring: may use the API, not manage users
+    for method, path, body in (
+        ("GET", "/api/users", None),
+        ("PUT", "/api/users/eve", {"password": "x", "tags": "administrator"}),
+        ("PUT", "/api/permissions/%2F/alice", {"configure": ".*", "write": ".*", "read": ".*"}),
+        ("DELETE", "/api/users/guest", None),
+    ):
+        status, reply, _ = admin.call(method, path, body, auth=alice)
+        assert status == 403, (method, path)
+        assert reply == {"error": "not_authorised", "reason": "Access refused (administrator only)"}
+    assert admin.call("GET", "/api/users/eve")[0] == 404
+    for method, path, body in (
+        ("DELETE", "/api/users/alice", None),
+        ("PUT", "/api/users/alice", {"password": "x"}),
+        ("PUT", "/api/permissions/%2F/alice", {"configure": ".*"}),
+    ):
+        status, reply, _ = admin.call(method, path, body)
+        assert status == 400 and "configuration" in reply["reason"], (method, path)
+    assert admin.call("PUT", "/api/users/x", {"tags": ""})[0] == 400  # no password
+    assert admin.call("PUT", "/api/users/x", {"password": "p"})[0] == 201
+    assert admin.call("PUT", "/api/permissions/%2F/x", {"read": "("})[0] == 400
+    assert admin.call("GET", "/api/whoami", auth=alice)[0] == 200

@@ -26,6 +26,7 @@ import pytest
 from amqp10.composites import End
 from conformance.admin import NoAdmin, make_admin
 from conformance.fault_matrix import reference_broker
+from conformance.management_admin import ManagementNodeAdmin
 from conformance.profile import ProfileError, available_profiles, load_profile
 from conformance.registry import load_cases, suite_cases
 from conformance.results import (
@@ -35,7 +36,8 @@ from conformance.results import (
     load_expectations,
 )
 from conformance.runner import BrokerTarget, run_case
-from conformance.verdicts import Verdict
+from conformance.verdicts import Unsupported, Verdict
+from reference_broker.admin_client import ManagementClient
 from reference_broker.process import BrokerProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,6 +102,29 @@ def test_reference_broker_admin_closes_a_connection_forced(broker: BrokerProcess
     result = _run("2.8.16/connection-forced", broker)
     assert result.verdict == Verdict.OK, result.reason
     assert "outcome close:amqp:connection:forced" in result.notes
+
+
+def test_reference_broker_refuses_a_user_without_rights(broker: BrokerProcess) -> None:
+    """A user created with no rights through the admin adapter (PUT /api/users, PUT
+    /api/permissions) attaches a receiver: detached with amqp:unauthorized-access (2.8.15);
+    the user is deleted afterwards."""
+    result = _run("2.8.15/unauthorized-access-attach", broker)
+    assert result.verdict == Verdict.OK, result.reason
+    assert "outcome detach:amqp:unauthorized-access" in result.notes
+    with ManagementClient(f"http://127.0.0.1:{broker.admin_port}") as client:
+        names = [u["name"] for u in client.call("GET", "/api/users")]
+    assert not [n for n in names if n.startswith("amqpspec-norights-")], names
+
+
+def test_user_admin_is_unsupported_without_an_http_admin(broker: BrokerProcess) -> None:
+    """No admin adapter (the proton brokers): the case is UNSUPPORTED, not FAILED."""
+    for admin in (NoAdmin(), ManagementNodeAdmin(broker.url)):
+        with pytest.raises(Unsupported):
+            admin.restricted_user("amqpspec-x")
+        with pytest.raises(Unsupported):
+            admin.delete_user("amqpspec-x")
+    result = _run("2.8.15/unauthorized-access-attach", broker, "proton-example")
+    assert result.verdict == Verdict.UNSUPPORTED, result.reason
 
 
 def test_faulty_broker_still_passes_unrelated_cases(overdelivering_broker: BrokerProcess) -> None:

@@ -3,7 +3,8 @@ transfer after the sender spent its link-credit (amqp:link:transfer-limit-exceed
 first transfer without delivery-id (amqp:invalid-field), a transaction coordinator on a
 broker without transactions (amqp:not-implemented, 4.5), a consumer's queue deleted
 under it (amqp:resource-deleted), a link to the default exchange (amqp:not-allowed), a
-connection closed through the admin adapter (amqp:connection:forced).
+connection closed through the admin adapter (amqp:connection:forced), a receiver attached
+by a user without rights, created through the admin adapter (amqp:unauthorized-access).
 Conditions no client can provoke are listed with the reason in
 `conformance.coverage.NO_CLIENT_CAN`.
 
@@ -12,15 +13,19 @@ Owns the cases `2.8.15/*`, `2.8.16/*` and `2.8.18/*`.
 
 from __future__ import annotations
 
+import itertools
+import os
+
 from amqp10.composites import Coordinator, Transfer
 from amqp10.message import Message
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps.links import link_flow, publisher
 from conformance.steps.refusals import sent_frame_outcome
 from conformance.steps.sentences import ANY_END
-from conformance.verdicts import Unsupported
+from conformance.verdicts import CaseFailed, Unsupported
 
 ANY_DETACH = {"detach:*"} | ANY_END
+_users = itertools.count(1)
 
 
 @case(
@@ -176,3 +181,44 @@ def connection_forced(probe, ctx):
     since = probe.mark()
     ctx.admin.close_connection(probe.sock.getsockname()[1])
     ctx.outcome(probe.error_outcome(since=since))
+
+
+@case(
+    "2.8.15/unauthorized-access-attach",
+    SHOULD,
+    "amqp:unauthorized-access: the client attempted to work with a server entity to which it "
+    "has no access due to security settings; a user without rights attaches to a queue.",
+    requires={"queues", "user-admin"},
+    outcomes={
+        "detach:amqp:unauthorized-access",
+        "end:amqp:unauthorized-access",
+        "close:amqp:unauthorized-access",
+    },
+    lenient=ANY_DETACH,
+)
+def unauthorized_access_attach(probe, ctx):
+    """A user with no rights on the vhost (configure, write, read "^$"), created through the
+    admin adapter, logs in with SASL PLAIN and attaches a receiver to a fresh queue: the
+    broker refuses the link with amqp:unauthorized-access. A broker that refuses the login
+    itself cannot be asked (UNSUPPORTED); one that attaches the link FAILS. The user is
+    deleted at the end."""
+    ctx.require("sasl-plain")
+    queue = ctx.queue()
+    name = f"amqpspec-norights-{os.getpid()}-{next(_users)}"
+    probe.username, probe.password = ctx.admin.restricted_user(name)
+    probe.sasl_mechanism = "PLAIN"
+    try:
+        try:
+            session = probe.open_session()
+        except Exception:
+            if probe.conn is not None and probe.conn.sasl_outcome not in (None, 0):
+                raise Unsupported("the broker refused the restricted user's login") from None
+            raise
+        since = probe.mark()
+        probe.attach_receiver(session, ctx.source(queue), credit=1, wait=False)
+        outcome = probe.error_outcome(timeout=2.0, since=since)
+        if outcome == "timeout" and _attached(probe, since):
+            raise CaseFailed("the broker attached a receiver for a user without read rights")
+        ctx.outcome(outcome)
+    finally:
+        ctx.admin.delete_user(name)
