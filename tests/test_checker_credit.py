@@ -18,7 +18,17 @@ from hypothesis import strategies as st
 
 from amqp10.checker import Checker, check_connection
 from amqp10.checker.horizons import _MAX_KEYS, Horizons
-from amqp10.composites import Attach, Begin, Detach, Disposition, Flow, Open, Transfer
+from amqp10.composites import (
+    Attach,
+    Begin,
+    Detach,
+    Disposition,
+    Flow,
+    Open,
+    Source,
+    Target,
+    Transfer,
+)
 from amqp10.frames import AMQP_HEADER, Frame, FrameType
 from amqp10.serial import serial_add, serial_lt
 
@@ -589,3 +599,58 @@ def test_any_frame_sequence_is_judged_without_crashing(items, bound):
     for found_violation in checker.violations:
         assert 0 <= found_violation.frame_index < max(1, len(items))
         assert found_violation.origin in (C, S)
+
+
+def test_a_name_attached_twice_pairs_the_partners_attaches_in_order():
+    """A client attaches one sender name on handle 0, then again on handle 1 (initial
+    delivery-count 2^32-2) before the broker answers: the broker's attaches answer them in
+    order, so its flow on handle 0 is judged against handle 0's delivery-count (found by
+    the fuzzer's clean campaign: the second attach had taken the first's place)."""
+    trace = Trace().connect().begin()
+    for handle, initial in ((0, 0), (1, 0xFFFFFFFE)):
+        trace.frame(
+            C,
+            Attach(
+                name="q",
+                handle=handle,
+                role=False,
+                target=Target(address="q"),
+                initial_delivery_count=initial,
+            ),
+        )
+    for handle, count in ((0, 0), (1, 0xFFFFFFFE)):
+        trace.frame(S, Attach(name="q", handle=handle, role=True, source=Source(address="q")))
+        trace.flow(S, count, 170, handle=handle)
+    trace.transfer(C, handle=0)
+    trace.transfer(C, handle=1)
+    violations = trace.check()
+    assert not found(violations, "link.credit.receiver-delivery-count-ahead"), violations
+    # the same flow on the wrong handle is still caught
+    wrong = Trace().connect().begin()
+    wrong.frame(
+        C,
+        Attach(
+            name="q",
+            handle=0,
+            role=False,
+            target=Target(address="q"),
+            initial_delivery_count=0xFFFFFFFE,
+        ),
+    )
+    wrong.frame(S, Attach(name="q", handle=0, role=True, source=Source(address="q")))
+    wrong.flow(S, 0, 170)
+    assert found(wrong.check(), "link.credit.receiver-delivery-count-ahead")
+
+
+def test_a_sender_flow_that_regresses_its_count_leaves_the_receiver_judged_by_what_was_sent():
+    """A sender (the client) attaches at delivery-count 0, then its flow claims 2^32-1 (a
+    regression: its own violation); the broker's grant at delivery-count 0 crossed it and
+    is not a receiver ahead of the sender (found by the fuzzer's clean campaign)."""
+    trace = Trace().connect().begin()
+    trace.frame(C, Attach(name="q", handle=0, role=False, target=Target(address="q")))
+    regress = trace.flow(C, 0xFFFFFFFF, 1)
+    trace.frame(S, Attach(name="q", handle=0, role=True, source=Source(address="q")))
+    trace.flow(S, 0, 170)
+    violations = trace.check()
+    assert found(violations, "link.credit.sender-delivery-count-regressed") == [regress]
+    assert not found(violations, "link.credit.receiver-delivery-count-ahead"), violations

@@ -56,11 +56,10 @@ class LinkRules:
             return
         sending = other(origin) if attach.role else origin  # the link's direction (2.6.1)
         key = (attach.name, sending)
-        link = session.links.get(key)
-        if not _joins(link, origin):
-            mirror = session.links.get((attach.name, other(sending)))
-            if _joins(mirror, origin):  # the peer's attach of this name, in the same role
-                assert mirror is not None
+        link = _first_joined(session.links.get(key), origin)
+        if link is None:
+            mirror = _first_joined(session.links.get((attach.name, other(sending))), origin)
+            if mirror is not None:  # the peer's attach of this name, in the same role
                 link = mirror
                 remote = next(iter(link.ends.values()))
                 role = "receiver" if attach.role else "sender"
@@ -73,7 +72,7 @@ class LinkRules:
                 )
             else:
                 link = Link(attach.name)
-                session.links[key] = link
+                session.links.setdefault(key, []).append(link)
                 self._links[id(link)] = link
         link.ends[origin] = LinkEnd(attach, idx)
         end.handles[handle] = link
@@ -128,8 +127,11 @@ class LinkRules:
     def _forget_link(self: Checker, session: Any, link: Link) -> None:
         """Both ends detached: the link's state can go (the name may be attached anew)."""
         self._links.pop(id(link), None)
-        for key in [k for k, v in session.links.items() if v is link]:
-            del session.links[key]
+        for key, links in list(session.links.items()):
+            if link in links:
+                links.remove(link)
+                if not links:
+                    del session.links[key]
 
     # --- flow (2.6.7, 2.7.4) ------------------------------------------------------------
     def _link_flow(self: Checker, origin: str, end: SessionEnd, flow: Any, idx: int, time: Any):
@@ -192,7 +194,8 @@ class LinkRules:
         if count is None:
             return
         tracked = self._lenient_count(link)
-        if link.delivery_count is not None and serial_lt(count, tracked):
+        regressed = link.delivery_count is not None and serial_lt(count, tracked)
+        if regressed:
             self._report(
                 "link.credit.sender-delivery-count-regressed",
                 idx,
@@ -200,7 +203,9 @@ class LinkRules:
                 f"sender's delivery-count {count:#x} on link {link.name!r} is behind the "
                 f"{tracked:#x} deliveries it sent",
             )
-        link.delivery_count = count
+        # A regressed count is the sender's violation (above); its flow cannot take back
+        # what it sent, so the receiver is still judged against the count it had learned.
+        link.delivery_count = tracked if regressed else count
         link.aborted = 0
         credit = flow.link_credit
         if not credit and not (credit == 0 and flow.drain):
@@ -439,6 +444,11 @@ class LinkRules:
                 f"and sent no flow back",
             )
             link.drain_pending = None
+
+
+def _first_joined(links: list[Link] | None, origin: str) -> Link | None:
+    """The oldest of `links` that `origin`'s attach answers (see `_joins`), if any."""
+    return next((link for link in links or () if _joins(link, origin)), None)
 
 
 def _joins(link: Link | None, origin: str) -> bool:

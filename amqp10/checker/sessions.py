@@ -119,7 +119,7 @@ class SessionRules:
         end.handles.clear()
         if all(e.ended for e in session.ends.values()):
             self._sessions.pop(id(session), None)
-            for link in list(session.links.values()):
+            for link in [link for links in session.links.values() for link in links]:
                 self._forget_link(session, link)
 
     def _on_flow(self: Checker, origin: str, peer: Peer, frame: Frame, idx: int, time: Any):

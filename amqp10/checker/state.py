@@ -111,9 +111,11 @@ class Session:
 
     def __init__(self) -> None:
         self.ends: dict[str, SessionEnd] = {}
-        # (link name, the sending peer's origin) -> link: a name identifies a link in one
-        # direction (2.6.1), so a sender and a receiver may share it (a link pair)
-        self.links: dict[tuple[str, str], Link] = {}
+        # (link name, the sending peer's origin) -> links in attach order: a name identifies
+        # a link in one direction (2.6.1), so a sender and a receiver may share it (a link
+        # pair); a peer that attaches a name again before the first is answered makes a
+        # second link, and the partner's attaches answer them in order
+        self.links: dict[tuple[str, str], list[Link]] = {}
         self.echo_pending: dict[str, tuple[int, float | None]] = {}  # asked origin -> idx
 
 
