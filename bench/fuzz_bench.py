@@ -29,13 +29,12 @@ from amqp10.composites import COMPOSITE_CLASSES
 from fuzz.campaign import Campaign, CampaignConfig, triage
 from fuzz.case import Case, step
 from fuzz.inprocess import TARGETS, codec_one, run_inprocess
-from fuzz.model import Conversation, Handshake
+from fuzz.model import QUEUE_HANDSHAKE as QUEUE
+from fuzz.model import Conversation
 from fuzz.mutators import STRATEGIES, mutate_case
 from fuzz.oracle import Target, run_case
 from fuzz.seeds import scenario
 from reference_broker.process import BrokerProcess
-
-QUEUE = Handshake(source="/queues/amqpspec-fuzz", target="/queues/amqpspec-fuzz")
 
 
 def _cases(count: int) -> list[list]:

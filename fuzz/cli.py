@@ -22,11 +22,12 @@ import threading
 import time
 from urllib.parse import unquote, urlsplit
 
+from fuzz.model import FUZZ_QUEUE
 from fuzz.mutators import STRATEGIES
 from fuzz.oracle import Bounds, Target
 
 ACTIONS = ("replay", "codec", "engine", "broker")
-QUEUE = "amqpspec-fuzz"
+QUEUE = FUZZ_QUEUE
 
 
 class FuzzUsageError(Exception):

@@ -39,7 +39,7 @@ from amqp10.engine import Connection, ServerSasl
 from amqp10.errors import DecodeError
 from amqp10.frames import FrameDecoder
 from fuzz.case import Case, Step, case_from_json, step
-from fuzz.model import Handshake, answer
+from fuzz.model import FUZZ_QUEUE, QUEUE_HANDSHAKE, Handshake, answer
 from fuzz.mutators import STRATEGIES, mutate_case
 from fuzz.seeds import load_corpus, scenario
 from traces.minimize import ddmin
@@ -105,7 +105,7 @@ def broker_one(steps: list[Step]) -> str | None:
 
     try:
         with MemoryBroker(housekeeping=False) as broker:
-            broker.vhost.declare_queue("amqpspec-fuzz", durable=False)
+            broker.vhost.declare_queue(FUZZ_QUEUE, durable=False)
             connection = broker.connect(raw=True)
             for s in steps:
                 connection.send(s.data)
@@ -129,11 +129,10 @@ def _codec_steps(steps: list[Step]) -> str | None:
     return codec_one(b"".join(s.data for s in steps))
 
 
-_QUEUE = Handshake(source="/queues/amqpspec-fuzz", target="/queues/amqpspec-fuzz")
 TARGETS: dict[str, InProcessTarget] = {
     "codec": InProcessTarget("codec", _codec_steps, Handshake(sasl="none")),
     "engine": InProcessTarget("engine", engine_one, Handshake()),
-    "broker": InProcessTarget("broker", broker_one, _QUEUE),
+    "broker": InProcessTarget("broker", broker_one, QUEUE_HANDSHAKE),
 }
 
 

@@ -38,6 +38,9 @@ from fuzz.case import FRAME, HEADER, Step
 SASL_NONE = "none"
 
 
+FUZZ_QUEUE = "amqpspec-fuzz"  # the queue every campaign and in-process target talks to
+
+
 @dataclass(frozen=True, slots=True)
 class Handshake:
     """`sasl`: 'PLAIN', 'ANONYMOUS' or 'none' (straight to the AMQP header)."""
@@ -46,9 +49,13 @@ class Handshake:
     username: str = "guest"
     password: str = "guest"
     hostname: str | None = None
-    source: str = "amqpspec-fuzz"
-    target: str = "amqpspec-fuzz"
+    source: str = FUZZ_QUEUE
+    target: str = FUZZ_QUEUE
     max_frame_size: int = 65536
+
+
+# the fuzz queue by its RabbitMQ 4 / reference-broker v2 address
+QUEUE_HANDSHAKE = Handshake(source=f"/queues/{FUZZ_QUEUE}", target=f"/queues/{FUZZ_QUEUE}")
 
 
 def _permissive_server(sasl: bool = True) -> Connection:

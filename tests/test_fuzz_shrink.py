@@ -16,12 +16,12 @@ from amqp10.types import Described, symbol, ulong
 from fuzz.campaign import FIELD_TESTS_OTHER, triage
 from fuzz.case import Case, Step, step
 from fuzz.detection import Supervised
-from fuzz.model import Conversation, Handshake
+from fuzz.model import QUEUE_HANDSHAKE as QUEUE
+from fuzz.model import Conversation
 from fuzz.oracle import VIOLATION, Bounds, Target, run_case
 from fuzz.shrink import non_default_fields, shrink_fields
 
 C = COMPOSITE_CLASSES
-QUEUE = Handshake(source="/queues/amqpspec-fuzz", target="/queues/amqpspec-fuzz")
 FAT_FLOW = C["flow"](
     next_incoming_id=5,
     incoming_window=900,
