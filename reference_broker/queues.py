@@ -233,10 +233,15 @@ class ClassicQueue:
         return msg, token
 
     def restore(self, messages: Iterable[tuple[int, bytes]]) -> int:
-        """Load recovered (msg_id, payload) pairs in order; used at startup only."""
+        """Load recovered (msg_id, payload) pairs in order; used at startup only.
+
+        3.2.1: first-acquirer true says no other link acquired the message. The log keeps
+        no deliveries, so any recovered message may have gone to a consumer whose accept
+        did not reach the disk before the crash: each comes back with first-acquirer false
+        (found by bench/overload/kill_soak.py: such redeliveries carried no mark)."""
         count = 0
         for msg_id, payload in messages:
-            self._ready.append(QueuedMessage(msg_id, payload, durable=True))
+            self._ready.append(QueuedMessage(msg_id, payload, first_acquirer=False, durable=True))
             self._next_id = max(self._next_id, msg_id + 1)
             count += 1
         return count
