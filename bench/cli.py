@@ -2,7 +2,8 @@
 
 Owns: dispatch only. `amqpspec bench codec` runs bench.codec_bench (amqp10 against
 python-qpid-proton), `amqpspec bench brokers` bench.broker_bench (reference broker against
-RabbitMQ 3.10 and the Proton C example broker); add further benchmarks to BENCHMARKS.
+RabbitMQ 3.10 and the Proton C example broker), the bench.overload modules (issue 11 §4:
+kill-soak, alarm-flood, conn-scale, hostile); add further benchmarks to BENCHMARKS.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "brokers": (
         "bench.broker_bench",
         "msgs/s: reference broker vs RabbitMQ 3.10 vs Proton C example broker (C clients)",
+    ),
+    "kill-soak": (
+        "bench.overload.kill_soak",
+        "kill -9 cycles under confirmed traffic: durable classic + stream, lost/duplicates",
     ),
 }
 

@@ -1,0 +1,29 @@
+"""bench/overload at small sizes over real sockets: each measurement runs end to end against
+its own reference broker and its verdict holds (the full sizes are in bench/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+
+from bench.overload import kill_soak
+
+
+def args(module, **values) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    namespace = parser.parse_args([])
+    for key, value in values.items():
+        setattr(namespace, key, value)
+    return namespace
+
+
+def test_kill_soak_loses_nothing_confirmed(tmp_path):
+    result = kill_soak.soak(cycles=3, min_run=0.2, max_run=0.5, seed=3, in_flight=32)
+    classic, stream = result["classic"], result["stream"]
+    assert classic["confirmed"] > 0 and stream["confirmed"] > 0
+    assert classic["lost"] == 0 and stream["lost"] == 0, result
+    assert classic["duplicates_unmarked"] == 0, classic["unmarked_ids"]
+    assert stream["duplicate_ids"] == 0
+    assert kill_soak.ok(result)
+    assert kill_soak.run(args(kill_soak, cycles=1, out=str(tmp_path))) == 0
+    assert (tmp_path / "overload-kill-soak.json").exists()
