@@ -254,11 +254,13 @@ def _stream(
                     done.add(connection_id)
                     yield _key(source, ends, epoch, connection_id), info, None
 
+        key = info = None
         for item in reader.items(counted()):
             if item.connection_id != current:
                 yield from complete(item.connection_id)
                 current = item.connection_id
-            yield _key(source, ends, epoch, current), reader.connections[current], item
+                key, info = _key(source, ends, epoch, current), reader.connections[current]
+            yield key, info, item
         yield from complete(None)
         epoch += len(reader.connections)
 
