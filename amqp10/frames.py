@@ -100,9 +100,13 @@ class Frame:
     @property
     def name(self) -> str:
         """Performative name ('flow', 'sasl-init') or 'empty'."""
-        if self.performative is None:
+        performative = self.performative
+        if performative is None:
             return "empty"
-        return getattr(self.performative, "NAME", type(self.performative).__name__)
+        try:
+            return performative.NAME
+        except AttributeError:
+            return type(performative).__name__
 
 
 def encode_frame(

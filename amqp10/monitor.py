@@ -67,17 +67,21 @@ class TraceItem:
 
     @property
     def kind(self) -> str:
-        if self.item is None:
+        item = self.item
+        if item is None:
             return KIND_RAW
-        if isinstance(self.item, ProtocolHeader):
+        if type(item) is Frame:
+            return KIND_FRAME
+        if isinstance(item, ProtocolHeader):
             return KIND_HEADER
         return KIND_FRAME
 
     @property
     def name(self) -> str:
         """'flow', 'empty', 'sasl-init', 'protocol-header' or 'raw'."""
-        if isinstance(self.item, Frame):
-            return self.item.name
+        item = self.item
+        if type(item) is Frame or isinstance(item, Frame):
+            return item.name
         return self.kind
 
 
@@ -235,11 +239,12 @@ class ConnectionMonitor:
                 return
             if item is None:
                 return
-            raw = item.raw if isinstance(item, Frame) else item.encode()
+            is_frame = isinstance(item, Frame)
+            raw = item.raw if is_frame else item.encode()
             del side.pending[: len(raw)]
             self._emit(direction, now, item, raw, out)
-            side.after_sasl_frame = isinstance(item, Frame) and item.type == FrameType.SASL
-            if isinstance(item, Frame) and item.name == "sasl-outcome":
+            side.after_sasl_frame = is_frame and item.type == FrameType.SASL
+            if side.after_sasl_frame and item.name == "sasl-outcome":
                 # 5.3.2: after the outcome both peers continue with a protocol header.
                 decoder.expect_protocol_header()
                 peer = other(direction)
@@ -301,6 +306,8 @@ class ConnectionMonitor:
         self._keep(self.checker.feed(item.direction, item.item, item.time, item.index), out)
 
     def _keep(self, violations: list[Violation], out: MonitorOutput) -> None:
+        if not violations:
+            return
         wanted = self.violations_of
         out.violations += (v for v in violations if wanted is None or v.origin == wanted)
 

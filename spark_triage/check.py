@@ -167,40 +167,67 @@ class _Tracker:
     """Per connection: the sending endpoint's state and what the most recent items were
     (a bounded ring, so a connection of any length needs constant memory here)."""
 
-    __slots__ = ("closed", "frames", "last_decoded", "opened", "product", "recent", "version")
+    __slots__ = (
+        "closed",
+        "frames",
+        "last_decoded",
+        "opened",
+        "product",
+        "recent",
+        "state",
+        "version",
+    )
 
     def __init__(self) -> None:
-        self.recent: OrderedDict[int, tuple[str, str, int | None, int | None, float]] = (
-            OrderedDict()
-        )
+        # item index % _RECENT_ITEMS -> (index, performative, state, channel, handle, time)
+        self.recent: list[tuple | None] = [None] * _RECENT_ITEMS
         self.opened = {CLIENT: False, SERVER: False}
         self.closed = {CLIENT: False, SERVER: False}
+        self.state = {CLIENT: endpoint_state(False, False), SERVER: endpoint_state(False, False)}
         self.last_decoded: dict[str, float] = {}  # direction -> time of its last decoded item
         self.product: str | None = None
         self.version: str | None = None
         self.frames = 0
 
     def see(self, item: TraceItem) -> None:
-        name = item.name
-        state = endpoint_state(self.opened[item.direction], self.closed[item.direction])
+        direction = item.direction
+        decoded = item.item
+        state = self.state[direction]
         channel = handle = None
-        if item.kind != KIND_RAW:
-            self.last_decoded[item.direction] = item.time
-        if isinstance(item.item, Frame):
-            self.frames += 1
-            channel = item.item.channel
-            handle = getattr(item.item.performative, "handle", None)
-            if name == "open":
-                self.opened[item.direction] = True
-                if item.direction != CLIENT:
-                    properties = getattr(item.item.performative, "properties", None) or {}
-                    self.product = _text(properties.get("product"))
-                    self.version = _text(properties.get("version"))
-            elif name == "close":
-                self.closed[item.direction] = True
-        self.recent[item.index] = (name, state, channel, handle, item.time)
-        if len(self.recent) > _RECENT_ITEMS:
-            self.recent.popitem(last=False)
+        if decoded is None:
+            name = KIND_RAW
+        else:
+            self.last_decoded[direction] = item.time
+            if isinstance(decoded, Frame):
+                self.frames += 1
+                name = decoded.name
+                channel = decoded.channel
+                handle = getattr(decoded.performative, "handle", None)
+                if name == "open":
+                    self._open(direction, decoded.performative)
+                elif name == "close":
+                    self.closed[direction] = True
+                    self.state[direction] = endpoint_state(self.opened[direction], True)
+            else:
+                name = item.kind
+        index = item.index
+        self.recent[index % _RECENT_ITEMS] = (index, name, state, channel, handle, item.time)
+
+    def _open(self, direction: str, performative: Any) -> None:
+        self.opened[direction] = True
+        self.state[direction] = endpoint_state(True, self.closed[direction])
+        if direction != CLIENT:
+            properties = getattr(performative, "properties", None) or {}
+            self.product = _text(properties.get("product"))
+            self.version = _text(properties.get("version"))
+
+    def at(self, index: int | None) -> tuple[str, str, int | None, int | None, float] | None:
+        """(performative, sender state, channel, handle, time) of one of the last
+        `_RECENT_ITEMS` items, else None."""
+        if index is None:
+            return None
+        found = self.recent[index % _RECENT_ITEMS]
+        return found[1:] if found is not None and found[0] == index else None
 
 
 def _text(value: Any) -> str | None:
@@ -310,9 +337,11 @@ class _Judge:
         tracker = self.tracker
         tracker.see(item)
         self.last_time = item.time
-        if item.kind == KIND_RAW and self.cutoff is None:
+        if item.item is None and self.cutoff is None:  # a raw item
             self.cutoff = tracker.last_decoded.get(item.direction, float("-inf"))
-        self._take(self.monitor.observe(item), item.time)
+        out = self.monitor.observe(item)
+        if out.notes or out.violations:
+            self._take(out, item.time)
 
     def _take(self, out: Any, time: float | None) -> None:
         for note in out.notes:
@@ -324,7 +353,7 @@ class _Judge:
 
     def _frame(self, violation: Any) -> tuple:
         """(performative, sender state, channel, handle, time) of the violating item."""
-        found = self.tracker.recent.get(violation.frame_index)
+        found = self.tracker.at(violation.frame_index)
         if found is not None:
             return found
         closed = self.tracker.closed.get(violation.origin, False)

@@ -39,7 +39,10 @@ def _complete(performative: Any) -> bool:
         fields = spec.fields if spec is not None else ()
         names = tuple(f.name.replace("-", "_") for f in fields if f.mandatory)
         _MANDATORY[type(performative)] = names
-    return all(getattr(performative, name, None) is not None for name in names)
+    for name in names:  # noqa: SIM110 - a loop, not all(genexpr): runs for every frame
+        if getattr(performative, name, None) is None:
+            return False
+    return True
 
 
 class Checker(SessionRules, LinkRules, SettlementRules):
@@ -200,10 +203,10 @@ class Checker(SessionRules, LinkRules, SettlementRules):
                 f"{frame.name} frame before any protocol header",
             )
             peer.layer = "amqp"
-        self._check_frame_shape(origin, frame, idx)
         performative = frame.performative
         name = frame.name
-        is_sasl = name.startswith("sasl-") or frame.type == FrameType.SASL
+        self._check_frame_shape(origin, frame, name, idx)
+        is_sasl = frame.type == FrameType.SASL or name.startswith("sasl-")
         if is_sasl:
             if peer.layer != "sasl":
                 self._report("security.sasl-order", idx, origin, f"{name} frame outside SASL")
@@ -227,13 +230,12 @@ class Checker(SessionRules, LinkRules, SettlementRules):
         if handler is not None and (name == "open" or _complete(performative)):
             handler(self, origin, peer, frame, idx, time)
 
-    def _check_frame_shape(self, origin: str, frame: Frame, idx: int) -> None:
+    def _check_frame_shape(self, origin: str, frame: Frame, name: str, idx: int) -> None:
         raw = frame.raw
         if len(raw) >= 8:
             doff = raw[4]
             if doff < 2 or 4 * doff > len(raw):
                 self._report("framing.doff", idx, origin, f"DOFF {doff} in a {len(raw)}-byte frame")
-        name = frame.name
         if frame.type not in (FrameType.AMQP, FrameType.SASL):
             self._report("framing.wrong-frame-type", idx, origin, f"frame type {frame.type:#x}")
         elif frame.performative is not None:
