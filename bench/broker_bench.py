@@ -12,6 +12,9 @@ What is timed, per broker and round (brokers interleaved, their order rotated ea
 - sequential: `send N` to an empty queue until every message is accepted, then `receive N`
   from it; two rates (N / wall time of each client process, connection set-up included).
 - concurrent: `receive N` and `send N` started together; N / wall time until both exit.
+- durable (brokers that persist; not with --no-durable): the sequential pair on a durable
+  queue with durable messages, each accepted only once on disk (publisher confirms).
+Beside each rate: the broker process's CPU seconds (/proc/PID/stat) and its RSS.
 Messages: the C `send` example patched to a 12-byte binary body (the stock example sends a
 map `{"sequence": n}` with a message-id). Credit: the stock C `receive` example grants all
 N credits at once when given a count (BATCH=1000 only when unlimited), so a variant built
@@ -38,7 +41,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from bench.table import print_table
 from reference_broker.process import BrokerProcess, free_port
@@ -50,6 +53,7 @@ DEFAULT_BUILD_DIR = pathlib.Path(tempfile.gettempdir()) / "amqpspec-bench-proton
 BODY = b"hello world!"
 assert len(BODY) == 12
 QUEUE = "bench"
+DURABLE_QUEUE = "bench-durable"  # durable queue, durable messages (the durable modes)
 CLIENT_TIMEOUT = 600.0
 BROKERS = ("reference", "rabbitmq", "proton-c")
 
@@ -102,6 +106,11 @@ _SEND12_PATCHES = [
         f'  pn_data_put_binary(body, pn_bytes({len(BODY)}, "{BODY.decode()}"));\n',
     ),
 ]
+# durable messages (header.durable = true, 3.2.1): the durable modes' sender
+_DURABLE_PATCH = (
+    "  body = pn_message_body(app->message);\n",
+    "  pn_message_set_durable(app->message, true);\n  body = pn_message_body(app->message);\n",
+)
 
 
 def _patched(source: str, patches: list[tuple[str, str]]) -> str:
@@ -132,7 +141,8 @@ def c_examples_available() -> bool:
 
 def build_c_clients(build_dir: pathlib.Path, credits: tuple[int, ...] = (200,)) -> pathlib.Path:
     """Build the stock examples (broker send receive direct, by proton-c-broker.sh build)
-    and the variants: `send12` (12-byte binary body) and, per credit C, `receive-credit-C`
+    and the variants: `send12` (12-byte binary body), `send12-durable` (the same, durable
+    messages) and, per credit C, `receive-credit-C`
     (credit window C, prints bodies) and `receive-quiet-credit-C` (prints only the count).
     Idempotent; returns build_dir."""
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -140,7 +150,8 @@ def build_c_clients(build_dir: pathlib.Path, credits: tuple[int, ...] = (200,)) 
     subprocess.run([str(TOOLS / "proton-c-broker.sh"), "build"], env=env, check=True, timeout=300)
     receive = (EXAMPLES / "receive.c").read_text()
     send = (EXAMPLES / "send.c").read_text()
-    targets = {"send12": (_patched(send, _SEND12_PATCHES), {})}
+    send12 = _patched(send, _SEND12_PATCHES)
+    targets = {"send12": (send12, {}), "send12-durable": (_patched(send12, [_DURABLE_PATCH]), {})}
     for credit in credits:
         windowed = _patched(receive, _RECEIVE_PATCHES)
         targets[f"receive-credit-{credit}"] = (windowed, {"RECEIVE_CREDIT": credit})
@@ -206,35 +217,49 @@ class Broker:
     port: int
     address: str
     admin_url: str | None = None
-    stop_actions: list = field(default_factory=list)
+    pid: int | None = None  # the broker's OS process: its CPU time and RSS go in the report
+    durable_address: str | None = None  # None: no persistence, no durable modes
 
-    def queue_depth(self) -> int | None:
+    def queue_depth(self, queue: str = QUEUE) -> int | None:
         if self.admin_url is None:
             return None
         from reference_broker.admin_client import ManagementClient
 
         with ManagementClient(self.admin_url) as admin:
-            return int(admin.queue(QUEUE).get("messages") or 0)
+            return int(admin.queue(queue).get("messages") or 0)
 
-    def purge(self) -> None:
+    def purge(self, queue: str = QUEUE) -> None:
         from reference_broker.admin_client import ManagementClient
 
         with ManagementClient(self.admin_url) as admin:
-            admin.purge_queue(QUEUE)
+            admin.purge_queue(queue)
 
 
 @contextlib.contextmanager
 def reference_broker(work: pathlib.Path) -> Iterator[Broker]:
-    process = BrokerProcess(admin=True, log=work / "reference-broker.log", wait=30.0)
+    process = BrokerProcess(
+        "--data-dir",
+        str(work / "reference-data"),
+        admin=True,
+        log=work / "reference-broker.log",
+        wait=30.0,
+    )
     try:
         from reference_broker.admin_client import ManagementClient
 
         admin_url = f"http://127.0.0.1:{process.admin_port}"
         with ManagementClient(admin_url) as admin:
             admin.declare_queue(QUEUE, durable=False)
+            admin.declare_queue(DURABLE_QUEUE, durable=True)
         version = _reference_version()
         yield Broker(
-            "reference", f"reference broker {version}", process.port, f"/queues/{QUEUE}", admin_url
+            "reference",
+            f"reference broker {version}",
+            process.port,
+            f"/queues/{QUEUE}",
+            admin_url,
+            pid=process.proc.pid,
+            durable_address=f"/queues/{DURABLE_QUEUE}",
         )
     finally:
         process.stop()
@@ -283,14 +308,21 @@ def rabbitmq_broker(work: pathlib.Path) -> Iterator[Broker]:
     try:
         subprocess.run([str(script), "start"], env=env, check=True, timeout=180)
         mgmt = f"http://127.0.0.1:{mgmt_port}"
-        _http(
-            "PUT",
-            f"{mgmt}/api/queues/%2F/{QUEUE}",
-            {"durable": False, "arguments": {"x-queue-type": "classic"}},
-        )
+        for queue, durable in ((QUEUE, False), (DURABLE_QUEUE, True)):
+            _http(
+                "PUT",
+                f"{mgmt}/api/queues/%2F/{queue}",
+                {"durable": durable, "arguments": {"x-queue-type": "classic"}},
+            )
         version = _dpkg_version("rabbitmq-server")
         yield Broker(
-            "rabbitmq", f"RabbitMQ {version.split('-')[0]}", amqp_port, f"/amq/queue/{QUEUE}", mgmt
+            "rabbitmq",
+            f"RabbitMQ {version.split('-')[0]}",
+            amqp_port,
+            f"/amq/queue/{QUEUE}",
+            mgmt,
+            pid=_pid_file(data_dir / "rabbitmq.pid"),
+            durable_address=f"/amq/queue/{DURABLE_QUEUE}",
         )
     finally:
         subprocess.run([str(script), "stop"], env=env, timeout=120, check=False)
@@ -304,9 +336,41 @@ def proton_c_broker(build_dir: pathlib.Path) -> Iterator[Broker]:
     try:
         subprocess.run([str(script), "start"], env=env, check=True, timeout=60)
         version = _dpkg_version("libqpid-proton11")
-        yield Broker("proton-c", f"Proton C broker {version.split('-')[0]}", port, QUEUE)
+        pid = _pid_file(build_dir / f"broker-{port}.pid")
+        yield Broker("proton-c", f"Proton C broker {version.split('-')[0]}", port, QUEUE, pid=pid)
     finally:
         subprocess.run([str(script), "stop"], env=env, timeout=60, check=False)
+
+
+def _pid_file(path: pathlib.Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds of a process so far (/proc/PID/stat), None if unknown."""
+    if pid is None:
+        return None
+    try:
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def process_rss_mib(pid: int | None) -> float | None:
+    """Resident set size of a process in MiB (/proc/PID/status VmRSS), None if unknown."""
+    if pid is None:
+        return None
+    try:
+        for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
 
 
 # --- timed runs ----------------------------------------------------------------------------
@@ -316,10 +380,12 @@ def proton_c_broker(build_dir: pathlib.Path) -> Iterator[Broker]:
 class Sample:
     broker: str
     round: int
-    mode: str  # "sequential-send", "sequential-receive", "concurrent"
+    mode: str  # one of MODES
     messages: int
     seconds: float
     left_in_queue: int | None = None  # queue depth after the round (None: not measurable)
+    broker_cpu_seconds: float | None = None  # the broker process's CPU time during the mode
+    broker_rss_mib: float | None = None  # its resident size right after the mode
 
     @property
     def rate(self) -> float:
@@ -356,39 +422,90 @@ def _finish(process: subprocess.Popen, expect: str) -> None:
         raise RuntimeError(f"client exit {process.returncode}, {last!r}: {err[-2000:]}")
 
 
+def _sample(broker: Broker, round_no: int, mode: str, messages: int, run) -> Sample:
+    """Time `run()` (returns wall seconds) and the broker process's CPU time over it."""
+    cpu = process_cpu_seconds(broker.pid)
+    seconds = run()
+    after = process_cpu_seconds(broker.pid)
+    sample = Sample(broker.name, round_no, mode, messages, seconds)
+    if cpu is not None and after is not None:
+        sample.broker_cpu_seconds = round(after - cpu, 3)
+    sample.broker_rss_mib = process_rss_mib(broker.pid)
+    return sample
+
+
 def run_round(
-    broker: Broker, clients: pathlib.Path, credit: int, messages: int, round_no: int
+    broker: Broker,
+    clients: pathlib.Path,
+    credit: int,
+    messages: int,
+    round_no: int,
+    durable: bool = True,
 ) -> list[Sample]:
+    """The modes of one round on one broker; the durable ones (durable queue, durable
+    messages, every one accepted = confirmed after the broker's fsync) only where the
+    broker persists (`durable_address`) and `durable` is set."""
     send = clients / "send12"
     receive = clients / f"receive-quiet-credit-{credit}"
     sent = f"{messages} messages sent and acknowledged"
     received = f"{messages} messages received"
-    samples = []
-    seconds = _timed(send, broker.port, broker.address, messages, sent)
-    samples.append(Sample(broker.name, round_no, "sequential-send", messages, seconds))
-    seconds = _timed(receive, broker.port, broker.address, messages, received)
-    samples.append(Sample(broker.name, round_no, "sequential-receive", messages, seconds))
-    start = time.perf_counter()
-    receiver = _spawn(receive, broker.port, broker.address, messages)
-    sender = _spawn(send, broker.port, broker.address, messages)
-    _finish(sender, sent)
-    _finish(receiver, received)
-    seconds = time.perf_counter() - start
-    samples.append(Sample(broker.name, round_no, "concurrent", messages, seconds))
+    port, address = broker.port, broker.address
+
+    def concurrent() -> float:
+        start = time.perf_counter()
+        receiver = _spawn(receive, port, address, messages)
+        sender = _spawn(send, port, address, messages)
+        _finish(sender, sent)
+        _finish(receiver, received)
+        return time.perf_counter() - start
+
+    runs = [
+        ("sequential-send", lambda: _timed(send, port, address, messages, sent)),
+        ("sequential-receive", lambda: _timed(receive, port, address, messages, received)),
+        ("concurrent", concurrent),
+    ]
+    queues = [QUEUE]
+    if durable and broker.durable_address is not None:
+        durable_send, durable_address = clients / "send12-durable", broker.durable_address
+        runs += [
+            ("durable-send", lambda: _timed(durable_send, port, durable_address, messages, sent)),
+            (
+                "durable-receive",
+                lambda: _timed(receive, port, durable_address, messages, received),
+            ),
+        ]
+        queues.append(DURABLE_QUEUE)
+    samples = [_sample(broker, round_no, mode, messages, run) for mode, run in runs]
     # RabbitMQ's management API refreshes queue statistics every 5 s: poll for a while;
     # whatever is still there is recorded (and purged so the next round starts empty)
-    deadline = time.monotonic() + 12
-    while (depth := broker.queue_depth()) not in (None, 0) and time.monotonic() < deadline:
-        time.sleep(1)
-    if depth:
-        print(f"note: {broker.name}: {depth} messages left in the queue after round {round_no + 1}")
-        broker.purge()
+    left: int | None = None
+    for queue in queues:
+        deadline = time.monotonic() + 12
+        while (depth := broker.queue_depth(queue)) not in (None, 0) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(1)
+        if depth:
+            print(f"note: {broker.name}: {depth} left in {queue} after round {round_no + 1}")
+            broker.purge(queue)
+        if depth is not None:
+            left = (left or 0) + depth
     for sample in samples:
-        sample.left_in_queue = depth
+        sample.left_in_queue = left
     return samples
 
 
-MODES = ("sequential-send", "sequential-receive", "concurrent")
+MODES = ("sequential-send", "sequential-receive", "concurrent", "durable-send", "durable-receive")
+
+
+def cpu_per_100k(samples: list[Sample]) -> dict[str, dict[str, float]]:
+    """Median broker CPU seconds per 100,000 messages, per broker and mode (load-robust)."""
+    by: dict[str, dict[str, list[float]]] = {}
+    for s in samples:
+        if s.broker_cpu_seconds is not None:
+            per = s.broker_cpu_seconds * 100_000 / s.messages
+            by.setdefault(s.broker, {}).setdefault(s.mode, []).append(per)
+    return {b: {m: statistics.median(v) for m, v in modes.items()} for b, modes in by.items()}
 
 
 def medians(samples: list[Sample]) -> dict[str, dict[str, float]]:
@@ -398,7 +515,11 @@ def medians(samples: list[Sample]) -> dict[str, dict[str, float]]:
     return {b: {m: statistics.median(r) for m, r in modes.items()} for b, modes in by.items()}
 
 
-def table_rows(summary: dict[str, dict[str, float]], labels: dict[str, str]) -> list[list[str]]:
+def table_rows(
+    summary: dict[str, dict[str, float]],
+    labels: dict[str, str],
+    cpu: dict[str, dict[str, float]] | None = None,
+) -> list[list[str]]:
     rows = []
     for name in summary:
         for mode in MODES:
@@ -409,11 +530,20 @@ def table_rows(summary: dict[str, dict[str, float]], labels: dict[str, str]) -> 
             for other in ("rabbitmq", "proton-c"):
                 base = summary.get(other, {}).get(mode)
                 ratios.append(f"{rate / base:.2f}x" if base else "")
-            rows.append([labels[name], mode, f"{rate:,.0f}", *ratios])
+            seconds = (cpu or {}).get(name, {}).get(mode)
+            cpu_text = "" if seconds is None else f"{seconds:.2f}"
+            rows.append([labels[name], mode, f"{rate:,.0f}", *ratios, cpu_text])
     return rows
 
 
-HEADERS = ["broker", "mode", "msgs/s (median)", "vs RabbitMQ 3.10", "vs Proton C broker"]
+HEADERS = [
+    "broker",
+    "mode",
+    "msgs/s (median)",
+    "vs RabbitMQ 3.10",
+    "vs Proton C broker",
+    "CPU s/100k",
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -424,6 +554,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--brokers",
         default=",".join(BROKERS),
         help=f"comma-separated subset of {','.join(BROKERS)}",
+    )
+    parser.add_argument(
+        "--no-durable",
+        action="store_true",
+        help="skip the durable modes (durable queue and messages, confirmed after fsync)",
     )
     parser.add_argument("--build-dir", default=str(DEFAULT_BUILD_DIR), help="C client builds")
     parser.add_argument(
@@ -465,7 +600,9 @@ def run(args: argparse.Namespace) -> int:
         for round_no in range(args.rounds):
             shift = round_no % len(brokers)
             for broker in brokers[shift:] + brokers[:shift]:
-                got = run_round(broker, clients, args.credit, args.messages, round_no)
+                got = run_round(
+                    broker, clients, args.credit, args.messages, round_no, not args.no_durable
+                )
                 samples += got
                 print(
                     f"round {round_no + 1} {broker.name}: "
@@ -477,7 +614,8 @@ def run(args: argparse.Namespace) -> int:
         f"{args.messages:,} x 12-byte messages, credit {args.credit}, Proton C example "
         f"clients, median of {args.rounds} rounds (msgs/s, higher is better)"
     )
-    print_table(HEADERS, table_rows(summary, labels), title, left_columns=("broker", "mode"))
+    cpu = cpu_per_100k(samples)
+    print_table(HEADERS, table_rows(summary, labels, cpu), title, left_columns=("broker", "mode"))
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC)
@@ -493,6 +631,9 @@ def run(args: argparse.Namespace) -> int:
         "load_average": os.getloadavg(),
         "brokers": labels,
         "median_rates": summary,
+        "median_broker_cpu_seconds_per_100k": {
+            b: {m: round(v, 3) for m, v in modes.items()} for b, modes in cpu.items()
+        },
         "samples": [asdict(s) | {"rate": s.rate} for s in samples],
     }
     path.write_text(json.dumps(report, indent=2) + "\n")
