@@ -56,9 +56,11 @@ class BrokerProcess:
         idle_timeout: float | None = None,
         log: str | os.PathLike[str] | None = None,
         wait: float = 15.0,
+        python_options: Iterable[str] = (),
     ) -> None:
         self.wait = wait
-        argv = [sys.executable, "-m", "reference_broker", "--port", "0"]
+        # python_options: e.g. ("-m", "cProfile", "-o", PATH) to profile the broker
+        argv = [sys.executable, *python_options, "-m", "reference_broker", "--port", "0"]
         argv += ["--admin-port", "0" if admin else "-1", "--log-level", "info"]
         if idle_timeout is not None:
             argv += ["--idle-timeout", str(idle_timeout)]
