@@ -37,6 +37,7 @@ from urllib.parse import quote
 import pytest
 
 from conformance.admin import Admin, make_admin
+from conformance.facts import RunFacts
 from conformance.jobs import DEFAULT_JOBS, CaseScheduler
 from conformance.preflight import HEALTH_TIMEOUT_S, BrokerHealth
 from conformance.probe import Probe
@@ -112,6 +113,7 @@ class _Session:
             raise pytest.UsageError(f"--jobs must be 1 or more, got {self.jobs}")
         self.scheduler: CaseScheduler[tuple[CaseResult, list[Verdict]]] | None = None
         self.health = BrokerHealth(self.target, self.profile, HEALTH_TIMEOUT_S)
+        self.facts = RunFacts()  # what the run's cases learn about the broker (facts.py)
         global LAST_RUN
         LAST_RUN = RunState(self.broker, expect_file=self.expect_file, strict=self.strict)
         self.state = LAST_RUN
@@ -146,7 +148,7 @@ class _Session:
     def _execute(self, case: Case) -> tuple[CaseResult, list[Verdict]]:
         """One case with the health probe before it and --expect-retries after it (in a
         scheduler thread under --jobs N); the result and every attempt's verdict."""
-        result = self._unreachable(case) or run_case(case, self.target, self.profile, self.admin)
+        result = self._unreachable(case) or self._run_case(case)
         attempts = [result.verdict]
         expectation = self.expected.get(case.case_id)
         if expectation is not None and result.verdict not in expectation.accepted:
@@ -167,6 +169,9 @@ class _Session:
         self.state.index_path = self.results_dir.write_index()
         _attach_to_allure(case, result, self.results_dir.root / entry["trace"], entry, self)
         return result
+
+    def _run_case(self, case: Case) -> CaseResult:
+        return run_case(case, self.target, self.profile, self.admin, facts=self.facts)
 
     def _unreachable(self, case: Case) -> CaseResult | None:
         """The health probe between cases (issue 13 §2): after a case that did not end well
@@ -191,7 +196,7 @@ class _Session:
         otherwise the last attempt is the result that gets compared."""
         attempts, last = [first.verdict], first
         while last.verdict not in expectation.accepted and len(attempts) <= self.expect_retries:
-            last = run_case(case, self.target, self.profile, self.admin)
+            last = self._run_case(case)
             attempts.append(last.verdict)
         if len(attempts) == 1:
             return first, attempts

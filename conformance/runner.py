@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 from amqp10.checker import Violation
 from amqp10.engine.transitions import UsageError
 from conformance.admin import Admin
+from conformance.facts import RunFacts
 from conformance.probe import Probe, Recording
 from conformance.profile import Profile
 from conformance.registry import MUST, PIPELINED, Case
@@ -78,9 +79,11 @@ class CaseContext:
         deadline: float,
         *,
         pipelined: bool = False,
+        facts: RunFacts | None = None,
     ) -> None:
         self.case = case
         self.pipelined = pipelined  # every probe holds its frames until the first wait
+        self.facts = RunFacts() if facts is None else facts  # what earlier cases learned
         self.target = target
         self.profile = profile
         self.admin = admin
@@ -200,10 +203,17 @@ def outcome_matches(observed: str, patterns: frozenset[str]) -> bool:
 
 
 def run_case(
-    case: Case, target: BrokerTarget, profile: Profile, admin: Admin, *, pipelined: bool = False
+    case: Case,
+    target: BrokerTarget,
+    profile: Profile,
+    admin: Admin,
+    *,
+    pipelined: bool = False,
+    facts: RunFacts | None = None,
 ) -> CaseResult:
     """Run `case` (`pipelined`, or a pipelined variant: its frames up to the first wait in
-    one write, issue 13 §1) and grade it."""
+    one write, issue 13 §1) and grade it. `facts`: what earlier cases of the run learned
+    about the broker (a fresh record by default: every wait in full)."""
     pipelined = pipelined or case.variant == PIPELINED
     started = time.monotonic()
     missing = sorted(case.requires - profile.capabilities)
@@ -216,7 +226,9 @@ def run_case(
             f"profile {profile.name!r} lacks {', '.join(missing)}",
         )
     budget = case.budget if case.budget is not None else profile.case_budget
-    ctx = CaseContext(case, target, profile, admin, started + budget, pipelined=pipelined)
+    ctx = CaseContext(
+        case, target, profile, admin, started + budget, pipelined=pipelined, facts=facts
+    )
     verdict, reason = Verdict.OK, ""
     try:
         probe = ctx.probe()

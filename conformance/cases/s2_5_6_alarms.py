@@ -18,7 +18,12 @@ clears the alarm it raised, whatever happens.
 from __future__ import annotations
 
 from conformance.registry import MUST, SHOULD, case
-from conformance.steps.alarms import memory_alarm, window_closed_or_unsupported, window_flow
+from conformance.steps.alarms import (
+    memory_alarm,
+    window_closed,
+    window_closed_or_unsupported,
+    window_flow,
+)
 from conformance.steps.credit import server_flows
 from conformance.steps.deliveries import exactly
 from conformance.steps.frames import send_transfers
@@ -35,9 +40,11 @@ BLOCKED = (
 )
 
 
-def _window_closed(probe, since):
+def _window_closed(probe, ctx, since):
     refusal = "no flow with incoming-window 0 for the publisher session on a memory alarm"
-    window_closed_or_unsupported(probe, since, ALARM_WAIT, refusal, see="2.5.6/alarm-closes-window")
+    window_closed_or_unsupported(
+        probe, ctx, since, ALARM_WAIT, refusal, see="2.5.6/alarm-closes-window"
+    )
 
 
 MAX_FRAMES = 20000
@@ -64,7 +71,7 @@ def consumer_keeps_consuming(probe, ctx):
     _, link = consumer(probe, ctx, queue)
     since = probe.mark()
     with memory_alarm(ctx):
-        _window_closed(probe, since)
+        _window_closed(probe, ctx, since)
         probe.grant(link, 5)
         exactly(probe, link, 5)
 
@@ -103,7 +110,7 @@ def every_session_blocked(probe, ctx):
     since = probe.mark()
     with memory_alarm(ctx):
         for session in (first, second):
-            window_flow(probe, since, lambda w: w == 0, ALARM_WAIT, session.remote_channel)
+            window_closed(probe, ctx, since, ALARM_WAIT, session.remote_channel)
 
 
 @case(
@@ -131,7 +138,7 @@ def publisher_beyond_window(probe, ctx):
     session, sender = publisher(probe, ctx, queue)
     since = probe.mark()
     with memory_alarm(ctx):
-        _window_closed(probe, since)
+        _window_closed(probe, ctx, since)
         beyond = _widest_horizon(probe, session) - session.next_outgoing_id + 50
         if beyond > MAX_FRAMES:
             raise Unsupported(f"the broker's widest window needs {beyond} frames to exceed")
@@ -150,7 +157,7 @@ def publish_after_clear(probe, ctx):
     _, sender = publisher(probe, ctx, queue)
     since = probe.mark()
     with memory_alarm(ctx):
-        _window_closed(probe, since)
+        _window_closed(probe, ctx, since)
         since = probe.mark()
     window_flow(probe, since, lambda w: w > 0, 10.0)
     wait_credit(probe, sender)
@@ -167,7 +174,7 @@ def held_transfer_completes(probe, ctx):
     _, sender = publisher(probe, ctx, queue)
     since = probe.mark()
     with memory_alarm(ctx):
-        _window_closed(probe, since)
+        _window_closed(probe, ctx, since)
         probe.send_message(sender, body(0), settled=False)
         probe.idle(0.3)
     probe.publish(sender, 1, lambda i: body(1), timeout=10.0)
@@ -207,7 +214,7 @@ def publishers_blocked(probe, ctx):
     try:
         for index, session in enumerate(sessions):
             try:
-                _session_window(probe, session, since, lambda w: w == 0)
+                window_closed(probe, ctx, since, CLAIM_WAIT, session.remote_channel)
             except CaseFailed as exc:
                 raise CaseFailed(
                     f"publisher session {index + 1} of 2 got no flow with incoming-window 0 "
@@ -254,6 +261,7 @@ def window_no_wrap(probe, ctx):
     with memory_alarm(ctx):
         window_closed_or_unsupported(
             probe,
+            ctx,
             since,
             CLAIM_WAIT,
             "the broker did not close its window on an alarm",
@@ -297,7 +305,7 @@ def alarm_closes_window(probe, ctx):
     since = probe.mark()
     ctx.admin.raise_alarm("memory")
     try:
-        window_flow(probe, since, lambda w: w == 0, 10.0)
+        window_closed(probe, ctx, since, 10.0)
     finally:
         since = probe.mark()
         ctx.admin.clear_alarm("memory")
@@ -321,7 +329,7 @@ def alarm_window_stays_closed(probe, ctx):
     since = probe.mark()
     with memory_alarm(ctx):
         refusal = "the broker did not close its window on an alarm"
-        window_closed_or_unsupported(probe, since, 10.0, refusal)
+        window_closed_or_unsupported(probe, ctx, since, 10.0, refusal)
         since = probe.mark()
         send_transfers(probe, session, sender, [b"in-flight"])
         probe.send_frame(session_flow(session, echo=True), session.channel, strict=False)

@@ -91,7 +91,9 @@ def window_violation_alarm(probe, ctx):
     since = probe.mark()
     with memory_alarm(ctx):
         refusal = "the broker did not close its incoming window on a memory alarm"
-        window_closed_or_unsupported(probe, since, 10.0, refusal, see="2.5.6/alarm-closes-window")
+        window_closed_or_unsupported(
+            probe, ctx, since, 10.0, refusal, see="2.5.6/alarm-closes-window"
+        )
         since = probe.mark()
         send_one_delivery(probe, session, sender, b"closed-window", 1000)
         ctx.outcome(probe.error_outcome(since=since, timeout=5.0))
