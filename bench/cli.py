@@ -3,7 +3,8 @@
 Owns: dispatch only. `amqpspec bench codec` runs bench.codec_bench (amqp10 against
 python-qpid-proton), `amqpspec bench brokers` bench.broker_bench (reference broker against
 RabbitMQ 3.10 and the Proton C example broker), the bench.overload modules (issue 11 §4:
-kill-soak, alarm-flood, conn-scale, hostile); add further benchmarks to BENCHMARKS.
+kill-soak, alarm-flood, conn-scale, hostile), `amqpspec bench arrows` bench.arrows.run
+(quiver-style sender/receiver arrows, issue 12); add further benchmarks to BENCHMARKS.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "kill-soak": (
         "bench.overload.kill_soak",
         "kill -9 cycles under confirmed traffic: durable classic + stream, lost/duplicates",
+    ),
+    "arrows": (
+        "bench.arrows.run",
+        "quiver-style arrows: rates, end-to-end latency, broker CPU/RSS, peer-to-peer limit",
     ),
 }
 
