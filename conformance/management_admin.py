@@ -4,8 +4,10 @@
 Owns: `ManagementNodeAdmin` (declare, delete, purge, depth; alarms through rabbitmqctl when
 the profile says so; users UNSUPPORTED: RabbitMQ 4's /management node has no user routes)
 and its one connection (a conformance Probe, opened on first use and again after a
-failure). Requests: properties to = the path, subject = the method,
-message-id, reply-to "$me"; body one amqp-value. Replies: correlation-id = the message-id,
+failure, or a case's own probe given to `ManagementNodeAdmin.over`, so that what a case
+asks the node is in its trace and the node sees that connection as the asker). Requests:
+properties to = the path, subject = the method, message-id, reply-to "$me"; body one
+amqp-value. Replies: correlation-id = the message-id,
 subject = the status code. Touches nothing else (messages through amqp10.message).
 """
 
@@ -45,6 +47,14 @@ class ManagementNodeAdmin(Admin):
         self._sender: Any = None
         self._receiver: Any = None
 
+    @classmethod
+    def over(cls, probe: Probe) -> ManagementNodeAdmin:
+        """Requests on a link pair of `probe`'s (a case's connection, opened here if not
+        yet): queues it declares exclusive are that connection's."""
+        node = cls(f"amqp://{probe.host}:{probe.port}", wait=probe.wait)
+        node._attach_pair(probe)
+        return node
+
     # ------------------------------------------------------------------ transport
     def _connect(self) -> Probe:
         if self._probe is not None and not self._probe.closed:
@@ -58,6 +68,10 @@ class ManagementNodeAdmin(Admin):
             sasl_mechanism=mechanism,
             wait=self.wait,
         )
+        self._attach_pair(probe)
+        return probe
+
+    def _attach_pair(self, probe: Probe) -> None:
         session = probe.open_session()
         options = {
             "name": LINK_PAIR,
@@ -69,7 +83,6 @@ class ManagementNodeAdmin(Admin):
             session, Source(address=ADDRESS), credit=100, **options
         )
         self._probe = probe
-        return probe
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """One request to the node: (status code, reply body)."""
@@ -116,7 +129,7 @@ class ManagementNodeAdmin(Admin):
             "auto_delete": False,
             "arguments": arguments if arguments is not None else {"x-queue-type": "classic"},
         }
-        self.call("PUT", f"/queues/{quote(queue, safe='')}", spec)
+        self.call("PUT", f"/queues/{quote(queue, safe='')}", spec, ok=(200, 201))
 
     def delete_queue(self, queue: str) -> None:
         self.call("DELETE", f"/queues/{quote(queue, safe='')}", ok=(200, 404))

@@ -60,6 +60,9 @@ CAPABILITIES: dict[str, str] = {
     "on rejected",
     "user-admin": "the admin adapter can create a user without rights and delete it "
     "(restricted_user / delete_user)",
+    "management-node": "RabbitMQ 4's /management node (HTTP-over-AMQP on a link pair) on the "
+    "AMQP port: queues declared exclusive to the asking connection, 409 to a conflicting "
+    "redeclaration",
 }
 
 

@@ -120,14 +120,19 @@ class CaseContext:
         return relay
 
     # --- queues and addresses -----------------------------------------------------------
-    def queue(self, tag: str = "q", arguments: dict[str, Any] | None = None) -> str:
+    def queue(
+        self, tag: str = "q", arguments: dict[str, Any] | None = None, *, declare: bool = True
+    ) -> str:
         """A fresh, empty queue for this case (declared through the admin adapter when the
         profile says queues must be declared, or when it needs `arguments`: a stream or
-        quorum queue's x-queue-type...)."""
+        quorum queue's x-queue-type...; `declare=False`: only the name, the case declares
+        it its own way)."""
         self.require("queues")
         slug = "".join(ch if ch.isalnum() else "-" for ch in self.case.case_id)
         name = f"amqpspec-{slug}-{tag}-{next(_queue_counter)}-{int(time.time() * 1000) % 100000}"
-        if arguments is not None:
+        if not declare:
+            pass
+        elif arguments is not None:
             self.admin.declare_queue(name, arguments)
         elif self.profile.declare_queues:
             self.admin.declare_queue(name)

@@ -24,6 +24,7 @@ from enum import Enum
 from urllib.parse import quote
 
 INVALID_FIELD = "amqp:invalid-field"
+PRECONDITION_FAILED = "amqp:precondition-failed"
 NOT_ALLOWED = "amqp:not-allowed"
 
 # RFC 3986 unreserved characters are left as they are; everything else is %XX (UTF-8)
@@ -160,10 +161,19 @@ def parse_source(address: str | None, *, allow_v1: bool = True) -> Address:
 
 
 def parse_to(to: str | None) -> Address:
-    """The `to` of a message sent on an anonymous (null) target: a v2 target string."""
+    """The `to` of a message sent on an anonymous (null) target: a v2 target string. None or
+    a bad string is amqp:precondition-failed (RabbitMQ 4, after the anonymous terminus
+    spec's routing errors: the delivery is rejected with it)."""
     if to is None:
-        raise AddressError(to, "a message on a null target needs properties.to")
-    address = parse_target(to, allow_v1=False)
+        raise AddressError(
+            to, "anonymous terminus requires 'to' address to be set", PRECONDITION_FAILED
+        )
+    try:
+        address = parse_target(to, allow_v1=False)
+    except AddressError as exc:
+        raise AddressError(
+            to, f"bad 'to' address string: {exc.reason}", PRECONDITION_FAILED
+        ) from None
     if address.kind is AddressKind.ANONYMOUS:  # pragma: no cover - parse_target(str) never is
         raise AddressError(to, "to cannot be null")
     return address

@@ -846,6 +846,7 @@ class BrokerConnection:
             self._check_address(parse_source(address), declare_only=True)
             queue = self.vhost.resolve_source(address)
             self._permit(READ, "queue", queue.name)
+            self.vhost.check_exclusive(queue.name, self)  # RabbitMQ 4: amqp:resource-locked
         offset = None
         if isinstance(queue, StreamQueue):  # where the consumer starts reading the log
             try:
@@ -935,7 +936,7 @@ class BrokerConnection:
             event.delivery_id,
             event.settled,
             event.payload,
-            lambda payload: management_answer(vhost, payload, permit),
+            lambda payload: management_answer(vhost, payload, permit, self),
         )
         self.mark_dirty()
 

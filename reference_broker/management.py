@@ -14,7 +14,10 @@ Routes (names percent-encoded as one path segment each, as RabbitMQ's clients se
 
     GET    /queues/:q             200 {name, durable, auto_delete, exclusive, type, arguments,
                                        message_count, consumer_count}
-    PUT    /queues/:q             200 the same (created or an equivalent one exists)
+    PUT    /queues/:q             200 the same (created or an equivalent one exists); 409
+                                  an inequivalent one (durable, auto_delete, x-queue-type);
+                                  "exclusive": true -> only this connection may use it, 400
+                                  (resource-locked) to others, deleted when it closes
     DELETE /queues/:q             200 {message_count}
     DELETE /queues/:q/messages    200 {message_count} (purge)
     PUT    /exchanges/:x          204
@@ -38,8 +41,9 @@ from .vhost import BrokerError, VirtualHost
 MANAGEMENT_ADDRESS = "/management"
 REPLY_TO_ME = "$me"
 # model errors (vhost.BrokerError.status, HTTP-like) -> the node's status; RabbitMQ 4
-# answers a precondition failure with 409 on this node
-_STATUS_OF = {400: 409, 404: 404, 500: 500}
+# answers a precondition failure with 409 on this node, an exclusive queue of another
+# connection (resource_locked, 405) with 400
+_STATUS_OF = {400: 409, 404: 404, 405: 400, 500: 500}
 
 
 class RequestError(Exception):
@@ -51,7 +55,8 @@ class RequestError(Exception):
         self.reason = reason
 
 
-Handler = Callable[[VirtualHost, list[str], Any], tuple[int, Any]]
+# (vhost, path segments, body, owner: the asking connection, for exclusive queues) -> answer
+Handler = Callable[[VirtualHost, list[str], Any, Any], tuple[int, Any]]
 # permit(kind, what, name): raises permissions.UnauthorizedError (403) unless allowed
 Permit = Callable[[str, str, str], None]
 # what each route needs (RabbitMQ's access control): (kind, "queue"|"exchange", from)
@@ -88,35 +93,41 @@ def _body_map(body: Any) -> dict[str, Any]:
     return {str(k): v for k, v in body.items()}
 
 
-def _get_queue(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int, Any]:
+def _get_queue(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> tuple[int, Any]:
     return 200, _queue_info(vhost, parts[1])
 
 
-def _put_queue(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int, Any]:
+def _put_queue(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> tuple[int, Any]:
     spec = _body_map(body)
-    if spec.get("exclusive"):
-        raise RequestError(400, "exclusive queues are not supported on this node")
     arguments = spec.get("arguments") or {}
     if not isinstance(arguments, dict):
         raise RequestError(400, "arguments must be a map")
-    vhost.declare_queue(
-        parts[1],
-        durable=bool(spec.get("durable", True)),
-        auto_delete=bool(spec.get("auto_delete", False)),
-        arguments={str(k): v for k, v in arguments.items()},
-    )
-    return 200, _queue_info(vhost, parts[1])
+    name = parts[1]
+    options = {
+        "durable": bool(spec.get("durable", True)),
+        "auto_delete": bool(spec.get("auto_delete", False)),
+        "arguments": {str(k): v for k, v in arguments.items()},
+    }
+    if spec.get("exclusive"):  # the asking connection's only, deleted with it
+        vhost.declare_exclusive_queue(name, owner, **options)
+    else:
+        if vhost.has_queue(name):
+            vhost.check_exclusive(name, None, strict=True)
+        vhost.declare_queue(name, **options)
+    return 200, _queue_info(vhost, name)
 
 
-def _delete_queue(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int, Any]:
+def _delete_queue(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> tuple[int, Any]:
+    vhost.check_exclusive(parts[1], owner)
     return 200, {"message_count": vhost.delete_queue(parts[1])}
 
 
-def _purge_queue(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int, Any]:
+def _purge_queue(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> tuple[int, Any]:
+    vhost.check_exclusive(parts[1], owner)
     return 200, {"message_count": vhost.purge_queue(parts[1])}
 
 
-def _put_exchange(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int, Any]:
+def _put_exchange(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> tuple[int, Any]:
     spec = _body_map(body)
     vhost.declare_exchange(
         parts[1],
@@ -129,12 +140,14 @@ def _put_exchange(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int,
     return 204, None
 
 
-def _delete_exchange(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int, Any]:
+def _delete_exchange(
+    vhost: VirtualHost, parts: list[str], body: Any, owner: Any
+) -> tuple[int, Any]:
     vhost.delete_exchange(parts[1])
     return 204, None
 
 
-def _bind(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int, Any]:
+def _bind(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> tuple[int, Any]:
     spec = _body_map(body)
     if "destination_queue" not in spec:
         raise RequestError(400, "only queue destinations (destination_queue) are supported")
@@ -147,7 +160,7 @@ def _bind(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int, Any]:
     return 204, None
 
 
-def _unbind(vhost: VirtualHost, parts: list[str], body: Any) -> tuple[int, Any]:
+def _unbind(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> tuple[int, Any]:
     fields: dict[str, str] = {}
     for item in parts[1].split(";"):
         key, _, value = item.partition("=")
@@ -191,10 +204,17 @@ def _authorize(permit: Permit, handler: Handler, parts: list[str], body: Any) ->
 
 
 def route(
-    vhost: VirtualHost, method: str, path: str, body: Any, permit: Permit | None = None
+    vhost: VirtualHost,
+    method: str,
+    path: str,
+    body: Any,
+    permit: Permit | None = None,
+    owner: Any = None,
 ) -> tuple[int, Any]:
     """Answer one request: (status, body). Never raises for a bad request. With `permit`,
-    the user's permissions are checked first (403 amqp:unauthorized-access)."""
+    the user's permissions are checked first (403 amqp:unauthorized-access). `owner` is the
+    asking connection: it owns the exclusive queues it declares (400 resource-locked to
+    any other, as RabbitMQ 4 answers)."""
     raw = path.split("?", 1)[0].strip("/").split("/")
     binding_path = raw[0] == "bindings" and len(raw) == 2  # its pairs are decoded one by one
     parts = raw if binding_path else [unquote(p) for p in raw]
@@ -205,7 +225,7 @@ def route(
     try:
         if permit is not None:
             _authorize(permit, handler, parts, body)
-        return handler(vhost, parts, body)
+        return handler(vhost, parts, body, owner)
     except RequestError as exc:
         return exc.status, exc.reason
     except BrokerError as exc:
@@ -214,9 +234,11 @@ def route(
         return _STATUS_OF.get(exc.status, 500), exc.reason
 
 
-def answer(vhost: VirtualHost, request: bytes, permit: Permit | None = None) -> bytes | None:
-    """The encoded reply to an encoded request message; None when it cannot be answered
-    (undecodable, or no message-id to correlate with)."""
+def answer(
+    vhost: VirtualHost, request: bytes, permit: Permit | None = None, owner: Any = None
+) -> bytes | None:
+    """The encoded reply to an encoded request message (from connection `owner`); None when
+    it cannot be answered (undecodable, or no message-id to correlate with)."""
     try:
         message = Message.decode(request)
     except Exception:
@@ -230,7 +252,7 @@ def answer(vhost: VirtualHost, request: bytes, permit: Permit | None = None) -> 
         status, body = 400, "a request names its path (to) and method (subject)"
     else:
         body_value = message.value if message.body else None
-        status, body = route(vhost, str(props.subject), str(props.to), body_value, permit)
+        status, body = route(vhost, str(props.subject), str(props.to), body_value, permit, owner)
     reply = Message.of(
         None if body is None else body,
         properties=Properties(correlation_id=props.message_id, subject=str(status)),

@@ -12,6 +12,9 @@ Protocol-layer entry points:
   queues it reached, the store tokens to wait for, and `released` when unroutable.
 - `dispatch_pending()` -> Delivery / CreditReply events of every queue that may have work.
 - `create_dynamic_queue(owner)` / `release_owner(owner)` for reply-to queues (3.5.3 dynamic).
+- `declare_exclusive_queue(name, owner)` / `check_exclusive(name, owner)`: queues only their
+  declaring connection may use (RabbitMQ's exclusive queues, declared through /management),
+  refused to others with `ResourceLockedError` (amqp:resource-locked), deleted with it.
 - `cancel_consumer(queue, tag)` on detach / end / close / connection loss (requeues).
 - `listeners`: callbacks told when a queue is deleted (its consumers must be detached).
 """
@@ -71,6 +74,13 @@ class PreconditionFailedError(BrokerError):
     status = 400
 
 
+class ResourceLockedError(BrokerError):
+    """An exclusive queue used by another connection (RabbitMQ's check_exclusive_access)."""
+
+    condition = RESOURCE_LOCKED
+    status = 405  # AMQP 0-9-1's RESOURCE_LOCKED; the /management node answers 400
+
+
 class NotAllowedError(BrokerError):
     condition = NOT_ALLOWED
     status = 400
@@ -128,6 +138,7 @@ class VirtualHost:
         self.connections: dict[str, ConnectionSummary] = {}
         self._dirty: dict[str, ClassicQueue] = {}
         self._dynamic_owner: dict[str, Any] = {}  # dynamic queue name -> owner
+        self._exclusive_owner: dict[str, Any] = {}  # exclusive queue name -> its connection
         self.listeners: list[Callable[[str, ClassicQueue], None]] = []  # (event, queue)
         self.store: MessageStore | None = None
         self.definitions: DefinitionsFile | None = None
@@ -295,6 +306,7 @@ class VirtualHost:
         del self.queues[name]
         self._dirty.pop(name, None)
         self._dynamic_owner.pop(name, None)
+        self._exclusive_owner.pop(name, None)
         for exchange in self.exchanges.values():
             if exchange.name != DEFAULT_EXCHANGE:
                 exchange.remove_bindings_to(name)
@@ -340,8 +352,9 @@ class VirtualHost:
         return queue
 
     def release_owner(self, owner: Any) -> list[str]:
-        """The link (or connection) `owner` closed: delete its dynamic queues."""
+        """The link (or connection) `owner` closed: delete its dynamic and exclusive queues."""
         names = [n for n, o in self._dynamic_owner.items() if o is owner]
+        names += [n for n, o in self._exclusive_owner.items() if o is owner]
         for name in names:
             if name in self.queues:
                 self.delete_queue(name)
@@ -349,6 +362,44 @@ class VirtualHost:
 
     def is_dynamic(self, name: str) -> bool:
         return name in self._dynamic_owner
+
+    # ------------------------------------------------------------------ exclusive queues
+    def declare_exclusive_queue(
+        self,
+        name: str,
+        owner: Any,
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> tuple[ClassicQueue, bool]:
+        """Declare a queue only `owner` (a connection) may use, deleted when it closes; an
+        existing one must be `owner`'s (RabbitMQ: resource-locked otherwise)."""
+        if name in self.queues:
+            self.check_exclusive(name, owner, strict=True)
+        queue, created = self.declare_queue(
+            name,
+            durable=durable,
+            auto_delete=auto_delete,
+            arguments=arguments,
+            exclusive_owner=owner,
+        )
+        if created:
+            self._exclusive_owner[name] = owner
+        return queue, created
+
+    def check_exclusive(self, name: str, owner: Any, *, strict: bool = False) -> None:
+        """ResourceLockedError unless `owner` may use queue `name`: an exclusive queue is
+        its declaring connection's only; `strict` (a redeclaration) also refuses declaring
+        a shared queue exclusive (RabbitMQ's check_exclusive_access(Q, Owner, strict))."""
+        locker = self._exclusive_owner.get(name)
+        if locker is owner or (locker is None and not strict):
+            return
+        raise ResourceLockedError(
+            f"cannot obtain exclusive access to locked queue '{name}' in vhost "
+            f"'{self.name}'. It could be originally declared on another connection or the "
+            "exclusive property value does not match that of the original declaration."
+        )
 
     # ------------------------------------------------------------------ exchanges
     def get_exchange(self, name: str) -> Exchange:

@@ -20,7 +20,7 @@ from conformance.verdicts import HarnessError
 from reference_broker.management import answer, route
 from reference_broker.memory import MemoryBroker
 from reference_broker.process import BrokerProcess
-from reference_broker.vhost import VirtualHost
+from reference_broker.vhost import ResourceLockedError, VirtualHost
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +48,28 @@ def test_conflicts_and_bad_requests():
     assert route(vhost, "PUT", "/queues/q", "not a map")[0] == 400
     assert route(vhost, "PATCH", "/queues/q", None)[0] == 400
     assert route(vhost, "DELETE", "/exchanges/amq.direct", None)[0] == 409  # reserved
+
+
+def test_exclusive_queue_is_its_connections_only_and_goes_with_it():
+    vhost = VirtualHost()
+    owner, other = object(), object()
+    exclusive = {"durable": False, "exclusive": True, "arguments": {}}
+    status, info = route(vhost, "PUT", "/queues/x", exclusive, owner=owner)
+    assert status == 200 and info["exclusive"] is True
+    assert route(vhost, "PUT", "/queues/x", exclusive, owner=owner)[0] == 200  # its own again
+    # RabbitMQ 4: another connection's declare, purge or delete is 400 (resource_locked)
+    assert route(vhost, "PUT", "/queues/x", exclusive, owner=other)[0] == 400
+    assert route(vhost, "PUT", "/queues/x", {"durable": False}, owner=other)[0] == 400
+    assert route(vhost, "DELETE", "/queues/x/messages", None, owner=other)[0] == 400
+    assert route(vhost, "DELETE", "/queues/x", None, owner=other)[0] == 400
+    with pytest.raises(ResourceLockedError) as refused:
+        vhost.check_exclusive("x", other)  # a consumer's attach: amqp:resource-locked
+    assert refused.value.condition == "amqp:resource-locked"
+    vhost.check_exclusive("x", owner)
+    route(vhost, "PUT", "/queues/shared", {"durable": True})
+    vhost.check_exclusive("shared", other)  # shared queues are anyone's
+    assert route(vhost, "PUT", "/queues/shared", exclusive, owner=owner)[0] == 400  # strict
+    assert vhost.release_owner(owner) == ["x"] and not vhost.has_queue("x")
 
 
 def test_exchange_and_binding_routes():

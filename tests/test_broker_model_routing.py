@@ -226,8 +226,10 @@ def test_parse_source():
 def test_parse_to_is_v2_only():
     assert parse_to("/queues/q").queue == "q"
     for bad in (None, "/amq/queue/q", "q"):
-        with pytest.raises(AddressError):
+        with pytest.raises(AddressError) as refused:
             parse_to(bad)
+        # RabbitMQ 4 rejects such a message on the anonymous terminus with this condition
+        assert refused.value.condition == "amqp:precondition-failed"
 
 
 def test_address_builders_round_trip():

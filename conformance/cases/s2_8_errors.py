@@ -4,9 +4,12 @@ first transfer without delivery-id (amqp:invalid-field), a transaction coordinat
 broker without transactions (amqp:not-implemented, 4.5), a consumer's queue deleted
 under it (amqp:resource-deleted), a link to the default exchange (amqp:not-allowed), a
 connection closed through the admin adapter (amqp:connection:forced), a receiver attached
-by a user without rights, created through the admin adapter (amqp:unauthorized-access).
-Conditions no client can provoke are listed with the reason in
-`conformance.coverage.NO_CLIENT_CAN`.
+by a user without rights, created through the admin adapter (amqp:unauthorized-access), a
+consumer of a queue another connection declared exclusive through RabbitMQ 4's /management
+node (amqp:resource-locked), a message without `to` on the anonymous terminus
+(amqp:precondition-failed), and the /management node's 409 to a conflicting redeclaration
+(precondition-failed as an HTTP-over-AMQP status, no AMQP error). Conditions no client can
+provoke are listed with the reason in `conformance.coverage.NO_CLIENT_CAN`.
 
 Owns the cases `2.8.15/*`, `2.8.16/*` and `2.8.18/*`.
 """
@@ -15,9 +18,12 @@ from __future__ import annotations
 
 import itertools
 import os
+from urllib.parse import quote
 
-from amqp10.composites import Coordinator, Transfer
+from amqp10.composites import Coordinator, Target, Transfer
 from amqp10.message import Message
+from conformance.management_admin import ManagementNodeAdmin
+from conformance.probe import WaitTimeout
 from conformance.registry import MUST, SHOULD, case
 from conformance.steps.links import link_flow, publisher
 from conformance.steps.refusals import sent_frame_outcome
@@ -222,3 +228,111 @@ def unauthorized_access_attach(probe, ctx):
         ctx.outcome(outcome)
     finally:
         ctx.admin.delete_user(name)
+
+
+@case(
+    "2.8.15/resource-locked-exclusive-queue",
+    SHOULD,
+    "amqp:resource-locked: the client attempted to work with a server entity to which it has "
+    "no access because another client is working with it; a queue declared exclusive by "
+    "another connection refuses a consumer.",
+    requires={"queues", "management-node"},
+    outcomes={
+        "detach:amqp:resource-locked",
+        "end:amqp:resource-locked",
+        "close:amqp:resource-locked",
+    },
+    lenient=ANY_DETACH,
+)
+def resource_locked_exclusive_queue(probe, ctx):
+    """A second connection declares a queue exclusive through the /management node (PUT
+    /queues/:q, "exclusive": true, as RabbitMQ 4's clients do); this connection attaches a
+    receiver to it: refused with amqp:resource-locked (RabbitMQ 4 detaches the link, 4.0
+    ended the session). A broker that attaches it FAILS; the queue goes with its owner."""
+    queue = ctx.queue(declare=False)
+    node = ManagementNodeAdmin.over(ctx.probe())
+    spec = {"durable": False, "exclusive": True, "auto_delete": False, "arguments": {}}
+    status, reply = node.request("PUT", f"/queues/{quote(queue, safe='')}", spec)
+    if status not in (200, 201):
+        raise Unsupported(f"the /management node refused an exclusive queue: {status} {reply}")
+    session = probe.open_session()
+    since = probe.mark()
+    probe.attach_receiver(session, ctx.source(queue), credit=1, wait=False)
+    outcome = probe.error_outcome(timeout=2.0, since=since)
+    if outcome == "timeout" and _attached(probe, since):
+        raise CaseFailed("the broker attached a consumer to another connection's exclusive queue")
+    ctx.outcome(outcome)
+
+
+@case(
+    "2.8.15/precondition-failed-anonymous-to",
+    SHOULD,
+    "amqp:precondition-failed: the client made a request that was not allowed because some "
+    "precondition failed; a message without `to` on the anonymous terminus (a null target: "
+    "each message's `to` routes it) is rejected with it.",
+    requires={"queues"},
+    outcomes={"rejected:amqp:precondition-failed"},
+    lenient={"rejected:*", "released", "detach:*", "end:*", "close:*"},
+)
+def precondition_failed_anonymous_to(probe, ctx):
+    """A sender to the anonymous terminus (target without address), then one unsettled
+    message without properties.to: the broker cannot route it and rejects it with
+    amqp:precondition-failed (RabbitMQ 4, after the anonymous terminus spec's routing
+    errors). A broker that refuses the null target has no anonymous terminus
+    (UNSUPPORTED); one that accepts the message FAILS."""
+    session = probe.open_session()
+    since = probe.mark()
+    sender = probe.attach_sender(session, Target(), wait=False)
+    probe.wait_for_frame("attach", since=since)
+    if not _attached(probe, since):
+        raise Unsupported("the broker refused a link to the anonymous terminus")
+    since = probe.mark()
+    delivery_id = probe.send_message(sender, b"nowhere", settled=False)
+
+    def answers(frame) -> bool:
+        disposition = frame.performative
+        last = disposition.first if disposition.last is None else disposition.last
+        return bool(disposition.role) and disposition.first <= delivery_id <= last
+
+    try:
+        frame = probe.wait_for_frame("disposition", 2.0, answers, since)
+    except WaitTimeout:
+        ctx.outcome(probe.error_outcome(timeout=0.5, since=since))
+        return
+    ctx.outcome(_state_name(frame.performative.state))
+
+
+def _state_name(state) -> str:
+    """A delivery state as an outcome: 'accepted', 'released', 'rejected:<condition>'..."""
+    name = type(state).__name__.lower() if state is not None else "none"
+    error = getattr(state, "error", None)
+    if name == "rejected":
+        return f"rejected:{error.condition if error is not None else 'none'}"
+    return name
+
+
+@case(
+    "2.8.15/precondition-failed-redeclare-status",
+    SHOULD,
+    "amqp:precondition-failed: the client made a request that was not allowed because some "
+    "precondition failed; RabbitMQ 4's /management node answers a queue redeclared with "
+    "other properties with the HTTP-over-AMQP status 409 (no AMQP error on the wire).",
+    requires={"queues", "management-node"},
+    outcomes={"status:409"},
+)
+def precondition_failed_redeclare_status(probe, ctx):
+    """Through the /management node on this connection: declare a durable classic queue,
+    then the same name not durable: the node answers 409 (precondition failed) and the
+    queue is unchanged."""
+    queue = ctx.queue(declare=False)
+    node = ManagementNodeAdmin.over(probe)
+    path = f"/queues/{quote(queue, safe='')}"
+    durable = {"durable": True, "exclusive": False, "auto_delete": False, "arguments": {}}
+    status, reply = node.request("PUT", path, durable)
+    ctx.check(status in (200, 201), f"the first declaration was answered {status} {reply}")
+    status, reply = node.request("PUT", path, dict(durable, durable=False))
+    ctx.note(f"redeclared not durable: {status} {reply}")
+    try:
+        ctx.outcome(f"status:{status}")
+    finally:
+        node.request("DELETE", path)
