@@ -52,10 +52,6 @@ NO_CLIENT_CAN: dict[str, str] = {
     "input asks for it",
     "amqp:link:detach-forced": "an operator detaching a link; no client input or admin "
     "operation of the profiles does",
-    "amqp:resource-locked": "a node locked by another owner (RabbitMQ's exclusive queues); "
-    "AMQP 1.0 attaches declare no exclusivity and the admin adapters declare none",
-    "amqp:precondition-failed": "a declaration that conflicts with an existing node; the "
-    "admin adapters declare over HTTP (400 there), no AMQP frame of a case declares",
     "amqp:session:errant-link": "frames on a link the broker detached with an error: it "
     "cannot tell those sent after its detach arrived from those in flight before it (2.6.6), "
     "so brokers (the reference broker too) drop them instead of ending the session over a "

@@ -60,6 +60,8 @@ CAPABILITIES: dict[str, str] = {
     "on rejected",
     "user-admin": "the admin adapter can create a user without rights and delete it "
     "(restricted_user / delete_user)",
+    "anonymous-terminus": "a sender attached with a null target is routed per message by its "
+    "`to` (the anonymous terminus; RabbitMQ 4's v2 `to` addresses)",
     "management-node": "RabbitMQ 4's /management node (HTTP-over-AMQP on a link pair) on the "
     "AMQP port: queues declared exclusive to the asking connection, 409 to a conflicting "
     "redeclaration",

@@ -270,7 +270,7 @@ def resource_locked_exclusive_queue(probe, ctx):
     "amqp:precondition-failed: the client made a request that was not allowed because some "
     "precondition failed; a message without `to` on the anonymous terminus (a null target: "
     "each message's `to` routes it) is rejected with it.",
-    requires={"queues"},
+    requires={"anonymous-terminus"},
     outcomes={"rejected:amqp:precondition-failed"},
     lenient={"rejected:*", "released", "detach:*", "end:*", "close:*"},
 )
@@ -278,14 +278,19 @@ def precondition_failed_anonymous_to(probe, ctx):
     """A sender to the anonymous terminus (target without address), then one unsettled
     message without properties.to: the broker cannot route it and rejects it with
     amqp:precondition-failed (RabbitMQ 4, after the anonymous terminus spec's routing
-    errors). A broker that refuses the null target has no anonymous terminus
+    errors). Only for profiles with the anonymous terminus: Proton's C example broker
+    crashes on a null target. A broker that refuses the null target has none
     (UNSUPPORTED); one that accepts the message FAILS."""
     session = probe.open_session()
     since = probe.mark()
     sender = probe.attach_sender(session, Target(), wait=False)
-    probe.wait_for_frame("attach", since=since)
+    try:
+        probe.wait_for_frame("attach", 2.0, since=since)
+    except WaitTimeout:
+        pass  # RabbitMQ 3.10 ends the session instead, Proton's C example drops the socket
     if not _attached(probe, since):
-        raise Unsupported("the broker refused a link to the anonymous terminus")
+        answer = probe.error_outcome(timeout=0.1, since=since)
+        raise Unsupported(f"the broker refused a link to the anonymous terminus ({answer})")
     since = probe.mark()
     delivery_id = probe.send_message(sender, b"nowhere", settled=False)
 
