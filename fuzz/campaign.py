@@ -1,17 +1,17 @@
 """The network campaign: generate, mutate, send, judge, minimise, confirm, keep.
 
-Owns: `CampaignConfig`, `Campaign.run()` and `triage(...)`. Case N of a campaign with
-seed S is drawn from `random.Random(f"{S}:{N}")` alone (a legal conversation from
-`fuzz.seeds`' pool for seed S or the corpus, then one `fuzz.mutators` strategy), so any
-case can be made again from its seed whatever the number of workers. Workers are threads, each on
-its own connections; when one finds something the others pause (`Gate`) while it is
-minimised with `traces.minimize.ddmin` to a 1-minimal sequence of steps (protocol
-headers kept), then field by field within the frames left (`fuzz.shrink`, keeping the
-signature), replayed `confirm` times (every replay must reproduce it), given its
-signature (kind + rule + triggering performative + the state it arrived in) and, if
-its bucket is new, written by the `FindingStore` at once. State coverage: the
-(machine, state, input) pairs of the engine's tables the sent steps exercised in the
-reference model (`fuzz.model.ServerModel`).
+Owns: `CampaignConfig`, `Campaign.run()` and `triage(...)`. Case N of a campaign with seed S
+is drawn from `random.Random(f"{S}:{N}")` alone (a legal conversation from `fuzz.seeds`'
+pool for seed S or the corpus, its open given the case's own container-id, then one
+`fuzz.mutators` strategy), so any case can be made again from its seed whatever the number
+of workers, and cases running at once never share a link (2.6.1). Workers are threads, each
+on its own connections; when one finds something the others pause (`Gate`) while it is
+minimised with `traces.minimize.ddmin` to a 1-minimal sequence of steps (protocol headers
+kept), then field by field within the frames left (`fuzz.shrink`, keeping the signature),
+replayed `confirm` times (every replay must reproduce it), given its signature (kind + rule
++ triggering performative + the state it arrived in) and, if its bucket is new, written by
+the `FindingStore` at once. State coverage: the (machine, state, input) pairs of the
+engine's tables the sent steps exercised in the reference model (`fuzz.model.ServerModel`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from fuzz.case import Case, Step
 from fuzz.findings import Finding, FindingStore, finding_id, signature
-from fuzz.model import COVERAGE_UNIVERSE, ServerModel
+from fuzz.model import COVERAGE_UNIVERSE, ServerModel, case_container_id, with_container_id
 from fuzz.mutators import STRATEGIES, mutate_case
 from fuzz.oracle import CRASH, HANG, RESOURCE, Outcome, Target, Verdict, run_case
 from fuzz.seeds import pooled_scenario
@@ -127,7 +127,8 @@ def make_case(config: CampaignConfig, index: int) -> Case:
     else:
         origin, base = pooled_scenario(config.target.handshake, config.seed, rng)
     strategy = rng.choice(config.strategies)
-    steps = mutate_case(list(base), strategy, rng)
+    base = with_container_id(list(base), case_container_id(config.seed, index))
+    steps = mutate_case(base, strategy, rng)
     return Case(steps, strategy, seed, f"from {origin}")
 
 

@@ -8,13 +8,17 @@ settle, detach, end, close as the engine does them; `steps()` is the client's si
 fuzz steps, one per header or frame), `answer` (the permissive server application:
 open, begin, attach and credit back), and `ServerModel` (a server engine fed a case's
 client steps: the (connection, session, link) state each step arrives in, for
-signatures and for (state, input) coverage of the engine's transition tables).
+signatures and for (state, input) coverage of the engine's transition tables), and each
+connection's own container-id (`case_container_id`, `with_container_id`: 2.6.1 names a
+link by container and name, so concurrent cases sharing a container-id would steal each
+other's links).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from amqp10.builder import Mutation, read_frame
 from amqp10.composites import Source, Target
 from amqp10.engine import (
     ClientSasl,
@@ -39,6 +43,7 @@ SASL_NONE = "none"
 
 
 FUZZ_QUEUE = "amqpspec-fuzz"  # the queue every campaign and in-process target talks to
+FUZZ_CONTAINER = "amqpspec-fuzz"  # a conversation's container-id until a case sets its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +93,9 @@ class Conversation:
     The server accepts every attach and grants `server_credit` to the client's senders.
     Methods drive the client engine and pump; `steps()` returns what the client sent."""
 
-    def __init__(self, handshake: Handshake, server_credit: int = 100) -> None:
+    def __init__(
+        self, handshake: Handshake, server_credit: int = 100, container_id: str = FUZZ_CONTAINER
+    ) -> None:
         sasl = None
         if handshake.sasl != SASL_NONE:
             sasl = ClientSasl(
@@ -97,7 +104,7 @@ class Conversation:
         self.handshake = handshake
         self.client = Connection(
             "client",
-            "amqpspec-fuzz",
+            container_id,
             hostname=handshake.hostname,
             max_frame_size=handshake.max_frame_size,
             sasl=sasl,
@@ -180,6 +187,34 @@ class Conversation:
             if direction == "c>s":
                 steps += [_step(item) for item in monitor.feed(CLIENT, data, 0.0).items]
         return steps
+
+
+def case_container_id(seed: object, index: int) -> str:
+    """The container-id case `index` of campaign `seed` opens with: its own, so that two
+    cases running at once never attach the same link (2.6.1: (container-id, link name,
+    direction) is one link, attached again it is stolen), and the same on every replay."""
+    return f"{FUZZ_CONTAINER}-{seed}-{index}"
+
+
+def with_container_id(steps: list[Step], container_id: str) -> list[Step]:
+    """`steps` with the container-id of their first open frame set to `container_id` (the
+    rest of its encoding, and every other step, unchanged; no open, no change)."""
+    for index, s in enumerate(steps):
+        if s.kind != FRAME or s.malformed is not None:
+            continue
+        try:
+            name = decode_frame(s.data).name
+        except DecodeError:
+            continue
+        if name != "open":
+            continue
+        parts = read_frame(s.data)
+        if parts is None or not isinstance(parts.body, Mutation):
+            return steps
+        parts.body.set_field("container-id", container_id)
+        changed = Step(parts.build(), s.label, s.kind, s.malformed)
+        return [*steps[:index], changed, *steps[index + 1 :]]
+    return steps
 
 
 def _step(item: TraceItem) -> Step:

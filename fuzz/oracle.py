@@ -26,6 +26,7 @@ Builds bytes only through amqp10 (builder); the network client is `conformance.p
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from amqp10.origins import CLIENT, SERVER
 from conformance.probe import Probe, Recording
 from conformance.verdicts import CaseFailed, HarnessError
 from fuzz.case import FRAME, Step, mutation_label
-from fuzz.model import Conversation, Handshake, ServerModel
+from fuzz.model import FUZZ_CONTAINER, Conversation, Handshake, ServerModel
 
 CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
     "crash",
@@ -52,6 +53,7 @@ KINDS = (CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE)
 CLOSE_MISSING = ("connection.close-missing", "2.4.3")  # close before the socket goes
 _CLOSING = build_frame(COMPOSITE_CLASSES["close"]())
 _SASL_HEADER = SASL_HEADER.encode()
+_liveness = itertools.count(1)  # each liveness check's container-id
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,10 @@ class Target:
         return f"amqp://{self.host}:{self.port}"
 
     def liveness_steps(self) -> list[Step]:
-        conv = Conversation(self.handshake).open()
+        """A fresh connection's open, begin and attach, under a container-id of its own
+        (2.6.1: never the link of a case running beside it)."""
+        container_id = f"{FUZZ_CONTAINER}-liveness-{next(_liveness)}"
+        conv = Conversation(self.handshake, container_id=container_id).open()
         conv.attach_sender(conv.begin())
         return conv.steps()
 
