@@ -93,6 +93,13 @@ def test_peer_to_peer_counts_exactly(tmp_path, sender, receiver):
 
 
 @pytest.mark.parametrize("arrow", ARROWS)
+def test_max_unsettled_bounds_the_sender_and_still_counts_exactly(broker, tmp_path, arrow):
+    args = _args(tmp_path, count=500, credit=10, max_unsettled=1, arrows=arrow)
+    result = run.run_one(_reference(broker), args, tmp_path)
+    assert result["received"] == result["sent"] == result["accepted"] == 500
+
+
+@pytest.mark.parametrize("arrow", ARROWS)
 def test_duration_mode_over_several_connections_and_links_ends_on_every_last_message(
     tmp_path, arrow
 ):
@@ -114,16 +121,9 @@ def test_latency_is_computed_from_the_message_stamp(tmp_path, monkeypatch, recei
     receive = spec.ArrowSpec(
         "receive", port=port, listen=True, count=200, credit=20, out=str(records), timeout=60
     )
-    command = run.arrow_command(receiver, tmp_path / "build")
-    process = subprocess.Popen(
-        [*command, *receive.argv()],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=run._env(),
-    )
+    process = run.spawn_arrow(receiver, receive, tmp_path / "build")
     try:
-        run._wait_ready(process, "receiver")
+        run.wait_ready(process, "receiver")
         sender = python_arrow.Sender(spec.ArrowSpec("send", port=port, count=200, timeout=60))
         done = threading.Thread(target=sender.run)
         done.start()

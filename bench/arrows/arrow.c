@@ -4,7 +4,7 @@
  * bench/arrows/python_arrow.py (the contract is bench/arrows/spec.py).
  *
  *   arrow send|receive --host H --port P --address A [--listen] [--count N | --duration S]
- *         [--body-size B] [--credit C] [--presettled] [--durable] [--rate R]
+ *         [--body-size B] [--credit C] [--presettled] [--durable] [--rate R] [--max-unsettled U]
  *         [--connections K] [--links L] [--senders N] [--user U --password W]
  *         [--out FILE] [--timeout S]
  *
@@ -38,7 +38,7 @@ typedef struct {
   int sender;
   const char *host, *port, *address, *user, *password, *out;
   int listen, presettled, durable, credit, connections, links, senders;
-  long long count, rate;
+  long long count, rate, max_unsettled;
   double duration, timeout;
   long body_size;
 
@@ -125,6 +125,8 @@ static void pump_sender(app_t *app, pn_connection_t *c) {
     int *ended = (int *)pn_link_get_context(l);
     while (pn_link_credit(l) > 0 && !all_sent(app) && !*ended) {
       if (app->rate && now_ns() < app->start_ns + app->sent * 1000000000LL / app->rate) break;
+      if (app->max_unsettled && !app->presettled && app->sent - app->accepted >= app->max_unsettled)
+        break;
       send_one(app, l, ending);
       if (ending) {
         *ended = 1;
@@ -365,6 +367,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(o, "--out")) app.out = v;
     else if (!strcmp(o, "--count")) app.count = atoll(v);
     else if (!strcmp(o, "--rate")) app.rate = atoll(v);
+    else if (!strcmp(o, "--max-unsettled")) app.max_unsettled = atoll(v);
     else if (!strcmp(o, "--duration")) app.duration = atof(v);
     else if (!strcmp(o, "--timeout")) app.timeout = atof(v);
     else if (!strcmp(o, "--body-size")) app.body_size = atol(v);

@@ -23,13 +23,7 @@ def plot_runs(runs: list[dict], prefix: pathlib.Path, title: str) -> list[pathli
     ax.set_xlabel("second of the run")
     ax.set_ylabel("messages received per second")
     ax.set_title(f"rate over time: {title}", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    path = prefix.with_name(prefix.name + "-rate.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(_save(fig, ax, prefix.with_name(prefix.name + "-rate.png")))
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for run in runs:
@@ -42,11 +36,16 @@ def plot_runs(runs: list[dict], prefix: pathlib.Path, title: str) -> list[pathli
     ax.set_title(f"latency CDF: {title}", fontsize=9)
     for level in (0.5, 0.99, 0.999):
         ax.axhline(level, color="grey", linewidth=0.5, linestyle=":")
+    paths.append(_save(fig, ax, prefix.with_name(prefix.name + "-latency.png")))
+    return paths
+
+
+def _save(fig, ax, path: pathlib.Path) -> pathlib.Path:
+    import matplotlib.pyplot as plt
+
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    path = prefix.with_name(prefix.name + "-latency.png")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    paths.append(path)
-    return paths
+    return path

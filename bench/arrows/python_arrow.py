@@ -266,6 +266,8 @@ class Sender(Arrow):
                         break
                     if spec.count and self.sent >= spec.count:
                         break
+                    if spec.max_unsettled and self.sent - self.accepted >= spec.max_unsettled:
+                        break
                     t = now_ns()
                     if spec.rate and t < self.start_ns + self.sent * 1_000_000_000 // spec.rate:
                         break

@@ -118,12 +118,17 @@ def arrow_command(kind: str, build_dir: pathlib.Path) -> list[str]:
     return [sys.executable, "-m", "bench.arrows.python_arrow"]
 
 
-def _env() -> dict[str, str]:
+def spawn_arrow(kind: str, spec: ArrowSpec, build_dir: pathlib.Path) -> subprocess.Popen:
+    """One arrow process ("c" or "python"); stdout/stderr piped (text)."""
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)}
+    command = [*arrow_command(kind, build_dir), *spec.argv()]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
-def _wait_ready(process: subprocess.Popen, what: str) -> None:
+def wait_ready(process: subprocess.Popen, what: str) -> None:
     deadline = time.monotonic() + READY_WAIT
     assert process.stderr is not None
     while time.monotonic() < deadline:
@@ -183,24 +188,19 @@ def run_one(target: Target, args: argparse.Namespace, work: pathlib.Path) -> dic
         user=target.user,
         password=target.password,
     )
-    send = ArrowSpec("send", **common, rate=args.rate, user=target.user, password=target.password)
-    sampler = ProcessSampler(target.pid).start() if target.pid else None
-    receiver = subprocess.Popen(
-        [*arrow_command(args.receiver_arrow, build_dir), *receive.argv()],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
+    send = ArrowSpec(
+        "send",
+        **common,
+        rate=args.rate,
+        max_unsettled=args.max_unsettled,
+        user=target.user,
+        password=target.password,
     )
+    sampler = ProcessSampler(target.pid).start() if target.pid else None
+    receiver = spawn_arrow(args.receiver_arrow, receive, build_dir)
     try:
-        _wait_ready(receiver, f"receiver arrow ({args.receiver_arrow})")
-        sender = subprocess.Popen(
-            [*arrow_command(args.sender_arrow, build_dir), *send.argv()],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
-        )
+        wait_ready(receiver, f"receiver arrow ({args.receiver_arrow})")
+        sender = spawn_arrow(args.sender_arrow, send, build_dir)
         try:
             sent = _result(sender, f"sender arrow ({args.sender_arrow})", args.timeout + 30)
         finally:
@@ -227,7 +227,9 @@ def run_one(target: Target, args: argparse.Namespace, work: pathlib.Path) -> dic
 
 
 def _ms(value: float) -> str:
-    return f"{value:.3f}" if value < 10 else f"{value:,.1f}"
+    if value >= 1000:
+        return f"{value / 1000:.1f}s"
+    return f"{value:.3f}" if value < 10 else f"{value:.1f}"
 
 
 def summary_rows(runs: list[dict]) -> list[list[str]]:
@@ -241,7 +243,6 @@ def summary_rows(runs: list[dict]) -> list[list[str]]:
         rows.append(
             [
                 run["broker"],
-                f"{run['received']:,}",
                 f"{run['throughput']:,.0f}",
                 fraction,
                 *(_ms(lat[k]) for k in ("p50", "p90", "p99", "p99.9", "max")),
@@ -255,7 +256,6 @@ def summary_rows(runs: list[dict]) -> list[list[str]]:
 
 HEADERS = [
     "target",
-    "received",
     "msg/s",
     "x peer",
     "p50",
@@ -309,6 +309,7 @@ SETTINGS = (
     "settlement",
     "durable",
     "rate",
+    "max_unsettled",
     "connections",
     "links",
     "sender_arrow",
@@ -337,6 +338,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--durable", action="store_true", help="durable messages and queue")
     parser.add_argument("--rate", type=int, default=0, help="msg/s over all links (0: max)")
+    parser.add_argument(
+        "--max-unsettled",
+        type=int,
+        default=0,
+        help="sender: unacknowledged deliveries in flight at most (0: no limit)",
+    )
     parser.add_argument("--connections", type=int, default=1, help="connections per arrow")
     parser.add_argument("--links", type=int, default=1, help="links per connection")
     parser.add_argument(

@@ -35,6 +35,7 @@ class ArrowSpec:
     presettled: bool = False  # else at-least-once: unsettled, receiver accepts
     durable: bool = False  # header durable=true
     rate: int = 0  # msg/s over all links, 0 = as fast as credit allows
+    max_unsettled: int = 0  # sender: at most this many unacknowledged in flight (0: no limit)
     connections: int = 1
     links: int = 1  # per connection
     senders: int = 1  # receiver in duration mode: sender links whose last message ends it
@@ -49,6 +50,7 @@ class ArrowSpec:
         args += ["--address", self.address, "--count", str(self.count)]
         args += ["--duration", str(self.duration), "--body-size", str(self.body_size)]
         args += ["--credit", str(self.credit), "--rate", str(self.rate)]
+        args += ["--max-unsettled", str(self.max_unsettled)]
         args += ["--connections", str(self.connections), "--links", str(self.links)]
         args += ["--senders", str(self.senders), "--timeout", str(self.timeout)]
         if self.listen:
