@@ -17,7 +17,7 @@ from enum import IntEnum
 from typing import Any
 
 from amqp10 import codec
-from amqp10.composites import Composite
+from amqp10.composites import Composite, Transfer
 from amqp10.errors import DecodeError, EncodeError
 from amqp10.spec import Cond
 
@@ -141,6 +141,53 @@ def encode_frame(
 
 
 EMPTY_FRAME = encode_frame(None)
+
+_TRANSFER_HEAD = Transfer._DESCRIPTOR_BYTES + bytes((0xC0, 0, 5))  # described list8, 5 fields
+_LIST_SIZE_AT = FRAME_HEADER_SIZE + len(Transfer._DESCRIPTOR_BYTES) + 1  # list8's size byte
+_UINT = struct.Struct(">BI").pack
+MAX_FAST_TAG = 32  # 2.8.7 delivery-tag: at most 32 octets
+
+
+def encode_transfer_frame(
+    channel: int,
+    handle: int,
+    delivery_id: int,
+    delivery_tag: bytes,
+    message_format: int,
+    settled: bool,
+    payload: bytes,
+) -> bytes:
+    """`encode_frame(Transfer(handle, delivery_id, delivery_tag, message_format, settled),
+    channel, payload)` byte for byte, without building the Transfer: the one-frame
+    delivery a sending link sends most (2.7.5). The caller keeps to what it covers: uint
+    handle, delivery-id and message-format, a bytes delivery-tag of at most MAX_FAST_TAG
+    octets (so the list is a list8), channel 0..65535; anything else goes through
+    encode_frame. tests/test_codec_composites.py holds the two to the same bytes."""
+    out = bytearray(FRAME_HEADER.pack(0, 2, 0, channel))
+    out += _TRANSFER_HEAD
+    for value in (handle, delivery_id):  # uint: uint0 / smalluint / uint (1.6.5)
+        if value == 0:
+            out.append(0x43)
+        elif value < 256:
+            out.append(0x52)
+            out.append(value)
+        else:
+            out += _UINT(0x70, value)
+    out.append(0xA0)  # vbin8
+    out.append(len(delivery_tag))
+    out += delivery_tag
+    if message_format == 0:
+        out.append(0x43)
+    elif message_format < 256:
+        out.append(0x52)
+        out.append(message_format)
+    else:
+        out += _UINT(0x70, message_format)
+    out.append(0x41 if settled else 0x42)
+    out[_LIST_SIZE_AT] = len(out) - _LIST_SIZE_AT - 1  # list8 size: the count byte + fields
+    out += payload
+    _SIZE.pack_into(out, 0, len(out))
+    return bytes(out)
 
 
 def decode_frame(data: bytes, max_frame_size: int = 0xFFFFFFFF) -> Frame:

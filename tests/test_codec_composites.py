@@ -232,3 +232,32 @@ def test_generated_encoder_matches_the_generic_one(obj):
     generated = bytearray()
     obj.encode_list_into(generated)
     assert generated == generic
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    channel=st.integers(0, 0xFFFF),
+    handle=st.sampled_from([0, 1, 255, 256, 0xFFFFFFFF]) | st.integers(0, 0xFFFFFFFF),
+    delivery_id=st.sampled_from([0, 1, 255, 256, 0xFFFFFFFF]) | st.integers(0, 0xFFFFFFFF),
+    tag=st.binary(max_size=32),
+    message_format=st.sampled_from([0, 1, 255, 256, 0x80013700]) | st.integers(0, 0xFFFFFFFF),
+    settled=st.booleans(),
+    payload=st.binary(max_size=600),
+)
+def test_transfer_fast_encoder_matches_encode_frame(
+    channel, handle, delivery_id, tag, message_format, settled, payload
+):
+    """frames.encode_transfer_frame (the engine's send path) == encode_frame(Transfer)."""
+    from amqp10.frames import encode_frame, encode_transfer_frame
+
+    transfer = Transfer(
+        handle=handle,
+        delivery_id=delivery_id,
+        delivery_tag=tag,
+        message_format=message_format,
+        settled=settled,
+    )
+    fast = encode_transfer_frame(
+        channel, handle, delivery_id, tag, message_format, settled, payload
+    )
+    assert fast == encode_frame(transfer, channel, payload)

@@ -40,8 +40,9 @@ from amqp10.engine.transitions import (
     link_machine,
 )
 from amqp10.errors import ProtocolError
-from amqp10.frames import Frame
+from amqp10.frames import MAX_FAST_TAG, Frame, encode_transfer_frame
 from amqp10.message import TransferAssembler
+from amqp10.serial import MASK as SERIAL_MASK
 from amqp10.serial import serial_add, serial_ge, serial_gt, serial_lt, serial_max
 from amqp10.spec import Cond, Role, SndSettleMode
 from amqp10.types import Described
@@ -389,22 +390,44 @@ class Link:
         limit = self.remote_attach.max_message_size if self.remote_attach else None
         if limit and len(payload) > limit:
             raise UsageError(f"{len(payload)} bytes > the peer's max-message-size {limit} (2.7.3)")
-        delivery_id = self.session._next_delivery_id()
+        session = self.session
+        delivery_id = session._next_delivery_id()
         if delivery_tag is None:
             delivery_tag = _TAG.pack(delivery_id)
-        transfer = Transfer(
-            handle=self.handle,
-            delivery_id=delivery_id,
-            delivery_tag=delivery_tag,
-            message_format=message_format,
-            settled=settled,
-            state=state,
-            batchable=batchable,
-        )
+        frame = transfer = None
+        if (
+            state is None
+            and not batchable
+            and type(delivery_tag) is bytes
+            and len(delivery_tag) <= MAX_FAST_TAG
+            and type(message_format) is int
+            and 0 <= message_format <= 0xFFFFFFFF
+        ):  # the common one-frame delivery, encoded without a Transfer object
+            frame = encode_transfer_frame(
+                session.channel,
+                self.handle,
+                delivery_id,
+                delivery_tag,
+                message_format,
+                settled,
+                payload,
+            )
+            if len(frame) > session.connection.remote_max_frame_size:
+                frame = None  # 2.6.14: split, from the Transfer
+        if frame is None:
+            transfer = Transfer(
+                handle=self.handle,
+                delivery_id=delivery_id,
+                delivery_tag=delivery_tag,
+                message_format=message_format,
+                settled=settled,
+                state=state,
+                batchable=batchable,
+            )
         self._machine.process(LinkInput.SEND_TRANSFER)
-        self.session._send_transfer(transfer, payload)
+        session._send_transfer(transfer, payload, frame)
         # 2.6.7: each delivery advances delivery-count and uses one credit
-        self.delivery_count = serial_add(self.delivery_count, 1)
+        self.delivery_count = (self.delivery_count + 1) & SERIAL_MASK  # serial_add(..., 1)
         if self.link_credit > 0:
             self.link_credit -= 1
         return delivery_id

@@ -53,7 +53,8 @@ from amqp10.engine.transitions import (
 from amqp10.errors import ProtocolError
 from amqp10.frames import Frame, encode_frame
 from amqp10.message import transfer_frames
-from amqp10.serial import serial_add, serial_ge, serial_max
+from amqp10.serial import HALF, serial_add, serial_ge, serial_max
+from amqp10.serial import MASK as SERIAL_MASK
 from amqp10.spec import Cond, RcvSettleMode, Role, SndSettleMode
 
 if TYPE_CHECKING:
@@ -364,9 +365,16 @@ class Session:
     def _flow_frame(self, link_fields: dict[str, Any], echo: bool) -> bytes:
         return encode_frame(Flow(echo=echo, **self._flow_fields(), **link_fields), self.channel)
 
-    def _send_transfer(self, transfer: Transfer, payload: bytes) -> None:
-        self.connection._check_can_send()
+    def _send_transfer(
+        self, transfer: Transfer | None, payload: bytes, frame: bytes | None = None
+    ) -> None:
+        """One delivery from Link.send, which has checked the connection (SEND_FRAME):
+        `frame` already encoded (it fits max-frame-size), or `transfer` to encode/split."""
         self._machine.process(SessInput.SEND_TRANSFER)
+        if frame is not None:
+            self._queue.append((frame, True))
+            self._pump()
+            return
         max_frame_size = self.connection.remote_max_frame_size
         frame = encode_frame(transfer, self.channel, payload)  # the common, one-frame case
         if len(frame) <= max_frame_size:
@@ -393,10 +401,12 @@ class Session:
         queue, write = self._queue, self.connection._write
         while queue:
             frame, is_transfer = queue[0]
-            if is_transfer:
-                if not serial_ge(self._remote_horizon, serial_add(self.next_outgoing_id, 1)):
+            if is_transfer:  # serial_ge(remote horizon, next-outgoing-id + 1), inlined
+                following = (self.next_outgoing_id + 1) & SERIAL_MASK
+                horizon = self._remote_horizon
+                if horizon != following and not 0 < ((horizon - following) & SERIAL_MASK) < HALF:
                     return
-                self.next_outgoing_id = serial_add(self.next_outgoing_id, 1)
+                self.next_outgoing_id = following
             queue.popleft()
             write(frame if isinstance(frame, bytes) else frame())
 
@@ -415,7 +425,7 @@ class Session:
 
     def _next_delivery_id(self) -> int:
         delivery_id = self.next_delivery_id
-        self.next_delivery_id = serial_add(delivery_id, 1)
+        self.next_delivery_id = (delivery_id + 1) & SERIAL_MASK  # serial_add(delivery_id, 1)
         return delivery_id
 
     def _link_detached(self, link: Link) -> None:
