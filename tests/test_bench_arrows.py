@@ -14,7 +14,7 @@ from array import array
 
 import pytest
 
-from bench.arrows import python_arrow, run, spec
+from bench.arrows import python_arrow, run, spec, trends
 from bench.arrows.build import c_arrow_available
 from bench.arrows.results import RESULT_KEYS, per_second, percentile, summarise
 from reference_broker.admin_client import ManagementClient
@@ -222,3 +222,40 @@ def test_bench_cli_lists_arrows():
         timeout=60,
     )
     assert "--settlement" in result.stdout and "--rate" in result.stdout
+
+
+def test_trends_credit_and_depth_sweeps_write_their_reports(tmp_path):
+    out = tmp_path / "trends"
+    assert (
+        trends.main(
+            [
+                "credit",
+                "--brokers",
+                "reference",
+                "--count",
+                "300",
+                "--windows",
+                "1,10",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    credit = json.loads((out / "trends-credit.json").read_text())
+    assert [(p["sweep"], p["window"]) for p in credit["points"]] == [
+        ("in-flight", 1),
+        ("in-flight", 10),
+        ("prefetch", 1),
+        ("prefetch", 10),
+    ]
+    assert all(p["throughput"] > 0 for p in credit["points"])
+    assert (
+        trends.main(["depth", "--brokers", "reference", "--count", "2000", "--out", str(out)]) == 0
+    )
+    depth = json.loads((out / "trends-depth.json").read_text())
+    (run_,) = depth["runs"]
+    assert run_["sent"] == run_["received"] == 2000
+    assert sum(run_["publish_rates"]) == sum(run_["drain_rates"]) == 2000
+    assert run_["publish_depth"][-1] == 2000
+    assert (out / "trends-credit.png").exists() and (out / "trends-depth.png").exists()

@@ -144,7 +144,7 @@ def wait_ready(process: subprocess.Popen, what: str) -> None:
     raise RuntimeError(f"{what} was not ready within {READY_WAIT:.0f} s (exit {process.poll()})")
 
 
-def _result(process: subprocess.Popen, what: str, timeout: float) -> dict:
+def arrow_result(process: subprocess.Popen, what: str, timeout: float) -> dict:
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -202,12 +202,12 @@ def run_one(target: Target, args: argparse.Namespace, work: pathlib.Path) -> dic
         wait_ready(receiver, f"receiver arrow ({args.receiver_arrow})")
         sender = spawn_arrow(args.sender_arrow, send, build_dir)
         try:
-            sent = _result(sender, f"sender arrow ({args.sender_arrow})", args.timeout + 30)
+            sent = arrow_result(sender, f"sender arrow ({args.sender_arrow})", args.timeout + 30)
         finally:
             if sender.poll() is None:
                 sender.kill()
                 sender.wait(10)
-        got = _result(receiver, f"receiver arrow ({args.receiver_arrow})", args.timeout + 30)
+        got = arrow_result(receiver, f"receiver arrow ({args.receiver_arrow})", args.timeout + 30)
     finally:
         if receiver.poll() is None:
             receiver.kill()
