@@ -27,7 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "trace": ("traces.cli", "show, check and convert recorded traces"),
     "fuzz": ("fuzz.cli", "fuzz a broker's frame parser and state machine"),
     "triage": ("spark_triage.cli", "triage trace corpora with PySpark"),
-    "bench": ("bench.cli", "benchmarks: codec, brokers"),
+    "bench": ("bench.cli", "benchmarks: codec, brokers, overload, arrows"),
     "engine": ("amqpspec.engine_cli", "the protocol engine: draw its state tables"),
 }
 

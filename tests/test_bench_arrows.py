@@ -202,11 +202,36 @@ def test_command_writes_the_json_report_and_plots(tmp_path, capsys):
         assert result["received"] == 500
         assert set(result["latency_ms"]) >= {"p50", "p90", "p99", "p99.9", "max"}
     assert report["runs"][0]["broker_process"]["cpu_seconds"] >= 0
+    assert report["runs"][1]["of_peer_to_peer"] == 1.0
+    assert report["runs"][0]["of_peer_to_peer"] > 0
     assert report["settings"]["count"] == 500
     for name in report["plots"]:
         assert (out / name).stat().st_size > 1000
     printed = capsys.readouterr().out
     assert "msg/s" in printed and f"report {out / 't.json'}" in printed
+
+
+def test_durable_messages_go_through_the_brokers_durable_queue(tmp_path):
+    out = tmp_path / "out"
+    code = run.main(
+        [
+            "--brokers",
+            "reference",
+            "--durable",
+            "--count",
+            "300",
+            "--arrows",
+            "python",
+            "--out",
+            str(out),
+            "--name",
+            "d",
+            "--no-plots",
+        ]
+    )
+    report = json.loads((out / "d.json").read_text())
+    assert code == 0 and report["settings"]["durable"] is True
+    assert report["runs"][0]["received"] == report["runs"][0]["accepted"] == 300
 
 
 def test_bench_cli_lists_arrows():
