@@ -49,6 +49,7 @@ from amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, ProtocolId
 from amqp10.message import Message
 from amqp10.serial import serial_add
 from amqp10.spec import Cond, RcvSettleMode, Role
+from amqp10.types import symbol
 
 from .addressing import (
     Address,
@@ -74,6 +75,10 @@ from .sessions import RELEASED_STATE, BrokerSession
 from .store import GroupCommit
 from .streams import OffsetSpecError, StreamQueue, offset_spec_from_filter
 from .vhost import BrokerError, ConnectionSummary, VirtualHost
+
+# what RabbitMQ 4 answers per message on the anonymous terminus (rejected, or for a settled
+# message a detach): no or a bad `to`, nothing at it
+_ANONYMOUS_ROUTING_ERRORS = frozenset({Cond.PRECONDITION_FAILED, Cond.NOT_FOUND})
 
 log = logging.getLogger("reference_broker.connection")
 
@@ -716,8 +721,7 @@ class BrokerConnection:
             mine = sum(1 for c in opened if c.user == user)
             if mine >= limits.max_connections_per_user:
                 return (
-                    f"connection limit ({limits.max_connections_per_user}) of user "
-                    f"'{user}' reached"
+                    f"connection limit ({limits.max_connections_per_user}) of user '{user}' reached"
                 )
         return None
 
@@ -1020,7 +1024,15 @@ class BrokerConnection:
             )
         except (BrokerError, AddressError) as exc:
             condition = getattr(exc, "condition", Cond.INVALID_FIELD)
-            self._refuse_publish(session, event, condition, getattr(exc, "reason", str(exc)))
+            reason = getattr(exc, "reason", str(exc))
+            if (
+                event.settled
+                and publisher.target.kind is AddressKind.ANONYMOUS
+                and condition in _ANONYMOUS_ROUTING_ERRORS
+            ):
+                self._anonymous_routing_error(publisher, event, condition, reason)
+                return
+            self._refuse_publish(session, event, condition, reason)
             if publisher not in self._credit_checks:
                 self._credit_checks.append(publisher)
             return
@@ -1036,6 +1048,23 @@ class BrokerConnection:
             # decided after the whole read: the engine has already counted every transfer
             # of it against the credit, and the unconfirmed count must include them too
             self._credit_checks.append(publisher)
+
+    def _anonymous_routing_error(
+        self, publisher: PublisherLink, event: ev.TransferReceived, condition: str, reason: str
+    ) -> None:
+        """A settled message on the anonymous terminus that cannot be routed (no or a bad
+        `to`, nothing at it) cannot be rejected: RabbitMQ 4 detaches the link with the
+        condition and the delivery-tag in the error's info (the anonymous terminus spec's
+        routing errors)."""
+        link = event.link
+        self._release_link(publisher.session, link)
+        try:
+            info = {symbol("delivery-tag"): event.delivery_tag}
+            error = Error(condition=condition, description=reason, info=info)
+            link.detach(closed=True, error=error)
+        except UsageError as exc:
+            log.debug("no detach with %s: %s", condition, exc)
+        self.mark_dirty()
 
     def _refuse_publish(
         self, session: BrokerSession, event: ev.TransferReceived, condition: str, reason: str
