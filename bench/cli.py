@@ -27,6 +27,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.arrows.run",
         "quiver-style arrows: rates, end-to-end latency, broker CPU/RSS, peer-to-peer limit",
     ),
+    "alarm-flood": (
+        "bench.overload.alarm_flood",
+        "1 GiB against a 256 MiB memory watermark: RSS, blocked publishers, draining consumers",
+    ),
 }
 
 

@@ -1,7 +1,8 @@
 """Resource alarms: memory (process RSS vs a watermark) and disk (free space vs a limit).
 
 Owns: alarm state and its observers. Readings come from injectable functions (defaults read
-/proc/self/statm and shutil.disk_usage); time is passed in (`check(now)`), never read here;
+/proc/self/statm and shutil.disk_usage; while the memory alarm is on, free C-heap pages are
+handed back first, glibc malloc_trim); time is passed in (`check(now)`), never read here;
 the server schedules `check` every `interval` seconds. An alarm is active while its
 resource is over the limit OR it was raised by hand (admin API `PUT /api/alarms/{kind}`);
 `clear` removes the manual part only, as a resource alarm clears when the resource does.
@@ -14,6 +15,8 @@ PR #9022 item 22); consuming, attaching and new connections go on.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import shutil
 from collections.abc import Callable
@@ -31,6 +34,27 @@ def read_process_rss() -> int:
     with open("/proc/self/statm", "rb") as statm:
         fields = statm.read().split()
     return int(fields[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def release_free_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc `malloc_trim(0)`; nothing
+    where it is missing). CPython frees large objects with free(), which leaves the heap
+    pages in the process: without this the RSS of a broker whose queues drained stays over
+    the watermark and the memory alarm never clears (bench/overload/alarm_flood.py)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _libc()
 
 
 def read_total_memory() -> int:
@@ -75,6 +99,7 @@ class ResourceAlarms:
         memory_limit: int,
         disk_free_limit: int,
         read_memory: Callable[[], int] = read_process_rss,
+        release_memory: Callable[[], None] = release_free_heap,
         read_disk_free: Callable[[], int] | None = None,
         data_dir: str | os.PathLike[str] = ".",
         interval: float = 1.0,
@@ -84,6 +109,7 @@ class ResourceAlarms:
             DISK: AlarmState(DISK, disk_free_limit),
         }
         self._read_memory = read_memory
+        self._release_memory = release_memory
         self._read_disk_free = read_disk_free or disk_free_reader(data_dir)
         self.interval = interval
         self._next_check: float | None = None
@@ -138,6 +164,8 @@ class ResourceAlarms:
         if self._next_check is not None and now < self._next_check:
             return []
         self._next_check = now + self.interval
+        if self.states[MEMORY].resource:  # over the watermark: free pages back first
+            self._release_memory()
         return self.apply_readings(memory=self._read_memory(), disk_free=self._read_disk_free())
 
     def apply_readings(self, *, memory: int | None = None, disk_free: int | None = None):

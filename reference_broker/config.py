@@ -36,7 +36,7 @@ TOML layout (every key optional)::
     memory_high_watermark = 0.4          # fraction of RAM, or
     memory_high_watermark_bytes = 0      # absolute (wins when > 0)
     disk_free_limit_bytes = 50000000
-    check_interval = 1.0
+    check_interval = 0.2                 # seconds between memory/disk readings
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class AlarmConfig:
     memory_high_watermark: float = 0.4  # fraction of physical memory
     memory_high_watermark_bytes: int = 0  # absolute; wins over the fraction when > 0
     disk_free_limit_bytes: int = 50_000_000  # RabbitMQ's default 50 MB
-    check_interval: float = 1.0
+    check_interval: float = 0.2  # at 100 MB/s a 1 s interval let 100 MB past the watermark
 
     def memory_limit(self, total_memory: int) -> int:
         if self.memory_high_watermark_bytes > 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.overload import kill_soak
+from bench.overload import alarm_flood, kill_soak
 
 
 def args(module, **values) -> argparse.Namespace:
@@ -27,3 +27,12 @@ def test_kill_soak_loses_nothing_confirmed(tmp_path):
     assert kill_soak.ok(result)
     assert kill_soak.run(args(kill_soak, cycles=1, out=str(tmp_path))) == 0
     assert (tmp_path / "overload-kill-soak.json").exists()
+
+
+def test_alarm_flood_blocks_publishers_and_keeps_consumers_draining(tmp_path):
+    result = alarm_flood.flood(total_mb=512, watermark_mb=192, body_kb=32, timeout=120)
+    assert result["publisher_blocked_times"] > 0 and result["received_while_blocked"] > 0, result
+    assert result["published_after_first_unblock"] > 0, result
+    assert result["peak_over_watermark"] <= 1.5, result
+    assert result["lost"] == 0 and result["duplicated"] == 0, result
+    assert alarm_flood.ok(result), result
