@@ -31,6 +31,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.overload.alarm_flood",
         "1 GiB against a 256 MiB memory watermark: RSS, blocked publishers, draining consumers",
     ),
+    "conn-scale": (
+        "bench.overload.conn_scale",
+        "5,000 idle connections x 2 sessions: broker KiB per connection, a new client's latency",
+    ),
 }
 
 

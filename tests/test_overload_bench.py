@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.overload import alarm_flood, kill_soak
+from bench.overload import alarm_flood, conn_scale, kill_soak
 
 
 def args(module, **values) -> argparse.Namespace:
@@ -36,3 +36,10 @@ def test_alarm_flood_blocks_publishers_and_keeps_consumers_draining(tmp_path):
     assert result["peak_over_watermark"] <= 1.5, result
     assert result["lost"] == 0 and result["duplicated"] == 0, result
     assert alarm_flood.ok(result), result
+
+
+def test_conn_scale_holds_idle_connections_and_answers_new_clients():
+    result = conn_scale.scale(connections=300, sessions=2, probe_count=5, batch=100)
+    assert result["broker_connections_while_held"] >= 300, result  # none dropped
+    assert 0 < result["kb_per_connection"] <= result["goal_kb_per_connection"], result
+    assert result["probe_with_connections_held"]["median_ms"] <= result["goal_probe_ms"], result

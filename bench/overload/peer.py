@@ -105,6 +105,11 @@ class Pump:
         self.peers.append(peer)
         return peer
 
+    def release(self, peer: Peer) -> None:
+        """Stop pumping `peer`; its socket stays open (the caller closes it)."""
+        self.peers.remove(peer)
+        self.selector.unregister(peer.sock)
+
     def remove(self, peer: Peer) -> None:
         if peer in self.peers:
             self.peers.remove(peer)
