@@ -211,11 +211,11 @@ class ConnectionMonitor:
     def observe(self, item: TraceItem) -> MonitorOutput:
         """Judge an item decoded elsewhere (e.g. read back from a frame log), as if this
         monitor had decoded it; do not mix with `feed` on one monitor."""
-        self._check_open()
-        out = MonitorOutput()
+        if self.finished:
+            self._check_open()
+        out = MonitorOutput([item])
         self.next_index = item.index + 1
         self.last_time = item.time
-        out.items.append(item)
         self._judge(item, out)
         return out
 

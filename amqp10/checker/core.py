@@ -90,7 +90,9 @@ class Checker(SessionRules, LinkRules, SettlementRules):
         peer = self.peers[origin]
         if time is not None:
             self.now = time
-        if isinstance(item, ProtocolHeader):
+        if type(item) is Frame:
+            self._on_frame(origin, peer, item, time)
+        elif isinstance(item, ProtocolHeader):
             self._on_header(origin, peer, item)
         elif isinstance(item, Frame):
             self._on_frame(origin, peer, item, time)
@@ -205,8 +207,9 @@ class Checker(SessionRules, LinkRules, SettlementRules):
             peer.layer = "amqp"
         performative = frame.performative
         name = frame.name
-        self._check_frame_shape(origin, frame, name, idx)
-        is_sasl = frame.type == FrameType.SASL or name.startswith("sasl-")
+        sasl_body = name.startswith("sasl-")
+        self._check_frame_shape(origin, frame, name, sasl_body, idx)
+        is_sasl = sasl_body or frame.type == FrameType.SASL
         if is_sasl:
             if peer.layer != "sasl":
                 self._report("security.sasl-order", idx, origin, f"{name} frame outside SASL")
@@ -230,7 +233,10 @@ class Checker(SessionRules, LinkRules, SettlementRules):
         if handler is not None and (name == "open" or _complete(performative)):
             handler(self, origin, peer, frame, idx, time)
 
-    def _check_frame_shape(self, origin: str, frame: Frame, name: str, idx: int) -> None:
+    def _check_frame_shape(
+        self, origin: str, frame: Frame, name: str, sasl_body: bool, idx: int
+    ) -> None:
+        """`sasl_body`: the performative's name says SASL ('sasl-...')."""
         raw = frame.raw
         if len(raw) >= 8:
             doff = raw[4]
@@ -238,11 +244,9 @@ class Checker(SessionRules, LinkRules, SettlementRules):
                 self._report("framing.doff", idx, origin, f"DOFF {doff} in a {len(raw)}-byte frame")
         if frame.type not in (FrameType.AMQP, FrameType.SASL):
             self._report("framing.wrong-frame-type", idx, origin, f"frame type {frame.type:#x}")
-        elif frame.performative is not None:
-            sasl_body = name.startswith("sasl-")
-            if sasl_body != (frame.type == FrameType.SASL):
-                kind = "SASL" if frame.type == FrameType.SASL else "AMQP"
-                self._report("framing.wrong-frame-type", idx, origin, f"{name} in a {kind} frame")
+        elif frame.performative is not None and sasl_body != (frame.type == FrameType.SASL):
+            kind = "SASL" if frame.type == FrameType.SASL else "AMQP"
+            self._report("framing.wrong-frame-type", idx, origin, f"{name} in a {kind} frame")
         size = frame.size or len(raw)
         if not size:
             return  # built in memory without a size: nothing to check
