@@ -1,11 +1,14 @@
 """The triage job: trace corpora -> violations, connections, clusters, reproducers, report.
 
 Owns: the Spark plan and the output directory layout (docs/triage.md):
-  files (spark_triage.inputs) -> segments (the `amqpspec-pcap` data source, one task per
-  byte-range split) -> grouped by (source, symmetric 4-tuple) and ordered by capture
-  position -> per group, a grouped Arrow UDF runs spark_triage.check.check_flow (TCP
-  reassembly, the core's monitor/checker, signatures, capture defects) -> violation and
-  connection rows -> `violations.parquet`, `connections.parquet` -> clusters by signature
+  files (spark_triage.inputs) -> byte-range splits (spark_triage.datasource.plan) -> a
+  file read in one split is checked whole in the task that reads it (`check_split`, a
+  mapInArrow: its segments never cross to the JVM); a file in several splits goes
+  through the `amqpspec-pcap` data source (one task per split), grouped by (source,
+  symmetric 4-tuple) and ordered by capture position, a grouped Arrow UDF per group
+  (`check_group`). Both run spark_triage.check.check_flow (TCP reassembly, the core's
+  monitor/checker, signatures, capture defects) per flow -> violation and connection
+  rows -> `violations.parquet`, `connections.parquet` -> clusters by signature
   (`clusters.json`, known upstream issues from spark_triage.known_issues) -> the smallest
   connection of each cluster minimised on the driver (spark_triage.reproducers) ->
   `reproducers/<signature>.pcap|.txt` -> `report.md` / `report.html` (spark_triage.report).
@@ -18,10 +21,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script by spark-submit: the repo root is one up
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -139,6 +145,11 @@ def check_group(
         label,
         liveness_bound,
     )
+    yield _result_batch(flow, violations, connections)
+
+
+def _result_batch(flow: str, violations: list, connections: list) -> pa.RecordBatch:
+    """One flow's violation and connection rows in RESULT_SCHEMA."""
     rows: list[dict] = []
     for v in violations:
         rows.append(
@@ -185,13 +196,86 @@ def check_group(
                 "notes": c.notes,
             }
         )
-    yield pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+    return pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
+
+
+def flow_of(src_ip: bytes, src_port: int, dst_ip: bytes, dst_port: int) -> str:
+    """The symmetric flow name of a segment, as `_with_flow` computes it in Spark:
+    'HEXIP:port-HEXIP:port', the lesser end first."""
+    a = f"{src_ip.hex().upper()}:{src_port}"
+    b = f"{dst_ip.hex().upper()}:{dst_port}"
+    return f"{a}-{b}" if a <= b else f"{b}-{a}"
+
+
+def check_split(
+    split: Any, label: str | None, liveness_bound: float | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Every flow of a split that holds its whole file (spark_triage.datasource.Split),
+    checked in the task that read it: the same rows `check_group` gives for each flow,
+    without shuffling the file's segments through Spark. The split's segments sit in
+    one Arrow table (about the split's size), grouped by flow in capture order."""
+    from spark_triage.datasource import read_input
+
+    batches = list(read_input(split, label))
+    table = pa.Table.from_batches(batches).sort_by("ordinal") if batches else None
+    if table is None or table.num_rows == 0:
+        return
+    names: dict[tuple, str] = {}
+    flows: dict[str, list[int]] = {}
+    ends = zip(
+        table.column("src_ip").to_pylist(),
+        table.column("src_port").to_pylist(),
+        table.column("dst_ip").to_pylist(),
+        table.column("dst_port").to_pylist(),
+    )
+    for row, end in enumerate(ends):
+        flow = names.get(end)
+        if flow is None:
+            flow = names[end] = flow_of(*end)
+        flows.setdefault(flow, []).append(row)
+    source = split.path
+    broker = table.column("broker_label")[0].as_py()
+    for flow, rows in flows.items():
+        part = table.take(pa.array(rows, pa.int64()))
+        violations, connections = check_flow(
+            source,
+            segments_of(part.to_batches()),
+            DEFAULT_GAP_SECONDS,
+            broker,
+            liveness_bound,
+        )
+        yield _result_batch(flow, violations, connections)
 
 
 def _spark_type():
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(RESULT_SCHEMA)
+
+
+def _check_whole_splits(
+    spark, splits: list, broker_label: str | None, liveness_bound: float | None
+) -> Any:
+    """Result rows of `check_split` over every split, one task per split, the biggest
+    files first (so a late big file does not leave the other cores idle at the end)."""
+    from spark_triage.datasource import Split
+
+    splits = sorted(splits, key=lambda split: -os.path.getsize(split.path))
+    rows = [(s.path, s.kind, s.gzip, s.broker, s.start, s.end, broker_label) for s in splits]
+    schema = (
+        "path string, kind string, gzip boolean, broker string, start long, end long, label string"
+    )
+    table = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), schema)
+
+    def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for row in batch.to_pylist():
+                split = Split(
+                    row["path"], row["kind"], row["gzip"], row["broker"], row["start"], row["end"]
+                )
+                yield from check_split(split, row["label"], liveness_bound)
+
+    return table.mapInArrow(check, _spark_type())
 
 
 def run_job(
@@ -210,32 +294,58 @@ def run_job(
 
     from spark_triage import clusters as clustering
     from spark_triage import report
-    from spark_triage.datasource import NAME, CaptureSource, files_json
+    from spark_triage.datasource import (
+        DEFAULT_SPLIT_BYTES,
+        NAME,
+        CaptureSource,
+        files_json,
+        plan,
+    )
 
     spark.dataSource.register(CaptureSource)
     out.mkdir(parents=True, exist_ok=True)
     step = progress.add_task("read + check connections", total=None)
-    segments = (
-        spark.read.format(NAME)
-        .option("files", files_json(inputs))
-        .option("brokerLabel", broker_label or "")
-        .option("splitBytes", str(split_bytes or ""))
-        .load()
-    )
-    a = F.concat(F.hex("src_ip"), F.lit(":"), F.col("src_port").cast("string"))
-    b = F.concat(F.hex("dst_ip"), F.lit(":"), F.col("dst_port").cast("string"))
-    segments = segments.withColumn("flow", F.concat_ws("-", F.least(a, b), F.greatest(a, b)))
+
+    def read(files: list) -> Any:
+        segments = (
+            spark.read.format(NAME)
+            .option("files", files_json(files))
+            .option("brokerLabel", broker_label or "")
+            .option("splitBytes", str(split_bytes or ""))
+            .load()
+        )
+        a = F.concat(F.hex("src_ip"), F.lit(":"), F.col("src_port").cast("string"))
+        b = F.concat(F.hex("dst_ip"), F.lit(":"), F.col("dst_port").cast("string"))
+        return segments.withColumn("flow", F.concat_ws("-", F.least(a, b), F.greatest(a, b)))
+
+    # A file read in one split is checked by the task that reads it (no shuffle of its
+    # segments: the JVM only sees result rows, so the work is Python's and spreads over
+    # the cores); a file in several byte-range splits (over `split_bytes`) goes through
+    # the shuffle that brings each flow's segments together in capture order.
+    splits = plan(inputs, split_bytes or DEFAULT_SPLIT_BYTES)
+    per_file = Counter(split.path for split in splits)
+    whole = [split for split in splits if per_file[split.path] == 1]
+    shuffled = [item for item in inputs if per_file[item.path] > 1]
     # a few groups per core, so one big connection does not leave the other cores idle
     count = partitions or 4 * spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(count))
-    ordered = segments.repartition(count, "source", "flow").sortWithinPartitions(
-        "source", "flow", "ordinal"
-    )
+    parts = []
+    if whole:
+        parts.append(_check_whole_splits(spark, whole, broker_label, liveness_bound))
+    if shuffled:
+        ordered = (
+            read(shuffled)
+            .repartition(count, "source", "flow")
+            .sortWithinPartitions("source", "flow", "ordinal")
+        )
 
-    def udf(key: tuple, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return check_group(key, batches, liveness_bound)
+        def udf(key: tuple, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            return check_group(key, batches, liveness_bound)
 
-    results = ordered.groupBy("source", "flow").applyInArrow(udf, schema=_spark_type())
+        parts.append(ordered.groupBy("source", "flow").applyInArrow(udf, schema=_spark_type()))
+    if not parts:
+        parts.append(spark.createDataFrame([], _spark_type()))
+    results = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     work = out / "_results.parquet"
     try:
         results.write.mode("overwrite").parquet(str(work))
@@ -263,9 +373,11 @@ def run_job(
     found = clustering.clusters(violations, connections)
     progress.update(step, total=1, completed=1)
     step = progress.add_task("minimise reproducers", total=len(found))
+    # only the files holding a representative are read again
+    sources = {cluster["representative"]["source"] for cluster in found}
     clustering.reproduce(
         spark,
-        segments,
+        read([item for item in inputs if item.path in sources] or inputs[:1]),
         found,
         out / "reproducers",
         lambda: progress.advance(step),

@@ -98,6 +98,10 @@ def _records(rows: list, linktype: int | list[int]) -> _Records:
     return _Records(table[:, 0], table[:, 1], table[:, 2], table[:, 3], links, table[:, 4])
 
 
+_BLOCK_HEAD = {order: struct.Struct(order + "II") for order in "<>"}  # block type, length
+_EPB_FIELDS = {order: struct.Struct(order + "IIIII") for order in "<>"}
+
+
 def _walk_pcapng(
     data: mmap.mmap, path: str, start: int, end: int, batch: int
 ) -> Iterator[_Records]:
@@ -107,29 +111,31 @@ def _walk_pcapng(
     interfaces: list[tuple[int, float, int]] = []  # (link type, ns per tick, snaplen)
     rows: list[tuple[int, int, int, int, int]] = []
     links: list[int] = []
+    head, epb = _BLOCK_HEAD[order].unpack_from, _EPB_FIELDS[order].unpack_from
     while offset + 12 <= size and offset < end:
-        block_type = struct.unpack_from(order + "I", data, offset)[0]
+        block_type, length = head(data, offset)  # the SHB's type reads the same either way
         if block_type == fmt.PCAPNG_SHB:
             bom = struct.unpack_from("<I", data, offset + 8)[0]
             order = "<" if bom == fmt.PCAPNG_BYTE_ORDER_MAGIC else ">"
+            head, epb = _BLOCK_HEAD[order].unpack_from, _EPB_FIELDS[order].unpack_from
+            length = head(data, offset)[1]
             interfaces = []
-        length = struct.unpack_from(order + "I", data, offset + 4)[0]
         if length < 12 or offset + length > size:
             break
         body = offset + 8
-        if block_type == fmt.PCAPNG_IDB:
-            linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", data, body)
-            tick_ns = fmt.if_tsresol_seconds(data, order, body + 8, offset + length - 4) * 1e9
-            interfaces.append((linktype, tick_ns, snaplen))
-        elif offset < start:
-            pass
-        elif block_type == fmt.PCAPNG_EPB:
-            iface, high, low, caplen, wirelen = struct.unpack_from(order + "IIIII", data, body)
+        if block_type == fmt.PCAPNG_EPB and offset >= start:  # the common block first
+            iface, high, low, caplen, wirelen = epb(data, body)
             if iface >= len(interfaces):
                 raise CaptureFormatError(f"{path}: packet block names unknown interface {iface}")
             linktype, tick, _snap = interfaces[iface]
             rows.append((body + 20, caplen, wirelen, round(((high << 32) | low) * tick), offset))
             links.append(linktype)
+        elif block_type == fmt.PCAPNG_IDB:
+            linktype, _reserved, snaplen = struct.unpack_from(order + "HHI", data, body)
+            tick_ns = fmt.if_tsresol_seconds(data, order, body + 8, offset + length - 4) * 1e9
+            interfaces.append((linktype, tick_ns, snaplen))
+        elif offset < start:
+            pass
         elif block_type == fmt.PCAPNG_SPB and interfaces:
             wirelen = struct.unpack_from(order + "I", data, body)[0]
             linktype, _tick, snaplen = interfaces[0]
