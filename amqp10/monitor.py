@@ -270,7 +270,8 @@ class ConnectionMonitor:
         trace_item = TraceItem(self.connection_id, direction, self.next_index, now, item, raw)
         self.next_index += 1
         out.items.append(trace_item)
-        self._judge(trace_item, out)
+        if self.checker is not None:
+            self._judge(trace_item, out)
 
     # --- judging ----------------------------------------------------------------------
     def _judge(self, item: TraceItem, out: MonitorOutput) -> None:
