@@ -49,15 +49,14 @@ def per_second(times_ns: array | list[int], start_ns: int) -> list[int]:
 
 
 def cdf_points(ordered: list[float], points: int = 200) -> list[tuple[float, float]]:
-    """(latency ms, fraction at or below) at `points` ranks, log-spaced towards the tail."""
+    """(latency ms, fraction at or below): every percent, then `points` fractions
+    log-spaced towards the tail (p99, p99.9, ...), then the maximum."""
     n = len(ordered)
     if n == 0:
         return []
-    out = []
-    for k in range(points):
-        # fraction 1 - 10^-(k * 5 / points): dense near 1 (p99, p99.9, ...)
-        fraction = 1 - 10 ** (-(k + 1) * 5 / points)
-        out.append((ordered[min(n - 1, int(fraction * n))], fraction))
+    fractions = [k / 100 for k in range(1, 100)]
+    fractions += [1 - 10 ** (-(k + 1) * 5 / points) for k in range(points)]
+    out = [(ordered[min(n - 1, int(f * n))], f) for f in sorted(set(fractions))]
     out.append((ordered[-1], 1.0))
     return out
 
