@@ -86,7 +86,7 @@ class Arrow:
         self.deadline = time.monotonic() + spec.timeout
         self.done = False
         self.error = ""
-        self._current: Connection = Connection("client")  # whose events are handled
+        self._current: Connection | None = None  # whose events are being handled
         self._unattached: list[_Peer | None] = []
         self._attached = 0
 
@@ -145,8 +145,9 @@ class Arrow:
 
     def on_event(self, event) -> None:
         """Events every arrow handles: a listener's answers, errors."""
-        if isinstance(event, RemoteOpen) and self._current.role == "server":
-            self._current.open()  # a listener answers the sender's open
+        conn = self._current
+        if isinstance(event, RemoteOpen) and conn is not None and conn.role == "server":
+            conn.open()  # a listener answers the sender's open
         elif isinstance(event, RemoteBegin) and event.session.state is SessState.BEGIN_RCVD:
             event.session.accept()
         elif isinstance(event, RemoteAttach) and event.link.state is LinkState.ATTACH_RCVD:
