@@ -17,7 +17,7 @@ from enum import IntEnum
 from typing import Any
 
 from amqp10 import codec
-from amqp10.composites import Composite, Transfer
+from amqp10.composites import CLASS_BY_CODE, Composite, Transfer
 from amqp10.errors import DecodeError, EncodeError
 from amqp10.spec import Cond
 
@@ -218,17 +218,39 @@ def _check_header(size: int, doff: int, max_frame_size: int) -> None:
         )
 
 
+# 2.3.2: an AMQP frame's body starts with a performative, described by a smallulong code
+# (0x00 0x53 code): those go straight to their class's generated decoder, as
+# codec.decode_value would dispatch them (same decoder, position, end and depth)
+_PERFORMATIVE_DECODERS = {
+    code: codec.SMALL_DESCRIBED_DECODERS[code]
+    for code, cls in CLASS_BY_CODE.items()
+    if code < 256 and issubclass(cls, Composite) and "frame" in cls.SPEC.provides
+}
+
+
 def _frame_from(raw: bytes, size: int, doff: int, frame_type: int, channel: int) -> Frame:
     body_start = 4 * doff
     extended = raw[FRAME_HEADER_SIZE:body_start]
     if body_start == size:
         return Frame(frame_type, channel, None, b"", extended, size, raw)
-    if frame_type not in (FrameType.AMQP, FrameType.SASL):
-        raise DecodeError(5, f"frame type 0 or 1, got {frame_type}", Cond.FRAMING_ERROR)
-    performative, end = codec.decode_value(raw, body_start, size)
-    if not isinstance(performative, Composite) or not _provides_frame(performative, frame_type):
-        kind = "an AMQP performative" if frame_type == FrameType.AMQP else "a SASL frame body"
-        raise DecodeError(body_start, f"{kind}, got {type(performative).__name__}")
+    if (
+        frame_type == 0  # FrameType.AMQP
+        and body_start + 3 < size
+        and raw[body_start] == 0  # described
+        and raw[body_start + 1] == 0x53  # smallulong descriptor
+        and (decode := _PERFORMATIVE_DECODERS.get(raw[body_start + 2])) is not None
+    ):
+        try:
+            performative, end = decode(raw, body_start + 3, size, 1)
+        except RecursionError:  # as codec.decode_value
+            raise DecodeError(body_start, f"nesting under {codec.MAX_DEPTH} levels") from None
+    else:
+        if frame_type not in (FrameType.AMQP, FrameType.SASL):
+            raise DecodeError(5, f"frame type 0 or 1, got {frame_type}", Cond.FRAMING_ERROR)
+        performative, end = codec.decode_value(raw, body_start, size)
+        if not isinstance(performative, Composite) or not _provides_frame(performative, frame_type):
+            kind = "an AMQP performative" if frame_type == FrameType.AMQP else "a SASL frame body"
+            raise DecodeError(body_start, f"{kind}, got {type(performative).__name__}")
     payload = raw[end:size] if end < size else b""
     if payload and performative.NAME != "transfer":
         raise DecodeError(end, f"nothing after {performative.NAME}, got {len(payload)} byte(s)")

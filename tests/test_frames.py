@@ -18,6 +18,7 @@ from amqp10.composites import (
     Begin,
     Close,
     Detach,
+    Disposition,
     Flow,
     Open,
     SaslInit,
@@ -356,3 +357,52 @@ def test_frame_raw_keeps_the_exact_bytes():
     raw = encode_frame(_flow(handle=1, link_credit=100, drain=True), 3)
     assert decode_frame(raw).raw == raw
     assert codec.decode(raw[8:]) == _flow(handle=1, link_credit=100, drain=True)
+
+
+def _decode_outcome(raw: bytes) -> object:
+    try:
+        frame = decode_frame(raw)
+    except DecodeError as exc:
+        return ("error", exc.offset, exc.expected, exc.condition)
+    return ("frame", frame.performative, frame.payload)
+
+
+_PERFORMATIVE_SAMPLES = [
+    encode_frame(Transfer(handle=1, delivery_id=7, delivery_tag=b"t", settled=False), 0, b"m"),
+    encode_frame(
+        Flow(
+            next_incoming_id=0,
+            incoming_window=100,
+            next_outgoing_id=1,
+            outgoing_window=100,
+            handle=0,
+        )
+    ),
+    encode_frame(Disposition(role=True, first=3, last=9, settled=True)),
+    encode_frame(Begin(next_outgoing_id=0, incoming_window=5, outgoing_window=5), 2),
+]
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    sample=st.sampled_from(_PERFORMATIVE_SAMPLES),
+    edits=st.lists(st.tuples(st.integers(8, 200), st.integers(0, 255)), max_size=3),
+)
+def test_performative_fast_dispatch_matches_decode_value(monkeypatch, sample, edits):
+    """frames._frame_from decodes 0x00 0x53 <performative code> straight with the class's
+    decoder; on any bytes it gives what the generic codec.decode_value path gives."""
+    import amqp10.frames as frames
+
+    raw = bytearray(sample)
+    for at, value in edits:
+        if at < len(raw):
+            raw[at] = value
+    fast = _decode_outcome(bytes(raw))
+    with monkeypatch.context() as patch:
+        patch.setattr(frames, "_PERFORMATIVE_DECODERS", {})
+        generic = _decode_outcome(bytes(raw))
+    assert fast == generic
