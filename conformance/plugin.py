@@ -42,7 +42,7 @@ from conformance.jobs import DEFAULT_JOBS, CaseScheduler
 from conformance.preflight import HEALTH_TIMEOUT_S, BrokerHealth
 from conformance.probe import Probe
 from conformance.profile import Profile, load_profile
-from conformance.registry import Case, old_ids, suite_cases
+from conformance.registry import Case, beside_others, old_ids, suite_cases
 from conformance.results import (
     Expectation,
     ResultsDir,
@@ -298,9 +298,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "conformance_case" in metafunc.fixturenames:
         mode = metafunc.config.getoption("amqp_pipelined", "also") or "also"
+        cases = suite_cases(mode)
+        state = metafunc.config.stash.get(_STATE, None)
+        if state is not None and state.profile.concurrent:
+            try:
+                cases = beside_others(cases, state.profile.concurrent)
+            except ValueError as exc:
+                raise pytest.UsageError(f"profile {state.profile.name!r} [jobs]: {exc}") from exc
         params = [
             pytest.param(case, id=case.case_id, marks=[getattr(pytest.mark, case.level.lower())])
-            for case in suite_cases(mode)
+            for case in cases
         ]
         metafunc.parametrize("conformance_case", params)
 

@@ -18,6 +18,8 @@ File layout (every table optional except `name`):
                    url (http://, or amqp:// for management-node: default the broker's);
                    alarm = "http" | "rabbitmqctl"; rabbitmqctl = command; env_script = path
     [timeouts]     wait (seconds per wait), case_budget (seconds per case)
+    [jobs]         concurrent = [case ids]: cases registered `serial` because other brokers
+                   race beside them, which this broker runs beside others under --jobs N
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class Profile:
     admin: AdminSettings = AdminSettings()
     wait: float = 5.0
     case_budget: float = 60.0
+    concurrent: frozenset[str] = frozenset()  # [jobs] concurrent: serial cases run beside
     path: str = ""
 
     def has(self, capability: str) -> bool:
@@ -170,5 +173,6 @@ def profile_from_dict(data: dict[str, Any], path: str = "") -> Profile:
         admin=AdminSettings(**admin),
         wait=float(timeouts.get("wait", 5.0)),
         case_budget=float(timeouts.get("case_budget", 60.0)),
+        concurrent=frozenset(data.get("jobs", {}).get("concurrent", [])),
         path=path,
     )

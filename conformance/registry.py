@@ -146,6 +146,21 @@ def load_cases() -> list[Case]:
     return list(_REGISTRY.values())
 
 
+def beside_others(cases: list[Case], concurrent: Iterable[str]) -> list[Case]:
+    """`cases` with the serial cases named in `concurrent` (base ids: a profile's `[jobs]
+    concurrent`, the cases serialised for another broker's races that this broker runs
+    beside others) no longer serial, both variants. ValueError for a name that is no
+    registered serial case, or one on BROKER_GLOBAL state (those always run alone)."""
+    named = frozenset(concurrent)
+    serial = {c.base_id: c for c in load_cases() if c.serial}
+    for case_id in sorted(named):
+        if case_id not in serial:
+            raise ValueError(f"{case_id!r} is not a serial case")
+        if BROKER_GLOBAL & serial[case_id].requires:
+            raise ValueError(f"{case_id!r} changes broker-global state: it always runs alone")
+    return [dataclasses.replace(c, serial=False) if c.base_id in named else c for c in cases]
+
+
 def pipelined_variant(case: Case) -> Case:
     """The case run pipelined (issue 13 §1): every frame up to the first one that needs a
     broker reply in one write, same outcomes, id `<case id>/pipelined`."""

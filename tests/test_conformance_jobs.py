@@ -19,7 +19,8 @@ import pytest
 
 from conformance.fault_matrix import reference_broker
 from conformance.jobs import CaseScheduler
-from conformance.registry import BROKER_GLOBAL, Case, load_cases, suite_cases
+from conformance.profile import load_profile
+from conformance.registry import BROKER_GLOBAL, Case, beside_others, load_cases, suite_cases
 from reference_broker.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,6 +117,22 @@ def test_cases_on_broker_global_state_are_serial_in_both_variants() -> None:
     assert serial and all(case.serial for case in cases if case.requires & BROKER_GLOBAL)
     assert {case.base_id for case in serial if case.variant} <= {c.case_id for c in serial}
     assert any(c.case_id == "2.5.6/window-violation-closed-window/pipelined" for c in serial)
+
+
+def test_a_profile_runs_the_serial_cases_it_names_beside_others() -> None:
+    """`[jobs] concurrent`: the reference broker has none of the races that make
+    credit-hypothesis-grants serial; the third-party profiles keep it alone."""
+    cases = beside_others(suite_cases("also"), load_profile("reference").concurrent)
+    grants = [case for case in cases if case.base_id == "2.6.7/credit-hypothesis-grants"]
+    assert len(grants) == 2 and not any(case.serial for case in grants)
+    assert all(case.serial for case in cases if case.requires & BROKER_GLOBAL)
+    assert any(case.serial for case in cases)
+    with pytest.raises(ValueError, match="broker-global"):
+        beside_others(cases, ["2.5.6/alarm-closes-window"])
+    with pytest.raises(ValueError, match="not a serial case"):
+        beside_others(cases, ["2.6.7/credit-hypothesis-drain-echo"])
+    for name in ("rabbitmq3", "proton-example", "proton-python"):
+        assert "2.6.7/credit-hypothesis-grants" not in load_profile(name).concurrent
 
 
 # --- a real run: --jobs 1 and --jobs N give the same verdicts ------------------------------
