@@ -88,6 +88,9 @@ class RunState:
 
 LAST_RUN = RunState()
 _STATE = pytest.StashKey["_Session"]()
+# index.json is rewritten whole: at most once a second during a run (a run stopped midway
+# keeps what it had a second before) and at its end, instead of after every case
+INDEX_EVERY_S = 1.0
 _DURATION = pytest.StashKey[float]()  # an item's case's own run time
 
 
@@ -113,6 +116,7 @@ class _Session:
             raise pytest.UsageError(f"--jobs must be 1 or more, got {self.jobs}")
         self.scheduler: CaseScheduler[tuple[CaseResult, list[Verdict]]] | None = None
         self.health = BrokerHealth(self.target, self.profile, HEALTH_TIMEOUT_S)
+        self._index_written = 0.0  # index.json: rewritten at most every INDEX_EVERY_S
         self.facts = RunFacts()  # what the run's cases learn about the broker (facts.py)
         global LAST_RUN
         LAST_RUN = RunState(self.broker, expect_file=self.expect_file, strict=self.strict)
@@ -166,9 +170,15 @@ class _Session:
         if len(attempts) > 1:
             entry["attempts"] = [v.value for v in attempts]
         self.state.results.append(result)
-        self.state.index_path = self.results_dir.write_index()
+        if time.monotonic() - self._index_written >= INDEX_EVERY_S:
+            self._write_index()
         _attach_to_allure(case, result, self.results_dir.root / entry["trace"], entry, self)
+        result.recordings = []  # in the pcap and transitions now; the run holds no frames
         return result
+
+    def _write_index(self) -> None:
+        self.state.index_path = self.results_dir.write_index()
+        self._index_written = time.monotonic()
 
     def _run_case(self, case: Case) -> CaseResult:
         return run_case(case, self.target, self.profile, self.admin, facts=self.facts)
@@ -211,6 +221,8 @@ class _Session:
         return first, attempts
 
     def finish(self) -> None:
+        if self.state.results:
+            self._write_index()
         if self.expect_file:
             unstable = self.state.unstable
             verdicts = {k: v for k, v in self.state.verdicts.items() if k not in unstable}

@@ -169,18 +169,26 @@ def test_a_broker_killed_mid_run_makes_the_next_cases_error_at_once(
         process = subprocess.Popen(
             [sys.executable, "-m", "amqpspec.cli", "run", "--broker", broker.url,
              "--profile", "reference", "--admin", broker.admin_url, "--results", str(tmp_path),
-             "--pipelined", "never", "-q", "-k", KILLED_MID_RUN[jobs], "--jobs", str(jobs)],
+             "--pipelined", "never", "-k", KILLED_MID_RUN[jobs], "--jobs", str(jobs)],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
-        index = tmp_path / "index.json"
+        lines: list[str] = []  # its output; a finished case's line: "[ 2/31] OK ..."
+
+        def read() -> None:
+            for line in process.stdout or []:
+                lines.append(line)
+
+        reader = threading.Thread(target=read)
+        reader.start()
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if index.exists() and len(json.loads(index.read_text())["reference"]) >= 2:
-                break
+        while sum(line.startswith("[") for line in lines) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         broker.kill()
         killed = time.time()
-        output, _ = process.communicate(timeout=120)
+        process.wait(timeout=120)
+        reader.join(timeout=10)
+        output = "".join(lines)
+        index = tmp_path / "index.json"
     finally:
         broker.kill()
     entries = json.loads(index.read_text())["reference"]
