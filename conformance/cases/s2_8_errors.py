@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 from urllib.parse import quote
 
 from amqp10.composites import Coordinator, Target, Transfer
@@ -113,12 +114,12 @@ def not_implemented_coordinator(probe, ctx):
     amqp:not-implemented (a detach; ending the session or connection with it is the same
     answer, heavier); a broker that attaches it has transactions (UNSUPPORTED)."""
     session = probe.open_session()
-    since = probe.mark()
-    probe.attach_sender(session, Coordinator(), wait=False)
-    outcome = probe.error_outcome(timeout=2.0, since=since)
-    if outcome == "timeout" and _attached(probe, since):
-        raise Unsupported("the broker attached the coordinator (transactions, or any target)")
-    ctx.outcome(outcome)
+    _refused_attach(
+        probe,
+        ctx,
+        lambda: probe.attach_sender(session, Coordinator(), wait=False),
+        Unsupported("the broker attached the coordinator (transactions, or any target)"),
+    )
 
 
 @case(
@@ -155,11 +156,23 @@ def not_allowed_default_exchange(probe, ctx):
     """A sender to the exchange address of `amq.default`: refused with amqp:not-allowed
     (a broker whose address scheme allows it attaches the link: UNSUPPORTED)."""
     session = probe.open_session()
+    address = ctx.profile.exchange("amq.default", "amqpspec")
+    _refused_attach(
+        probe,
+        ctx,
+        lambda: probe.attach_sender(session, address, wait=False),
+        Unsupported("the broker attached a link to the default exchange"),
+    )
+
+
+def _refused_attach(probe, ctx, attach: Callable[[], object], if_attached: Exception) -> None:
+    """`attach()` (not waiting), then grade how the broker refused the link (the case's
+    outcomes); `if_attached` is raised when it attached the link instead."""
     since = probe.mark()
-    probe.attach_sender(session, ctx.profile.exchange("amq.default", "amqpspec"), wait=False)
+    attach()
     outcome = probe.error_outcome(timeout=2.0, since=since)
     if outcome == "timeout" and _attached(probe, since):
-        raise Unsupported("the broker attached a link to the default exchange")
+        raise if_attached
     ctx.outcome(outcome)
 
 
@@ -220,12 +233,12 @@ def unauthorized_access_attach(probe, ctx):
             if probe.conn is not None and probe.conn.sasl_outcome not in (None, 0):
                 raise Unsupported("the broker refused the restricted user's login") from None
             raise
-        since = probe.mark()
-        probe.attach_receiver(session, ctx.source(queue), credit=1, wait=False)
-        outcome = probe.error_outcome(timeout=2.0, since=since)
-        if outcome == "timeout" and _attached(probe, since):
-            raise CaseFailed("the broker attached a receiver for a user without read rights")
-        ctx.outcome(outcome)
+        _refused_attach(
+            probe,
+            ctx,
+            lambda: probe.attach_receiver(session, ctx.source(queue), credit=1, wait=False),
+            CaseFailed("the broker attached a receiver for a user without read rights"),
+        )
     finally:
         ctx.admin.delete_user(name)
 
@@ -256,12 +269,12 @@ def resource_locked_exclusive_queue(probe, ctx):
     if status not in (200, 201):
         raise Unsupported(f"the /management node refused an exclusive queue: {status} {reply}")
     session = probe.open_session()
-    since = probe.mark()
-    probe.attach_receiver(session, ctx.source(queue), credit=1, wait=False)
-    outcome = probe.error_outcome(timeout=2.0, since=since)
-    if outcome == "timeout" and _attached(probe, since):
-        raise CaseFailed("the broker attached a consumer to another connection's exclusive queue")
-    ctx.outcome(outcome)
+    _refused_attach(
+        probe,
+        ctx,
+        lambda: probe.attach_receiver(session, ctx.source(queue), credit=1, wait=False),
+        CaseFailed("the broker attached a consumer to another connection's exclusive queue"),
+    )
 
 
 @case(
