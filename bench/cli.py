@@ -35,6 +35,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "bench.overload.conn_scale",
         "5,000 idle connections x 2 sessions: broker KiB per connection, a new client's latency",
     ),
+    "hostile": (
+        "bench.overload.hostile",
+        "1,000 slowloris + 1,000 random-byte peers: a normal client's rate, the broker's answers",
+    ),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.overload import alarm_flood, conn_scale, kill_soak
+from bench.overload import alarm_flood, conn_scale, hostile, kill_soak
 
 
 def args(module, **values) -> argparse.Namespace:
@@ -43,3 +43,18 @@ def test_conn_scale_holds_idle_connections_and_answers_new_clients():
     assert result["broker_connections_while_held"] >= 300, result  # none dropped
     assert 0 < result["kb_per_connection"] <= result["goal_kb_per_connection"], result
     assert result["probe_with_connections_held"]["median_ms"] <= result["goal_probe_ms"], result
+
+
+def test_hostile_peers_get_the_spec_errors_and_the_normal_client_keeps_going():
+    result = hostile.hostile(
+        slowloris=60, randoms=60, seconds=4.0, trickle=0.3, pause=0.2, handshake_timeout=0.5
+    )
+    assert result["broker_alive"] and result["admin_api_answered"], result
+    assert result["unanswered_or_undecodable"] == 0, result
+    answers = result["answers"]
+    ended_slow = {**answers["slowloris"], **result["still_connected_at_end"]["slowloris"]}
+    assert ended_slow.get("close:amqp:resource-limit-exceeded", 0) > 0, result  # handshake
+    assert answers["random"], result
+    for answer in answers["random"]:  # 2.2: our header then EOF, or open + close with an error
+        assert answer == "header+eof" or answer.startswith("close:amqp:"), result
+    assert result["normal_client_msgs_per_s"]["during"] > 0, result
