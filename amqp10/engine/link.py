@@ -467,7 +467,8 @@ class Link:
         transfer: Transfer = frame.performative
         if self.is_sender:
             raise ProtocolError(Cond.ILLEGAL_STATE, "transfer sent to a sender", "link")
-        if not self._assembler.in_progress:
+        starting = not self._assembler.in_progress
+        if starting:
             self._first_frame(transfer)
             self._bytes_in_delivery = 0
         self._frames_in_delivery += 1
@@ -478,10 +479,13 @@ class Link:
                 f"delivery larger than max-message-size {self.max_message_size}",
                 "link",
             )
-        done = self._assembler.feed(transfer, frame.payload)
-        if done is None:
-            return
-        first, payload = done
+        if starting and not transfer.more and not transfer.aborted:
+            first, payload = transfer, frame.payload  # a whole delivery in one frame
+        else:
+            done = self._assembler.feed(transfer, frame.payload)
+            if done is None:
+                return
+            first, payload = done
         frames, self._frames_in_delivery = self._frames_in_delivery, 0
         emit = self.session.connection._emit
         if transfer.aborted:  # 2.6.14: an aborted delivery is discarded
@@ -514,7 +518,7 @@ class Link:
                 f"delivery {transfer.delivery_id} with no link-credit",
                 "link",
             )
-        self.delivery_count = serial_add(self.delivery_count, 1)
+        self.delivery_count = (self.delivery_count + 1) & SERIAL_MASK  # serial_add(..., 1)
         self.link_credit = max(0, self.link_credit - 1)
 
     # --- detach ---------------------------------------------------------------------

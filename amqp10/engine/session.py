@@ -520,7 +520,7 @@ class Session:
                 f"transfer-id {self.next_incoming_id} beyond the incoming-window",
                 "session",
             )
-        self.next_incoming_id = serial_add(self.next_incoming_id, 1)
+        self.next_incoming_id = (self.next_incoming_id + 1) & SERIAL_MASK  # serial_add(..., 1)
         self.incoming_window = max(0, self.incoming_window - 1)
         link._receive_transfer(frame)
         if (
