@@ -167,6 +167,8 @@ def test_summary_figures_from_records():
     assert figures["latency_ms"]["max"] == 100
     assert figures["send_rates"] == [4, 6]
     assert figures["receive_rates"] == [4, 6]
+    # the last, partial second (0.1 s long) counts at its true rate
+    assert figures["receive_rate_series"] == [(0.5, 4.0), (1.05, 60.0)]
     assert figures["received"] == 10
     assert figures["latency_cdf"][-1] == (100, 1.0)
     assert percentile([], 50) != percentile([], 50)  # nan

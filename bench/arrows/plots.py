@@ -7,6 +7,7 @@ Owns: `plot_runs(runs, prefix) -> [paths]`. Writes PNG files only.
 from __future__ import annotations
 
 import pathlib
+import textwrap
 
 
 def plot_runs(runs: list[dict], prefix: pathlib.Path, title: str) -> list[pathlib.Path]:
@@ -18,11 +19,17 @@ def plot_runs(runs: list[dict], prefix: pathlib.Path, title: str) -> list[pathli
     paths = []
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for run in runs:
-        rates = run["receive_rates"]
-        ax.plot(range(1, len(rates) + 1), rates, marker="o", markersize=3, label=run["label"])
-    ax.set_xlabel("second of the run")
+        series = run["receive_rate_series"]
+        ax.plot(
+            [t for t, _ in series],
+            [r for _, r in series],
+            marker="o",
+            markersize=3,
+            label=run["label"],
+        )
+    ax.set_xlabel("seconds into the run (last point: its partial second)")
     ax.set_ylabel("messages received per second")
-    ax.set_title(f"rate over time: {title}", fontsize=9)
+    ax.set_title(textwrap.fill(f"rate over time: {title}", 110), fontsize=8)
     paths.append(_save(fig, ax, prefix.with_name(prefix.name + "-rate.png")))
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -33,7 +40,7 @@ def plot_runs(runs: list[dict], prefix: pathlib.Path, title: str) -> list[pathli
     ax.set_xscale("log")
     ax.set_xlabel("end-to-end latency (ms, log scale)")
     ax.set_ylabel("fraction of messages at or below")
-    ax.set_title(f"latency CDF: {title}", fontsize=9)
+    ax.set_title(textwrap.fill(f"latency CDF: {title}", 110), fontsize=8)
     for level in (0.5, 0.99, 0.999):
         ax.axhline(level, color="grey", linewidth=0.5, linestyle=":")
     paths.append(_save(fig, ax, prefix.with_name(prefix.name + "-latency.png")))

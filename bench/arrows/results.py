@@ -22,6 +22,7 @@ RESULT_KEYS = (
     "latency_ms",
     "send_rates",
     "receive_rates",
+    "receive_rate_series",
     "latency_cdf",
     "sender",
     "receiver",
@@ -46,6 +47,17 @@ def per_second(times_ns: array | list[int], start_ns: int) -> list[int]:
             counts.append(0)
         counts[second] += 1
     return counts
+
+
+def rate_series(counts: list[int], seconds: float) -> list[tuple[float, float]]:
+    """(middle of the second, msg/s) per second of the run; the last, partial second is
+    divided by its true length, so a run shorter than a second shows its real rate."""
+    series = []
+    for index, count in enumerate(counts):
+        length = min(1.0, seconds - index) if seconds == seconds else 1.0
+        length = max(length, 1e-3)
+        series.append((round(index + length / 2, 3), round(count / length, 1)))
+    return series
 
 
 def cdf_points(ordered: list[float], points: int = 200) -> list[tuple[float, float]]:
@@ -79,6 +91,7 @@ def summarise(sent_ns: array, received_ns: array, sender: dict, receiver: dict) 
         "latency_ms": {k: round(v, 4) for k, v in latency.items()},
         "send_rates": per_second(sent_ns, start),
         "receive_rates": per_second(received_ns, start),
+        "receive_rate_series": rate_series(per_second(received_ns, start), seconds),
         "latency_cdf": [(round(ms, 4), f) for ms, f in cdf_points(latencies)],
         "sender": sender,
         "receiver": receiver,
