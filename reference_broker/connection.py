@@ -245,7 +245,7 @@ class BrokerContext:
         """The store fsynced every record up to `durable_through`: confirm those publishes
         (tokens grow with every append, so the waiters are in token order)."""
         waiters = self._durable_waiters
-        if not waiters:
+        if not self.vhost.commit_streams(durable_through) and not waiters:
             return
         while waiters and waiters[0][0] <= durable_through:
             _, session, delivery_id, link = waiters.popleft()

@@ -11,13 +11,17 @@ No AMQP bytes (the offset is attached as the `x-stream-offset` message annotatio
 links.py writes with amqp10.message), no I/O, no clock: `clock` is injected.
 
 Outcomes do not remove anything (the log is the log): accepted, rejected, released and
-modified only settle the delivery. A detach requeues nothing. After a restart the recovered
+modified only settle the delivery. A detach requeues nothing. With a log, an entry is
+delivered once the store fsynced it (`commit`, from the group commit), as RabbitMQ streams
+deliver committed entries only: after a kill -9 no offset a consumer read names another
+message. After a restart the recovered
 messages are stamped with the recovery time (the store keeps payloads, not timestamps), so
 age retention restarts for them.
 """
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -118,6 +122,12 @@ class StreamQueue(ClassicQueue):
         self._stamps: list[float] = []  # publish time of each entry (seconds)
         self._head = 0  # entries before this index were truncated (compacted lazily)
         self._bytes = 0
+        # Offsets below `_readable_end` are on disk (or the stream keeps no log) and may be
+        # delivered; `_uncommitted` holds (store token, readable end once it is durable).
+        # RabbitMQ streams deliver committed entries only: an entry read before a kill -9
+        # and lost with the unsynced tail would leave its offset to another message.
+        self._readable_end = 0
+        self._uncommitted: collections.deque[tuple[int, int]] = collections.deque()
         max_bytes = self.arguments.get("x-max-length-bytes")
         self.max_bytes = int(max_bytes) if max_bytes is not None else None
         self.max_age = parse_max_age(self.arguments.get("x-max-age"))
@@ -184,9 +194,27 @@ class StreamQueue(ClassicQueue):
         token = self._log.append_publish(self.name, msg.msg_id, payload) if self._log else None
         self._append(msg, self._clock())
         self.enforce_retention()
+        if token is not None:
+            self._uncommitted.append((token, self.next_offset))
+        else:
+            self._readable_end = self.next_offset
+            self._consumers_ready()
+        return msg, token
+
+    def commit(self, durable_through: int) -> bool:
+        """The store is durable through token `durable_through`: the entries it covers may
+        be delivered now. True if any became readable."""
+        uncommitted = self._uncommitted
+        if not uncommitted or uncommitted[0][0] > durable_through:
+            return False
+        while uncommitted and uncommitted[0][0] <= durable_through:
+            self._readable_end = uncommitted.popleft()[1]
+        self._consumers_ready()
+        return True
+
+    def _consumers_ready(self) -> None:
         if self._on_ready is not None and any(c.credit > 0 for c in self._consumers.values()):
             self._on_ready(self)
-        return msg, token
 
     def _append(self, msg: QueuedMessage, stamp: float) -> None:
         self._entries.append(msg)
@@ -201,6 +229,7 @@ class StreamQueue(ClassicQueue):
             self._append(QueuedMessage(msg_id, payload, annotations=annotations, durable=True), now)
             self._next_id = max(self._next_id, msg_id + 1)
             count += 1
+        self._readable_end = self.next_offset  # recovered entries were on disk
         return count
 
     # ------------------------------------------------------------------ retention
@@ -270,7 +299,7 @@ class StreamQueue(ClassicQueue):
     # ------------------------------------------------------------------ dispatch
     def _lag(self, consumer: Consumer) -> int:
         position = max(getattr(consumer, "position", 0), self.first_offset)
-        return self.next_offset - position
+        return max(0, self._readable_end - position)
 
     def _available_to(self, consumer: Consumer) -> int:
         return self._lag(consumer)
@@ -300,7 +329,8 @@ class StreamQueue(ClassicQueue):
         first = self.first_offset
         consumer.position = max(consumer.position, first)
         entries = self._entries
-        while consumer.credit > 0 and consumer.position < self.next_offset and budget != 0:
+        readable_end = self._readable_end
+        while consumer.credit > 0 and consumer.position < readable_end and budget != 0:
             budget -= 1
             msg = entries[self._head + consumer.position - first]
             consumer.position += 1

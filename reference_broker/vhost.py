@@ -553,6 +553,13 @@ class VirtualHost:
         return PublishResult(queues, tokens, not queues)
 
     # ------------------------------------------------------------------ dispatch
+    def commit_streams(self, durable_through: int) -> bool:
+        """The store is durable through `durable_through`: streams deliver what it covers
+        (StreamQueue.commit). True if any stream has entries newly readable."""
+        return any(
+            [q.commit(durable_through) for q in self.queues.values() if isinstance(q, StreamQueue)]
+        )
+
     def _mark_dirty(self, queue: ClassicQueue) -> None:
         self._dirty[queue.name] = queue
 
