@@ -23,7 +23,7 @@ def test_kill_soak_loses_nothing_confirmed(tmp_path):
     assert classic["confirmed"] > 0 and stream["confirmed"] > 0
     assert classic["lost"] == 0 and stream["lost"] == 0, result
     assert classic["duplicates_unmarked"] == 0, classic["unmarked_ids"]
-    assert stream["duplicate_ids"] == 0
+    assert stream["duplicate_ids"] == 0 and stream["offsets_reused"] == 0
     assert kill_soak.ok(result)
     assert kill_soak.run(args(kill_soak, cycles=1, out=str(tmp_path))) == 0
     assert (tmp_path / "overload-kill-soak.json").exists()

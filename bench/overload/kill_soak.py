@@ -17,10 +17,10 @@ queue and reads the whole stream from `first`; then:
   the final full read) — must be 0;
 - classic duplicates: a message received again must carry the 3.2.1 redelivery marks
   (first-acquirer false or delivery-count > 0) — unmarked duplicates must be 0;
-- stream duplicates: an id twice in the full read — must be 0. Reported, not judged:
-  `offsets_reused`, offsets the consumer read before a kill that named another message
-  after it (the stream hands out entries before they are on disk; the lost ones were
-  never confirmed, and the next publish takes their offset).
+- stream duplicates: an id twice in the full read — must be 0; offsets reused: an offset
+  the consumer read before a kill naming another message after it (an entry delivered
+  before it was on disk, lost with the unsynced tail) — must be 0, or a consumer resuming
+  by offset skips the messages that took those offsets.
 Owns: its broker processes (killed / stopped by PID) and its temp data dir.
 """
 
@@ -301,7 +301,7 @@ def ok(result: dict) -> bool:
     classic, stream = result["classic"], result["stream"]
     return not (
         classic["lost"] or classic["duplicates_unmarked"] or stream["lost"]
-        or stream["duplicate_ids"]
+        or stream["duplicate_ids"] or stream["offsets_reused"]
     )
 
 
