@@ -2,9 +2,9 @@
 
 Owns: the Spark plan and the output directory layout (docs/triage.md):
   files (spark_triage.inputs) -> byte-range splits (spark_triage.datasource.plan) -> a
-  file read in one split is checked whole in the task that reads it (`check_split`, a
-  mapInArrow: its segments never cross to the JVM); a file in several splits goes
-  through the `amqpspec-pcap` data source (one task per split), grouped by (source,
+  file read in one split, small enough for one Arrow table, is checked whole in the task
+  that reads it (`check_split`, a mapInArrow: its segments never cross to the JVM); any
+  other goes through the `amqpspec-pcap` data source (one task per split), grouped by (source,
   symmetric 4-tuple) and ordered by capture position, a grouped Arrow UDF per group
   (`check_group`). Both run spark_triage.check.check_flow (TCP reassembly, the core's
   monitor/checker, signatures, capture defects) per flow -> violation and connection
@@ -35,6 +35,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: the repo root 
 import pyarrow as pa
 
 from spark_triage.check import DEFAULT_GAP_SECONDS, check_flow, segments_of
+from spark_triage.inputs import FRAMELOG
 
 RESULT_FIELDS = [
     ("kind", pa.string()),  # "violation" or "connection"
@@ -253,6 +254,19 @@ def _spark_type():
     return from_arrow_schema(RESULT_SCHEMA)
 
 
+# a gzip'd capture or a Parquet frame log is one split whatever its size; its segments may
+# take this many times its size on disk
+_EXPANSION = 8
+
+
+def _fits(split: Any, limit: int) -> bool:
+    """The split's segments fit in one task's memory as one Arrow table (check_split)."""
+    size = os.path.getsize(split.path)
+    if split.gzip or split.kind == FRAMELOG:
+        size *= _EXPANSION
+    return size <= limit
+
+
 def _check_whole_splits(
     spark, splits: list, broker_label: str | None, liveness_bound: float | None
 ) -> Any:
@@ -322,10 +336,12 @@ def run_job(
     # segments: the JVM only sees result rows, so the work is Python's and spreads over
     # the cores); a file in several byte-range splits (over `split_bytes`) goes through
     # the shuffle that brings each flow's segments together in capture order.
-    splits = plan(inputs, split_bytes or DEFAULT_SPLIT_BYTES)
+    limit = split_bytes or DEFAULT_SPLIT_BYTES
+    splits = plan(inputs, limit)
     per_file = Counter(split.path for split in splits)
-    whole = [split for split in splits if per_file[split.path] == 1]
-    shuffled = [item for item in inputs if per_file[item.path] > 1]
+    whole = [split for split in splits if per_file[split.path] == 1 and _fits(split, limit)]
+    paths = {split.path for split in whole}
+    shuffled = [item for item in inputs if item.path not in paths]
     # a few groups per core, so one big connection does not leave the other cores idle
     count = partitions or 4 * spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(count))
