@@ -117,8 +117,12 @@ class _Defects:
         high = self._high.get(direction)
         start = segment.seq if high is None else high + _diff(segment.seq, high & 0xFFFFFFFF)
         end = start + len(payload)
-        holes = self._holes.setdefault(direction, [])
-        recent = self._recent.setdefault(direction, OrderedDict())
+        holes = self._holes.get(direction)
+        if holes is None:
+            holes = self._holes[direction] = []
+        recent = self._recent.get(direction)
+        if recent is None:
+            recent = self._recent[direction] = OrderedDict()
         if high is not None and start > high:
             holes.append([high, start])
             if len(holes) > _MAX_HOLES:
