@@ -42,8 +42,8 @@ from amqp10.engine.transitions import (
 from amqp10.errors import ProtocolError
 from amqp10.frames import MAX_FAST_TAG, Frame, encode_transfer_frame
 from amqp10.message import TransferAssembler
+from amqp10.serial import HALF, serial_add, serial_gt, serial_lt, serial_max
 from amqp10.serial import MASK as SERIAL_MASK
-from amqp10.serial import serial_add, serial_ge, serial_gt, serial_lt, serial_max
 from amqp10.spec import Cond, Role, SndSettleMode
 from amqp10.types import Described
 
@@ -512,7 +512,8 @@ class Link:
             raise ProtocolError(
                 Cond.INVALID_FIELD, "first transfer of a delivery without id or tag", "link"
             )
-        if self._granted_horizon is None or serial_ge(self.delivery_count, self._granted_horizon):
+        horizon = self._granted_horizon  # no credit: serial_ge(delivery-count, horizon), inlined
+        if horizon is None or not 0 < ((horizon - self.delivery_count) & SERIAL_MASK) <= HALF:
             raise ProtocolError(
                 Cond.TRANSFER_LIMIT_EXCEEDED,
                 f"delivery {transfer.delivery_id} with no link-credit",

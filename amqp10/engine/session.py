@@ -53,7 +53,7 @@ from amqp10.engine.transitions import (
 from amqp10.errors import ProtocolError
 from amqp10.frames import Frame, encode_frame
 from amqp10.message import transfer_frames
-from amqp10.serial import HALF, serial_add, serial_ge, serial_max
+from amqp10.serial import HALF, serial_add, serial_max
 from amqp10.serial import MASK as SERIAL_MASK
 from amqp10.spec import Cond, RcvSettleMode, Role, SndSettleMode
 
@@ -511,9 +511,10 @@ class Session:
         # 2.7.5: the handle first (which link the frame is for, whenever it arrived), then
         # 2.5.6: each transfer frame takes one id of our incoming window
         link = self._link_for(transfer.handle, "transfer")
+        horizon = self._enforced_horizon  # beyond it: serial_ge(next-incoming-id, horizon)
         if self.connection.policy.enforce_window and (
-            self._enforced_horizon is None
-            or serial_ge(self.next_incoming_id, self._enforced_horizon)
+            horizon is None
+            or not 0 < ((horizon - self.next_incoming_id) & SERIAL_MASK) <= HALF
         ):
             raise ProtocolError(
                 Cond.WINDOW_VIOLATION,
