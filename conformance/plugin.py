@@ -12,7 +12,9 @@ item), the health probe between cases (after a FAILED or ERROR case,
 `preflight.BrokerHealth`: a broker that died or hung makes the next cases ERROR within
 seconds, and the summary says when it stopped answering), the fixtures
 (`amqp_profile`, `amqp_target`, `amqp_admin`, `probe`, `conformance_run`), allure
-attachments (text trace + pcap), and the end-of-session work: index.json, expectations
+attachments (text trace + pcap), index.json (rewritten at most once a second while the
+run goes, and at its end), the run's `facts.RunFacts` (what earlier cases learned about
+the broker, shared by the case threads), and the end-of-session work: expectations
 comparison and the exit status. The verdict -> pytest outcome map: OK pass, NON-STRICT pass
 (fail with --strict), UNSUPPORTED skip, FAILED and ERROR fail. With --expect the exit
 status is decided by the expectations alone; --expect-retries N reruns a case whose verdict

@@ -2,10 +2,10 @@
 
 Owns: `BrokerTarget` (the --broker URL), `CaseContext` (what a case's run() gets besides
 its first probe: fresh queues, address templates, more connections, capability checks,
-outcome checks, SHOULD notes), `CaseResult` and `run_case()`, which runs the case, asks
-the checker about every frame the broker sent, grades the verdict (OK, NON-STRICT,
-UNSUPPORTED, FAILED, ERROR) and renders the frame trace as text. Touches nothing on disk:
-`results` writes files.
+outcome checks, SHOULD notes, the run's facts), `CaseResult` and `run_case()`, which runs
+the case, asks the checker about every frame the broker sent, grades the verdict (OK,
+NON-STRICT, UNSUPPORTED, FAILED, ERROR) and renders the frame trace as text. Touches
+nothing on disk: `results` writes files.
 """
 
 from __future__ import annotations
