@@ -3,7 +3,9 @@
 Owns: alarm state and its observers. Readings come from injectable functions (defaults read
 /proc/self/statm and shutil.disk_usage; while the memory alarm is on, free C-heap pages are
 handed back first, glibc malloc_trim); time is passed in (`check(now)`), never read here;
-the server schedules `check` every `interval` seconds. An alarm is active while its
+the server schedules `check` every `interval` seconds, and the protocol layer reports bytes
+read (`bytes_received`) so a reading is also taken after every 1/32 of the memory watermark
+has arrived. An alarm is active while its
 resource is over the limit OR it was raised by hand (admin API `PUT /api/alarms/{kind}`);
 `clear` removes the manual part only, as a resource alarm clears when the resource does.
 
@@ -113,6 +115,11 @@ class ResourceAlarms:
         self._read_disk_free = read_disk_free or disk_free_reader(data_dir)
         self.interval = interval
         self._next_check: float | None = None
+        # memory grows with what peers send: read it again after this many bytes arrive,
+        # whatever the timer says, so a fast publisher on a loaded machine cannot outrun the
+        # interval (a 1/32 of the watermark between readings)
+        self.bytes_between_readings = max(1, memory_limit // 32) if memory_limit > 0 else 0
+        self._bytes_since_reading = 0
         self._observers: list[Observer] = []
 
     # ------------------------------------------------------------------ observers
@@ -164,9 +171,21 @@ class ResourceAlarms:
         if self._next_check is not None and now < self._next_check:
             return []
         self._next_check = now + self.interval
+        self._bytes_since_reading = 0
         if self.states[MEMORY].resource:  # over the watermark: free pages back first
             self._release_memory()
         return self.apply_readings(memory=self._read_memory(), disk_free=self._read_disk_free())
+
+    def bytes_received(self, count: int, now: float) -> list[str]:
+        """Count bytes read from peers; once `bytes_between_readings` arrived since the last
+        reading, take one now (the memory alarm bounds RSS by bytes, not only by time)."""
+        if not self.bytes_between_readings:
+            return []
+        self._bytes_since_reading += count
+        if self._bytes_since_reading < self.bytes_between_readings:
+            return []
+        self._next_check = None
+        return self.check(now)
 
     def apply_readings(self, *, memory: int | None = None, disk_free: int | None = None):
         """Update from given readings: memory alarm while RSS >= watermark, disk alarm while

@@ -82,7 +82,11 @@ class AmqpProtocol(asyncio.Protocol):
         )
 
     def data_received(self, data: bytes) -> None:
-        self.connection.receive_data(data, self.context.scheduler.now())
+        now = self.context.scheduler.now()
+        alarms = self.context.alarms
+        if alarms is not None:
+            alarms.bytes_received(len(data), now)
+        self.connection.receive_data(data, now)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.connection is not None:

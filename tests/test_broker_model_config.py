@@ -63,6 +63,20 @@ def test_memory_watermark_raises_and_clears():
     assert seen[-1] == (MEMORY, False, False) and not alarms.any_active
 
 
+def test_memory_is_read_again_after_a_32nd_of_the_watermark_arrives_between_timer_checks():
+    readings = Readings()
+    alarms, seen = make_alarms(readings)  # watermark 1000: a reading per 31 bytes read
+    alarms.check(0.0)
+    readings.memory = 1000
+    assert alarms.bytes_received(30, 0.1) == [] and seen == []  # under the budget: no reading
+    assert alarms.bytes_received(1, 0.2) == [MEMORY]  # 31 bytes: read now, not at 1.0
+    assert seen == [(MEMORY, True, True)]
+    assert alarms.next_check_at() == 1.2  # the timer counts from that reading
+    readings.memory = 10
+    assert alarms.bytes_received(30, 0.3) == []  # the count restarted at the reading
+    assert alarms.check(1.2) == [MEMORY] and not alarms.any_active
+
+
 def test_disk_limit_and_check_interval():
     readings = Readings()
     alarms, seen = make_alarms(readings)

@@ -6,13 +6,15 @@ while consumers on the same connection keep draining.
     python -m bench.overload.alarm_flood [same options]
 
 The broker runs with `--memory-high-watermark-bytes` (alarm while its RSS >= the watermark;
-checked every second). One client connection holds two sessions: a publisher session (a
-sender to a non-durable classic queue, unsettled transfers, as many as credit and the
-broker's session window allow) and a consumer session (a receiver, credit 200 topped up at
-half, every delivery accepted). The consumer starts only once the publisher session has been
-blocked (a session flow with incoming-window 0, 2.5.6 / RabbitMQ's alarm flow), so the queue
-grows to the watermark first; from then on it drains as fast as it can. Sampled every 0.1 s:
-the broker's RSS (/proc/PID/statm); every 0.5 s the alarm state (admin API). Verdict:
+read every 0.2 s and after every 1/32 of the watermark read from peers). One client
+connection holds two sessions: a publisher session (a sender to a non-durable classic queue,
+unsettled transfers, as many as credit and the broker's session window allow) and a consumer
+session (a receiver, credit 200 topped up at half, every delivery accepted). The consumer
+starts only once the publisher session has been blocked (a session flow with incoming-window
+0, 2.5.6 / RabbitMQ's alarm flow), so the queue grows to the watermark first; from then on
+it drains as fast as it can. Sampled every 0.1 s: the broker's RSS (/proc/PID/statm); every
+0.5 s the alarm state (admin API).
+Verdict:
 - peak RSS <= 1.5 x watermark;
 - the publisher session was blocked (incoming-window 0) at least once and the consumer
   received messages while it was blocked;
