@@ -58,3 +58,15 @@ def test_hostile_peers_get_the_spec_errors_and_the_normal_client_keeps_going():
     for answer in answers["random"]:  # 2.2: our header then EOF, or open + close with an error
         assert answer == "header+eof" or answer.startswith("close:amqp:"), result
     assert result["normal_client_msgs_per_s"]["during"] > 0, result
+
+
+def test_hostile_paces_the_normal_client_to_its_usual_rate():
+    result = hostile.hostile(
+        slowloris=5, randoms=5, seconds=2.0, trickle=0.3, pause=0.2, handshake_timeout=0.5,
+        normal_rate=400,
+    )  # fmt: skip
+    assert result["normal_client_rate_limit"] == 400, result
+    rates = result["normal_client_msgs_per_s"]
+    # paced: it never runs ahead of the rate (a catch-up burst at most), and it does run
+    assert all(0 < rates[phase] <= 400 * 1.5 for phase in ("before", "during")), result
+    assert result["broker_alive"] and result["unanswered_or_undecodable"] == 0, result

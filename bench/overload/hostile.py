@@ -1,7 +1,7 @@
 """Slow and hostile peers: slowloris connections sending half-frames and connections sending
 random bytes, beside a normal client whose rate is measured with and without them.
 
-    amqpspec bench hostile [--slowloris 1000] [--random 1000] [--seconds 20]
+    amqpspec bench hostile [--slowloris 1000] [--random 1000] [--seconds 20] [--normal-rate N]
     python -m bench.overload.hostile [same options]
 
 One broker (its default handshake timeout, --handshake-timeout to change it). The normal
@@ -20,7 +20,9 @@ close: the broker's choice before any valid header), `undecodable` (the broker s
 the core cannot decode) or `no-answer` (a random peer answered nothing within 30 s); peers
 still connected when the phase ends are counted apart (`waiting`: within their bound).
 Verdict: the broker stayed up, no undecodable and no unanswered peer, and the normal
-client kept at least half its rate (the rates themselves are the figure).
+client kept at least half its rate (the rates themselves are the figure). `--normal-rate N`
+paces the normal client to N msgs/s (a client at its usual rate, below what the broker can
+do) instead of as fast as its window allows (the broker saturated by it alone).
 Owns: its broker process and the normal client's process (both stopped by PID), its sockets.
 """
 
@@ -53,8 +55,9 @@ ANSWER_WAIT = 30.0  # seconds a hostile peer waits for the broker's answer
 # --- the normal client (its own process) -----------------------------------------------------
 
 
-def normal_client(port: int, seconds: float, results: Any) -> None:
-    """Send/receive round trips for `seconds`; put [(monotonic time, count so far), ...]."""
+def normal_client(port: int, seconds: float, results: Any, rate: float = 0.0) -> None:
+    """Send/receive round trips for `seconds` (paced to `rate` msgs/s; 0: as fast as the
+    in-flight window allows); put [(monotonic time, count so far), ...]."""
     samples: list[tuple[float, int]] = []
     done = {"n": 0}
     peer = Peer(port, "normal-client")
@@ -79,14 +82,18 @@ def normal_client(port: int, seconds: float, results: Any) -> None:
             unconfirmed["n"] -= event.last - event.first + 1
 
     peer.on_event = on_event
-    end = time.monotonic() + seconds
-    next_sample = time.monotonic()
+    started = time.monotonic()
+    end = started + seconds
+    next_sample = started
+    sent = 0
 
     def tick() -> None:
-        nonlocal next_sample
-        while sender.credit > 0 and unconfirmed["n"] < IN_FLIGHT:
+        nonlocal next_sample, sent
+        allowed = rate * (time.monotonic() - started) if rate else float("inf")
+        while sender.credit > 0 and unconfirmed["n"] < IN_FLIGHT and sent < allowed:
             sender.send(payload, settled=False)
             unconfirmed["n"] += 1
+            sent += 1
         now = time.monotonic()
         if now >= next_sample:
             samples.append((now, done["n"]))
@@ -274,7 +281,7 @@ def drive_hostile(
 
 def hostile(
     slowloris: int, randoms: int, seconds: float, trickle: float, pause: float,
-    handshake_timeout: float,
+    handshake_timeout: float, normal_rate: float = 0.0,
 ) -> dict[str, Any]:
     broker = BrokerProcess("--handshake-timeout", str(handshake_timeout), admin=True)
     context = multiprocessing.get_context("spawn")
@@ -283,7 +290,9 @@ def hostile(
     try:
         with ManagementClient(f"http://127.0.0.1:{broker.admin_port}") as admin:
             admin.declare_queue(QUEUE, durable=False)
-        client = context.Process(target=normal_client, args=(broker.port, seconds * 3, results))
+        client = context.Process(
+            target=normal_client, args=(broker.port, seconds * 3, results, normal_rate)
+        )
         client.start()
         time.sleep(min(2.0, seconds / 4))  # the client connects and settles
         t_before = time.monotonic()
@@ -315,6 +324,7 @@ def hostile(
         "random": randoms,
         "seconds_per_phase": seconds,
         "handshake_timeout_s": handshake_timeout,
+        "normal_client_rate_limit": normal_rate or None,
         "normal_client_msgs_per_s": {k: round(v, 1) for k, v in rates.items()},
         "during_over_before": round(rates["during"] / rates["before"], 3) if rates["before"] else 0,
         **hostile_result,
@@ -343,18 +353,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trickle", type=float, default=2.0, help="slowloris s per byte")
     parser.add_argument("--random-pause", type=float, default=0.5, help="s between random")
     parser.add_argument("--handshake-timeout", type=float, default=10.0, help="broker's, s")
+    parser.add_argument(
+        "--normal-rate", type=float, default=0.0,
+        help="pace the normal client to this many msgs/s (default 0: as fast as it can)",
+    )  # fmt: skip
     parser.add_argument("--out", default=None, help="report directory (default reports/bench)")
 
 
 def run(args: argparse.Namespace) -> int:
     result = hostile(
         args.slowloris, args.random, args.seconds, args.trickle, args.random_pause,
-        args.handshake_timeout,
+        args.handshake_timeout, args.normal_rate,
     )
     result["command"] = (
         f"amqpspec bench hostile --slowloris {args.slowloris} --random {args.random} "
         f"--seconds {args.seconds} --trickle {args.trickle} --random-pause "
         f"{args.random_pause} --handshake-timeout {args.handshake_timeout}"
+        + (f" --normal-rate {args.normal_rate:g}" if args.normal_rate else "")
     )
     path = write_report("hostile", result, args.out)
     rates = result["normal_client_msgs_per_s"]
