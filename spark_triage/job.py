@@ -200,8 +200,18 @@ def _result_batch(flow: str, violations: list, connections: list) -> pa.RecordBa
     return pa.RecordBatch.from_pylist(rows, schema=RESULT_SCHEMA)
 
 
+def with_flow(segments: Any) -> Any:
+    """`segments` (a Spark DataFrame with src/dst ip and port) with its `flow` column: the
+    symmetric flow name `flow_of` gives, computed by Spark for the shuffled path."""
+    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+
+    a = F.concat(F.hex("src_ip"), F.lit(":"), F.col("src_port").cast("string"))
+    b = F.concat(F.hex("dst_ip"), F.lit(":"), F.col("dst_port").cast("string"))
+    return segments.withColumn("flow", F.concat_ws("-", F.least(a, b), F.greatest(a, b)))
+
+
 def flow_of(src_ip: bytes, src_port: int, dst_ip: bytes, dst_port: int) -> str:
-    """The symmetric flow name of a segment, as `_with_flow` computes it in Spark:
+    """The symmetric flow name of a segment, as `with_flow` computes it in Spark:
     'HEXIP:port-HEXIP:port', the lesser end first."""
     a = f"{src_ip.hex().upper()}:{src_port}"
     b = f"{dst_ip.hex().upper()}:{dst_port}"
@@ -328,9 +338,7 @@ def run_job(
             .option("splitBytes", str(split_bytes or ""))
             .load()
         )
-        a = F.concat(F.hex("src_ip"), F.lit(":"), F.col("src_port").cast("string"))
-        b = F.concat(F.hex("dst_ip"), F.lit(":"), F.col("dst_port").cast("string"))
-        return segments.withColumn("flow", F.concat_ws("-", F.least(a, b), F.greatest(a, b)))
+        return with_flow(segments)
 
     # A file read in one split is checked by the task that reads it (no shuffle of its
     # segments: the JVM only sees result rows, so the work is Python's and spreads over

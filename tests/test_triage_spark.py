@@ -221,3 +221,25 @@ def test_synthetic_corpus_is_triaged_and_scored(spark, tmp_path):
     assert {c["signature"] for c in clusters} == {kind.signature for kind in KINDS}
     assert all(c["reproducer"] and c["reproducer"]["rechecked"] for c in clusters)
     assert result["reproducers"] == result["reproducers_rechecked"] == len(KINDS)
+
+
+def test_the_flow_name_is_the_same_whole_split_or_shuffled(spark):
+    """check_split names flows in Python (flow_of), the shuffled path in Spark (with_flow):
+    a connection must get one name whichever path its file takes."""
+    from spark_triage.job import flow_of, with_flow
+
+    v4a, v4b = bytes([10, 0, 0, 2]), bytes([10, 0, 0, 10])
+    v6a, v6b = bytes(15) + b"\x01", bytes.fromhex("fe80" + "00" * 12 + "abcd")
+    ends = [
+        (v4a, 5672, v4b, 40000),
+        (v4b, 40000, v4a, 5672),  # the other direction: the same flow
+        (v4a, 9, v4a, 10),  # same address, ports decide
+        (v6a, 5672, v6b, 1),
+        (v6b, 65535, v6a, 0),
+    ]
+    frame = spark.createDataFrame(
+        ends, "src_ip binary, src_port int, dst_ip binary, dst_port int"
+    )
+    in_spark = [row["flow"] for row in with_flow(frame).collect()]
+    assert in_spark == [flow_of(*end) for end in ends]
+    assert in_spark[0] == in_spark[1] and in_spark[0] != in_spark[2]
