@@ -24,7 +24,8 @@ frame (the capture missed its start) is not checked at all: the peers' state at 
 frame is unknown (one `Note`). `violations_of` keeps only the violations of one origin
 (e.g. `SERVER`: the broker's, for a conformance run). `finish()` runs the checker's
 end-of-trace rules (idle timeout, liveness). `observe(item)` judges items decoded
-elsewhere (a frame log).
+elsewhere (a frame log); `judge(item)` does the same and returns None when there
+is nothing to say.
 
 Pure: no I/O, no clock (time comes in as `now`); imports only `amqp10`.
 """
@@ -218,6 +219,27 @@ class ConnectionMonitor:
         self.last_time = item.time
         self._judge(item, out)
         return out
+
+    def judge(self, item: TraceItem) -> MonitorOutput | None:
+        """`observe(item)` for a caller that keeps the item itself: None when it gave no
+        violation and no note (the common case, with no output allocated), else the
+        output (its `items` empty)."""
+        if self.finished:
+            self._check_open()
+        self.next_index = item.index + 1
+        self.last_time = item.time
+        checker = self.checker
+        decoded = item.item
+        if checker is not None and self._started and decoded is not None and not self.unchecked:
+            found = checker.feed(item.direction, decoded, item.time, item.index)
+            if not found:
+                return None
+            out = MonitorOutput()
+            self._keep(found, out)
+            return out if out.violations else None
+        out = MonitorOutput()
+        self._judge(item, out)
+        return out if out.violations or out.notes else None
 
     # --- decoding ---------------------------------------------------------------------
     def _drain(self, direction: str, now: float, out: MonitorOutput) -> None:

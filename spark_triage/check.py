@@ -260,10 +260,11 @@ def _stream(
     segments: Iterable[tuple[TcpSegment, bool]],
     gap_seconds: float,
     defects: _Defects,
-) -> Iterator[tuple[str, Any, TraceItem | None]]:
-    """(connection key, ConnectionInfo, item) for every item of one 4-tuple's connections
-    as reassembly produces them (one connection at a time: a 4-tuple carries one live
-    connection), then (key, info, None) when a connection is complete."""
+) -> Iterator[tuple[str, Any, list[TraceItem] | None]]:
+    """(connection key, ConnectionInfo, items) for the items of one 4-tuple's connections
+    as reassembly produces them, a segment's worth at a time (one connection at a time: a
+    4-tuple carries one live connection), then (key, info, None) when a connection is
+    complete."""
     epoch = 0
     for run in _epochs(segments, gap_seconds):
         reader = PcapTraceReader("")
@@ -286,14 +287,24 @@ def _stream(
                     yield _key(source, ends, epoch, connection_id), info, None
 
         key = info = None
-        for item in reader.items(counted()):
-            if item.connection_id != current:
-                yield from complete(item.connection_id)
-                current = item.connection_id
-                key, info = _key(source, ends, epoch, current), reader.connections[current]
-            yield key, info, item
+        for batch in reader.batches(counted()):
+            first = batch[0].connection_id
+            if first == batch[-1].connection_id:
+                groups: Iterable[tuple[int, list[TraceItem]]] = ((first, batch),)
+            else:
+                groups = [(i, list(g)) for i, g in itertools.groupby(batch, _connection_id)]
+            for connection_id, items in groups:
+                if connection_id != current:
+                    yield from complete(connection_id)
+                    current = connection_id
+                    key, info = _key(source, ends, epoch, current), reader.connections[current]
+                yield key, info, items
         yield from complete(None)
         epoch += len(reader.connections)
+
+
+def _connection_id(item: TraceItem) -> int:
+    return item.connection_id
 
 
 def _key(source: str, ends: list[tuple], epoch: int, connection_id: int) -> str:
@@ -307,10 +318,10 @@ def items_of(
 ) -> dict[str, list[TraceItem]]:
     """Connection key -> its decoded items (headers, frames, raw runs) in trace order."""
     found: dict[str, list[TraceItem]] = {}
-    for key, _info, item in _stream(source, segments, gap_seconds, _Defects()):
+    for key, _info, batch in _stream(source, segments, gap_seconds, _Defects()):
         items = found.setdefault(key, [])
-        if item is not None:
-            items.append(item)
+        if batch is not None:
+            items.extend(batch)
     return found
 
 
@@ -337,15 +348,21 @@ class _Judge:
         self.cutoff: float | None = None
         self.last_time = row.start_time
 
-    def add(self, item: TraceItem) -> None:
+    def add_all(self, items: Iterable[TraceItem]) -> None:
+        """Judge items in trace order (a segment's worth in one call)."""
         tracker = self.tracker
-        tracker.see(item)
-        self.last_time = item.time
-        if item.item is None and self.cutoff is None:  # a raw item
-            self.cutoff = tracker.last_decoded.get(item.direction, float("-inf"))
-        out = self.monitor.observe(item)
-        if out.notes or out.violations:
-            self._take(out, item.time)
+        see = tracker.see
+        judge = self.monitor.judge
+        item = None
+        for item in items:
+            see(item)
+            if item.item is None and self.cutoff is None:  # a raw item
+                self.cutoff = tracker.last_decoded.get(item.direction, float("-inf"))
+            out = judge(item)
+            if out is not None:
+                self._take(out, item.time)
+        if item is not None:
+            self.last_time = item.time
 
     def _take(self, out: Any, time: float | None) -> None:
         for note in out.notes:
@@ -413,8 +430,7 @@ def check_connection(
     """Check one connection's items (streamed); fills `row` (frames, verdict, broker,
     notes) and returns its violations with their signatures."""
     judge = _Judge(row, broker_label, liveness_bound)
-    for item in items:
-        judge.add(item)
+    judge.add_all(items)
     return judge.finish()
 
 
@@ -439,12 +455,12 @@ def check_flow(
     connections: list[ConnectionRow] = []
     defects = _Defects()
     judge: _Judge | None = None
-    for key, info, item in _stream(source, segments, gap_seconds, defects):
+    for key, info, batch in _stream(source, segments, gap_seconds, defects):
         if judge is None:
             row = ConnectionRow(source, key, info.client, info.server, info.start_time, 0.0)
             judge = _Judge(row, broker_label, liveness_bound)
-        if item is not None:
-            judge.add(item)
+        if batch is not None:
+            judge.add_all(batch)
             continue
         row = judge.row
         row.end_time = info.end_time if info.end_time is not None else judge.last_time

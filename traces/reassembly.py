@@ -87,11 +87,23 @@ class PcapTraceReader:
         return self.items(iter_tcp_segments(self.path))
 
     def items(self, segments: Iterable[TcpSegment]) -> Iterator[TraceItem]:
+        for batch in self.batches(segments):
+            yield from batch
+
+    def batches(self, segments: Iterable[TcpSegment]) -> Iterator[list[TraceItem]]:
+        """The items of `items()`, as the non-empty list each segment completed (then each
+        connection's end): one step per segment instead of per item, for callers that
+        judge a segment's frames in one call."""
+        segment_items = self._segment
         for segment in segments:
             self._last_time = segment.time
-            yield from self._segment(segment)
+            found = segment_items(segment)
+            if found:
+                yield found
         for connection in self._by_key.values():
-            yield from self._finish(connection, self._last_time)
+            found = self._finish(connection, self._last_time)
+            if found:
+                yield found
         self._by_key.clear()
 
     # -- per segment ------------------------------------------------------------------

@@ -194,5 +194,14 @@ class Horizons:
         best = self.best()
         return best is None or serial_diff(best.horizon, number) >= 0
 
+    def admits(self, number: int, proven_idx: int) -> bool:
+        """`prove(proven_idx)`, then not `beyond_every(number)`, in one call (the checker's
+        fast lane): True when `number` is before the horizon of some candidate."""
+        if proven_idx > self.proven:
+            self.prove(proven_idx)
+        grants = self._grants
+        # serial_diff(best.horizon, number) < 0, inlined
+        return bool(grants) and ((number - grants[0].horizon) & 0xFFFFFFFF) > HALF
+
     def __len__(self) -> int:
         return len(self._grants)

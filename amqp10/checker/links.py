@@ -256,28 +256,9 @@ class LinkRules:
                 f"first transfer of a delivery on handle {transfer.handle} without {missing}",
             )
         self._check_credit(origin, link, transfer, idx)
-        link.delivery_count = serial_add(link.delivery_count or 0, 1)
-        if link.available:
-            link.available -= 1
-        if link.caller_available and link.caller_available > 0:
-            link.caller_available -= 1
-        link.progress_time = time
-        link.stall_reported = False
-        if link.drain_pending is not None and not serial_lt(
-            self._lenient_count(link), link.drain_pending[1]
-        ):
-            link.drain_pending = None  # the credit was used up by deliveries
-        deliveries = end.deliveries
+        link.delivered(time)
         if delivery_id is not None:
-            if deliveries.low is None:
-                deliveries.low = deliveries.high = delivery_id
-            else:
-                if serial_lt(delivery_id, deliveries.low):
-                    deliveries.low = delivery_id
-                if serial_lt(deliveries.high, delivery_id):
-                    deliveries.high = delivery_id
-            if transfer.settled:
-                deliveries.settle(delivery_id, "transfer")
+            end.deliveries.sent(delivery_id, transfer.settled)
         mode = sender.attach.snd_settle_mode
         if mode == SndSettleMode.UNSETTLED and transfer.settled:
             self._report(

@@ -64,6 +64,20 @@ class Deliveries:
         self.high: int | None = None
         self.settled_by: OrderedDict[int, str] = OrderedDict()  # id -> "transfer" or origin
 
+    def sent(self, delivery_id: int, settled: bool | None) -> None:
+        """The endpoint sent delivery `delivery_id` (2.7.5): widen the id range
+        (serial_lt inlined, 2.8.9); a transfer sent settled settles it."""
+        low = self.low
+        if low is None:
+            self.low = self.high = delivery_id
+        else:
+            if 0 < ((low - delivery_id) & 0xFFFFFFFF) < 0x80000000:  # serial_lt(id, low)
+                self.low = delivery_id
+            if 0 < ((delivery_id - self.high) & 0xFFFFFFFF) < 0x80000000:  # serial_lt(high, id)
+                self.high = delivery_id
+        if settled:
+            self.settle(delivery_id, "transfer")
+
     def settle(self, delivery_id: int, by: str) -> None:
         settled = self.settled_by
         settled[delivery_id] = by
@@ -171,6 +185,25 @@ class Link:
         self.caller_available: int | None = None  # -1 = unbounded
         self.progress_time: float | None = None
         self.stall_reported = False
+
+    def delivered(self, time: float | None) -> None:
+        """The sender began a delivery (its first transfer frame, 2.6.7): count it, take it
+        off what is available, and drop a drain request whose credit it used up. Serial
+        arithmetic inlined (serial_add, serial_lt; 2.8.9): this runs for every delivery."""
+        count = ((self.delivery_count or 0) + 1) & 0xFFFFFFFF
+        self.delivery_count = count
+        if self.available:
+            self.available -= 1
+        if self.caller_available and self.caller_available > 0:
+            self.caller_available -= 1
+        self.progress_time = time
+        self.stall_reported = False
+        pending = self.drain_pending
+        if pending is not None:
+            if self.aborted:  # LinkRules._lenient_count
+                count = (count - self.aborted) & 0xFFFFFFFF
+            if not 0 < ((pending[1] - count) & 0xFFFFFFFF) < 0x80000000:
+                self.drain_pending = None  # the credit was used up by deliveries
 
     def sender_origin(self) -> str | None:
         for origin, end in self.ends.items():
