@@ -5,9 +5,14 @@ Layers: spec (the table) -> codec -> composites -> frames/message -> engine -> c
 monitor (a connection's bytes, both directions, through the checker: docs/monitor.md).
 """
 
+# first: amqp10.speedups chooses compiled or pure for the modules imported after it
+from amqp10 import speedups
+
+# isort: split
 from amqp10 import codec, composites, spec
 from amqp10.codec import decode, decode_value, encode, encode_into
 from amqp10.errors import AMQPError, DecodeError, EncodeError, ProtocolError
+from amqp10.speedups import implementation
 
 __all__ = [
     "AMQPError",
@@ -20,5 +25,7 @@ __all__ = [
     "decode_value",
     "encode",
     "encode_into",
+    "implementation",
     "spec",
+    "speedups",
 ]

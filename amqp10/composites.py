@@ -14,10 +14,11 @@ they read the list bytes field by field without building an intermediate list.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from typing import Any, ClassVar
 
-from amqp10 import codec
+from amqp10 import codec, speedups
 from amqp10.codec import (
     ARRAY8,
     ARRAY32,
@@ -348,6 +349,39 @@ def _make_composite(spec: CompositeType) -> type[Composite]:
 
 
 # ----------------------------------------------------------------- generated codecs
+# The generated source below is exec'd (the pure path). scripts/build_speedups.py compiles the
+# same texts, typed, into amqp10._generated (docs/speedups.md): a compiled twin is used only
+# when it was built from the identical text and AMQP10_PURE is unset. GENERATED keeps every
+# text (sha256 -> source, the scope names it reads) for that build.
+GENERATED: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def _compiled_factories() -> dict[str, Any]:
+    if speedups.pure_forced():
+        return {}
+    try:
+        from amqp10 import _generated as compiled  # type: ignore[attr-defined]
+    except ImportError:
+        return {}
+    return compiled.FACTORIES
+
+
+_FACTORIES = _compiled_factories()
+COMPILED_TWINS: list[str] = []  # the names of the generated functions running compiled
+
+
+def _generated(source: str, scope: dict[str, Any], name: str) -> Any:
+    """The function `name` defined by `source` over `scope`: exec'd, or its compiled twin."""
+    exec(source, scope)
+    function = scope[name]
+    key = hashlib.sha256(source.encode()).hexdigest()
+    GENERATED[key] = (source, tuple(n for n in function.__code__.co_names if n in scope))
+    factory = _FACTORIES.get(key)
+    if factory is None:
+        return function
+    COMPILED_TWINS.append(name)
+    return factory(scope, function)
+
 # The fast path (issue: "a fast path for transfer, flow and disposition frames"): every
 # composite class gets an encode and a decode function generated from its spec fields,
 # with the common field types (uint, ulong, boolean, binary, symbol, string) inlined and
@@ -473,8 +507,7 @@ def _make_list_encoder(cls: type[Composite], spec: CompositeType) -> Any:
         scope[f"_d{i}"] = defaults[i]
         scope[f"_t{i}"] = type(defaults[i])
         scope[f"_e{i}"] = cls._ENCODERS[i]
-    exec("\n".join(lines), scope)
-    return scope["encode_list_into"]
+    return _generated("\n".join(lines), scope, "encode_list_into")
 
 
 # (constructor, width of the bytes after it, expression for the value) per inline type
@@ -599,8 +632,7 @@ def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decode
             if primitive_of(field.type) in ("*", "map") or field.type == "fields"
             else PLAIN_DECODERS
         )
-    exec("\n".join(lines), scope)
-    return scope["dec"]
+    return _generated("\n".join(lines), scope, "dec")
 
 
 class Section:

@@ -18,8 +18,10 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
             amqp-specs tshark default-jre-headless >/dev/null
     fi
 fi
-echo "== pip install -e '.[test,spark]'"
-python3 -m pip install -q -e '.[test,spark]'
+echo "== pip install -e '.[test,spark,speedups]'"
+python3 -m pip install -q -e '.[test,spark,speedups]'
+echo "== compiling amqp10's fast path (optional: on failure amqp10 runs pure Python)"
+python3 scripts/build_speedups.py || true
 
 echo "== starting the reference broker on 127.0.0.1:$PORT (admin $ADMIN)"
 python3 -m reference_broker --port "$PORT" --admin-port "$ADMIN" --idle-timeout 10 --log-level warning &
