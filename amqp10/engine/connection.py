@@ -33,6 +33,7 @@ from amqp10.composites import (
     SaslMechanisms,
     SaslOutcome,
     SaslResponse,
+    Transfer,
 )
 from amqp10.engine import crafted
 from amqp10.engine import events as ev
@@ -142,6 +143,10 @@ class Connection:
         )
         self._machine = connection_machine()
         self._machine.visited = self.transitions
+        # the fast lanes (Session._fast_transfer, Link.send): the common one-frame transfer
+        # in and out without the table lookups, which in the states they admit are
+        # self-loops; off while transitions are recorded (they apply no table)
+        self.fast_lanes = not record_transitions
         self._sasl_machine = sasl_machine() if sasl is not None else None
         if self._sasl_machine is not None:
             self._sasl_machine.visited = self.transitions
@@ -680,6 +685,16 @@ class Connection:
 
     def _on_frame(self, frame: Frame) -> None:
         self.frames_received += 1
+        if (
+            type(frame.performative) is Transfer
+            and self.fast_lanes
+            and self._machine.state is ConnState.OPENED  # RECV_FRAME: a self-loop here
+            and frame.type == FrameType.AMQP
+            and (self._sasl_machine is None or self._sasl_machine.state is SaslState.DONE)
+        ):
+            session = self._sessions_by_remote.get(frame.channel)
+            if session is not None and session._fast_transfer(frame):
+                return
         if self._in_sasl:
             self._on_sasl_frame(frame)
             return

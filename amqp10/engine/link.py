@@ -32,6 +32,7 @@ from amqp10.engine.flowcontrol import credit_horizon, sender_link_credit, window
 from amqp10.engine.transitions import (
     ATTACH_THEN_DETACH,
     DISCARD,
+    ConnState,
     LinkInput,
     LinkState,
     SessInput,
@@ -382,15 +383,25 @@ class Link:
         has check_credit off sends even without credit (deliberate misbehaviour)."""
         if not self.is_sender:
             raise UsageError("send() on a receiving link")
-        self._check(LinkInput.SEND_TRANSFER, SessInput.SEND_TRANSFER)
+        session = self.session
+        connection = session.connection
+        # the fast lane: in these states SEND_FRAME / SEND_TRANSFER are the tables'
+        # self-loops, so the checks and transitions below are skipped (connection.py)
+        lane = (
+            connection.fast_lanes
+            and connection._machine.state is ConnState.OPENED
+            and session._machine.state is SessState.MAPPED
+            and self._machine.state is LinkState.ATTACHED
+        )
+        if not lane:
+            self._check(LinkInput.SEND_TRANSFER, SessInput.SEND_TRANSFER)
         # 2.6.7: no transfer without credit
-        if self.link_credit <= 0 and self.session.connection.policy.check_credit:
+        if self.link_credit <= 0 and connection.policy.check_credit:
             raise UsageError(f"no link-credit on {self.name!r}")
         settled = self._settled_flag(settled)
         limit = self.remote_attach.max_message_size if self.remote_attach else None
         if limit and len(payload) > limit:
             raise UsageError(f"{len(payload)} bytes > the peer's max-message-size {limit} (2.7.3)")
-        session = self.session
         delivery_id = session._next_delivery_id()
         if delivery_tag is None:
             delivery_tag = _TAG.pack(delivery_id)
@@ -412,7 +423,7 @@ class Link:
                 settled,
                 payload,
             )
-            if len(frame) > session.connection.remote_max_frame_size:
+            if len(frame) > connection.remote_max_frame_size:
                 frame = None  # 2.6.14: split, from the Transfer
         if frame is None:
             transfer = Transfer(
@@ -424,8 +435,9 @@ class Link:
                 state=state,
                 batchable=batchable,
             )
-        self._machine.process(LinkInput.SEND_TRANSFER)
-        session._send_transfer(transfer, payload, frame)
+        if not lane:
+            self._machine.process(LinkInput.SEND_TRANSFER)
+        session._send_transfer(transfer, payload, frame, lane)
         # 2.6.7: each delivery advances delivery-count and uses one credit
         self.delivery_count = (self.delivery_count + 1) & SERIAL_MASK  # serial_add(..., 1)
         if self.link_credit > 0:

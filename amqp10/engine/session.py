@@ -45,6 +45,7 @@ from amqp10.engine.transitions import (
     BEGIN_THEN_END,
     DISCARD,
     ConnInput,
+    LinkState,
     SessInput,
     SessState,
     UsageError,
@@ -366,12 +367,25 @@ class Session:
         return encode_frame(Flow(echo=echo, **self._flow_fields(), **link_fields), self.channel)
 
     def _send_transfer(
-        self, transfer: Transfer | None, payload: bytes, frame: bytes | None = None
+        self,
+        transfer: Transfer | None,
+        payload: bytes,
+        frame: bytes | None = None,
+        lane: bool = False,
     ) -> None:
         """One delivery from Link.send, which has checked the connection (SEND_FRAME):
-        `frame` already encoded (it fits max-frame-size), or `transfer` to encode/split."""
-        self._machine.process(SessInput.SEND_TRANSFER)
+        `frame` already encoded (it fits max-frame-size), or `transfer` to encode/split.
+        `lane`: Link.send's fast lane, in MAPPED where SEND_TRANSFER is a self-loop."""
+        if not lane:
+            self._machine.process(SessInput.SEND_TRANSFER)
         if frame is not None:
+            if lane and not self._queue:  # _pump for this one frame, if the window admits it
+                following = (self.next_outgoing_id + 1) & SERIAL_MASK
+                horizon = self._remote_horizon
+                if horizon == following or 0 < ((horizon - following) & SERIAL_MASK) < HALF:
+                    self.next_outgoing_id = following
+                    self.connection._write(frame)
+                    return
             self._queue.append((frame, True))
             self._pump()
             return
@@ -531,6 +545,68 @@ class Session:
         ):
             self.incoming_window = self.incoming_window_max
             self._send_flow(None)
+
+    def _fast_transfer(self, frame: Frame) -> bool:
+        """The fast lane (Connection._on_frame): a whole one-frame delivery on an attached
+        receiving link of a mapped session, within our incoming window (2.5.6) and the
+        link's credit (2.6.7), under max-message-size (2.7.3), not aborted. Handled exactly
+        as _receive -> _on_transfer -> Link._accept_transfer would (the tables' transitions
+        are self-loops in these states), and True; anything else is left untouched for the
+        general path, which raises the spec's errors (False)."""
+        transfer: Transfer = frame.performative
+        if self._machine.state is not SessState.MAPPED:
+            return False
+        link = self._remote_links.get(transfer.handle)
+        if (
+            link is None
+            or link._machine.state is not LinkState.ATTACHED
+            or link.role == Role.SENDER  # Link.is_sender
+            or transfer.more
+            or transfer.aborted
+            or transfer.delivery_id is None
+            or transfer.delivery_tag is None
+            or link._assembler.in_progress
+        ):
+            return False
+        horizon = self._enforced_horizon  # as in _on_transfer
+        if self.connection.policy.enforce_window and (
+            horizon is None
+            or not 0 < ((horizon - self.next_incoming_id) & SERIAL_MASK) <= HALF
+        ):
+            return False
+        horizon = link._granted_horizon  # as in Link._first_frame
+        if horizon is None or not 0 < ((horizon - link.delivery_count) & SERIAL_MASK) <= HALF:
+            return False
+        payload = frame.payload
+        size = len(payload)
+        if link.max_message_size and size > link.max_message_size:
+            return False
+        self.next_incoming_id = (self.next_incoming_id + 1) & SERIAL_MASK
+        self.incoming_window = max(0, self.incoming_window - 1)
+        link.delivery_count = (link.delivery_count + 1) & SERIAL_MASK
+        link.link_credit = max(0, link.link_credit - 1)
+        link._bytes_in_delivery = size
+        frames, link._frames_in_delivery = link._frames_in_delivery + 1, 0
+        self.connection._emit(
+            ev.TransferReceived(
+                link,
+                transfer.delivery_id,
+                transfer.delivery_tag,
+                payload,
+                bool(transfer.settled),
+                transfer.state,
+                transfer.message_format or 0,
+                frames,
+            )
+        )
+        if (
+            self.auto_window
+            and self.incoming_window * 2 < self.incoming_window_max
+            and self._machine.allows(SessInput.SEND_FLOW)
+        ):
+            self.incoming_window = self.incoming_window_max
+            self._send_flow(None)
+        return True
 
     def _on_disposition(self, frame: Frame) -> None:
         d: Disposition = frame.performative
