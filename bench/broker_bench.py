@@ -236,10 +236,12 @@ class Broker:
 
 
 @contextlib.contextmanager
-def reference_broker(work: pathlib.Path) -> Iterator[Broker]:
+def reference_broker(work: pathlib.Path, *options: str) -> Iterator[Broker]:
+    """The reference broker on free ports; `options` are added to its command line."""
     process = BrokerProcess(
         "--data-dir",
         str(work / "reference-data"),
+        *options,
         admin=True,
         log=work / "reference-broker.log",
         wait=30.0,
@@ -288,23 +290,26 @@ def _dpkg_version(package: str) -> str:
 
 
 @contextlib.contextmanager
-def rabbitmq_broker(work: pathlib.Path) -> Iterator[Broker]:
+def rabbitmq_broker(work: pathlib.Path, settings: dict[str, str] | None = None) -> Iterator[Broker]:
+    """A throw-away RabbitMQ node on free ports; `settings` override rabbitmq.sh's environment
+    (AMQP_PORT, MGMT_PORT, NODE_NAME, RABBITMQ_DATA_DIR, MEMORY_HIGH_WATERMARK_BYTES, ...)."""
     script = TOOLS / "rabbitmq.sh"
     if not pathlib.Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists():
         raise RuntimeError(f"RabbitMQ not installed: run '{script} install'")
-    taken: set[int] = set()
-    amqp_port, mgmt_port, dist_port = (rabbitmq_port(taken) for _ in range(3))
-    data_dir = work / "rabbitmq"
+    settings = settings or {}
+    ports = ("AMQP_PORT", "MGMT_PORT", "DIST_PORT")
+    taken = {int(settings[name]) for name in ports if name in settings}
     env = {
         **os.environ,
-        "RABBITMQ_DATA_DIR": str(data_dir),
-        "AMQP_PORT": str(amqp_port),
-        "MGMT_PORT": str(mgmt_port),
-        "DIST_PORT": str(dist_port),
+        "RABBITMQ_DATA_DIR": str(work / "rabbitmq"),
+        **{name: str(rabbitmq_port(taken)) for name in ports if name not in settings},
         # a node name of its own: another rabbit@localhost may already be registered in epmd
         "NODE_NAME": f"amqpspec-bench-{os.getpid()}@localhost",
         "STOP_MODE": "kill",
+        **settings,
     }
+    amqp_port, mgmt_port = int(env["AMQP_PORT"]), int(env["MGMT_PORT"])
+    data_dir = pathlib.Path(env["RABBITMQ_DATA_DIR"])
     try:
         subprocess.run([str(script), "start"], env=env, check=True, timeout=180)
         mgmt = f"http://127.0.0.1:{mgmt_port}"

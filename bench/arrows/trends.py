@@ -21,22 +21,31 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import datetime
+import itertools
 import json
 import os
 import pathlib
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
 
 from bench.arrows import run as arrows
+from bench.arrows.brokerwatch import INTERVAL as WATCH_INTERVAL
+from bench.arrows.brokerwatch import BrokerWatch
 from bench.arrows.build import DEFAULT_BUILD_DIR
-from bench.arrows.procstat import ProcessSampler
+from bench.arrows.procstat import ProcessSampler, pid_listening_on
 from bench.arrows.results import per_second
 from bench.arrows.spec import ArrowSpec, read_records
+from bench.broker_bench import QUEUE
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 WINDOWS = (1, 10, 100, 1000, 10000)
 SWEEPS = ("in-flight", "prefetch")  # what the window bounds: sender unsettled / receiver credit
+DEPTH_COUNT = 3_000_000
+BLOCKED_GAP = 0.5  # seconds without a publish that count as the publisher being blocked
 
 
 def _run_args(options: list[str]) -> argparse.Namespace:
@@ -80,24 +89,102 @@ def credit_sweep(args: argparse.Namespace) -> dict:
     return {"count": args.count, "windows": windows, "points": points}
 
 
+def _depth_at(sent: list[int], got: list[int], t_ns: int) -> int:
+    """Queue depth at monotonic time `t_ns`: published by then - received by then."""
+    return bisect.bisect_right(sent, t_ns) - bisect.bisect_right(got, t_ns)
+
+
 def _depth_series(sent: list[int], got: list[int], samples: list) -> list[list[float]]:
     """[seconds, depth, rss MiB] per broker sample: depth = published - received by then."""
-    series = []
-    for t, _cpu, rss in samples:
-        t_ns = int(t * 1e9)
-        depth = bisect.bisect_right(sent, t_ns) - bisect.bisect_right(got, t_ns)
-        series.append([round(t - samples[0][0], 2), depth, round(rss / 2**20, 1)])
-    return series
+    return [
+        [round(t - samples[0][0], 2), _depth_at(sent, got, int(t * 1e9)), round(rss / 2**20, 1)]
+        for t, _cpu, rss in samples
+    ]
 
 
-def depth_run(target: arrows.Target, args: argparse.Namespace, work: pathlib.Path) -> dict:
+def _blocked_seconds(sent: list[int], gap: float = BLOCKED_GAP) -> float:
+    """Seconds the publisher sent nothing, summed over its pauses of at least `gap` s."""
+    limit = int(gap * 1e9)
+    pauses = (b - a for a, b in itertools.pairwise(sent) if b - a >= limit)
+    return round(sum(pauses) / 1e9, 2)
+
+
+def depth_options(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """The memory limit for both brokers: the reference broker's options and rabbitmq.sh's
+    environment (with the RabbitMQ ports, node and data dir when given)."""
+    limit = str(args.memory_limit_mib * 2**20)
+    reference = ["--memory-high-watermark-bytes", limit] if args.memory_limit_mib else []
+    rabbitmq = {"STATS_INTERVAL_MS": str(int(WATCH_INTERVAL * 1000))}
+    if args.memory_limit_mib:
+        rabbitmq |= {"MEMORY_HIGH_WATERMARK_BYTES": limit}
+    if args.paging_ratio:
+        rabbitmq |= {"MEMORY_PAGING_RATIO": str(args.paging_ratio)}
+    for option, name in (
+        ("rabbitmq_port", "AMQP_PORT"),
+        ("rabbitmq_mgmt_port", "MGMT_PORT"),
+        ("rabbitmq_node", "NODE_NAME"),
+        ("rabbitmq_data_dir", "RABBITMQ_DATA_DIR"),
+    ):
+        if getattr(args, option):
+            rabbitmq[name] = str(getattr(args, option))
+    return reference, rabbitmq
+
+
+@contextlib.contextmanager
+def depth_targets(args: argparse.Namespace) -> Iterator[list[tuple[arrows.Target, str]]]:
+    """(target, management URL) per broker of --brokers, started with the memory limit."""
+    from bench import broker_bench
+
+    reference, rabbitmq = depth_options(args)
+    with (
+        tempfile.TemporaryDirectory(prefix="arrows-depth-brokers-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        work = pathlib.Path(tmp)
+        targets = []
+        for name in args.brokers.split(","):
+            if name == "reference":
+                broker = stack.enter_context(broker_bench.reference_broker(work, *reference))
+            elif name == "rabbitmq":
+                broker = stack.enter_context(broker_bench.rabbitmq_broker(work, rabbitmq))
+            else:
+                raise SystemExit(f"depth: brokers are reference and rabbitmq, not {name}")
+            user = "guest" if name == "rabbitmq" else ""
+            pid = broker.pid or pid_listening_on(broker.port)
+            target = arrows.Target(
+                broker.name, broker.label, "127.0.0.1", broker.port, broker.address, user, user, pid
+            )
+            targets.append((target, broker.admin_url or ""))
+        yield targets
+
+
+def _events(watch: list[list[float]], sent: list[int], got: list[int], t0: float) -> list[dict]:
+    """Memory alarm set / cleared and paging started, from the broker's own figures."""
+    events: list[dict] = []
+    alarm, paging = False, False
+    for t, _depth, mem_mib, on, paged in watch:
+        found = []
+        if bool(on) != alarm:
+            alarm = bool(on)
+            found.append("alarm set" if alarm else "alarm cleared")
+        if paged and not paging:
+            paging = True
+            found.append("paging started")
+        depth = _depth_at(sent, got, int((t0 + t) * 1e9)) if found else 0
+        events += [{"event": e, "t": t, "depth": depth, "memory_mib": mem_mib} for e in found]
+    return events
+
+
+def depth_run(
+    target: arrows.Target, admin_url: str, args: argparse.Namespace, work: pathlib.Path
+) -> dict:
     build = pathlib.Path(args.build_dir)
     common = dict(
         host=target.host,
         port=target.port,
         address=target.address,
         count=args.count,
-        body_size=100,
+        body_size=args.body_size,
         credit=1000,
         timeout=args.timeout,
         user=target.user,
@@ -105,50 +192,92 @@ def depth_run(target: arrows.Target, args: argparse.Namespace, work: pathlib.Pat
     )
     records = work / f"depth-{target.name}.bin"
     sampler = ProcessSampler(target.pid).start()
-    sender = arrows.spawn_arrow("c", ArrowSpec("send", **common, max_unsettled=1000), build)
-    sent = arrows.arrow_result(sender, "sender arrow", args.timeout + 30)
-    receiver = arrows.spawn_arrow("c", ArrowSpec("receive", **common, out=str(records)), build)
-    arrows.wait_ready(receiver, "receiver arrow")
-    got = arrows.arrow_result(receiver, "receiver arrow", args.timeout + 30)
+    t0 = sampler.samples[0][0]
+    watch = BrokerWatch(admin_url, QUEUE, t0).start()
+    sender = arrows.spawn_arrow(
+        args.sender_arrow, ArrowSpec("send", **common, max_unsettled=1000), build
+    )
+    receiver = None
+    try:
+        # the consumer starts when everything is published, or when the alarm has blocked
+        # the publisher for --blocked-wait s (a broker that does not page blocks for good)
+        deadline = time.monotonic() + args.timeout
+        while sender.poll() is None and time.monotonic() < deadline:
+            if watch.alarm_seconds() >= args.blocked_wait:
+                break
+            time.sleep(0.2)
+        consumer_at = time.monotonic()
+        receiver = arrows.spawn_arrow("c", ArrowSpec("receive", **common, out=str(records)), build)
+        arrows.wait_ready(receiver, "receiver arrow")
+        got = arrows.arrow_result(receiver, "receiver arrow", args.timeout + 30)
+        sent = arrows.arrow_result(sender, "sender arrow", args.timeout + 30)
+    finally:
+        for process in (sender, receiver):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait(10)
+        watch.stop()
     summary = sampler.stop()
     sent_ns, received_ns = read_records(str(records))
     send_sorted, got_sorted = sorted(sent_ns), sorted(received_ns)
-    start = send_sorted[0]
-    publish = per_second(send_sorted, start)
+    publish = per_second(send_sorted, send_sorted[0])
     drain = per_second(got_sorted, got_sorted[0])
-    # depth reached at the end of each publishing second, left at the start of each draining one
-    publish_depth = [sum(publish[: i + 1]) for i in range(len(publish))]
-    drain_depth = [len(got_sorted) - sum(drain[:i]) for i in range(len(drain))]
+    # depth after the last publish of each publishing second, before each draining second
+    last_sent = send_sorted[-1]
+    publish_t = [min(send_sorted[0] + (i + 1) * 10**9 - 1, last_sent) for i in range(len(publish))]
+    drain_t = [got_sorted[0] + i * 10**9 - 1 for i in range(len(drain))]
+    events = _events(watch.samples, send_sorted, got_sorted, t0)
+    events.append(
+        {
+            "event": "consumer started",
+            "t": round(consumer_at - t0, 2),
+            "depth": _depth_at(send_sorted, got_sorted, int(consumer_at * 1e9)),
+        }
+    )
+    events.sort(key=lambda e: e["t"])
     return {
         "broker": target.name,
         "label": target.label,
         "sent": sent["sent"],
         "received": got["received"],
         "publish_rates": publish,
-        "publish_depth": publish_depth,
+        "publish_depth": [_depth_at(send_sorted, got_sorted, t) for t in publish_t],
         "drain_rates": drain,
-        "drain_depth": drain_depth,
+        "drain_depth": [_depth_at(send_sorted, got_sorted, t) for t in drain_t],
         "series": _depth_series(send_sorted, got_sorted, sampler.samples),
+        "broker_watch": watch.samples,
+        "events": events,
+        "alarm_seconds": watch.alarm_total(),
+        "publisher_blocked_seconds": _blocked_seconds(send_sorted),
         "broker_process": summary,
     }
 
 
 def depth_sweep(args: argparse.Namespace) -> dict:
-    base = _run_args(["--count", str(args.count)])
     runs = []
     with (
         tempfile.TemporaryDirectory(prefix="arrows-depth-") as tmp,
-        arrows.started_targets(args.brokers.split(","), base) as targets,
+        depth_targets(args) as targets,
     ):
-        for target in targets:
-            runs.append(depth_run(target, args, pathlib.Path(tmp)))
+        for target, admin_url in targets:
+            runs.append(depth_run(target, admin_url, args, pathlib.Path(tmp)))
             last = runs[-1]
             print(
                 f"{target.name}: published {last['sent']:,}, drained {last['received']:,}; "
-                f"peak RSS {last['broker_process']['rss_peak_bytes'] / 2**20:,.0f} MiB",
+                f"peak RSS {last['broker_process']['rss_peak_bytes'] / 2**20:,.0f} MiB; "
+                f"alarm {last['alarm_seconds']:.1f} s, publisher blocked "
+                f"{last['publisher_blocked_seconds']:.1f} s; "
+                + ", ".join(f"{e['event']} at {e['depth']:,}" for e in last["events"]),
                 flush=True,
             )
-    return {"count": args.count, "runs": runs}
+    return {
+        "count": args.count,
+        "body_size": args.body_size,
+        "memory_limit_mib": args.memory_limit_mib,
+        "paging_ratio": args.paging_ratio,
+        "blocked_wait": args.blocked_wait,
+        "runs": runs,
+    }
 
 
 # --- plots -----------------------------------------------------------------------------
@@ -184,29 +313,55 @@ def plot_credit(report: dict, path: pathlib.Path) -> None:
     plt.close(fig)
 
 
+EVENT_MARKERS = {"alarm set": "v", "alarm cleared": "^", "paging started": "s"}
+
+
 def plot_depth(report: dict, path: pathlib.Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.5))
-    for run in report["runs"]:
-        axes[0].plot(run["publish_depth"], run["publish_rates"], marker=".", label=run["label"])
-        axes[1].plot(run["drain_depth"], run["drain_rates"], marker=".", label=run["label"])
+    fig, grid = plt.subplots(2, 2, figsize=(13, 8.5))
+    (rate_in, rate_out), (memory, timeline) = grid
+    for index, run in enumerate(report["runs"]):
+        color = f"C{index}"
+        label = run["label"]
+        rate_in.plot(run["publish_depth"], run["publish_rates"], ".", color=color, label=label)
+        rate_out.plot(run["drain_depth"], run["drain_rates"], ".", color=color, label=label)
         series = run["series"]
-        axes[2].plot([s[1] for s in series], [s[2] for s in series], marker=".", label=run["label"])
-    axes[0].set_xlabel("queue depth reached")
-    axes[0].set_ylabel("publish msg/s (no consumer)")
-    axes[1].set_xlabel("queue depth left")
-    axes[1].set_ylabel("drain msg/s (no publisher)")
-    axes[1].invert_xaxis()
-    axes[2].set_xlabel("queue depth")
-    axes[2].set_ylabel("broker RSS (MiB)")
-    for ax in axes:
+        memory.plot([s[1] for s in series], [s[2] for s in series], ".", color=color, label=label)
+        timeline.plot([s[0] for s in series], [s[1] for s in series], "-", color=color, label=label)
+        for event in run.get("events", []):
+            name, depth = event["event"], event["depth"]
+            if name in EVENT_MARKERS:
+                rate_in.axvline(depth, color=color, ls=":", lw=1)
+            marker = EVENT_MARKERS.get(name, "o")
+            timeline.plot(event["t"], depth, marker, color=color, ms=8)
+            timeline.annotate(name, (event["t"], depth), fontsize=7, rotation=30)
+    limit = report.get("memory_limit_mib")
+    if limit:
+        memory.axhline(limit, color="red", lw=1, label=f"memory watermark {limit} MiB")
+        paging = limit * report["paging_ratio"]
+        memory.axhline(paging, color="orange", lw=1, ls="--", label="RabbitMQ paging threshold")
+    rate_in.set_xlabel("queue depth reached (dotted: alarm set/cleared, paging started)")
+    rate_in.set_ylabel("publish msg/s")
+    rate_out.set_xlabel("queue depth left")
+    rate_out.set_ylabel("drain msg/s")
+    rate_out.invert_xaxis()
+    memory.set_xlabel("queue depth")
+    memory.set_ylabel("broker RSS (MiB)")
+    timeline.set_xlabel("seconds")
+    timeline.set_ylabel("queue depth (events marked)")
+    for ax in (rate_in, rate_out, memory, timeline):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle(f"queue depth: {report['count']:,} x 100 B published, then drained", fontsize=9)
+    fig.suptitle(
+        f"queue depth: {report['count']:,} x {report.get('body_size', 100)} B published with no"
+        f" consumer until done or blocked {report.get('blocked_wait', 0):g} s by the memory"
+        f" alarm, then drained; memory watermark {limit or 'default'} MiB",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -216,13 +371,44 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trend", choices=("credit", "depth"))
     parser.add_argument("--brokers", default="reference,rabbitmq")
-    parser.add_argument("--count", type=int, help="messages per point (credit 20000, depth 1M)")
+    parser.add_argument("--count", type=int, help="messages per point (credit 20000, depth 3M)")
     parser.add_argument("--windows", default=",".join(map(str, WINDOWS)))
-    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--build-dir", default=str(DEFAULT_BUILD_DIR))
     parser.add_argument("--out", default=str(ROOT / "reports" / "bench"))
+    depth = parser.add_argument_group("depth")
+    depth.add_argument("--body-size", type=int, default=100, help="bytes per message")
+    depth.add_argument(
+        "--memory-limit-mib",
+        type=int,
+        default=512,
+        help="memory watermark of both brokers, MiB (0: their defaults, 0.4 of RAM)",
+    )
+    depth.add_argument(
+        "--paging-ratio",
+        type=float,
+        default=0.5,
+        help="RabbitMQ pages queues to disk above this fraction of the watermark",
+    )
+    depth.add_argument(
+        "--blocked-wait",
+        type=float,
+        default=10.0,
+        help="seconds the alarm may block the publisher before the consumer starts",
+    )
+    depth.add_argument(
+        "--sender-arrow",
+        choices=("c", "python"),
+        default="python",
+        help="publisher arrow (python: the C arrow's Proton 0.x sender overruns a session"
+        " incoming-window closed by the reference broker's alarm and the session ends)",
+    )
+    depth.add_argument("--rabbitmq-port", type=int, help="RabbitMQ AMQP port (default: free)")
+    depth.add_argument("--rabbitmq-mgmt-port", type=int, help="management port (default: free)")
+    depth.add_argument("--rabbitmq-node", help="RabbitMQ node name")
+    depth.add_argument("--rabbitmq-data-dir", help="RabbitMQ data dir (default: a temp dir)")
     args = parser.parse_args(argv)
-    args.count = args.count or (20_000 if args.trend == "credit" else 1_000_000)
+    args.count = args.count or (20_000 if args.trend == "credit" else DEPTH_COUNT)
     report = credit_sweep(args) if args.trend == "credit" else depth_sweep(args)
     report |= {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

@@ -14,6 +14,12 @@
 #   NODE_NAME           node name (default rabbit@localhost)
 #   STOP_MODE           "graceful" (rabbitmqctl shutdown, ~10 s; default) or "kill" (SIGKILL
 #                       the node, for throw-away data dirs in tests: well under a second)
+#   MEMORY_HIGH_WATERMARK_BYTES  vm_memory_high_watermark.absolute (default: unset, the
+#                       node's 0.4 of RAM); the memory alarm blocks publishers above it
+#   MEMORY_PAGING_RATIO vm_memory_high_watermark_paging_ratio (default: unset, 0.5): classic
+#                       queues page messages to disk above this fraction of the watermark
+#   STATS_INTERVAL_MS   collect_statistics_interval (default: unset, 5000): how often the
+#                       management API's queue and node figures are refreshed
 # Exit codes: 0 ok, 1 failure, 3 not running (status).
 set -euo pipefail
 
@@ -73,6 +79,15 @@ management.tcp.ip = 127.0.0.1
 management.tcp.port = $MGMT_PORT
 loopback_users.guest = true
 EOF
+    if [ -n "${MEMORY_HIGH_WATERMARK_BYTES:-}" ]; then
+        echo "vm_memory_high_watermark.absolute = $MEMORY_HIGH_WATERMARK_BYTES" >>"$R/rabbitmq.conf"
+    fi
+    if [ -n "${MEMORY_PAGING_RATIO:-}" ]; then
+        echo "vm_memory_high_watermark_paging_ratio = $MEMORY_PAGING_RATIO" >>"$R/rabbitmq.conf"
+    fi
+    if [ -n "${STATS_INTERVAL_MS:-}" ]; then
+        echo "collect_statistics_interval = $STATS_INTERVAL_MS" >>"$R/rabbitmq.conf"
+    fi
     : >"$R/rabbitmq-env.conf"
     echo '[rabbitmq_amqp1_0,rabbitmq_management].' >"$R/enabled_plugins"
 }
