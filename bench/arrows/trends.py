@@ -1,20 +1,32 @@
 """The seeds' trends with the arrows (issue 12): throughput and latency against the credit
-window, and rate and memory against queue depth ("less is more").
+window, and rate and memory against queue depth ("less is more") up to the memory watermark.
 
     python -m bench.arrows.trends credit [--brokers reference,rabbitmq] [--count 20000]
-        [--windows 1,10,100,1000,10000]
-    python -m bench.arrows.trends depth [--brokers reference,rabbitmq] [--count 1000000]
+        [--windows 1,10,100,1000,10000] [--rabbitmq-port P ...]
+    python -m bench.arrows.trends depth [--brokers reference,rabbitmq] [--count 3000000]
+        [--body-size 100] [--memory-limit-mib 512] [--paging-ratio 0.5] [--blocked-wait 10]
+        [--sender-arrow python|c] [--rabbitmq-port P --rabbitmq-mgmt-port M
+        --rabbitmq-node N --rabbitmq-data-dir D]
 
 credit: the quorum-queue flow-control post's two sweeps, translated to AMQP 1.0: the
 publisher-confirm in-flight limit is the sender's `--max-unsettled` (receiver credit 1000),
 the consumer prefetch is the receiver's link credit (sender in-flight limit 1000). One run
 of `--count` messages per window and broker, C arrows, 100-byte bodies, at-least-once.
-depth: the consumer falls behind completely: the sender publishes `--count` messages
-with no consumer (the queue grows to --count), then the receiver drains it; publish rate
-against the queue depth reached, drain rate against the depth left, and the broker's RSS
-against depth (sampled every 0.5 s).
-Output: reports/bench/trends-credit.json|png, trends-depth.json|png.
-Owns: the sweeps and their plots; brokers and arrows come from bench.arrows.run.
+depth: the consumer falls behind completely. Both brokers run with the same memory
+watermark (`--memory-limit-mib`: the reference broker's --memory-high-watermark-bytes,
+RabbitMQ's vm_memory_high_watermark.absolute, which pages classic queues to disk above
+`--paging-ratio` of it). The sender (in-flight 1000) publishes `--count` messages with no
+consumer until it is done or the memory alarm has blocked it for `--blocked-wait` s; then
+the receiver (credit 1000, C arrow) drains the queue while the sender finishes. Recorded:
+publish rate against the depth reached, drain rate against the depth left, the broker's
+RSS against depth (/proc, every 0.5 s), the broker's own memory, depth, alarm and paged-out
+count (management API, every 0.5 s: bench.arrows.brokerwatch), and the events (alarm set and
+cleared, paging started, consumer started) with the depth at each, the seconds in alarm and
+the seconds the publisher sent nothing (pauses of at least 0.5 s).
+Both sweeps start their brokers here (RabbitMQ on free ports with a node of its own unless
+--rabbitmq-port/--rabbitmq-mgmt-port/--rabbitmq-node/--rabbitmq-data-dir name them) and stop
+them at the end. Output: reports/bench/trends-credit.json|png, trends-depth.json|png.
+Owns: the sweeps and their plots; brokers from bench.broker_bench, arrows from bench.arrows.run.
 """
 
 from __future__ import annotations
@@ -63,8 +75,8 @@ def credit_sweep(args: argparse.Namespace) -> dict:
     points = []
     with tempfile.TemporaryDirectory(prefix="arrows-trends-") as tmp:
         work = pathlib.Path(tmp)
-        with arrows.started_targets(args.brokers.split(","), base) as targets:
-            for target in targets:
+        with sweep_targets(args, memory_limit=False) as targets:
+            for target, _admin_url in targets:
                 for sweep in SWEEPS:
                     for window in windows:
                         base.max_unsettled = window if sweep == "in-flight" else 1000
@@ -109,15 +121,19 @@ def _blocked_seconds(sent: list[int], gap: float = BLOCKED_GAP) -> float:
     return round(sum(pauses) / 1e9, 2)
 
 
-def depth_options(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
-    """The memory limit for both brokers: the reference broker's options and rabbitmq.sh's
-    environment (with the RabbitMQ ports, node and data dir when given)."""
+def broker_options(
+    args: argparse.Namespace, memory_limit: bool
+) -> tuple[list[str], dict[str, str]]:
+    """The reference broker's options and rabbitmq.sh's environment: the RabbitMQ ports, node
+    and data dir when given, and with `memory_limit` the depth sweep's watermark for both."""
     limit = str(args.memory_limit_mib * 2**20)
-    reference = ["--memory-high-watermark-bytes", limit] if args.memory_limit_mib else []
-    rabbitmq = {"STATS_INTERVAL_MS": str(int(WATCH_INTERVAL * 1000))}
-    if args.memory_limit_mib:
+    memory_limit = memory_limit and args.memory_limit_mib > 0
+    reference = ["--memory-high-watermark-bytes", limit] if memory_limit else []
+    rabbitmq: dict[str, str] = {}
+    if memory_limit:  # and the management figures every poll of the watch, not every 5 s
         rabbitmq |= {"MEMORY_HIGH_WATERMARK_BYTES": limit}
-    if args.paging_ratio:
+        rabbitmq |= {"STATS_INTERVAL_MS": str(int(WATCH_INTERVAL * 1000))}
+    if memory_limit and args.paging_ratio:
         rabbitmq |= {"MEMORY_PAGING_RATIO": str(args.paging_ratio)}
     for option, name in (
         ("rabbitmq_port", "AMQP_PORT"),
@@ -131,11 +147,13 @@ def depth_options(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
 
 
 @contextlib.contextmanager
-def depth_targets(args: argparse.Namespace) -> Iterator[list[tuple[arrows.Target, str]]]:
-    """(target, management URL) per broker of --brokers, started with the memory limit."""
+def sweep_targets(
+    args: argparse.Namespace, memory_limit: bool
+) -> Iterator[list[tuple[arrows.Target, str]]]:
+    """(target, management URL) per broker of --brokers, started here and stopped at the end."""
     from bench import broker_bench
 
-    reference, rabbitmq = depth_options(args)
+    reference, rabbitmq = broker_options(args, memory_limit)
     with (
         tempfile.TemporaryDirectory(prefix="arrows-depth-brokers-") as tmp,
         contextlib.ExitStack() as stack,
@@ -148,7 +166,7 @@ def depth_targets(args: argparse.Namespace) -> Iterator[list[tuple[arrows.Target
             elif name == "rabbitmq":
                 broker = stack.enter_context(broker_bench.rabbitmq_broker(work, rabbitmq))
             else:
-                raise SystemExit(f"depth: brokers are reference and rabbitmq, not {name}")
+                raise SystemExit(f"trends: brokers are reference and rabbitmq, not {name}")
             user = "guest" if name == "rabbitmq" else ""
             pid = broker.pid or pid_listening_on(broker.port)
             target = arrows.Target(
@@ -257,7 +275,7 @@ def depth_sweep(args: argparse.Namespace) -> dict:
     runs = []
     with (
         tempfile.TemporaryDirectory(prefix="arrows-depth-") as tmp,
-        depth_targets(args) as targets,
+        sweep_targets(args, memory_limit=True) as targets,
     ):
         for target, admin_url in targets:
             runs.append(depth_run(target, admin_url, args, pathlib.Path(tmp)))
@@ -403,10 +421,13 @@ def main(argv: list[str] | None = None) -> int:
         help="publisher arrow (python: the C arrow's Proton 0.x sender overruns a session"
         " incoming-window closed by the reference broker's alarm and the session ends)",
     )
-    depth.add_argument("--rabbitmq-port", type=int, help="RabbitMQ AMQP port (default: free)")
-    depth.add_argument("--rabbitmq-mgmt-port", type=int, help="management port (default: free)")
-    depth.add_argument("--rabbitmq-node", help="RabbitMQ node name")
-    depth.add_argument("--rabbitmq-data-dir", help="RabbitMQ data dir (default: a temp dir)")
+    rabbitmq = parser.add_argument_group("RabbitMQ node (both sweeps)")
+    rabbitmq.add_argument("--rabbitmq-port", type=int, help="AMQP port (default: a free one)")
+    rabbitmq.add_argument("--rabbitmq-mgmt-port", type=int, help="management port (default: free)")
+    rabbitmq.add_argument(
+        "--rabbitmq-node", help="node name (default amqpspec-bench-PID@localhost)"
+    )
+    rabbitmq.add_argument("--rabbitmq-data-dir", help="data dir (default: a temp dir)")
     args = parser.parse_args(argv)
     args.count = args.count or (20_000 if args.trend == "credit" else DEPTH_COUNT)
     report = credit_sweep(args) if args.trend == "credit" else depth_sweep(args)
