@@ -1017,7 +1017,7 @@ class BrokerConnection:
                 to, subject = props.to, props.subject
             headers = message.application_properties
         try:
-            if publisher.target.kind is AddressKind.ANONYMOUS and self.permissions is not FULL:
+            if publisher.anonymous and self.permissions is not FULL:
                 self._check_address(parse_to(to))  # write on where `to` publishes
             result = self.vhost.publish(
                 publisher.target, event.payload, to=to, subject=subject, headers=headers
@@ -1027,7 +1027,7 @@ class BrokerConnection:
             reason = getattr(exc, "reason", str(exc))
             if (
                 event.settled
-                and publisher.target.kind is AddressKind.ANONYMOUS
+                and publisher.anonymous
                 and condition in _ANONYMOUS_ROUTING_ERRORS
             ):
                 self._anonymous_routing_error(publisher, event, condition, reason)

@@ -174,6 +174,7 @@ class PublisherLink:
     """A link on which the broker is the receiver: messages to a target (3.5.4)."""
 
     __slots__ = (
+        "anonymous",
         "decode_needed",
         "link",
         "max_link_credit",
@@ -193,6 +194,7 @@ class PublisherLink:
         self.max_unconfirmed = limits.max_unconfirmed
         self.regrant_below = limits.max_link_credit // 2
         self.unconfirmed = 0
+        self.anonymous = target.kind is AddressKind.ANONYMOUS  # each message's `to` routes it
         # the message must be decoded only when routing reads its to / subject / headers
         self.decode_needed = (
             target.kind is AddressKind.ANONYMOUS

@@ -109,6 +109,9 @@ class ConnectionSummary:
     close_forced: Callable[[str], None] | None = field(default=None, repr=False)
 
 
+_QUEUE = AddressKind.QUEUE  # publish()'s test as a plain global (an Enum lookup costs more)
+
+
 @dataclass(slots=True)
 class PublishResult:
     """Where one message went. `released`: unroutable (answer with released, 3.4.4)."""
@@ -544,6 +547,12 @@ class VirtualHost:
     ) -> PublishResult:
         """Route and enqueue. Durable queues give store tokens: confirm (accepted) only
         when the store says they are durable; unroutable gives released=True."""
+        if target.kind is _QUEUE and not target.queue_from_subject:
+            queue = self.queues.get(target.queue or "")  # route(), for the common target
+            if queue is None:
+                return PublishResult([], [], True)
+            token = queue.publish(payload)[1]
+            return PublishResult([queue], [] if token is None else [token], False)
         queues = self.route(target, to=to, subject=subject, headers=headers)
         tokens: list[int] = []
         for queue in queues:

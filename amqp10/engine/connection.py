@@ -88,6 +88,13 @@ _CLOSE_SENT = frozenset(
 )
 
 
+# the fast lane's checks as plain constants (an Enum member lookup costs several times more)
+_OPENED = ConnState.OPENED
+_ENDED = ConnState.END
+_SASL_DONE = SaslState.DONE
+_AMQP_FRAME = int(FrameType.AMQP)
+
+
 def as_error(error: Error | str | None, description: str | None = None) -> Error | None:
     """An Error composite from a condition symbol (or an Error, or None)."""
     if error is None or isinstance(error, Error):
@@ -251,33 +258,33 @@ class Connection:
 
     def _handle_input(self, max_frames: int | None) -> bool:
         budget = -1 if max_frames is None else max_frames
-        while not self.finished:
+        next_item, on_frame, machine = self._decoder.next_item, self._on_frame, self._machine
+        # `finished`, inlined: handling a frame may end the connection
+        while not (machine.state is _ENDED or self._sasl_failed or self._input_broken):
             if budget == 0:
                 return True
             budget -= 1
-            item = self._next_item()
+            try:
+                item = next_item()
+            except DecodeError as exc:
+                self._undecodable(exc)
+                return False
             if item is None:
                 return False
             if isinstance(item, ProtocolHeader):
+                self._awaiting_header = False
                 self._on_header(item)
             else:
-                self._on_frame(item)
+                on_frame(item)
         return False
 
-    def _next_item(self) -> ProtocolHeader | Frame | None:
-        try:
-            item = self._decoder.next_item()
-        except DecodeError as exc:
-            if self._awaiting_header:
-                self._on_bad_header(None)
-            else:
-                self._fail(ProtocolError(exc.condition, str(exc), "connection"))
-                if exc.condition == Cond.FRAMING_ERROR:
-                    self._input_broken = True  # frame boundaries are lost
-            return None
-        if isinstance(item, ProtocolHeader):
-            self._awaiting_header = False
-        return item
+    def _undecodable(self, exc: DecodeError) -> None:
+        if self._awaiting_header:
+            self._on_bad_header(None)
+        else:
+            self._fail(ProtocolError(exc.condition, str(exc), "connection"))
+            if exc.condition == Cond.FRAMING_ERROR:
+                self._input_broken = True  # frame boundaries are lost
 
     def data_to_send(self, now: float | None = None) -> bytes:
         """Bytes to write to the peer (and clear them)."""
@@ -688,9 +695,9 @@ class Connection:
         if (
             type(frame.performative) is Transfer
             and self.fast_lanes
-            and self._machine.state is ConnState.OPENED  # RECV_FRAME: a self-loop here
-            and frame.type == FrameType.AMQP
-            and (self._sasl_machine is None or self._sasl_machine.state is SaslState.DONE)
+            and self._machine.state is _OPENED  # RECV_FRAME: a self-loop here
+            and frame.type == _AMQP_FRAME
+            and (self._sasl_machine is None or self._sasl_machine.state is _SASL_DONE)
         ):
             session = self._sessions_by_remote.get(frame.channel)
             if session is not None and session._fast_transfer(frame):

@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     from amqp10.engine.session import Session
 
 _ECHO = object()  # accept(): "answer with the peer's terminus"
+# send()'s fast lane states as plain constants (an Enum member lookup costs several times more)
+_OPENED = ConnState.OPENED
+_MAPPED = SessState.MAPPED
+_ATTACHED = LinkState.ATTACHED
 _TAG = struct.Struct(">I")
 
 
@@ -389,9 +393,9 @@ class Link:
         # self-loops, so the checks and transitions below are skipped (connection.py)
         lane = (
             connection.fast_lanes
-            and connection._machine.state is ConnState.OPENED
-            and session._machine.state is SessState.MAPPED
-            and self._machine.state is LinkState.ATTACHED
+            and connection._machine.state is _OPENED
+            and session._machine.state is _MAPPED
+            and self._machine.state is _ATTACHED
         )
         if not lane:
             self._check(LinkInput.SEND_TRANSFER, SessInput.SEND_TRANSFER)

@@ -62,6 +62,12 @@ if TYPE_CHECKING:
     from amqp10.composites import Error
     from amqp10.engine.connection import Connection
 
+# the fast lane's states and role as plain module constants (an Enum member lookup on its
+# class costs several times a global's)
+_MAPPED = SessState.MAPPED
+_ATTACHED = LinkState.ATTACHED
+_SENDER = Role.SENDER
+
 _INPUT_OF = {
     Attach: SessInput.RECV_ATTACH,
     Flow: SessInput.RECV_FLOW,
@@ -554,13 +560,13 @@ class Session:
         are self-loops in these states), and True; anything else is left untouched for the
         general path, which raises the spec's errors (False)."""
         transfer: Transfer = frame.performative
-        if self._machine.state is not SessState.MAPPED:
+        if self._machine.state is not _MAPPED:
             return False
         link = self._remote_links.get(transfer.handle)
         if (
             link is None
-            or link._machine.state is not LinkState.ATTACHED
-            or link.role == Role.SENDER  # Link.is_sender
+            or link._machine.state is not _ATTACHED
+            or link.role == _SENDER  # Link.is_sender
             or transfer.more
             or transfer.aborted
             or transfer.delivery_id is None
@@ -568,24 +574,27 @@ class Session:
             or link._assembler.in_progress
         ):
             return False
+        next_id = self.next_incoming_id
         horizon = self._enforced_horizon  # as in _on_transfer
-        if self.connection.policy.enforce_window and (
-            horizon is None
-            or not 0 < ((horizon - self.next_incoming_id) & SERIAL_MASK) <= HALF
-        ):
+        if (
+            horizon is None or not 0 < ((horizon - next_id) & SERIAL_MASK) <= HALF
+        ) and self.connection.policy.enforce_window:
             return False
+        count = link.delivery_count
         horizon = link._granted_horizon  # as in Link._first_frame
-        if horizon is None or not 0 < ((horizon - link.delivery_count) & SERIAL_MASK) <= HALF:
+        if horizon is None or not 0 < ((horizon - count) & SERIAL_MASK) <= HALF:
             return False
         payload = frame.payload
-        size = len(payload)
-        if link.max_message_size and size > link.max_message_size:
+        limit = link.max_message_size
+        if limit and len(payload) > limit:
             return False
-        self.next_incoming_id = (self.next_incoming_id + 1) & SERIAL_MASK
-        self.incoming_window = max(0, self.incoming_window - 1)
-        link.delivery_count = (link.delivery_count + 1) & SERIAL_MASK
-        link.link_credit = max(0, link.link_credit - 1)
-        link._bytes_in_delivery = size
+        self.next_incoming_id = (next_id + 1) & SERIAL_MASK
+        window = self.incoming_window
+        self.incoming_window = window - 1 if window > 0 else 0  # max(0, window - 1)
+        link.delivery_count = (count + 1) & SERIAL_MASK
+        credit = link.link_credit
+        link.link_credit = credit - 1 if credit > 0 else 0
+        link._bytes_in_delivery = len(payload)
         frames, link._frames_in_delivery = link._frames_in_delivery + 1, 0
         self.connection._emit(
             ev.TransferReceived(
@@ -601,7 +610,7 @@ class Session:
         )
         if (
             self.auto_window
-            and self.incoming_window * 2 < self.incoming_window_max
+            and self.incoming_window * 2 < self.incoming_window_max  # an observer may grant
             and self._machine.allows(SessInput.SEND_FLOW)
         ):
             self.incoming_window = self.incoming_window_max
