@@ -81,6 +81,18 @@ def connection_key(source: str, a: tuple[bytes, int], b: tuple[bytes, int], epoc
     return f"{source}|{format_endpoint(low)}<>{format_endpoint(high)}|{epoch}"
 
 
+class _Half:
+    """One direction's defect bookkeeping (see `_Defects`)."""
+
+    __slots__ = ("high", "holes", "last", "recent")
+
+    def __init__(self) -> None:
+        self.high: int | None = None  # unwrapped end of the highest byte
+        self.last: int | None = None  # last raw seq
+        self.holes: list[list[int]] = []  # [start, end) not seen
+        self.recent: OrderedDict[int, tuple[int, int]] = OrderedDict()  # start -> (len, crc)
+
+
 class _Defects:
     """Segment-level capture defects of one 4-tuple (per direction, 32-bit serial seq):
     a segment below the highest byte seen fills a hole (out-of-order, not a defect), or
@@ -89,10 +101,7 @@ class _Defects:
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
-        self._high: dict[tuple, int] = {}  # direction -> unwrapped end of the highest byte
-        self._last: dict[tuple, int] = {}  # direction -> last raw seq
-        self._holes: dict[tuple, list[list[int]]] = {}  # direction -> [start, end) not seen
-        self._recent: dict[tuple, OrderedDict[int, tuple[int, int]]] = {}
+        self._halves: dict[tuple, _Half] = {}  # direction -> its bookkeeping
 
     def add(self, name: str, count: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + count
@@ -101,46 +110,49 @@ class _Defects:
         if truncated:
             self.add("snaplen-truncated")
         direction = (segment.src, segment.dst)
+        half = self._halves.get(direction)
+        if half is None:
+            half = self._halves[direction] = _Half()
+        seq = segment.seq
         if segment.flags & TCP_SYN:
-            self._high[direction] = segment.seq + 1
-            self._last[direction] = segment.seq
-            self._recent.pop(direction, None)
-            self._holes.pop(direction, None)
+            half.high = seq + 1
+            half.last = seq
+            half.recent = OrderedDict()
+            half.holes = []
             return
         payload = segment.payload
         if not payload:
             return
-        last = self._last.get(direction)
-        if last is not None and segment.seq < last and last - segment.seq > 0x80000000:
+        last = half.last
+        if last is not None and seq < last and last - seq > 0x80000000:
             self.add("sequence-wrap")
-        self._last[direction] = segment.seq
-        high = self._high.get(direction)
-        start = segment.seq if high is None else high + _diff(segment.seq, high & 0xFFFFFFFF)
-        end = start + len(payload)
-        holes = self._holes.get(direction)
-        if holes is None:
-            holes = self._holes[direction] = []
-        recent = self._recent.get(direction)
-        if recent is None:
-            recent = self._recent[direction] = OrderedDict()
-        if high is not None and start > high:
-            holes.append([high, start])
-            if len(holes) > _MAX_HOLES:
-                holes.pop(0)
-                self.add("gap")
-        if high is not None and start < high:
-            if self._fill(holes, start, end):
+        half.last = seq
+        high = half.high
+        size = len(payload)
+        start = seq
+        if high is not None:  # unwrapped: high + the 32-bit signed distance seq - high
+            start = high + (((seq - high + 0x80000000) & 0xFFFFFFFF) - 0x80000000)
+        end = start + size
+        recent = half.recent
+        if high is not None and start != high:
+            holes = half.holes
+            if start > high:
+                holes.append([high, start])
+                if len(holes) > _MAX_HOLES:
+                    holes.pop(0)
+                    self.add("gap")
+            elif self._fill(holes, start, end):
                 self.add("out-of-order")
             else:
                 seen = recent.get(start)
                 self.add("retransmit" if end <= high else "overlap")
-                if seen and seen[0] == len(payload) and seen[1] != zlib.crc32(payload):
+                if seen and seen[0] == size and seen[1] != zlib.crc32(payload):
                     self.add("conflicting-retransmit")
         if start not in recent:
-            recent[start] = (len(payload), zlib.crc32(payload))
+            recent[start] = (size, zlib.crc32(payload))
             if len(recent) > _CONFLICT_MEMORY:
                 recent.popitem(last=False)
-        self._high[direction] = max(end, high or end)
+        half.high = max(end, high or end)
 
     @staticmethod
     def _fill(holes: list[list[int]], start: int, end: int) -> bool:
@@ -157,14 +169,11 @@ class _Defects:
         return filled
 
     def finish(self) -> None:
-        gaps = sum(len(holes) for holes in self._holes.values())
+        gaps = sum(len(half.holes) for half in self._halves.values())
         if gaps:
             self.add("gap", gaps)
-        self._holes.clear()
-
-
-def _diff(a: int, b: int) -> int:
-    return ((a - b + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+        for half in self._halves.values():
+            half.holes = []
 
 
 class _Tracker:

@@ -31,13 +31,26 @@ _NO_LIMIT = 0xFFFFFFFF
 _MANDATORY: dict[type, tuple[str, ...]] = {}
 
 
-class _Lanes(dict):
-    """Performative type -> its name when the fast lane takes it, else None (filled lazily:
-    whatever class the decoder made a transfer with, its NAME says what it is)."""
+def _mandatory(kind: type) -> tuple[str, ...]:
+    """The attribute names of a performative type's mandatory fields (remembered)."""
+    spec = getattr(kind, "SPEC", None)
+    fields = spec.fields if spec is not None else ()
+    names = _MANDATORY[kind] = tuple(f.name.replace("-", "_") for f in fields if f.mandatory)
+    return names
 
-    def __missing__(self, kind: type) -> str | None:
+
+class _Lanes(dict):
+    """Performative type -> (mandatory field names, handler) when the fast lane takes its
+    frames (a transfer's handler is None: `_fast_transfer`), else None. Filled lazily:
+    whatever class the decoder made a frame with, its NAME says what it is."""
+
+    def __missing__(self, kind: type) -> tuple[tuple[str, ...], Any] | None:
         name = getattr(kind, "NAME", None)
-        self[kind] = lane = name if name == "transfer" else None
+        lane = None
+        if name in ("transfer", "flow", "disposition"):
+            handler = None if name == "transfer" else Checker._HANDLERS[name]
+            lane = (_mandatory(kind), handler)
+        self[kind] = lane
         return lane
 
 
@@ -49,10 +62,7 @@ def _complete(performative: Any) -> bool:
     memory (fuzzers) may not, and the checker judges protocol state, not encodings."""
     names = _MANDATORY.get(type(performative))
     if names is None:
-        spec = getattr(performative, "SPEC", None)
-        fields = spec.fields if spec is not None else ()
-        names = tuple(f.name.replace("-", "_") for f in fields if f.mandatory)
-        _MANDATORY[type(performative)] = names
+        names = _mandatory(type(performative))
     for name in names:  # noqa: SIM110 - a loop, not all(genexpr): runs for every frame
         if getattr(performative, name, None) is None:
             return False
@@ -110,10 +120,9 @@ class Checker(SessionRules, LinkRules, SettlementRules, FastLane):
             self.now = time
         if type(item) is Frame:
             performative = item.performative
-            if not (
-                self.fast
-                and _LANES[type(performative)] == "transfer"
-                and self._fast_transfer(origin, peer, item, performative, time, self.index)
+            lane = _LANES[type(performative)] if self.fast else None
+            if lane is None or not self._fast_frame(
+                origin, peer, item, performative, lane[0], lane[1], time, self.index
             ):
                 self._on_frame(origin, peer, item, time)
         elif isinstance(item, ProtocolHeader):

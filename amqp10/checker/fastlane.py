@@ -1,9 +1,11 @@
 """The checker's fast lane: the common transfer frame judged in one call, same verdicts.
 
-Owns: `FastLane`, a checker mixin whose `_fast_transfer` takes a transfer frame on a
-known, attached sending link whose every rule passes: AMQP layer open, no idle timeout
-(2.4.5), frame shape and size within the partner's max-frame-size (2.2, 2.3, 2.7.1),
-first frame of a delivery with delivery-id and delivery-tag (2.7.5), within the
+Owns: `FastLane`, a checker mixin. `_fast_frame` takes a flow, transfer or disposition
+whose framing rules pass (AMQP layer open, no idle timeout 2.4.5, frame shape and size
+within the partner's max-frame-size 2.2, 2.3, 2.7.1, mandatory fields present) straight to
+its rules, skipping the general dispatch; `_fast_transfer` takes a transfer frame on a
+known, attached sending link whose every rule passes: first frame of a delivery with
+delivery-id and delivery-tag (2.7.5), within the
 session's incoming-window (2.5.6) and the link's credit (2.6.7), settle modes kept
 (2.7.5, 2.8.2, 2.8.3). It first proves (read-only, apart from the idempotent
 `Horizons.admits` proof bookkeeping that the general path would do alike) that none of
@@ -36,12 +38,20 @@ _SECOND = RcvSettleMode.SECOND
 
 
 class FastLane:
-    def _fast_transfer(
-        self: Checker, origin: str, peer: Peer, frame: Frame, transfer: Any, time: Any, idx: int
+    def _fast_frame(
+        self: Checker,
+        origin: str,
+        peer: Peer,
+        frame: Frame,
+        performative: Any,
+        mandatory: tuple[str, ...],
+        handler: Any,
+        time: Any,
+        idx: int,
     ) -> bool:
-        """Judge a transfer that breaks no rule and apply its state; False: not taken
-        (nothing changed), run the general path."""
-        # --- core._on_frame: layer, close, open, idle timeout, frame shape -----------------
+        """core._on_frame's checks of a flow, transfer or disposition, proven silent
+        without changing anything, then its rules: `handler` (the general rule code), or
+        None for a transfer (`_fast_transfer`). False: not taken, nothing changed."""
         if peer.tls or peer.closed or peer.layer != "amqp" or peer.open is None:
             return False
         partner = self.peers[_OTHER[origin]]
@@ -56,7 +66,7 @@ class FastLane:
                 start = opened if last is None else last if opened is None else max(last, opened)
                 if start is not None and time - start > timeout_ms / 1000:
                     return False
-        raw = frame.raw
+        raw = frame.raw  # core._check_frame_shape
         length = len(raw)
         if length >= 8:
             doff = raw[4]
@@ -69,9 +79,20 @@ class FastLane:
             limit = partner_open.max_frame_size
             if limit is not None and size > limit and size > MIN_MAX_FRAME_SIZE:
                 return False
+        for name in mandatory:  # core._complete
+            if getattr(performative, name) is None:
+                return False
+        if handler is None:
+            return self._fast_transfer(origin, peer, frame, performative, time, idx)
+        handler(self, origin, peer, frame, idx, time)
+        return True
+
+    def _fast_transfer(
+        self: Checker, origin: str, peer: Peer, frame: Frame, transfer: Any, time: Any, idx: int
+    ) -> bool:
+        """Judge a transfer that breaks no rule and apply its state; False: not taken
+        (nothing changed), run the general path. Its framing passed `_fast_frame`."""
         handle = transfer.handle
-        if handle is None:  # core._complete: the mandatory field
-            return False
         # --- sessions._on_transfer: the session window -------------------------------------
         end = peer.sessions.get(frame.channel)
         if end is None:
