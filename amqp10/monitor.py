@@ -245,35 +245,54 @@ class ConnectionMonitor:
     def _drain(self, direction: str, now: float, out: MonitorOutput) -> None:
         side = self._sides[direction]
         decoder = side.decoder
-        while True:
-            try:
-                item = decoder.next_item()
-            except DecodeError as exc:
-                if side.after_sasl_frame and side.pending[:4] == _MAGIC:
-                    # A client may pipeline its AMQP header right after its last SASL
-                    # frame, before the outcome arrives (5.3.2): it is a header, not junk.
-                    side.after_sasl_frame = False
+        pending = side.pending
+        items = out.items
+        judge = self._judge if self.checker is not None else None
+        done = 0  # bytes at the start of `pending` returned as items: deleted once, not per item
+        try:
+            while True:
+                try:
+                    item = decoder.next_item()
+                except DecodeError as exc:
+                    del pending[:done]
+                    done = 0
+                    if side.after_sasl_frame and pending[:4] == _MAGIC:
+                        # A client may pipeline its AMQP header right after its last SASL
+                        # frame, before the outcome arrives (5.3.2): a header, not junk.
+                        side.after_sasl_frame = False
+                        decoder.expect_protocol_header()
+                        continue
+                    side.error = exc
+                    side.raw_mode = True
+                    self._flush_pending(direction, now, out)
+                    return
+                if item is None:
+                    return
+                if isinstance(item, Frame):
+                    raw = item.raw
+                    sasl = item.type == FrameType.SASL
+                else:
+                    raw = item.encode()
+                    sasl = False
+                done += len(raw)
+                trace_item = TraceItem(
+                    self.connection_id, direction, self.next_index, now, item, raw
+                )
+                self.next_index += 1
+                items.append(trace_item)
+                if judge is not None:
+                    judge(trace_item, out)
+                side.after_sasl_frame = sasl
+                if sasl and item.name == "sasl-outcome":
+                    # 5.3.2: after the outcome both peers continue with a protocol header.
                     decoder.expect_protocol_header()
-                    continue
-                side.error = exc
-                side.raw_mode = True
-                self._flush_pending(direction, now, out)
-                return
-            if item is None:
-                return
-            is_frame = isinstance(item, Frame)
-            raw = item.raw if is_frame else item.encode()
-            del side.pending[: len(raw)]
-            self._emit(direction, now, item, raw, out)
-            side.after_sasl_frame = is_frame and item.type == FrameType.SASL
-            if side.after_sasl_frame and item.name == "sasl-outcome":
-                # 5.3.2: after the outcome both peers continue with a protocol header.
-                decoder.expect_protocol_header()
-                peer = other(direction)
-                peer_side = self._sides[peer]
-                if not peer_side.raw_mode and not peer_side.sniff:
-                    peer_side.decoder.expect_protocol_header()
-                    self._drain(peer, now, out)
+                    peer = other(direction)
+                    peer_side = self._sides[peer]
+                    if not peer_side.raw_mode and not peer_side.sniff:
+                        peer_side.decoder.expect_protocol_header()
+                        self._drain(peer, now, out)
+        finally:
+            del pending[:done]
 
     def _flush_pending(self, direction: str, now: float, out: MonitorOutput) -> None:
         side = self._sides[direction]
