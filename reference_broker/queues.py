@@ -34,6 +34,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from amqp10.engine.flowcontrol import sender_link_credit
+from amqp10.serial import MASK as SERIAL_MASK
 from amqp10.serial import serial_add
 
 from .faults import NO_FAULTS, Faults
@@ -385,7 +386,7 @@ class ClassicQueue:
             else:
                 msg = ready.popleft()
             consumer.credit -= 1
-            consumer.delivery_count = serial_add(consumer.delivery_count, 1)
+            consumer.delivery_count = (consumer.delivery_count + 1) & SERIAL_MASK  # serial_add
             consumer.delivered_total += 1
             self.delivered_total += 1
             if consumer.settled:

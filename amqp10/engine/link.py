@@ -385,7 +385,7 @@ class Link:
         Needs link-credit (2.6.7); returns its delivery-id. `settled` defaults from
         snd-settle-mode (settled for SETTLED, else unsettled). A connection whose policy
         has check_credit off sends even without credit (deliberate misbehaviour)."""
-        if not self.is_sender:
+        if self.role != Role.SENDER:  # not is_sender
             raise UsageError("send() on a receiving link")
         session = self.session
         connection = session.connection
@@ -406,7 +406,8 @@ class Link:
         limit = self.remote_attach.max_message_size if self.remote_attach else None
         if limit and len(payload) > limit:
             raise UsageError(f"{len(payload)} bytes > the peer's max-message-size {limit} (2.7.3)")
-        delivery_id = session._next_delivery_id()
+        delivery_id = session.next_delivery_id  # the session's, 2.7.5
+        session.next_delivery_id = (delivery_id + 1) & SERIAL_MASK
         if delivery_tag is None:
             delivery_tag = _TAG.pack(delivery_id)
         frame = transfer = None

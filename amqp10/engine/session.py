@@ -443,11 +443,6 @@ class Session:
     def _attaching_link(self, link: Link) -> None:
         self._attaching[(link.name, link.role)] = link
 
-    def _next_delivery_id(self) -> int:
-        delivery_id = self.next_delivery_id
-        self.next_delivery_id = (delivery_id + 1) & SERIAL_MASK  # serial_add(delivery_id, 1)
-        return delivery_id
-
     def _link_detached(self, link: Link) -> None:
         if link.handle is not None and self.links.get(link.handle) is link:
             del self.links[link.handle]
