@@ -211,13 +211,14 @@ class _Tracker:
             name = KIND_RAW
         else:
             self.last_decoded[direction] = item.time
-            if isinstance(decoded, Frame):
+            if type(decoded) is Frame or isinstance(decoded, Frame):
                 self.frames += 1
                 name = decoded.name
                 channel = decoded.channel
-                handle = getattr(decoded.performative, "handle", None)
+                performative = decoded.performative
+                handle = getattr(performative, "handle", None)
                 if name == "open":
-                    self._open(direction, decoded.performative)
+                    self._open(direction, performative)
                 elif name == "close":
                     self.closed[direction] = True
                     self.state[direction] = endpoint_state(self.opened[direction], True)
@@ -247,21 +248,32 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _epochs(
-    segments: Iterable[tuple[TcpSegment, bool]], gap_seconds: float
-) -> Iterator[Iterator[tuple[TcpSegment, bool]]]:
-    """Runs of segments separated by a silence longer than `gap_seconds` (lazily)."""
-    last: list[float | None] = [None]
-    epoch = [0]
+def _runs(
+    segments: Iterable[tuple[TcpSegment, bool]], gap_seconds: float, defects: _Defects
+) -> Iterator[tuple[list[tuple], Iterator[TcpSegment]]]:
+    """Runs of segments separated by a silence longer than `gap_seconds`, lazily: (the
+    run's ends, filled at its first segment; its segments, each counted by `defects` as
+    it passes). Each run must be consumed before the next is asked for."""
+    entries = iter(segments)
+    state = [next(entries, None)]  # the first segment of the next run
 
-    def run_of(entry: tuple[TcpSegment, bool]) -> int:
-        if last[0] is not None and entry[0].time - last[0] > gap_seconds:
-            epoch[0] += 1
-        last[0] = entry[0].time
-        return epoch[0]
+    def run(ends: list[tuple]) -> Iterator[TcpSegment]:
+        segment, truncated = state[0]
+        ends.extend((segment.src, segment.dst))
+        see = defects.segment
+        while True:
+            see(segment, truncated)
+            yield segment
+            last = segment.time
+            entry = next(entries, None)
+            if entry is None or entry[0].time - last > gap_seconds:
+                state[0] = entry
+                return
+            segment, truncated = entry
 
-    for _number, run in itertools.groupby(segments, key=run_of):
-        yield run
+    while state[0] is not None:
+        ends: list[tuple] = []
+        yield ends, run(ends)
 
 
 def _stream(
@@ -275,17 +287,8 @@ def _stream(
     4-tuple carries one live connection), then (key, info, None) when a connection is
     complete."""
     epoch = 0
-    for run in _epochs(segments, gap_seconds):
+    for ends, run in _runs(segments, gap_seconds, defects):
         reader = PcapTraceReader("")
-        ends: list[tuple] = []
-
-        def counted(run=run, ends=ends):
-            for segment, truncated in run:
-                if not ends:
-                    ends.extend((segment.src, segment.dst))
-                defects.segment(segment, truncated)
-                yield segment
-
         current: int | None = None
         done: set[int] = set()
 
@@ -296,7 +299,7 @@ def _stream(
                     yield _key(source, ends, epoch, connection_id), info, None
 
         key = info = None
-        for batch in reader.batches(counted()):
+        for batch in reader.batches(run):
             first = batch[0].connection_id
             if first == batch[-1].connection_id:
                 groups: Iterable[tuple[int, list[TraceItem]]] = ((first, batch),)

@@ -109,3 +109,19 @@ def test_known_issues_match_rule_and_product():
     assert known_issue(rule, ["RabbitMQ 3.10.8"])["issue"] == "RabbitMQ #2597"
     assert known_issue(rule, ["amqpspec reference broker"]) is None
     assert known_issue("link.drain.no-reply", ["ActiveMQ 5"])["issue"] == "go-amqp#255"
+
+
+def test_a_silence_longer_than_the_gap_splits_a_connection():
+    """A run after a long silence is a connection whose start was not captured: its own
+    key (epoch 1), not checked; the first run keeps its verdict."""
+    segments = list(segments_of(read_segments(str(RABBITMQ_PCAP))))
+    for segment, _cut in segments[len(segments) // 2 :]:
+        segment.time += 1000.0
+    whole = check_flow("src", segments, gap_seconds=2000.0)[1]
+    violations, split = check_flow("src", segments, gap_seconds=600.0)
+    assert len(whole) == 1 and whole[0].verdict == "MUST"
+    assert [row.connection_key[-2:] for row in split] == ["|0", "|1"]
+    assert split[1].verdict == "UNCHECKED" and split[1].frames > 1000
+    assert split[0].defects.get("start-not-captured") == 1
+    assert split[0].frames + split[1].frames == whole[0].frames
+    assert {v.connection_key for v in violations} == {split[0].connection_key}
