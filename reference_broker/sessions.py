@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqp10.composites import Accepted, Modified, Rejected, Released
 from amqp10.engine import Link, Session, UsageError
+from amqp10.serial import MASK as SERIAL_MASK
 from amqp10.serial import serial_add, serial_count, serial_offset
 from amqp10.spec import Role
 
@@ -71,7 +72,7 @@ class BrokerSession:
         try:
             first = last = ids[0]
             for delivery_id in ids[1:]:
-                if delivery_id == serial_add(last, 1):
+                if delivery_id == (last + 1) & SERIAL_MASK:  # serial_add(last, 1), per confirm
                     last = delivery_id
                     continue
                 disposition(Role.RECEIVER, first, last, True, ACCEPTED)
