@@ -11,11 +11,11 @@ ADMIN="${QUICKSTART_ADMIN_PORT:-15673}"
 OUT="${QUICKSTART_RESULTS:-reports/_quickstart}"
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    if ! dpkg -s amqp-specs tshark default-jre-headless >/dev/null 2>&1; then
-        echo "== apt: amqp-specs tshark default-jre-headless"
+    if ! dpkg -s amqp-specs tshark default-jre-headless gcc python3-dev >/dev/null 2>&1; then
+        echo "== apt: amqp-specs tshark default-jre-headless gcc python3-dev"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            amqp-specs tshark default-jre-headless >/dev/null
+            amqp-specs tshark default-jre-headless gcc python3-dev >/dev/null
     fi
 fi
 echo "== pip install -e '.[test,spark,speedups]'"
