@@ -15,6 +15,17 @@ cpdef bytes encode_transfer_frame(
 )
 
 
+cdef inline object _frame(
+    object frame_type,
+    object channel,
+    object performative,
+    object payload,
+    object extended,
+    object size,
+    object raw,
+)
+
+
 @cython.locals(body_start=Py_ssize_t, end=Py_ssize_t, extended=bytes, payload=bytes)
 cpdef _frame_from(bytes raw, Py_ssize_t size, Py_ssize_t doff, int frame_type, int channel)
 

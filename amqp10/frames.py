@@ -228,11 +228,35 @@ _PERFORMATIVE_DECODERS = {
 }
 
 
+_new = object.__new__
+
+
+def _frame(
+    frame_type: int,
+    channel: int,
+    performative: Any,
+    payload: bytes,
+    extended: bytes,
+    size: int,
+    raw: bytes,
+) -> Frame:
+    """Frame(...) without the dataclass __init__ (2-3x faster per decoded frame)."""
+    frame = _new(Frame)
+    frame.type = frame_type
+    frame.channel = channel
+    frame.performative = performative
+    frame.payload = payload
+    frame.extended_header = extended
+    frame.size = size
+    frame.raw = raw
+    return frame
+
+
 def _frame_from(raw: bytes, size: int, doff: int, frame_type: int, channel: int) -> Frame:
     body_start = 4 * doff
     extended = raw[FRAME_HEADER_SIZE:body_start]
     if body_start == size:
-        return Frame(frame_type, channel, None, b"", extended, size, raw)
+        return _frame(frame_type, channel, None, b"", extended, size, raw)
     if (
         frame_type == 0  # FrameType.AMQP
         and body_start + 3 < size
@@ -254,7 +278,7 @@ def _frame_from(raw: bytes, size: int, doff: int, frame_type: int, channel: int)
     payload = raw[end:size] if end < size else b""
     if payload and performative.NAME != "transfer":
         raise DecodeError(end, f"nothing after {performative.NAME}, got {len(payload)} byte(s)")
-    return Frame(frame_type, channel, performative, payload, extended, size, raw)
+    return _frame(frame_type, channel, performative, payload, extended, size, raw)
 
 
 def _provides_frame(performative: Composite, frame_type: int) -> bool:
