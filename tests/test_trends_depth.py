@@ -1,6 +1,7 @@
 """The depth sweep reaches the memory watermark: the reference broker with a 96 MiB watermark
-(about 50 MiB above its idle RSS), a publisher with no consumer until the alarm has blocked it for 1 s,
-then a consumer draining the queue; the alarm's events and the blocked time are in the JSON."""
+(about 50 MiB above its idle RSS), a publisher with no consumer until the alarm has blocked
+it for 1 s, then a consumer draining the queue; the alarm's events and the blocked time are
+in the JSON."""
 
 from __future__ import annotations
 
