@@ -1,19 +1,20 @@
-"""The checker's fast lane: the common transfer frame judged in one call, same verdicts.
+"""The checker's fast lane: the common flow, transfer and disposition frames, same verdicts.
 
-Owns: `FastLane`, a checker mixin. `_fast_frame` takes a flow, transfer or disposition
-whose framing rules pass (AMQP layer open, no idle timeout 2.4.5, frame shape and size
-within the partner's max-frame-size 2.2, 2.3, 2.7.1, mandatory fields present) straight to
-its rules, skipping the general dispatch; `_fast_transfer` takes a transfer frame on a
-known, attached sending link whose every rule passes: first frame of a delivery with
-delivery-id and delivery-tag (2.7.5), within the
-session's incoming-window (2.5.6) and the link's credit (2.6.7), settle modes kept
-(2.7.5, 2.8.2, 2.8.3). It first proves (read-only, apart from the idempotent
-`Horizons.admits` proof bookkeeping that the general path would do alike) that none of
-the rules of `core.py`, `sessions.py` and `links.py` would report, then applies the
-same state changes those modules would, with locals and inlined serial arithmetic.
-Anything else (a violation to report, a continuation, an abort, a settle mode to
-check, an unknown handle) returns False and the caller runs the general rule code
-from scratch, which gives every verdict and reason; so the lane can change no verdict
+Owns: `FastLane`, a checker mixin.
+- `_fast_frame` takes a flow, transfer or disposition whose framing rules pass (AMQP layer
+  open, no idle timeout 2.4.5, frame shape and size within the partner's max-frame-size
+  2.2, 2.3, 2.7.1, mandatory fields present) straight to its rules, skipping the general
+  dispatch of `core.py`.
+- `_fast_transfer` judges a transfer on a known, attached sending link whose every rule
+  passes: first frame of a delivery with delivery-id and delivery-tag (2.7.5), within the
+  session's incoming-window (2.5.6) and the link's credit (2.6.7), settle modes kept
+  (2.7.5, 2.8.2, 2.8.3). It first proves that no rule of `sessions.py` and `links.py`
+  would report (read-only, apart from the idempotent `Horizons.admits` proof bookkeeping
+  the general path does alike), then applies the same state changes, with locals and
+  inlined serial arithmetic.
+Anything else (a violation to report, a continuation, an abort, a settle mode to check, an
+unknown handle) returns False and the caller runs the general rule code from scratch,
+which gives every verdict and reason: the lane changes no verdict
 (tests/test_checker_fastlane.py runs both over the same frames). May touch: the state
 records, as the rule mixins do. Pure; no I/O.
 """

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from amqp10.serial import HALF, serial_add, serial_diff, serial_le
+from amqp10.serial import HALF, MASK, serial_diff
 
 _MAX_KEYS = 256  # distinct horizon values remembered for proof look-ups
 _MAX_PER_KEY = 8  # grant indices remembered per horizon value
@@ -74,7 +74,7 @@ def horizon_of(start: int, amount: int) -> int:
     An amount of 2**31 or more reaches past what serial-number arithmetic can compare
     (RFC 1982, 2.8.10): it is taken as 2**31 - 1, so every number it could cover is
     within it (a window of 2**32 - 1 must not make transfer 0 look beyond it)."""
-    return serial_add(start, min(amount, HALF - 1))
+    return (start + (amount if amount < HALF - 1 else HALF - 1)) & MASK  # serial_add, inlined
 
 
 class Grant:
@@ -122,7 +122,10 @@ class Horizons:
         """R granted `horizon` in the frame at trace index `idx` (indices increase)."""
         grants = self._grants
         first_idx = idx
-        while grants and serial_le(grants[-1].horizon, horizon):
+        while grants:
+            older = grants[-1].horizon
+            if older != horizon and not 0 < ((horizon - older) & MASK) < HALF:
+                break  # not serial_le(older, horizon), inlined
             first_idx = grants.pop().first_idx
         entry = Grant(idx, first_idx, horizon, credit, drain)
         grants.append(entry)
