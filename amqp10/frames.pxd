@@ -15,7 +15,7 @@ cpdef bytes encode_transfer_frame(
 )
 
 
-cdef inline object _frame(
+cdef object _frame(
     object frame_type,
     object channel,
     object performative,

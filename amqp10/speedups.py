@@ -35,10 +35,15 @@ def pure_forced() -> bool:
     return os.environ.get("AMQP10_PURE", "") not in ("", "0")
 
 
+def _base(module: str, package_dir: Path) -> Path:
+    """amqp10.engine.link -> <package_dir>/engine/link (no suffix)."""
+    return package_dir.joinpath(*module.split(".")[1:])
+
+
 def source_hash(module: str, package_dir: Path = PACKAGE_DIR) -> str:
     """sha256 over a module's .py and, when present, its .pxd (what the build compiled)."""
     digest = hashlib.sha256()
-    base = package_dir / module.rpartition(".")[2]
+    base = _base(module, package_dir)
     for suffix in (".py", ".pxd"):
         path = base.with_suffix(suffix)
         if path.exists():
@@ -50,10 +55,11 @@ def _extensions(package_dir: Path) -> dict[str, Path]:
     """amqp10.<name> -> its extension file, for every extension beside a .py."""
     found: dict[str, Path] = {}
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        for path in package_dir.glob("*" + suffix):
+        for path in package_dir.rglob("*" + suffix):
             name = path.name[: -len(suffix)]
-            if (package_dir / f"{name}.py").exists():
-                found.setdefault(f"amqp10.{name}", path)
+            if (path.parent / f"{name}.py").exists():
+                parts = path.parent.relative_to(package_dir).parts
+                found.setdefault(".".join(("amqp10", *parts, name)), path)
     return found
 
 
@@ -74,7 +80,7 @@ class _Finder:
         extension = self.extensions.get(fullname)
         if extension is None:
             return None
-        source = self.package_dir / f"{fullname.rpartition('.')[2]}.py"
+        source = _base(fullname, self.package_dir).with_suffix(".py")
         if not pure_forced():
             if self.recorded.get(fullname) == source_hash(fullname, self.package_dir):
                 loader = importlib.machinery.ExtensionFileLoader(fullname, str(extension))
@@ -102,13 +108,13 @@ def implementation() -> dict[str, Any]:
     compiled, pure = [], []
     for name in sorted(set(_FINDER.extensions) | set(_FINDER.recorded)):
         file = getattr(importlib.import_module(name), "__file__", "") or ""
-        (pure if file.endswith(".py") else compiled).append(name.rpartition(".")[2])
+        (pure if file.endswith(".py") else compiled).append(name.partition(".")[2])
     mode = "compiled" if compiled and not pure else "partial" if compiled else "pure"
     return {
         "mode": mode,
         "compiled": compiled,
         "pure": pure,
-        "stale": sorted({n.rpartition(".")[2] for n in _FINDER.stale}),
+        "stale": sorted({n.partition(".")[2] for n in _FINDER.stale}),
         "forced_pure": pure_forced(),
     }
 
