@@ -25,7 +25,7 @@ frame is unknown (one `Note`). `violations_of` keeps only the violations of one 
 (e.g. `SERVER`: the broker's, for a conformance run). `finish()` runs the checker's
 end-of-trace rules (idle timeout, liveness). `observe(item)` judges items decoded
 elsewhere (a frame log); `judge(item)` does the same and returns None when there
-is nothing to say.
+is nothing to say; `judge_run(items)` judges a run of them in one call.
 
 Pure: no I/O, no clock (time comes in as `now`); imports only `amqp10`.
 """
@@ -240,6 +240,46 @@ class ConnectionMonitor:
         out = MonitorOutput()
         self._judge(item, out)
         return out if out.violations or out.notes else None
+
+    def judge_run(self, items: list[TraceItem]) -> list[tuple[int, MonitorOutput]]:
+        """`judge` each of a run of items (in trace order): (position in the run, its
+        output) for the items that gave a violation or note; one call per run."""
+        checker = self.checker
+        if self.finished or checker is None or not self._started or self.unchecked or not items:
+            found = []
+            for position, item in enumerate(items):
+                out = self.judge(item)
+                if out is not None:
+                    found.append((position, out))
+            return found
+        found = []
+        start = 0
+        for position, item in enumerate(items):  # decoded runs go to the checker in one call
+            if item.item is None:
+                found += self._judge_decoded(checker, items, start, position)
+                out = self.judge(item)
+                if out is not None:
+                    found.append((position, out))
+                start = position + 1
+        found += self._judge_decoded(checker, items, start, len(items))
+        return found
+
+    def _judge_decoded(
+        self, checker: Checker, items: list[TraceItem], start: int, end: int
+    ) -> list[tuple[int, MonitorOutput]]:
+        if start >= end:
+            return []
+        run = items[start:end] if start or end < len(items) else items
+        last = run[-1]
+        self.next_index = last.index + 1
+        self.last_time = last.time
+        found = []
+        for position, violations in checker.feed_run(run):
+            out = MonitorOutput()
+            self._keep(violations, out)
+            if out.violations:
+                found.append((start + position, out))
+        return found
 
     # --- decoding ---------------------------------------------------------------------
     def _drain(self, direction: str, now: float, out: MonitorOutput) -> None:

@@ -380,21 +380,24 @@ class _Judge:
         self.cutoff: float | None = None
         self.last_time = row.start_time
 
-    def add_all(self, items: Iterable[TraceItem]) -> None:
-        """Judge items in trace order (a segment's worth in one call)."""
+    def add_all(self, items: list[TraceItem]) -> None:
+        """Judge a run of items in trace order in one call: the tracker sees them all
+        first (its ring keeps `_RECENT_ITEMS`: longer runs go in parts), then the monitor."""
+        if len(items) > _RECENT_ITEMS:
+            for start in range(0, len(items), _RECENT_ITEMS):
+                self.add_all(items[start : start + _RECENT_ITEMS])
+            return
+        if not items:
+            return
         tracker = self.tracker
         see = tracker.see
-        judge = self.monitor.judge
-        item = None
         for item in items:
             see(item)
             if item.item is None and self.cutoff is None:  # a raw item
                 self.cutoff = tracker.last_decoded.get(item.direction, float("-inf"))
-            out = judge(item)
-            if out is not None:
-                self._take(out, item.time)
-        if item is not None:
-            self.last_time = item.time
+        for position, out in self.monitor.judge_run(items):
+            self._take(out, items[position].time)
+        self.last_time = items[-1].time
 
     def _take(self, out: Any, time: float | None) -> None:
         for note in out.notes:
@@ -462,7 +465,9 @@ def check_connection(
     """Check one connection's items (streamed); fills `row` (frames, verdict, broker,
     notes) and returns its violations with their signatures."""
     judge = _Judge(row, broker_label, liveness_bound)
-    judge.add_all(items)
+    stream = iter(items)
+    while run := list(itertools.islice(stream, _BATCH_ITEMS)):
+        judge.add_all(run)
     return judge.finish()
 
 

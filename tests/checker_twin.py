@@ -1,6 +1,6 @@
 """A pytest plugin (`-p checker_twin`, tests/ on the path) that makes every `Checker` a twin:
 the checker under test (fast lane on) plus a shadow with `fast=False` fed the same calls;
-every `feed` and `finish` must return the same violations (rule, section, level, frame,
+every `feed`, `feed_run` and `finish` must return the same violations (rule, section, level, frame,
 origin, reason) or raise the same error. test_checker_fastlane.py runs the checker and
 monitor test modules under it, so each of their frame sequences is a differential case.
 """
@@ -11,9 +11,10 @@ from typing import Any
 
 from amqp10.checker.core import Checker
 
-_init, _feed, _finish, _note = (
+_init, _feed, _feed_run, _finish, _note = (
     Checker.__init__,
     Checker.feed,
+    Checker.feed_run,
     Checker.finish,
     Checker.note_available,
 )
@@ -63,6 +64,22 @@ def feed(self: Checker, *args: Any, **kwargs: Any) -> Any:
     return mine
 
 
+def feed_run(self: Checker, items: Any) -> Any:
+    items = list(items)
+    theirs = _call(_feed_run, self._twin, items)
+    mine = _call(_feed_run, self, items)
+    if isinstance(theirs, BaseException):
+        _same(mine, theirs)
+    else:
+        assert [p for p, _ in mine] == [p for p, _ in theirs]
+        for (_, found), (_, expected) in zip(mine, theirs, strict=True):
+            _same(found, expected)
+    CALLS[0] += len(items)
+    if isinstance(mine, BaseException):
+        raise mine
+    return mine
+
+
 def finish(self: Checker, *args: Any, **kwargs: Any) -> Any:
     theirs = _call(_finish, self._twin, *args, **kwargs)
     mine = _finish(self, *args, **kwargs)
@@ -78,6 +95,7 @@ def note_available(self: Checker, *args: Any, **kwargs: Any) -> None:
 
 Checker.__init__ = __init__
 Checker.feed = feed
+Checker.feed_run = feed_run
 Checker.finish = finish
 Checker.note_available = note_available
 

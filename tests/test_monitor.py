@@ -10,6 +10,7 @@ traffic and feeds both directions, in any chunking, to the monitor: zero violati
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import random
 from collections.abc import Callable
@@ -309,6 +310,29 @@ def test_observe_judges_items_decoded_elsewhere_like_feed():
     _add(observed, monitor.finish())
     assert observed.items == fed.items
     assert observed.violations == fed.violations
+
+
+@pytest.mark.parametrize("start", [0, 1])  # 1: the capture missed the header (unchecked)
+def test_judge_run_judges_a_run_like_judge_per_item(start):
+    steps = [
+        *session_frames(credit=1, transfers=3),
+        (CLIENT, encode_frame(Open(container_id="again"))),
+        (SERVER, encode_frame(Open(container_id="again"))),
+    ]
+    _, fed = run(steps)
+    fed.items.append(dataclasses.replace(fed.items[-1], index=len(fed.items), item=None))
+    items = fed.items[start:]
+    single, batched = ConnectionMonitor(7), ConnectionMonitor(7)
+    one = [(p, out) for p, item in enumerate(items) if (out := single.judge(item)) is not None]
+    runs = [(p, out) for p, out in batched.judge_run(items[:5])]
+    runs += [(p + 5, out) for p, out in batched.judge_run(items[5:])]
+    assert runs == one
+    if start == 0:  # the repeated opens and the raw tail: violations and a note
+        assert any(out.violations for _, out in runs) and runs[-1][1].notes
+    else:
+        assert "mid-connection" in runs[0][1].notes[0].text
+    assert (batched.next_index, batched.last_time) == (single.next_index, single.last_time)
+    assert batched.finish() == single.finish()
 
 
 def test_a_protocol_header_item_is_its_own_encoding():

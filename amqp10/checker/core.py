@@ -114,6 +114,31 @@ class Checker(SessionRules, LinkRules, SettlementRules, FastLane):
             self.index = index
         else:
             raise ValueError(f"trace index {index} after index {self.index}")
+        return self._feed(origin, item, time)
+
+    def feed_run(self, items: Iterable[Any]) -> list[tuple[int, list[Violation]]]:
+        """`feed` each of a run of items in order: objects with `direction` (the origin),
+        `item`, `time` and `index` (e.g. `amqp10.monitor.TraceItem`), each index given.
+        Returns (position in the run, its new violations) for the items that gave any:
+        one call per run, not per item, for the common case of silent frames."""
+        found: list[tuple[int, list[Violation]]] = []
+        feed = self._feed
+        position = -1
+        for item in items:
+            position += 1
+            origin = item.direction
+            index = item.index
+            if origin not in ORIGINS or index is None or index <= self.index:
+                new = self.feed(origin, item.item, item.time, index)  # raises
+            else:
+                self.index = index
+                new = feed(origin, item.item, item.time)
+            if new:
+                found.append((position, new))
+        return found
+
+    def _feed(self, origin: str, item: ProtocolHeader | Frame, time: float | None) -> list:
+        """`feed` once `origin` and the index are checked and the index recorded."""
         self._new = new = []
         peer = self.peers[origin]
         if time is not None:
