@@ -43,6 +43,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
+import amqp10
 from bench.table import print_table
 from reference_broker.process import BrokerProcess, free_port
 
@@ -632,7 +633,11 @@ def run(args: argparse.Namespace) -> int:
         "rounds": args.rounds,
         "credit": args.credit,
         "body_bytes": len(BODY),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "amqp10": amqp10.implementation(),  # compiled or pure (docs/speedups.md)
+        },
         "load_average": os.getloadavg(),
         "brokers": labels,
         "median_rates": summary,

@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import amqp10
 from bench.arrows.build import DEFAULT_BUILD_DIR, build_c_arrow, c_arrow_available
 from bench.arrows.plots import plot_runs
 from bench.arrows.procstat import ProcessSampler, pid_listening_on
@@ -290,7 +291,11 @@ def write_report(runs: list[dict], args: argparse.Namespace) -> pathlib.Path:
         if pathlib.Path(sys.argv[0]).name == "amqpspec"
         else " ".join(sys.argv),
         "settings": {k: getattr(args, k) for k in SETTINGS},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "amqp10": amqp10.implementation(),  # compiled or pure (docs/speedups.md)
+        },
         "load_average": os.getloadavg(),
         "runs": runs,
     }
