@@ -122,7 +122,8 @@ class Checker(SessionRules, LinkRules, SettlementRules, FastLane):
         Returns (position in the run, its new violations) for the items that gave any:
         one call per run, not per item, for the common case of silent frames."""
         found: list[tuple[int, list[Violation]]] = []
-        feed = self._feed
+        feed, fast_frame, peers = self._feed, self._fast_frame, self.peers
+        lanes = _LANES if self.fast and self.liveness_bound is None else {}
         position = -1
         for item in items:
             position += 1
@@ -132,7 +133,19 @@ class Checker(SessionRules, LinkRules, SettlementRules, FastLane):
                 new = self.feed(origin, item.item, item.time, index)  # raises
             else:
                 self.index = index
-                new = feed(origin, item.item, item.time)
+                frame, time = item.item, item.time
+                lane = lanes.get(type(frame.performative)) if type(frame) is Frame else None
+                if lane is None or time is None:
+                    new = feed(origin, frame, time)
+                else:  # `_feed` of a fast-lane frame with its time, no liveness sweeps
+                    self._new = new = []
+                    peer = peers[origin]
+                    self.now = time
+                    if not fast_frame(
+                        origin, peer, frame, frame.performative, lane[0], lane[1], time, index
+                    ):
+                        self._on_frame(origin, peer, frame, time)
+                    peer.last_time = time
             if new:
                 found.append((position, new))
         return found
