@@ -125,3 +125,26 @@ def test_a_silence_longer_than_the_gap_splits_a_connection():
     assert split[0].defects.get("start-not-captured") == 1
     assert split[0].frames + split[1].frames == whole[0].frames
     assert {v.connection_key for v in violations} == {split[0].connection_key}
+
+
+def test_young_collections_are_spaced_during_a_check_and_restored_after():
+    import gc
+
+    seen: list[tuple[int, int, int]] = []
+
+    def watched(segments):
+        for entry in segments:
+            seen.append(gc.get_threshold())
+            yield entry
+
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        (segments,) = list(_flows(str(PROTON_C_PCAP)).values())[:1]
+        _violations, connections = check_flow("src", watched(segments))
+        assert connections and seen
+        assert {threshold[0] for threshold in seen} == {10_000}
+        assert {threshold[1:] for threshold in seen} == {(10, 10)}
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
