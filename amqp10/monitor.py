@@ -212,34 +212,24 @@ class ConnectionMonitor:
     def observe(self, item: TraceItem) -> MonitorOutput:
         """Judge an item decoded elsewhere (e.g. read back from a frame log), as if this
         monitor had decoded it; do not mix with `feed` on one monitor."""
-        if self.finished:
-            self._check_open()
         out = MonitorOutput([item])
-        self.next_index = item.index + 1
-        self.last_time = item.time
-        self._judge(item, out)
+        self._judge_observed(item, out)
         return out
 
     def judge(self, item: TraceItem) -> MonitorOutput | None:
         """`observe(item)` for a caller that keeps the item itself: None when it gave no
-        violation and no note (the common case, with no output allocated), else the
-        output (its `items` empty)."""
+        violation and no note, else the output (its `items` empty). Runs of decoded items
+        go to the checker in one call through `judge_run`."""
+        out = MonitorOutput()
+        self._judge_observed(item, out)
+        return out if out.violations or out.notes else None
+
+    def _judge_observed(self, item: TraceItem, out: MonitorOutput) -> None:
         if self.finished:
             self._check_open()
         self.next_index = item.index + 1
         self.last_time = item.time
-        checker = self.checker
-        decoded = item.item
-        if checker is not None and self._started and decoded is not None and not self.unchecked:
-            found = checker.feed(item.direction, decoded, item.time, item.index)
-            if not found:
-                return None
-            out = MonitorOutput()
-            self._keep(found, out)
-            return out if out.violations else None
-        out = MonitorOutput()
         self._judge(item, out)
-        return out if out.violations or out.notes else None
 
     def judge_run(self, items: list[TraceItem]) -> list[tuple[int, MonitorOutput]]:
         """`judge` each of a run of items (in trace order): (position in the run, its

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqp10.checker.state import Peer
 from amqp10.origins import CLIENT, SERVER
+from amqp10.serial import MASK
 from amqp10.spec import MIN_MAX_FRAME_SIZE, RcvSettleMode, SndSettleMode
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from amqp10.frames import Frame
 
 _OTHER = {CLIENT: SERVER, SERVER: CLIENT}
-_MASK = 0xFFFFFFFF  # amqp10.serial.MASK
 _UNSETTLED = SndSettleMode.UNSETTLED
 _SETTLED = SndSettleMode.SETTLED
 _SECOND = RcvSettleMode.SECOND
@@ -115,7 +115,7 @@ class FastLane:
             return False
         count = link.delivery_count or 0
         aborted = link.aborted
-        lenient = (count - aborted) & _MASK if aborted else count  # links._lenient_count
+        lenient = (count - aborted) & MASK if aborted else count  # links._lenient_count
         if not link.grants.admits(lenient, proven):  # links._check_credit
             return False
         settled = transfer.settled
@@ -128,7 +128,7 @@ class FastLane:
         if transfer.rcv_settle_mode == _SECOND:  # links._check_rcv_settle_mode
             return False
         # --- every rule passed: the general path's state changes, in its order ----------
-        end.next_outgoing_id = (transfer_id + 1) & _MASK  # serial_add
+        end.next_outgoing_id = (transfer_id + 1) & MASK  # serial_add
         link.delivered(time)
         end.deliveries.sent(delivery_id, settled)
         link.delivery_id = delivery_id

@@ -204,7 +204,7 @@ class Horizons:
             self.prove(proven_idx)
         grants = self._grants
         # serial_diff(best.horizon, number) < 0, inlined
-        return bool(grants) and ((number - grants[0].horizon) & 0xFFFFFFFF) > HALF
+        return bool(grants) and ((number - grants[0].horizon) & MASK) > HALF
 
     def __len__(self) -> int:
         return len(self._grants)

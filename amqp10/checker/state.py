@@ -11,6 +11,7 @@ from collections import OrderedDict, deque
 from typing import Any
 
 from amqp10.checker.horizons import Horizons
+from amqp10.serial import HALF, MASK
 
 _SETTLED_MEMORY = 8192  # delivery-ids whose settlement is remembered per direction
 
@@ -71,9 +72,9 @@ class Deliveries:
         if low is None:
             self.low = self.high = delivery_id
         else:
-            if 0 < ((low - delivery_id) & 0xFFFFFFFF) < 0x80000000:  # serial_lt(id, low)
+            if 0 < ((low - delivery_id) & MASK) < HALF:  # serial_lt(id, low)
                 self.low = delivery_id
-            if 0 < ((delivery_id - self.high) & 0xFFFFFFFF) < 0x80000000:  # serial_lt(high, id)
+            if 0 < ((delivery_id - self.high) & MASK) < HALF:  # serial_lt(high, id)
                 self.high = delivery_id
         if settled:
             self.settle(delivery_id, "transfer")
@@ -190,7 +191,7 @@ class Link:
         """The sender began a delivery (its first transfer frame, 2.6.7): count it, take it
         off what is available, and drop a drain request whose credit it used up. Serial
         arithmetic inlined (serial_add, serial_lt; 2.8.9): this runs for every delivery."""
-        count = ((self.delivery_count or 0) + 1) & 0xFFFFFFFF
+        count = ((self.delivery_count or 0) + 1) & MASK
         self.delivery_count = count
         if self.available:
             self.available -= 1
@@ -201,8 +202,8 @@ class Link:
         pending = self.drain_pending
         if pending is not None:
             if self.aborted:  # LinkRules._lenient_count
-                count = (count - self.aborted) & 0xFFFFFFFF
-            if not 0 < ((pending[1] - count) & 0xFFFFFFFF) < 0x80000000:
+                count = (count - self.aborted) & MASK
+            if not 0 < ((pending[1] - count) & MASK) < HALF:
                 self.drain_pending = None  # the credit was used up by deliveries
 
     def sender_origin(self) -> str | None:
