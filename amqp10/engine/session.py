@@ -386,9 +386,8 @@ class Session:
             self._machine.process(SessInput.SEND_TRANSFER)
         if frame is not None:
             if lane and not self._queue:  # _pump for this one frame, if the window admits it
-                following = (self.next_outgoing_id + 1) & SERIAL_MASK
-                horizon = self._remote_horizon
-                if horizon == following or 0 < ((horizon - following) & SERIAL_MASK) < HALF:
+                following = self._next_transfer_id_admitted()
+                if following is not None:
                     self.next_outgoing_id = following
                     self.connection._write(frame)
                     return
@@ -421,14 +420,33 @@ class Session:
         queue, write = self._queue, self.connection._write
         while queue:
             frame, is_transfer = queue[0]
-            if is_transfer:  # serial_ge(remote horizon, next-outgoing-id + 1), inlined
-                following = (self.next_outgoing_id + 1) & SERIAL_MASK
-                horizon = self._remote_horizon
-                if horizon != following and not 0 < ((horizon - following) & SERIAL_MASK) < HALF:
+            if is_transfer:
+                following = self._next_transfer_id_admitted()
+                if following is None:
                     return
                 self.next_outgoing_id = following
             queue.popleft()
             write(frame if isinstance(frame, bytes) else frame())
+
+    def _next_transfer_id_admitted(self) -> int | None:
+        """next-outgoing-id + 1 when the peer's incoming window admits one more transfer
+        frame (2.5.6: serial_ge(remote horizon, next-outgoing-id + 1), inlined), else None."""
+        following = (self.next_outgoing_id + 1) & SERIAL_MASK
+        horizon = self._remote_horizon
+        if horizon == following or 0 < ((horizon - following) & SERIAL_MASK) < HALF:
+            return following
+        return None
+
+    def _regrant_window_if_low(self) -> None:
+        """auto_window (module docstring): re-grant the incoming window once it falls below
+        half, if a session flow may be sent now."""
+        if (
+            self.auto_window
+            and self.incoming_window * 2 < self.incoming_window_max
+            and self._machine.allows(SessInput.SEND_FLOW)
+        ):
+            self.incoming_window = self.incoming_window_max
+            self._send_flow(None)
 
     def _allocate_handle(self, link: Link) -> int:
         limit = min(self.handle_max, self.remote_handle_max)
@@ -539,13 +557,7 @@ class Session:
         self.next_incoming_id = (self.next_incoming_id + 1) & SERIAL_MASK  # serial_add(..., 1)
         self.incoming_window = max(0, self.incoming_window - 1)
         link._receive_transfer(frame)
-        if (
-            self.auto_window
-            and self.incoming_window * 2 < self.incoming_window_max
-            and self._machine.allows(SessInput.SEND_FLOW)
-        ):
-            self.incoming_window = self.incoming_window_max
-            self._send_flow(None)
+        self._regrant_window_if_low()
 
     def _fast_transfer(self, frame: Frame) -> bool:
         """The fast lane (Connection._on_frame): a whole one-frame delivery on an attached
@@ -603,13 +615,7 @@ class Session:
                 frames,
             )
         )
-        if (
-            self.auto_window
-            and self.incoming_window * 2 < self.incoming_window_max  # an observer may grant
-            and self._machine.allows(SessInput.SEND_FLOW)
-        ):
-            self.incoming_window = self.incoming_window_max
-            self._send_flow(None)
+        self._regrant_window_if_low()  # an observer of the event may have granted already
         return True
 
     def _on_disposition(self, frame: Frame) -> None:
