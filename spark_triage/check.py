@@ -231,7 +231,7 @@ class _Tracker:
             name = KIND_RAW
         else:
             self.last_decoded[direction] = item.time
-            if type(decoded) is Frame or isinstance(decoded, Frame):
+            if isinstance(decoded, Frame):
                 self.frames += 1
                 name = decoded.name
                 channel = decoded.channel
