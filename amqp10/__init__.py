@@ -6,13 +6,13 @@ monitor (a connection's bytes, both directions, through the checker: docs/monito
 """
 
 # first: amqp10.speedups chooses compiled or pure for the modules imported after it
-from amqp10 import speedups
+from amqpspec.amqp10 import speedups
 
 # isort: split
-from amqp10 import codec, composites, spec
-from amqp10.codec import decode, decode_value, encode, encode_into
-from amqp10.errors import AMQPError, DecodeError, EncodeError, ProtocolError
-from amqp10.speedups import implementation
+from amqpspec.amqp10 import codec, composites, spec
+from amqpspec.amqp10.codec import decode, decode_value, encode, encode_into
+from amqpspec.amqp10.errors import AMQPError, DecodeError, EncodeError, ProtocolError
+from amqpspec.amqp10.speedups import implementation
 
 __all__ = [
     "AMQPError",

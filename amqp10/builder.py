@@ -53,13 +53,23 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from amqp10 import codec
-from amqp10.codec import ARRAY8, ARRAY32, LIST0, LIST8, LIST32, MAP8, MAP32, NULL, value_end
-from amqp10.composites import Composite
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.frames import FRAME_HEADER, FRAME_HEADER_SIZE, FrameType, ProtocolId
-from amqp10.layout import FieldSpan, Layout, encode_layout, field_index, read_layout
-from amqp10.types import symbol, ulong
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.codec import (
+    ARRAY8,
+    ARRAY32,
+    LIST0,
+    LIST8,
+    LIST32,
+    MAP8,
+    MAP32,
+    NULL,
+    value_end,
+)
+from amqpspec.amqp10.composites import Composite
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.frames import FRAME_HEADER, FRAME_HEADER_SIZE, FrameType, ProtocolId
+from amqpspec.amqp10.layout import FieldSpan, Layout, encode_layout, field_index, read_layout
+from amqpspec.amqp10.types import symbol, ulong
 
 # Frame header fields (2.3.1): byte offsets within a frame.
 SIZE_SPAN = (0, 4)

@@ -24,8 +24,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.types import (
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.types import (
     INT_RANGES,
     Array,
     Described,

@@ -18,8 +18,8 @@ import hashlib
 import struct
 from typing import Any, ClassVar
 
-from amqp10 import codec, speedups
-from amqp10.codec import (
+from amqpspec.amqp10 import codec, speedups
+from amqpspec.amqp10.codec import (
     ARRAY8,
     ARRAY32,
     CODES_OF_TYPE,
@@ -31,8 +31,8 @@ from amqp10.codec import (
     Decoder,
     Encoder,
 )
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.spec import (
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.spec import (
     COMPOSITES,
     SECTION_TYPES,
     CompositeType,
@@ -41,7 +41,7 @@ from amqp10.spec import (
     default_value,
     primitive_of,
 )
-from amqp10.types import Array, Described, symbol
+from amqpspec.amqp10.types import Array, Described, symbol
 
 _BB = struct.Struct(">BB")
 _II = struct.Struct(">II")
@@ -360,7 +360,7 @@ def _compiled_factories() -> dict[str, Any]:
     if speedups.pure_forced():
         return {}
     try:
-        from amqp10 import _generated as compiled  # type: ignore[attr-defined]
+        from amqpspec.amqp10 import _generated as compiled  # type: ignore[attr-defined]
     except ImportError:
         return {}
     return compiled.FACTORIES

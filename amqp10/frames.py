@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from amqp10 import codec
-from amqp10.composites import CLASS_BY_CODE, Composite, Transfer
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.spec import Cond
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.composites import CLASS_BY_CODE, Composite, Transfer
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.spec import Cond
 
 FRAME_HEADER = struct.Struct(">IBBH")
 _SIZE = struct.Struct(">I")
@@ -387,7 +387,7 @@ _BUILDER = frozenset({"build_frame", "sasl_frame", "protocol_header", "mutate"})
 def __getattr__(name: str) -> Any:
     """amqp10.builder's names, loaded on first use (amqp10.builder imports this module)."""
     if name in _BUILDER:
-        from amqp10 import builder
+        from amqpspec.amqp10 import builder
 
         return getattr(builder, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

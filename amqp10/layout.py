@@ -27,10 +27,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from amqp10.codec import LIST0, LIST8, LIST32, NULL, decode_value, value_end
-from amqp10.composites import Composite
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.spec import COMPOSITE_BY_CODE, COMPOSITE_BY_DESCRIPTOR_NAME, COMPOSITES
+from amqpspec.amqp10.codec import LIST0, LIST8, LIST32, NULL, decode_value, value_end
+from amqpspec.amqp10.composites import Composite
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.spec import COMPOSITE_BY_CODE, COMPOSITE_BY_DESCRIPTOR_NAME, COMPOSITES
 
 _BB = struct.Struct(">BB")
 _II = struct.Struct(">II")

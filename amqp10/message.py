@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqp10 import codec
-from amqp10.composites import (
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.composites import (
     AmqpSequence,
     AmqpValue,
     ApplicationProperties,
@@ -25,8 +25,8 @@ from amqp10.composites import (
     Section,
     Transfer,
 )
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.frames import encode_frame
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.frames import encode_frame
 
 # 3.2: the order sections must appear in; body sections share one slot.
 _ORDER = {

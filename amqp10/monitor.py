@@ -34,10 +34,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from amqp10.checker import Checker, Violation
-from amqp10.errors import DecodeError
-from amqp10.frames import Frame, FrameDecoder, FrameType, ProtocolHeader
-from amqp10.origins import CLIENT, ORIGINS, SERVER, other
+from amqpspec.amqp10.checker import Checker, Violation
+from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.frames import Frame, FrameDecoder, FrameType, ProtocolHeader
+from amqpspec.amqp10.origins import CLIENT, ORIGINS, SERVER, other
 
 DEFAULT_MAX_FRAME_SIZE = 64 * 1024 * 1024
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from amqp10 import spec_table
-from amqp10.types import symbol
+from amqpspec.amqp10 import spec_table
+from amqpspec.amqp10.types import symbol
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE = __name__.rpartition(".")[0]  # amqpspec.amqp10
 MANIFEST = PACKAGE_DIR / "_speedups.json"
 REBUILD = "python3 scripts/build_speedups.py"
 
@@ -36,8 +37,8 @@ def pure_forced() -> bool:
 
 
 def _base(module: str, package_dir: Path) -> Path:
-    """amqp10.engine.link -> <package_dir>/engine/link (no suffix)."""
-    return package_dir.joinpath(*module.split(".")[1:])
+    """amqpspec.amqp10.engine.link -> <package_dir>/engine/link (no suffix)."""
+    return package_dir.joinpath(*module.removeprefix(PACKAGE + ".").split("."))
 
 
 def source_hash(module: str, package_dir: Path = PACKAGE_DIR) -> str:
@@ -52,14 +53,14 @@ def source_hash(module: str, package_dir: Path = PACKAGE_DIR) -> str:
 
 
 def _extensions(package_dir: Path) -> dict[str, Path]:
-    """amqp10.<name> -> its extension file, for every extension beside a .py."""
+    """amqpspec.amqp10.<name> -> its extension file, for every extension beside a .py."""
     found: dict[str, Path] = {}
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         for path in package_dir.rglob("*" + suffix):
             name = path.name[: -len(suffix)]
             if (path.parent / f"{name}.py").exists():
                 parts = path.parent.relative_to(package_dir).parts
-                found.setdefault(".".join(("amqp10", *parts, name)), path)
+                found.setdefault(".".join((PACKAGE, *parts, name)), path)
     return found
 
 
@@ -108,13 +109,13 @@ def implementation() -> dict[str, Any]:
     compiled, pure = [], []
     for name in sorted(set(_FINDER.extensions) | set(_FINDER.recorded)):
         file = getattr(importlib.import_module(name), "__file__", "") or ""
-        (pure if file.endswith(".py") else compiled).append(name.partition(".")[2])
+        (pure if file.endswith(".py") else compiled).append(name.removeprefix(PACKAGE + "."))
     mode = "compiled" if compiled and not pure else "partial" if compiled else "pure"
     return {
         "mode": mode,
         "compiled": compiled,
         "pure": pure,
-        "stale": sorted({n.partition(".")[2] for n in _FINDER.stale}),
+        "stale": sorted({n.removeprefix(PACKAGE + ".") for n in _FINDER.stale}),
         "forced_pure": pure_forced(),
     }
 

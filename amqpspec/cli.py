@@ -2,8 +2,8 @@
 
 Owns: argument parsing and dispatch only. Each part registers its subcommand through a
 module with `add_arguments(parser)` and `run(args) -> int`, listed in SUBCOMMANDS; a part
-not built yet says so and exits 2. Contracts named in issues (broker, run, capture,
-trace, report, ...) keep their names and options: add, don't rename.
+whose extra is not installed (pyproject.toml: `[spark]`, `[fuzz]`, ...) says which and exits
+2. The subcommands and their options are contracts users' CI depends on: add, don't rename.
 """
 
 from __future__ import annotations
@@ -12,49 +12,89 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 # subcommand -> (module providing add_arguments/run, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "broker": ("reference_broker.cli", "run the bundled reference AMQP 1.0 broker"),
-    "run": ("conformance.cli", "run the conformance suite against a broker"),
-    "report": ("conformance.report_cli", "render results directories as a brokers x cases matrix"),
+    "broker": ("amqpspec.reference_broker.cli", "run the bundled reference AMQP 1.0 broker"),
+    "run": ("amqpspec.conformance.cli", "run the conformance suite against a broker"),
+    "report": (
+        "amqpspec.conformance.report_cli",
+        "render results directories as a brokers x cases matrix",
+    ),
     "coverage": (
-        "conformance.coverage_cli",
+        "amqpspec.conformance.coverage_cli",
         "spec coverage of a conformance run (fields, "
         "error conditions, engine transitions, checker rules)",
     ),
-    "capture": ("traces.capture_cli", "record AMQP traffic through a relaying proxy"),
-    "trace": ("traces.cli", "show, check and convert recorded traces"),
-    "fuzz": ("fuzz.cli", "fuzz a broker's frame parser and state machine"),
-    "triage": ("spark_triage.cli", "triage trace corpora with PySpark"),
-    "bench": ("bench.cli", "benchmarks: codec, brokers, overload, arrows"),
+    "capture": ("amqpspec.traces.capture_cli", "record AMQP traffic through a relaying proxy"),
+    "trace": ("amqpspec.traces.cli", "show, check and convert recorded traces"),
+    "fuzz": ("amqpspec.fuzz.cli", "fuzz a broker's frame parser and state machine"),
+    "triage": ("amqpspec.spark_triage.cli", "triage trace corpora with PySpark"),
+    "bench": ("amqpspec.bench.cli", "benchmarks: codec, brokers, overload, arrows"),
     "engine": ("amqpspec.engine_cli", "the protocol engine: draw its state tables"),
 }
 
 
-def _load(module_name: str):
+# a third-party package some subcommands need -> the extra that installs it (pyproject.toml)
+EXTRAS = {
+    "pyarrow": "traces",
+    "numpy": "traces",
+    "scapy": "fuzz",
+    "pyspark": "spark",
+    "pandas": "spark",
+    "matplotlib": "bench",
+}
+
+
+class MissingExtra:
+    """A subcommand whose module needs a package this install lacks: it says which and how
+    to install it, and exits 2."""
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    def run(self, args: argparse.Namespace) -> int:
+        extra = EXTRAS.get(self.package, "all")
+        print(
+            f"amqpspec {args._name}: needs {self.package}, which is not installed: "
+            f"pip install 'amqpspec[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def _load(module_name: str) -> Any:
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if (
-            exc.name
-            and module_name.startswith(exc.name.split(".")[0])
-            and (module_name == exc.name or module_name.startswith(exc.name + "."))
-        ):
-            return None
+        top = (exc.name or "").split(".")[0]
+        if top and top != "amqpspec":
+            return MissingExtra(top)
         raise
+
+
+def version_line() -> str:
+    """amqpspec's version and which amqp10 path runs (compiled or pure: docs/speedups.md)."""
+    from amqpspec import __version__
+    from amqpspec.amqp10.speedups import describe
+
+    return f"amqpspec {__version__}; amqp10 {describe()}"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="amqpspec", description="AMQP 1.0 conformance and fuzz test suite"
     )
+    parser.add_argument("--version", action="store_true", help="version and amqp10's build")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = _load(module_name)
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        if module is not None:
-            module.add_arguments(sub_parser)
+        module.add_arguments(sub_parser)
         sub_parser.set_defaults(_module=module, _name=name)
     return parser
 
@@ -62,11 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.version:
+        print(version_line())
+        return 0
     if args.command is None:
         parser.print_help()
-        return 2
-    if args._module is None:
-        print(f"amqpspec {args._name}: not available in this version yet", file=sys.stderr)
         return 2
     return int(args._module.run(args) or 0)
 

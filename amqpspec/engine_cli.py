@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from amqp10.engine.diagram import FORMATS, MACHINES, render
+from amqpspec.amqp10.engine.diagram import FORMATS, MACHINES, render
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

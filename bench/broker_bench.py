@@ -2,7 +2,7 @@
 and Qpid Proton's C example broker in the same run, with the Proton C example clients.
 
     amqpspec bench brokers [--messages 100000] [--rounds 3] [--credit 200] [--brokers ...]
-    python -m bench.broker_bench [same options]
+    python -m amqpspec.bench.broker_bench [same options]
 
 Owns: building the C client variants used here and by tests/test_broker_traced.py
 (`build_c_clients`), starting and stopping the three brokers on private ports, the timed
@@ -43,9 +43,9 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
-import amqp10
-from bench.table import print_table
-from reference_broker.process import BrokerProcess, free_port
+from amqpspec import amqp10
+from amqpspec.bench.table import print_table
+from amqpspec.reference_broker.process import BrokerProcess, free_port
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools" / "brokers"
@@ -224,13 +224,13 @@ class Broker:
     def queue_depth(self, queue: str = QUEUE) -> int | None:
         if self.admin_url is None:
             return None
-        from reference_broker.admin_client import ManagementClient
+        from amqpspec.reference_broker.admin_client import ManagementClient
 
         with ManagementClient(self.admin_url) as admin:
             return int(admin.queue(queue).get("messages") or 0)
 
     def purge(self, queue: str = QUEUE) -> None:
-        from reference_broker.admin_client import ManagementClient
+        from amqpspec.reference_broker.admin_client import ManagementClient
 
         with ManagementClient(self.admin_url) as admin:
             admin.purge_queue(queue)
@@ -248,7 +248,7 @@ def reference_broker(work: pathlib.Path, *options: str) -> Iterator[Broker]:
         wait=30.0,
     )
     try:
-        from reference_broker.admin_client import ManagementClient
+        from amqpspec.reference_broker.admin_client import ManagementClient
 
         admin_url = f"http://127.0.0.1:{process.admin_port}"
         with ManagementClient(admin_url) as admin:
@@ -655,7 +655,7 @@ def _command_line() -> str:
     program = pathlib.Path(sys.argv[0]).name
     if program == "amqpspec":
         return " ".join(["amqpspec", *sys.argv[1:]])
-    return " ".join([sys.executable, "-m", "bench.broker_bench", *sys.argv[1:]])
+    return " ".join([sys.executable, "-m", "amqpspec.bench.broker_bench", *sys.argv[1:]])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Broker sessions per second: the reference broker in memory against the same broker over a
 loopback socket, in one run.
 
-    python -m bench.broker_memory_bench [--seconds 3] [--rounds 3]
+    python -m amqpspec.bench.broker_memory_bench [--seconds 3] [--rounds 3]
 
 One "session" is what an in-process fuzzer starts per case: an amqp10 engine client opens a
 connection, begins a session, attaches a sender to a queue, sends one settled transfer once
@@ -23,10 +23,10 @@ import socket
 import time
 from collections.abc import Callable
 
-from amqp10.engine import Connection
-from amqp10.message import Message
-from reference_broker.memory import MemoryBroker
-from reference_broker.process import BrokerProcess
+from amqpspec.amqp10.engine import Connection
+from amqpspec.amqp10.message import Message
+from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.process import BrokerProcess
 
 QUEUE = "bench"
 PAYLOAD = Message.of(b"x" * 16).encode()
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     memory.vhost.declare_queue(QUEUE, durable=False)
     best = {"memory": 0.0, "socket": 0.0}
     with BrokerProcess(admin=True) as process:
-        from reference_broker.admin_client import ManagementClient
+        from amqpspec.reference_broker.admin_client import ManagementClient
 
         with ManagementClient(f"http://127.0.0.1:{process.admin_port}") as admin:
             admin.declare_queue(QUEUE, durable=False)

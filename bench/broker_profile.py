@@ -1,9 +1,10 @@
 """Profiles of the reference broker process under the broker benchmark's load (issue 12).
 
-    python -m bench.broker_profile [--messages 100000] [--modes send,receive,concurrent,durable]
+    python -m amqpspec.bench.broker_profile [--messages 100000]
+        [--modes send,receive,concurrent,durable]
         [--out reports/bench/profiles] [--top 30] [--no-py-spy] [--no-cprofile]
 
-Owns: running the reference broker (`python -m reference_broker`, as bench/broker_bench.py
+Owns: running the reference broker (`python -m amqpspec.reference_broker`, as bench/broker_bench.py
 does, with a --data-dir for the durable queue) once per mode and profiler, driving it with
 the Proton C example clients of bench/broker_bench.py, and writing per mode:
 - `MODE.speedscope.json` and `MODE.svg`: py-spy sampling profiles of the broker process
@@ -33,7 +34,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
-from bench.broker_bench import (
+from amqpspec.bench.broker_bench import (
     DEFAULT_BUILD_DIR,
     DURABLE_QUEUE,
     QUEUE,
@@ -42,8 +43,8 @@ from bench.broker_bench import (
     process_cpu_seconds,
     run_c_client,
 )
-from reference_broker.admin_client import ManagementClient
-from reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.process import BrokerProcess
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODES = ("send", "receive", "concurrent", "durable")

@@ -14,29 +14,32 @@ import importlib
 
 # name -> (module with add_arguments/run, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
-    "codec": ("bench.codec_bench", "amqp10 codec vs python-qpid-proton: transfer/flow/disposition"),
+    "codec": (
+        "amqpspec.bench.codec_bench",
+        "amqp10 codec vs python-qpid-proton: transfer/flow/disposition",
+    ),
     "brokers": (
-        "bench.broker_bench",
+        "amqpspec.bench.broker_bench",
         "msgs/s: reference broker vs RabbitMQ 3.10 vs Proton C example broker (C clients)",
     ),
     "kill-soak": (
-        "bench.overload.kill_soak",
+        "amqpspec.bench.overload.kill_soak",
         "kill -9 cycles under confirmed traffic: durable classic + stream, lost/duplicates",
     ),
     "arrows": (
-        "bench.arrows.run",
+        "amqpspec.bench.arrows.run",
         "quiver-style arrows: rates, end-to-end latency, broker CPU/RSS, peer-to-peer limit",
     ),
     "alarm-flood": (
-        "bench.overload.alarm_flood",
+        "amqpspec.bench.overload.alarm_flood",
         "1 GiB against a 256 MiB memory watermark: RSS, blocked publishers, draining consumers",
     ),
     "conn-scale": (
-        "bench.overload.conn_scale",
+        "amqpspec.bench.overload.conn_scale",
         "5,000 idle connections x 2 sessions: broker KiB per connection, a new client's latency",
     ),
     "hostile": (
-        "bench.overload.hostile",
+        "amqpspec.bench.overload.hostile",
         "1,000 slowloris + 1,000 random-byte peers: a normal client's rate, the broker's answers",
     ),
 }

@@ -1,7 +1,7 @@
 """Codec benchmark: amqp10 against python-qpid-proton, in the same run.
 
     amqpspec bench codec [--seconds 1.0] [--rounds 3]
-    python -m bench.codec_bench [--seconds 1.0] [--rounds 3]
+    python -m amqpspec.bench.codec_bench [--seconds 1.0] [--rounds 3]
 
 Owns: the benchmark cases and the table. Each case times encode and decode separately
 (best of `rounds` runs of about `seconds` each, amqp10 and proton runs alternating so
@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from amqp10.composites import Disposition, Flow, Transfer
-from amqp10.frames import decode_frame, encode_frame
-from amqp10.message import Message
-from bench.table import print_table
+from amqpspec.amqp10.composites import Disposition, Flow, Transfer
+from amqpspec.amqp10.frames import decode_frame, encode_frame
+from amqpspec.amqp10.message import Message
+from amqpspec.bench.table import print_table
 
 BODY = b"hello world!"  # 12 bytes
 assert len(BODY) == 12

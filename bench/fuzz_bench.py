@@ -1,6 +1,6 @@
 """Fuzzer speed: network cases/s and frames/s, in-process executions/s, minimiser time.
 
-    python -m bench.fuzz_bench [--seconds 10]
+    python -m amqpspec.bench.fuzz_bench [--seconds 10]
 
 Owns: the measurements bench/README.md quotes for the fuzzer (issue 9 "Speed"), against a
 reference broker it starts on free ports (reference_broker.process.BrokerProcess):
@@ -24,17 +24,17 @@ import tempfile
 import threading
 import time
 
-from amqp10.builder import build_frame
-from amqp10.composites import COMPOSITE_CLASSES
-from fuzz.campaign import Campaign, CampaignConfig, triage
-from fuzz.case import Case, step
-from fuzz.inprocess import TARGETS, codec_one, run_inprocess
-from fuzz.model import QUEUE_HANDSHAKE as QUEUE
-from fuzz.model import Conversation
-from fuzz.mutators import STRATEGIES, mutate_case
-from fuzz.oracle import Target, run_case
-from fuzz.seeds import scenario
-from reference_broker.process import BrokerProcess
+from amqpspec.amqp10.builder import build_frame
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+from amqpspec.fuzz.campaign import Campaign, CampaignConfig, triage
+from amqpspec.fuzz.case import Case, step
+from amqpspec.fuzz.inprocess import TARGETS, codec_one, run_inprocess
+from amqpspec.fuzz.model import QUEUE_HANDSHAKE as QUEUE
+from amqpspec.fuzz.model import Conversation
+from amqpspec.fuzz.mutators import STRATEGIES, mutate_case
+from amqpspec.fuzz.oracle import Target, run_case
+from amqpspec.fuzz.seeds import scenario
+from amqpspec.reference_broker.process import BrokerProcess
 
 
 def _cases(count: int) -> list[list]:
@@ -106,7 +106,7 @@ def codec_rate(seconds: float) -> float:
 
 
 def minimiser_seconds() -> float:
-    from fuzz.detection import Supervised
+    from amqpspec.fuzz.detection import Supervised
 
     broker = Supervised(["die-on-channel-reuse"])
     try:
@@ -127,7 +127,7 @@ def minimiser_seconds() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.fuzz_bench")
+    parser = argparse.ArgumentParser(prog="python -m amqpspec.bench.fuzz_bench")
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args(argv)
     rows: list[tuple[str, str]] = []

@@ -1,6 +1,7 @@
 """A/B of amqp10's compiled fast path against its pure-Python path (docs/speedups.md).
 
-    python3 -m bench.speedups_ab [--rounds 3] [--pcap PATH] [--out reports/bench/speedups.json]
+    python3 -m amqpspec.bench.speedups_ab [--rounds 3] [--pcap PATH]
+        [--out reports/bench/speedups.json]
 
 Each round runs one child process per mode (compiled, then AMQP10_PURE=1), alternating, and
 times process CPU seconds (robust to other load, unlike wall time) of: decoding a stream of
@@ -34,10 +35,10 @@ def _cpu(function: Callable[[], object], repeat: int = 5) -> float:
 
 
 def child(pcap: str) -> dict[str, object]:
-    import amqp10
-    from amqp10 import frames
-    from amqp10.composites import Accepted, Disposition, Flow
-    from bench.triage_bench import time_check
+    from amqpspec import amqp10
+    from amqpspec.amqp10 import frames
+    from amqpspec.amqp10.composites import Accepted, Disposition, Flow
+    from amqpspec.bench.triage_bench import time_check
 
     message = b"\x00Sw\xa1\x0chello world!"
     transfer = frames.encode_transfer_frame(1, 0, 12345, b"tag-000001", 0, False, message)
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(pcap)))
         return 0
     if not os.path.exists(pcap):
-        from bench.triage_bench import write_synthetic_capture
+        from amqpspec.bench.triage_bench import write_synthetic_capture
 
         write_synthetic_capture(pcap, 100_000)
     best: dict[str, dict[str, float]] = {"compiled": {}, "pure": {}}
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             if mode == "pure":
                 env["AMQP10_PURE"] = "1"
             done = subprocess.run(
-                [sys.executable, "-m", "bench.speedups_ab", "--child", "--pcap", pcap],
+                [sys.executable, "-m", "amqpspec.bench.speedups_ab", "--child", "--pcap", pcap],
                 env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=True,
             )
             result = json.loads(done.stdout)

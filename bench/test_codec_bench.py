@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.codec_bench import amqp10_cases, proton_cases
+from amqpspec.bench.codec_bench import amqp10_cases, proton_cases
 
 CASES = {(c.name, c.impl): c for c in [*amqp10_cases(), *proton_cases()]}
 

@@ -30,14 +30,23 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from amqp10.composites import Attach, Begin, Disposition, Flow, Open, Source, Target, Transfer  # noqa: E402
-from amqp10.frames import AMQP_HEADER, encode_frame  # noqa: E402
-from amqp10.message import Message  # noqa: E402
-from amqp10.origins import CLIENT, SERVER  # noqa: E402
-from amqp10.spec import Role  # noqa: E402
-from reference_broker.process import free_port  # noqa: E402
-from traces.pcap_writer import PcapWriter  # noqa: E402
-from traces.reassembly import PcapTraceReader  # noqa: E402
+from amqpspec.amqp10.composites import (  # noqa: E402
+    Attach,
+    Begin,
+    Disposition,
+    Flow,
+    Open,
+    Source,
+    Target,
+    Transfer,
+)
+from amqpspec.amqp10.frames import AMQP_HEADER, encode_frame  # noqa: E402
+from amqpspec.amqp10.message import Message  # noqa: E402
+from amqpspec.amqp10.origins import CLIENT, SERVER  # noqa: E402
+from amqpspec.amqp10.spec import Role  # noqa: E402
+from amqpspec.reference_broker.process import free_port  # noqa: E402
+from amqpspec.traces.pcap_writer import PcapWriter  # noqa: E402
+from amqpspec.traces.reassembly import PcapTraceReader  # noqa: E402
 
 # -- reader ---------------------------------------------------------------------------
 
@@ -240,7 +249,7 @@ def _wait_port(port: int, timeout: float = 20) -> None:
 BARE_RELAY = """
 import asyncio, sys
 sys.path.insert(0, {root!r})
-from traces.proxy import RecordingProxy
+from amqpspec.traces.proxy import RecordingProxy
 class NoRecording:
     def open_connection(self, *a): pass
     def data(self, *a): pass

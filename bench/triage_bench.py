@@ -46,9 +46,9 @@ import pyarrow.compute as pc
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from bench.trace_bench import time_tshark, write_synthetic_capture  # noqa: E402
-from spark_triage.check import check_flow, segments_of  # noqa: E402
-from traces.pcap_vector import read_segments  # noqa: E402
+from amqpspec.bench.trace_bench import time_tshark, write_synthetic_capture  # noqa: E402
+from amqpspec.spark_triage.check import check_flow, segments_of  # noqa: E402
+from amqpspec.traces.pcap_vector import read_segments  # noqa: E402
 
 
 def flows_of(path: str) -> Iterator[list]:

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from conformance.profile import AdminSettings
-from conformance.verdicts import HarnessError, Unsupported
-from reference_broker.admin_client import ManagementClient, ManagementError
+from amqpspec.conformance.profile import AdminSettings
+from amqpspec.conformance.verdicts import HarnessError, Unsupported
+from amqpspec.reference_broker.admin_client import ManagementClient, ManagementError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _RESTORED_WATERMARK = "0.4"
@@ -224,7 +224,7 @@ def make_admin(
     if url_override and (adapter == "none" or url_override.startswith("http")):
         adapter = "rabbitmq-http"
     if adapter == "management-node":
-        from conformance.management_admin import ManagementNodeAdmin  # it needs the probe
+        from amqpspec.conformance.management_admin import ManagementNodeAdmin  # it needs the probe
 
         url = url_override or settings.url or broker_url or "amqp://127.0.0.1:5672"
         alarms = (

@@ -2,7 +2,8 @@
 
 Owns: the `run` subcommand's options (--jobs N: cases run N at a time, serial ones alone,
 `conformance.jobs`) and turning them into a pytest invocation of
-`conformance/suite.py` with `-p conformance.plugin`, JUnit XML (DIR/junit-<broker>.xml) and
+`conformance/suite.py` with `-p amqpspec.conformance.plugin` (and the plugin's `--amqp-`
+options), JUnit XML (DIR/junit-<broker>.xml) and
 allure results (DIR/allure, when allure-pytest is installed), and what the terminal shows
 (`progress.RunProgress`: a progress bar with the verdict tally, plain lines when stdout is
 not a terminal; pytest's line per case with -v). Exit status: 0 when every
@@ -20,17 +21,17 @@ import sys
 import time
 from pathlib import Path
 
-from conformance.jobs import DEFAULT_JOBS
-from conformance.preflight import PREFLIGHT_TIMEOUT_S, check_broker
-from conformance.profile import Profile, ProfileError, available_profiles, load_profile
-from conformance.progress import RunProgress
-from conformance.registry import suite_cases
-from conformance.results import ResultsDir
-from conformance.runner import BrokerTarget, CaseResult
-from conformance.verdicts import Verdict
+from amqpspec.conformance.jobs import DEFAULT_JOBS
+from amqpspec.conformance.preflight import PREFLIGHT_TIMEOUT_S, check_broker
+from amqpspec.conformance.profile import Profile, ProfileError, available_profiles, load_profile
+from amqpspec.conformance.progress import RunProgress
+from amqpspec.conformance.registry import suite_cases
+from amqpspec.conformance.results import ResultsDir
+from amqpspec.conformance.runner import BrokerTarget, CaseResult
+from amqpspec.conformance.verdicts import Verdict
 
 SUITE = Path(__file__).with_name("suite.py")
-REPO_ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = "amqpspec.conformance.plugin"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,25 +98,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
     results = Path(args.results)
-    argv = [str(SUITE)]
-    if not _plugin_autoloaded():
-        argv += ["-p", "conformance.plugin"]
-    argv += [
+    argv = [
+        str(SUITE),
+        "-p",
+        PLUGIN,
         "-p",
         "no:cacheprovider",
         "--rootdir",
-        str(REPO_ROOT),
-        "--broker",
+        str(SUITE.parent.parent),  # item ids stay conformance/suite.py::test_case[<case id>]
+        "-c",
+        str(SUITE.with_name("suite.ini")),  # the suite's own settings, never the user's project's
+        "--amqp-broker",
         args.broker,
-        "--profile",
+        "--amqp-profile",
         args.profile,
-        "--results",
+        "--amqp-results",
         str(results),
-        "--broker-name",
+        "--amqp-broker-name",
         broker_name,
-        "--pipelined",
+        "--amqp-pipelined",
         args.pipelined,
-        "--jobs",
+        "--amqp-jobs",
         str(getattr(args, "jobs", DEFAULT_JOBS)),
         f"--junitxml={results / f'junit-{broker_name}.xml'}",
         "-o",
@@ -131,12 +134,12 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
     for option in ("keyword", "admin", "expect", "write_expect"):
         value = getattr(args, option, None)
         if value:
-            flag = "-k" if option == "keyword" else "--" + option.replace("_", "-")
+            flag = "-k" if option == "keyword" else "--amqp-" + option.replace("_", "-")
             argv += [flag, value]
     if getattr(args, "expect_retries", 0):
-        argv += ["--expect-retries", str(args.expect_retries)]
+        argv += ["--amqp-expect-retries", str(args.expect_retries)]
     if args.strict:
-        argv.append("--strict")
+        argv.append("--amqp-strict")
     return argv
 
 
@@ -158,14 +161,6 @@ def preflight(args: argparse.Namespace, profile: Profile, broker_name: str) -> s
         )
     results.write_index()
     return reason
-
-
-def _plugin_autoloaded() -> bool:
-    """True when the `pytest11` entry point already loads the plugin (then `-p` would
-    register it twice)."""
-    from importlib.metadata import entry_points
-
-    return any(ep.value == "conformance.plugin" for ep in entry_points(group="pytest11"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -195,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     # a progress bar with the tally (plain lines when stdout is no terminal), unless -v or -q
     progress = [] if args.verbose or args.quiet else [RunProgress()]
     code = pytest.main(pytest_args(args, broker_name), plugins=progress)
-    from conformance import plugin
+    from amqpspec.conformance import plugin
 
     state = plugin.LAST_RUN
     elapsed = time.monotonic() - started

@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amqp10.checker import RULES
-from amqp10.engine.transitions import TABLES
-from amqp10.frames import Frame
-from amqp10.origins import CLIENT, SERVER
-from amqp10.spec import COMPOSITES, RESTRICTED, default_value
-from conformance.results import TRANSITIONS_DIR, case_file_stem, load_index
-from traces.check import check_trace
-from traces.load import open_trace
+from amqpspec.amqp10.checker import RULES
+from amqpspec.amqp10.engine.transitions import TABLES
+from amqpspec.amqp10.frames import Frame
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.spec import COMPOSITES, RESTRICTED, default_value
+from amqpspec.conformance.results import TRANSITIONS_DIR, case_file_stem, load_index
+from amqpspec.traces.check import check_trace
+from amqpspec.traces.load import open_trace
 
 PERFORMATIVES = (
     "open", "begin", "attach", "flow", "transfer", "disposition", "detach", "end", "close",

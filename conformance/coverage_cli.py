@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from conformance.coverage import measure, render_html, render_markdown
+from amqpspec.conformance.coverage import measure, render_html, render_markdown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

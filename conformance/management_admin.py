@@ -17,13 +17,13 @@ import itertools
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from amqp10.composites import Properties, Source, Target
-from amqp10.message import Message
-from amqp10.spec import SndSettleMode
-from amqp10.types import symbol
-from conformance.admin import Admin
-from conformance.probe import Probe
-from conformance.verdicts import HarnessError
+from amqpspec.amqp10.composites import Properties, Source, Target
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import SndSettleMode
+from amqpspec.amqp10.types import symbol
+from amqpspec.conformance.admin import Admin
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.verdicts import HarnessError
 
 ADDRESS = "/management"
 LINK_PAIR = "management-link-pair"  # RabbitMQ 4 clients' name for the pair

@@ -1,8 +1,11 @@
-"""pytest plugin: the conformance suite as pytest items (`-p conformance.plugin`).
+"""pytest plugin: the conformance suite as pytest items (`-p amqpspec.conformance.plugin`).
 
-Owns: the command-line options (--broker, --profile, --admin, --results, --expect,
---broker-name, --write-expect, --pipelined, --jobs; pytest's own --strict also makes
-NON-STRICT fail), the `must` / `should` markers, one parametrized item per case and per pipelined
+Owns: the command-line options, each with an `--amqp-` prefix so that they cannot clash with
+another plugin's (--amqp-broker, --amqp-profile, --amqp-admin, --amqp-results, --amqp-expect,
+--amqp-broker-name, --amqp-write-expect, --amqp-expect-retries, --amqp-pipelined, --amqp-jobs,
+--amqp-strict: NON-STRICT fails too; `amqpspec run` maps its own options onto these). The
+plugin is never loaded by itself: `amqpspec run` passes it, a pytest user names it with `-p`.
+Also the `must` / `should` markers, one parametrized item per case and per pipelined
 variant (`conformance/suite.py::test_case[<case id>]`, `...[<case id>/pipelined]`,
 selectable with `-k` by its id or by an old id it had before a rename,
 conformance/aliases.toml), running the cases N at a time (--jobs N, default
@@ -16,7 +19,7 @@ attachments (text trace + pcap), index.json (rewritten at most once a second whi
 run goes, and at its end), the run's `facts.RunFacts` (what earlier cases learned about
 the broker, shared by the case threads), and the end-of-session work: expectations
 comparison and the exit status. The verdict -> pytest outcome map: OK pass, NON-STRICT pass
-(fail with --strict), UNSUPPORTED skip, FAILED and ERROR fail. With --expect the exit
+(fail with --amqp-strict), UNSUPPORTED skip, FAILED and ERROR fail. With --expect the exit
 status is decided by the expectations alone; --expect-retries N reruns a case whose verdict
 differs from its expectation up to N times (for third-party brokers whose bugs show only in
 some runs): a case that matches on a retry is reported as UNSTABLE with every attempt's
@@ -38,22 +41,22 @@ from urllib.parse import quote
 
 import pytest
 
-from conformance.admin import Admin, make_admin
-from conformance.facts import RunFacts
-from conformance.jobs import DEFAULT_JOBS, CaseScheduler
-from conformance.preflight import HEALTH_TIMEOUT_S, BrokerHealth
-from conformance.probe import Probe
-from conformance.profile import Profile, load_profile
-from conformance.registry import Case, beside_others, old_ids, suite_cases
-from conformance.results import (
+from amqpspec.conformance.admin import Admin, make_admin
+from amqpspec.conformance.facts import RunFacts
+from amqpspec.conformance.jobs import DEFAULT_JOBS, CaseScheduler
+from amqpspec.conformance.preflight import HEALTH_TIMEOUT_S, BrokerHealth
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.profile import Profile, load_profile
+from amqpspec.conformance.registry import Case, beside_others, old_ids, suite_cases
+from amqpspec.conformance.results import (
     Expectation,
     ResultsDir,
     compare,
     format_expectations,
     load_expectations,
 )
-from conformance.runner import BrokerTarget, CaseResult, run_case
-from conformance.verdicts import PASSING, Verdict
+from amqpspec.conformance.runner import BrokerTarget, CaseResult, run_case
+from amqpspec.conformance.verdicts import PASSING, Verdict
 
 DEFAULT_RESULTS = "reports/_conformance"  # reports/_*/ is git-ignored
 
@@ -111,8 +114,8 @@ class _Session:
         self.write_expect: str | None = option("amqp_write_expect")
         self.expect_retries: int = int(option("amqp_expect_retries") or 0)
         self.expected = load_expectations(self.expect_file) if self.expect_file else {}
-        # pytest's own --strict (pytest >= 9) doubles as ours: NON-STRICT verdicts fail too
-        self.strict: bool = bool(option("strict", False))
+        # --amqp-strict: NON-STRICT verdicts fail too
+        self.strict: bool = bool(option("amqp_strict", False))
         self.jobs: int = int(option("amqp_jobs") or DEFAULT_JOBS)
         if self.jobs < 1:
             raise pytest.UsageError(f"--jobs must be 1 or more, got {self.jobs}")
@@ -271,22 +274,30 @@ def _attach_to_allure(
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("amqpspec", "AMQP 1.0 conformance suite")
-    group.addoption("--broker", dest="amqp_broker", help="amqp://[user:pass@]HOST:PORT")
-    group.addoption("--profile", dest="amqp_profile", default="generic", help="NAME or PATH.toml")
-    group.addoption("--admin", dest="amqp_admin", help="admin endpoint URL (overrides profile)")
-    group.addoption("--results", dest="amqp_results", default=DEFAULT_RESULTS, help="results DIR")
-    group.addoption("--expect", dest="amqp_expect", help="expectations TOML to compare against")
-    group.addoption("--write-expect", dest="amqp_write_expect", help="write verdicts as TOML")
+    group.addoption("--amqp-broker", dest="amqp_broker", help="amqp://[user:pass@]HOST:PORT")
     group.addoption(
-        "--expect-retries",
+        "--amqp-profile", dest="amqp_profile", default="generic", help="NAME or PATH.toml"
+    )
+    group.addoption(
+        "--amqp-admin", dest="amqp_admin", help="admin endpoint URL (overrides profile)"
+    )
+    group.addoption(
+        "--amqp-results", dest="amqp_results", default=DEFAULT_RESULTS, help="results DIR"
+    )
+    group.addoption(
+        "--amqp-expect", dest="amqp_expect", help="expectations TOML to compare against"
+    )
+    group.addoption("--amqp-write-expect", dest="amqp_write_expect", help="write verdicts as TOML")
+    group.addoption(
+        "--amqp-expect-retries",
         dest="amqp_expect_retries",
         type=int,
         default=0,
         help="rerun a case that differs from its expectation up to N times (default 0)",
     )
-    group.addoption("--broker-name", dest="amqp_broker_name", help="name in index.json")
+    group.addoption("--amqp-broker-name", dest="amqp_broker_name", help="name in index.json")
     group.addoption(
-        "--jobs",
+        "--amqp-jobs",
         dest="amqp_jobs",
         type=int,
         default=DEFAULT_JOBS,
@@ -294,7 +305,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"(default {DEFAULT_JOBS})",
     )
     group.addoption(
-        "--pipelined",
+        "--amqp-strict",
+        dest="amqp_strict",
+        action="store_true",
+        help="NON-STRICT (a SHOULD not met) fails its test too",
+    )
+    group.addoption(
+        "--amqp-pipelined",
         dest="amqp_pipelined",
         choices=("only", "also", "never"),
         default="also",

@@ -16,12 +16,12 @@ from __future__ import annotations
 import threading
 import time
 
-from amqp10.frames import Frame, ProtocolHeader
-from amqp10.origins import SERVER
-from conformance.probe import Probe
-from conformance.profile import Profile
-from conformance.runner import BrokerTarget
-from conformance.verdicts import CaseFailed, HarnessError, Verdict
+from amqpspec.amqp10.frames import Frame, ProtocolHeader
+from amqpspec.amqp10.origins import SERVER
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.profile import Profile
+from amqpspec.conformance.runner import BrokerTarget
+from amqpspec.conformance.verdicts import CaseFailed, HarnessError, Verdict
 
 PREFLIGHT_TIMEOUT_S = 5.0  # before the run
 HEALTH_TIMEOUT_S = 2.0  # before each case

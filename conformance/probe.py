@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqp10.builder import build_frame, sasl_frame
-from amqp10.checker import Violation
-from amqp10.composites import Accepted, Attach, Error, Source, Target
-from amqp10.engine import (
+from amqpspec.amqp10.builder import build_frame, sasl_frame
+from amqpspec.amqp10.checker import Violation
+from amqpspec.amqp10.composites import Accepted, Attach, Error, Source, Target
+from amqpspec.amqp10.engine import (
     ClientSasl,
     Connection,
     DispositionReceived,
@@ -49,12 +49,12 @@ from amqp10.engine import (
     TransferReceived,
     TransportClosed,
 )
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, ProtocolHeader
-from amqp10.message import Message
-from amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
-from amqp10.origins import CLIENT, SERVER
-from amqp10.spec import Role
-from conformance.verdicts import CaseFailed, HarnessError
+from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, ProtocolHeader
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.spec import Role
+from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 
 DEFAULT_WAIT = 5.0
 _connection_ids = itertools.count(1)

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from conformance.probe import Probe
-    from conformance.runner import CaseContext
+    from amqpspec.conformance.probe import Probe
+    from amqpspec.conformance.runner import CaseContext
 
 ALIASES = Path(__file__).with_name("aliases.toml")
 
@@ -139,7 +139,7 @@ def case_function(run: RunFunction, name: str, doc: str, module: str) -> RunFunc
 
 def load_cases() -> list[Case]:
     """Every registered case (importing all of conformance.cases), in definition order."""
-    import conformance.cases as package
+    import amqpspec.conformance.cases as package
 
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         importlib.import_module(f"{package.__name__}.{info.name}")

@@ -16,9 +16,9 @@ import socket
 import threading
 import time
 
-from amqp10.checker import Violation
-from amqp10.origins import CLIENT, SERVER
-from conformance.probe import Chunk, Recording, broker_monitor
+from amqpspec.amqp10.checker import Violation
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.conformance.probe import Chunk, Recording, broker_monitor
 
 _relay_ids = itertools.count(10001)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.registry import load_cases
-from conformance.results import load_index
+from amqpspec.conformance.registry import load_cases
+from amqpspec.conformance.results import load_index
 
 COLOURS = {
     "OK": "#2e7d32",

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from conformance.report import Matrix, render_html, render_markdown
+from amqpspec.conformance.report import Matrix, render_html, render_markdown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

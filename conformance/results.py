@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from amqp10.origins import CLIENT
-from conformance.probe import Recording
-from conformance.registry import by_current_id
-from conformance.runner import CaseResult
-from conformance.verdicts import Verdict
-from traces.pcap_writer import PcapWriter
+from amqpspec.amqp10.origins import CLIENT
+from amqpspec.conformance.probe import Recording
+from amqpspec.conformance.registry import by_current_id
+from amqpspec.conformance.runner import CaseResult
+from amqpspec.conformance.verdicts import Verdict
+from amqpspec.traces.pcap_writer import PcapWriter
 
 INDEX = "index.json"
 TRANSITIONS_DIR = "coverage"  # DIR/coverage/<broker>.transitions.json: case -> pairs used

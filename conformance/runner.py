@@ -17,16 +17,22 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from amqp10.checker import Violation
-from amqp10.engine.transitions import UsageError
-from conformance.admin import Admin
-from conformance.facts import RunFacts
-from conformance.probe import Probe, Recording
-from conformance.profile import Profile
-from conformance.registry import MUST, PIPELINED, Case
-from conformance.relay import Relay
-from conformance.verdicts import CaseFailed, HarnessError, ShouldNotMet, Unsupported, Verdict
-from traces.render import show_line
+from amqpspec.amqp10.checker import Violation
+from amqpspec.amqp10.engine.transitions import UsageError
+from amqpspec.conformance.admin import Admin
+from amqpspec.conformance.facts import RunFacts
+from amqpspec.conformance.probe import Probe, Recording
+from amqpspec.conformance.profile import Profile
+from amqpspec.conformance.registry import MUST, PIPELINED, Case
+from amqpspec.conformance.relay import Relay
+from amqpspec.conformance.verdicts import (
+    CaseFailed,
+    HarnessError,
+    ShouldNotMet,
+    Unsupported,
+    Verdict,
+)
+from amqpspec.traces.render import show_line
 
 _queue_counter = itertools.count(1)
 

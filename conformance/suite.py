@@ -1,7 +1,8 @@
 """The conformance suite as one parametrized pytest test: one item per registered case.
 
-Collected when named explicitly (`amqpspec run` does; or `pytest -p conformance.plugin
-conformance/suite.py --broker URL --profile NAME`). Each item id is the case id, e.g.
+Collected when named explicitly (`amqpspec run` does; or `pytest -p amqpspec.conformance.plugin
+--pyargs amqpspec.conformance.suite --amqp-broker URL --amqp-profile NAME`). Each item id is
+the case id, e.g.
 `test_case[2.6.7/drain-empty-queue]`; select with `-k drain-empty`.
 """
 

@@ -1,6 +1,6 @@
 """Coverage-guided fuzzing of the codec with atheris (libFuzzer), run as a child process.
 
-    python -m fuzz.atheris_codec [libFuzzer options] CORPUS_DIR...
+    python -m amqpspec.fuzz.atheris_codec [libFuzzer options] CORPUS_DIR...
 
 Owns: instrumenting `amqp10` (only it, before anything else imports it) and handing
 libFuzzer the codec oracle of `fuzz.inprocess.codec_one`; an input whose decoding raises
@@ -14,11 +14,11 @@ import sys
 
 import atheris
 
-with atheris.instrument_imports(include=["amqp10"]):
-    import amqp10.codec
-    import amqp10.frames  # noqa: F401
+with atheris.instrument_imports(include=["amqpspec.amqp10"]):
+    import amqpspec.amqp10.codec
+    import amqpspec.amqp10.frames  # noqa: F401
 
-from fuzz.inprocess import codec_one
+from amqpspec.fuzz.inprocess import codec_one
 
 
 def one(data: bytes) -> None:

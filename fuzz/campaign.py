@@ -24,14 +24,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fuzz.case import Case, Step
-from fuzz.findings import Finding, FindingStore, finding_id, signature
-from fuzz.model import COVERAGE_UNIVERSE, ServerModel, case_container_id, with_container_id
-from fuzz.mutators import STRATEGIES, mutate_case
-from fuzz.oracle import CRASH, HANG, RESOURCE, Outcome, Target, Verdict, run_case
-from fuzz.seeds import pooled_scenario
-from fuzz.shrink import FieldResult, shrink_fields
-from traces.minimize import ddmin
+from amqpspec.fuzz.case import Case, Step
+from amqpspec.fuzz.findings import Finding, FindingStore, finding_id, signature
+from amqpspec.fuzz.model import COVERAGE_UNIVERSE, ServerModel, case_container_id, with_container_id
+from amqpspec.fuzz.mutators import STRATEGIES, mutate_case
+from amqpspec.fuzz.oracle import CRASH, HANG, RESOURCE, Outcome, Target, Verdict, run_case
+from amqpspec.fuzz.seeds import pooled_scenario
+from amqpspec.fuzz.shrink import FieldResult, shrink_fields
+from amqpspec.traces.minimize import ddmin
 
 MINIMIZE_TESTS = 150
 MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restart

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqp10.errors import DecodeError
-from amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, decode_frame
+from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, decode_frame
 
 REPRODUCER_FORMAT = "amqpspec-fuzz-reproducer"
 REPRODUCER_VERSION = 1
@@ -157,7 +157,7 @@ def load_case(path: str) -> tuple[Case, dict[str, Any]]:
             return case_from_json(record), record
         except (ValueError, KeyError, TypeError) as exc:
             raise CaseFileError(f"{path}: {exc}") from None
-    from fuzz.seeds import client_sides  # traces are the seeds' business
+    from amqpspec.fuzz.seeds import client_sides  # traces are the seeds' business
 
     sides = client_sides(path)
     if not sides:

@@ -22,9 +22,9 @@ import threading
 import time
 from urllib.parse import unquote, urlsplit
 
-from fuzz.model import FUZZ_QUEUE
-from fuzz.mutators import STRATEGIES
-from fuzz.oracle import Bounds, Target
+from amqpspec.fuzz.model import FUZZ_QUEUE
+from amqpspec.fuzz.mutators import STRATEGIES
+from amqpspec.fuzz.oracle import Bounds, Target
 
 ACTIONS = ("replay", "codec", "engine", "broker")
 QUEUE = FUZZ_QUEUE
@@ -84,8 +84,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def target_from(broker: str | None, profile_name: str, bounds: Bounds | None = None) -> Target:
     """The broker URL and profile as a fuzz Target (FuzzUsageError when unusable)."""
-    from conformance.profile import ProfileError, load_profile
-    from fuzz.model import Handshake
+    from amqpspec.conformance.profile import ProfileError, load_profile
+    from amqpspec.fuzz.model import Handshake
 
     if not broker:
         raise FuzzUsageError("--broker amqp://HOST:PORT is required")
@@ -129,7 +129,7 @@ def _target(args: argparse.Namespace) -> Target:
 
 def _memory_reader(url: str):  # type: ignore[no-untyped-def]
     """The broker's memory (mem_used of GET /api/nodes), or None when it cannot say."""
-    from reference_broker.admin_client import ManagementClient
+    from amqpspec.reference_broker.admin_client import ManagementClient
 
     parts = urlsplit(url)
     client = ManagementClient(
@@ -154,7 +154,7 @@ def _memory_reader(url: str):  # type: ignore[no-untyped-def]
 
 
 def _declare(profile, admin_url: str) -> None:  # type: ignore[no-untyped-def]
-    from conformance.admin import make_admin
+    from amqpspec.conformance.admin import make_admin
 
     admin = make_admin(profile.admin, admin_url)
     try:
@@ -177,9 +177,9 @@ def _strategies(text: str) -> tuple[str, ...]:
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from fuzz.campaign import WORKER_FAILED, Campaign, CampaignConfig
-    from fuzz.oracle import alive
-    from fuzz.seeds import load_corpus
+    from amqpspec.fuzz.campaign import WORKER_FAILED, Campaign, CampaignConfig
+    from amqpspec.fuzz.oracle import alive
+    from amqpspec.fuzz.seeds import load_corpus
 
     if not args.out:
         raise FuzzUsageError("--out DIR is required for a campaign")
@@ -272,9 +272,9 @@ class _Progress:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from fuzz.case import CaseFileError
-    from fuzz.oracle import alive
-    from fuzz.replay import replay_finding
+    from amqpspec.fuzz.case import CaseFileError
+    from amqpspec.fuzz.oracle import alive
+    from amqpspec.fuzz.replay import replay_finding
 
     if not args.path:
         raise FuzzUsageError("replay needs a finding directory or reproducer file")
@@ -296,7 +296,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _inprocess(args: argparse.Namespace) -> int:
     try:
-        from fuzz.inprocess import TARGETS, run_inprocess
+        from amqpspec.fuzz.inprocess import TARGETS, run_inprocess
     except ImportError:
         raise FuzzUsageError("in-process fuzzing is not available in this version yet") from None
     if args.duration is None or args.duration <= 0:

@@ -22,12 +22,12 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from amqp10.checker.signature import endpoint_state
-from amqp10.checker.signature import signature as rule_signature
-from conformance.probe import Recording
-from fuzz.case import REPRODUCER_NAME, Case
-from traces.pcap_writer import PcapWriter
-from traces.render import show_line
+from amqpspec.amqp10.checker.signature import endpoint_state
+from amqpspec.amqp10.checker.signature import signature as rule_signature
+from amqpspec.conformance.probe import Recording
+from amqpspec.fuzz.case import REPRODUCER_NAME, Case
+from amqpspec.traces.pcap_writer import PcapWriter
+from amqpspec.traces.render import show_line
 
 SIGNATURE_VERSION = "v2"
 FINDINGS_JSON = "findings.json"

@@ -34,15 +34,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amqp10 import codec
-from amqp10.engine import Connection, ServerSasl
-from amqp10.errors import DecodeError
-from amqp10.frames import FrameDecoder
-from fuzz.case import Case, Step, case_from_json, step
-from fuzz.model import FUZZ_QUEUE, QUEUE_HANDSHAKE, Handshake, answer
-from fuzz.mutators import STRATEGIES, mutate_case
-from fuzz.seeds import load_corpus, scenario
-from traces.minimize import ddmin
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.engine import Connection, ServerSasl
+from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.frames import FrameDecoder
+from amqpspec.fuzz.case import Case, Step, case_from_json, step
+from amqpspec.fuzz.model import FUZZ_QUEUE, QUEUE_HANDSHAKE, Handshake, answer
+from amqpspec.fuzz.mutators import STRATEGIES, mutate_case
+from amqpspec.fuzz.seeds import load_corpus, scenario
+from amqpspec.traces.minimize import ddmin
 
 FUZZ_DIR = Path(__file__).resolve().parent
 CORPUS_DIR = FUZZ_DIR / "corpus"
@@ -101,7 +101,7 @@ def engine_one(steps: list[Step]) -> str | None:
 
 def broker_one(steps: list[Step]) -> str | None:
     """The steps through the in-memory reference broker: no internal error, no raise."""
-    from reference_broker.memory import MemoryBroker
+    from amqpspec.reference_broker.memory import MemoryBroker
 
     try:
         with MemoryBroker(housekeeping=False) as broker:
@@ -243,7 +243,7 @@ def _run_atheris(duration: float, seed: int, corpus: str | None) -> InProcessRes
     argv = [
         sys.executable,
         "-m",
-        "fuzz.atheris_codec",
+        "amqpspec.fuzz.atheris_codec",
         f"-max_total_time={max(1, int(duration))}",
         f"-seed={seed + 1}",
         f"-artifact_prefix={CRASHERS_DIR}/codec-raw-",

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amqp10.builder import Mutation, read_frame
-from amqp10.composites import Source, Target
-from amqp10.engine import (
+from amqpspec.amqp10.builder import Mutation, read_frame
+from amqpspec.amqp10.composites import Source, Target
+from amqpspec.amqp10.engine import (
     ClientSasl,
     Connection,
     RemoteAttach,
@@ -29,15 +29,15 @@ from amqp10.engine import (
     ServerSasl,
     UsageError,
 )
-from amqp10.engine.link import Link
-from amqp10.engine.session import Session
-from amqp10.engine.testing import ConnectionPair
-from amqp10.engine.transitions import TABLES
-from amqp10.errors import AMQPError, DecodeError
-from amqp10.frames import Frame, ProtocolHeader, decode_frame
-from amqp10.monitor import ConnectionMonitor, TraceItem
-from amqp10.origins import CLIENT
-from fuzz.case import FRAME, HEADER, Step
+from amqpspec.amqp10.engine.link import Link
+from amqpspec.amqp10.engine.session import Session
+from amqpspec.amqp10.engine.testing import ConnectionPair
+from amqpspec.amqp10.engine.transitions import TABLES
+from amqpspec.amqp10.errors import AMQPError, DecodeError
+from amqpspec.amqp10.frames import Frame, ProtocolHeader, decode_frame
+from amqpspec.amqp10.monitor import ConnectionMonitor, TraceItem
+from amqpspec.amqp10.origins import CLIENT
+from amqpspec.fuzz.case import FRAME, HEADER, Step
 
 SASL_NONE = "none"
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from amqp10 import codec, spec
-from amqp10.builder import build_frame, mutate, protocol_header, sasl_frame
-from amqp10.composites import COMPOSITE_CLASSES, Composite
-from amqp10.errors import AMQPError, DecodeError, EncodeError
-from amqp10.frames import FrameType, ProtocolId, decode_frame
-from amqp10.types import INT_RANGES, WRAPPERS, Array, Described, symbol, ulong
-from fuzz.case import HEADER, Step, step
+from amqpspec.amqp10 import codec, spec
+from amqpspec.amqp10.builder import build_frame, mutate, protocol_header, sasl_frame
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES, Composite
+from amqpspec.amqp10.errors import AMQPError, DecodeError, EncodeError
+from amqpspec.amqp10.frames import FrameType, ProtocolId, decode_frame
+from amqpspec.amqp10.types import INT_RANGES, WRAPPERS, Array, Described, symbol, ulong
+from amqpspec.fuzz.case import HEADER, Step, step
 
 STRATEGIES = ("bytes", "fields", "sequences")
 SERIAL_WRAP = (0, 1, 2**31 - 1, 2**31, 2**31 + 1, 2**32 - 2, 2**32 - 1)

@@ -32,15 +32,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqp10.builder import build_frame
-from amqp10.composites import COMPOSITE_CLASSES
-from amqp10.frames import SASL_HEADER, Frame
-from amqp10.monitor import ConnectionMonitor
-from amqp10.origins import CLIENT, SERVER
-from conformance.probe import Probe, Recording
-from conformance.verdicts import CaseFailed, HarnessError
-from fuzz.case import FRAME, Step, mutation_label
-from fuzz.model import FUZZ_CONTAINER, Conversation, Handshake, ServerModel
+from amqpspec.amqp10.builder import build_frame
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+from amqpspec.amqp10.frames import SASL_HEADER, Frame
+from amqpspec.amqp10.monitor import ConnectionMonitor
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.conformance.probe import Probe, Recording
+from amqpspec.conformance.verdicts import CaseFailed, HarnessError
+from amqpspec.fuzz.case import FRAME, Step, mutation_label
+from amqpspec.fuzz.model import FUZZ_CONTAINER, Conversation, Handshake, ServerModel
 
 CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
     "crash",

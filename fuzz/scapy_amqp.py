@@ -36,11 +36,11 @@ from scapy.fields import (
 from scapy.layers.inet import TCP
 from scapy.packet import Packet, Raw, bind_layers
 
-from amqp10 import spec
-from amqp10.builder import body_bytes
-from amqp10.composites import COMPOSITE_CLASSES
-from amqp10.errors import DecodeError
-from amqp10.frames import FRAME_HEADER_SIZE, PROTOCOL_HEADER_SIZE, FrameType, decode_frame
+from amqpspec.amqp10 import spec
+from amqpspec.amqp10.builder import body_bytes
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.frames import FRAME_HEADER_SIZE, PROTOCOL_HEADER_SIZE, FrameType, decode_frame
 
 AMQP_PORTS = (5672, 5671)
 PROTOCOL_IDS = {0: "AMQP", 2: "TLS", 3: "SASL"}

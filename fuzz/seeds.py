@@ -17,10 +17,10 @@ import os
 import random
 from collections.abc import Callable
 
-from amqp10.origins import CLIENT
-from fuzz.case import Step, step
-from fuzz.model import Conversation, Handshake
-from traces.load import TraceError, open_trace
+from amqpspec.amqp10.origins import CLIENT
+from amqpspec.fuzz.case import Step, step
+from amqpspec.fuzz.model import Conversation, Handshake
+from amqpspec.traces.load import TraceError, open_trace
 
 Scenario = Callable[[Conversation, random.Random], None]
 POOL = 512  # legal conversations per campaign (pooled_scenario)
@@ -133,7 +133,7 @@ def client_sides(path: str) -> list[list[Step]]:
 
 def load_corpus(directory: str) -> list[list[Step]]:
     """Every trace (pcap, pcapng, frame log) and reproducer .json under `directory`."""
-    from fuzz.case import CaseFileError, load_case
+    from amqpspec.fuzz.case import CaseFileError, load_case
 
     corpus: list[list[Step]] = []
     for root, _dirs, files in os.walk(directory):

@@ -27,13 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from amqp10 import codec
-from amqp10.builder import FrameParts, Mutation, read_body, read_frame
-from amqp10.errors import AMQPError, DecodeError, EncodeError
-from amqp10.spec import COMPOSITES, Field, default_value, primitive_of
-from amqp10.types import WRAPPERS, Array, Described, symbol
-from fuzz.case import FIELDS_MARK, FRAME, Step, mutation_label, step
-from traces.minimize import ddmin
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.builder import FrameParts, Mutation, read_body, read_frame
+from amqpspec.amqp10.errors import AMQPError, DecodeError, EncodeError
+from amqpspec.amqp10.spec import COMPOSITES, Field, default_value, primitive_of
+from amqpspec.amqp10.types import WRAPPERS, Array, Described, symbol
+from amqpspec.fuzz.case import FIELDS_MARK, FRAME, Step, mutation_label, step
+from amqpspec.traces.minimize import ddmin
 
 NULL = codec.encode(None)
 PAYLOAD = ()  # the path of a transfer's payload unit

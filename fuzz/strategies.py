@@ -17,11 +17,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from amqp10 import codec, spec
-from amqp10 import composites as amqp_composites
-from amqp10 import types as amqp_types
-from amqp10.message import Message
-from amqp10.types import INT_RANGES, WRAPPERS, Array, Described, symbol, ulong
+from amqpspec.amqp10 import codec, spec
+from amqpspec.amqp10 import composites as amqp_composites
+from amqpspec.amqp10 import types as amqp_types
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.types import INT_RANGES, WRAPPERS, Array, Described, symbol, ulong
 
 # the integral types by AMQP name (ranges: amqp10.types.INT_RANGES)
 INT_CLASSES = {name: cls for name, cls in WRAPPERS.items() if cls in INT_RANGES}

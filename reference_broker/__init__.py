@@ -24,5 +24,5 @@ Protocol layer (on the `amqp10` engine; sans-IO: `now` and a scheduler are injec
 I/O:
 - `pump`       asyncio Protocol (socket <-> BrokerConnection) and `LoopScheduler`.
 - `server`     asyncio server (uvloop), TLS, admin API; `BrokerThread`.
-- `cli`        `amqpspec broker` / `python -m reference_broker`.
+- `cli`        `amqpspec broker` / `python -m amqpspec.reference_broker`.
 """

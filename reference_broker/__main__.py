@@ -1,4 +1,4 @@
-"""`python -m reference_broker [options]`: the same as `amqpspec broker`."""
+"""`python -m amqpspec.reference_broker [options]`: the same as `amqpspec broker`."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""`amqpspec broker` / `python -m reference_broker`: run the reference broker.
+"""`amqpspec broker` / `python -m amqpspec.reference_broker`: run the reference broker.
 
 Owns: the command-line entry (options from config.add_arguments, `--fault help`),
 logging set-up, the event loop (uvloop when installed) and SIGINT/SIGTERM handling.

@@ -40,16 +40,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from amqp10.composites import Coordinator, Error, Rejected
-from amqp10.engine import Connection, ConnState, ServerSasl, UsageError
-from amqp10.engine import events as ev
-from amqp10.engine.transitions import LinkState, SessState
-from amqp10.errors import DecodeError
-from amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, ProtocolId
-from amqp10.message import Message
-from amqp10.serial import serial_add
-from amqp10.spec import Cond, RcvSettleMode, Role
-from amqp10.types import symbol
+from amqpspec.amqp10.composites import Coordinator, Error, Rejected
+from amqpspec.amqp10.engine import Connection, ConnState, ServerSasl, UsageError
+from amqpspec.amqp10.engine import events as ev
+from amqpspec.amqp10.engine.transitions import LinkState, SessState
+from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, ProtocolId
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.serial import serial_add
+from amqpspec.amqp10.spec import Cond, RcvSettleMode, Role
+from amqpspec.amqp10.types import symbol
 
 from .addressing import (
     Address,

@@ -18,7 +18,7 @@ Where each fault lives:
   die-on-nested-descriptor, exit-on-compound-overrun, leak-on-declared-count,
   hang-on-serial-wrap, exit-on-illegal-sasl, hang-on-disposition-range,
   die-on-channel-reuse, die-on-credit-overflow. They die, exit, hang or leak as the real
-  bug did; `python -m fuzz.detection` measures how fast the fuzzer finds each.
+  bug did; `python -m amqpspec.fuzz.detection` measures how fast the fuzzer finds each.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from amqp10.engine.policy import EndpointPolicy
+from amqpspec.amqp10.engine.policy import EndpointPolicy
 
 QUEUE_LAYER = "queue"
 PROTOCOL_LAYER = "protocol"

@@ -21,11 +21,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from amqp10.composites import Header, Transfer
-from amqp10.engine import Link, UsageError
-from amqp10.message import Message, transfer_frame_count
-from amqp10.serial import serial_add
-from amqp10.spec import Cond, SndSettleMode
+from amqpspec.amqp10.composites import Header, Transfer
+from amqpspec.amqp10.engine import Link, UsageError
+from amqpspec.amqp10.message import Message, transfer_frame_count
+from amqpspec.amqp10.serial import serial_add
+from amqpspec.amqp10.spec import Cond, SndSettleMode
 
 from .addressing import Address, AddressKind
 from .credit import initial_publisher_credit, publisher_regrant

@@ -32,8 +32,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from amqp10.composites import Properties
-from amqp10.message import Message
+from amqpspec.amqp10.composites import Properties
+from amqpspec.amqp10.message import Message
 
 from .permissions import CONFIGURE, READ, WRITE
 from .vhost import BrokerError, VirtualHost

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amqp10.engine import Link, UsageError
+from amqpspec.amqp10.engine import Link, UsageError
 
 if TYPE_CHECKING:
     from .sessions import BrokerSession

@@ -26,10 +26,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from amqp10.checker import Violation
-from amqp10.engine import Connection, Event
-from amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
-from amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.checker import Violation
+from amqpspec.amqp10.engine import Connection, Event
+from amqpspec.amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
+from amqpspec.amqp10.origins import CLIENT, SERVER
 
 from .alarms import ResourceAlarms
 from .config import BrokerConfig

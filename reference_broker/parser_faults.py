@@ -23,15 +23,15 @@ import re
 from collections import deque
 from typing import Any
 
-from amqp10.engine import (
+from amqpspec.amqp10.engine import (
     DispositionReceived,
     FlowReceived,
     ProtocolErrorRaised,
     RemoteBegin,
     TransferReceived,
 )
-from amqp10.serial import serial_count
-from amqp10.spec import Cond
+from amqpspec.amqp10.serial import serial_count
+from amqpspec.amqp10.spec import Cond
 
 DIE, EXIT, HANG = "die", "exit", "hang"
 EXIT_STATUS = 70  # EX_SOFTWARE: what the crashed process reports

@@ -1,4 +1,4 @@
-"""The reference broker as a subprocess (`python -m reference_broker`), and the tree's one
+"""The reference broker as a subprocess (`python -m amqpspec.reference_broker`), and the tree's one
 `free_port`.
 
 Owns: starting the broker exactly as users do (command-line options), on ports it binds
@@ -43,7 +43,7 @@ def free_port(avoid: Collection[int] = (), host: str = "127.0.0.1") -> int:
 
 
 class BrokerProcess:
-    """`python -m reference_broker` with `options`, `faults`, the admin API if `admin`,
+    """`python -m amqpspec.reference_broker` with `options`, `faults`, the admin API if `admin`,
     `--idle-timeout` if given; ready (both ports known) when the constructor returns, or
     killed and AssertionError within `wait` seconds. `log`: a file for its output. It logs
     at info (the ready line is an info line): leave --log-level out of `options`."""
@@ -60,7 +60,7 @@ class BrokerProcess:
     ) -> None:
         self.wait = wait
         # python_options: e.g. ("-m", "cProfile", "-o", PATH) to profile the broker
-        argv = [sys.executable, *python_options, "-m", "reference_broker", "--port", "0"]
+        argv = [sys.executable, *python_options, "-m", "amqpspec.reference_broker", "--port", "0"]
         argv += ["--admin-port", "0" if admin else "-1", "--log-level", "info"]
         if idle_timeout is not None:
             argv += ["--idle-timeout", str(idle_timeout)]

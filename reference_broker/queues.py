@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from amqp10.engine.flowcontrol import sender_link_credit
-from amqp10.serial import MASK as SERIAL_MASK
-from amqp10.serial import serial_add
+from amqpspec.amqp10.engine.flowcontrol import sender_link_credit
+from amqpspec.amqp10.serial import MASK as SERIAL_MASK
+from amqpspec.amqp10.serial import serial_add
 
 from .faults import NO_FAULTS, Faults
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from amqp10.composites import Accepted, Modified, Rejected, Released
-from amqp10.engine import Link, Session, UsageError
-from amqp10.serial import MASK as SERIAL_MASK
-from amqp10.serial import serial_add, serial_count, serial_offset
-from amqp10.spec import Role
+from amqpspec.amqp10.composites import Accepted, Modified, Rejected, Released
+from amqpspec.amqp10.engine import Link, Session, UsageError
+from amqpspec.amqp10.serial import MASK as SERIAL_MASK
+from amqpspec.amqp10.serial import serial_add, serial_count, serial_offset
+from amqpspec.amqp10.spec import Role
 
 from .links import ConsumerLink, PublisherLink
 from .management_links import ManagementPair

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from amqp10.serial import serial_add
-from amqp10.types import Described, long, symbol, timestamp
+from amqpspec.amqp10.serial import serial_add
+from amqpspec.amqp10.types import Described, long, symbol, timestamp
 
 from .faults import NO_FAULTS, Faults
 from .queues import ClassicQueue, Consumer, Delivery, MessageLog, Outcome, QueuedMessage, QueueEvent

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqp10.types import symbol
+from amqpspec.amqp10.types import symbol
 
 from .addressing import Address, AddressError, AddressKind, parse_source, parse_target, parse_to
 from .exchanges import (

@@ -19,12 +19,18 @@ import json
 import os
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 os.environ["AMQP10_PURE"] = "1"  # this process reads the pure sources, never old extensions
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "amqp10"
-sys.path.insert(0, str(ROOT))
+if "amqpspec" not in sys.modules:
+    # amqpspec.* from this checkout's folders, installed or not (setup.py runs this before any
+    # install): the same map as setup.py's, amqpspec.amqp10 <- amqp10/
+    _namespace = types.ModuleType("amqpspec")
+    _namespace.__path__ = [str(ROOT / "amqpspec"), str(ROOT)]
+    sys.modules["amqpspec"] = _namespace
 
 # the hot modules (profiles: FrameDecoder.next_item -> _frame_from -> the generated decoders,
 # the codec's primitives, serial arithmetic, frames.encode_transfer_frame); only modules that
@@ -59,7 +65,7 @@ ENCODER_PROLOGUE = """\
 
 def generated_pyx() -> str:
     """amqp10/_generated.pyx: one factory per text in composites.GENERATED."""
-    from amqp10 import composites
+    from amqpspec.amqp10 import composites
 
     lines = [
         "# cython: language_level=3, boundscheck=False, wraparound=False",
@@ -101,7 +107,7 @@ def clean() -> None:
 
 def build(jobs: int) -> None:
     try:
-        import Cython
+        import Cython  # noqa: F401 - present?
         from Cython.Build import cythonize
         from setuptools import Distribution, Extension
     except ImportError as exc:
@@ -109,15 +115,14 @@ def build(jobs: int) -> None:
             f"build_speedups: {exc.name} is missing: pip install -e '.[speedups]' "
             "(amqp10 stays pure Python)"
         ) from None
-    from amqp10.speedups import source_hash
-
     clean()
     (PACKAGE / "_generated.pyx").write_text(generated_pyx())
     with tempfile.TemporaryDirectory(prefix="amqp10-speedups-") as tmp:
         extensions = [
-            Extension(f"amqp10.{name}", [str(PACKAGE / f"{name}.py")]) for name in MODULES
+            Extension(f"amqpspec.amqp10.{name}", [str(PACKAGE / f"{name}.py")]) for name in MODULES
         ]
-        extensions.append(Extension("amqp10._generated", [str(PACKAGE / "_generated.pyx")]))
+        generated = Extension("amqpspec.amqp10._generated", [str(PACKAGE / "_generated.pyx")])
+        extensions.append(generated)
         modules = cythonize(
             extensions,
             compiler_directives=DIRECTIVES,
@@ -125,19 +130,36 @@ def build(jobs: int) -> None:
             nthreads=jobs,
             quiet=True,
         )
-        dist = Distribution({"name": "amqp10-speedups", "ext_modules": modules})
+        dist = Distribution(
+            {
+                "name": "amqp10-speedups",
+                "ext_modules": modules,
+                "package_dir": {"amqpspec.amqp10": str(PACKAGE)},  # setup.py's map
+            }
+        )
         dist.script_args = ["build_ext", "--inplace", "--build-temp", tmp, f"-j{jobs}"]
         dist.verbose = 0
         dist.parse_command_line()
         cmd = dist.get_command_obj("build_ext")
         cmd.build_lib = str(ROOT)
         dist.run_commands()
-    manifest = {
+    (PACKAGE / "_speedups.json").write_text(json.dumps(manifest(), indent=1) + "\n")
+
+
+def manifest() -> dict[str, object]:
+    """What amqp10.speedups checks before it loads an extension: each source's sha256."""
+    import Cython
+
+    from amqpspec.amqp10.speedups import source_hash
+
+    return {
         "cython": Cython.__version__,
         "python": sys.version.split()[0],
-        "modules": {f"amqp10.{name}": source_hash(f"amqp10.{name}") for name in MODULES},
+        "modules": {
+            f"amqpspec.amqp10.{name}": source_hash(f"amqpspec.amqp10.{name}", PACKAGE)
+            for name in MODULES
+        },
     }
-    (PACKAGE / "_speedups.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ echo "== compiling amqp10's fast path (optional: on failure amqp10 runs pure Pyt
 python3 scripts/build_speedups.py || true
 
 echo "== starting the reference broker on 127.0.0.1:$PORT (admin $ADMIN)"
-python3 -m reference_broker --port "$PORT" --admin-port "$ADMIN" --idle-timeout 10 --log-level warning &
+python3 -m amqpspec.reference_broker --port "$PORT" --admin-port "$ADMIN" --idle-timeout 10 --log-level warning &
 broker=$!
 trap 'kill $broker 2>/dev/null; wait $broker 2>/dev/null' EXIT
 for _ in $(seq 1 100); do

@@ -24,13 +24,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqp10.checker.signature import CLOSE_SENT, OPENED, endpoint_state, signature
-from amqp10.frames import Frame
-from amqp10.monitor import KIND_RAW, ConnectionMonitor, TraceItem
-from amqp10.origins import CLIENT, SERVER
-from traces.pcap_format import TCP_SYN
-from traces.pcap_reader import TcpSegment
-from traces.reassembly import PcapTraceReader, format_endpoint
+from amqpspec.amqp10.checker.signature import CLOSE_SENT, OPENED, endpoint_state, signature
+from amqpspec.amqp10.frames import Frame
+from amqpspec.amqp10.monitor import KIND_RAW, ConnectionMonitor, TraceItem
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.traces.pcap_format import TCP_SYN
+from amqpspec.traces.pcap_reader import TcpSegment
+from amqpspec.traces.reassembly import PcapTraceReader, format_endpoint
 
 DEFAULT_GAP_SECONDS = 600.0
 _CONFLICT_MEMORY = 4096  # recent segments per direction kept to spot conflicting resends

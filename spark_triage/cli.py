@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spark_triage import job
+from amqpspec.spark_triage import job
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,14 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     first = args.inputs[0]
     if first == "synth" and len(args.inputs) == 1:
-        from spark_triage.synth import synthesize
+        from amqpspec.spark_triage.synth import synthesize
 
         if not args.out:
             print("amqpspec triage synth: --out DIR is required", file=sys.stderr)
             return 2
         return synthesize(args.out, args.connections, args.seed)
     if first == "score" and len(args.inputs) == 2:
-        from spark_triage.score import score_main
+        from amqpspec.spark_triage.score import score_main
 
         return score_main(args.inputs[1], args.truth)
     return job.triage(args)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from spark_triage.check import items_of, segments_of
-from spark_triage.known_issues import known_issue
-from spark_triage.reproducers import minimize, write_reproducer
+from amqpspec.spark_triage.check import items_of, segments_of
+from amqpspec.spark_triage.known_issues import known_issue
+from amqpspec.spark_triage.reproducers import minimize, write_reproducer
 
 MAX_REPRODUCERS = 200
 

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from spark_triage.framelog_segments import framelog_segments
-from spark_triage.inputs import FRAMELOG, InputFile
-from traces.pcap_vector import SEGMENT_SCHEMA, plan_splits, read_segments
+from amqpspec.spark_triage.framelog_segments import framelog_segments
+from amqpspec.spark_triage.inputs import FRAMELOG, InputFile
+from amqpspec.traces.pcap_vector import SEGMENT_SCHEMA, plan_splits, read_segments
 
 NAME = "amqpspec-pcap"
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024

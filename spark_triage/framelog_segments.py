@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from traces.framelog import SCHEMA_VERSION, schema_version
-from traces.pcap_format import TCP_ACK, TCP_PSH, TCP_SYN
-from traces.pcap_vector import SEGMENT_SCHEMA
+from amqpspec.traces.framelog import SCHEMA_VERSION, schema_version
+from amqpspec.traces.pcap_format import TCP_ACK, TCP_PSH, TCP_SYN
+from amqpspec.traces.pcap_vector import SEGMENT_SCHEMA
 
 _COLUMNS = ["connection_id", "direction", "timestamp", "client", "server", "raw"]
 

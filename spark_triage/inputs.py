@@ -21,7 +21,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from traces.pcap_reader import capture_kind
+from amqpspec.traces.pcap_reader import capture_kind
 
 PCAP, PCAPNG, FRAMELOG = "pcap", "pcapng", "framelog"
 _TRACE_SUFFIXES = tuple(
@@ -123,6 +123,6 @@ def _results_brokers(root: Path) -> dict[str, str]:
         brokers = json.loads(index.read_text())
     except (OSError, ValueError) as exc:
         raise InputError(f"{index}: not a readable results index ({exc})") from None
-    from conformance.results import case_file_stem  # the results layout's own naming
+    from amqpspec.conformance.results import case_file_stem  # the results layout's own naming
 
     return {case_file_stem(name): name for name in brokers} if isinstance(brokers, dict) else {}

@@ -34,8 +34,8 @@ if __package__ in (None, ""):  # run as a script by spark-submit: the repo root 
 
 import pyarrow as pa
 
-from spark_triage.check import DEFAULT_GAP_SECONDS, check_flow, segments_of
-from spark_triage.inputs import FRAMELOG
+from amqpspec.spark_triage.check import DEFAULT_GAP_SECONDS, check_flow, segments_of
+from amqpspec.spark_triage.inputs import FRAMELOG
 
 RESULT_FIELDS = [
     ("kind", pa.string()),  # "violation" or "connection"
@@ -225,7 +225,7 @@ def check_split(
     checked in the task that read it: the same rows `check_group` gives for each flow,
     without shuffling the file's segments through Spark. The split's segments sit in
     one Arrow table (about the split's size), grouped by flow in capture order."""
-    from spark_triage.datasource import read_input
+    from amqpspec.spark_triage.datasource import read_input
 
     batches = list(read_input(split, label))
     table = pa.Table.from_batches(batches).sort_by("ordinal") if batches else None
@@ -282,7 +282,7 @@ def _check_whole_splits(
 ) -> Any:
     """Result rows of `check_split` over every split, one task per split, the biggest
     files first (so a late big file does not leave the other cores idle at the end)."""
-    from spark_triage.datasource import Split
+    from amqpspec.spark_triage.datasource import Split
 
     splits = sorted(splits, key=lambda split: -os.path.getsize(split.path))
     rows = [(s.path, s.kind, s.gzip, s.broker, s.start, s.end, broker_label) for s in splits]
@@ -316,9 +316,9 @@ def run_job(
     the size of the byte-range splits captures are read in (default 128 MiB)."""
     from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
 
-    from spark_triage import clusters as clustering
-    from spark_triage import report
-    from spark_triage.datasource import (
+    from amqpspec.spark_triage import clusters as clustering
+    from amqpspec.spark_triage import report
+    from amqpspec.spark_triage.datasource import (
         DEFAULT_SPLIT_BYTES,
         NAME,
         CaptureSource,
@@ -439,8 +439,8 @@ def triage(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from spark_triage.inputs import InputError, discover
-    from spark_triage.session import spark_session
+    from amqpspec.spark_triage.inputs import InputError, discover
+    from amqpspec.spark_triage.session import spark_session
 
     console = Console(stderr=True)
     if not args.out:

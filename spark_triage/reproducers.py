@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from amqp10.monitor import KIND_RAW, ConnectionMonitor, TraceItem
-from amqp10.origins import CLIENT
-from spark_triage.check import check_flow, segments_of, signatures_of_items
-from traces.minimize import ddmin
-from traces.pcap_vector import read_segments
-from traces.pcap_writer import PcapWriter
-from traces.render import show_line
+from amqpspec.amqp10.monitor import KIND_RAW, ConnectionMonitor, TraceItem
+from amqpspec.amqp10.origins import CLIENT
+from amqpspec.spark_triage.check import check_flow, segments_of, signatures_of_items
+from amqpspec.traces.minimize import ddmin
+from amqpspec.traces.pcap_vector import read_segments
+from amqpspec.traces.pcap_writer import PcapWriter
+from amqpspec.traces.render import show_line
 
 _SETUP = frozenset(
     ("protocol-header", "sasl-mechanisms", "sasl-init", "sasl-outcome", "open", "begin", "attach")

@@ -29,9 +29,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from amqp10.checker.signature import BEFORE_OPEN, OPENED, signature
-from traces.pcap_edit import DESTRUCTIVE, NOISE_KINDS, Packet, add_noise, move_flow, read_flows
-from traces.pcap_writer import PCAP_MICRO, PCAP_NANO, PCAPNG, RecordWriter
+from amqpspec.amqp10.checker.signature import BEFORE_OPEN, OPENED, signature
+from amqpspec.traces.pcap_edit import (
+    DESTRUCTIVE,
+    NOISE_KINDS,
+    Packet,
+    add_noise,
+    move_flow,
+    read_flows,
+)
+from amqpspec.traces.pcap_writer import PCAP_MICRO, PCAP_NANO, PCAPNG, RecordWriter
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,8 +215,8 @@ def _runs(cases_per_kind: int | None) -> dict[str | None, dict[str, FaultKind | 
 
 def _shows(pcap: Path, kind: FaultKind | None) -> bool:
     """The case's one connection shows exactly its kind's signature (clean: none)."""
-    from spark_triage.check import signatures_of_items
-    from traces.load import open_trace
+    from amqpspec.spark_triage.check import signatures_of_items
+    from amqpspec.traces.load import open_trace
 
     wanted = {kind.signature} if kind else set()
     return signatures_of_items(open_trace(str(pcap)), LIVENESS_BOUND) == wanted
@@ -221,8 +228,8 @@ def _run_scenarios(work: Path, cases_per_kind: int | None) -> list[_Connection]:
     that shows its kind exactly becomes a template. Cases that did not (a timing-dependent
     fault that did not fire, a clean case slowed past the liveness bound on a loaded
     machine) run again, up to RUN_ATTEMPTS runs in all."""
-    from conformance.fault_matrix import run_fault
-    from conformance.results import load_index
+    from amqpspec.conformance.fault_matrix import run_fault
+    from amqpspec.conformance.results import load_index
 
     found: list[_Connection] = []
     for fault, cases in _runs(cases_per_kind).items():

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqp10.checker import Checker, Violation
-from amqp10.composites import (
+from amqpspec.amqp10.checker import Checker, Violation
+from amqpspec.amqp10.composites import (
     Attach,
     Begin,
     Close,
@@ -22,7 +22,7 @@ from amqp10.composites import (
     Target,
     Transfer,
 )
-from amqp10.frames import (
+from amqpspec.amqp10.frames import (
     AMQP_HEADER,
     Frame,
     FrameType,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amqp10.checker.core import Checker
+from amqpspec.amqp10.checker.core import Checker
 
 _init, _feed, _feed_run, _finish, _note = (
     Checker.__init__,

@@ -8,16 +8,16 @@ Owns: `Peer`, `server_peer` (engine as server, both opened), `with_session`,
 
 from __future__ import annotations
 
-from amqp10.composites import Attach, Begin, Close, End, Open, Source, Target, Transfer
-from amqp10.engine import (
+from amqpspec.amqp10.composites import Attach, Begin, Close, End, Open, Source, Target, Transfer
+from amqpspec.amqp10.engine import (
     Connection,
     ConnState,
     ProtocolErrorRaised,
     RemoteAttach,
     RemoteBegin,
 )
-from amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, ProtocolHeader, encode_frame
-from amqp10.spec import Role
+from amqpspec.amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, ProtocolHeader, encode_frame
+from amqpspec.amqp10.spec import Role
 
 
 class Peer:

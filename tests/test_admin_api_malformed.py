@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import pytest
 from broker_support import connected_client, management, running_broker
 
-from amqp10.engine import DispositionReceived, RemoteAttach
-from amqp10.message import Message
+from amqpspec.amqp10.engine import DispositionReceived, RemoteAttach
+from amqpspec.amqp10.message import Message
 
 TIMEOUT = 2.0  # [limits] admin_timeout of the broker under test
 MAX_BODY = 4096  # [limits] admin_max_body

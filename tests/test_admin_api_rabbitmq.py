@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from reference_broker.admin import AdminApi
-from reference_broker.admin_client import ManagementClient, ManagementError
-from reference_broker.admin_http import AdminServer
-from reference_broker.alarms import ResourceAlarms
-from reference_broker.config import BrokerConfig
-from reference_broker.process import free_port
-from reference_broker.vhost import VirtualHost
+from amqpspec.reference_broker.admin import AdminApi
+from amqpspec.reference_broker.admin_client import ManagementClient, ManagementError
+from amqpspec.reference_broker.admin_http import AdminServer
+from amqpspec.reference_broker.alarms import ResourceAlarms
+from amqpspec.reference_broker.config import BrokerConfig
+from amqpspec.reference_broker.process import free_port
+from amqpspec.reference_broker.vhost import VirtualHost
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "brokers" / "rabbitmq.sh"

@@ -14,11 +14,11 @@ from array import array
 
 import pytest
 
-from bench.arrows import python_arrow, run, spec, trends
-from bench.arrows.build import c_arrow_available
-from bench.arrows.results import RESULT_KEYS, per_second, percentile, summarise
-from reference_broker.admin_client import ManagementClient
-from reference_broker.process import BrokerProcess, free_port
+from amqpspec.bench.arrows import python_arrow, run, spec, trends
+from amqpspec.bench.arrows.build import c_arrow_available
+from amqpspec.bench.arrows.results import RESULT_KEYS, per_second, percentile, summarise
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.process import BrokerProcess, free_port
 
 ARROWS = [
     "python",

@@ -76,7 +76,7 @@ def test_prefetch_two_regrant_at_scale():
 
 
 def _encoded(i: int) -> bytes:
-    from amqp10.message import Message
+    from amqpspec.amqp10.message import Message
 
     return Message.of(f"n{i}").encode()
 

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 import pytest
 from broker_support import management, running_broker
 
-from amqp10.composites import Begin, Open
-from amqp10.engine.testing import ConnectionPair
-from amqp10.frames import AMQP_HEADER, EMPTY_FRAME, Frame, FrameDecoder, encode_frame
+from amqpspec.amqp10.composites import Begin, Open
+from amqpspec.amqp10.engine.testing import ConnectionPair
+from amqpspec.amqp10.frames import AMQP_HEADER, EMPTY_FRAME, Frame, FrameDecoder, encode_frame
 
 WAIT = 10.0
 

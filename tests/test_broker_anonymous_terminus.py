@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from broker_support import memory_session
 
-from amqp10.composites import Properties, Target
-from amqp10.engine import DispositionReceived, RemoteDetach
-from amqp10.message import Message
-from amqp10.types import symbol
-from reference_broker.memory import MemoryBroker
+from amqpspec.amqp10.composites import Properties, Target
+from amqpspec.amqp10.engine import DispositionReceived, RemoteDetach
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.types import symbol
+from amqpspec.reference_broker.memory import MemoryBroker
 
 
 def _message(to: str | None) -> bytes:

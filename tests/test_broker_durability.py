@@ -1,5 +1,5 @@
 """Durable queues survive `kill -9`: every publish the broker confirmed (accepted) is there
-after a restart. The broker runs as a subprocess (`python -m reference_broker`) so it can
+after a restart. The broker runs as a subprocess (`python -m amqpspec.reference_broker`) so it can
 be SIGKILLed mid-stream; several rounds on the same data dir.
 """
 
@@ -13,7 +13,7 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
-from reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.process import BrokerProcess
 
 pytestmark = pytest.mark.proton
 

@@ -20,18 +20,18 @@ from broker_support import (
     running_broker_with_queue,
 )
 
-from amqp10.composites import Modified
-from amqp10.engine import (
+from amqpspec.amqp10.composites import Modified
+from amqpspec.amqp10.engine import (
     EndpointPolicy,
     FlowReceived,
     ProtocolErrorRaised,
     RemoteAttach,
     RemoteEnd,
 )
-from amqp10.engine import TransferReceived as Transfer
-from amqp10.message import Message
-from amqp10.serial import serial_add
-from amqp10.spec import Cond
+from amqpspec.amqp10.engine import TransferReceived as Transfer
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.serial import serial_add
+from amqpspec.amqp10.spec import Cond
 
 QUEUE = "/queues/q"
 
@@ -251,7 +251,7 @@ def test_fault_is_caught(fault):
 
 
 def test_every_protocol_and_queue_fault_has_a_scenario():
-    from reference_broker.faults import CATALOG, PARSER_LAYER
+    from amqpspec.reference_broker.faults import CATALOG, PARSER_LAYER
 
     # parser-layer faults are the fuzzer's: tests/test_fuzz_faults.py
     missing = {name for name, info in CATALOG.items() if info.layer != PARSER_LAYER}

@@ -21,8 +21,16 @@ from broker_support import (
     running_broker_with_queue,
 )
 
-from amqp10.composites import Accepted, Flow, Modified, Properties, Rejected, Released, Source
-from amqp10.engine import (
+from amqpspec.amqp10.composites import (
+    Accepted,
+    Flow,
+    Modified,
+    Properties,
+    Rejected,
+    Released,
+    Source,
+)
+from amqpspec.amqp10.engine import (
     ClientSasl,
     DispositionReceived,
     EndpointPolicy,
@@ -36,9 +44,9 @@ from amqp10.engine import (
     SaslOutcomeReceived,
     TransferReceived,
 )
-from amqp10.message import Message
-from amqp10.spec import Cond, Role, SaslCode
-from amqp10.types import Described, symbol
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import Cond, Role, SaslCode
+from amqpspec.amqp10.types import Described, symbol
 
 QUEUE = "/queues/q"
 

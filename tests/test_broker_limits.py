@@ -19,11 +19,11 @@ from collections.abc import Iterator
 import pytest
 from broker_support.raw_peer import WAIT, RawPeer
 
-from amqp10.composites import Attach, Begin, Close, Source
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, encode_frame
-from amqp10.spec import Cond
-from reference_broker.config import ConfigError, from_args, from_mapping
-from reference_broker.process import BrokerProcess
+from amqpspec.amqp10.composites import Attach, Begin, Close, Source
+from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, encode_frame
+from amqpspec.amqp10.spec import Cond
+from amqpspec.reference_broker.config import ConfigError, from_args, from_mapping
+from amqpspec.reference_broker.process import BrokerProcess
 
 HANDSHAKE_S = 1  # --handshake-timeout of the broker under test
 SESSIONS, LINKS = 2, 2  # --channel-max, --handle-max

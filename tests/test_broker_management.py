@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from amqp10.composites import Properties, Source, Target
-from amqp10.engine import Connection, TransferReceived
-from amqp10.message import Message
-from conformance.management_admin import ManagementNodeAdmin
-from conformance.verdicts import HarnessError
-from reference_broker.management import answer, route
-from reference_broker.memory import MemoryBroker
-from reference_broker.process import BrokerProcess
-from reference_broker.vhost import ResourceLockedError, VirtualHost
+from amqpspec.amqp10.composites import Properties, Source, Target
+from amqpspec.amqp10.engine import Connection, TransferReceived
+from amqpspec.amqp10.message import Message
+from amqpspec.conformance.management_admin import ManagementNodeAdmin
+from amqpspec.conformance.verdicts import HarnessError
+from amqpspec.reference_broker.management import answer, route
+from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.vhost import ResourceLockedError, VirtualHost
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from broker_support import assert_redelivered, body
 
-from amqp10.composites import Accepted
-from amqp10.engine import (
+from amqpspec.amqp10.composites import Accepted
+from amqpspec.amqp10.engine import (
     Connection,
     DispositionReceived,
     FlowReceived,
@@ -22,16 +22,16 @@ from amqp10.engine import (
     TransferReceived,
     TransportClosed,
 )
-from amqp10.frames import FrameDecoder
-from amqp10.message import Message
-from amqp10.origins import CLIENT, SERVER
-from amqp10.spec import Cond
-from reference_broker.config import BrokerConfig, Limits
-from reference_broker.connection import CLOSE_GRACE_S
-from reference_broker.faults import Faults
-from reference_broker.memory import MemoryBroker, MemoryConnection
-from reference_broker.scheduler import ManualScheduler
-from reference_broker.store import MessageStore
+from amqpspec.amqp10.frames import FrameDecoder
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.spec import Cond
+from amqpspec.reference_broker.config import BrokerConfig, Limits
+from amqpspec.reference_broker.connection import CLOSE_GRACE_S
+from amqpspec.reference_broker.faults import Faults
+from amqpspec.reference_broker.memory import MemoryBroker, MemoryConnection
+from amqpspec.reference_broker.scheduler import ManualScheduler
+from amqpspec.reference_broker.store import MessageStore
 
 QUEUE = "/queues/q"
 

@@ -22,7 +22,7 @@ from broker_support import (
 from proton import ConnectionException, Message
 from proton.utils import BlockingConnection
 
-from reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.process import BrokerProcess
 
 pytestmark = pytest.mark.proton
 
@@ -166,7 +166,7 @@ def test_anonymous_refused_when_configured_never():
 
 
 def _users(*pairs):
-    from reference_broker.config import User
+    from amqpspec.reference_broker.config import User
 
     return tuple(User(name, password) for name, password in pairs)
 

@@ -7,9 +7,9 @@ import argparse
 
 import pytest
 
-from amqp10.engine import EndpointPolicy
-from reference_broker.alarms import DISK, MEMORY, ResourceAlarms, read_process_rss
-from reference_broker.config import (
+from amqpspec.amqp10.engine import EndpointPolicy
+from amqpspec.reference_broker.alarms import DISK, MEMORY, ResourceAlarms, read_process_rss
+from amqpspec.reference_broker.config import (
     BrokerConfig,
     ConfigError,
     Limits,
@@ -17,7 +17,7 @@ from reference_broker.config import (
     from_args,
     load_toml,
 )
-from reference_broker.faults import (
+from amqpspec.reference_broker.faults import (
     CATALOG,
     NO_FAULTS,
     PARSER_LAYER,
@@ -287,8 +287,8 @@ def test_unknown_fault_is_a_clear_error():
 def test_alarms_from_config_uses_absolute_or_relative_watermark(tmp_path):
     from dataclasses import asdict
 
-    from reference_broker.alarms import alarms_from_config, read_total_memory
-    from reference_broker.config import AlarmConfig
+    from amqpspec.reference_broker.alarms import alarms_from_config, read_total_memory
+    from amqpspec.reference_broker.config import AlarmConfig
 
     absolute = alarms_from_config(
         **asdict(AlarmConfig(memory_high_watermark_bytes=5000)), data_dir=tmp_path

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reference_broker.addressing import (
+from amqpspec.reference_broker.addressing import (
     AddressError,
     AddressKind,
     encode_segment,
@@ -15,7 +15,7 @@ from reference_broker.addressing import (
     parse_to,
     queue_address,
 )
-from reference_broker.exchanges import (
+from amqpspec.reference_broker.exchanges import (
     Binding,
     DefaultExchange,
     Exchange,
@@ -24,8 +24,8 @@ from reference_broker.exchanges import (
     headers_match,
     topic_matches,
 )
-from reference_broker.queues import ACCEPTED, Delivery
-from reference_broker.vhost import (
+from amqpspec.reference_broker.queues import ACCEPTED, Delivery
+from amqpspec.reference_broker.vhost import (
     NotAllowedError,
     NotFoundError,
     PreconditionFailedError,

@@ -13,9 +13,9 @@ import textwrap
 
 import pytest
 
-from reference_broker.pump import LoopScheduler
-from reference_broker.scheduler import ManualScheduler
-from reference_broker.store import (
+from amqpspec.reference_broker.pump import LoopScheduler
+from amqpspec.reference_broker.scheduler import ManualScheduler
+from amqpspec.reference_broker.store import (
     LOG_NAME,
     DefinitionsFile,
     GroupCommit,
@@ -147,7 +147,7 @@ def test_definitions_file_atomic_round_trip(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from reference_broker.store import MessageStore
+    from amqpspec.reference_broker.store import MessageStore
     store = MessageStore.open(sys.argv[1])
     msg_id = 0
     while True:

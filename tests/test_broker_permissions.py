@@ -10,20 +10,20 @@ import base64
 import pytest
 from broker_support import memory_session
 
-from amqp10.composites import Properties, Source, Target
-from amqp10.engine import (
+from amqpspec.amqp10.composites import Properties, Source, Target
+from amqpspec.amqp10.engine import (
     ClientSasl,
     Connection,
     DispositionReceived,
     RemoteAttach,
     TransferReceived,
 )
-from amqp10.message import Message
-from reference_broker.config import BrokerConfig, ConfigError, User, from_mapping
-from reference_broker.management import route
-from reference_broker.memory import MemoryBroker
-from reference_broker.permissions import FULL, Permissions, UnauthorizedError
-from reference_broker.vhost import VirtualHost
+from amqpspec.amqp10.message import Message
+from amqpspec.reference_broker.config import BrokerConfig, ConfigError, User, from_mapping
+from amqpspec.reference_broker.management import route
+from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.permissions import FULL, Permissions, UnauthorizedError
+from amqpspec.reference_broker.vhost import VirtualHost
 
 UNAUTHORIZED = "amqp:unauthorized-access"
 READER = Permissions(configure="^$", write="^$", read="^orders$")
@@ -161,7 +161,7 @@ def open_as(broker, user: str, password: str):
     [({"max_connections": 2}, "b"), ({"max_connections_per_user": 1}, "a")],
 )
 def test_connection_limits_refuse_with_resource_limit_exceeded(limits, refused_user):
-    from reference_broker.config import Limits
+    from amqpspec.reference_broker.config import Limits
 
     users = (User("a", "p"), User("b", "p"))
     config = BrokerConfig(host="127.0.0.1", port=0, admin_port=-1, users=users)
@@ -180,7 +180,7 @@ def test_connection_limits_refuse_with_resource_limit_exceeded(limits, refused_u
 
 
 def admin_call(api, user: str, method: str, path: str, body: bytes = b""):
-    from reference_broker.admin import Request, parse_target
+    from amqpspec.reference_broker.admin import Request, parse_target
 
     token = base64.b64encode(f"{user}:pw".encode()).decode()
     path_only, segments, query = parse_target(path)
@@ -189,7 +189,7 @@ def admin_call(api, user: str, method: str, path: str, body: bytes = b""):
 
 
 def test_admin_api_needs_a_management_tag_and_the_permissions():
-    from reference_broker.admin import AdminApi
+    from amqpspec.reference_broker.admin import AdminApi
 
     users = (
         User("boss", "pw"),  # administrator, everything
@@ -211,8 +211,8 @@ def test_admin_api_needs_a_management_tag_and_the_permissions():
 def test_admin_api_closes_ones_own_connection_or_any_as_administrator():
     """DELETE /api/connections/{name}: the connection's own user or an administrator, as
     RabbitMQ's management plugin; anyone else is refused and the connection stays."""
-    from reference_broker.admin import AdminApi
-    from reference_broker.vhost import ConnectionSummary
+    from amqpspec.reference_broker.admin import AdminApi
+    from amqpspec.reference_broker.vhost import ConnectionSummary
 
     users = (
         User("boss", "pw"),

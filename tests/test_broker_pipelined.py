@@ -14,18 +14,28 @@ from collections.abc import Iterator
 
 import pytest
 
-from amqp10.builder import build_frame, protocol_header
-from amqp10.composites import Attach, Begin, Detach, End, Flow, Open, Source, Target, Transfer
-from amqp10.frames import Frame, FrameDecoder
-from amqp10.origins import CLIENT
-from amqp10.spec import Role
-from conformance.admin import make_admin
-from conformance.fault_matrix import reference_broker
-from conformance.profile import load_profile
-from conformance.registry import Case, load_cases, suite_cases
-from conformance.runner import BrokerTarget, CaseResult, run_case
-from reference_broker.memory import MemoryBroker
-from reference_broker.process import BrokerProcess
+from amqpspec.amqp10.builder import build_frame, protocol_header
+from amqpspec.amqp10.composites import (
+    Attach,
+    Begin,
+    Detach,
+    End,
+    Flow,
+    Open,
+    Source,
+    Target,
+    Transfer,
+)
+from amqpspec.amqp10.frames import Frame, FrameDecoder
+from amqpspec.amqp10.origins import CLIENT
+from amqpspec.amqp10.spec import Role
+from amqpspec.conformance.admin import make_admin
+from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.profile import load_profile
+from amqpspec.conformance.registry import Case, load_cases, suite_cases
+from amqpspec.conformance.runner import BrokerTarget, CaseResult, run_case
+from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.process import BrokerProcess
 
 FLOW_77 = Flow(handle=77, incoming_window=10, next_outgoing_id=0, outgoing_window=10,
                link_credit=5)  # fmt: skip

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 from broker_support import memory_session
 
-from amqp10.composites import Modified, Rejected
-from amqp10.engine import TransferReceived
-from amqp10.message import Message
-from amqp10.types import symbol
-from reference_broker.memory import MemoryBroker
-from reference_broker.queues import MODIFIED, REJECTED, RELEASED, Delivery
-from reference_broker.quorum import DEFAULT_DELIVERY_LIMIT, QuorumQueue
-from reference_broker.vhost import PreconditionFailedError, VirtualHost
+from amqpspec.amqp10.composites import Modified, Rejected
+from amqpspec.amqp10.engine import TransferReceived
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.types import symbol
+from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.queues import MODIFIED, REJECTED, RELEASED, Delivery
+from amqpspec.reference_broker.quorum import DEFAULT_DELIVERY_LIMIT, QuorumQueue
+from amqpspec.reference_broker.vhost import PreconditionFailedError, VirtualHost
 
 QUORUM = {"x-queue-type": "quorum"}
 DLQ_ARGS = {**QUORUM, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}

@@ -11,10 +11,10 @@ import socket
 
 from broker_support import WAIT, management, proton_receive, proton_send, running_broker, url
 
-from amqp10.composites import Attach, Begin, Flow, Open, Source, Target, Transfer
-from amqp10.frames import AMQP_HEADER, encode_frame
-from amqp10.message import Message
-from amqp10.spec import Role
+from amqpspec.amqp10.composites import Attach, Begin, Flow, Open, Source, Target, Transfer
+from amqpspec.amqp10.frames import AMQP_HEADER, encode_frame
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import Role
 
 CONNECTIONS = 1500  # thousands of mutated frames (7 per stream)
 

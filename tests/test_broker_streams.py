@@ -8,15 +8,15 @@ from __future__ import annotations
 import pytest
 from broker_support import EngineClient, memory_session, proton_send
 
-from amqp10.composites import Accepted, Source
-from amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
-from amqp10.message import Message
-from amqp10.types import Described, symbol, timestamp
-from reference_broker.admin_client import ManagementClient
-from reference_broker.memory import MemoryBroker
-from reference_broker.process import BrokerProcess
-from reference_broker.queues import ACCEPTED, RELEASED, CreditReply, Delivery
-from reference_broker.streams import (
+from amqpspec.amqp10.composites import Accepted, Source
+from amqpspec.amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.types import Described, symbol, timestamp
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.queues import ACCEPTED, RELEASED, CreditReply, Delivery
+from amqpspec.reference_broker.streams import (
     OFFSET_ANNOTATION,
     OFFSET_SPEC_FILTER,
     OffsetSpec,
@@ -25,7 +25,7 @@ from reference_broker.streams import (
     offset_spec_from_filter,
     parse_max_age,
 )
-from reference_broker.vhost import PreconditionFailedError, VirtualHost
+from amqpspec.reference_broker.vhost import PreconditionFailedError, VirtualHost
 
 STREAM = {"x-queue-type": "stream"}
 

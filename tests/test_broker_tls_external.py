@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from broker_support import EngineClient, running_broker
 
-from amqp10.engine import ClientSasl, SaslMechanismsOffered, SaslOutcomeReceived
-from amqp10.spec import SaslCode
-from reference_broker.config import User
+from amqpspec.amqp10.engine import ClientSasl, SaslMechanismsOffered, SaslOutcomeReceived
+from amqpspec.amqp10.spec import SaslCode
+from amqpspec.reference_broker.config import User
 
 
 def openssl(command: str) -> None:

@@ -3,7 +3,7 @@ by the recording proxy (`amqpspec capture`, a subprocess) and the pcap is checke
 `amqpspec trace check` (the real CLI); the Parquet frame log proves the volume and the
 credit pattern each run used.
 
-Runs (the broker is a `python -m reference_broker` subprocess with its admin API):
+Runs (the broker is a `python -m amqpspec.reference_broker` subprocess with its admin API):
 - default suite: python-qpid-proton clients through a classic queue, a durable queue and
   each exchange type (direct, fanout, topic, headers via the amq.* exchanges); on every
   route each queue is read by four receivers in turn: manual credit 1, 2 and 200 (new
@@ -39,9 +39,9 @@ import pytest
 from broker_support import ROUTE_IDS, ROUTES
 from traces_support.processes import Capture, start_capture
 
-from bench.broker_bench import build_c_clients, c_examples_available, run_c_client
-from reference_broker.admin_client import ManagementClient
-from reference_broker.process import BrokerProcess
+from amqpspec.bench.broker_bench import build_c_clients, c_examples_available, run_c_client
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.process import BrokerProcess
 
 pytestmark = [pytest.mark.proton]
 

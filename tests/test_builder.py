@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10 import codec
-from amqp10.builder import (
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.builder import (
     CHANNEL_SPAN,
     DOFF_OFFSET,
     SIZE_SPAN,
@@ -25,10 +25,10 @@ from amqp10.builder import (
     read_frame,
     sasl_frame,
 )
-from amqp10.codec import LIST0, LIST8, LIST32, decode_value
-from amqp10.composites import Attach, Begin, Flow, SaslInit, Source, Target, Transfer
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.frames import (
+from amqpspec.amqp10.codec import LIST0, LIST8, LIST32, decode_value
+from amqpspec.amqp10.composites import Attach, Begin, Flow, SaslInit, Source, Target, Transfer
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.frames import (
     FRAME_HEADER,
     Frame,
     FrameDecoder,
@@ -37,10 +37,10 @@ from amqp10.frames import (
     decode_frame,
     encode_frame,
 )
-from amqp10.layout import encode_layout
-from amqp10.spec import COMPOSITES, Cond, Role
-from amqp10.types import Described, symbol, uint, ulong
-from fuzz import strategies as gen
+from amqpspec.amqp10.layout import encode_layout
+from amqpspec.amqp10.spec import COMPOSITES, Cond, Role
+from amqpspec.amqp10.types import Described, symbol, uint, ulong
+from amqpspec.fuzz import strategies as gen
 
 BEGIN = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
 FLOW = Flow(next_incoming_id=1, incoming_window=10, next_outgoing_id=0, outgoing_window=5)
@@ -389,7 +389,7 @@ def test_frame_decoder_reads_built_frames_in_any_chunking():
 
 
 def test_frames_re_exports_the_builder():
-    from amqp10 import builder, frames
+    from amqpspec.amqp10 import builder, frames
 
     assert frames.build_frame is builder.build_frame and frames.mutate is builder.mutate
     assert frames.sasl_frame is builder.sasl_frame

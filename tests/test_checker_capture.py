@@ -14,11 +14,11 @@ import gzip
 import re
 
 import pytest
-from shared_paths import RABBITMQ_CLIENT_LOG
+from capture_files import RABBITMQ_CLIENT_LOG
 
-from amqp10.checker import check_connection
-from amqp10.composites import COMPOSITE_CLASSES, Source, Target
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, FrameType
+from amqpspec.amqp10.checker import check_connection
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES, Source, Target
+from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, FrameType
 
 CAPTURE = RABBITMQ_CLIENT_LOG
 
@@ -125,8 +125,8 @@ def test_rabbitmq_over_deliveries_and_nothing_else(capture_items):
 def _pcap_findings(name: str) -> list:
     path = CAPTURE.parent / name
     assert path.exists(), f"shared test data missing: {path}"
-    from traces.check import check_trace
-    from traces.load import open_trace
+    from amqpspec.traces.check import check_trace
+    from amqpspec.traces.load import open_trace
 
     return check_trace(open_trace(str(path)), liveness_bound=30.0)
 

@@ -16,9 +16,9 @@ from checker_support import C, S, Trace, found
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10.checker import Checker, check_connection
-from amqp10.checker.horizons import _MAX_KEYS, Horizons
-from amqp10.composites import (
+from amqpspec.amqp10.checker import Checker, check_connection
+from amqpspec.amqp10.checker.horizons import _MAX_KEYS, Horizons
+from amqpspec.amqp10.composites import (
     Attach,
     Begin,
     Detach,
@@ -29,8 +29,8 @@ from amqp10.composites import (
     Target,
     Transfer,
 )
-from amqp10.frames import AMQP_HEADER, Frame, FrameType
-from amqp10.serial import serial_add, serial_lt
+from amqpspec.amqp10.frames import AMQP_HEADER, Frame, FrameType
+from amqpspec.amqp10.serial import serial_add, serial_lt
 
 BEYOND = "link.credit.transfer-beyond-credit"
 CREDIT_RULES = {

@@ -14,18 +14,18 @@ import sys
 from pathlib import Path
 
 import pytest
+from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
 from checker_support import C, S, Trace
 from checker_twin import vars_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from shared_paths import PROTON_C_PCAP, RABBITMQ_PCAP
 
-import amqp10.monitor
-from amqp10.checker import Checker
-from amqp10.composites import Open
-from amqp10.monitor import KIND_RAW
-from spark_triage.check import check_flow, items_of, segments_of
-from traces.pcap_vector import read_segments
+import amqpspec.amqp10.monitor
+from amqpspec.amqp10.checker import Checker
+from amqpspec.amqp10.composites import Open
+from amqpspec.amqp10.monitor import KIND_RAW
+from amqpspec.spark_triage.check import check_flow, items_of, segments_of
+from amqpspec.traces.pcap_vector import read_segments
 
 TESTS = Path(__file__).resolve().parent
 
@@ -80,7 +80,7 @@ def _corpus_files(root: Path, work: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def synthetic_corpus(tmp_path_factory) -> list[Path]:
     """A small `amqpspec triage synth` corpus: every fault kind once, plus noise."""
-    from spark_triage.synth import KINDS, synthesize
+    from amqpspec.spark_triage.synth import KINDS, synthesize
 
     out = tmp_path_factory.mktemp("synth")
     assert synthesize(str(out), len(KINDS) + 1, 7, cases_per_kind=1) == 0
@@ -104,7 +104,7 @@ def test_the_rabbitmq_overdelivery_is_still_found_by_the_fast_checker():
 
 
 def _rows(path: Path, monkeypatch, fast: bool):
-    monkeypatch.setattr(amqp10.monitor, "Checker", functools.partial(Checker, fast=fast))
+    monkeypatch.setattr(amqpspec.amqp10.monitor, "Checker", functools.partial(Checker, fast=fast))
     violations, connections = [], []
     for segments in _flows(path).values():
         found, rows = check_flow(str(path), segments, liveness_bound=1.0)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from amqp10.composites import Begin, End, Flow, Transfer
-from amqp10.origins import CLIENT, SERVER
-from amqp10.spec import Cond
-from traces.check import check_trace
-from traces.load import open_trace
+from amqpspec.amqp10.composites import Begin, End, Flow, Transfer
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.spec import Cond
+from amqpspec.traces.check import check_trace
+from amqpspec.traces.load import open_trace
 
 CAPTURES = Path(__file__).resolve().parents[1] / "reports" / "captures"
 CAPTURE = CAPTURES / "proton-c-0.37-alarm-window-wrap.parquet"

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from checker_support import C, S, Trace, found
 
-from amqp10.checker import RULES
-from amqp10.composites import Accepted, Attach, Begin, End, Open
-from amqp10.frames import EMPTY_FRAME, SASL_HEADER, Frame, FrameType, decode_frame
-from amqp10.types import symbol
+from amqpspec.amqp10.checker import RULES
+from amqpspec.amqp10.composites import Accepted, Attach, Begin, End, Open
+from amqpspec.amqp10.frames import EMPTY_FRAME, SASL_HEADER, Frame, FrameType, decode_frame
+from amqpspec.amqp10.types import symbol
 
 
 def test_support_builds_a_clean_trace():
@@ -46,7 +46,7 @@ def credit(trace: Trace, link_credit: int = 10, receiver: str = C) -> Trace:
 
 
 def sasl_opening(trace: Trace) -> Trace:
-    from amqp10.composites import SaslInit, SaslMechanisms
+    from amqpspec.amqp10.composites import SaslInit, SaslMechanisms
 
     trace.header(C, SASL_HEADER)
     trace.header(S, SASL_HEADER)
@@ -70,7 +70,7 @@ def _header_first() -> Case:
 def _unexpected_header() -> Case:
     bad = Trace().connect()
     index = bad.header(C)
-    from amqp10.composites import SaslOutcome
+    from amqpspec.amqp10.composites import SaslOutcome
 
     good = sasl_opening(Trace())
     good.frame(S, SaslOutcome(code=0), frame_type=FrameType.SASL)
@@ -124,7 +124,7 @@ def _max_frame_size() -> Case:
 
 @case("security.sasl-order")
 def _sasl_order() -> Case:
-    from amqp10.composites import SaslOutcome
+    from amqpspec.amqp10.composites import SaslOutcome
 
     bad = sasl_opening(Trace())
     index = bad.frame(C, Open(container_id="c"))
@@ -542,10 +542,10 @@ def test_close_variant_is_clean(rule_id):
 def test_docs_rule_catalog_is_generated_from_the_code():
     from pathlib import Path
 
-    from amqp10.checker.rules import catalog_markdown
+    from amqpspec.amqp10.checker.rules import catalog_markdown
 
     docs = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
-    assert docs.read_text() == catalog_markdown(), "run: python -m amqp10.checker.rules"
+    assert docs.read_text() == catalog_markdown(), "run: python -m amqpspec.amqp10.checker.rules"
 
 
 def test_rule_ids_are_hierarchical_and_sections_numbered():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from amqp10.checker import RULES
-from amqp10.checker.signature import (
+from amqpspec.amqp10.checker import RULES
+from amqpspec.amqp10.checker.signature import (
     CLOSE_SENT,
     OPENED,
     SIGNATURE_VERSION,

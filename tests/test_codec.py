@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10 import codec
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.types import (
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.types import (
     Array,
     Described,
     byte,
@@ -35,7 +35,7 @@ from amqp10.types import (
     ulong,
     ushort,
 )
-from fuzz import strategies as gen
+from amqpspec.fuzz import strategies as gen
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -317,8 +317,8 @@ def test_array_of_arrays():
 
 
 def test_array_of_described_composites_keeps_field_types():
-    from amqp10.composites import Accepted, Flow, Rejected
-    from amqp10.types import ulong as u
+    from amqpspec.amqp10.composites import Accepted, Flow, Rejected
+    from amqpspec.amqp10.types import ulong as u
 
     flows = Array(
         "list",
@@ -343,7 +343,7 @@ def test_array_of_described_composites_keeps_field_types():
 
 
 def test_described_with_symbolic_spec_descriptor_decodes_as_the_composite():
-    from amqp10.composites import Accepted, Data
+    from amqpspec.amqp10.composites import Accepted, Data
 
     assert codec.decode(b"\x00\xa3\x12amqp:accepted:list\x45") == Accepted()
     assert codec.decode(b"\x00\xa3\x10amqp:data:binary\xa0\x01z") == Data(b"z")

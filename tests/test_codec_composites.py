@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10 import codec, spec
-from amqp10.composites import (
+from amqpspec.amqp10 import codec, spec
+from amqpspec.amqp10.composites import (
     COMPOSITE_CLASSES,
     Accepted,
     Attach,
@@ -27,9 +27,9 @@ from amqp10.composites import (
     Target,
     Transfer,
 )
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.types import Array, symbol, uint
-from fuzz import strategies as gen
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.types import Array, symbol, uint
+from amqpspec.fuzz import strategies as gen
 
 EACH = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -172,7 +172,7 @@ def test_every_composite_class_exists():
 
 
 def _reference_decode(raw: bytes):
-    from amqp10.composites import REFERENCE_BODY_DECODERS
+    from amqpspec.amqp10.composites import REFERENCE_BODY_DECODERS
 
     descriptor_end = 3  # 0x00 0x53 <code>
     reference = REFERENCE_BODY_DECODERS[raw[2]]
@@ -225,7 +225,7 @@ def test_out_of_range_fields_raise_encode_error_and_leave_out_clean(obj):
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(gen.any_composite())
 def test_generated_encoder_matches_the_generic_one(obj):
-    from amqp10.composites import Composite
+    from amqpspec.amqp10.composites import Composite
 
     generic = bytearray()
     Composite.encode_list_into(obj, generic)  # the reference implementation
@@ -248,7 +248,7 @@ def test_transfer_fast_encoder_matches_encode_frame(
     channel, handle, delivery_id, tag, message_format, settled, payload
 ):
     """frames.encode_transfer_frame (the engine's send path) == encode_frame(Transfer)."""
-    from amqp10.frames import encode_frame, encode_transfer_frame
+    from amqpspec.amqp10.frames import encode_frame, encode_transfer_frame
 
     transfer = Transfer(
         handle=handle,

@@ -23,22 +23,22 @@ from pathlib import Path
 
 import pytest
 
-from amqp10.composites import End
-from conformance.admin import NoAdmin, make_admin
-from conformance.fault_matrix import reference_broker
-from conformance.management_admin import ManagementNodeAdmin
-from conformance.profile import ProfileError, available_profiles, load_profile
-from conformance.registry import load_cases, suite_cases
-from conformance.results import (
+from amqpspec.amqp10.composites import End
+from amqpspec.conformance.admin import NoAdmin, make_admin
+from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.management_admin import ManagementNodeAdmin
+from amqpspec.conformance.profile import ProfileError, available_profiles, load_profile
+from amqpspec.conformance.registry import load_cases, suite_cases
+from amqpspec.conformance.results import (
     Expectation,
     compare,
     format_expectations,
     load_expectations,
 )
-from conformance.runner import BrokerTarget, run_case
-from conformance.verdicts import Unsupported, Verdict
-from reference_broker.admin_client import ManagementClient
-from reference_broker.process import BrokerProcess, free_port
+from amqpspec.conformance.runner import BrokerTarget, run_case
+from amqpspec.conformance.verdicts import Unsupported, Verdict
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.process import BrokerProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = {case.case_id: case for case in load_cases()}
@@ -393,7 +393,7 @@ def test_committed_expectations_name_known_cases() -> None:
 
 
 def test_fault_detection_table_names_undetected_faults() -> None:
-    from conformance.fault_matrix import detection_table
+    from amqpspec.conformance.fault_matrix import detection_table
 
     index = {
         "reference": {"2.2/a": {"verdict": "OK"}, "2.2/b": {"verdict": "FAILED"}},

@@ -11,12 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conformance.fault_matrix import detection_table
-from conformance.registry import aliases, current_id, load_cases, old_ids
-from conformance.report import Matrix, render_markdown
-from conformance.results import ResultsDir, compare, load_expectations, load_index
-from conformance.runner import CaseResult
-from conformance.verdicts import Verdict
+from amqpspec.conformance.fault_matrix import detection_table
+from amqpspec.conformance.registry import aliases, current_id, load_cases, old_ids
+from amqpspec.conformance.report import Matrix, render_markdown
+from amqpspec.conformance.results import ResultsDir, compare, load_expectations, load_index
+from amqpspec.conformance.runner import CaseResult
+from amqpspec.conformance.verdicts import Verdict
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = {case.case_id for case in load_cases()}
@@ -38,7 +38,7 @@ def test_old_id_selects_its_case_with_k() -> None:
     collect = subprocess.run(
         [sys.executable, "-m", "pytest", str(REPO / "conformance" / "suite.py"),
          "-p", "no:cacheprovider", "--collect-only", "-q", "-k", f"{OLD} or {OLD_CREDIT}",
-         "--pipelined", "never"],
+         "-p", "amqpspec.conformance.plugin", "--amqp-pipelined", "never"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     selected = [line for line in collect.stdout.splitlines() if "::test_case[" in line]

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-import conformance.cases
-from conformance.profile import CAPABILITIES
-from conformance.registry import MUST, SHOULD, Case, load_cases
+import amqpspec.conformance.cases
+from amqpspec.conformance.profile import CAPABILITIES
+from amqpspec.conformance.registry import MUST, SHOULD, Case, load_cases
 
 CASES = load_cases()
 MODULES = sorted(
-    f"{conformance.cases.__name__}.{info.name}"
-    for info in pkgutil.iter_modules(conformance.cases.__path__)
+    f"{amqpspec.conformance.cases.__name__}.{info.name}"
+    for info in pkgutil.iter_modules(amqpspec.conformance.cases.__path__)
 )
 BY_MODULE: dict[str, list[Case]] = defaultdict(list)
 for _case in CASES:

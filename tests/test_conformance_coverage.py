@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from amqp10.checker import RULES
-from conformance.coverage import measure
-from conformance.fault_matrix import reference_broker
+from amqpspec.amqp10.checker import RULES
+from amqpspec.conformance.coverage import measure
+from amqpspec.conformance.fault_matrix import reference_broker
 
 REPO = Path(__file__).resolve().parent.parent
 

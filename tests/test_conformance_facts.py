@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from amqp10.composites import Flow
-from amqp10.frames import Frame
-from conformance.facts import RunFacts
-from conformance.probe import WaitTimeout
-from conformance.steps.alarms import AFTER_MISS_S, ALARM_WINDOW_0, window_closed
-from conformance.verdicts import CaseFailed
+from amqpspec.amqp10.composites import Flow
+from amqpspec.amqp10.frames import Frame
+from amqpspec.conformance.facts import RunFacts
+from amqpspec.conformance.probe import WaitTimeout
+from amqpspec.conformance.steps.alarms import AFTER_MISS_S, ALARM_WINDOW_0, window_closed
+from amqpspec.conformance.verdicts import CaseFailed
 
 
 class LateBroker:

@@ -17,11 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from conformance.fault_matrix import reference_broker
-from conformance.jobs import CaseScheduler
-from conformance.profile import load_profile
-from conformance.registry import BROKER_GLOBAL, Case, beside_others, load_cases, suite_cases
-from reference_broker.process import BrokerProcess
+from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.jobs import CaseScheduler
+from amqpspec.conformance.profile import load_profile
+from amqpspec.conformance.registry import (
+    BROKER_GLOBAL,
+    Case,
+    beside_others,
+    load_cases,
+    suite_cases,
+)
+from amqpspec.reference_broker.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = load_cases()[0]

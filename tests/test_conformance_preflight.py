@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.preflight import check_broker
-from conformance.profile import load_profile
-from conformance.registry import suite_cases
-from conformance.runner import BrokerTarget
-from reference_broker.process import BrokerProcess, free_port
+from amqpspec.conformance.preflight import check_broker
+from amqpspec.conformance.profile import load_profile
+from amqpspec.conformance.registry import suite_cases
+from amqpspec.conformance.runner import BrokerTarget
+from amqpspec.reference_broker.process import BrokerProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = load_profile("reference")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.fault_matrix import reference_broker
-from reference_broker.process import BrokerProcess
+from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.reference_broker.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 SELECTION = "2.6.2/unattached or credit-single-grant"

@@ -11,19 +11,19 @@ from collections.abc import Iterator
 
 import pytest
 
-import conformance.steps
-from amqp10.builder import mutate
-from amqp10.composites import Begin
-from amqp10.engine import RemoteBegin
-from conformance.admin import make_admin
-from conformance.fault_matrix import reference_broker
-from conformance.probe import Probe
-from conformance.profile import load_profile
-from conformance.registry import load_cases
-from conformance.steps.frames import send_one_delivery, send_transfers
-from conformance.steps.links import publisher
-from conformance.steps.refusals import sent_frame_outcome
-from reference_broker.process import BrokerProcess
+import amqpspec.conformance.steps
+from amqpspec.amqp10.builder import mutate
+from amqpspec.amqp10.composites import Begin
+from amqpspec.amqp10.engine import RemoteBegin
+from amqpspec.conformance.admin import make_admin
+from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.profile import load_profile
+from amqpspec.conformance.registry import load_cases
+from amqpspec.conformance.steps.frames import send_one_delivery, send_transfers
+from amqpspec.conformance.steps.links import publisher
+from amqpspec.conformance.steps.refusals import sent_frame_outcome
+from amqpspec.reference_broker.process import BrokerProcess
 
 PROFILE = load_profile("reference")
 
@@ -80,8 +80,8 @@ def test_crafted_begin_is_recorded_and_a_refused_frame_still_goes_out(probe: Pro
 
 def test_steps_register_no_case() -> None:
     modules = {
-        f"{conformance.steps.__name__}.{info.name}"
-        for info in pkgutil.iter_modules(conformance.steps.__path__)
+        f"{amqpspec.conformance.steps.__name__}.{info.name}"
+        for info in pkgutil.iter_modules(amqpspec.conformance.steps.__path__)
     }
     for module in modules:
         assert importlib.import_module(module).__doc__, f"{module} has no header"

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10 import codec
-from amqp10.errors import DecodeError
-from amqp10.frames import FrameDecoder, decode_frame, encode_frame
-from amqp10.message import Message
-from fuzz import strategies as gen
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.frames import FrameDecoder, decode_frame, encode_frame
+from amqpspec.amqp10.message import Message
+from amqpspec.fuzz import strategies as gen
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqp10.builder import build_frame, mutate
-from amqp10.composites import (
+from amqpspec.amqp10.builder import build_frame, mutate
+from amqpspec.amqp10.composites import (
     Attach,
     Begin,
     Close,
@@ -27,7 +27,7 @@ from amqp10.composites import (
     Target,
     Transfer,
 )
-from amqp10.engine import (
+from amqpspec.amqp10.engine import (
     ClientSasl,
     Connection,
     ConnState,
@@ -43,11 +43,11 @@ from amqp10.engine import (
     TransferReceived,
     UsageError,
 )
-from amqp10.engine.testing import ConnectionPair
-from amqp10.frames import AMQP_HEADER, FrameDecoder, FrameType, decode_frame
-from amqp10.message import transfer_frames
-from amqp10.spec import Cond, Role
-from amqp10.types import symbol
+from amqpspec.amqp10.engine.testing import ConnectionPair
+from amqpspec.amqp10.frames import AMQP_HEADER, FrameDecoder, FrameType, decode_frame
+from amqpspec.amqp10.message import transfer_frames
+from amqpspec.amqp10.spec import Cond, Role
+from amqpspec.amqp10.types import symbol
 
 
 def _pair() -> ConnectionPair:

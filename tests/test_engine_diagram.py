@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from amqp10.engine.diagram import FORMATS, MACHINES, edges, render
-from amqp10.engine.transitions import PROCESS, TABLES
+from amqpspec.amqp10.engine.diagram import FORMATS, MACHINES, edges, render
+from amqpspec.amqp10.engine.transitions import PROCESS, TABLES
 
 DOT_EDGE = re.compile(r'^  "([^"]+)" -> "([^"]+)" \[label="([^"]+)"\];$')
 MERMAID_EDGE = re.compile(r"^    (\S+) --> (\S+) : (.+)$")

@@ -15,7 +15,7 @@ from engine_support import (
     with_session,
 )
 
-from amqp10.composites import (
+from amqpspec.amqp10.composites import (
     Attach,
     Begin,
     Close,
@@ -27,7 +27,7 @@ from amqp10.composites import (
     Source,
     Transfer,
 )
-from amqp10.engine import (
+from amqpspec.amqp10.engine import (
     Connection,
     ConnState,
     LinkState,
@@ -37,8 +37,8 @@ from amqp10.engine import (
     TransferReceived,
     UsageError,
 )
-from amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, encode_frame
-from amqp10.spec import Cond, Role
+from amqpspec.amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, encode_frame
+from amqpspec.amqp10.spec import Cond, Role
 
 # --- connection errors ------------------------------------------------------------------
 
@@ -306,9 +306,9 @@ def test_delivery_beyond_our_max_message_size():
 
 
 def test_garbage_in_sasl_ends_the_exchange():
-    from amqp10.composites import SaslInit
-    from amqp10.engine import ServerSasl
-    from amqp10.frames import SASL_HEADER, FrameType
+    from amqpspec.amqp10.composites import SaslInit
+    from amqpspec.amqp10.engine import ServerSasl
+    from amqpspec.amqp10.frames import SASL_HEADER, FrameType
 
     peer = Peer(Connection("server", "engine", sasl=ServerSasl()))
     peer.send(SASL_HEADER.encode(), encode_frame(None, frame_type=FrameType.SASL))
@@ -320,7 +320,7 @@ def test_garbage_in_sasl_ends_the_exchange():
 
 
 def test_amqp_header_after_sasl_is_required():
-    from amqp10.engine import ClientSasl, ServerSasl
+    from amqpspec.amqp10.engine import ClientSasl, ServerSasl
 
     server = Connection("server", "s", sasl=ServerSasl())
     client = Connection("client", "c", sasl=ClientSasl())

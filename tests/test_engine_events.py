@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from amqp10.engine import events as ev
+from amqpspec.amqp10.engine import events as ev
 
 EVENT_CLASSES = [
     c

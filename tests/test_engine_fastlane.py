@@ -10,7 +10,7 @@ import dataclasses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10.composites import (
+from amqpspec.amqp10.composites import (
     Accepted,
     Attach,
     Begin,
@@ -23,11 +23,11 @@ from amqp10.composites import (
     Target,
     Transfer,
 )
-from amqp10.engine import Connection, RemoteAttach, RemoteBegin, RemoteOpen, UsageError
-from amqp10.engine.link import Link
-from amqp10.engine.policy import EndpointPolicy
-from amqp10.engine.session import Session
-from amqp10.frames import AMQP_HEADER, encode_frame
+from amqpspec.amqp10.engine import Connection, RemoteAttach, RemoteBegin, RemoteOpen, UsageError
+from amqpspec.amqp10.engine.link import Link
+from amqpspec.amqp10.engine.policy import EndpointPolicy
+from amqpspec.amqp10.engine.session import Session
+from amqpspec.amqp10.frames import AMQP_HEADER, encode_frame
 
 HANDLES = st.sampled_from([0, 0, 0, 0, 0, 1, 2])
 SERIALS = st.sampled_from([0, 1, 2, 3, 7, 0x7FFFFFFF, 0xFFFFFFFE, 0xFFFFFFFF])

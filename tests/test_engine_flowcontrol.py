@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqp10.engine.flowcontrol import (
+from amqpspec.amqp10.engine.flowcontrol import (
     credit_horizon,
     remote_incoming_horizon,
     sender_link_credit,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10.composites import (
+from amqpspec.amqp10.composites import (
     Accepted,
     Attach,
     Begin,
@@ -20,8 +20,8 @@ from amqp10.composites import (
     Target,
     Transfer,
 )
-from amqp10.engine import Connection, RemoteAttach, RemoteBegin, RemoteOpen
-from amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, encode_frame
+from amqpspec.amqp10.engine import Connection, RemoteAttach, RemoteBegin, RemoteOpen
+from amqpspec.amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, encode_frame
 
 small = st.integers(0, 3)
 serial = st.sampled_from([0, 1, 2, 5, 0xFFFFFFFF, 0x7FFFFFFF])

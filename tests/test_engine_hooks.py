@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 from engine_support import Peer, server_peer, transfer, with_receiving_link, with_session
 
-from amqp10.composites import Attach, Coordinator, Detach, End, Flow, Source, Target
-from amqp10.engine import (
+from amqpspec.amqp10.composites import Attach, Coordinator, Detach, End, Flow, Source, Target
+from amqpspec.amqp10.engine import (
     Connection,
     EndpointPolicy,
     FlowReceived,
@@ -26,9 +26,9 @@ from amqp10.engine import (
     TransferReceived,
     UsageError,
 )
-from amqp10.frames import encode_frame
-from amqp10.spec import Cond, Role
-from amqp10.types import Described, symbol
+from amqpspec.amqp10.frames import encode_frame
+from amqpspec.amqp10.spec import Cond, Role
+from amqpspec.amqp10.types import Described, symbol
 
 NO_ECHO = EndpointPolicy(auto_echo=False)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from amqp10.composites import Accepted, Error, Source, Target
-from amqp10.engine import (
+from amqpspec.amqp10.composites import Accepted, Error, Source, Target
+from amqpspec.amqp10.engine import (
     ClientSasl,
     Connection,
     ConnState,
@@ -29,9 +29,9 @@ from amqp10.engine import (
     TransportClosed,
     UsageError,
 )
-from amqp10.engine.testing import ConnectionPair
-from amqp10.frames import FrameDecoder
-from amqp10.spec import Cond, RcvSettleMode, Role, SaslCode, SndSettleMode
+from amqpspec.amqp10.engine.testing import ConnectionPair
+from amqpspec.amqp10.frames import FrameDecoder
+from amqpspec.amqp10.spec import Cond, RcvSettleMode, Role, SaslCode, SndSettleMode
 
 
 def of(kind, events):
@@ -550,8 +550,8 @@ def test_aborted_delivery_is_dropped():
     _sender, receiver = sender_link(pair, cs)
     receiver.flow(link_credit=2)
     pair.pump()
-    from amqp10.composites import Transfer
-    from amqp10.frames import encode_frame
+    from amqpspec.amqp10.composites import Transfer
+    from amqpspec.amqp10.frames import encode_frame
 
     first = Transfer(handle=0, delivery_id=0, delivery_tag=b"t", more=True)
     abort = Transfer(handle=0, aborted=True)

@@ -21,8 +21,8 @@ from proton.handlers import MessagingHandler  # noqa: E402
 from proton.reactor import Container  # noqa: E402
 from proton.utils import BlockingConnection  # noqa: E402
 
-from amqp10.composites import Accepted, Source, Target  # noqa: E402
-from amqp10.engine import (  # noqa: E402
+from amqpspec.amqp10.composites import Accepted, Source, Target  # noqa: E402
+from amqpspec.amqp10.engine import (  # noqa: E402
     ClientSasl,
     Connection,
     DispositionReceived,
@@ -35,9 +35,9 @@ from amqp10.engine import (  # noqa: E402
     ServerSasl,
     TransferReceived,
 )
-from amqp10.message import Message  # noqa: E402
-from amqp10.spec import SaslCode  # noqa: E402
-from reference_broker.process import free_port  # noqa: E402
+from amqpspec.amqp10.message import Message  # noqa: E402
+from amqpspec.amqp10.spec import SaslCode  # noqa: E402
+from amqpspec.reference_broker.process import free_port  # noqa: E402
 
 pytestmark = [pytest.mark.proton, pytest.mark.timeout(60)]
 WAIT = 15.0  # seconds: the bound on every wait in this file

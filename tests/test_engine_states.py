@@ -16,9 +16,25 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from amqp10.composites import Attach, Begin, Close, Detach, Disposition, End, Flow, Open, Transfer
-from amqp10.engine import Connection, ProtocolErrorRaised, RemoteAttach, RemoteBegin, UsageError
-from amqp10.engine.transitions import (
+from amqpspec.amqp10.composites import (
+    Attach,
+    Begin,
+    Close,
+    Detach,
+    Disposition,
+    End,
+    Flow,
+    Open,
+    Transfer,
+)
+from amqpspec.amqp10.engine import (
+    Connection,
+    ProtocolErrorRaised,
+    RemoteAttach,
+    RemoteBegin,
+    UsageError,
+)
+from amqpspec.amqp10.engine.transitions import (
     CONNECTION_ERRORS,
     CONNECTION_TABLE,
     LINK_ERRORS,
@@ -32,8 +48,8 @@ from amqp10.engine.transitions import (
     SessInput,
     SessState,
 )
-from amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, encode_frame
-from amqp10.spec import Cond, Role
+from amqpspec.amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, encode_frame
+from amqpspec.amqp10.spec import Cond, Role
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amqp10.engine.transitions import (
+from amqpspec.amqp10.engine.transitions import (
     CONNECTION_TABLE,
     LINK_TABLE,
     SASL_TABLE,
@@ -25,8 +25,8 @@ from amqp10.engine.transitions import (
     StateMachine,
     UsageError,
 )
-from amqp10.errors import ProtocolError
-from amqp10.spec import Cond
+from amqpspec.amqp10.errors import ProtocolError
+from amqpspec.amqp10.spec import Cond
 
 ALL_PAIRS = [
     pytest.param(name, state, inp, table, errors, id=f"{name}-{state.value}-{inp.value}")
@@ -98,7 +98,7 @@ def test_spec_diagram_edges_are_present():
 
 
 def test_link_errors_name_the_spec_conditions():
-    from amqp10.engine.transitions import LINK_ERRORS, SESSION_ERRORS
+    from amqpspec.amqp10.engine.transitions import LINK_ERRORS, SESSION_ERRORS
 
     assert LINK_ERRORS[LinkState.ATTACHED, LinkInput.RECV_ATTACH] == (Cond.HANDLE_IN_USE, "session")
     assert LINK_ERRORS[LinkState.DETACHED, LinkInput.RECV_TRANSFER] == (

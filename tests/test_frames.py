@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10 import codec
-from amqp10.composites import (
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.composites import (
     Begin,
     Close,
     Detach,
@@ -26,8 +26,8 @@ from amqp10.composites import (
     SaslOutcome,
     Transfer,
 )
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.frames import (
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.frames import (
     AMQP_HEADER,
     EMPTY_FRAME,
     SASL_HEADER,
@@ -40,9 +40,9 @@ from amqp10.frames import (
     decode_stream,
     encode_frame,
 )
-from amqp10.spec import Cond
-from amqp10.types import symbol
-from fuzz import strategies as gen
+from amqpspec.amqp10.spec import Cond
+from amqpspec.amqp10.types import symbol
+from amqpspec.fuzz import strategies as gen
 
 FRAMING = "amqp:connection:framing-error"
 
@@ -395,7 +395,7 @@ _PERFORMATIVE_SAMPLES = [
 def test_performative_fast_dispatch_matches_decode_value(monkeypatch, sample, edits):
     """frames._frame_from decodes 0x00 0x53 <performative code> straight with the class's
     decoder; on any bytes it gives what the generic codec.decode_value path gives."""
-    import amqp10.frames as frames
+    import amqpspec.amqp10.frames as frames
 
     raw = bytearray(sample)
     for at, value in edits:

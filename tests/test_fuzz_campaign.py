@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from fuzz_support import run_campaign, run_fuzz
 
-from fuzz.detection import Supervised
+from amqpspec.fuzz.detection import Supervised
 
 FAULT = "die-on-channel-reuse"
 
@@ -103,7 +103,7 @@ def test_reproducer_pcap_dissects_with_scapy(campaign):
     from scapy.layers.inet import TCP
     from scapy.utils import rdpcap
 
-    from fuzz.scapy_amqp import AMQP, AMQPFrame
+    from amqpspec.fuzz.scapy_amqp import AMQP, AMQPFrame
 
     _, out, _ = campaign
     finding = json.loads((out / "findings.json").read_text())[0]

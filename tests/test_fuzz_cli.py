@@ -10,8 +10,8 @@ import pytest
 from fuzz_support import run_campaign, run_fuzz
 
 from amqpspec.cli import main
-from conformance.fault_matrix import reference_broker
-from reference_broker.process import free_port
+from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.reference_broker.process import free_port
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +89,9 @@ def test_clean_reference_broker_short_campaign_has_no_finding(broker, tmp_path):
 def test_trace_replay_compares_the_brokers_answers(broker, tmp_path):
     """`amqpspec trace replay`: a recorded conversation re-sent to the same broker is
     answered the same (exit 0); an unreadable file exits 2."""
-    from fuzz.findings import write_pcap
-    from fuzz.model import Conversation, Handshake
-    from fuzz.oracle import Target, run_case
+    from amqpspec.fuzz.findings import write_pcap
+    from amqpspec.fuzz.model import Conversation, Handshake
+    from amqpspec.fuzz.oracle import Target, run_case
 
     conv = Conversation(Handshake(source="/queues/q", target="/queues/q")).open()
     conv.begin()

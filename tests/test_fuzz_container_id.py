@@ -12,19 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from amqp10.frames import Frame, decode_frame
-from amqp10.origins import SERVER
-from fuzz.campaign import CampaignConfig, make_case
-from fuzz.case import load_case
-from fuzz.model import (
+from amqpspec.amqp10.frames import Frame, decode_frame
+from amqpspec.amqp10.origins import SERVER
+from amqpspec.fuzz.campaign import CampaignConfig, make_case
+from amqpspec.fuzz.case import load_case
+from amqpspec.fuzz.model import (
     FUZZ_CONTAINER,
     Conversation,
     Handshake,
     case_container_id,
     with_container_id,
 )
-from fuzz.oracle import Bounds, Outcome, Target, run_case
-from reference_broker.process import BrokerProcess
+from amqpspec.fuzz.oracle import Bounds, Outcome, Target, run_case
+from amqpspec.reference_broker.process import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 STOLEN = "amqp:link:stolen"

@@ -10,16 +10,16 @@ import time
 
 import pytest
 
-from amqp10.builder import build_frame, mutate
-from amqp10.composites import COMPOSITE_CLASSES
-from amqp10.frames import decode_stream
-from amqp10.types import Described, symbol, ulong
-from fuzz.model import Conversation, Handshake
-from reference_broker import parser_faults
-from reference_broker.config import BrokerConfig
-from reference_broker.faults import CATALOG, PARSER_LAYER, Faults
-from reference_broker.memory import MemoryBroker
-from reference_broker.process import BrokerProcess
+from amqpspec.amqp10.builder import build_frame, mutate
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+from amqpspec.amqp10.frames import decode_stream
+from amqpspec.amqp10.types import Described, symbol, ulong
+from amqpspec.fuzz.model import Conversation, Handshake
+from amqpspec.reference_broker import parser_faults
+from amqpspec.reference_broker.config import BrokerConfig
+from amqpspec.reference_broker.faults import CATALOG, PARSER_LAYER, Faults
+from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.process import BrokerProcess
 
 C = COMPOSITE_CLASSES
 
@@ -145,8 +145,8 @@ def test_faults_off_change_nothing():
     ],
 )
 def test_exit_faults_end_the_broker_process(fault, trigger):
-    from amqp10.builder import sasl_frame
-    from amqp10.frames import AMQP_HEADER, SASL_HEADER
+    from amqpspec.amqp10.builder import sasl_frame
+    from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER
 
     if trigger == "sasl-response":
         data = SASL_HEADER.encode() + sasl_frame(C["sasl-response"](response=b"x"))

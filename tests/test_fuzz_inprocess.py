@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from fuzz.case import Step
-from fuzz.inprocess import (
+from amqpspec.fuzz.case import Step
+from amqpspec.fuzz.inprocess import (
     CRASHERS_DIR,
     TARGETS,
     InProcessTarget,
@@ -17,7 +17,7 @@ from fuzz.inprocess import (
     engine_one,
     run_inprocess,
 )
-from fuzz.model import Handshake
+from amqpspec.fuzz.model import Handshake
 
 
 def test_every_kept_crasher_stays_fixed():

@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from amqp10.builder import build_frame, sasl_frame
-from amqp10.composites import COMPOSITE_CLASSES
-from amqp10.frames import SASL_HEADER
-from amqp10.types import symbol
-from fuzz.case import Step, step
-from fuzz.model import Conversation, Handshake
-from fuzz.oracle import HANG, Bounds, Target, run_case
+from amqpspec.amqp10.builder import build_frame, sasl_frame
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+from amqpspec.amqp10.frames import SASL_HEADER
+from amqpspec.amqp10.types import symbol
+from amqpspec.fuzz.case import Step, step
+from amqpspec.fuzz.model import Conversation, Handshake
+from amqpspec.fuzz.oracle import HANG, Bounds, Target, run_case
 
 C = COMPOSITE_CLASSES
 

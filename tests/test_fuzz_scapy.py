@@ -7,10 +7,10 @@ from __future__ import annotations
 from scapy.layers.inet import IP, TCP
 from scapy.packet import fuzz, raw
 
-from amqp10 import spec
-from amqp10.builder import build_frame
-from amqp10.composites import COMPOSITE_CLASSES
-from fuzz.scapy_amqp import PERFORMATIVES, AMQPFrame, AMQPHeader, frame
+from amqpspec.amqp10 import spec
+from amqpspec.amqp10.builder import build_frame
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+from amqpspec.fuzz.scapy_amqp import PERFORMATIVES, AMQPFrame, AMQPHeader, frame
 
 
 def test_every_frame_body_of_the_spec_table_is_named():

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import pytest
 
-from amqp10 import codec
-from amqp10.builder import build_frame, mutate, read_frame
-from amqp10.composites import COMPOSITE_CLASSES
-from amqp10.frames import decode_frame
-from amqp10.types import Described, symbol, ulong
-from fuzz.campaign import FIELD_TESTS_OTHER, triage
-from fuzz.case import Case, Step, step
-from fuzz.detection import Supervised
-from fuzz.model import QUEUE_HANDSHAKE as QUEUE
-from fuzz.model import Conversation
-from fuzz.oracle import VIOLATION, Bounds, Target, run_case
-from fuzz.shrink import non_default_fields, shrink_fields
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.builder import build_frame, mutate, read_frame
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+from amqpspec.amqp10.frames import decode_frame
+from amqpspec.amqp10.types import Described, symbol, ulong
+from amqpspec.fuzz.campaign import FIELD_TESTS_OTHER, triage
+from amqpspec.fuzz.case import Case, Step, step
+from amqpspec.fuzz.detection import Supervised
+from amqpspec.fuzz.model import QUEUE_HANDSHAKE as QUEUE
+from amqpspec.fuzz.model import Conversation
+from amqpspec.fuzz.oracle import VIOLATION, Bounds, Target, run_case
+from amqpspec.fuzz.shrink import non_default_fields, shrink_fields
 
 C = COMPOSITE_CLASSES
 FAT_FLOW = C["flow"](

@@ -9,16 +9,16 @@ import random
 
 import pytest
 
-from amqp10.builder import build_frame
-from amqp10.checker.signature import rule_of
-from amqp10.composites import COMPOSITE_CLASSES
-from fuzz.campaign import CampaignConfig, make_case
-from fuzz.case import HEADER, Case, case_from_json, load_case, step
-from fuzz.findings import Finding, FindingStore, finding_id, signature
-from fuzz.model import COVERAGE_UNIVERSE, Conversation, Handshake, ServerModel, states
-from fuzz.mutators import STRATEGIES, mutate_case
-from fuzz.oracle import Target, stream_status
-from fuzz.seeds import SCENARIOS, scenario
+from amqpspec.amqp10.builder import build_frame
+from amqpspec.amqp10.checker.signature import rule_of
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+from amqpspec.fuzz.campaign import CampaignConfig, make_case
+from amqpspec.fuzz.case import HEADER, Case, case_from_json, load_case, step
+from amqpspec.fuzz.findings import Finding, FindingStore, finding_id, signature
+from amqpspec.fuzz.model import COVERAGE_UNIVERSE, Conversation, Handshake, ServerModel, states
+from amqpspec.fuzz.mutators import STRATEGIES, mutate_case
+from amqpspec.fuzz.oracle import Target, stream_status
+from amqpspec.fuzz.seeds import SCENARIOS, scenario
 
 
 def _conversation() -> list:

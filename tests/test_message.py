@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqp10 import codec
-from amqp10.composites import (
+from amqpspec.amqp10 import codec
+from amqpspec.amqp10.composites import (
     AmqpSequence,
     AmqpValue,
     ApplicationProperties,
@@ -24,18 +24,18 @@ from amqp10.composites import (
     Properties,
     Transfer,
 )
-from amqp10.errors import DecodeError, EncodeError
-from amqp10.frames import FrameDecoder, decode_frame
-from amqp10.message import (
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.frames import FrameDecoder, decode_frame
+from amqpspec.amqp10.message import (
     Message,
     TransferAssembler,
     max_transfer_payload,
     transfer_frame_count,
     transfer_frames,
 )
-from amqp10.spec import MIN_MAX_FRAME_SIZE
-from amqp10.types import symbol
-from fuzz import strategies as gen
+from amqpspec.amqp10.spec import MIN_MAX_FRAME_SIZE
+from amqpspec.amqp10.types import symbol
+from amqpspec.fuzz import strategies as gen
 
 SOME = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 

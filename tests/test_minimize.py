@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from traces.minimize import ddmin
+from amqpspec.traces.minimize import ddmin
 
 
 def test_finds_the_two_items_that_together_fail() -> None:

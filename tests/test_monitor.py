@@ -21,7 +21,7 @@ from hypothesis import event as note_event
 from hypothesis import strategies as st
 from traces_support.crafted import session_frames
 
-from amqp10.composites import (
+from amqpspec.amqp10.composites import (
     Accepted,
     Close,
     Open,
@@ -31,7 +31,7 @@ from amqp10.composites import (
     Source,
     Transfer,
 )
-from amqp10.engine import (
+from amqpspec.amqp10.engine import (
     ClientSasl,
     Connection,
     DeliveryAborted,
@@ -48,12 +48,25 @@ from amqp10.engine import (
     TransferReceived,
     UsageError,
 )
-from amqp10.engine.testing import ConnectionPair
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, FrameType, ProtocolHeader, encode_frame
-from amqp10.monitor import KIND_FRAME, KIND_HEADER, KIND_RAW, ConnectionMonitor, MonitorOutput
-from amqp10.origins import CLIENT, SERVER
-from amqp10.spec import Role, SndSettleMode
-from amqp10.types import symbol
+from amqpspec.amqp10.engine.testing import ConnectionPair
+from amqpspec.amqp10.frames import (
+    AMQP_HEADER,
+    SASL_HEADER,
+    Frame,
+    FrameType,
+    ProtocolHeader,
+    encode_frame,
+)
+from amqpspec.amqp10.monitor import (
+    KIND_FRAME,
+    KIND_HEADER,
+    KIND_RAW,
+    ConnectionMonitor,
+    MonitorOutput,
+)
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.spec import Role, SndSettleMode
+from amqpspec.amqp10.types import symbol
 
 
 def sasl(performative) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.overload import alarm_flood, conn_scale, hostile, kill_soak
+from amqpspec.bench.overload import alarm_flood, conn_scale, hostile, kill_soak
 
 
 def args(module, **values) -> argparse.Namespace:

@@ -8,12 +8,12 @@ import itertools
 
 import pyarrow as pa
 import pytest
-from shared_paths import PROTON_C_PCAP, RABBITMQ_PCAP
+from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
 from traces_support.crafted import write_capture
 
-from traces.pcap_format import CaptureFormatError
-from traces.pcap_reader import iter_tcp_segments
-from traces.pcap_vector import SEGMENT_SCHEMA, plan_splits, read_segments
+from amqpspec.traces.pcap_format import CaptureFormatError
+from amqpspec.traces.pcap_reader import iter_tcp_segments
+from amqpspec.traces.pcap_vector import SEGMENT_SCHEMA, plan_splits, read_segments
 
 
 def _rows(path: str, start: int = 0, end: int | None = None) -> list[tuple]:

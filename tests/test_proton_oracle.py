@@ -45,10 +45,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from amqp10 import codec, spec
-from amqp10.composites import Composite, Data, Header, Properties, Section
-from amqp10.message import Message
-from amqp10.types import (
+from amqpspec.amqp10 import codec, spec
+from amqpspec.amqp10.composites import Composite, Data, Header, Properties, Section
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.types import (
     WRAPPERS,
     Array,
     Described,
@@ -61,7 +61,7 @@ from amqp10.types import (
     uint,
     ulong,
 )
-from fuzz import strategies as gen
+from amqpspec.fuzz import strategies as gen
 
 proton = pytest.importorskip("proton")
 pytestmark = pytest.mark.proton
@@ -421,7 +421,7 @@ def test_every_composite_both_ways(name, data):
 
 
 def test_performative_bytes_match_protons_field_by_field():
-    from amqp10.composites import Disposition, Flow, Transfer
+    from amqpspec.amqp10.composites import Disposition, Flow, Transfer
 
     for obj in (
         Flow(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from amqp10.serial import (
+from amqpspec.amqp10.serial import (
     HALF,
     MASK,
     serial_add,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from amqp10 import composites, spec
+from amqpspec.amqp10 import composites, spec
 
 SPEC_DIR = Path("/usr/share/amqp/specs/1-0")
 DOCS = ("types", "transport", "messaging", "security", "transactions")
@@ -221,7 +221,7 @@ def test_a_class_for_every_described_restricted_type():
 
 
 def test_defaults_convert_to_python_values():
-    from amqp10.composites import Attach, Flow, Header, Open, Source
+    from amqpspec.amqp10.composites import Attach, Flow, Header, Open, Source
 
     assert Open().max_frame_size == 4294967295
     assert Open().channel_max == 65535

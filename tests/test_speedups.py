@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import amqp10
-from amqp10 import codec, frames, speedups
-from amqp10.errors import DecodeError, EncodeError
-from fuzz import strategies as fuzz_st
+from amqpspec import amqp10
+from amqpspec.amqp10 import codec, frames, speedups
+from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.fuzz import strategies as fuzz_st
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILT = speedups.MANIFEST.exists()
@@ -31,7 +31,7 @@ needs_build = pytest.mark.skipif(
     not BUILT, reason="amqp10 is not compiled: python3 scripts/build_speedups.py"
 )
 SHOW = (
-    "import json, amqp10, amqp10.composites as c; "
+    "import json; from amqpspec import amqp10; import amqpspec.amqp10.composites as c; "
     "print(json.dumps({**amqp10.implementation(), 'twins': len(c.COMPILED_TWINS)}))"
 )
 
@@ -87,6 +87,11 @@ def test_compiled_unless_amqp10_pure() -> None:
 def test_a_stale_extension_is_refused(tmp_path: Path) -> None:
     copy = tmp_path / "amqp10"
     shutil.copytree(ROOT / "amqp10", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    # amqpspec.amqp10 <- the copy (setup.py's map: amqpspec.<part> <- <part>/)
+    (tmp_path / "amqpspec").mkdir()
+    (tmp_path / "amqpspec" / "__init__.py").write_text(
+        "import os\n__path__.append(os.path.dirname(os.path.dirname(__file__)))\n"
+    )
     with (copy / "serial.py").open("a") as source:
         source.write("# changed after the build\n")
     info, err = _show(tmp_path)

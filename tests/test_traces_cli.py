@@ -9,20 +9,20 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from shared_paths import CAPTURES, PROTON_C_PCAP
+from capture_files import CAPTURES, PROTON_C_PCAP
 from traces_support.crafted import session_frames
 
-from amqp10.composites import (
+from amqpspec.amqp10.composites import (
     Detach,
     Disposition,
     Error,
     Open,
 )
-from amqp10.frames import AMQP_HEADER, encode_frame
-from amqp10.message import Message
-from amqp10.origins import CLIENT, SERVER
-from amqp10.spec import Cond, Role
-from traces.framelog import (
+from amqpspec.amqp10.frames import AMQP_HEADER, encode_frame
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.spec import Cond, Role
+from amqpspec.traces.framelog import (
     METADATA_KEY_VERSION,
     SCHEMA,
     SCHEMA_VERSION,
@@ -30,8 +30,8 @@ from traces.framelog import (
     read_connections,
     read_frame_log,
 )
-from traces.load import open_trace
-from traces.pcap_writer import PcapWriter
+from amqpspec.traces.load import open_trace
+from amqpspec.traces.pcap_writer import PcapWriter
 
 AMQPSPEC = [sys.executable, "-m", "amqpspec.cli"]
 
@@ -242,13 +242,13 @@ def test_check_does_not_judge_a_connection_captured_mid_way(tmp_path):
         for direction, data in frames:
             writer.data(1, direction, data, 100.0)
     # drop the SYN handshake so the capture really starts mid-connection
-    from traces.pcap_reader import iter_tcp_segments
-    from traces.reassembly import PcapTraceReader
+    from amqpspec.traces.pcap_reader import iter_tcp_segments
+    from amqpspec.traces.reassembly import PcapTraceReader
 
     segments = [s for s in iter_tcp_segments(path) if s.payload]
     items = list(PcapTraceReader(path).items(segments))
     assert [i.name for i in items][:2] == ["begin", "begin"]
-    from traces.check import check_trace
+    from amqpspec.traces.check import check_trace
 
     findings = check_trace(items)
     assert [f.level for f in findings] == ["NOTE"]

@@ -30,11 +30,11 @@ from traces_support.processes import (
 from traces_support.proton_trace import frames as proton_frames
 from traces_support.tshark import TSHARK, amqp_pdus
 
-from amqp10.composites import Close, Open
-from amqp10.frames import AMQP_HEADER, Frame, ProtocolHeader, encode_frame
-from amqp10.origins import CLIENT, SERVER
-from traces.framelog import SCHEMA_VERSION, read_frame_log, schema_version
-from traces.load import open_trace
+from amqpspec.amqp10.composites import Close, Open
+from amqpspec.amqp10.frames import AMQP_HEADER, Frame, ProtocolHeader, encode_frame
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.traces.framelog import SCHEMA_VERSION, read_frame_log, schema_version
+from amqpspec.traces.load import open_trace
 
 MESSAGES = 300
 

@@ -9,15 +9,15 @@ import subprocess
 from collections import Counter
 
 import pytest
-from shared_paths import PROTON_C_PCAP, RABBITMQ_PCAP
+from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
 from traces_support.crafted import exchange, segment_plan, write_capture
 from traces_support.tshark import TSHARK, amqp_pdus
 
-from amqp10.frames import Frame, ProtocolHeader, decode_stream
-from amqp10.origins import CLIENT, SERVER
-from traces.load import TraceError, open_trace
-from traces.pcap_writer import FORMS, PCAP_MICRO, PcapWriter, RecordWriter
-from traces.reassembly import PcapTraceReader
+from amqpspec.amqp10.frames import Frame, ProtocolHeader, decode_stream
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.traces.load import TraceError, open_trace
+from amqpspec.traces.pcap_writer import FORMS, PCAP_MICRO, PcapWriter, RecordWriter
+from amqpspec.traces.reassembly import PcapTraceReader
 
 RABBITMQ = str(RABBITMQ_PCAP)
 PROTON_C = str(PROTON_C_PCAP)
@@ -160,7 +160,7 @@ def test_a_capture_started_mid_connection_decodes_frames(tmp_path):
         writer.open_connection(1, "10.0.0.1:40000", "10.0.0.2:5672", 1.0)
         writer.data(1, CLIENT, tail, 1.1)
     # drop the three handshake packets: re-read only data segments
-    from traces.pcap_reader import iter_tcp_segments
+    from amqpspec.traces.pcap_reader import iter_tcp_segments
 
     segments = [s for s in iter_tcp_segments(path) if s.payload]
     reader = PcapTraceReader(path)
@@ -198,8 +198,8 @@ def test_a_growing_pcap_is_followed_to_its_end(tmp_path):
     import threading
     import time
 
-    from traces.framelog import read_frame_log
-    from traces.framelog_process import build_frame_log
+    from amqpspec.traces.framelog import read_frame_log
+    from amqpspec.traces.framelog_process import build_frame_log
 
     client, server = exchange(20)
     pcap = str(tmp_path / "growing.pcap")

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from bench.arrows import build, trends
+from amqpspec.bench.arrows import build, trends
 
 pytestmark = pytest.mark.skipif(not build.c_arrow_available(), reason="no C arrow toolchain")
 

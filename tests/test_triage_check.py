@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from shared_paths import PROTON_C_PCAP, RABBITMQ_PCAP
+from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
 from traces_support.crafted import write_capture
 
-from spark_triage.check import check_flow, items_of, segments_of
-from spark_triage.reproducers import minimize, signatures_of, write_reproducer
-from traces.pcap_vector import read_segments
+from amqpspec.spark_triage.check import check_flow, items_of, segments_of
+from amqpspec.spark_triage.reproducers import minimize, signatures_of, write_reproducer
+from amqpspec.traces.pcap_vector import read_segments
 
 CREDIT = "v1+link.credit.transfer-beyond-credit+2.6.7+transfer+opened"
 
@@ -62,8 +62,8 @@ def test_crafted_capture_defects_are_counted_not_dropped(tmp_path):
 
 
 def test_sequence_wrap_is_reported_and_not_mistaken_for_a_retransmit():
-    from spark_triage.check import _Defects
-    from traces.pcap_reader import TcpSegment
+    from amqpspec.spark_triage.check import _Defects
+    from amqpspec.traces.pcap_reader import TcpSegment
 
     a, b = (bytes(4), 1), (bytes(4), 2)
     defects = _Defects()
@@ -103,7 +103,7 @@ def test_reproducer_is_small_and_retriggers_from_its_pcap(tmp_path):
 
 
 def test_known_issues_match_rule_and_product():
-    from spark_triage.known_issues import known_issue
+    from amqpspec.spark_triage.known_issues import known_issue
 
     rule = "link.credit.transfer-beyond-credit"
     assert known_issue(rule, ["RabbitMQ 3.10.8"])["issue"] == "RabbitMQ #2597"

@@ -7,10 +7,10 @@ import json
 import shutil
 
 import pytest
-from shared_paths import RABBITMQ_PCAP
+from capture_files import RABBITMQ_PCAP
 from triage_support import gzipped
 
-from spark_triage.inputs import FRAMELOG, PCAPNG, InputError, discover
+from amqpspec.spark_triage.inputs import FRAMELOG, PCAPNG, InputError, discover
 
 
 def test_results_dir_traces_are_labelled_and_allure_copies_skipped(tmp_path):

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from shared_paths import PROTON_C_PCAP, RABBITMQ_PCAP
+from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
 from triage_support import big_endian, editcap, gzipped
 
-from spark_triage.inputs import discover
-from spark_triage.job import run_job
+from amqpspec.spark_triage.inputs import discover
+from amqpspec.spark_triage.job import run_job
 
 CREDIT = "v1+link.credit.transfer-beyond-credit+2.6.7+transfer+opened"
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def spark():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from spark_triage.session import spark_session
+    from amqpspec.spark_triage.session import spark_session
 
     session = spark_session("local[2]", 2)
     yield session
@@ -115,7 +115,7 @@ def test_proton_c_has_no_must_violation(triaged):
 
 
 def test_every_format_gives_identical_results(corpus, triaged):
-    from spark_triage.datasource import plan
+    from amqpspec.spark_triage.datasource import plan
 
     inputs = discover([str(corpus)])
     assert len(plan(inputs, 400_000)) >= len(inputs) + 8  # the captures were read in splits
@@ -191,8 +191,8 @@ def test_cli_bad_input_exits_2_naming_the_file(tmp_path):
 def test_synthetic_corpus_is_triaged_and_scored(spark, tmp_path):
     """Every injected fault kind (>= 15: broker faults and faulty clients), two connections
     each and two clean ones, with noise: each kind in its own exact signature cluster."""
-    from spark_triage.score import score_main
-    from spark_triage.synth import KINDS, LIVENESS_BOUND, synthesize
+    from amqpspec.spark_triage.score import score_main
+    from amqpspec.spark_triage.synth import KINDS, LIVENESS_BOUND, synthesize
 
     assert len(KINDS) >= 15 and len({kind.signature for kind in KINDS}) == len(KINDS)
     assert synthesize(str(tmp_path), 2 * (len(KINDS) + 1), 2, cases_per_kind=1) == 0
@@ -226,7 +226,7 @@ def test_synthetic_corpus_is_triaged_and_scored(spark, tmp_path):
 def test_the_flow_name_is_the_same_whole_split_or_shuffled(spark):
     """check_split names flows in Python (flow_of), the shuffled path in Spark (with_flow):
     a connection must get one name whichever path its file takes."""
-    from spark_triage.job import flow_of, with_flow
+    from amqpspec.spark_triage.job import flow_of, with_flow
 
     v4a, v4b = bytes([10, 0, 0, 2]), bytes([10, 0, 0, 10])
     v6a, v6b = bytes(15) + b"\x01", bytes.fromhex("fe80" + "00" * 12 + "abcd")

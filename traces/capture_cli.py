@@ -14,9 +14,9 @@ import sys
 import time
 import uuid
 
-from amqp10.monitor import DEFAULT_MAX_FRAME_SIZE
-from traces.proxy import RecordingProxy
-from traces.recorder import Recorder
+from amqpspec.amqp10.monitor import DEFAULT_MAX_FRAME_SIZE
+from amqpspec.traces.proxy import RecordingProxy
+from amqpspec.traces.recorder import Recorder
 
 
 def _host_port(text: str) -> tuple[str, int]:

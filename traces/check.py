@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from amqp10.checker import Violation
-from amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
+from amqpspec.amqp10.checker import Violation
+from amqpspec.amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
 
 
 @dataclass(slots=True)

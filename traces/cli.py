@@ -13,11 +13,11 @@ import json
 import os
 import sys
 
-from traces.check import check_trace
-from traces.framelog import FrameLogWriter
-from traces.load import TraceError, open_trace
-from traces.reassembly import AMQP_PORTS
-from traces.render import json_record, show_line
+from amqpspec.traces.check import check_trace
+from amqpspec.traces.framelog import FrameLogWriter
+from amqpspec.traces.load import TraceError, open_trace
+from amqpspec.traces.reassembly import AMQP_PORTS
+from amqpspec.traces.render import json_record, show_line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,8 +117,8 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from fuzz.oracle import alive
-    from fuzz.replay import replay_trace  # the fuzzer owns sending traces to brokers
+    from amqpspec.fuzz.oracle import alive
+    from amqpspec.fuzz.replay import replay_trace  # the fuzzer owns sending traces to brokers
 
     open_trace(args.file, _ports(args))  # unreadable input: exit 2 before any traffic
     target = _replay_target(args)
@@ -133,7 +133,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _replay_target(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from fuzz.cli import FuzzUsageError, target_from
+    from amqpspec.fuzz.cli import FuzzUsageError, target_from
 
     try:
         return target_from(args.broker, args.profile)

@@ -16,10 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from amqp10.errors import DecodeError
-from amqp10.frames import Frame, ProtocolHeader, decode_frame
-from amqp10.monitor import KIND_FRAME, KIND_HEADER, TraceItem
-from traces.model import ConnectionInfo
+from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.frames import Frame, ProtocolHeader, decode_frame
+from amqpspec.amqp10.monitor import KIND_FRAME, KIND_HEADER, TraceItem
+from amqpspec.traces.model import ConnectionInfo
 
 SCHEMA_VERSION = "1"
 METADATA_KEY_VERSION = b"amqpspec.traces.schema_version"

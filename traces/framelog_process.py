@@ -15,10 +15,10 @@ import multiprocessing
 import multiprocessing.synchronize
 import sys
 
-from amqp10.monitor import DEFAULT_MAX_FRAME_SIZE
-from traces.framelog import FrameLogWriter
-from traces.pcap_reader import follow_pcap, tcp_segments
-from traces.reassembly import PcapTraceReader
+from amqpspec.amqp10.monitor import DEFAULT_MAX_FRAME_SIZE
+from amqpspec.traces.framelog import FrameLogWriter
+from amqpspec.traces.pcap_reader import follow_pcap, tcp_segments
+from amqpspec.traces.reassembly import PcapTraceReader
 
 
 def build_frame_log(

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from amqp10.monitor import TraceItem
-from traces.framelog import read_connections, read_frame_log
-from traces.model import ConnectionInfo
-from traces.pcap_format import CaptureFormatError
-from traces.pcap_reader import capture_kind
-from traces.reassembly import AMQP_PORTS, PcapTraceReader
+from amqpspec.amqp10.monitor import TraceItem
+from amqpspec.traces.framelog import read_connections, read_frame_log
+from amqpspec.traces.model import ConnectionInfo
+from amqpspec.traces.pcap_format import CaptureFormatError
+from amqpspec.traces.pcap_reader import capture_kind
+from amqpspec.traces.reassembly import AMQP_PORTS, PcapTraceReader
 
 
 class TraceError(Exception):

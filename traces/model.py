@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.origins import CLIENT, SERVER
 
 
 @dataclass(slots=True)

@@ -16,8 +16,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from traces.pcap_format import ETHERTYPE_IPV4, LINKTYPE_ETHERNET, TCP_SYN
-from traces.pcap_reader import iter_packets
+from amqpspec.traces.pcap_format import ETHERTYPE_IPV4, LINKTYPE_ETHERNET, TCP_SYN
+from amqpspec.traces.pcap_reader import iter_packets
 
 RETRANSMIT = "retransmit"
 REORDER = "reorder"

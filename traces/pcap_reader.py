@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from traces.pcap_format import (
+from amqpspec.traces.pcap_format import (
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
     ETHERTYPE_VLAN,

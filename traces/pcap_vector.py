@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from traces import pcap_format as fmt
-from traces.pcap_format import CaptureFormatError
-from traces.pcap_reader import capture_kind
+from amqpspec.traces import pcap_format as fmt
+from amqpspec.traces.pcap_format import CaptureFormatError
+from amqpspec.traces.pcap_reader import capture_kind
 
 SEGMENT_SCHEMA = pa.schema(
     [

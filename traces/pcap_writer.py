@@ -23,8 +23,8 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from amqp10.origins import CLIENT, SERVER
-from traces.pcap_format import (
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.traces.pcap_format import (
     ETHERNET_HEADER,
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,

@@ -18,8 +18,8 @@ import socket
 import time
 from collections import deque
 
-from amqp10.origins import CLIENT, SERVER
-from traces.recorder import Recorder
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.traces.recorder import Recorder
 
 READ_CHUNK = 256 * 1024
 QUEUE_HIGH_WATER = 16 * 1024 * 1024  # queued bytes before reading is paused

@@ -16,11 +16,11 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Iterator
 
-from amqp10.monitor import DEFAULT_MAX_FRAME_SIZE, ConnectionMonitor, TraceItem
-from amqp10.origins import CLIENT, SERVER
-from traces.model import ConnectionInfo
-from traces.pcap_format import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
-from traces.pcap_reader import TcpSegment, iter_tcp_segments
+from amqpspec.amqp10.monitor import DEFAULT_MAX_FRAME_SIZE, ConnectionMonitor, TraceItem
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.traces.model import ConnectionInfo
+from amqpspec.traces.pcap_format import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
+from amqpspec.traces.pcap_reader import TcpSegment, iter_tcp_segments
 
 AMQP_PORTS = frozenset((5672, 5671))
 MAX_OUT_OF_ORDER_BYTES = 16 * 1024 * 1024

@@ -16,11 +16,11 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from amqp10.monitor import DEFAULT_MAX_FRAME_SIZE
-from amqp10.origins import CLIENT, SERVER
-from traces.framelog_process import FrameLogProcess
-from traces.model import ConnectionInfo
-from traces.pcap_writer import PcapWriter
+from amqpspec.amqp10.monitor import DEFAULT_MAX_FRAME_SIZE
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.traces.framelog_process import FrameLogProcess
+from amqpspec.traces.model import ConnectionInfo
+from amqpspec.traces.pcap_writer import PcapWriter
 
 
 @dataclass(slots=True)

@@ -11,11 +11,11 @@ import base64
 from datetime import UTC, datetime
 from typing import Any
 
-from amqp10.composites import Composite
-from amqp10.frames import Frame, ProtocolHeader
-from amqp10.monitor import TraceItem
-from amqp10.origins import CLIENT
-from amqp10.types import Described, symbol
+from amqpspec.amqp10.composites import Composite
+from amqpspec.amqp10.frames import Frame, ProtocolHeader
+from amqpspec.amqp10.monitor import TraceItem
+from amqpspec.amqp10.origins import CLIENT
+from amqpspec.amqp10.types import Described, symbol
 
 _PROTOCOLS = {0: "AMQP", 2: "AMQP-TLS", 3: "AMQP-SASL"}
 

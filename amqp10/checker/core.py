@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from amqp10.checker.fastlane import FastLane
-from amqp10.checker.links import LinkRules
-from amqp10.checker.rules import Violation, violation
-from amqp10.checker.sessions import SessionRules
-from amqp10.checker.settlement import SettlementRules
-from amqp10.checker.state import Link, Peer, Session
-from amqp10.frames import Frame, FrameType, ProtocolHeader, ProtocolId
-from amqp10.origins import CLIENT, ORIGINS, SERVER, other
-from amqp10.spec import MIN_MAX_FRAME_SIZE
+from amqpspec.amqp10.checker.fastlane import FastLane
+from amqpspec.amqp10.checker.links import LinkRules
+from amqpspec.amqp10.checker.rules import Violation, violation
+from amqpspec.amqp10.checker.sessions import SessionRules
+from amqpspec.amqp10.checker.settlement import SettlementRules
+from amqpspec.amqp10.checker.state import Link, Peer, Session
+from amqpspec.amqp10.frames import Frame, FrameType, ProtocolHeader, ProtocolId
+from amqpspec.amqp10.origins import CLIENT, ORIGINS, SERVER, other
+from amqpspec.amqp10.spec import MIN_MAX_FRAME_SIZE
 
 _NO_LIMIT = 0xFFFFFFFF
 _MANDATORY: dict[type, tuple[str, ...]] = {}

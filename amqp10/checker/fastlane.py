@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from amqp10.checker.state import Peer
-from amqp10.origins import CLIENT, SERVER
-from amqp10.serial import MASK
-from amqp10.spec import MIN_MAX_FRAME_SIZE, RcvSettleMode, SndSettleMode
+from amqpspec.amqp10.checker.state import Peer
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.serial import MASK
+from amqpspec.amqp10.spec import MIN_MAX_FRAME_SIZE, RcvSettleMode, SndSettleMode
 
 if TYPE_CHECKING:
-    from amqp10.checker.core import Checker
-    from amqp10.frames import Frame
+    from amqpspec.amqp10.checker.core import Checker
+    from amqpspec.amqp10.frames import Frame
 
 _OTHER = {CLIENT: SERVER, SERVER: CLIENT}
 _UNSETTLED = SndSettleMode.UNSETTLED

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from amqp10.serial import HALF, MASK, serial_diff
+from amqpspec.amqp10.serial import HALF, MASK, serial_diff
 
 _MAX_KEYS = 256  # distinct horizon values remembered for proof look-ups
 _MAX_PER_KEY = 8  # grant indices remembered per horizon value

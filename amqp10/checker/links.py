@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from amqp10.checker.horizons import horizon_of
-from amqp10.checker.state import Link, LinkEnd, Peer, SessionEnd
-from amqp10.origins import other
-from amqp10.serial import serial_add, serial_diff, serial_lt
-from amqp10.spec import RcvSettleMode, SndSettleMode
+from amqpspec.amqp10.checker.horizons import horizon_of
+from amqpspec.amqp10.checker.state import Link, LinkEnd, Peer, SessionEnd
+from amqpspec.amqp10.origins import other
+from amqpspec.amqp10.serial import serial_add, serial_diff, serial_lt
+from amqpspec.amqp10.spec import RcvSettleMode, SndSettleMode
 
 if TYPE_CHECKING:
-    from amqp10.checker.core import Checker
-    from amqp10.frames import Frame
+    from amqpspec.amqp10.checker.core import Checker
+    from amqpspec.amqp10.frames import Frame
 
 
 class LinkRules:

@@ -378,11 +378,12 @@ def violation(rule_id: str, frame_index: int, origin: str, reason: str) -> Viola
 
 
 def catalog_markdown() -> str:
-    """The catalog as Markdown (docs/rules.md is this text: `python -m amqp10.checker.rules`)."""
+    """The catalog as Markdown (docs/rules.md is this text:
+    `python -m amqpspec.amqp10.checker.rules`)."""
     lines = [
         "# Checker rule catalog",
         "",
-        "Generated from `amqp10/checker/rules.py` by `python -m amqp10.checker.rules`;",
+        "Generated from `amqp10/checker/rules.py` by `python -m amqpspec.amqp10.checker.rules`;",
         "a test keeps this file in step with the code. Sections are those of the OASIS",
         "AMQP 1.0 core specification; sentences are paraphrased.",
         "",

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from amqp10.checker.horizons import horizon_of
-from amqp10.checker.state import Peer, Session, SessionEnd
-from amqp10.origins import other
-from amqp10.serial import serial_add
+from amqpspec.amqp10.checker.horizons import horizon_of
+from amqpspec.amqp10.checker.state import Peer, Session, SessionEnd
+from amqpspec.amqp10.origins import other
+from amqpspec.amqp10.serial import serial_add
 
 if TYPE_CHECKING:
-    from amqp10.checker.core import Checker
-    from amqp10.frames import Frame
+    from amqpspec.amqp10.checker.core import Checker
+    from amqpspec.amqp10.frames import Frame
 
 
 class SessionRules:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from amqp10.checker.state import Peer
-from amqp10.origins import other
-from amqp10.serial import serial_add, serial_diff, serial_lt
+from amqpspec.amqp10.checker.state import Peer
+from amqpspec.amqp10.origins import other
+from amqpspec.amqp10.serial import serial_add, serial_diff, serial_lt
 
 if TYPE_CHECKING:
-    from amqp10.checker.core import Checker
-    from amqp10.frames import Frame
+    from amqpspec.amqp10.checker.core import Checker
+    from amqpspec.amqp10.frames import Frame
 
 _RANGE_LIMIT = 1024
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any
 
-from amqp10.checker.horizons import Horizons
-from amqp10.serial import HALF, MASK
+from amqpspec.amqp10.checker.horizons import Horizons
+from amqpspec.amqp10.serial import HALF, MASK
 
 _SETTLED_MEMORY = 8192  # delivery-ids whose settlement is remembered per direction
 

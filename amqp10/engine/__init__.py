@@ -51,8 +51,8 @@ local misuse raises UsageError. A window grant is enforced once data_to_send() h
 handed it out (2.5.6).
 """
 
-from amqp10.engine.connection import Connection
-from amqp10.engine.events import (
+from amqpspec.amqp10.engine.connection import Connection
+from amqpspec.amqp10.engine.events import (
     DeliveryAborted,
     DispositionReceived,
     Event,
@@ -72,11 +72,11 @@ from amqp10.engine.events import (
     TransferReceived,
     TransportClosed,
 )
-from amqp10.engine.link import Link
-from amqp10.engine.policy import STRICT, EndpointPolicy
-from amqp10.engine.sasl import ClientSasl, ServerSasl
-from amqp10.engine.session import Session
-from amqp10.engine.transitions import (
+from amqpspec.amqp10.engine.link import Link
+from amqpspec.amqp10.engine.policy import STRICT, EndpointPolicy
+from amqpspec.amqp10.engine.sasl import ClientSasl, ServerSasl
+from amqpspec.amqp10.engine.session import Session
+from amqpspec.amqp10.engine.transitions import (
     TABLES,
     ConnInput,
     ConnState,

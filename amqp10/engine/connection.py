@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from amqp10.composites import (
+from amqpspec.amqp10.composites import (
     Begin,
     Close,
     Error,
@@ -35,13 +35,13 @@ from amqp10.composites import (
     SaslResponse,
     Transfer,
 )
-from amqp10.engine import crafted
-from amqp10.engine import events as ev
-from amqp10.engine.link import Link
-from amqp10.engine.policy import STRICT, EndpointPolicy
-from amqp10.engine.sasl import ClientSasl, ServerSasl
-from amqp10.engine.session import Session
-from amqp10.engine.transitions import (
+from amqpspec.amqp10.engine import crafted
+from amqpspec.amqp10.engine import events as ev
+from amqpspec.amqp10.engine.link import Link
+from amqpspec.amqp10.engine.policy import STRICT, EndpointPolicy
+from amqpspec.amqp10.engine.sasl import ClientSasl, ServerSasl
+from amqpspec.amqp10.engine.session import Session
+from amqpspec.amqp10.engine.transitions import (
     DISCARD,
     HEADER_THEN_END,
     OPEN_THEN_CLOSE,
@@ -54,8 +54,8 @@ from amqp10.engine.transitions import (
     connection_machine,
     sasl_machine,
 )
-from amqp10.errors import DecodeError, ProtocolError
-from amqp10.frames import (
+from amqpspec.amqp10.errors import DecodeError, ProtocolError
+from amqpspec.amqp10.frames import (
     AMQP_HEADER,
     EMPTY_FRAME,
     SASL_HEADER,
@@ -66,7 +66,7 @@ from amqp10.frames import (
     ProtocolId,
     encode_frame,
 )
-from amqp10.spec import MIN_MAX_FRAME_SIZE, Cond, SaslCode
+from amqpspec.amqp10.spec import MIN_MAX_FRAME_SIZE, Cond, SaslCode
 
 # states in which our idle-time-out is watched / heartbeats are sent (2.4.5)
 _LIVE = frozenset(

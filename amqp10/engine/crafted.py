@@ -25,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amqp10.engine.link import Link
-from amqp10.engine.session import Session
-from amqp10.engine.transitions import (
+from amqpspec.amqp10.engine.link import Link
+from amqpspec.amqp10.engine.session import Session
+from amqpspec.amqp10.engine.transitions import (
     ATTACH_THEN_DETACH,
     BEGIN_THEN_END,
     CONNECTION_TABLE,
@@ -41,11 +41,11 @@ from amqp10.engine.transitions import (
     SessInput,
     UsageError,
 )
-from amqp10.frames import AMQP_HEADER, SASL_HEADER
-from amqp10.serial import serial_add, serial_ge
+from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER
+from amqpspec.amqp10.serial import serial_add, serial_ge
 
 if TYPE_CHECKING:
-    from amqp10.engine.connection import Connection
+    from amqpspec.amqp10.engine.connection import Connection
 
 Endpoint = Session | Link | None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from amqp10.engine.transitions import (
+from amqpspec.amqp10.engine.transitions import (
     PROCESS,
     TABLES,
     Transition,

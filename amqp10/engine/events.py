@@ -13,11 +13,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from amqp10.composites import Attach, Begin, Error, Flow, Open
+from amqpspec.amqp10.composites import Attach, Begin, Error, Flow, Open
 
 if TYPE_CHECKING:
-    from amqp10.engine.link import Link
-    from amqp10.engine.session import Session
+    from amqpspec.amqp10.engine.link import Link
+    from amqpspec.amqp10.engine.session import Session
 
 
 class Event:

@@ -6,7 +6,7 @@ and Link objects keep the state and call these. Nothing here sends or records fr
 
 from __future__ import annotations
 
-from amqp10.serial import serial_add, serial_diff
+from amqpspec.amqp10.serial import serial_add, serial_diff
 
 
 def remote_incoming_horizon(

@@ -26,10 +26,10 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
-from amqp10.composites import Attach, Coordinator, Detach, Flow, Source, Target, Transfer
-from amqp10.engine import events as ev
-from amqp10.engine.flowcontrol import credit_horizon, sender_link_credit, window_left
-from amqp10.engine.transitions import (
+from amqpspec.amqp10.composites import Attach, Coordinator, Detach, Flow, Source, Target, Transfer
+from amqpspec.amqp10.engine import events as ev
+from amqpspec.amqp10.engine.flowcontrol import credit_horizon, sender_link_credit, window_left
+from amqpspec.amqp10.engine.transitions import (
     ATTACH_THEN_DETACH,
     DISCARD,
     ConnState,
@@ -40,17 +40,17 @@ from amqp10.engine.transitions import (
     UsageError,
     link_machine,
 )
-from amqp10.errors import ProtocolError
-from amqp10.frames import MAX_FAST_TAG, Frame, encode_transfer_frame
-from amqp10.message import TransferAssembler
-from amqp10.serial import HALF, serial_add, serial_gt, serial_lt, serial_max
-from amqp10.serial import MASK as SERIAL_MASK
-from amqp10.spec import Cond, Role, SndSettleMode
-from amqp10.types import Described
+from amqpspec.amqp10.errors import ProtocolError
+from amqpspec.amqp10.frames import MAX_FAST_TAG, Frame, encode_transfer_frame
+from amqpspec.amqp10.message import TransferAssembler
+from amqpspec.amqp10.serial import HALF, serial_add, serial_gt, serial_lt, serial_max
+from amqpspec.amqp10.serial import MASK as SERIAL_MASK
+from amqpspec.amqp10.spec import Cond, Role, SndSettleMode
+from amqpspec.amqp10.types import Described
 
 if TYPE_CHECKING:
-    from amqp10.composites import Error
-    from amqp10.engine.session import Session
+    from amqpspec.amqp10.composites import Error
+    from amqpspec.amqp10.engine.session import Session
 
 _ECHO = object()  # accept(): "answer with the peer's terminus"
 # send()'s fast lane states as plain constants (an Enum member lookup costs several times more)
@@ -545,7 +545,7 @@ class Link:
         self, closed: bool = True, error: Error | str | None = None, description: str | None = None
     ) -> None:
         """Send detach (2.7.7); closed=False only suspends the link."""
-        from amqp10.engine.connection import as_error
+        from amqpspec.amqp10.engine.connection import as_error
 
         self._check(LinkInput.SEND_DETACH, SessInput.SEND_DETACH)
         never_attached = self.handle is None  # the peer's attach is still unanswered

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from amqp10.composites import SaslInit, SaslMechanisms
-from amqp10.errors import ProtocolError
-from amqp10.spec import Cond, SaslCode
-from amqp10.types import symbol
+from amqpspec.amqp10.composites import SaslInit, SaslMechanisms
+from amqpspec.amqp10.errors import ProtocolError
+from amqpspec.amqp10.spec import Cond, SaslCode
+from amqpspec.amqp10.types import symbol
 
 ANONYMOUS = "ANONYMOUS"
 PLAIN = "PLAIN"

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amqp10.composites import (
+from amqpspec.amqp10.composites import (
     Attach,
     Begin,
     Detach,
@@ -38,10 +38,10 @@ from amqp10.composites import (
     Target,
     Transfer,
 )
-from amqp10.engine import events as ev
-from amqp10.engine.flowcontrol import remote_incoming_horizon, window_left
-from amqp10.engine.link import Link
-from amqp10.engine.transitions import (
+from amqpspec.amqp10.engine import events as ev
+from amqpspec.amqp10.engine.flowcontrol import remote_incoming_horizon, window_left
+from amqpspec.amqp10.engine.link import Link
+from amqpspec.amqp10.engine.transitions import (
     BEGIN_THEN_END,
     DISCARD,
     ConnInput,
@@ -51,16 +51,16 @@ from amqp10.engine.transitions import (
     UsageError,
     session_machine,
 )
-from amqp10.errors import ProtocolError
-from amqp10.frames import Frame, encode_frame
-from amqp10.message import transfer_frames
-from amqp10.serial import HALF, serial_add, serial_max
-from amqp10.serial import MASK as SERIAL_MASK
-from amqp10.spec import Cond, RcvSettleMode, Role, SndSettleMode
+from amqpspec.amqp10.errors import ProtocolError
+from amqpspec.amqp10.frames import Frame, encode_frame
+from amqpspec.amqp10.message import transfer_frames
+from amqpspec.amqp10.serial import HALF, serial_add, serial_max
+from amqpspec.amqp10.serial import MASK as SERIAL_MASK
+from amqpspec.amqp10.spec import Cond, RcvSettleMode, Role, SndSettleMode
 
 if TYPE_CHECKING:
-    from amqp10.composites import Error
-    from amqp10.engine.connection import Connection
+    from amqpspec.amqp10.composites import Error
+    from amqpspec.amqp10.engine.connection import Connection
 
 # the fast lane's states and role as plain module constants (an Enum member lookup on its
 # class costs several times a global's)
@@ -224,7 +224,7 @@ class Session:
     def end(self, error: Error | str | None = None, description: str | None = None) -> None:
         """Send end (2.7.8). Pending transfer frames are dropped; with an error, frames
         from the peer are discarded until its end (2.5.5 DISCARDING)."""
-        from amqp10.engine.connection import as_error
+        from amqpspec.amqp10.engine.connection import as_error
 
         err = as_error(error, description)
         self.connection._check_can_send()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from amqp10.engine.connection import Connection
-from amqp10.engine.events import Event
+from amqpspec.amqp10.engine.connection import Connection
+from amqpspec.amqp10.engine.events import Event
 
 
 class ConnectionPair:

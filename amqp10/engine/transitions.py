@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from enum import Enum
 from itertools import product
 
-from amqp10.errors import AMQPError, ProtocolError
-from amqp10.spec import Cond
+from amqpspec.amqp10.errors import AMQPError, ProtocolError
+from amqpspec.amqp10.spec import Cond
 
 
 class UsageError(AMQPError):

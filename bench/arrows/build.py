@@ -1,6 +1,6 @@
 """Build the C arrows (bench/arrows/arrow.c) against libqpid-proton.
 
-    python -m bench.arrows.build [--build-dir DIR]     # prints the binary's path
+    python -m amqpspec.bench.arrows.build [--build-dir DIR]     # prints the binary's path
 
 Owns: compiling arrow.c (gcc -O2 -lqpid-proton) into the build
 directory, again only when the source changed. Needs gcc and libqpid-proton11-dev

@@ -1,7 +1,8 @@
 """The Python arrows: a sender and a receiver on the amqp10 sans-IO engine over plain
 non-blocking sockets and select (one process, `connections` x `links` links).
 
-    python -m bench.arrows.python_arrow send|receive --port P [options of bench.arrows.spec]
+    python -m amqpspec.bench.arrows.python_arrow send|receive --port P
+        [options of bench.arrows.spec]
 
 Owns: the arrows' I/O loop only. Frames and messages are built and parsed by amqp10
 (Connection, Message); the body's stamp comes from bench.arrows.spec. The receiver writes
@@ -20,8 +21,8 @@ import sys
 import time
 from array import array
 
-from amqp10.composites import Accepted, Data, Header
-from amqp10.engine import (
+from amqpspec.amqp10.composites import Accepted, Data, Header
+from amqpspec.amqp10.engine import (
     ClientSasl,
     Connection,
     RemoteAttach,
@@ -31,11 +32,11 @@ from amqp10.engine import (
     ServerSasl,
     TransferReceived,
 )
-from amqp10.engine.events import DispositionReceived, ProtocolErrorRaised
-from amqp10.engine.transitions import LinkState, SessState
-from amqp10.message import Message
-from amqp10.spec import RcvSettleMode, SndSettleMode
-from bench.arrows.spec import ArrowSpec, parse, read_stamp, stamp
+from amqpspec.amqp10.engine.events import DispositionReceived, ProtocolErrorRaised
+from amqpspec.amqp10.engine.transitions import LinkState, SessState
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import RcvSettleMode, SndSettleMode
+from amqpspec.bench.arrows.spec import ArrowSpec, parse, read_stamp, stamp
 
 now_ns = time.monotonic_ns
 

@@ -32,14 +32,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import amqp10
-from bench.arrows.build import DEFAULT_BUILD_DIR, build_c_arrow, c_arrow_available
-from bench.arrows.plots import plot_runs
-from bench.arrows.procstat import ProcessSampler, pid_listening_on
-from bench.arrows.results import summarise
-from bench.arrows.spec import MIN_BODY, ArrowSpec, read_records, split_url
-from bench.table import print_table
-from reference_broker.process import free_port
+from amqpspec import amqp10
+from amqpspec.bench.arrows.build import DEFAULT_BUILD_DIR, build_c_arrow, c_arrow_available
+from amqpspec.bench.arrows.plots import plot_runs
+from amqpspec.bench.arrows.procstat import ProcessSampler, pid_listening_on
+from amqpspec.bench.arrows.results import summarise
+from amqpspec.bench.arrows.spec import MIN_BODY, ArrowSpec, read_records, split_url
+from amqpspec.bench.table import print_table
+from amqpspec.reference_broker.process import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 TARGETS = ("reference", "rabbitmq", "proton-c", "peer-to-peer")
@@ -68,7 +68,7 @@ class Target:
 @contextlib.contextmanager
 def started_targets(names: list[str], args: argparse.Namespace) -> Iterator[list[Target]]:
     """The targets of the run, brokers started (and stopped at the end) on free ports."""
-    from bench import broker_bench
+    from amqpspec.bench import broker_bench
 
     with (
         tempfile.TemporaryDirectory(prefix="amqpspec-arrows-") as tmp,
@@ -116,7 +116,7 @@ def url_target(args: argparse.Namespace) -> Target:
 def arrow_command(kind: str, build_dir: pathlib.Path) -> list[str]:
     if kind == "c":
         return [str(build_c_arrow(build_dir))]
-    return [sys.executable, "-m", "bench.arrows.python_arrow"]
+    return [sys.executable, "-m", "amqpspec.bench.arrows.python_arrow"]
 
 
 def spawn_arrow(kind: str, spec: ArrowSpec, build_dir: pathlib.Path) -> subprocess.Popen:

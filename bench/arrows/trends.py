@@ -1,9 +1,9 @@
 """The seeds' trends with the arrows (issue 12): throughput and latency against the credit
 window, and rate and memory against queue depth ("less is more") up to the memory watermark.
 
-    python -m bench.arrows.trends credit [--brokers reference,rabbitmq] [--count 20000]
+    python -m amqpspec.bench.arrows.trends credit [--brokers reference,rabbitmq] [--count 20000]
         [--windows 1,10,100,1000,10000] [--rabbitmq-port P ...]
-    python -m bench.arrows.trends depth [--brokers reference,rabbitmq] [--count 3000000]
+    python -m amqpspec.bench.arrows.trends depth [--brokers reference,rabbitmq] [--count 3000000]
         [--body-size 100] [--memory-limit-mib 512] [--paging-ratio 0.5] [--blocked-wait 10]
         [--sender-arrow python|c] [--rabbitmq-port P --rabbitmq-mgmt-port M
         --rabbitmq-node N --rabbitmq-data-dir D]
@@ -47,14 +47,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-from bench.arrows import run as arrows
-from bench.arrows.brokerwatch import INTERVAL as WATCH_INTERVAL
-from bench.arrows.brokerwatch import BrokerWatch
-from bench.arrows.build import DEFAULT_BUILD_DIR
-from bench.arrows.procstat import ProcessSampler, pid_listening_on
-from bench.arrows.results import per_second
-from bench.arrows.spec import ArrowSpec, read_records
-from bench.broker_bench import QUEUE
+from amqpspec.bench.arrows import run as arrows
+from amqpspec.bench.arrows.brokerwatch import INTERVAL as WATCH_INTERVAL
+from amqpspec.bench.arrows.brokerwatch import BrokerWatch
+from amqpspec.bench.arrows.build import DEFAULT_BUILD_DIR
+from amqpspec.bench.arrows.procstat import ProcessSampler, pid_listening_on
+from amqpspec.bench.arrows.results import per_second
+from amqpspec.bench.arrows.spec import ArrowSpec, read_records
+from amqpspec.bench.broker_bench import QUEUE
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 WINDOWS = (1, 10, 100, 1000, 10000)
@@ -154,7 +154,7 @@ def sweep_targets(
     args: argparse.Namespace, memory_limit: bool
 ) -> Iterator[list[tuple[arrows.Target, str]]]:
     """(target, management URL) per broker of --brokers, started here and stopped at the end."""
-    from bench import broker_bench
+    from amqpspec.bench import broker_bench
 
     reference, rabbitmq = broker_options(args, memory_limit)
     with (
@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     report = credit_sweep(args) if args.trend == "credit" else depth_sweep(args)
     report |= {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": " ".join([sys.executable, "-m", "bench.arrows.trends", *sys.argv[1:]]),
+        "command": " ".join([sys.executable, "-m", "amqpspec.bench.arrows.trends", *sys.argv[1:]]),
         "load_average": os.getloadavg(),
     }
     out = pathlib.Path(args.out)

@@ -1,6 +1,6 @@
 """Durability and overload of the reference broker, measured (issue 11 §4).
 
-One module per measurement, each runnable on its own (`python -m bench.overload.<name>`,
+One module per measurement, each runnable on its own (`python -m amqpspec.bench.overload.<name>`,
 or `amqpspec bench <name>`) at the issue's sizes by default and at a small size in seconds
 (tests/test_overload_bench.py); each starts its own broker on free ports with a data dir
 under a temp dir, bounds every wait, stops everything it started by PID, writes

@@ -3,7 +3,7 @@ alarm must hold the broker's RSS down by blocking publishers through the session
 while consumers on the same connection keep draining.
 
     amqpspec bench alarm-flood [--total-mb 1024] [--watermark-mb 256] [--body-kb 32]
-    python -m bench.overload.alarm_flood [same options]
+    python -m amqpspec.bench.overload.alarm_flood [same options]
 
 The broker runs with `--memory-high-watermark-bytes` (alarm while its RSS >= the watermark;
 read every 0.2 s and after every 1/32 of the watermark read from peers). One client
@@ -31,12 +31,12 @@ import struct
 import time
 from typing import Any
 
-from amqp10.composites import Accepted
-from amqp10.engine import DispositionReceived, Event, FlowReceived, TransferReceived
-from amqp10.message import Message
-from bench.overload.peer import Peer, Pump, rss, write_report
-from reference_broker.admin_client import ManagementClient
-from reference_broker.process import BrokerProcess
+from amqpspec.amqp10.composites import Accepted
+from amqpspec.amqp10.engine import DispositionReceived, Event, FlowReceived, TransferReceived
+from amqpspec.amqp10.message import Message
+from amqpspec.bench.overload.peer import Peer, Pump, rss, write_report
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.process import BrokerProcess
 
 QUEUE = "flood"
 CREDIT = 200

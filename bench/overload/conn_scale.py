@@ -2,7 +2,7 @@
 memory per connection and the time a new client needs with them all held.
 
     amqpspec bench conn-scale [--connections 5000] [--sessions 2] [--probes 20]
-    python -m bench.overload.conn_scale [same options]
+    python -m amqpspec.bench.overload.conn_scale [same options]
 
 The broker runs with `--idle-timeout 0` (no heartbeats: the held connections are really
 idle). Warm-up: --probes probe rounds with nothing held (the baseline latency; the broker's
@@ -24,12 +24,12 @@ import statistics
 import time
 from typing import Any
 
-from amqp10.composites import Accepted
-from amqp10.engine import DispositionReceived, RemoteBegin
-from amqp10.message import Message
-from bench.overload.peer import Peer, Pump, rss, write_report
-from reference_broker.admin_client import ManagementClient
-from reference_broker.process import BrokerProcess
+from amqpspec.amqp10.composites import Accepted
+from amqpspec.amqp10.engine import DispositionReceived, RemoteBegin
+from amqpspec.amqp10.message import Message
+from amqpspec.bench.overload.peer import Peer, Pump, rss, write_report
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.process import BrokerProcess
 
 QUEUE = "scale-probe"
 PAYLOAD = Message.of(b"probe").encode()

@@ -2,7 +2,7 @@
 random bytes, beside a normal client whose rate is measured with and without them.
 
     amqpspec bench hostile [--slowloris 1000] [--random 1000] [--seconds 20] [--normal-rate N]
-    python -m bench.overload.hostile [same options]
+    python -m amqpspec.bench.overload.hostile [same options]
 
 One broker (its default handshake timeout, --handshake-timeout to change it). The normal
 client runs in a process of its own (so the hostile peers' driver does not take its CPU):
@@ -38,14 +38,14 @@ import socket
 import time
 from typing import Any
 
-from amqp10.composites import Accepted, Open
-from amqp10.engine import DispositionReceived, RemoteAttach, TransferReceived
-from amqp10.errors import DecodeError
-from amqp10.frames import AMQP_HEADER, Frame, decode_stream, encode_frame
-from amqp10.message import Message
-from bench.overload.peer import Peer, Pump, write_report
-from reference_broker.admin_client import ManagementClient
-from reference_broker.process import BrokerProcess
+from amqpspec.amqp10.composites import Accepted, Open
+from amqpspec.amqp10.engine import DispositionReceived, RemoteAttach, TransferReceived
+from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.frames import AMQP_HEADER, Frame, decode_stream, encode_frame
+from amqpspec.amqp10.message import Message
+from amqpspec.bench.overload.peer import Peer, Pump, write_report
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.process import BrokerProcess
 
 QUEUE = "hostile-normal"
 IN_FLIGHT = 100

@@ -2,9 +2,9 @@
 durable classic queue and a stream queue; then every confirmed message is counted.
 
     amqpspec bench kill-soak [--cycles 100] [--min-run 0.2] [--max-run 1.0] [--seed 1]
-    python -m bench.overload.kill_soak [same options]
+    python -m amqpspec.bench.overload.kill_soak [same options]
 
-Each cycle starts `python -m reference_broker --data-dir D` (the same D every cycle), one
+Each cycle starts `python -m amqpspec.reference_broker --data-dir D` (the same D every cycle), one
 publisher connection (two sender links, unsettled transfers: a message is confirmed when its
 `accepted` disposition arrives; at most --in-flight unconfirmed per link) and one consumer
 connection (a receiver per queue, credit 100 topped up at half, every delivery accepted),
@@ -34,19 +34,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqp10.composites import Accepted, Header, Properties, Source
-from amqp10.engine import (
+from amqpspec.amqp10.composites import Accepted, Header, Properties, Source
+from amqpspec.amqp10.engine import (
     DispositionReceived,
     Event,
     FlowReceived,
     RemoteAttach,
     TransferReceived,
 )
-from amqp10.message import Message
-from amqp10.types import Described, symbol
-from bench.overload.peer import WAIT, Peer, Pump, ended, write_report
-from reference_broker.admin_client import ManagementClient
-from reference_broker.process import BrokerProcess
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.types import Described, symbol
+from amqpspec.bench.overload.peer import WAIT, Peer, Pump, ended, write_report
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.process import BrokerProcess
 
 CLASSIC = "soak-classic"
 STREAM = "soak-stream"

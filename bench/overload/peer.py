@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from amqp10.engine import Connection, Event, TransportClosed
+from amqpspec.amqp10.engine import Connection, Event, TransportClosed
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 REPORTS = ROOT / "reports" / "bench"

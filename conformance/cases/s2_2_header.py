@@ -9,11 +9,11 @@ Owns the cases `2.2/*`.
 
 from __future__ import annotations
 
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, TLS_HEADER, ProtocolHeader
-from conformance.registry import MUST, case
-from conformance.steps.refusals import header_refused, refused_header_case
-from conformance.steps.sentences import NEGOTIATION
-from conformance.steps.sentences import SUPPORTED_HEADERS as SUPPORTED
+from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, TLS_HEADER, ProtocolHeader
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.refusals import header_refused, refused_header_case
+from amqpspec.conformance.steps.sentences import NEGOTIATION
+from amqpspec.conformance.steps.sentences import SUPPORTED_HEADERS as SUPPORTED
 
 REFUSED_HEADERS = (  # (case slug, header sent, run function name, description)
     (

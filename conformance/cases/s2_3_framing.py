@@ -15,13 +15,17 @@ begins go through the engine, which records them as sent.
 
 from __future__ import annotations
 
-from amqp10.builder import build_frame, mutate
-from amqp10.composites import Attach, Begin, Flow, Transfer
-from amqp10.spec import Role
-from amqp10.types import Described, ulong
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.refusals import refused_after_open, sent_bytes_outcome, sent_frame_outcome
-from conformance.verdicts import Unsupported
+from amqpspec.amqp10.builder import build_frame, mutate
+from amqpspec.amqp10.composites import Attach, Begin, Flow, Transfer
+from amqpspec.amqp10.spec import Role
+from amqpspec.amqp10.types import Described, ulong
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.refusals import (
+    refused_after_open,
+    sent_bytes_outcome,
+    sent_frame_outcome,
+)
+from amqpspec.conformance.verdicts import Unsupported
 
 FRAMING = {"close:amqp:connection:framing-error", "close:amqp:decode-error", "tcp-close"}
 DECODE = {

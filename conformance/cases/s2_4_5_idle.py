@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import itertools
 
-from amqp10.composites import Open
-from amqp10.frames import EMPTY_FRAME
-from amqp10.origins import SERVER
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.queues import fill
-from conformance.verdicts import Unsupported
+from amqpspec.amqp10.composites import Open
+from amqpspec.amqp10.frames import EMPTY_FRAME
+from amqpspec.amqp10.origins import SERVER
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.verdicts import Unsupported
 
 LONGEST_WAITED_MS = 15000  # a broker advertising more than this: UNSUPPORTED (bounded case)
 

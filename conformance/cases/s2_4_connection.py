@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import itertools
 
-from amqp10.composites import Begin, Error, Open
-from amqp10.engine import RemoteClose
-from amqp10.origins import SERVER
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.links import consumer
-from conformance.steps.queues import fill
-from conformance.steps.refusals import sent_frame_outcome
-from conformance.verdicts import CaseFailed
+from amqpspec.amqp10.composites import Begin, Error, Open
+from amqpspec.amqp10.engine import RemoteClose
+from amqpspec.amqp10.origins import SERVER
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.links import consumer
+from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.steps.refusals import sent_frame_outcome
+from amqpspec.conformance.verdicts import CaseFailed
 
 REFUSE = {
     "close:amqp:connection:framing-error",

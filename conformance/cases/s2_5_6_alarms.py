@@ -17,19 +17,19 @@ clears the alarm it raised, whatever happens.
 
 from __future__ import annotations
 
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.alarms import (
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.alarms import (
     memory_alarm,
     window_closed,
     window_closed_or_unsupported,
     window_flow,
 )
-from conformance.steps.credit import server_flows
-from conformance.steps.deliveries import exactly
-from conformance.steps.frames import send_transfers
-from conformance.steps.links import consumer, publisher, session_flow, wait_credit
-from conformance.steps.queues import body, fill
-from conformance.verdicts import CaseFailed, Unsupported
+from amqpspec.conformance.steps.credit import server_flows
+from amqpspec.conformance.steps.deliveries import exactly
+from amqpspec.conformance.steps.frames import send_transfers
+from amqpspec.conformance.steps.links import consumer, publisher, session_flow, wait_credit
+from amqpspec.conformance.steps.queues import body, fill
+from amqpspec.conformance.verdicts import CaseFailed, Unsupported
 
 ALARM_NEEDS = {"queues", "alarms"}
 ALARM_WAIT = 5.0  # seconds for the window-0 flow after the alarm is raised (SHOULD cases)

@@ -11,21 +11,21 @@ s2_5_6_alarms.py).
 
 from __future__ import annotations
 
-from amqp10.frames import Frame
-from amqp10.serial import serial_add, serial_offset
-from conformance.registry import MUST, case
-from conformance.steps.alarms import memory_alarm, window_closed_or_unsupported
-from conformance.steps.credit import server_flows
-from conformance.steps.deliveries import check_split, collect, exactly
-from conformance.steps.frames import send_one_delivery
-from conformance.steps.links import (
+from amqpspec.amqp10.frames import Frame
+from amqpspec.amqp10.serial import serial_add, serial_offset
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.alarms import memory_alarm, window_closed_or_unsupported
+from amqpspec.conformance.steps.credit import server_flows
+from amqpspec.conformance.steps.deliveries import check_split, collect, exactly
+from amqpspec.conformance.steps.frames import send_one_delivery
+from amqpspec.conformance.steps.links import (
     consumer,
     publisher,
     small_frame_probe,
     wait_credit,
 )
-from conformance.steps.queues import body, fill
-from conformance.verdicts import Unsupported
+from amqpspec.conformance.steps.queues import body, fill
+from amqpspec.conformance.verdicts import Unsupported
 
 VIOLATION = {"end:amqp:session:window-violation", "close:amqp:session:window-violation"}
 MAX_BURST = 70000

@@ -9,19 +9,19 @@ Owns the cases `2.6.12/*`, `2.7.5/*` and `2.8.*/*`.
 
 from __future__ import annotations
 
-from amqp10.composites import Accepted
-from amqp10.engine import DispositionReceived
-from amqp10.spec import Role, SndSettleMode
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.deliveries import (
+from amqpspec.amqp10.composites import Accepted
+from amqpspec.amqp10.engine import DispositionReceived
+from amqpspec.amqp10.spec import Role, SndSettleMode
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.deliveries import (
     collect,
     exactly,
     queued_receiver,
     take_unsettled,
 )
-from conformance.steps.links import consumer, publisher, unsettled_consumer
-from conformance.steps.queues import body, message_text
-from conformance.verdicts import CaseFailed
+from amqpspec.conformance.steps.links import consumer, publisher, unsettled_consumer
+from amqpspec.conformance.steps.queues import body, message_text
+from amqpspec.conformance.verdicts import CaseFailed
 
 NEEDS = {"queues", "unsettled-deliveries"}
 

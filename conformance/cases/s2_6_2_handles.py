@@ -8,14 +8,14 @@ Owns the cases `2.6.1/link-stolen`, `2.6.2/*` and `2.7.3/handle-*`.
 
 from __future__ import annotations
 
-from amqp10.composites import Attach, Detach, Source, Target, Transfer
-from amqp10.message import Message
-from amqp10.spec import Role
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.links import link_flow, session_flow
-from conformance.steps.refusals import sent_frame_outcome
-from conformance.steps.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
-from conformance.verdicts import Unsupported
+from amqpspec.amqp10.composites import Attach, Detach, Source, Target, Transfer
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import Role
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.links import link_flow, session_flow
+from amqpspec.conformance.steps.refusals import sent_frame_outcome
+from amqpspec.conformance.steps.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
+from amqpspec.conformance.verdicts import Unsupported
 
 IN_USE = {"end:amqp:session:handle-in-use", "close:amqp:session:handle-in-use"}
 

@@ -8,10 +8,10 @@ Owns the cases `2.6.6/*` and `2.6.4/*` (the redelivery marks are in s3_2_1_redel
 
 from __future__ import annotations
 
-from amqp10.composites import Error
-from amqp10.spec import SndSettleMode
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.deliveries import (
+from amqpspec.amqp10.composites import Error
+from amqpspec.amqp10.spec import SndSettleMode
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.deliveries import (
     check_requeued,
     collect,
     consume_again,
@@ -19,10 +19,10 @@ from conformance.steps.deliveries import (
     take_unsettled,
     take_unsettled_bodies,
 )
-from conformance.steps.links import unsettled_consumer
-from conformance.steps.queues import message_text, texts
-from conformance.steps.sentences import REQUEUE
-from conformance.steps.sentences import REQUEUE_NEEDS as NEEDS
+from amqpspec.conformance.steps.links import unsettled_consumer
+from amqpspec.conformance.steps.queues import message_text, texts
+from amqpspec.conformance.steps.sentences import REQUEUE
+from amqpspec.conformance.steps.sentences import REQUEUE_NEEDS as NEEDS
 
 
 def _requeued_after(probe, ctx, link_goes_away) -> None:
@@ -150,7 +150,7 @@ def presettled_not_redelivered(probe, ctx):
     the 2 never sent."""
     queue, link = queued_receiver(probe, ctx, 5, snd_settle_mode=SndSettleMode.SETTLED)
     if link.remote_attach.snd_settle_mode != SndSettleMode.SETTLED:
-        from conformance.verdicts import Unsupported
+        from amqpspec.conformance.verdicts import Unsupported
 
         raise Unsupported("the broker did not agree to snd-settle-mode settled")
     probe.grant(link, 3)

@@ -12,18 +12,18 @@ the scenario and exact counts.
 
 from __future__ import annotations
 
-from amqp10.serial import serial_offset
-from conformance.registry import MUST, case, case_function
-from conformance.steps.credit import drain_reply, echo_reply
-from conformance.steps.deliveries import (
+from amqpspec.amqp10.serial import serial_offset
+from amqpspec.conformance.registry import MUST, case, case_function
+from amqpspec.conformance.steps.credit import drain_reply, echo_reply
+from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,
     check_split,
     exactly,
     queued_receiver,
 )
-from conformance.steps.links import consumer, small_frame_probe
-from conformance.steps.queues import fill
-from conformance.steps.sentences import CREDIT_LIMIT
+from amqpspec.conformance.steps.links import consumer, small_frame_probe
+from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.steps.sentences import CREDIT_LIMIT
 
 
 def _one_grant(credit: int, queued: int, name: str, doc: str):

@@ -15,13 +15,13 @@ from __future__ import annotations
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from amqp10.serial import serial_offset
-from conformance.registry import MUST, case
-from conformance.steps.credit import broker_violated
-from conformance.steps.deliveries import collect
-from conformance.steps.links import consumer
-from conformance.steps.queues import fill
-from conformance.verdicts import CaseFailed
+from amqpspec.amqp10.serial import serial_offset
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.credit import broker_violated
+from amqpspec.conformance.steps.deliveries import collect
+from amqpspec.conformance.steps.links import consumer
+from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.verdicts import CaseFailed
 
 CREDIT_LIMIT = (
     "If the link-credit is less than or equal to zero, i.e., the delivery-count is the same "

@@ -10,20 +10,20 @@ publisher's credit (`2.6.7/publisher-gets-credit` is in s2_7_performatives.py).
 
 from __future__ import annotations
 
-from amqp10.serial import serial_add, serial_gt, serial_offset
-from conformance.registry import MUST, case
-from conformance.steps.credit import drain
-from conformance.steps.deliveries import (
+from amqpspec.amqp10.serial import serial_add, serial_gt, serial_offset
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.credit import drain
+from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,
     collect,
     exactly,
     queued_receiver,
     settle_all,
 )
-from conformance.steps.links import consumer, publisher, wait_credit
-from conformance.steps.queues import body, fill
-from conformance.steps.sentences import CREDIT_LIMIT
-from conformance.verdicts import CaseFailed
+from amqpspec.conformance.steps.links import consumer, publisher, wait_credit
+from amqpspec.conformance.steps.queues import body, fill
+from amqpspec.conformance.steps.sentences import CREDIT_LIMIT
+from amqpspec.conformance.verdicts import CaseFailed
 
 
 @case(

@@ -11,22 +11,22 @@ every transfer against every grant.
 
 from __future__ import annotations
 
-from conformance.registry import MUST, case, case_function
-from conformance.steps.credit import (
+from amqpspec.conformance.registry import MUST, case, case_function
+from amqpspec.conformance.steps.credit import (
     broker_violated,
     echo_reply,
     prefetch_receive,
 )
-from conformance.steps.deliveries import (
+from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,
     collect,
     exactly,
     queued_receiver,
     settle_all,
 )
-from conformance.steps.links import consumer
-from conformance.steps.queues import body, fill
-from conformance.steps.sentences import CREDIT_LIMIT
+from amqpspec.conformance.steps.links import consumer
+from amqpspec.conformance.steps.queues import body, fill
+from amqpspec.conformance.steps.sentences import CREDIT_LIMIT
 
 REPLACES = (
     " The receiver's flow sets the credit: link-credit(snd) := delivery-count(rcv) + "

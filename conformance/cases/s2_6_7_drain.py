@@ -9,13 +9,18 @@ Owns the cases `2.6.7/drain-*`.
 
 from __future__ import annotations
 
-from amqp10.serial import serial_offset
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.credit import check_advanced, drain, drain_reply
-from conformance.steps.deliveries import check_nothing_more, collect, exactly, queued_receiver
-from conformance.steps.links import consumer
-from conformance.steps.queues import fill, texts
-from conformance.steps.sentences import DRAIN
+from amqpspec.amqp10.serial import serial_offset
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.credit import check_advanced, drain, drain_reply
+from amqpspec.conformance.steps.deliveries import (
+    check_nothing_more,
+    collect,
+    exactly,
+    queued_receiver,
+)
+from amqpspec.conformance.steps.links import consumer
+from amqpspec.conformance.steps.queues import fill, texts
+from amqpspec.conformance.steps.sentences import DRAIN
 
 
 @case("2.6.7/drain-empty-queue", MUST, DRAIN, requires={"queues", "drain-reply"})

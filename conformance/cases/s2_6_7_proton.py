@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.registry import MUST, case
-from conformance.steps.queues import fill
-from conformance.verdicts import CaseFailed, HarnessError, Unsupported
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.verdicts import CaseFailed, HarnessError, Unsupported
 
 MESSAGES = 2000
 

@@ -8,13 +8,13 @@ profile's broker declares stream queues through its admin adapter).
 
 from __future__ import annotations
 
-from amqp10.composites import Source
-from amqp10.types import Described, symbol
-from conformance.registry import MUST, case
-from conformance.steps.credit import check_advanced, drain
-from conformance.steps.deliveries import exactly
-from conformance.steps.queues import fill, texts
-from conformance.steps.sentences import CREDIT_LIMIT, DRAIN
+from amqpspec.amqp10.composites import Source
+from amqpspec.amqp10.types import Described, symbol
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.credit import check_advanced, drain
+from amqpspec.conformance.steps.deliveries import exactly
+from amqpspec.conformance.steps.queues import fill, texts
+from amqpspec.conformance.steps.sentences import CREDIT_LIMIT, DRAIN
 
 STREAM = {"x-queue-type": "stream"}
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")

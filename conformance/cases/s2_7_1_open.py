@@ -7,13 +7,13 @@ Owns the cases `2.7.1/*`.
 
 from __future__ import annotations
 
-from amqp10.composites import Begin, Open
-from amqp10.frames import Frame
-from amqp10.origins import SERVER
-from conformance.registry import MUST, case
-from conformance.steps.links import consumer, small_frame_probe
-from conformance.steps.queues import fill
-from conformance.steps.refusals import sent_frame_outcome
+from amqpspec.amqp10.composites import Begin, Open
+from amqpspec.amqp10.frames import Frame
+from amqpspec.amqp10.origins import SERVER
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.links import consumer, small_frame_probe
+from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.steps.refusals import sent_frame_outcome
 
 CLOSE_ANY = {
     "close:amqp:connection:framing-error",
@@ -125,7 +125,7 @@ def channel_above_max(probe, ctx):
     event = probe.open()
     channel_max = event.open.channel_max
     if channel_max is None or channel_max >= 0xFFFF:
-        from conformance.verdicts import Unsupported
+        from amqpspec.conformance.verdicts import Unsupported
 
         raise Unsupported(f"broker channel-max {channel_max}: no channel above it")
     begin = Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100)

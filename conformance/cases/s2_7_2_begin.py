@@ -8,11 +8,11 @@ s2_7_performatives.py).
 
 from __future__ import annotations
 
-from amqp10.composites import Begin, End, Error
-from amqp10.engine import RemoteEnd
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.refusals import sent_frame_outcome
-from conformance.verdicts import CaseFailed
+from amqpspec.amqp10.composites import Begin, End, Error
+from amqpspec.amqp10.engine import RemoteEnd
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.refusals import sent_frame_outcome
+from amqpspec.conformance.verdicts import CaseFailed
 
 ANY_END = {"close:*", "end:*", "tcp-close"}
 

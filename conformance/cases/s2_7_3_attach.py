@@ -7,14 +7,14 @@ Owns the cases `2.7.3/attach-*` and `2.6.1/*`.
 
 from __future__ import annotations
 
-from amqp10.engine import DispositionReceived
-from amqp10.message import Message
-from amqp10.spec import RcvSettleMode, Role, SndSettleMode
-from conformance.registry import MUST, case
-from conformance.steps.deliveries import exactly, queued_receiver
-from conformance.steps.links import consumer, wait_credit
-from conformance.steps.queues import body, fill
-from conformance.verdicts import Unsupported
+from amqpspec.amqp10.engine import DispositionReceived
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.deliveries import exactly, queued_receiver
+from amqpspec.conformance.steps.links import consumer, wait_credit
+from amqpspec.conformance.steps.queues import body, fill
+from amqpspec.conformance.verdicts import Unsupported
 
 
 @case(

@@ -8,13 +8,13 @@ Owns the cases `2.7.4/*` (echo) and `2.6.7/available-*`.
 
 from __future__ import annotations
 
-from amqp10.serial import serial_offset
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.credit import available_after, echo_reply, server_flows
-from conformance.steps.deliveries import queued_receiver
-from conformance.steps.links import consumer, publisher, session_flow
-from conformance.steps.sentences import AVAILABLE, ECHO
-from conformance.verdicts import CaseFailed
+from amqpspec.amqp10.serial import serial_offset
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.credit import available_after, echo_reply, server_flows
+from amqpspec.conformance.steps.deliveries import queued_receiver
+from amqpspec.conformance.steps.links import consumer, publisher, session_flow
+from amqpspec.conformance.steps.sentences import AVAILABLE, ECHO
+from amqpspec.conformance.verdicts import CaseFailed
 
 
 @case("2.7.4/echo-link", SHOULD, ECHO, requires={"echo"})

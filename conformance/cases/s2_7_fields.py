@@ -13,15 +13,15 @@ Owns the cases `2.7.1/open-every-field`, `2.7.2/begin-every-field`,
 
 from __future__ import annotations
 
-from amqp10.composites import Accepted, Close, Open, Transfer
-from amqp10.engine import DispositionReceived
-from amqp10.spec import RcvSettleMode, Role, SndSettleMode
-from amqp10.types import symbol
-from conformance.registry import MUST, case
-from conformance.steps.deliveries import exactly
-from conformance.steps.links import consumer, link_flow, publisher
-from conformance.steps.queues import body, fill, message_text
-from conformance.verdicts import CaseFailed, HarnessError, Unsupported
+from amqpspec.amqp10.composites import Accepted, Close, Open, Transfer
+from amqpspec.amqp10.engine import DispositionReceived
+from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
+from amqpspec.amqp10.types import symbol
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.deliveries import exactly
+from amqpspec.conformance.steps.links import consumer, link_flow, publisher
+from amqpspec.conformance.steps.queues import body, fill, message_text
+from amqpspec.conformance.verdicts import CaseFailed, HarnessError, Unsupported
 
 NOT_IMPLEMENTED = (
     "detach:amqp:not-implemented",

@@ -6,12 +6,12 @@ Owns the cases `2.6.3/*`, `2.7.7/*`, `2.7.8/*`, `2.7.9/*`, `2.6.14/*` and `3.2/*
 
 from __future__ import annotations
 
-from amqp10.composites import Data, Properties, Source, Target
-from amqp10.engine import RemoteClose
-from amqp10.message import Message
-from conformance.registry import MUST, case
-from conformance.steps.links import consumer, small_frame_probe
-from conformance.steps.queues import fill
+from amqpspec.amqp10.composites import Data, Properties, Source, Target
+from amqpspec.amqp10.engine import RemoteClose
+from amqpspec.amqp10.message import Message
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.links import consumer, small_frame_probe
+from amqpspec.conformance.steps.queues import fill
 
 NOT_FOUND = {"detach:amqp:not-found"}
 

@@ -21,15 +21,15 @@ import os
 from collections.abc import Callable
 from urllib.parse import quote
 
-from amqp10.composites import Coordinator, Target, Transfer
-from amqp10.message import Message
-from conformance.management_admin import ManagementNodeAdmin
-from conformance.probe import WaitTimeout
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.links import link_flow, publisher
-from conformance.steps.refusals import sent_frame_outcome
-from conformance.steps.sentences import ANY_END
-from conformance.verdicts import CaseFailed, Unsupported
+from amqpspec.amqp10.composites import Coordinator, Target, Transfer
+from amqpspec.amqp10.message import Message
+from amqpspec.conformance.management_admin import ManagementNodeAdmin
+from amqpspec.conformance.probe import WaitTimeout
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.links import link_flow, publisher
+from amqpspec.conformance.steps.refusals import sent_frame_outcome
+from amqpspec.conformance.steps.sentences import ANY_END
+from amqpspec.conformance.verdicts import CaseFailed, Unsupported
 
 ANY_DETACH = {"detach:*"} | ANY_END
 _users = itertools.count(1)

@@ -7,16 +7,16 @@ Owns the cases `3.2.1/redelivery-*`.
 
 from __future__ import annotations
 
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.deliveries import (
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.deliveries import (
     check_requeued,
     consume_again,
     queued_receiver,
     take_unsettled,
     take_unsettled_bodies,
 )
-from conformance.steps.queues import header_of
-from conformance.steps.sentences import REQUEUE_NEEDS as NEEDS
+from amqpspec.conformance.steps.queues import header_of
+from amqpspec.conformance.steps.sentences import REQUEUE_NEEDS as NEEDS
 
 
 @case(

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import uuid
 
-from amqp10.composites import AmqpSequence, AmqpValue, Data, Header, Properties
-from amqp10.message import Message
-from amqp10.types import symbol, timestamp, ubyte, uint, ulong
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.deliveries import roundtrip
+from amqpspec.amqp10.composites import AmqpSequence, AmqpValue, Data, Header, Properties
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.types import symbol, timestamp, ubyte, uint, ulong
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.deliveries import roundtrip
 
 IMMUTABLE = (
     "The bare message (properties, application-properties, body) is immutable: an "

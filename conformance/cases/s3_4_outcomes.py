@@ -9,20 +9,20 @@ Owns the cases `3.4.*/*` (settlement itself is in s2_6_12_settlement.py).
 
 from __future__ import annotations
 
-from amqp10.composites import Accepted, Error, Modified, Rejected, Released
-from amqp10.engine import DispositionReceived
-from amqp10.spec import Role
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.deliveries import (
+from amqpspec.amqp10.composites import Accepted, Error, Modified, Rejected, Released
+from amqpspec.amqp10.engine import DispositionReceived
+from amqpspec.amqp10.spec import Role
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.deliveries import (
     check_rejected_gone,
     collect,
     queued_receiver,
     settle_first,
     take_unsettled,
 )
-from conformance.steps.links import unsettled_consumer
-from conformance.steps.queues import body, header_of, message_text, texts
-from conformance.verdicts import CaseFailed
+from amqpspec.conformance.steps.links import unsettled_consumer
+from amqpspec.conformance.steps.queues import body, header_of, message_text, texts
+from amqpspec.conformance.verdicts import CaseFailed
 
 NEEDS = {"queues", "unsettled-deliveries"}
 

@@ -9,11 +9,11 @@ declares quorum queues through its admin adapter).
 
 from __future__ import annotations
 
-from amqp10.composites import Modified, Rejected
-from conformance.registry import MUST, case
-from conformance.steps.deliveries import check_nothing_more
-from conformance.steps.links import unsettled_consumer
-from conformance.steps.queues import fill, header_of, message_text
+from amqpspec.amqp10.composites import Modified, Rejected
+from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.steps.deliveries import check_nothing_more
+from amqpspec.conformance.steps.links import unsettled_consumer
+from amqpspec.conformance.steps.queues import fill, header_of, message_text
 
 NEEDS = {"queues", "quorum", "unsettled-deliveries"}
 DELIVERY_COUNT = (

@@ -6,12 +6,12 @@ Owns the cases `3.5.*/terminus-*`.
 
 from __future__ import annotations
 
-from amqp10.composites import Source, Target
-from amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.deliveries import exactly
-from conformance.steps.queues import fill
-from conformance.verdicts import CaseFailed, Unsupported
+from amqpspec.amqp10.composites import Source, Target
+from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.deliveries import exactly
+from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.verdicts import CaseFailed, Unsupported
 
 
 def _dynamic_receiver(probe, ctx):

@@ -8,14 +8,14 @@ Owns the cases `5.3.*/*`.
 
 from __future__ import annotations
 
-from amqp10.builder import build_frame, sasl_frame
-from amqp10.composites import Open, SaslInit
-from amqp10.engine import ClientSasl
-from amqp10.frames import AMQP_HEADER, SASL_HEADER
-from amqp10.types import symbol
-from conformance.registry import MUST, SHOULD, case
-from conformance.steps.refusals import offered_mechanisms, refused_sasl_init, sasl_outcome
-from conformance.verdicts import Unsupported
+from amqpspec.amqp10.builder import build_frame, sasl_frame
+from amqpspec.amqp10.composites import Open, SaslInit
+from amqpspec.amqp10.engine import ClientSasl
+from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER
+from amqpspec.amqp10.types import symbol
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.refusals import offered_mechanisms, refused_sasl_init, sasl_outcome
+from amqpspec.conformance.verdicts import Unsupported
 
 
 @case(

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from amqp10.composites import Flow
-from conformance.probe import Probe
-from conformance.runner import CaseContext
-from conformance.verdicts import CaseFailed, Unsupported
+from amqpspec.amqp10.composites import Flow
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.verdicts import CaseFailed, Unsupported
 
 ALARM_WINDOW_0 = "a flow with incoming-window 0 after a memory alarm"  # the facts' key
 AFTER_MISS_S = 1.0  # the wait for that flow once a full wait of this run got none

@@ -8,15 +8,15 @@ no case. Touches nothing else.
 
 from __future__ import annotations
 
-from amqp10.composites import Flow
-from amqp10.engine import Link, TransferReceived
-from amqp10.serial import serial_offset
-from conformance.probe import Probe
-from conformance.registry import MUST
-from conformance.runner import CaseContext
-from conformance.steps.links import consumer
-from conformance.steps.queues import fill
-from conformance.verdicts import CaseFailed
+from amqpspec.amqp10.composites import Flow
+from amqpspec.amqp10.engine import Link, TransferReceived
+from amqpspec.amqp10.serial import serial_offset
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.registry import MUST
+from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.steps.links import consumer
+from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.verdicts import CaseFailed
 
 
 def broker_violated(probe: Probe) -> bool:

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from amqp10.engine import Link, Session, TransferReceived
-from amqp10.message import Message
-from conformance.probe import Probe
-from conformance.runner import CaseContext
-from conformance.steps.links import consumer, unsettled_consumer
-from conformance.steps.queues import fill, message_text, publish_messages, texts
-from conformance.verdicts import CaseFailed
+from amqpspec.amqp10.engine import Link, Session, TransferReceived
+from amqpspec.amqp10.message import Message
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.steps.links import consumer, unsettled_consumer
+from amqpspec.conformance.steps.queues import fill, message_text, publish_messages, texts
+from amqpspec.conformance.verdicts import CaseFailed
 
 
 def collect(probe: Probe, link: Link, quiet: float = 0.5) -> list[TransferReceived]:

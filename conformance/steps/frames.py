@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from amqp10.composites import Transfer
-from amqp10.engine import Link, Session
-from amqp10.message import Message
-from conformance.probe import Probe
+from amqpspec.amqp10.composites import Transfer
+from amqpspec.amqp10.engine import Link, Session
+from amqpspec.amqp10.message import Message
+from amqpspec.conformance.probe import Probe
 
 
 def send_transfers(

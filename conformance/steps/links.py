@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from amqp10.composites import Flow
-from amqp10.engine import FlowReceived, Link, Session
-from amqp10.spec import SndSettleMode
-from conformance.probe import Probe
-from conformance.runner import CaseContext
+from amqpspec.amqp10.composites import Flow
+from amqpspec.amqp10.engine import FlowReceived, Link, Session
+from amqpspec.amqp10.spec import SndSettleMode
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.runner import CaseContext
 
 
 def consumer(

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from amqp10.engine import TransferReceived
-from amqp10.message import Message
-from conformance.probe import Probe
-from conformance.runner import CaseContext
+from amqpspec.amqp10.engine import TransferReceived
+from amqpspec.amqp10.message import Message
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.runner import CaseContext
 
 
 def body(index: int, size: int = 0) -> Message:

@@ -13,12 +13,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from amqp10.frames import AMQP_HEADER, SASL_HEADER, ProtocolHeader
-from conformance.probe import Probe
-from conformance.registry import MUST, RunFunction, case, case_function
-from conformance.runner import CaseContext
-from conformance.steps.sentences import NEGOTIATION, SUPPORTED_HEADERS
-from conformance.verdicts import CaseFailed
+from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, ProtocolHeader
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.registry import MUST, RunFunction, case, case_function
+from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.steps.sentences import NEGOTIATION, SUPPORTED_HEADERS
+from amqpspec.conformance.verdicts import CaseFailed
 
 
 def _ending_after(

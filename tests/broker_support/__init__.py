@@ -16,15 +16,15 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from amqp10.checker import Violation
-from amqp10.engine import ClientSasl, Connection, Event
-from amqp10.message import Message
-from amqp10.monitor import ConnectionMonitor
-from amqp10.origins import CLIENT, ORIGINS, SERVER
-from reference_broker.admin_client import ManagementClient
-from reference_broker.config import BrokerConfig, Limits
-from reference_broker.faults import Faults
-from reference_broker.server import BrokerThread
+from amqpspec.amqp10.checker import Violation
+from amqpspec.amqp10.engine import ClientSasl, Connection, Event
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.monitor import ConnectionMonitor
+from amqpspec.amqp10.origins import CLIENT, ORIGINS, SERVER
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.config import BrokerConfig, Limits
+from amqpspec.reference_broker.faults import Faults
+from amqpspec.reference_broker.server import BrokerThread
 
 WAIT = 10.0
 

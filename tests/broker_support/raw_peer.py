@@ -9,8 +9,8 @@ import select
 import socket
 import time
 
-from amqp10.composites import Open
-from amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, ProtocolHeader, encode_frame
+from amqpspec.amqp10.composites import Open
+from amqpspec.amqp10.frames import AMQP_HEADER, Frame, FrameDecoder, ProtocolHeader, encode_frame
 
 WAIT = 15.0  # bound of every wait (generous: the box may be loaded)
 

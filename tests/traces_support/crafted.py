@@ -5,7 +5,7 @@ with a retransmission, an overlapping segment and an out-of-order pair. Also
 
 from __future__ import annotations
 
-from amqp10.composites import (
+from amqpspec.amqp10.composites import (
     Attach,
     Begin,
     Close,
@@ -16,10 +16,10 @@ from amqp10.composites import (
     Target,
     Transfer,
 )
-from amqp10.frames import AMQP_HEADER, encode_frame
-from amqp10.message import Message
-from amqp10.origins import CLIENT, SERVER
-from amqp10.spec import Role
+from amqpspec.amqp10.frames import AMQP_HEADER, encode_frame
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.spec import Role
 
 CLIENT_ADDR = ("10.0.0.1", 40000)
 SERVER_ADDR = ("10.0.0.2", 5672)
