@@ -4,7 +4,7 @@ Owns: HTTP calls only (stdlib http.client, one keep-alive connection, Basic auth
 client drives the reference broker and a real RabbitMQ (3.10+ with rabbitmq_management), so
 conformance adapters and tests can declare/purge queues and raise/clear alarms on either.
 Alarms (`raise_alarm`/`clear_alarm`) exist on the reference broker only; on RabbitMQ use
-`rabbitmqctl set_vm_memory_high_watermark` (see shared/REAL-BROKERS.md).
+`rabbitmqctl set_vm_memory_high_watermark` (see docs/real-brokers.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ queue, a durable queue and every exchange type with the Qpid Proton C example cl
 (send, then receive), and the prefetch-2 re-grant pattern at scale with the Python client.
 
 The C clients are built from Debian's libqpid-proton11-dev-examples by
-tools/brokers/proton-c-broker.sh (see shared/REAL-BROKERS.md); without that package the
+tools/brokers/proton-c-broker.sh (see docs/real-brokers.md); without that package the
 C runs are skipped with the install command in the reason.
 """
 

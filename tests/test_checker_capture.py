@@ -1,7 +1,7 @@
 """The checker on a real capture: RabbitMQ 3.10.8 over-delivering at prefetch 2 (#2597).
 
 The data is python-qpid-proton's own PN_TRACE_FRM=1 log of the run (the client's view,
-shared/captures/rabbitmq-3.10.8-prefetch2-overdelivery.client-trace.txt.gz). That is
+tests/data/captures/rabbitmq-3.10.8-prefetch2-overdelivery.client-trace.txt.gz). That is
 proton's text rendering, not AMQP bytes, so a small test-only parser turns each line into
 a composite; only top-level scalar fields are kept (nested composites such as source or
 state become placeholders, strings and binaries stay text). Frames built in memory carry

@@ -365,7 +365,7 @@ def _without_credit() -> Case:
 
 @case("link.credit.transfer-beyond-credit")
 def _beyond_credit() -> Case:
-    # RabbitMQ 3.10 (shared/REAL-BROKERS.md): the third transfer is beyond every grant.
+    # RabbitMQ 3.10 (docs/real-brokers.md): the third transfer is beyond every grant.
     bad = Trace().setup(initial_delivery_count=0x178)
     bad.flow(C, 0x178, 1)
     bad.flow(S, 0x178, 1, available=0xC1D8)

@@ -40,7 +40,7 @@ def _counts(path: str) -> dict[str, int]:
 
 
 def test_rabbitmq_capture_counts_match_tshark():
-    # tshark's counts, from /work/shared/captures/README.md
+    # tshark's counts, from tests/data/captures/README.md
     assert _counts(RABBITMQ) == {
         "open": 2,
         "begin": 2,

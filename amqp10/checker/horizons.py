@@ -37,7 +37,7 @@ already read is unknown, except where S proves it. Hence:
   follows is the liveness rule's business. A begin answering R's begin (remote-channel)
   also proves S read everything R sent before it.
 
-Worked example (RabbitMQ 3.10, shared/REAL-BROKERS.md): R grants (0x178, 1) -> horizon
+Worked example (RabbitMQ 3.10, docs/real-brokers.md): R grants (0x178, 1) -> horizon
 0x179; S's flow (0x178, 1) names it (proof); R grants (0x178, 2) -> 0x17a; S sends
 deliveries 0x178, 0x179, 0x17a. Candidates are {0x179, 0x17a}; 0x17a >= both: the third
 transfer is beyond every grant. Reduction race: R grants 5 then 1 at delivery-count 0,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install, build and run Qpid Proton's C example broker (and the C example send/receive/direct
-# clients) from Debian's libqpid-proton11-dev-examples. See shared/REAL-BROKERS.md.
+# clients) from Debian's libqpid-proton11-dev-examples. See docs/real-brokers.md.
 #
 # Usage: proton-c-broker.sh install|build|start|stop|status [PORT]
 # Environment (all optional):

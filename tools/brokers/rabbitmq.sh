@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install and run a private RabbitMQ 3.10 node (Debian rabbitmq-server, AMQP 1.0 plugin and
 # management plugin) for tests, CI and benchmarks. No systemd, no root-owned state: the node
-# lives entirely under a data dir. See shared/REAL-BROKERS.md.
+# lives entirely under a data dir. See docs/real-brokers.md.
 #
 # Usage: rabbitmq.sh install|start|stop|status|env [DATA_DIR]
 # Environment (all optional):
