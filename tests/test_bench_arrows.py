@@ -34,7 +34,8 @@ ARROWS = [
 def _args(tmp_path: pathlib.Path, **changes) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     run.add_arguments(parser)
-    args = parser.parse_args(["--out", str(tmp_path / "out"), "--timeout", "60"])
+    # a bound, not a speed: generous so that a loaded machine (CI, 2 cores) cannot fail it
+    args = parser.parse_args(["--out", str(tmp_path / "out"), "--timeout", "180"])
     for key, value in changes.items():
         setattr(args, key, value)
     args.sender_arrow = args.sender_arrow or args.arrows
