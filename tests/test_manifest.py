@@ -1,0 +1,116 @@
+"""The normative manifest (conformance/manifest/): extraction from the spec XML, numbering,
+ids and the public API."""
+
+from __future__ import annotations
+
+import pytest
+
+from amqpspec.conformance import manifest
+from amqpspec.conformance.manifest import extract, spec
+
+
+def test_committed_sentences_equal_a_fresh_extraction() -> None:
+    assert extract.SENTENCES_FILE.read_text(encoding="utf-8") == extract.render(), (
+        "sentences.toml is stale: python -m amqpspec.conformance.manifest.extract"
+    )
+
+
+@pytest.mark.parametrize(
+    ("number", "title"),
+    [
+        ("1.1.3", "Descriptor Values"),
+        ("1.6.5", "uint"),
+        ("1.6.16", "char"),
+        ("1.6.21", "symbol"),
+        ("1.6.24", "array"),
+        ("2.2", "Version Negotiation"),
+        ("2.3.2", "AMQP Frames"),
+        ("2.4.5", "Idle Time-out of a Connection"),
+        ("2.5.6", "Session Flow Control"),
+        ("2.6.7", "Flow Control"),
+        ("2.6.14", "Transferring Large Messages"),
+        ("2.7.4", "flow"),
+        ("2.7.9", "close"),
+        ("2.8.15", "amqp-error"),
+        ("2.8.18", "link-error"),
+        ("2.8.19", "Constant Definitions"),
+        ("3.2", "Message Format"),
+        ("3.2.16", "Constant Definitions"),
+        ("3.4.3", "rejected"),
+        ("3.5.3", "source"),
+        ("4.4.4.1", "Transactional Posting"),
+        ("4.5.8", "transaction-error"),
+        ("5.3.2", "SASL Negotiation"),
+        ("5.3.3.1", "sasl-mechanisms"),
+        ("5.3.3.6", "sasl-code"),
+        ("5.3.4", "Constant Definitions"),
+    ],
+)
+def test_sections_are_numbered_as_the_published_spec(number: str, title: str) -> None:
+    assert manifest.sections()[number] == title
+
+
+def test_known_sentences_have_their_ids_levels_and_exact_text() -> None:
+    flow = manifest.sentence("2.7.4/flow.delivery-count.3")
+    assert flow.part == 2 and flow.section == "2.7.4" and flow.level == "MUST"
+    assert flow.text == (
+        "When the flow state is being sent from the Receiver Endpoint to the Sender Endpoint "
+        "this field MUST be set to the last known value of the corresponding Sending Endpoint."
+    )
+    assert flow.anchor == "flow.delivery-count"
+    illegal = manifest.sentence("2.6.7/flow-control.11")
+    assert illegal.level == "PROHIBITED" and illegal.keyword == "it is illegal"
+    assert "i.e. the delivery-count is the same as or greater" in illegal.text  # one sentence
+    inserted = manifest.sentence("3.2/message-format.1")
+    assert inserted.text == (
+        "If a section of the bare message is omitted, one may not be inserted by an intermediary."
+    )
+    assert manifest.sentence("3.2/message-format.2").level == "MUST NOT"
+    assert manifest.sentence("2.4.1/opening-a-connection.1").keyword == "must"
+    assert manifest.sentence("5.3.3.1/sasl-mechanisms.sasl-server-mechanisms.1").level == (
+        "PROHIBITED"
+    )
+
+
+def test_unknown_id_is_a_key_error() -> None:
+    with pytest.raises(KeyError):
+        manifest.sentence("2.7.4/flow.no-such-field.1")
+
+
+def test_every_sentence_is_normative_and_quoted_from_the_xml() -> None:
+    found = manifest.sentences()
+    assert len(found) > 250
+    levels = set(extract.LEVELS)
+    for item in found.values():
+        assert item.level in levels, item.id
+        assert item.keyword and item.keyword in item.text, item.id
+        assert spec.quoted_in_spec(item.text), item.id
+        assert item.id.startswith(item.section + "/") and item.section in manifest.sections()
+        assert item.part in range(1, 6)
+
+
+def test_grants_and_descriptions_are_not_obligations() -> None:
+    texts = [s.text for s in manifest.sentences().values()]
+    # MAY grants: the receiver's choice on in-flight transfers after credit is reduced (2.6.7)
+    assert not any(t.startswith("If the link-credit is reduced by the Receiver") for t in texts)
+    # the description of an error condition
+    assert not any("frame that is not permitted in the current state" in t for t in texts)
+    # a conditional "should"
+    assert not any(t.startswith("If this should happen") for t in texts)
+
+
+def test_sentence_splitting_keeps_abbreviations_and_ends_at_full_stops() -> None:
+    assert extract.split_sentences("A MUST b, i.e. C d. E SHOULD f (e.g. G). H.") == [
+        "A MUST b, i.e. C d.",
+        "E SHOULD f (e.g. G).",
+        "H.",
+    ]
+
+
+def test_classify_levels() -> None:
+    assert extract.classify("X MUST not be set.") == ("MUST NOT", "MUST not")
+    assert extract.classify("X SHOULD be set, and MUST be y.") == ("MUST", "MUST")
+    assert extract.classify("It is illegal to send.") == ("PROHIBITED", "It is illegal")
+    assert extract.classify("X should NOT expect y.") == ("SHOULD NOT", "should NOT")
+    assert extract.classify("The peer MAY detach.") is None
+    assert extract.classify("Should this happen, the peer MAY detach.") is None
