@@ -382,7 +382,7 @@ def _generated(source: str, scope: dict[str, Any], name: str) -> Any:
     COMPILED_TWINS.append(name)
     return factory(scope, function)
 
-# The fast path (issue: "a fast path for transfer, flow and disposition frames"): every
+# The fast path (bench/README.md "The fast path"): every
 # composite class gets an encode and a decode function generated from its spec fields,
 # with the common field types (uint, ulong, boolean, binary, symbol, string) inlined and
 # no intermediate lists. The generic field encoders/decoders above stay the reference;

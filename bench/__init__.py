@@ -1,1 +1,4 @@
-"""bench: see ARCHITECTURE.md. Built by a later issue."""
+"""bench: the benchmarks behind bench/README.md, run by `amqpspec bench` (bench/cli.py).
+
+See ARCHITECTURE.md.
+"""

@@ -1,4 +1,4 @@
-"""Broker benchmark (issue 4): msgs/s through the reference broker, RabbitMQ 3.10 (Debian)
+"""Broker benchmark: msgs/s through the reference broker, RabbitMQ 3.10 (Debian)
 and Qpid Proton's C example broker in the same run, with the Proton C example clients.
 
     amqpspec bench brokers [--messages 100000] [--rounds 3] [--credit 200] [--brokers ...]

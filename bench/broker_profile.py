@@ -1,4 +1,4 @@
-"""Profiles of the reference broker process under the broker benchmark's load (issue 12).
+"""Profiles of the reference broker process under the broker benchmark's load.
 
     python -m amqpspec.bench.broker_profile [--messages 100000]
         [--modes send,receive,concurrent,durable]

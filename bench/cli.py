@@ -1,10 +1,10 @@
 """`amqpspec bench`: one sub-benchmark per module with `add_arguments(parser)` / `run(args)`.
 
 Owns: dispatch only. `amqpspec bench codec` runs bench.codec_bench (amqp10 against
-python-qpid-proton), `amqpspec bench brokers` bench.broker_bench (reference broker against
-RabbitMQ 3.10 and the Proton C example broker), the bench.overload modules (issue 11 §4:
-kill-soak, alarm-flood, conn-scale, hostile), `amqpspec bench arrows` bench.arrows.run
-(quiver-style sender/receiver arrows, issue 12); add further benchmarks to BENCHMARKS.
+python-qpid-proton), `amqpspec bench brokers` bench.broker_bench (reference broker against RabbitMQ
+3.10 and the Proton C example broker), the bench.overload modules (durability and overload:
+kill-soak, alarm-flood, conn-scale, hostile), `amqpspec bench arrows` bench.arrows.run (quiver-style
+sender/receiver arrows); add further benchmarks to BENCHMARKS.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python -m amqpspec.bench.fuzz_bench [--seconds 10]
 
-Owns: the measurements bench/README.md quotes for the fuzzer (issue 9 "Speed"), against a
+Owns: the measurements bench/README.md quotes for the fuzzer, against a
 reference broker it starts on free ports (reference_broker.process.BrokerProcess):
 - network, new connection per case: `fuzz.oracle.run_case` on mutated legal
   conversations, one and two workers (threads); and a whole campaign

@@ -1,4 +1,4 @@
-"""conformance: the AMQP 1.0 conformance suite against any broker (issue 5).
+"""conformance: the AMQP 1.0 conformance suite against any broker.
 
 Owns this package: the probe client (`probe`), broker profiles (`profile`, `profiles/*.toml`),
 admin adapters (`admin`), the case registry (`registry`, `cases/`), the case runner and its

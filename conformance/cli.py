@@ -144,7 +144,7 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
 
 
 def preflight(args: argparse.Namespace, profile: Profile, broker_name: str) -> str | None:
-    """Issue 13 §2: one bounded handshake before any case. On failure every case of the run
+    """The preflight: one bounded handshake before any case. On failure every case of the run
     is recorded as ERROR with the reason in the results' index.json (no traces: nothing ran)
     and the reason is returned."""
     try:

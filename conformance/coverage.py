@@ -1,4 +1,5 @@
-"""Spec coverage of a conformance run (issue 13 §3), measured from what the run recorded:
+"""Spec coverage of a conformance run (docs/conformance.md "Spec coverage"), measured from what the
+run recorded:
 
 - fields: every field of open, begin, attach, flow, transfer, disposition, detach, end and
   close (the spec table), and whether some case's probe sent it with a value other than

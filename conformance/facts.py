@@ -1,5 +1,5 @@
 """What one conformance run learns about its broker that later cases of the same run reuse
-(issue 12, "A faster suite").
+(docs/conformance.md "Concurrent cases").
 
 Owns `RunFacts`: for a named wait (e.g. "a flow with incoming-window 0 after a memory
 alarm"), the longest bound a case of this run waited without the broker answering, and

@@ -1,4 +1,4 @@
-"""Cases run concurrently: `amqpspec run --jobs N` (issue 12, "A faster suite").
+"""Cases run concurrently: `amqpspec run --jobs N` (docs/conformance.md "Concurrent cases").
 
 Owns `CaseScheduler`: given a session's cases in pytest's item order, it runs them ahead of
 pytest's item loop on N threads (a case is mostly bounded waiting on its own connections,

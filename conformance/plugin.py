@@ -189,7 +189,7 @@ class _Session:
         return run_case(case, self.target, self.profile, self.admin, facts=self.facts)
 
     def _unreachable(self, case: Case) -> CaseResult | None:
-        """The health probe between cases (issue 13 §2): after a case that did not end well
+        """The health probe between cases: after a case that did not end well
         (FAILED, ERROR: the broker may have died or hung in it), one short handshake; if the
         broker does not answer, this case is ERROR at once (within HEALTH_TIMEOUT_S) instead
         of waiting out its own time-outs, and the run remembers when the broker went."""

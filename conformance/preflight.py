@@ -1,8 +1,8 @@
-"""Is there an AMQP 1.0 broker at the target at all? One short, bounded handshake (issue 13
-§2): TCP connect, protocol header, SASL when the profile uses it, open. The run checks it
-once before any case (a dead port, a garbage, slowloris or HTTP server stops the run within
-seconds instead of one time-out per case) and again before each case (a broker that died
-or hung mid-run turns the following cases into ERROR at once).
+"""Is there an AMQP 1.0 broker at the target at all? One short, bounded handshake: TCP connect,
+protocol header, SASL when the profile uses it, open. The run checks it once before any case (a dead
+port, a garbage, slowloris or HTTP server stops the run within seconds instead of one time-out per
+case) and again before each case (a broker that died or hung mid-run turns the following cases into
+ERROR at once).
 
 Owns `check_broker(target, profile, timeout) -> str | None`: None when the broker answered
 our open, else one line saying what went wrong (connection refused, no protocol header

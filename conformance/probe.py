@@ -8,7 +8,7 @@ grant credit, send and settle messages, wait for events or frames, and send craf
 (negative cases) through the engine, which records them as sent so its state follows the
 wire (`Connection.send_performative`), or as bytes (`send_raw`: headers, malformed frames,
 and every frame of a probe with no engine, after `raw_handshake`). Pipelined
-(`pipelined=True`, issue 13 §1): after SASL, nothing is written until the case's first
+(`pipelined=True`): after SASL, nothing is written until the case's first
 wait, so every frame up to the first one that needs a reply goes out in one write (open,
 begin, attach and the case's crafted frames), as clients that pipeline do (2.4.1, 2.5.1);
 open() and begin() then return without waiting for the broker's open and begin. Builds

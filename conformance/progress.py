@@ -1,7 +1,7 @@
-"""What a person sees while `amqpspec run` runs (issue 13 §5): instead of one pytest line per
-case, a live progress bar with the tally of verdicts so far and the case in progress (rich,
-when stdout is a terminal), or one plain line per finished case (CI logs, pipes). pytest's
-own lines come back with `amqpspec run -v` (then this plugin is not registered).
+"""What a person sees while `amqpspec run` runs (docs/conformance.md): instead of one pytest line
+per case, a live progress bar with the tally of verdicts so far and the case in progress (rich, when
+stdout is a terminal), or one plain line per finished case (CI logs, pipes). pytest's own lines come
+back with `amqpspec run -v` (then this plugin is not registered).
 
 Owns `RunProgress`, a pytest plugin object `conformance.cli` passes to `pytest.main`: it
 reads each case's verdict from its report (`user_properties`, set by

@@ -54,7 +54,7 @@ class Case:
     budget: float | None  # seconds; None = the profile's case_budget
     ignore_rules: frozenset[str]  # checker rules a deliberately bad probe frame may trigger
     module: str
-    pipelined: bool = True  # its frames need no broker reply before the first wait (§1)
+    pipelined: bool = True  # its frames need no broker reply before the first wait
     variant: str = ""  # PIPELINED: this is the pipelined variant of the case `base_id`
     serial: bool = False  # runs alone under --jobs N (broker-global state)
 
@@ -162,7 +162,7 @@ def beside_others(cases: list[Case], concurrent: Iterable[str]) -> list[Case]:
 
 
 def pipelined_variant(case: Case) -> Case:
-    """The case run pipelined (issue 13 §1): every frame up to the first one that needs a
+    """The case run pipelined (2.4.1, 2.5.1): every frame up to the first one that needs a
     broker reply in one write, same outcomes, id `<case id>/pipelined`."""
     return dataclasses.replace(case, case_id=f"{case.case_id}/{PIPELINED}", variant=PIPELINED)
 

@@ -223,7 +223,7 @@ def run_case(
     facts: RunFacts | None = None,
 ) -> CaseResult:
     """Run `case` (`pipelined`, or a pipelined variant: its frames up to the first wait in
-    one write, issue 13 §1) and grade it. `facts`: what earlier cases of the run learned
+    one write) and grade it. `facts`: what earlier cases of the run learned
     about the broker (a fresh record by default: every wait in full)."""
     pipelined = pipelined or case.variant == PIPELINED
     started = time.monotonic()

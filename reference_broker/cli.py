@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def tune_gc() -> None:
-    """The broker process's cyclic collector (issue 12, bench/README.md): what start-up
+    """The broker process's cyclic collector (measured in bench/README.md): what start-up
     allocated (modules, spec tables, generated codecs) is frozen out of every collection,
     and a young collection runs every 20,000 net allocations instead of 700, so a queue
     holding many messages is not traversed again and again. Cycles are still collected.

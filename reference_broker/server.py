@@ -32,7 +32,7 @@ log = logging.getLogger("reference_broker")
 
 
 def install_uvloop() -> bool:
-    """Use uvloop's event loop policy when it is installed (issue 4)."""
+    """Use uvloop's event loop policy when it is installed."""
     try:
         import uvloop  # type: ignore[import-not-found]
     except ImportError:

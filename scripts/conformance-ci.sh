@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the conformance suite against every broker CI has (issue 5) and compare each verdict
+# Run the conformance suite against every broker CI has and compare each verdict
 # with the committed expectations file: the bundled reference broker, RabbitMQ 3.10 (Debian,
 # AMQP 1.0 plugin), the Qpid Proton C example broker and the Proton Python example broker.
 # Any difference fails. The reference
@@ -77,7 +77,7 @@ else
     echo "conformance-ci: the proton C example broker did not start" >&2; status=1
 fi
 
-# 4. Qpid Proton's Python example broker (issue 13 §4)
+# 4. Qpid Proton's Python example broker
 if bash tools/brokers/proton-python-broker.sh start $PROTON_PY_PORT; then
     run_suite proton-python proton-python "amqp://127.0.0.1:$PROTON_PY_PORT" "" 2
     bash tools/brokers/proton-python-broker.sh stop $PROTON_PY_PORT

@@ -1,4 +1,4 @@
-"""Issue 4 acceptance runs (marked slow; still part of CI): 100k messages through a classic
+"""Reference broker acceptance runs (marked slow; still part of CI): 100k messages through a classic
 queue, a durable queue and every exchange type with the Qpid Proton C example clients
 (send, then receive), and the prefetch-2 re-grant pattern at scale with the Python client.
 

@@ -1,4 +1,4 @@
-"""Pipelined input gets the answers stepwise input gets (issue 11 §1): a client may send open,
+"""Pipelined input gets the answers stepwise input gets: a client may send open,
 begin, attach and more in one write without waiting for the broker's (2.4.1, 2.5.1); an
 error the engine detects while the broker's open or begin is still to go is sent once it is
 out, as are the end and detach replies due by then.

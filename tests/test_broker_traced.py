@@ -1,7 +1,7 @@
-"""Issue 4 acceptance, traced: every client session with the reference broker is recorded
-by the recording proxy (`amqpspec capture`, a subprocess) and the pcap is checked with
-`amqpspec trace check` (the real CLI); the Parquet frame log proves the volume and the
-credit pattern each run used.
+"""Reference broker acceptance runs, traced: every client session with the reference broker is
+recorded by the recording proxy (`amqpspec capture`, a subprocess) and the pcap is checked with
+`amqpspec trace check` (the real CLI); the Parquet frame log proves the volume and the credit
+pattern each run used.
 
 Runs (the broker is a `python -m amqpspec.reference_broker` subprocess with its admin API):
 - default suite: python-qpid-proton clients through a classic queue, a durable queue and

@@ -1,6 +1,6 @@
-"""`amqpspec coverage` (issue 13 §3) on a real run against the reference broker: what the
-cases sent, what the broker answered, which engine transitions and checker rules they
-reached, and what no case covers, as Markdown and HTML."""
+"""`amqpspec coverage` (docs/conformance.md "Spec coverage") on a real run against the reference
+broker: what the cases sent, what the broker answered, which engine transitions and checker rules
+they reached, and what no case covers, as Markdown and HTML."""
 
 from __future__ import annotations
 

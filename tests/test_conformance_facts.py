@@ -1,7 +1,7 @@
-"""The run's facts (issue 12, "A faster suite"): once a full wait for the window-0 flow of a
-memory alarm went unanswered, later alarm cases of the run wait `AFTER_MISS_S`; the
-verdict of every wait stays what a full wait gives, for a broker that never sends the flow
-and for one that sends it late (fake probes: no broker, no sleeping)."""
+"""The run's facts (docs/conformance.md "Concurrent cases"): once a full wait for the window-0 flow
+of a memory alarm went unanswered, later alarm cases of the run wait `AFTER_MISS_S`; the verdict of
+every wait stays what a full wait gives, for a broker that never sends the flow and for one that
+sends it late (fake probes: no broker, no sleeping)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""`amqpspec run --jobs N` (issue 12, "A faster suite"): the scheduler runs cases N at a time
-in order with serial cases alone (fake cases, measured overlaps), and a real run against
-the reference broker gives every case the same verdict with --jobs 1 and --jobs N, serial
-alarm cases included, with the serial cases first and every trace written."""
+"""`amqpspec run --jobs N` (docs/conformance.md "Concurrent cases"): the scheduler runs cases N at a
+time in order with serial cases alone (fake cases, measured overlaps), and a real run against the
+reference broker gives every case the same verdict with --jobs 1 and --jobs N, serial alarm cases
+included, with the serial cases first and every trace written."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""A dead or hostile broker gets a verdict fast (issue 13 §2), over real sockets: a port that
-accepts and never answers, a garbage server, a slowloris server (one byte every 2 s), an
-HTTP server, a refused port; `amqpspec run` against them stops with exit 2 and one line
-within seconds, every case ERROR in index.json; a broker killed mid-run makes the following
-cases ERROR at once (the health probe between cases, with --jobs 1 and --jobs 4) and the run
-says when it died."""
+"""A dead or hostile broker gets a verdict fast (preflight and health probe, docs/conformance.md),
+over real sockets: a port that accepts and never answers, a garbage server, a slowloris server (one
+byte every 2 s), an HTTP server, a refused port; `amqpspec run` against them stops with exit 2 and
+one line within seconds, every case ERROR in index.json; a broker killed mid-run makes the following
+cases ERROR at once (the health probe between cases, with --jobs 1 and --jobs 4) and the run says
+when it died."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What a person sees during `amqpspec run` (issue 13 §5), against the real reference broker:
-plain lines per case with the verdict when stdout is not a terminal (CI logs), a rich progress
-bar with the tally on a terminal (a pty), pytest's own lines with -v; in every mode the
+"""What a person sees during `amqpspec run` (docs/conformance.md), against the real reference
+broker: plain lines per case with the verdict when stdout is not a terminal (CI logs), a rich
+progress bar with the tally on a terminal (a pty), pytest's own lines with -v; in every mode the
 one-screen summary: counts, FAILED/ERROR cases with one-line reasons, where results are."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Public engine hooks for crafted traffic (issue 8 §2): a session begun with a chosen
-first transfer-id, `Session.send_begin()` for a session made directly, and event
-observers that see (or consume) every event as the engine raises it.
+"""Public engine hooks for crafted traffic (docs/engine.md "Crafted traffic"): a session begun with
+a chosen first transfer-id, `Session.send_begin()` for a session made directly, and event observers
+that see (or consume) every event as the engine raises it.
 
 An in-memory ConnectionPair: what one engine sends, the other decodes and checks.
 """

@@ -1,4 +1,4 @@
-"""traces: record, read and check AMQP 1.0 frame traces (issue 3; docs/traces.md).
+"""traces: record, read and check AMQP 1.0 frame traces (docs/traces.md).
 
 Owns the package `traces/`:
 - `proxy.RecordingProxy` + `recorder.Recorder` + `framelog_process` — `amqpspec capture`:

@@ -5,7 +5,7 @@ only of what identifies the bug: the rule (id, spec section), the performative t
 it and the sending endpoint's connection state (2.4.1 states, coarsened to before-open,
 opened, close-sent). Never times, frame indices, ports, channel or handle numbers, so the
 same bug gets the same signature on any run, any partitioning, any machine. Triage
-(spark_triage) and the fuzzer (issue 9) both name their clusters with it. Pure; no I/O.
+(spark_triage) and the fuzzer (fuzz, docs/fuzz.md) both name their clusters with it. Pure; no I/O.
 Bump SIGNATURE_VERSION on any change of the inputs or the format (old clusters then no
 longer compare equal, which is the point).
 """

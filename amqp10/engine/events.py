@@ -185,7 +185,7 @@ class TransportClosed(Event):
 
 
 def _set_slots_init(cls: type[Event]) -> None:
-    """Give a frozen, slotted event class a faster __init__ (issue 12: one
+    """Give a frozen, slotted event class a faster __init__ (one
     TransferReceived per message): dataclass's frozen __init__ sets each field through
     object.__setattr__ (about 0.25 us a field); this one calls each slot's descriptor
     directly. Same parameters and defaults; still frozen (setattr raises

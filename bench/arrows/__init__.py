@@ -1,4 +1,4 @@
-"""`amqpspec bench arrows`: quiver-style sender and receiver arrows (issue 12).
+"""`amqpspec bench arrows`: quiver-style sender and receiver arrows.
 
 Modules: `spec` (the arrows' shared command line and message stamp), `python_arrow` (the
 arrows on the amqp10 engine over plain sockets), `arrow.c` + `build` (the same arrows on

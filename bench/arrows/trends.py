@@ -1,5 +1,5 @@
-"""The seeds' trends with the arrows (issue 12): throughput and latency against the credit
-window, and rate and memory against queue depth ("less is more") up to the memory watermark.
+"""The seeds' trends with the arrows (bench/README.md "Arrows"): throughput and latency against the
+credit window, and rate and memory against queue depth ("less is more") up to the memory watermark.
 
     python -m amqpspec.bench.arrows.trends credit [--brokers reference,rabbitmq] [--count 20000]
         [--windows 1,10,100,1000,10000] [--rabbitmq-port P ...]

@@ -1,7 +1,8 @@
-"""Durability and overload of the reference broker, measured (issue 11 §4).
+"""Durability and overload of the reference broker, measured (bench/README.md "Durability and
+overload").
 
 One module per measurement, each runnable on its own (`python -m amqpspec.bench.overload.<name>`,
-or `amqpspec bench <name>`) at the issue's sizes by default and at a small size in seconds
+or `amqpspec bench <name>`) at full size by default and at a small size in seconds
 (tests/test_overload_bench.py); each starts its own broker on free ports with a data dir
 under a temp dir, bounds every wait, stops everything it started by PID, writes
 reports/bench/overload-<name>.json and prints a summary:

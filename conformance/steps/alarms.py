@@ -3,12 +3,12 @@ always cleared, and waiting for the broker's flow that closes or reopens a windo
 UNSUPPORTED when it never closes one). The transfer frames that exceed such a window are
 in `frames`.
 
-Waiting for the flow that closes a window is decided once per run (issue 12, "A faster
-suite"): a case that waited its full bound and got no flow with incoming-window 0 on any
-session of its connection records that in the run's facts (`conformance.facts`); a later
-case whose bound is no longer waits only `AFTER_MISS_S` (RabbitMQ 3.x never sends one: 24
-alarm cases used to wait 5-10 s each, alone). A broker that sends the flow, even late,
-answers the first full wait, so nothing is recorded and every case waits in full.
+Waiting for the flow that closes a window is decided once per run (docs/conformance.md "Concurrent
+cases"): a case that waited its full bound and got no flow with incoming-window 0 on any session of
+its connection records that in the run's facts (`conformance.facts`); a later case whose bound is no
+longer waits only `AFTER_MISS_S` (RabbitMQ 3.x never sends one: 24 alarm cases used to wait 5-10 s
+each, alone). A broker that sends the flow, even late, answers the first full wait, so nothing is
+recorded and every case waits in full.
 
 Owns the alarm's raise/clear through the admin adapter; registers no case. Touches
 nothing else.

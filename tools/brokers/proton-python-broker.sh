@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install and run Qpid Proton's Python example broker (examples/python/broker.py from Debian's
 # python-qpid-proton-doc, on the PyPI python-qpid-proton the project installs): the fourth
-# broker of the conformance CI (issue 13 §4). See docs/real-brokers.md.
+# broker of the conformance CI. See docs/real-brokers.md.
 #
 # Usage: proton-python-broker.sh install|start|stop|status [PORT]
 # Environment (all optional):
