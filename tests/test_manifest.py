@@ -114,3 +114,85 @@ def test_classify_levels() -> None:
     assert extract.classify("X should NOT expect y.") == ("SHOULD NOT", "should NOT")
     assert extract.classify("The peer MAY detach.") is None
     assert extract.classify("Should this happen, the peer MAY detach.") is None
+
+
+# --- the manifest proper: links.toml, the checker rules, the cases ------------------------
+
+
+def _registry_cases():
+    from amqpspec.conformance.registry import load_cases
+
+    return {c.case_id: c for c in load_cases()}
+
+
+def test_every_sentence_has_a_reviewed_entry_and_no_entry_is_stray() -> None:
+    links = manifest._load(manifest.LINKS_FILE)["sentence"]
+    found = manifest.sentences()
+    assert set(links) == set(found), "links.toml and sentences.toml disagree"
+    for item in found.values():
+        assert item.binds in manifest.BINDS, f"{item.id}: binds {item.binds!r}"
+        if item.untestable:
+            assert not item.cases, f"{item.id}: untestable yet tested by {item.cases}"
+
+
+def test_entries_name_only_cases_and_rules_that_exist() -> None:
+    from amqpspec.amqp10.checker.rules import RULES
+    from amqpspec.reference_broker.faults import CATALOG
+
+    cases = _registry_cases()
+    for item in manifest.sentences().values():
+        assert set(item.cases) <= set(cases), f"{item.id}: {set(item.cases) - set(cases)}"
+        assert set(item.rules) <= set(RULES), item.id
+    assert set(manifest.case_notes()) <= set(cases)
+    for rule_id, note in manifest.rule_notes().items():
+        assert rule_id in RULES, rule_id
+        assert set(note) <= {"faults", "basis", "not_normative"}, rule_id
+        assert set(note.get("faults", ())) <= set(CATALOG), rule_id
+
+
+def test_every_case_names_a_sentence_or_says_why_it_cannot() -> None:
+    """A case is linked from links.toml or names its ids in the registry (`sentences=`),
+    or links.toml [case_notes] says why it checks no sentence binding the broker."""
+    linked = {c for item in manifest.sentences().values() for c in item.cases}
+    notes = manifest.case_notes()
+    for case_id, case in _registry_cases().items():
+        own = tuple(getattr(case, "sentences", ()) or ())
+        assert set(own) <= set(manifest.sentences()), f"{case_id}: unknown ids {own}"
+        named = bool(own) or case_id in linked
+        assert named or case_id in notes, f"{case_id}: no sentence and no case note"
+
+
+def test_cases_that_name_sentences_quote_the_xml() -> None:
+    for case_id, case in _registry_cases().items():
+        if getattr(case, "sentences", ()):
+            assert spec.quoted_in_spec(case.sentence), f"{case_id} paraphrases: {case.sentence}"
+
+
+def test_every_rule_quotes_the_xml_in_its_section_and_names_a_sentence() -> None:
+    from amqpspec.amqp10.checker.rules import RULES
+
+    notes = manifest.rule_notes()
+    paragraphs = spec.paragraphs()
+    for rule in RULES.values():
+        in_section = [p.text for p in paragraphs if p.section == rule.section]
+        assert any(spec.fold(rule.sentence) in text for text in in_section), (
+            f"{rule.rule_id}: its sentence is not in {rule.section} of the XML"
+        )
+        for sentence_id in rule.sentences:
+            assert sentence_id in manifest.sentences(), f"{rule.rule_id}: {sentence_id}"
+        if rule.sentences:
+            # the quote is (part of) the paragraph of one of the sentences it names
+            texts = [manifest.sentence(i).text for i in rule.sentences]
+            assert any(t in spec.fold(rule.sentence) or spec.fold(rule.sentence) in t
+                       for t in texts) or rule.rule_id in notes, rule.rule_id  # fmt: skip
+        else:
+            assert notes.get(rule.rule_id, {}).get("not_normative"), (
+                f"{rule.rule_id} names no sentence id and links.toml does not say why"
+            )
+
+
+def test_the_manifest_knows_which_rules_enforce_a_sentence() -> None:
+    assert "link.credit.transfer-beyond-credit" in manifest.sentence("2.6.7/flow-control.11").rules
+    assert manifest.sentence("2.7.4/flow.delivery-count.3").binds == "receiver"
+    assert manifest.sentence("2.6.7/flow-control.11").binds == "sender"
+    assert manifest.sentence("3.2/message-format.1").binds == "intermediary"

@@ -1,8 +1,11 @@
 """The rule catalog of the checker: one `Rule` per checked spec sentence, and `Violation`.
 
 Owns: rule ids (hierarchical, stable: "<area>.<subject>.<what>"), the spec section and
-MUST/SHOULD level of each, and the sentence (paraphrased from the OASIS AMQP 1.0 core spec)
-the rule enforces. Touches nothing else; the checker modules look rules up by id.
+MUST/SHOULD level of each, the sentence the rule enforces, quoted exactly from the spec XML
+(conformance/spec/amqp-1.0/, white space folded; a test checks it), and `sentences`: the ids
+of the normative manifest (conformance/manifest/) the rule enforces. A rule with no id checks
+something the text states without a normative word; conformance/manifest/links.toml [rules]
+says what and why. Touches nothing else; the checker modules look rules up by id.
 Section numbers are those of the OASIS AMQP 1.0 core specification.
 """
 
@@ -21,6 +24,7 @@ class Rule:
     level: Level
     title: str
     sentence: str
+    sentences: tuple[str, ...] = ()  # manifest ids (conformance/manifest) it enforces
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,62 +43,70 @@ class Violation:
         )
 
 
-_CATALOG: tuple[tuple[str, str, Level, str, str], ...] = (
+# (rule id, section, level, title, sentence quoted from the XML, manifest sentence ids)
+_CATALOG: tuple[tuple[str, str, Level, str, str, tuple[str, ...]], ...] = (
     # --- framing (2.2, 2.3, 5.3) ---
     (
         "framing.header-first",
         "2.2",
         "MUST",
         "protocol header first",
-        "Prior to sending any frames on a connection, each peer MUST start by sending a "
-        "protocol header that indicates the protocol version used on the connection.",
+        "Prior to sending any Frames on a Connection, each peer MUST start by sending a protocol "
+        "header that indicates the protocol version used on the Connection.",
+        ("2.2/version-negotiation.1",),
     ),
     (
         "framing.unexpected-header",
         "2.2",
         "MUST",
         "protocol header where a frame is due",
-        "After the protocol header exchange only frames follow, except the AMQP header that "
-        "follows a completed SASL (or TLS) layer.",
+        "Any data appearing beyond the protocol header MUST match the version indicated by the "
+        "protocol header.",
+        ("2.2/version-negotiation.2", "5.3.3.5/sasl-outcome.1"),
     ),
     (
         "framing.doff",
         "2.3.1",
         "MUST",
         "DOFF at least 2 and inside the frame",
-        "DOFF gives the size of the frame header in 4-byte words; it MUST be at least 2 and "
-        "the header cannot extend beyond SIZE.",
+        "Due to the mandatory 8 byte frame header, the frame is malformed if the value is less "
+        "than 2.",
+        ("2.3.1/frame-layout.3",),
     ),
     (
         "framing.wrong-frame-type",
-        "2.3",
+        "2.3.2",
         "MUST",
         "performative on the wrong frame type",
-        "Frame type 0x00 carries AMQP performatives and 0x01 carries SASL frames; other types "
-        "and bodies of the other kind are not allowed.",
+        "The performative MUST be one of those defined in performatives and is encoded as a "
+        "described type in the AMQP type system.",
+        ("2.3.2/amqp-frames.1", "5.3.1/sasl-frames.3"),
     ),
     (
         "framing.pre-open-frame-size",
-        "2.4.1",
+        "2.7.1",
         "MUST",
         "frames before open at most 512 bytes",
-        "Prior to any explicit negotiation, the maximum frame size is 512 (MIN-MAX-FRAME-SIZE).",
+        "A peer MUST NOT send frames larger than its partner can handle.",
+        ("2.7.1/open.max-frame-size.1",),
     ),
     (
         "framing.max-frame-size",
         "2.7.1",
         "MUST",
         "frame within the partner's max-frame-size",
-        "max-frame-size: the largest frame size that the sending peer is able to accept on "
-        "this connection; a peer MUST NOT send frames larger than its partner can handle.",
+        "A peer MUST NOT send frames larger than its partner can handle.",
+        ("2.7.1/open.max-frame-size.1",),
     ),
     (
         "security.sasl-order",
-        "5.3.2",
+        "5.3.3.5",
         "MUST",
         "SASL frames only inside the SASL layer",
-        "SASL frames are exchanged after the SASL protocol header and before the outcome; "
-        "the AMQP header and AMQP frames follow only after the SASL layer.",
+        "Upon successful completion of the SASL dialog the Security Layer has been established, "
+        "and the peers must exchange protocol headers to either start a nested Security Layer, or "
+        "to establish the AMQP Connection.",
+        ("5.3.3.5/sasl-outcome.1", "5.3.2/sasl-negotiation.1", "5.3.2/sasl-negotiation.2"),
     ),
     # --- connection (2.4, 2.7.1, 2.7.9) ---
     (
@@ -102,101 +114,119 @@ _CATALOG: tuple[tuple[str, str, Level, str, str], ...] = (
         "2.4.1",
         "MUST",
         "open is the first frame",
-        "After the protocol header each peer MUST send an open frame before any other frame.",
+        "After establishing or accepting a TCP Connection and sending the protocol header, each "
+        "peer must send an open frame before sending any other Frames.",
+        ("2.4.1/opening-a-connection.1", "2.7.1/open.1"),
     ),
     (
         "connection.open-channel",
-        "2.7.1",
+        "2.4.1",
         "MUST",
         "open on channel 0 only, once",
-        "The open performative is sent once per connection, on channel 0.",
+        "The open frame can only be sent on channel 0.",
+        ("2.4.1/opening-a-connection.2",),
     ),
     (
         "connection.container-id",
-        "2.7.1",
+        "1.3",
         "MUST",
         "open carries a container-id",
-        "container-id is mandatory: the id of the source container.",
+        "The mandatory attribute of a field description controls whether a null element value is "
+        "permitted in the representation.",
+        ("1.3/composite-types.1",),
     ),
     (
         "connection.channel-max",
         "2.7.1",
         "MUST",
         "begin within the partner's channel-max",
-        "channel-max: the highest channel number that can be used on the connection; a peer "
-        "MUST NOT begin a session on a channel above its partner's channel-max.",
+        "A peer MUST not use channel numbers outside the range that its partner can handle.",
+        ("2.7.1/open.channel-max.1",),
     ),
     (
         "connection.idle-timeout",
         "2.4.5",
         "SHOULD",
         "send within the partner's idle-time-out",
-        "A peer that advertised idle-time-out T closes the connection if nothing arrives for "
-        "T; its partner sends frames (empty ones if need be) more often than T.",
+        "If during operation a peer exceeds the remote peer's idle time-out's threshold, e.g. "
+        "because it is heavily loaded, it SHOULD gracefully close the connection by using a close "
+        "frame with an error explaining why.",
+        ("2.4.5/idle-time-out-of-a-connection.8",),
     ),
     (
         "connection.frame-after-close",
         "2.7.9",
         "MUST",
         "nothing after close",
-        "Sending a close signals that the sender will not be sending any more frames (or "
-        "bytes of any other kind) on the connection.",
+        "It is illegal to send any more frames (or bytes of any other kind) after sending a close "
+        "frame.",
+        ("2.7.9/close.2", "2.4.3/closing-a-connection.2", "2.4.6/connection-states.1"),
     ),
     (
         "connection.close-unanswered",
         "2.4.3",
         "MUST",
         "close is answered with close",
-        "A peer that receives a close MUST respond with a close of its own before it "
-        "closes the socket.",
+        "Prior to closing a Connection, each peer MUST write a close frame with a code indicating "
+        "the reason for closing.",
+        ("2.4.3/closing-a-connection.1",),
     ),
-    # --- session (2.5, 2.7.2, 2.7.4, 2.7.10) ---
+    # --- session (2.5, 2.7.2, 2.7.4, 2.7.8) ---
     (
         "session.no-session",
-        "2.5.1",
+        "2.5.5",
         "MUST",
         "session frames need a begun session",
-        "attach, flow, transfer, disposition, detach and end are sent on a channel on which "
-        "the sender has begun a session.",
+        "In this state an endpoint cannot send or receive frames.",
+        ("2.5.5/session-states.1",),
     ),
     (
         "session.channel-in-use",
         "2.5.1",
         "MUST",
         "begin on a free channel",
-        "A peer begins a session on an outgoing channel that is not in use by one of its sessions.",
+        "Sessions are established by creating a Session Endpoint, assigning it to an unused "
+        "channel number, and sending a begin announcing the association of the Session Endpoint "
+        "with the outgoing channel.",
+        (),  # no normative sentence: conformance/manifest/links.toml [rules] says why
     ),
     (
         "session.remote-channel",
         "2.7.2",
         "MUST",
         "remote-channel of the answering begin",
-        "When an endpoint responds to a remotely initiated session, the remote-channel MUST "
-        "be set to the channel on which the remote session sent the begin.",
+        "When an endpoint responds to a remotely initiated Session, the remote-channel MUST be "
+        "set to the channel on which the remote Session sent the begin.",
+        ("2.7.2/begin.remote-channel.2", "2.5.1/establishing-a-session.1"),
     ),
     (
         "session.window-violation",
         "2.5.6",
         "MUST",
         "transfer within the incoming-window",
-        "A sender MUST NOT send a transfer frame when the remote-incoming-window is zero; "
-        "transfers beyond the receiver's incoming-window are a window-violation.",
+        "The remote-incoming-window reflects the maximum number of outgoing transfers that can be "
+        "sent without exceeding the remote endpoint's incoming-window. This value MUST be "
+        "decremented after every transfer frame is sent, and recomputed when informed of the "
+        "remote session endpoint state.",
+        ("2.5.6/session-flow-control.1",),
     ),
     (
         "session.next-outgoing-id",
         "2.5.6",
         "MUST",
         "next-outgoing-id counts transfer frames",
-        "next-outgoing-id is the transfer-id the sender will assign to its next transfer "
-        "frame; every transfer frame increments it by one.",
+        "When the endpoint receives a flow frame from its peer, it MUST update the "
+        "next-incoming-id directly from the next-outgoing-id of the frame, as well as copy the "
+        "remote-outgoing-window directly from the outgoing-window of the frame.",
+        ("2.5.6/session-flow-control.3",),
     ),
     (
         "session.frame-after-end",
-        "2.7.10",
+        "2.5.5",
         "MUST",
         "nothing on a session after its end",
-        "end signals the end of the session; the endpoint sends no further frames on that "
-        "channel until a new begin.",
+        "The endpoint may receive frames, but cannot send them.",
+        ("2.5.5/session-states.3",),
     ),
     # --- link lifecycle (2.6, 2.7.3, 2.7.5, 2.7.7) ---
     (
@@ -204,57 +234,70 @@ _CATALOG: tuple[tuple[str, str, Level, str, str], ...] = (
         "2.7.3",
         "MUST",
         "attach on a free handle",
-        "A handle MUST NOT be used for a new link while it is in use for an attached link "
-        "(session error handle-in-use).",
+        "The handle MUST NOT be used for other open Links.",
+        ("2.7.3/attach.handle.1",),
     ),
     (
         "link.attach.handle-max",
         "2.7.2",
         "MUST",
         "handle within the partner's handle-max",
-        "A peer MUST NOT attempt to attach a link using a handle value outside the range "
-        "that its partner can handle (handle-max).",
+        "A peer MUST NOT attempt to attach a Link using a handle value outside the range that its "
+        "partner can handle.",
+        ("2.7.2/begin.handle-max.1",),
     ),
     (
         "link.attach.role",
         "2.6.3",
         "MUST",
         "the answering attach takes the other role",
-        "A link has a sender end and a receiver end: the attach answering a sender's attach "
-        "comes from a receiver, and vice versa.",
+        "Links are established and/or resumed by creating a Link Endpoint associated with a local "
+        "Terminus, assigning it to an unused handle, and sending an attach Frame. This frame "
+        "carries the state of the newly created Link Endpoint, including the local and remote "
+        "termini, one being the source and one being the target depending on the directionality "
+        "of the Link Endpoint.",
+        (),  # no normative sentence: conformance/manifest/links.toml [rules] says why
     ),
     (
         "link.unattached-handle",
-        "2.6.2",
+        "2.7.4",
         "MUST",
         "frames on attached handles only",
-        "A frame (other than attach) referencing a handle which is not currently in use "
-        "for an attached link is a session error unattached-handle.",
+        "If set to a handle that is not currently associated with an attached Link, the recipient "
+        "MUST respond by ending the session with an unattached-handle session error.",
+        ("2.7.4/flow.handle.1",),
     ),
     (
         "link.frame-after-detach",
-        "2.7.7",
+        "2.7.4",
         "MUST",
         "nothing on a link after its detach",
-        "After sending detach the endpoint releases the handle; it sends no further "
-        "frames on that handle until it attaches it again.",
+        "If set to a handle that is not currently associated with an attached Link, the recipient "
+        "MUST respond by ending the session with an unattached-handle session error.",
+        ("2.7.4/flow.handle.1",),
     ),
     (
         "link.transfer.wrong-role",
-        "2.6.1",
+        "2.6.7",
         "MUST",
         "only the sender transfers",
-        "Messages are transferred from the sending link endpoint to the receiving one; "
-        "the receiver never sends transfers on its link.",
+        "Only the Sender may independently modify this field.",
+        ("2.6.7/flow-control.1",),
     ),
     (
         "link.transfer.first-frame-fields",
         "2.7.5",
         "MUST",
         "first transfer has id and tag",
-        "The delivery-id MUST be supplied on the first transfer of a delivery; the "
-        "delivery-tag MUST be specified for the first transfer; continuation frames, "
-        "when they carry them, repeat the same values.",
+        "The delivery-id MUST be supplied on the first transfer of a multi-transfer delivery. On "
+        "continuation transfers the delivery-id MAY be omitted. It is an error if the delivery-id "
+        "on a continuation transfer differs from the delivery-id on the first transfer of a "
+        "delivery.",
+        (
+            "2.7.5/transfer.delivery-id.1",
+            "2.7.5/transfer.delivery-id.2",
+            "2.7.5/transfer.delivery-tag.1",
+        ),
     ),
     # --- link credit (2.6.7) ---
     (
@@ -262,65 +305,74 @@ _CATALOG: tuple[tuple[str, str, Level, str, str], ...] = (
         "2.6.7",
         "MUST",
         "no transfer without credit",
-        "If the link-credit is less than or equal to zero, a sender MUST NOT send more "
-        "messages; the receiver had granted no credit at all.",
+        "If the link-credit is less than or equal to zero, i.e. the delivery-count is the same as "
+        "or greater than the delivery-limit, it is illegal to send more messages.",
+        ("2.6.7/flow-control.11",),
     ),
     (
         "link.credit.transfer-beyond-credit",
         "2.6.7",
         "MUST",
         "transfer beyond every grant",
-        "If the link-credit is less than or equal to zero, i.e. the delivery-count is the "
-        "same as or greater than the delivery-limit, a sender MUST NOT send more messages.",
+        "If the link-credit is less than or equal to zero, i.e. the delivery-count is the same as "
+        "or greater than the delivery-limit, it is illegal to send more messages.",
+        ("2.6.7/flow-control.11",),
     ),
     (
         "link.credit.receiver-delivery-count-ahead",
-        "2.6.7",
+        "2.7.4",
         "MUST",
         "receiver's delivery-count not ahead of the sender's",
-        "The receiver's delivery-count is calculated from the last known value from the "
-        "sender and the messages received since: it cannot be ahead of the sender's.",
+        "When the flow state is being sent from the Receiver Endpoint to the Sender Endpoint this "
+        "field MUST be set to the last known value of the corresponding Sending Endpoint.",
+        ("2.7.4/flow.delivery-count.3", "2.6.7/flow-control.1"),
     ),
     (
         "link.credit.sender-delivery-count-regressed",
-        "2.6.7",
+        "2.7.4",
         "MUST",
         "sender's delivery-count never goes back",
-        "delivery-count is incremented whenever a message is sent; only the sender MAY "
-        "independently modify it, and only forwards.",
+        "When the handle identifies that the flow state is being sent from the Sender Link "
+        "Endpoint to Receiver Link Endpoint this field MUST be set to the current delivery-count "
+        "of the Link Endpoint.",
+        ("2.7.4/flow.delivery-count.2",),
     ),
     (
         "link.drain.transfer-after-drain",
         "2.6.7",
         "MUST",
         "no transfer after a drain",
-        "After a drain the sender's link-credit is zero: it sends nothing more until the "
-        "receiver grants new credit.",
+        "If the link-credit is less than or equal to zero, i.e. the delivery-count is the same as "
+        "or greater than the delivery-limit, it is illegal to send more messages.",
+        ("2.6.7/flow-control.11", "2.6.7/flow-control.12"),
     ),
     (
         "link.drain.no-reply",
         "2.6.7",
         "MUST",
         "a drain request gets a flow back",
-        "If the sender's drain flag is set and there are no available messages, the sender "
-        "MUST advance its delivery-count until link-credit is zero, and send its updated "
-        "flow state to the receiver.",
+        "If the Sender's drain flag is set and there are no available messages, the Sender MUST "
+        "advance its delivery-count until link-credit is zero, and send its updated flow state to "
+        "the Receiver.",
+        ("2.6.7/flow-control.12", "2.6.7/flow-control.9"),
     ),
     (
         "link.echo.unanswered",
-        "2.7.4",
+        "2.6.10",
         "SHOULD",
         "echo is answered with a flow",
-        "echo: if set to true then the receiver of the flow SHOULD send its state at the "
-        "earliest convenient opportunity.",
+        "The echo field of the flow frame may be used to request the Sender's flow state be "
+        "echoed back.",
+        (),  # no normative sentence: conformance/manifest/links.toml [rules] says why
     ),
     (
         "link.liveness.stall",
         "2.6.7",
         "SHOULD",
         "credit and messages mean deliveries",
-        "A sender with link-credit and available messages sends them; credit outstanding, "
-        "messages available and nothing delivered within the bound is a stall.",
+        "The drain flag indicates how the Sender should behave when insufficient messages are "
+        "available to consume the current link-credit.",
+        (),  # no normative sentence: conformance/manifest/links.toml [rules] says why
     ),
     # --- settlement (2.6.12, 2.7.6, 2.8.2, 2.8.3) ---
     (
@@ -328,47 +380,51 @@ _CATALOG: tuple[tuple[str, str, Level, str, str], ...] = (
         "2.7.6",
         "MUST",
         "disposition first <= last",
-        "first and last delimit an inclusive range of delivery-ids; last, when set, is not "
-        "before first.",
+        "Identifies the upper bound of delivery-ids for the deliveries in this set.",
+        (),  # no normative sentence: conformance/manifest/links.toml [rules] says why
     ),
     (
         "settlement.unknown-delivery",
         "2.7.6",
         "MUST",
         "disposition of sent deliveries only",
-        "A disposition refers to deliveries of the session (by delivery-id) that were "
-        "actually transferred in the direction its role says.",
+        "The disposition frame may reference deliveries from many different links associated with "
+        "a session, although all links MUST have the directionality indicated by the specified "
+        "role.",
+        ("2.7.6/disposition.1",),
     ),
     (
         "settlement.settled-again-unsettled",
         "2.6.12",
         "MUST",
         "settled means forgotten",
-        "Once a delivery is settled the endpoint forgets it: a delivery sent settled, or "
-        "settled by this endpoint, is never disposed of again as unsettled.",
+        "Note that this amounts to the Sender announcing that it is forever forgetting everything "
+        "about the delivery-tag in question, and as such it is only possible to make such an "
+        "announcement once, since after the Sender forgets, it has no way of remembering to make "
+        "the announcement again.",
+        (),  # no normative sentence: conformance/manifest/links.toml [rules] says why
     ),
     (
         "settlement.snd-settle-mode",
-        "2.8.2",
+        "2.7.5",
         "MUST",
         "transfers follow snd-settle-mode",
-        "snd-settle-mode unsettled: the sender will send all deliveries initially "
-        "unsettled; settled: the sender will send all deliveries settled to the receiver.",
+        "If the negotiated value for snd-settle-mode at attachment is unsettled, then this field "
+        "MUST be false (or unset) on every transfer frame for a delivery (unless the delivery is "
+        "aborted).",
+        ("2.7.5/transfer.settled.4", "2.7.5/transfer.settled.3"),
     ),
     (
         "settlement.rcv-settle-mode",
         "2.7.5",
         "MUST",
         "no rcv-settle-mode second on a first link",
-        "rcv-settle-mode on transfer: if the negotiated link value is first, then it is "
-        "illegal to set this field to second.",
+        "If the negotiated link value is first, then it is illegal to set this field to second.",
+        ("2.7.5/transfer.rcv-settle-mode.3",),
     ),
 )
 
-RULES: dict[str, Rule] = {
-    rule_id: Rule(rule_id, section, level, title, sentence)
-    for rule_id, section, level, title, sentence in _CATALOG
-}
+RULES: dict[str, Rule] = {entry[0]: Rule(*entry) for entry in _CATALOG}
 
 
 def violation(rule_id: str, frame_index: int, origin: str, reason: str) -> Violation:
@@ -385,16 +441,20 @@ def catalog_markdown() -> str:
         "",
         "Generated from `amqp10/checker/rules.py` by `python -m amqpspec.amqp10.checker.rules`;",
         "a test keeps this file in step with the code. Sections are those of the OASIS",
-        "AMQP 1.0 core specification; sentences are paraphrased.",
+        "AMQP 1.0 core specification; sentences are quoted from its XML, and the ids are",
+        "those of the normative manifest (`conformance/manifest/`). A rule without an id",
+        "checks what the text states without a normative word (`links.toml` [rules]).",
         "",
         f"{len(RULES)} rules.",
         "",
-        "| rule id | section | level | title | spec sentence |",
-        "| --- | --- | --- | --- | --- |",
+        "| rule id | section | level | title | spec sentence | manifest ids |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for rule in RULES.values():
+        ids = ", ".join(f"`{i}`" for i in rule.sentences) or "none"
         lines.append(
-            f"| `{rule.rule_id}` | {rule.section} | {rule.level} | {rule.title} | {rule.sentence} |"
+            f"| `{rule.rule_id}` | {rule.section} | {rule.level} | {rule.title} | "
+            f"{rule.sentence} | {ids} |"
         )
     return "\n".join(lines) + "\n"
 

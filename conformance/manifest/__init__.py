@@ -32,7 +32,8 @@ BINDS = frozenset(
         "sender",  # the sending link endpoint (or the sender of the frame named)
         "receiver",  # the receiving link endpoint (or the receiver of the frame named)
         "either",  # each peer / both endpoints / any implementation
-        "node",  # the node or container behind a link: the broker as a node
+        "node",  # the node or distribution node behind a link: the broker as a node
+        "container",  # the container (2.6.1 link names, 3.2.10 annotations)
         "client",  # the TCP/SASL/TLS client (the peer that opened the connection)
         "server",  # the TCP/SASL/TLS server
         "controller",  # the transaction controller (Part 4)
@@ -117,9 +118,29 @@ def sentence(sentence_id: str) -> Sentence:
 
 
 @functools.cache
+def rule_notes() -> dict[str, dict]:
+    """links.toml [rules]: rule id -> {"faults": [...], "basis": ..., "not_normative": ...}."""
+    return dict(_load(LINKS_FILE).get("rules", {}))
+
+
+@functools.cache
+def case_notes() -> dict[str, str]:
+    """links.toml [case_notes]: case id -> why it checks no sentence binding the broker."""
+    return dict(_load(LINKS_FILE).get("case_notes", {}))
+
+
+@functools.cache
 def sections() -> dict[str, str]:
     """Every section and subsection number of Parts 1-5 -> its title."""
     return dict(_load(SENTENCES_FILE).get("sections", {}))
 
 
-__all__ = ["BINDS", "Sentence", "sections", "sentence", "sentences"]
+__all__ = [
+    "BINDS",
+    "Sentence",
+    "case_notes",
+    "rule_notes",
+    "sections",
+    "sentence",
+    "sentences",
+]

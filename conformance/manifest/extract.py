@@ -15,10 +15,11 @@ Normative forms (read from the text, not assumed):
   keeps the spelling, so a reader sees which form a verdict rests on. A conditional "should"
   ("If this should happen", "Should this happen") is no obligation and is left out.
 - Prohibitions in plain words, level PROHIBITED: "it is illegal", "is an error", "is invalid",
-  "may not be inserted", "it may not change", "cannot send", "can only"/"may only" (a
-  restriction), "Only the X may/can", "Only when ... may", "are reserved", "is not permitted",
-  "controls whether a null element value is permitted" (the only text behind mandatory fields,
-  1.3). MAY and OPTIONAL grant, they do not oblige: a sentence with only those is left out.
+  "may not be inserted", "it may not change", "cannot send", "is malformed", "can only" and
+  "may only" (a restriction), "Only the X may/can", "Only when ... may", "are reserved",
+  "is not permitted", "controls whether a null element value is permitted" (the only text
+  behind mandatory fields, 1.3). MAY and OPTIONAL grant, they do not oblige: a sentence with
+  only those is left out.
 - NOT_NORMATIVE lists the sentences a form matches that state no obligation (a description of
   an error condition, an example), each with the reason.
 A sentence with several forms gets the strongest level: MUST-class words over PROHIBITED over
@@ -63,6 +64,7 @@ _PROHIBITIONS = (
     r"\bOnly when\b.*\bmay\b",
     r"\bare(?:, while not syntactically invalid,)? reserved\b",
     r"\bis not permitted\b",
+    r"\bis malformed\b",
     r"\bcontrols whether a null element value is permitted\b",
 )
 _PROHIBITED = re.compile("|".join(f"(?:{p})" for p in _PROHIBITIONS))
