@@ -25,7 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "coverage": (
         "amqpspec.conformance.coverage_cli",
         "spec coverage of a conformance run (fields, "
-        "error conditions, engine transitions, checker rules)",
+        "error conditions, engine transitions, checker rules, the normative manifest)",
     ),
     "capture": ("amqpspec.traces.capture_cli", "record AMQP traffic through a relaying proxy"),
     "trace": ("amqpspec.traces.cli", "show, check and convert recorded traces"),

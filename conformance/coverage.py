@@ -11,7 +11,9 @@ run recorded:
   tables, and whether some case's probe engine applied it
   (`DIR/coverage/<broker>.transitions.json`, written by the run);
 - checker rules: every rule of the catalog, and whether some case's frames (from either
-  peer: negative cases break rules on purpose) made it fire.
+  peer: negative cases break rules on purpose) made it fire;
+- the normative manifest (conformance/manifest/report.py): every normative sentence of the
+  spec, per part and section, tested by a case, by a checker rule, untestable, or not yet.
 
 Owns `measure(results_dir, broker) -> Coverage` and the Markdown / HTML renderings.
 Reads the results directory (index.json, pcaps through `traces.load`, the transitions
@@ -32,6 +34,12 @@ from amqpspec.amqp10.engine.transitions import TABLES
 from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.amqp10.spec import COMPOSITES, RESTRICTED, default_value
+from amqpspec.conformance.manifest.report import (
+    ManifestCoverage,
+    measure_manifest,
+    render_manifest_html,
+    render_manifest_markdown,
+)
 from amqpspec.conformance.results import TRANSITIONS_DIR, case_file_stem, load_index
 from amqpspec.traces.check import check_trace
 from amqpspec.traces.load import open_trace
@@ -90,6 +98,7 @@ class Coverage:
     broker: str
     cases: int
     categories: list[Category]
+    manifest: ManifestCoverage | None = None  # the spec's normative sentences (static)
 
 
 def measure(results: str | Path, broker: str | None = None) -> Coverage:
@@ -119,7 +128,8 @@ def measure(results: str | Path, broker: str | None = None) -> Coverage:
     for category in (fields, conditions):
         category.notes.update({k: why for k, why in NO_CLIENT_CAN.items() if k in category.items})
     transitions = _transitions(root, broker)
-    return Coverage(broker, len(entries), [fields, conditions, transitions, rules])
+    categories = [fields, conditions, transitions, rules]
+    return Coverage(broker, len(entries), categories, measure_manifest())
 
 
 def _read_case(
@@ -221,6 +231,8 @@ def render_markdown(coverage: Coverage) -> str:
             if cases
         ]
         lines += ["", "</details>"]
+    if coverage.manifest is not None:
+        lines += ["", render_manifest_markdown(coverage.manifest, heading="##").rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
@@ -246,4 +258,6 @@ def render_html(coverage: Coverage) -> str:
                 f"<tr class='{css}'><td><code>{esc(item)}</code></td><td>{detail}</td></tr>"
             )
         parts += by_state[False] + by_state[True] + ["</table>"]
+    if coverage.manifest is not None:
+        parts.append(render_manifest_html(coverage.manifest).rstrip("\n"))
     return "\n".join(parts) + "\n"

@@ -2,8 +2,9 @@
 
 Owns the `coverage` subcommand: reads RESULTS_DIR (default reports/_conformance, as
 `amqpspec run` writes it) through `conformance.coverage.measure` and writes
-`spec-coverage.md` and `spec-coverage.html` into `--out` (default reports/). Touches
-nothing else.
+`spec-coverage.md` and `spec-coverage.html` into `--out` (default reports/), the normative
+manifest's coverage included. `--manifest` needs no run: it writes the manifest's coverage
+alone (`spec-manifest.md`, `.html`) and prints its summary per part. Touches nothing else.
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ import sys
 from pathlib import Path
 
 from amqpspec.conformance.coverage import measure, render_html, render_markdown
+from amqpspec.conformance.manifest.report import (
+    ManifestCoverage,
+    measure_manifest,
+    render_manifest_html,
+    render_manifest_markdown,
+)
+from amqpspec.conformance.manifest.spec import PART_TITLES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,9 +32,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--broker", help="which broker of the directory (when it has several)")
     parser.add_argument("--out", default="reports", help="output directory (default reports/)")
+    parser.add_argument(
+        "--manifest",
+        action="store_true",
+        help="the normative manifest's coverage alone (no run needed): spec-manifest.md, .html",
+    )
+
+
+def manifest_summary(coverage: ManifestCoverage) -> list[str]:
+    """One line per part and one for all: sentences, by case, by rule, untestable, not yet."""
+    lines = []
+    parts = coverage.by_part()
+    for part, entries in [*parts.items(), (0, coverage.entries)]:
+        counts = coverage.counts(entries)
+        name = f"Part {part} {PART_TITLES[part]}" if part else "all"
+        lines.append(
+            f"{name}: {counts['sentences']} sentences, {counts['case']} tested by case, "
+            f"{counts['rule']} by rule, {counts['untestable']} untestable, "
+            f"{counts['not yet']} not yet tested"
+        )
+    return lines
+
+
+def _manifest_only(out: Path) -> int:
+    coverage = measure_manifest()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spec-manifest.md").write_text(render_manifest_markdown(coverage), encoding="utf-8")
+    page = "<!doctype html><meta charset='utf-8'><title>Normative manifest</title>\n"
+    (out / "spec-manifest.html").write_text(page + render_manifest_html(coverage), "utf-8")
+    for line in manifest_summary(coverage):
+        print(line)
+    print(f"{out / 'spec-manifest.md'}, .html")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.manifest:
+        return _manifest_only(Path(args.out))
     if not (Path(args.results) / "index.json").exists():
         print(f"amqpspec coverage: no index.json in {args.results}", file=sys.stderr)
         return 2
@@ -42,4 +84,6 @@ def run(args: argparse.Namespace) -> int:
     summary = ", ".join(f"{c.title.split(' ')[0].lower()} {c.covered}/{len(c.items)}"
                         for c in coverage.categories)  # fmt: skip
     print(f"{coverage.broker}: {summary}: {out / 'spec-coverage.md'}, .html")
+    if coverage.manifest is not None:
+        print(f"manifest: {manifest_summary(coverage.manifest)[-1]}")
     return 0

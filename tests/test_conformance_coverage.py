@@ -59,3 +59,16 @@ def test_coverage_of_a_run_names_what_was_and_was_not_covered(tmp_path: Path) ->
 def test_coverage_without_results_is_a_usage_error(tmp_path: Path) -> None:
     done = _amqpspec("coverage", str(tmp_path))
     assert done.returncode == 2 and "no index.json" in done.stderr
+
+
+def test_coverage_of_the_manifest_needs_no_run(tmp_path: Path) -> None:
+    done = _amqpspec("coverage", "--manifest", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("Part 2 Transport: ") and "not yet tested" in lines[1]
+    assert lines[5].startswith("all: ")
+    markdown = (tmp_path / "spec-manifest.md").read_text()
+    assert "| Part 3 Messaging |" in markdown and "| 2.6.7 Flow Control |" in markdown
+    assert "`2.6.5/link-errors.6`" in markdown  # a gap: no case or rule yet
+    assert "`link.liveness.stall`" in markdown  # a rule with no normative sentence
+    assert "2.6.5/link-errors.6" in (tmp_path / "spec-manifest.html").read_text()

@@ -196,3 +196,20 @@ def test_the_manifest_knows_which_rules_enforce_a_sentence() -> None:
     assert manifest.sentence("2.7.4/flow.delivery-count.3").binds == "receiver"
     assert manifest.sentence("2.6.7/flow-control.11").binds == "sender"
     assert manifest.sentence("3.2/message-format.1").binds == "intermediary"
+
+
+def test_manifest_coverage_counts_add_up() -> None:
+    from amqpspec.conformance.manifest.report import measure_manifest
+
+    coverage = measure_manifest()
+    counts = coverage.counts()
+    assert counts["sentences"] == len(manifest.sentences())
+    assert sum(coverage.counts(e)["sentences"] for e in coverage.by_part().values()) == (
+        counts["sentences"]
+    )
+    tested = {e.sentence.id for e in coverage.entries if e.cases or e.sentence.rules}
+    untestable = {e.sentence.id for e in coverage.entries if e.untestable}
+    assert counts["not yet"] == counts["sentences"] - len(tested | untestable)
+    flow = next(e for e in coverage.entries if e.sentence.id == "2.6.7/flow-control.11")
+    assert flow.cases and flow.sentence.rules and not flow.not_yet
+    assert all(not e.not_yet or e.sentence.binds for e in coverage.gaps())
