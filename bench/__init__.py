@@ -1,4 +1,4 @@
 """bench: the benchmarks behind bench/README.md, run by `amqpspec bench` (bench/cli.py).
 
-See ARCHITECTURE.md.
+Where they stand among the parts: docs/architecture.md.
 """

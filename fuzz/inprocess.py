@@ -10,7 +10,7 @@ minimised with ddmin) and `crashers()` for the regression test that replays ever
 
 Contracts judged:
 - codec: any bytes through `codec.decode_value` and `frames.FrameDecoder` raise nothing
-  but `DecodeError` (ARCHITECTURE.md: "never anything else on any input"). Coverage-guided
+  but `DecodeError` (docs/architecture.md, "The core": strict, total decoding). Coverage-guided
   with atheris when it is installed (libFuzzer mutation of the corpus in fuzz/corpus/codec,
   in a child process, crash inputs to fuzz/crashers/), else the mutators of fuzz.mutators
   over the engine's legal conversations.

@@ -1,4 +1,4 @@
-"""reference_broker: the bundled, correct-first AMQP 1.0 broker (see ARCHITECTURE.md).
+"""reference_broker: the bundled, correct-first AMQP 1.0 broker (docs/architecture.md).
 
 Broker model (no AMQP bytes, no engine, no clock):
 - `queues`     classic queue: FIFO, round-robin, per-consumer credit (credit API v2), drain,

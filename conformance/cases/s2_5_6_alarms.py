@@ -8,7 +8,7 @@ attaches are allowed) and reopens the window when the alarm clears.
 The spec has no alarm sentence: 2.5.6 gives the mechanism. The SHOULD cases hold a broker
 with the `alarms` capability to that model; the MUST cases `2.5.6/alarm-publishers-blocked-
 then-reopened` and `2.5.6/alarm-window-no-wrap` hold it to the claim its profile makes
-(/work/shared/SPEC-NOTES.md "Resource alarms"): not blocking (RabbitMQ PR #9953: 3.x never
+(docs/spec-notes.md, "Resource alarms"): not blocking (RabbitMQ PR #9953: 3.x never
 did) or reopening the window by arithmetic wrap (RabbitMQ #12904) is FAILED.
 
 Owns the cases `2.5.6/alarm-*`. Needs the admin adapter (`alarms` capability); every case
