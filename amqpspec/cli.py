@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        print(version_line())  # without importing every subcommand
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
