@@ -28,13 +28,27 @@ from amqpspec.fuzz.case import Case, Step
 from amqpspec.fuzz.findings import Finding, FindingStore, finding_id, signature
 from amqpspec.fuzz.model import COVERAGE_UNIVERSE, ServerModel, case_container_id, with_container_id
 from amqpspec.fuzz.mutators import STRATEGIES, mutate_case
-from amqpspec.fuzz.oracle import CRASH, HANG, RESOURCE, Outcome, Target, Verdict, run_case
+from amqpspec.fuzz.oracle import (
+    CRASH,
+    ERROR_MISSING,
+    HANG,
+    RESOURCE,
+    Outcome,
+    Target,
+    Verdict,
+    run_case,
+)
 from amqpspec.fuzz.seeds import pooled_scenario
 from amqpspec.fuzz.shrink import FieldResult, shrink_fields
 from amqpspec.traces.minimize import ddmin
 
 MINIMIZE_TESTS = 150
 MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restart
+MINIMIZE_TESTS_HELD = 24  # each test that holds the close waits up to the reply bound
+FIELD_TESTS_HELD = 8
+# verdicts that rest on the broker's silence: proved only on runs where the fuzzer held its
+# close for the bound (fuzz.oracle), never on a run where its close raced the bad frame
+SILENCE_KINDS = (HANG, ERROR_MISSING)
 # then the fields of the frames left (fuzz.shrink): a crash waits for a restart, a hang
 # for the reply bound, a resource reading for the broker's memory to settle
 FIELD_TESTS = {CRASH: 8, HANG: 40, RESOURCE: 10}
@@ -152,21 +166,37 @@ def _signature_of(case: Case, verdict: Verdict) -> str:
 def triage(
     target: Target, case: Case, outcome: Outcome, confirm: int = 3, broker: str = ""
 ) -> tuple[Finding, Case, Outcome] | None:
-    """Minimise, confirm and describe one candidate; None when it does not reproduce."""
+    """Minimise, confirm and describe one candidate; None when it does not reproduce.
+
+    A candidate found with the close sent at once (the campaign's quick look) whose verdict
+    rests on the broker's silence, or that the quick run marked inconclusive, is run again
+    with the close held for the bound: that run's verdict (if any) is the one minimised and
+    confirmed, every test holding the close too. Other verdicts (the broker's own frames
+    break a rule, it dropped the socket without close, it crashed) are proved whatever the
+    fuzzer did after the bad frame, and stay quick."""
     wanted = outcome.verdict
     assert wanted is not None
+    careful = wanted.kind == RESOURCE
+    held = wanted.kind in SILENCE_KINDS or bool(outcome.inconclusive)
+    if held:
+        first = run_case(target, case.steps, careful)
+        if first.verdict is None:
+            return None  # it was the race: not kept
+        wanted = first.verdict
+    quick = not held
     last: dict[str, Outcome] = {}
 
-    careful = wanted.kind == RESOURCE
-
     def still_fails(steps: list[Step]) -> bool:
-        result = run_case(target, steps, careful)
+        result = run_case(target, steps, careful, quick=quick)
         if _matches(result.verdict, wanted):
             last[_key(steps)] = result
             return True
         return False
 
-    budget = MINIMIZE_TESTS_CRASH if wanted.kind == CRASH else MINIMIZE_TESTS
+    if wanted.kind == CRASH:
+        budget = MINIMIZE_TESTS_CRASH
+    else:
+        budget = MINIMIZE_TESTS_HELD if held else MINIMIZE_TESTS
     try:
         reduced = ddmin(case.steps, still_fails, keep=lambda s: s.is_header, max_tests=budget)
     except ValueError:
@@ -175,12 +205,19 @@ def triage(
     found = last.get(_key(small.steps))
     candidates, field_counts = [small], {}
     if found is not None and found.verdict is not None:
-        shrunk = _shrink(small, found.verdict, still_fails, last, wanted.kind)
+        shrunk = _shrink(small, found.verdict, still_fails, last, wanted.kind, held)
         if shrunk.steps != small.steps:
             field_counts = {"before": shrunk.before, "after": shrunk.after, "tests": shrunk.tests}
             candidates.insert(0, small.with_steps(shrunk.steps))
+    if small.steps != case.steps:
+        candidates.append(case.with_steps(case.steps))  # the case as found, last
+    reproduced, replays = 0, []
     for small in candidates:  # the fields minimised, or if that does not confirm, not
-        replays = [run_case(target, small.steps, careful) for _ in range(confirm)]
+        replays = []
+        for _ in range(confirm):
+            replays.append(run_case(target, small.steps, careful, quick=quick))
+            if not _matches(replays[-1].verdict, wanted):
+                break
         reproduced = sum(_matches(r.verdict, wanted) for r in replays)
         if reproduced == confirm:
             break
@@ -190,6 +227,7 @@ def triage(
     final = replays[-1]
     verdict = final.verdict or wanted
     sig = _signature_of(small, verdict)
+    exchange = final.exchange
     finding = Finding(
         id=finding_id(sig),
         kind=verdict.kind,
@@ -203,9 +241,15 @@ def triage(
         seed=case.seed,
         strategy=case.strategy,
         replays=f"{reproduced}/{confirm}",
-        minimal=reduced.minimal,
+        minimal=reduced.minimal and (small.steps != case.steps or reduced.items == case.steps),
         broker=broker or target.url,
         extra={"non_default_fields": field_counts} if field_counts else {},
+        expected=verdict.expected,
+        observed=verdict.observed,
+        level=verdict.level,
+        sentence=verdict.sentence,
+        close_held=held,
+        evidence=exchange.record() if exchange is not None else {},
     )
     return finding, small, final
 
@@ -216,6 +260,7 @@ def _shrink(
     still_fails: Callable[[list[Step]], bool],
     last: dict[str, Outcome],
     kind: str,
+    held: bool = False,
 ) -> FieldResult:
     """The fields of `small`'s frames minimised while its signature comes back."""
     sig = _signature_of(small, verdict)
@@ -226,7 +271,10 @@ def _shrink(
         found = last[_key(steps)].verdict
         return found is not None and _signature_of(small.with_steps(steps), found) == sig
 
-    return shrink_fields(small.steps, same_bucket, FIELD_TESTS.get(kind, FIELD_TESTS_OTHER))
+    budget = FIELD_TESTS.get(kind, FIELD_TESTS_OTHER)
+    if held:
+        budget = min(budget, FIELD_TESTS_HELD)
+    return shrink_fields(small.steps, same_bucket, budget)
 
 
 def _key(steps: list[Step]) -> str:
@@ -239,7 +287,7 @@ def _grows(target: Target, cases: list[Case]) -> bool:
     time.sleep(target.bounds.memory_quiet)
     before = target.memory()
     for case in cases:
-        run_case(target, case.steps)
+        run_case(target, case.steps, quick=True)
     time.sleep(target.bounds.memory_settle)
     after = target.memory()
     return before is not None and after is not None and after - before > target.bounds.memory_growth
@@ -306,7 +354,7 @@ class Campaign:
             case = make_case(self.config, index)
             self.gate.enter()
             try:
-                outcome = run_case(self.config.target, case.steps)
+                outcome = run_case(self.config.target, case.steps, quick=True)
             finally:
                 self.gate.leave()
             model = ServerModel()
@@ -342,7 +390,7 @@ class Campaign:
         found = None
         with self.gate.exclusive():
             for case in _bisect_growth(target, suspects[-MEMORY_SUSPECTS:]):
-                outcome = run_case(target, case.steps, careful=True)
+                outcome = run_case(target, case.steps, careful=True, quick=True)
                 if outcome.verdict is not None and outcome.verdict.kind == RESOURCE:
                     found = (case, outcome)
                     break
@@ -363,7 +411,7 @@ class Campaign:
                 return
             self._triaged.add(sig)
             finding, small, final = result
-            if self.store.add(finding, small, final.recording):
+            if self.store.add(finding, small, final.recording, final.exchange):
                 self.stats.findings += 1
         if outcome.verdict.kind == CRASH and "not back" in outcome.verdict.summary:
             self.stop("the broker did not come back after a crash")

@@ -226,6 +226,8 @@ def _campaign(args: argparse.Namespace) -> int:
             f"  {finding.id} {finding.kind:<13} {finding.rule} ({finding.section}): "
             f"{finding.summary} -> {finding.reproducer}"
         )
+        if finding.observed:
+            print(f"      expected: {finding.expected}\n      observed: {finding.observed}")
     if stats.stopped.startswith(WORKER_FAILED):
         return 2  # the campaign did not run its budget: no verdict of "no finding"
     return 1 if total else 0

@@ -155,8 +155,7 @@ def report(rows: list[Detection], clean: Detection | None, budget: float, seed: 
         found = f"{row.seconds:.1f} s" if row.seconds is not None else "NOT FOUND"
         steps = ", ".join(row.reproducer or [])
         lines.append(
-            f"| `{row.fault}` | {found} | {row.cases} | {row.kind} | `{row.signature}` | "
-            f"{steps} |"
+            f"| `{row.fault}` | {found} | {row.cases} | {row.kind} | `{row.signature}` | {steps} |"
         )
     if clean is not None:
         verdict = "0 findings" if clean.seconds is None else f"FINDING: {clean.signature}"

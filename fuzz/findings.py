@@ -5,10 +5,16 @@ checker's rule signature>|state", where the middle part is `amqp10.checker.signa
 name for the rule, section, performative and coarse endpoint state that the triage job
 uses too; one bucket per distinct bug, no stack needed), `Finding` (the
 record of findings.json: id, kind, signature, rule, section, summary, reproducer,
-frames, original_frames, seed; plus replays and the broker) and `FindingStore`:
+frames, original_frames, seed; plus replays and the broker; and what a broker team reads:
+`expected`, `observed` (the broker's frames and TCP close timed from the bad frame),
+`level` (MUST, or robustness: no MUST of the text is at stake), `sentence` (its manifest
+id), `close_held` (the confirming runs held the fuzzer's close for the bound) and
+`evidence` (every frame both ways, who sent it, ms after the bad frame: fuzz.evidence))
+and `FindingStore`:
 `DIR/findings.json` and `DIR/findings/<id>/` with `reproducer.json` (replayable by
-`amqpspec fuzz replay`), `reproducer.txt` (one line per frame, what was sent and what
-came back) and `reproducer.pcap` (the exchange as a TCP flow, `traces.pcap_writer`).
+`amqpspec fuzz replay`), `reproducer.txt` (expected, observed, then the exchange in time
+order: each fuzzer frame labelled as a case step or its own teardown close, each broker
+frame, its TCP close) and `reproducer.pcap` (the exchange as a TCP flow, `traces.pcap_writer`).
 Every file is written to a temporary name and renamed (atomic), as soon as a finding
 is confirmed, so a killed campaign keeps all of them.
 """
@@ -26,6 +32,7 @@ from amqpspec.amqp10.checker.signature import endpoint_state
 from amqpspec.amqp10.checker.signature import signature as rule_signature
 from amqpspec.conformance.probe import Recording
 from amqpspec.fuzz.case import REPRODUCER_NAME, Case
+from amqpspec.fuzz.evidence import Exchange
 from amqpspec.traces.pcap_writer import PcapWriter
 from amqpspec.traces.render import show_line
 
@@ -66,6 +73,12 @@ class Finding:
     minimal: bool = True
     broker: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    expected: str = ""
+    observed: str = ""
+    level: str = ""
+    sentence: str = ""
+    close_held: bool = False
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,18 +109,30 @@ def write_pcap(path: str, recording: Recording) -> None:
     os.replace(temporary, path)
 
 
-def transcript(case: Case, recording: Recording | None, finding: Finding) -> str:
+def transcript(
+    case: Case, recording: Recording | None, finding: Finding, exchange: Exchange | None = None
+) -> str:
+    level = f"  level: {finding.level}" if finding.level else ""
+    sentence = f"  sentence: {finding.sentence}" if finding.sentence else ""
     lines = [
         f"{finding.kind}: {finding.summary}",
         f"signature: {finding.signature}",
-        f"rule: {finding.rule} (section {finding.section})",
-        f"seed: {finding.seed}  strategy: {finding.strategy}  replays: {finding.replays}",
+        f"rule: {finding.rule} (section {finding.section}){level}{sentence}",
+        f"seed: {finding.seed}  strategy: {finding.strategy}  replays: {finding.replays}"
+        + ("  (the fuzzer held its close for the bound)" if finding.close_held else ""),
+    ]
+    if finding.expected or finding.observed:
+        lines += ["", f"expected: {finding.expected}", f"observed: {finding.observed}"]
+    lines += [
         "",
         "steps sent (minimised):",
         *(f"  {i:3d} {s.label}  [{len(s.data)} B]" for i, s in enumerate(case.steps)),
     ]
+    if exchange is not None:
+        lines += ["", f"exchange, timed from the bad frame ({exchange.bad_label}):"]
+        lines += [f"  {line}" for line in exchange.lines()]
     if recording is not None:
-        lines += ["", "exchange (-> client, <- broker):"]
+        lines += ["", "as the core's monitor decoded it (-> fuzzer, <- broker):"]
         lines += [f"  {show_line(item)}" for item in recording.items]
     return "\n".join(lines) + "\n"
 
@@ -131,7 +156,13 @@ class FindingStore:
     def known(self, sig: str) -> bool:
         return finding_id(sig) in self.findings
 
-    def add(self, finding: Finding, case: Case, recording: Recording | None) -> bool:
+    def add(
+        self,
+        finding: Finding,
+        case: Case,
+        recording: Recording | None,
+        exchange: Exchange | None = None,
+    ) -> bool:
         """Write the finding's files, then findings.json. False if its bucket exists."""
         with self._lock:
             if finding.id in self.findings:
@@ -145,10 +176,14 @@ class FindingStore:
                 rule=finding.rule,
                 section=finding.section,
                 summary=finding.summary,
+                expected=finding.expected,
+                observed=finding.observed,
+                level=finding.level,
+                close_held=finding.close_held,
                 original_steps=[s.to_json() for s in case.original],
             )
             _atomic_write(os.path.join(folder, REPRODUCER_NAME), _json(record))
-            text = transcript(case, recording, finding).encode()
+            text = transcript(case, recording, finding, exchange).encode()
             _atomic_write(os.path.join(folder, "reproducer.txt"), text)
             if recording is not None and recording.chunks:
                 write_pcap(os.path.join(folder, "reproducer.pcap"), recording)

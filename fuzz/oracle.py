@@ -4,24 +4,37 @@ Owns: `Target` (where the broker is, how to log in, optional memory reader), `Bo
 (every wait), `Verdict` and `Outcome`, `run_case(target, steps)` and `alive(target)`.
 
 One case = one new TCP connection: the steps are sent in order (waiting, bounded, for
-sasl-mechanisms and sasl-outcome at the SASL steps), then a closing `close`; the broker
-must answer with close or drop the socket within `Bounds.reply`. Judged, first match:
+sasl-mechanisms and sasl-outcome at the SASL steps). Then the fuzzer HOLDS its own close:
+the broker has `Bounds.reply`, measured from the last step (so at least that long from the
+bad frame), to react (a close, an end or detach with an error, or a drop); only then, or
+once it reacted, does the fuzzer send its teardown close and wait the bound again for the
+answer. `quick=True` (the campaign's first look at a case, and minimising) sends the close
+at once: faster, but a verdict that rests on the broker's silence (hang, error-missing) is
+then only a candidate, marked `Outcome.inconclusive`, and a finding is kept only when it
+comes back on replays that held the close (fuzz.campaign.triage). Judged, first match:
+- violation: the checker (amqp10.checker, fed both directions by the probe's recording)
+  flags a MUST rule in the broker's frames; or a frame of the broker does not decode
+  (2.3.2, pseudo-rule `frame.undecodable`: the frames after it are still read, by length);
 - crash: the connection cannot be made, or the case ends with no reply or a drop and a
   fresh connection then fails to open, begin and attach within `Bounds.liveness`;
-- violation: the checker (amqp10.checker, fed both directions by the probe's recording)
-  flags a MUST rule in the broker's frames; or the broker dropped the socket after its
-  open without a close frame (2.4.3, pseudo-rule `connection.close-missing`);
-- error-missing: the client stream holds bytes the core decoder rejects (a framing or
-  decode error the spec says ends the connection) and the broker answered our close
-  without any error (no close/end/detach with an error, no drop);
-- hang: no reply and no drop within the bound while the broker still serves a fresh
-  connection (unless the client stream ends inside an unfinished frame: then the broker
-  may rightly wait, and nothing is judged; nor after a failed login: nothing is owed);
+- violation: the broker dropped the socket after its open without a close frame (2.4.3,
+  pseudo-rule `connection.close-missing`);
+- hang: no close and no drop from the broker within the bound after the bad frame, nor
+  within the bound after the fuzzer's close, while it still serves a fresh connection
+  (unless the client stream ends inside an unfinished frame: then the broker may rightly
+  wait, and nothing is judged; nor after a failed login: nothing is owed);
+- error-missing: the client stream holds bytes the core decoder rejects and the broker
+  refused nothing (no close/end/detach with an error, no drop) within the bound: a
+  robustness finding (no MUST says how a receiver answers undecodable bytes; 2.3.2 binds
+  their sender);
 - resource: with a memory reader and `careful=True`, the broker's memory grew past
   `Bounds.memory_growth` while the case's connection was open (readings are taken after
   `Bounds.memory_settle`, since brokers refresh them periodically; a campaign samples
   memory every second and replays the cases since the last sample carefully).
-Builds bytes only through amqp10 (builder); the network client is `conformance.probe`.
+Every verdict says what was expected and what the broker did (`Verdict.expected`,
+`.observed`: its frames and TCP close timed from the bad frame, the fuzzer's own close
+named as such; fuzz.evidence reads the recording). Builds bytes only through amqp10
+(builder); the network client is `conformance.probe`.
 """
 
 from __future__ import annotations
@@ -33,13 +46,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqpspec.amqp10.builder import build_frame
+from amqpspec.amqp10.checker.rules import RULES
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
 from amqpspec.amqp10.frames import SASL_HEADER, Frame
-from amqpspec.amqp10.monitor import ConnectionMonitor
-from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.amqp10.origins import CLIENT
 from amqpspec.conformance.probe import Probe, Recording
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 from amqpspec.fuzz.case import FRAME, Step, mutation_label
+from amqpspec.fuzz.evidence import BrokerStream, Exchange, read_exchange, stream_status
 from amqpspec.fuzz.model import FUZZ_CONTAINER, Conversation, Handshake, ServerModel
 
 CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
@@ -51,6 +65,18 @@ CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
 )
 KINDS = (CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE)
 CLOSE_MISSING = ("connection.close-missing", "2.4.3")  # close before the socket goes
+UNDECODABLE = ("frame.undecodable", "2.3.2")  # the broker's own frame does not decode
+MUST, ROBUSTNESS = "MUST", "robustness"  # Verdict.level: a MUST of the text, or not one
+_CLOSE_SENTENCE = (
+    "2.4.3/closing-a-connection.1",
+    "Prior to closing a Connection, each peer MUST write a close frame with a code "
+    "indicating the reason for closing.",
+)
+_FRAME_SENTENCE = (
+    "2.3.2/amqp-frames.1",
+    "The performative MUST be one of those defined in performatives and is encoded as a "
+    "described type in the AMQP type system.",
+)
 _CLOSING = build_frame(COMPOSITE_CLASSES["close"]())
 _SASL_HEADER = SASL_HEADER.encode()
 _liveness = itertools.count(1)  # each liveness check's container-id
@@ -98,6 +124,10 @@ class Verdict:
     section: str
     summary: str
     step: int | None = None  # the step the finding is tied to (the last one sent before it)
+    expected: str = ""  # what a spec-following broker does here (the sentence, if a MUST)
+    observed: str = ""  # what this broker did: its frames and TCP close, timed
+    level: str = ""  # MUST (a MUST / MUST NOT of the text binds the broker) or robustness
+    sentence: str = ""  # the manifest id of that sentence (conformance.manifest)
 
 
 @dataclass(slots=True)
@@ -105,29 +135,8 @@ class Outcome:
     verdict: Verdict | None
     recording: Recording | None
     sent: int  # steps sent before the broker went away
-    inconclusive: str = ""
-
-
-# ----------------------------------------------------------------- the client stream
-
-
-def stream_status(steps: list[Step]) -> tuple[str, int | None, str]:
-    """('ok' | 'malformed' | 'pending', step index, reason) of the client's byte stream
-    as a spec-following peer decodes it (the core's connection monitor: SASL and
-    pipelined headers followed)."""
-    monitor = ConnectionMonitor(check=False)
-    ends, total = [], 0
-    for s in steps:
-        total += len(s.data)
-        ends.append(total)
-    monitor.feed(CLIENT, b"".join(s.data for s in steps), 0.0)
-    error = monitor.decode_error(CLIENT)
-    if error is not None:
-        index = next((i for i, end in enumerate(ends) if error.offset < end), len(steps) - 1)
-        return "malformed", index, f"{error.condition}: {error.expected}"
-    if monitor.finish(0.0).items:
-        return "pending", len(steps) - 1, "the stream ends inside a frame"
-    return "ok", None, ""
+    inconclusive: str = ""  # why the verdict is only a candidate (quick: the close raced)
+    exchange: Exchange | None = None  # the connection in broker terms (fuzz.evidence)
 
 
 # ----------------------------------------------------------------- one connection
@@ -181,10 +190,6 @@ def _await(probe: Probe, name: str, timeout: float) -> None:
         pass
 
 
-def _server_frames(recording: Recording) -> list[Frame]:
-    return [t.item for t in recording.items if t.direction == SERVER and isinstance(t.item, Frame)]
-
-
 def alive(target: Target, timeout: float | None = None) -> bool:
     """A fresh connection opens, begins and attaches (the broker answers the attach)."""
     timeout = target.bounds.liveness if timeout is None else timeout
@@ -216,11 +221,16 @@ def wait_back(target: Target) -> bool:
 
 
 def run_case(
-    target: Target, steps: list[Step], careful: bool = False, pace: float = 0.0
+    target: Target,
+    steps: list[Step],
+    careful: bool = False,
+    pace: float = 0.0,
+    quick: bool = False,
 ) -> Outcome:
     """Send `steps` on a new connection, then close; judge the broker (see module doc).
     `careful`: also measure the broker's memory around the case (slow); `pace`: after
-    each step wait up to that long for an answer (a recorded conversation's rhythm)."""
+    each step wait up to that long for an answer (a recorded conversation's rhythm);
+    `quick`: send the fuzzer's close at once instead of holding it for the bound."""
     bounds = target.bounds
     before = None
     if careful and target.memory is not None:
@@ -232,38 +242,77 @@ def run_case(
         # down before this case started (restarting after an earlier one): not this case's
         # doing; wait for it, and call it a crash only if it never comes back
         if wait_back(target):
-            return run_case(target, steps, careful, pace)
+            return run_case(target, steps, careful, pace, quick)
         summary = f"broker unreachable: {exc}; not back within {bounds.restart_wait}s"
-        return Outcome(Verdict(CRASH, "liveness", "2.4.1", summary), None, 0)
+        return Outcome(_unreachable(summary), None, 0)
     during = None
+    stream = BrokerStream()
     try:
         sent = _send(probe, steps, bounds.sasl, pace)
-        if before is not None and target.memory is not None:
-            probe.idle(bounds.memory_settle)  # let the broker's reading catch up
-            during = _reading(target, max, before)  # before our close
-        if not probe.closed:
-            probe.send_raw(_CLOSING)
         # a stream that ends inside a frame swallows our close: no answer is due, so the
         # reply bound is not waited out (a crash still shows in the liveness checks)
         status = stream_status(steps[:sent] if sent else steps)
         pending = status[0] == "pending"
-        end = time.monotonic() + (min(bounds.reply, 0.05) if pending else bounds.reply)
+        if not quick and not pending:
+            # the broker's turn: the bound, from the last step, to react before our close
+            _wait_broker(probe, stream, bounds.reply, lambda s: s.closed or s.refused)
+        if before is not None and target.memory is not None:
+            probe.idle(bounds.memory_settle)  # let the broker's reading catch up
+            during = _reading(target, max, before)  # before our close
+        if not probe.closed:
+            probe.send_raw(_CLOSING)  # the teardown (it answers the broker's close, if any)
         # event-driven: done as soon as the broker's close is in (it may have come
         # before ours), or the socket closes
-        while not probe.closed and time.monotonic() < end:
-            if probe.server_frames("close"):
-                probe.pump(0)  # what is already there (a drop) goes in the recording
-                break
-            probe.pump(min(0.05, max(0.0, end - time.monotonic())))
+        _wait_broker(
+            probe, stream, min(bounds.reply, 0.05) if pending else bounds.reply, lambda s: s.closed
+        )
+        if stream.closed:
+            probe.pump(0)  # what is already there (a drop) goes in the recording
     finally:
         peer_closed = probe.peer_closed
         probe.disconnect()
-    outcome = Outcome(None, probe.recording, sent)
+    exchange = read_exchange(
+        probe.recording, steps, sent, peer_closed, bounds.reply, not quick and not pending, stream
+    )
+    outcome = Outcome(None, probe.recording, sent, exchange=exchange)
     growth = during - before if during is not None and before is not None else None
     if growth is not None and growth > bounds.memory_growth:
         target.quiet_until = time.monotonic() + bounds.memory_quiet
-    outcome.verdict = _judge(target, steps, probe.recording, sent, peer_closed, growth, status)
+    outcome.verdict = _judge(target, steps, probe.recording, sent, growth, status, exchange)
+    racy = outcome.verdict is not None and outcome.verdict.kind in (HANG, ERROR_MISSING)
+    if quick and racy and exchange.closed_first():
+        ours = exchange.teardown
+        at = exchange.when(ours.time) if ours is not None else "after the bad frame"
+        outcome.inconclusive = f"the fuzzer closed {at}, before the {bounds.reply}s bound"
     return outcome
+
+
+def _wait_broker(
+    probe: Probe, stream: BrokerStream, seconds: float, done: Callable[[BrokerStream], bool]
+) -> None:
+    """Read what the broker sends for up to `seconds`, until `done(stream)` or a drop."""
+    end = time.monotonic() + seconds
+    while not probe.closed:
+        if done(stream.update(probe.recording)):
+            return
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        probe.pump(min(0.05, left))
+    stream.update(probe.recording)
+
+
+def _unreachable(summary: str) -> Verdict:
+    return Verdict(
+        CRASH,
+        "liveness",
+        "2.4.1",
+        summary,
+        None,
+        "the broker accepts a TCP connection",
+        summary,
+        ROBUSTNESS,
+    )
 
 
 def _reading(target: Target, pick: Callable, before: int | None = None) -> int | None:
@@ -290,18 +339,36 @@ def _judge(
     steps: list[Step],
     recording: Recording,
     sent: int,
-    peer_closed: bool,
     memory_growth: int | None,
     client_stream: tuple[str, int | None, str],
+    exchange: Exchange,
 ) -> Verdict | None:
     last = max(0, min(sent, len(steps)) - 1)
-    frames = _server_frames(recording)
+    frames = [r.item for r in exchange.received if isinstance(r.item, Frame)]
     names = [f.name for f in frames]
+    peer_closed = exchange.dropped is not None
     judged = _judged_items(recording)
-    violations = [v for v in recording.violations if v.level == "MUST" and v.frame_index < judged]
+    violations = [
+        v
+        for v in recording.violations
+        if v.level == "MUST" and (v.frame_index < judged or v.rule_id == _OWN_CLOSE_RULE)
+    ]
     if violations:
-        v = violations[0]
-        return Verdict(VIOLATION, v.rule_id, v.section, v.reason, last)
+        return _rule_broken(violations[0], recording, exchange, last)
+    undecodable = next((r for r in exchange.received if r.kind in ("undecodable", "raw")), None)
+    if undecodable is not None:
+        rule, section = UNDECODABLE
+        sentence, text = _FRAME_SENTENCE
+        observed = (
+            f"{exchange.when(undecodable.time)} ({exchange.bad_label}) the broker sent "
+            f"{undecodable.short()}; all it sent after the bad frame: "
+            f"{exchange.broker_summary()}"
+        )
+        expected = (
+            f"every frame the broker writes decodes as the performative it names (2.3.2: '{text}')"
+        )
+        summary = f"the broker sent {undecodable.short()}"
+        return Verdict(VIOLATION, rule, section, summary, last, expected, observed, MUST, sentence)
     status, where, reason = client_stream  # stream_status of what was sent
     replied = "close" in names
     if not replied and not peer_closed:
@@ -310,29 +377,127 @@ def _judge(
             # nothing more is owed (RabbitMQ 3.10 drops the socket 3 s after its outcome)
             return None
         if not alive(target):
-            return _crash(target, last, "no reply, and a fresh connection is refused")
-        return Verdict(
-            HANG,
-            "reply-bound",
-            "2.4.3",
-            f"no close and no drop within {target.bounds.reply}s",
-            last,
-        )
+            return _crash(target, last, "no reply, and a fresh connection is refused", exchange)
+        return _hang(target, last, exchange)
     # a drop (in the SASL layer too, where it may be right): is the broker still there?
     if peer_closed and not replied and not alive(target):
-        return _crash(target, last, "the broker dropped us and refuses fresh connections")
+        return _crash(target, last, "the broker dropped us and refuses fresh connections", exchange)
     if peer_closed and not replied and ("open" in names or _opened(steps[:sent], frames)):
         rule, section = CLOSE_MISSING
-        return Verdict(VIOLATION, rule, section, "socket closed after open with no close", last)
+        sentence, text = _CLOSE_SENTENCE
+        assert exchange.dropped is not None
+        observed = (
+            f"the broker closed the TCP connection {exchange.when(exchange.dropped)} "
+            f"({exchange.bad_label}) without a close frame; after the bad frame "
+            f"it sent: {exchange.broker_summary()}; {exchange.teardown_note()}"
+        )
+        expected = f"a close frame before the broker closes the connection (2.4.3: '{text}')"
+        summary = "socket closed after open with no close"
+        return Verdict(VIOLATION, rule, section, summary, last, expected, observed, MUST, sentence)
     if status == "malformed" and not peer_closed and not _refused(frames):
-        return Verdict(ERROR_MISSING, "decode-refusal", "2.3.1", reason, where)
+        return _error_missing(exchange, reason, where)
     if memory_growth is not None and memory_growth > target.bounds.memory_growth:
         grown = memory_growth // (1024 * 1024)
-        return Verdict(RESOURCE, "memory-growth", "-", f"memory grew {grown} MiB", last)
+        summary = f"memory grew {grown} MiB"
+        expected = f"the broker's memory grows by less than {target.bounds.memory_growth} B"
+        return Verdict(
+            RESOURCE,
+            "memory-growth",
+            "-",
+            summary,
+            last,
+            expected,
+            f"{summary} while the case's connection was open",
+            ROBUSTNESS,
+        )
     return None
 
 
+def _rule_broken(v: Any, recording: Recording, exchange: Exchange, last: int) -> Verdict:
+    """A checker violation, with the broker's frame that broke it and when."""
+    item = next((t for t in recording.items if t.index == v.frame_index), None)
+    where = ""
+    if item is not None:
+        where = (
+            f"the broker's {item.name} (trace #{item.index}) {exchange.when(item.time)} "
+            f"({exchange.bad_label}): "
+        )
+    rule = RULES.get(v.rule_id)
+    sentences = tuple(getattr(rule, "sentences", ()) or ())
+    quote = getattr(rule, "sentence", "") if rule is not None else ""
+    expected = f"{v.section}: '{quote}'" if quote else f"rule {v.rule_id} ({v.section})"
+    return Verdict(
+        VIOLATION,
+        v.rule_id,
+        v.section,
+        v.reason,
+        last,
+        expected,
+        where + v.reason,
+        MUST,
+        sentences[0] if sentences else "",
+    )
+
+
+def _hang(target: Target, last: int, exchange: Exchange) -> Verdict:
+    bound = target.bounds.reply
+    held = (
+        f"the fuzzer held its close for {bound}s after the last step"
+        if exchange.strict
+        else "INCONCLUSIVE as a hang on its own: the fuzzer did not hold its close"
+    )
+    observed = (
+        f"no close and no TCP close from the broker within {bound}s after the bad frame "
+        f"({exchange.bad_label}) ({held}), nor within {bound}s after "
+        f"{exchange.teardown_note().replace('went out', 'sent')}; after the bad frame "
+        f"it sent: {exchange.broker_summary()}; a fresh connection still opened, began and "
+        "attached"
+    )
+    expected = (
+        "the broker reacts within the bound: a close (with an error, if it refuses the "
+        "bad frame) or a TCP close, or at least it answers the fuzzer's close with its own "
+        "(2.4.3)"
+    )
+    return Verdict(
+        HANG,
+        "reply-bound",
+        "2.4.3",
+        f"no close and no drop within {bound}s",
+        last,
+        expected,
+        observed,
+        ROBUSTNESS,
+    )
+
+
+def _error_missing(exchange: Exchange, reason: str, where: int | None) -> Verdict:
+    expected = (
+        f"the broker refuses the undecodable frame ({reason}): a close, end or detach with "
+        "an error, or a TCP close. No MUST of the text says how a receiver answers "
+        "undecodable bytes (2.3.2 binds their sender): a robustness finding"
+    )
+    window = (
+        f"within {exchange.bound}s of the bad frame (the fuzzer held its close that long)"
+        if exchange.strict
+        else "before the fuzzer's close was answered"
+    )
+    close = exchange.first_close()
+    answered = ""
+    if close is not None:
+        answered = f"; the broker's close ({close.short()}) came {exchange.when(close.time)}"
+    observed = (
+        f"no error from the broker {window}, after the bad frame ({exchange.bad_label}); "
+        f"it sent: {exchange.broker_summary()}; {exchange.teardown_note()}{answered}"
+    )
+    return Verdict(
+        ERROR_MISSING, "decode-refusal", "2.3.1", reason, where, expected, observed, ROBUSTNESS
+    )
+
+
 _ENDINGS = frozenset({"close", "end", "detach"})
+# what the broker writes after its OWN close races with nothing of ours (2.4.3: "This
+# frame MUST be the last thing ever written onto a Connection"): judged past the cut
+_OWN_CLOSE_RULE = "connection.frame-after-close"
 
 
 def _judged_items(recording: Recording) -> int:
@@ -366,10 +531,18 @@ def _opened(sent: list[Step], frames: list[Frame]) -> bool:
     return not model.dead and model.state_of(None).startswith(("OPEN_RCVD", "OPENED"))
 
 
-def _crash(target: Target, step: int, summary: str) -> Verdict:
+def _crash(target: Target, step: int, summary: str, exchange: Exchange) -> Verdict:
     back = wait_back(target)
     note = "" if back else f"; not back within {target.bounds.restart_wait}s"
-    return Verdict(CRASH, "liveness", "2.4.1", summary + note, step)
+    observed = (
+        f"{summary}{note}; after the bad frame ({exchange.bad_label}) the broker sent: "
+        f"{exchange.broker_summary()}; {exchange.teardown_note()}"
+    )
+    expected = (
+        f"the broker goes on serving: a fresh connection opens, begins and attaches within "
+        f"{target.bounds.liveness}s"
+    )
+    return Verdict(CRASH, "liveness", "2.4.1", summary + note, step, expected, observed, ROBUSTNESS)
 
 
 def _login_refused(frames: list[Frame]) -> bool:
