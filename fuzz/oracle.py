@@ -433,7 +433,7 @@ def _rule_broken(v: Any, recording: Recording, exchange: Exchange, last: int) ->
         v.reason,
         last,
         expected,
-        where + v.reason,
+        f"{where}{v.reason}; {exchange.teardown_note()}",
         MUST,
         sentences[0] if sentences else "",
     )
