@@ -122,6 +122,7 @@ class _Defects:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self._halves: dict[tuple, _Half] = {}  # direction -> its bookkeeping
+        self.cuts: list[float] = []  # capture times of the snap-length-cut segments
 
     def add(self, name: str, count: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + count
@@ -129,6 +130,7 @@ class _Defects:
     def segment(self, segment: TcpSegment, truncated: bool) -> None:
         if truncated:
             self.add("snaplen-truncated")
+            self.cuts.append(segment.time)
         direction = (segment.src, segment.dst)
         half = self._halves.get(direction)
         if half is None:
@@ -379,13 +381,19 @@ class _Judge:
     """One connection judged as its items stream by: the core's monitor (which owns the
     checker) plus the tracker's bounded ring; memory does not grow with the connection.
 
-    A direction that lost bytes (a capture gap, a snap-length cut) or could not be
-    decoded shows as a raw item, which reassembly only emits once the connection ends; the
-    other direction went on meanwhile, so its frames after the loss would look like
-    violations. So violations are held (they are few) and, once a raw item is seen,
-    only those found up to the last decoded item of the stalled direction are kept, and
-    none of the end-of-trace ones (what is missing may be the answer a liveness rule
-    waits for)."""
+    A direction that lost bytes or could not be decoded stalls there, while the other
+    went on: the other's frames after the loss would look like violations (answers to
+    frames the checker never saw, transfers before the credit that allowed them). So
+    violations are held (they are few) and only those found up to the earliest stall are
+    kept, none of the end-of-trace ones (what is missing may be the answer a liveness rule
+    waits for). A stall is seen two ways: a raw item (a gap never filled, undecodable
+    bytes; reassembly emits it only once the connection ends), which stalls its direction
+    at that direction's last decoded item, the earliest over every raw item, not the first
+    one met; and a snap-length-cut segment (`cut(time)`), which stalls at its capture time
+    even when a retransmission later supplies the missing bytes: those bytes are then
+    delivered at the retransmission's time, after frames of the other direction that
+    followed them on the wire, so the order between the directions is lost from the cut
+    on."""
 
     def __init__(
         self, row: ConnectionRow, broker_label: str | None, liveness_bound: float | None
@@ -411,11 +419,15 @@ class _Judge:
         see = tracker.see
         for item in items:
             see(item)
-            if item.item is None and self.cutoff is None:  # a raw item
-                self.cutoff = tracker.last_decoded.get(item.direction, float("-inf"))
+            if item.item is None:  # a raw item: its direction stalled at its last decoded
+                self.cut(tracker.last_decoded.get(item.direction, float("-inf")))
         for position, out in self.monitor.judge_run(items):
             self._take(out, items[position].time)
         self.last_time = items[-1].time
+
+    def cut(self, time: float) -> None:
+        """A direction stalled at `time`: nothing found after it is judged (see above)."""
+        self.cutoff = time if self.cutoff is None else min(self.cutoff, time)
 
     def _take(self, out: Any, time: float | None) -> None:
         for note in out.notes:
@@ -520,6 +532,9 @@ def check_flow(
                 continue
             row = judge.row
             row.end_time = info.end_time if info.end_time is not None else judge.last_time
+            for time in defects.cuts:  # this connection's snap-length cuts
+                if row.start_time <= time <= row.end_time:
+                    judge.cut(time)
             row.bytes_client = info.byte_counts.get(CLIENT, 0)
             row.bytes_server = info.byte_counts.get(SERVER, 0)
             violations.extend(judge.finish())
