@@ -168,6 +168,8 @@ class Trace:
         fields = {"handle": handle, "delivery_id": delivery_id}
         if not continuation and "delivery_tag" not in extra:
             fields["delivery_tag"] = str(delivery_id).encode()
+        if not continuation and "message_format" not in extra:
+            fields["message_format"] = 0
         fields.update(extra)
         self.next_out[origin] += 1
         return self.frame(origin, Transfer(**fields), payload=payload, time=time)

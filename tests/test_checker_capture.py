@@ -14,7 +14,7 @@ import gzip
 import re
 
 import pytest
-from capture_files import RABBITMQ_CLIENT_LOG
+from capture_files import PROTON_C_PCAP, RABBITMQ_CLIENT_LOG, RABBITMQ_PCAP
 
 from amqpspec.amqp10.checker import check_connection
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES, Source, Target
@@ -114,16 +114,24 @@ def test_parser_reads_every_frame(capture_items):
     assert names.count("attach") == 2
 
 
+# Proton (C and Python) receivers send delivery-count 0 in the flow granting credit before
+# the sender's attach came back: 2.7.4 "In the event that the Receiving Link Endpoint has not
+# yet seen the initial attach frame from the Sender this field MUST NOT be set." The client's.
+BEFORE_ATTACH = "link.flow.receiver-delivery-count-before-attach"
+
+
 def test_rabbitmq_over_deliveries_and_nothing_else(capture_items):
     violations = check_connection(capture_items)
-    assert {v.rule_id for v in violations} == {"link.credit.transfer-beyond-credit"}
-    flagged = [v.reason for v in violations]
+    broker = [v for v in violations if v.origin == "server"]
+    assert {v.rule_id for v in broker} == {"link.credit.transfer-beyond-credit"}
+    flagged = [v.reason for v in broker]
     assert any("delivery-id 0xf93 " in reason and "horizon 0xf93" in reason for reason in flagged)
-    assert len(violations) == 3
+    assert len(broker) == 3
+    client = [(v.rule_id, v.frame_index) for v in violations if v.origin == "client"]
+    assert client == [(BEFORE_ATTACH, 9)]  # the first grant, before the broker's attach
 
 
-def _pcap_findings(name: str) -> list:
-    path = CAPTURE.parent / name
+def _pcap_findings(path) -> list:
     assert path.exists(), f"shared test data missing: {path}"
     from amqpspec.traces.check import check_trace
     from amqpspec.traces.load import open_trace
@@ -139,15 +147,22 @@ def test_rabbitmq_pcap_wire_view_flags_four_over_deliveries_and_a_flow_after_clo
     grant precedes the transfer's arrival, so there it may have raced) and a flow the
     broker sent after its own close (2.7.9).
     """
-    findings = [f for f in _pcap_findings(CAPTURE.name.replace(".client-trace.txt.gz", ".pcap"))]
-    rules = sorted(f.violation.rule_id for f in findings if f.violation)
+    findings = [f for f in _pcap_findings(RABBITMQ_PCAP) if f.violation]
+    broker = [f for f in findings if f.violation.origin == "server"]
+    rules = sorted(f.violation.rule_id for f in broker)
     assert rules == ["connection.frame-after-close"] + ["link.credit.transfer-beyond-credit"] * 4
-    reasons = " ".join(f.violation.reason for f in findings if f.violation)
+    client = [f.violation.rule_id for f in findings if f.violation.origin == "client"]
+    assert client == [BEFORE_ATTACH]
+    reasons = " ".join(f.violation.reason for f in broker)
     for delivery_id in ("0xd56", "0xf93", "0x2011", "0x22be"):
         assert f"delivery-id {delivery_id} " in reasons
 
 
 def test_proton_c_broker_pcap_is_clean():
-    """Proton C example broker, 2,000 small and 40 multi-frame messages: no violation."""
-    findings = _pcap_findings("proton-c-example-broker-basic-and-multiframe.pcap")
-    assert [f.line() for f in findings] == []
+    """Proton C example broker, 2,000 small and 40 multi-frame messages: no violation of
+    the broker's; its Proton clients grant credit with delivery-count 0 before the broker's
+    attach on both receiving links (2.7.4, the client's)."""
+    findings = _pcap_findings(PROTON_C_PCAP)
+    assert [f.line() for f in findings if f.violation.origin == "server"] == []
+    client = [(f.connection_id, f.violation.rule_id) for f in findings]
+    assert client == [(2, BEFORE_ATTACH), (4, BEFORE_ATTACH)]

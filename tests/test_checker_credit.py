@@ -352,7 +352,9 @@ class Model:
     def transfer(self) -> None:
         if self.s_credit <= 0:
             self.illegal.add(self.s_count)
-        self.s_send(Transfer(handle=0, delivery_id=self.s_count, delivery_tag=b"t"))
+        self.s_send(
+            Transfer(handle=0, delivery_id=self.s_count, delivery_tag=b"t", message_format=0)
+        )
         self.s_count += 1
         self.s_out += 1
         self.s_credit -= 1
@@ -503,7 +505,12 @@ def test_state_stays_bounded_on_a_long_connection():
                     )
                 ),
             )
-            feed(S, frame(Transfer(handle=0, delivery_id=delivered, delivery_tag=b"t")))
+            feed(
+                S,
+                frame(
+                    Transfer(handle=0, delivery_id=delivered, delivery_tag=b"t", message_format=0)
+                ),
+            )
             feed(C, frame(Disposition(role=True, first=delivered, settled=True)))
             delivered += 1
         link = checker.peers[S].sessions[0].handles[0]

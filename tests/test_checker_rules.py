@@ -13,7 +13,7 @@ import pytest
 from checker_support import C, S, Trace, found
 
 from amqpspec.amqp10.checker import RULES
-from amqpspec.amqp10.composites import Accepted, Attach, Begin, End, Open
+from amqpspec.amqp10.composites import Accepted, Attach, Begin, End, Open, Source, Target
 from amqpspec.amqp10.frames import EMPTY_FRAME, SASL_HEADER, Frame, FrameType, decode_frame
 from amqpspec.amqp10.types import symbol
 
@@ -456,6 +456,103 @@ def _stall() -> Case:
     for tick in range(3):
         good.transfer(time=2.0 + tick)
     return bad, index, good, {"liveness_bound": 5.0, "now": 10.0}
+
+
+# --- performative fields (2.7.3-2.7.5) ----------------------------------------------------
+def publishing(sender: str = C, initial_delivery_count: int = 0) -> Trace:
+    """The sender attaches first and the receiver answers (a client publishing)."""
+    trace = Trace().connect().begin()
+    receiver = S if sender == C else C
+    trace.frame(
+        sender,
+        Attach(
+            name="p", handle=0, role=False, target=Target(address="q"),
+            initial_delivery_count=initial_delivery_count,
+        ),
+    )  # fmt: skip
+    trace.frame(receiver, Attach(name="p", handle=0, role=True, target=Target(address="q")))
+    return trace
+
+
+@case("link.attach.initial-delivery-count")
+def _initial_delivery_count() -> Case:
+    bad = Trace().connect().begin()
+    bad.frame(C, Attach(name="q", handle=0, role=True))
+    index = bad.frame(S, Attach(name="q", handle=0, role=False))
+    good = Trace().connect().begin()
+    good.frame(C, Attach(name="q", handle=0, role=True))
+    good.frame(S, Attach(name="q", handle=0, role=False, initial_delivery_count=0))
+    return bad, index, good, {}
+
+
+@case("link.attach.unsettled-null-key")
+def _unsettled_null_key() -> Case:
+    bad = Trace().connect().begin()
+    index = bad.frame(C, Attach(name="q", handle=0, role=True, unsettled={None: Accepted()}))
+    good = Trace().connect().begin()
+    good.frame(C, Attach(name="q", handle=0, role=True, unsettled={b"t": Accepted()}))
+    return bad, index, good, {}
+
+
+@case("link.transfer.first-frame-message-format")
+def _first_frame_message_format() -> Case:
+    bad = credit(Trace().setup())
+    index = bad.transfer(message_format=None, more=True)
+    bad.transfer(continuation=True)
+    good = credit(Trace().setup())
+    good.transfer(more=True)
+    good.transfer(continuation=True)  # a continuation may omit it
+    return bad, index, good, {}
+
+
+@case("session.flow.link-fields")
+def _session_flow_link_fields() -> Case:
+    bad = Trace().setup()
+    index = bad.flow(C, None, 10, handle=None)
+    good = Trace().setup()
+    good.flow(C, None, None, handle=None)
+    return bad, index, good, {}
+
+
+@case("link.flow.sender-delivery-count-missing")
+def _sender_delivery_count_missing() -> Case:
+    bad = credit(Trace().setup())
+    index = bad.flow(S, None, 10, available=3)
+    good = credit(Trace().setup())
+    good.flow(S, 0, 10, available=3)
+    return bad, index, good, {}
+
+
+@case("link.flow.receiver-delivery-count-missing")
+def _receiver_delivery_count_missing() -> Case:
+    bad = publishing(initial_delivery_count=7)
+    index = bad.flow(S, None, 100)  # RabbitMQ 3.10 as a receiver
+    good = publishing(initial_delivery_count=7)
+    good.flow(S, 7, 100)
+    return bad, index, good, {}
+
+
+@case("link.flow.receiver-delivery-count-before-attach")
+def _receiver_delivery_count_before_attach() -> Case:
+    def receiving(count: int | None) -> tuple[Trace, int]:
+        trace = Trace().connect().begin()
+        trace.frame(C, Attach(name="q", handle=0, role=True, source=Source(address="q")))
+        index = trace.flow(C, count, 5)  # Proton's first grant, before the sender's attach
+        trace.frame(S, Attach(name="q", handle=0, role=False, initial_delivery_count=3))
+        return trace, index
+
+    bad, index = receiving(0)
+    good, _ = receiving(None)
+    return bad, index, good, {}
+
+
+@case("link.flow.receiver-delivery-count-behind")
+def _receiver_delivery_count_behind() -> Case:
+    bad = publishing(initial_delivery_count=7)
+    index = bad.flow(S, 6, 100)  # the attach said 7
+    good = publishing(initial_delivery_count=7)
+    good.flow(S, 7, 100)
+    return bad, index, good, {}
 
 
 # --- settlement ---------------------------------------------------------------------------

@@ -228,7 +228,9 @@ def test_junk_after_a_decode_error_is_kept_raw_and_the_other_direction_goes_on()
 
 
 def test_a_frame_bigger_than_max_frame_size_is_raw_not_buffered():
-    big = encode_frame(Transfer(handle=0, delivery_id=0, delivery_tag=b"t"), payload=b"x" * 600)
+    big = encode_frame(
+        Transfer(handle=0, delivery_id=0, delivery_tag=b"t", message_format=0), payload=b"x" * 600
+    )
     steps = [(CLIENT, b"".join(OPEN_CLIENT)), (CLIENT, big[:100])]
     monitor, out = run(steps, max_frame_size=512)
     assert out.items[-1].kind == KIND_RAW and out.items[-1].raw == big[:100]

@@ -104,14 +104,20 @@ def test_rabbitmq_lands_in_the_credit_cluster_linked_to_2597(triaged):
     assert "RabbitMQ #2597" in (out / "report.md").read_text()
 
 
-def test_proton_c_has_no_must_violation(triaged):
+def test_proton_c_broker_has_no_must_violation(triaged):
+    """The Proton C broker is clean; two of its Proton clients' receivers grant credit with
+    delivery-count 0 before the broker's attach (2.7.4: "...this field MUST NOT be set")."""
     _code, out = triaged
     connections = pq.read_table(out / "connections.parquet").to_pandas()
     proton = connections[connections["source"].str.endswith("proton-c.pcap")]
     assert len(proton) == 4
-    assert set(proton["verdict"]) == {"OK"}
+    assert sorted(proton["verdict"]) == ["MUST", "MUST", "OK", "OK"]
     violations = _violations(out)
-    assert not len(violations[violations["source"].str.endswith("proton-c.pcap")])
+    proton_violations = violations[violations["source"].str.endswith("proton-c.pcap")]
+    assert set(proton_violations["origin"]) == {"client"}
+    assert {s.split("+")[1] for s in proton_violations["signature"]} == {
+        "link.flow.receiver-delivery-count-before-attach"
+    }
 
 
 def test_every_format_gives_identical_results(corpus, triaged):
@@ -150,7 +156,12 @@ def test_local_1_cli_run_gives_the_signatures_of_local_2(corpus, triaged, tmp_pa
     many = many[many["source"] == str(ng)]
     single = _violations(tmp_path / "one")
     key = ["connection_key", "frame_index", "signature"]
-    assert len(single) == 1
+    # the credit over-delivery (the broker's) and the Proton receiver's delivery-count
+    # before the broker's attach (the client's, 2.7.4)
+    assert sorted(s.split("+")[1] for s in single["signature"]) == [
+        "link.credit.transfer-beyond-credit",
+        "link.flow.receiver-delivery-count-before-attach",
+    ]
     assert (
         single[key].sort_values(key).values.tolist() == many[key].sort_values(key).values.tolist()
     )

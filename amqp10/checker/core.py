@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from amqpspec.amqp10.checker.fastlane import FastLane
+from amqpspec.amqp10.checker.fields import FieldRules
 from amqpspec.amqp10.checker.links import LinkRules
 from amqpspec.amqp10.checker.rules import Violation, violation
 from amqpspec.amqp10.checker.sessions import SessionRules
@@ -69,7 +70,7 @@ def _complete(performative: Any) -> bool:
     return True
 
 
-class Checker(SessionRules, LinkRules, SettlementRules, FastLane):
+class Checker(SessionRules, LinkRules, SettlementRules, FieldRules, FastLane):
     """Checks one connection. `feed` each item in trace order; `finish` at the end.
 
     `fast=False` turns off the fast lane (fastlane.py): every frame then goes through the

@@ -111,7 +111,12 @@ class FastLane:
         if sender.role:
             return False
         delivery_id = transfer.delivery_id
-        if delivery_id is None or transfer.delivery_tag is None or transfer.aborted:
+        if (
+            delivery_id is None
+            or transfer.delivery_tag is None
+            or transfer.message_format is None  # fields._first_frame_format
+            or transfer.aborted
+        ):
             return False
         count = link.delivery_count or 0
         aborted = link.aborted
@@ -121,7 +126,7 @@ class FastLane:
         settled = transfer.settled
         mode = sender.attach.snd_settle_mode
         more = transfer.more
-        if settled and mode == _UNSETTLED:
+        if settled and mode == _UNSETTLED and not more:  # links._delivery_complete
             return False
         if not more and not settled and mode == _SETTLED:  # links._delivery_complete
             return False
@@ -130,9 +135,11 @@ class FastLane:
         # --- every rule passed: the general path's state changes, in its order ----------
         end.next_outgoing_id = (transfer_id + 1) & MASK  # serial_add
         link.delivered(time)
+        end.latest_link = link
         end.deliveries.sent(delivery_id, settled)
         link.delivery_id = delivery_id
         link.delivery_settled = bool(settled)
+        link.settled_idx = idx if settled else -1
         if more:
             link.in_delivery = True
         return True

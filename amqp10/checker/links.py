@@ -36,6 +36,7 @@ class LinkRules:
         attach = frame.performative
         handle = attach.handle
         session = end.session
+        self._attach_fields(origin, attach, idx)
         partner_end = session.ends.get(other(origin))
         if partner_end is not None and handle > partner_end.begin.handle_max:
             self._report(
@@ -147,6 +148,7 @@ class LinkRules:
             self._sender_flow(origin, link, flow, idx, time)
 
     def _receiver_flow(self: Checker, origin: str, link: Link, flow: Any, idx: int, time: Any):
+        self._receiver_count(origin, link, flow, idx)
         credit = flow.link_credit
         if credit is None:
             return  # no grant in this flow
@@ -192,9 +194,11 @@ class LinkRules:
                 link.stall_reported = False
             link.available = flow.available
         if count is None:
+            self._sender_count_missing(origin, link, idx)
             return
         tracked = self._lenient_count(link)
         regressed = link.delivery_count is not None and serial_lt(count, tracked)
+        self._sender_stated(link, count, idx, regressed)
         if regressed:
             self._report(
                 "link.credit.sender-delivery-count-regressed",
@@ -255,23 +259,19 @@ class LinkRules:
                 origin,
                 f"first transfer of a delivery on handle {transfer.handle} without {missing}",
             )
+        self._first_frame_format(origin, transfer, idx)
         self._check_credit(origin, link, transfer, idx)
         link.delivered(time)
+        end.latest_link = link
         if delivery_id is not None:
             end.deliveries.sent(delivery_id, transfer.settled)
-        mode = sender.attach.snd_settle_mode
-        if mode == SndSettleMode.UNSETTLED and transfer.settled:
-            self._report(
-                "settlement.snd-settle-mode",
-                idx,
-                origin,
-                f"settled transfer on {link.name!r}, whose snd-settle-mode is unsettled",
-            )
         self._check_rcv_settle_mode(origin, link, transfer, idx)
         link.delivery_id = delivery_id
         link.delivery_settled = bool(transfer.settled)
+        link.settled_idx = idx if transfer.settled else -1
         if transfer.aborted:
             link.aborted += 1
+            link.irregular = True
         elif transfer.more:
             link.in_delivery = True
         else:
@@ -287,6 +287,8 @@ class LinkRules:
                 f"delivery is {link.delivery_id!s}",
             )
         if transfer.settled:
+            if not link.delivery_settled:
+                link.settled_idx = idx
             link.delivery_settled = True
             if link.delivery_id is not None:
                 end.deliveries.settle(link.delivery_id, "transfer")
@@ -294,17 +296,28 @@ class LinkRules:
         if transfer.aborted:
             link.in_delivery = False
             link.aborted += 1
+            link.irregular = True
         elif not transfer.more:
             link.in_delivery = False
             self._delivery_complete(origin, link, sender, idx)
 
     def _delivery_complete(self: Checker, origin: str, link: Link, sender: LinkEnd, idx: int):
-        if sender.attach.snd_settle_mode == SndSettleMode.SETTLED and not link.delivery_settled:
+        """A delivery fully transferred, not aborted (2.7.5 settled: the settle mode rules
+        hold "unless the delivery is aborted", so they are judged here)."""
+        mode = sender.attach.snd_settle_mode
+        if mode == SndSettleMode.SETTLED and not link.delivery_settled:
             self._report(
                 "settlement.snd-settle-mode",
                 idx,
                 origin,
                 f"unsettled delivery on {link.name!r}, whose snd-settle-mode is settled",
+            )
+        elif mode == SndSettleMode.UNSETTLED and link.delivery_settled:
+            self._report(
+                "settlement.snd-settle-mode",
+                link.settled_idx if link.settled_idx >= 0 else idx,
+                origin,
+                f"settled transfer on {link.name!r}, whose snd-settle-mode is unsettled",
             )
 
     def _check_rcv_settle_mode(self: Checker, origin: str, link: Link, transfer: Any, idx: int):

@@ -299,6 +299,82 @@ _CATALOG: tuple[tuple[str, str, Level, str, str, tuple[str, ...]], ...] = (
             "2.7.5/transfer.delivery-tag.1",
         ),
     ),
+    (
+        "link.attach.initial-delivery-count",
+        "2.7.3",
+        "MUST",
+        "a sender's attach carries initial-delivery-count",
+        "This MUST NOT be null if role is sender, and it is ignored if the role is receiver.",
+        ("2.7.3/attach.initial-delivery-count.1",),
+    ),
+    (
+        "link.attach.unsettled-null-key",
+        "2.7.3",
+        "MUST",
+        "no null key in an attach's unsettled map",
+        "The unsettled map MUST NOT contain null valued keys.",
+        ("2.7.3/attach.unsettled.3",),
+    ),
+    (
+        "link.transfer.first-frame-message-format",
+        "2.7.5",
+        "MUST",
+        "first transfer has message-format",
+        "This field MUST be specified for the first transfer of a multi transfer message and "
+        "may only be omitted for continuation transfers.",
+        ("2.7.5/transfer.message-format.1",),
+    ),
+    # --- flow fields (2.7.4) ---
+    (
+        "session.flow.link-fields",
+        "2.7.4",
+        "MUST",
+        "no link fields in a session flow",
+        "When the handle field is not set, this field MUST NOT be set.",
+        (
+            "2.7.4/flow.delivery-count.1",
+            "2.7.4/flow.link-credit.2",
+            "2.7.4/flow.available.2",
+            "2.7.4/flow.drain.1",
+        ),
+    ),
+    (
+        "link.flow.sender-delivery-count-missing",
+        "2.7.4",
+        "MUST",
+        "a sender's link flow carries delivery-count",
+        "When the handle identifies that the flow state is being sent from the Sender Link "
+        "Endpoint to Receiver Link Endpoint this field MUST be set to the current "
+        "delivery-count of the Link Endpoint.",
+        ("2.7.4/flow.delivery-count.2",),
+    ),
+    (
+        "link.flow.receiver-delivery-count-missing",
+        "2.7.4",
+        "MUST",
+        "a receiver's link flow carries delivery-count once it saw the sender's attach",
+        "When the flow state is being sent from the Receiver Endpoint to the Sender Endpoint "
+        "this field MUST be set to the last known value of the corresponding Sending Endpoint.",
+        ("2.7.4/flow.delivery-count.3",),
+    ),
+    (
+        "link.flow.receiver-delivery-count-before-attach",
+        "2.7.4",
+        "MUST",
+        "no delivery-count from a receiver before the sender's attach",
+        "In the event that the Receiving Link Endpoint has not yet seen the initial attach "
+        "frame from the Sender this field MUST NOT be set.",
+        ("2.7.4/flow.delivery-count.4",),
+    ),
+    (
+        "link.flow.receiver-delivery-count-behind",
+        "2.7.4",
+        "MUST",
+        "a receiver's delivery-count not behind what it knows of the sender's",
+        "When the flow state is being sent from the Receiver Endpoint to the Sender Endpoint "
+        "this field MUST be set to the last known value of the corresponding Sending Endpoint.",
+        ("2.7.4/flow.delivery-count.3",),
+    ),
     # --- link credit (2.6.7) ---
     (
         "link.credit.transfer-without-credit",

@@ -140,6 +140,7 @@ class SessionRules:
         session = end.session
         session.echo_pending.pop(origin, None)
         if flow.handle is None:
+            self._session_flow_fields(origin, flow, idx)
             if flow.echo:
                 session.echo_pending[other(origin)] = (idx, time)
             return

@@ -62,6 +62,8 @@ class SettlementRules:
                 f"disposition (role {role}) of {first:#x}..{last:#x}, delivery-ids sent: {sent}",
             )
             return
+        if disposition.role:
+            self._disposition_read(origin, sent_by, last, idx)
         count = serial_diff(first, last) + 1
         if count > _RANGE_LIMIT:
             return

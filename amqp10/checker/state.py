@@ -98,6 +98,7 @@ class SessionEnd:
         "ended",
         "handles",
         "incoming",
+        "latest_link",
         "next_outgoing_id",
         "pending_grants",
         "session",
@@ -117,6 +118,7 @@ class SessionEnd:
         self.handles: dict[int, Link] = {}
         self.detached_handles: set[int] = set()
         self.deliveries = Deliveries()
+        self.latest_link: Link | None = None  # the link of the last delivery this end began
 
 
 class Session:
@@ -160,12 +162,18 @@ class Link:
         "drain_pending",
         "echo_pending",
         "ends",
+        "floor",
         "grants",
         "in_delivery",
+        "irregular",
         "name",
         "pending_flows",
         "progress_time",
+        "rcv_floor",
+        "rcv_seen",
+        "settled_idx",
         "stall_reported",
+        "stated",
     )
 
     def __init__(self, name: str) -> None:
@@ -176,6 +184,7 @@ class Link:
         self.pending_flows: list[tuple[int, Any, float | None]] = []  # before sender attach
         self.in_delivery = False  # a multi-frame delivery is open
         self.delivery_settled = False
+        self.settled_idx = -1  # the frame that settled the current delivery
         self.delivery_id: int | None = None
         self.drain_pending: tuple[int, int, float | None] | None = None  # idx, horizon, time
         self.drain_grants: deque[int] = deque(maxlen=16)  # indices of recent drain requests
@@ -186,12 +195,21 @@ class Link:
         self.caller_available: int | None = None  # -1 = unbounded
         self.progress_time: float | None = None
         self.stall_reported = False
+        # What the receiver provably knows of the sender's delivery-count (2.7.4):
+        self.rcv_seen = False  # it saw the sender's attach
+        self.rcv_floor: tuple[int, str] | None = None  # a value it knows, and how we know
+        self.stated: tuple[int, int] | None = None  # the sender's last flow: (idx, count)
+        self.floor = 0  # the sender's count before its latest delivery (lenient)
+        # aborted deliveries or a regressed sender: counts the spec leaves open
+        self.irregular = False
 
     def delivered(self, time: float | None) -> None:
         """The sender began a delivery (its first transfer frame, 2.6.7): count it, take it
         off what is available, and drop a drain request whose credit it used up. Serial
         arithmetic inlined (serial_add, serial_lt; 2.8.9): this runs for every delivery."""
-        count = ((self.delivery_count or 0) + 1) & MASK
+        before = self.delivery_count or 0
+        self.floor = (before - self.aborted) & MASK if self.aborted else before
+        count = (before + 1) & MASK
         self.delivery_count = count
         if self.available:
             self.available -= 1

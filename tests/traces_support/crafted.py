@@ -66,7 +66,13 @@ def exchange(transfers: int = 30) -> tuple[bytes, bytes]:
     for number in range(transfers):
         client.append(
             encode_frame(
-                Transfer(handle=0, delivery_id=number, delivery_tag=bytes([number]), settled=True),
+                Transfer(
+                    handle=0,
+                    delivery_id=number,
+                    delivery_tag=bytes([number]),
+                    message_format=0,
+                    settled=True,
+                ),
                 payload=Message.of(b"x" * (number * 7 % 300)).encode(),
             )
         )
@@ -205,7 +211,11 @@ def session_frames(transfers: int, credit: int) -> list[tuple[str, bytes]]:
                 SERVER,
                 encode_frame(
                     Transfer(
-                        handle=0, delivery_id=number, delivery_tag=bytes([number]), settled=True
+                        handle=0,
+                        delivery_id=number,
+                        delivery_tag=bytes([number]),
+                        message_format=0,
+                        settled=True,
                     ),
                     payload=Message.of(b"hello").encode(),
                 ),

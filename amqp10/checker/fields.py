@@ -1,0 +1,203 @@
+"""Field rules of the performatives (2.7.3-2.7.5) that a frame shows on its own or with
+what its sender provably knew: checked on every frame, both directions.
+
+Owns: `FieldRules`, the checker mixin for
+- attach (2.7.3): a sender's initial-delivery-count set; no null key in unsettled;
+- flow (2.7.4): no link field in a session flow; delivery-count set by a sender; from a
+  receiver, set once it saw the sender's attach, not before, and not behind a value of
+  the sender's delivery-count it provably knew;
+- transfer (2.7.5): message-format on the first transfer of a delivery.
+Called from sessions.py, links.py and settlement.py. May touch: the state records.
+
+What a receiver "has seen" (2.7.4), proven only:
+- its attach answered the sender's (it came after the sender's attach in the trace, the
+  establishing sequence of 2.6.3), or it provably read that far (`Checker.proven`);
+- its disposition naming the latest delivery of its session's peer: it read that
+  delivery's transfer, so the attach and every flow of the link before it. The receiver's
+  delivery-count then is at least the sender's before that delivery (aborted deliveries
+  not counted: the spec leaves open whether they count).
+A receiver's delivery-count is behind when it is below (serial arithmetic, 2.8.9 / RFC 1982)
+one of these known values: the sender's initial-delivery-count once the attach was seen,
+a delivery-count the sender stated in a flow the receiver provably read, the count before
+a delivery it disposed of, its own earlier delivery-count (unless aborted deliveries or
+a regressed sender make the counts the spec leaves open). Transfers still in flight only
+raise the sender's count, never these floors, so they cannot make a receiver look behind.
+Ahead of the sender is `link.credit.receiver-delivery-count-ahead` (links.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from amqpspec.amqp10.origins import other
+from amqpspec.amqp10.serial import serial_lt
+
+if TYPE_CHECKING:
+    from amqpspec.amqp10.checker.core import Checker
+    from amqpspec.amqp10.checker.state import Link, LinkEnd, SessionEnd
+
+_LINK_FIELDS = ("delivery_count", "link_credit", "available")
+
+
+class FieldRules:
+    # --- attach (2.7.3) -------------------------------------------------------------------
+    def _attach_fields(self: Checker, origin: str, attach: Any, idx: int) -> None:
+        if not attach.role and attach.initial_delivery_count is None:
+            self._report(
+                "link.attach.initial-delivery-count",
+                idx,
+                origin,
+                f"attach of {attach.name!r} as sender without initial-delivery-count",
+            )
+        unsettled = attach.unsettled
+        if isinstance(unsettled, dict) and None in unsettled:
+            self._report(
+                "link.attach.unsettled-null-key",
+                idx,
+                origin,
+                f"attach of {attach.name!r} with a null key in its unsettled map",
+            )
+
+    # --- flow (2.7.4) ---------------------------------------------------------------------
+    def _session_flow_fields(self: Checker, origin: str, flow: Any, idx: int) -> None:
+        """A flow without handle: delivery-count, link-credit, available and drain
+        ("When the handle field is not set, this field MUST NOT be set"). drain false
+        decodes like an absent drain: only drain true is certainly set."""
+        present = [
+            name.replace("_", "-") for name in _LINK_FIELDS if getattr(flow, name) is not None
+        ]
+        if flow.drain:
+            present.append("drain")
+        if present:
+            self._report(
+                "session.flow.link-fields",
+                idx,
+                origin,
+                f"flow without handle sets {', '.join(present)}",
+            )
+
+    def _sender_count_missing(self: Checker, origin: str, link: Link, idx: int) -> None:
+        self._report(
+            "link.flow.sender-delivery-count-missing",
+            idx,
+            origin,
+            f"sender's flow on link {link.name!r} without delivery-count",
+        )
+
+    def _receiver_count(self: Checker, origin: str, link: Link, flow: Any, idx: int) -> None:
+        """2.7.4 delivery-count of a flow from the receiving end `origin` of `link`."""
+        count = flow.delivery_count
+        sender = link.ends.get(other(origin))
+        if sender is None or sender.role:
+            if count is not None and sender is None:
+                self._report(
+                    "link.flow.receiver-delivery-count-before-attach",
+                    idx,
+                    origin,
+                    f"receiver's flow on link {link.name!r} sets delivery-count {count:#x} "
+                    f"before the sender's attach",
+                )
+            return
+        if not link.rcv_seen and (
+            link.ends[origin].attach_idx > sender.attach_idx
+            or self.proven[origin] >= sender.attach_idx
+        ):
+            link.rcv_seen = True
+        if count is None:
+            if link.rcv_seen:
+                self._report(
+                    "link.flow.receiver-delivery-count-missing",
+                    idx,
+                    origin,
+                    f"receiver's flow on link {link.name!r} without delivery-count, after "
+                    f"the sender's attach (frame {sender.attach_idx}, initial-delivery-count "
+                    f"{_hex(sender.attach.initial_delivery_count)}) "
+                    f"{self._seen_how(link, origin, sender)}",
+                )
+            return
+        floor = self._receiver_floor(origin, link, sender)
+        if floor is not None and serial_lt(count, floor[0]):
+            self._report(
+                "link.flow.receiver-delivery-count-behind",
+                idx,
+                origin,
+                f"receiver's flow on link {link.name!r} sets delivery-count {count:#x}, "
+                f"behind {floor[0]:#x}: {floor[1]}",
+            )
+            return
+        tracked = link.delivery_count
+        if not link.irregular and (tracked is None or not serial_lt(tracked, count)):
+            _raise_floor(link, count, f"its own flow of frame {idx} said {count:#x}")
+
+    def _seen_how(self: Checker, link: Link, origin: str, sender: LinkEnd) -> str:
+        own = link.ends[origin].attach_idx
+        if own > sender.attach_idx:
+            return f"that its attach (frame {own}) answered"
+        return "that it provably read"
+
+    def _receiver_floor(
+        self: Checker, origin: str, link: Link, sender: LinkEnd
+    ) -> tuple[int, str] | None:
+        """The highest value of the sender's delivery-count the receiver provably knows."""
+        best = link.rcv_floor
+        initial = sender.attach.initial_delivery_count
+        if link.rcv_seen and initial is not None:
+            why = f"the sender's initial-delivery-count (attach frame {sender.attach_idx})"
+            best = _higher(best, (initial, why))
+        stated = link.stated
+        if stated is not None and self.proven[origin] >= stated[0]:
+            best = _higher(
+                best,
+                (stated[1], f"the sender's flow of frame {stated[0]}, which it provably read"),
+            )
+        return best
+
+    def _sender_stated(self: Checker, link: Link, count: int, idx: int, regressed: bool) -> None:
+        """The sender's flow stated `count`; a regressed count leaves every floor open."""
+        if regressed:
+            link.irregular = True
+            link.rcv_floor = None
+            link.stated = None
+        else:
+            link.stated = (idx, count)
+
+    # --- disposition: proof of reading (see the module header) -----------------------
+    def _disposition_read(
+        self: Checker, origin: str, sent_by: SessionEnd, last: int, idx: int
+    ) -> None:
+        """`origin` (role receiver) disposed of deliveries up to `last` that `sent_by` sent."""
+        link = sent_by.latest_link
+        if link is None or link.delivery_id != last or id(link) not in self._links:
+            return
+        mine = link.ends.get(origin)
+        if mine is None or not mine.role or mine.detached:
+            return
+        link.rcv_seen = True
+        _raise_floor(
+            link,
+            link.floor,
+            f"its disposition of delivery-id {last:#x} (frame {idx}) shows it read that "
+            f"transfer, sent at delivery-count {link.floor:#x}",
+        )
+
+    # --- transfer (2.7.5) -----------------------------------------------------------------
+    def _first_frame_format(self: Checker, origin: str, transfer: Any, idx: int) -> None:
+        if transfer.message_format is None:
+            self._report(
+                "link.transfer.first-frame-message-format",
+                idx,
+                origin,
+                f"first transfer of a delivery on handle {transfer.handle} without message-format",
+            )
+
+
+def _hex(value: int | None) -> str:
+    return "unset" if value is None else f"{value:#x}"
+
+
+def _higher(a: tuple[int, str] | None, b: tuple[int, str]) -> tuple[int, str]:
+    return b if a is None or serial_lt(a[0], b[0]) else a
+
+
+def _raise_floor(link: Link, value: int, why: str) -> None:
+    link.rcv_floor = _higher(link.rcv_floor, (value, why))
