@@ -141,7 +141,7 @@ def build(jobs: int) -> None:
         dist.verbose = 0
         dist.parse_command_line()
         cmd = dist.get_command_obj("build_ext")
-        cmd.build_lib = str(ROOT)
+        cmd.build_lib = tmp  # setuptools builds here, then copies in place (package_dir)
         dist.run_commands()
     (PACKAGE / "_speedups.json").write_text(json.dumps(manifest(), indent=1) + "\n")
 

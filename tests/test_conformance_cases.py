@@ -39,7 +39,7 @@ def test_ids_unique() -> None:
 def test_every_case_module_registers_cases(module: str) -> None:
     """conformance/cases/ holds case modules only, named `s<section>_<topic>`, each
     registering at least one case and saying in its header which ids it owns."""
-    assert re.fullmatch(r"conformance\.cases\.s\d+(_\d+)*_[a-z0-9_]+", module), module
+    assert re.fullmatch(r"amqpspec\.conformance\.cases\.s\d+(_\d+)*_[a-z0-9_]+", module), module
     assert BY_MODULE[module], f"{module} registers no case"
     loaded = importlib.import_module(module)
     assert "Owns the cases" in (loaded.__doc__ or ""), f"{module}: its header names no ids"
