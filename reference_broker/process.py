@@ -55,7 +55,7 @@ class BrokerProcess:
         admin: bool = False,
         idle_timeout: float | None = None,
         log: str | os.PathLike[str] | None = None,
-        wait: float = 15.0,
+        wait: float = 60.0,  # a bound for a loaded 2-core machine; it starts in ~1 s when quiet
         python_options: Iterable[str] = (),
     ) -> None:
         self.wait = wait
