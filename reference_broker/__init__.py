@@ -19,6 +19,7 @@ Protocol layer (on the `amqp10` engine; sans-IO: `now` and a scheduler are injec
                confirms, alarms, housekeeping).
 - `sessions`   per-session unsettled deliveries, batched confirms, alarm windows.
 - `links`      consumer links (queue credit, credit API v2) and publisher links (170 credit).
+- `parser_faults`, `wire_faults`  what the parser-layer and wire-layer faults do.
 - `scheduler`  the injected clock/timer/blocking-work interface; `ManualScheduler`.
 - `memory`     the broker in memory: `MemoryBroker` + engine clients, manual clock.
 I/O:

@@ -27,6 +27,8 @@ Echo (2.7.4): the engine's policy has auto_echo off, so every echo is answered h
 the broker's own state (a consumer's by its queue, credit API v2), and the `no-echo`
 fault can suppress them all. The faults that must break an engine rule to reach the wire
 (skip-window-check, the credit faults) relax it in that policy (Faults.endpoint_policy).
+The wire-layer faults (wire_faults.py) edit the engine's outgoing session frames
+(`Connection.edit_outgoing`), only while one is on.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond, RcvSettleMode, Role
 from amqpspec.amqp10.types import symbol
 
+from . import wire_faults
 from .addressing import (
     Address,
     AddressError,
@@ -378,7 +381,7 @@ class BrokerConnection:
         if header is None or header.protocol_id != ProtocolId.AMQP or not self._anonymous_allowed():
             sasl = self._sasl()
         limits = self._limits
-        return Connection(
+        engine = Connection(
             "server",
             f"amqpspec-reference-broker-{self.context.next_id()}",
             max_frame_size=limits.max_frame_size,
@@ -390,6 +393,9 @@ class BrokerConnection:
             # echo answered from the queue's state (see _on_flow); faults relax the rest
             policy=self.faults.endpoint_policy(auto_echo=False),
         )
+        if self.faults.wire:  # fault injection: our frames as the buggy broker sent them
+            engine.edit_outgoing(wire_faults.editor(self.faults, engine))
+        return engine
 
     def _sasl(self) -> ServerSasl:
         config = self.config

@@ -19,6 +19,13 @@ Where each fault lives:
   hang-on-serial-wrap, exit-on-illegal-sasl, hang-on-disposition-range,
   die-on-channel-reuse, die-on-credit-overflow. They die, exit, hang or leak as the real
   bug did; `python -m amqpspec.fuzz.detection` measures how fast the fuzzer finds each.
+- wire layer (`reference_broker.wire_faults`, the broker's outgoing session frames edited as
+  the buggy broker sent them, while one is on): the field-rule faults of 2.7.3-2.7.5 —
+  flow-without-delivery-count, stale-receiver-delivery-count,
+  sender-flow-without-delivery-count, session-flow-with-link-fields,
+  attach-without-initial-delivery-count, attach-unsettled-null-key,
+  transfer-without-message-format. Each breaks one rule the checker enforces on every
+  frame (conformance/manifest/links.toml names the rule).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from amqpspec.amqp10.engine.policy import EndpointPolicy
 QUEUE_LAYER = "queue"
 PROTOCOL_LAYER = "protocol"
 PARSER_LAYER = "parser"
+WIRE_LAYER = "wire"
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +229,61 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 PARSER_LAYER,
                 "parser_faults.inspect: flow link-credit",
             ),
+            _fault(
+                "flow-without-delivery-count",
+                "the broker's flows for a link it receives on carry no delivery-count, though "
+                "it has seen the sender's attach (2.7.4)",
+                "RabbitMQ 3.10 (its flows as a receiver never carry delivery-count)",
+                WIRE_LAYER,
+                "wire_faults.editor: flow of a receiving link",
+            ),
+            _fault(
+                "stale-receiver-delivery-count",
+                "the broker's flows for a link it receives on keep the sender's "
+                "initial-delivery-count: the messages received are never counted (2.7.4)",
+                "2.7.4 flow delivery-count (a receiver that copies the attach's value)",
+                WIRE_LAYER,
+                "wire_faults.editor: flow of a receiving link",
+            ),
+            _fault(
+                "sender-flow-without-delivery-count",
+                "the broker's flows for a link it sends on (drain and echo replies, available) "
+                "carry no delivery-count (2.7.4)",
+                "2.7.4 flow delivery-count (a sender reporting only credit and available)",
+                WIRE_LAYER,
+                "wire_faults.editor: flow of a sending link",
+            ),
+            _fault(
+                "session-flow-with-link-fields",
+                "the broker's session flows (no handle) carry link-credit and delivery-count "
+                "0 (2.7.4)",
+                "2.7.4 flow (an encoder that fills the link fields of every flow)",
+                WIRE_LAYER,
+                "wire_faults.editor: flow without handle",
+            ),
+            _fault(
+                "attach-without-initial-delivery-count",
+                "the broker's attach for a link it sends on has no initial-delivery-count "
+                "(2.7.3)",
+                "2.7.3 attach initial-delivery-count (a sender leaving the default unset)",
+                WIRE_LAYER,
+                "wire_faults.editor: attach of a sending link",
+            ),
+            _fault(
+                "attach-unsettled-null-key",
+                "the broker's attaches carry an unsettled map with a null key (2.7.3)",
+                "2.7.3 attach unsettled (a map keyed by a delivery-tag that was never set)",
+                WIRE_LAYER,
+                "wire_faults.editor: every attach",
+            ),
+            _fault(
+                "transfer-without-message-format",
+                "the first transfer of each delivery the broker sends has no message-format "
+                "(2.7.5)",
+                "2.7.5 transfer message-format (an encoder dropping the default 0)",
+                WIRE_LAYER,
+                "wire_faults.editor: first transfer of a delivery",
+            ),
         )
     }
 )
@@ -266,6 +329,12 @@ class Faults:
     def parser(self) -> bool:
         """Any parser-layer fault on (the connection then shows it every engine event)."""
         return any(CATALOG[name].layer == PARSER_LAYER for name in self._enabled)
+
+    @property
+    def wire(self) -> bool:
+        """Any wire-layer fault on (the connection's outgoing frames then go through
+        wire_faults.editor)."""
+        return any(CATALOG[name].layer == WIRE_LAYER for name in self._enabled)
 
     @property
     def enabled(self) -> frozenset[str]:

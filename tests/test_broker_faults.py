@@ -22,6 +22,7 @@ from broker_support import (
 
 from amqpspec.amqp10.composites import Modified
 from amqpspec.amqp10.engine import (
+    DispositionReceived,
     EndpointPolicy,
     FlowReceived,
     ProtocolErrorRaised,
@@ -210,6 +211,78 @@ def no_echo(b, c) -> bool:
     return not all(_echo_replies(b, c).values())
 
 
+# --- wire faults: the broker's own frames break a field rule (2.7.3-2.7.5) ---------------
+
+
+def _broker_frames(c: EngineClient, name: str) -> list:
+    """The performatives named `name` the broker sent, as decoded on the wire."""
+    return [
+        i.item.performative
+        for i in c.items
+        if i.direction == "server" and i.item is not None and getattr(i.item, "name", "") == name
+    ]
+
+
+def _publisher_flows(c: EngineClient) -> list:
+    """Publish 3 unsettled messages, wait for their dispositions, then ask the broker for its
+    flow state of the link (echo): its link flows."""
+    session = _session(c)
+    link = _sender(c, session)
+    for i in range(3):
+        link.send(Message.of(str(i).encode()).encode(), settled=False)
+    c.wait_for(lambda: _confirmed(c) >= 3, "3 dispositions")
+    link.send_flow_state(echo=True)
+    c.wait_for(lambda: len([e for e in c.of(FlowReceived) if e.link is link]) >= 2, "echo reply")
+    return [e.flow for e in c.of(FlowReceived) if e.link is link]
+
+
+def _confirmed(c: EngineClient) -> int:
+    return sum(e.last - e.first + 1 for e in c.of(DispositionReceived) if e.settled)
+
+
+def flow_without_delivery_count(b, c) -> bool:
+    return any(flow.delivery_count is None for flow in _publisher_flows(c))
+
+
+def stale_receiver_delivery_count(b, c) -> bool:
+    """Our delivery-count is 3 after the 3 messages: the echo reply still says 0."""
+    return _publisher_flows(c)[-1].delivery_count == 0
+
+
+def sender_flow_without_delivery_count(b, c) -> bool:
+    link = _receiver(c, _session(c))
+    link.flow(link_credit=2, echo=True)
+    c.wait_for(lambda: [e for e in c.of(FlowReceived) if e.link is link], "echo reply")
+    return any(e.flow.delivery_count is None for e in c.of(FlowReceived) if e.link is link)
+
+
+def session_flow_with_link_fields(b, c) -> bool:
+    session = _session(c)
+    session.flow(echo=True)
+    c.wait_for(lambda: [e for e in c.of(FlowReceived) if e.link is None], "session flow")
+    flows = [e.flow for e in c.of(FlowReceived) if e.link is None]
+    return any(f.link_credit is not None or f.delivery_count is not None for f in flows)
+
+
+def attach_without_initial_delivery_count(b, c) -> bool:
+    link = _receiver(c, _session(c))
+    return link.remote_attach.initial_delivery_count is None
+
+
+def attach_unsettled_null_key(b, c) -> bool:
+    link = _receiver(c, _session(c))
+    return None in (link.remote_attach.unsettled or {})
+
+
+def transfer_without_message_format(b, c) -> bool:
+    _publish(b, 1)
+    link = _receiver(c, _session(c))
+    link.flow(link_credit=1)
+    c.wait_for(lambda: _transfers(c, link), "transfer")
+    c.pump(0.05)  # the monitor has the frame
+    return any(t.message_format is None for t in _broker_frames(c, "transfer"))
+
+
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "overdeliver-on-regrant": (overdeliver_on_regrant, {}),
     "transfer-before-credit": (transfer_before_credit, {}),
@@ -223,6 +296,13 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "credit-per-frame": (credit_per_frame, {"max_frame_size": 512}),
     "skip-window-check": (skip_window_check, {"max_incoming_window": 4}),
     "no-echo": (no_echo, {}),
+    "flow-without-delivery-count": (flow_without_delivery_count, {}),
+    "stale-receiver-delivery-count": (stale_receiver_delivery_count, {}),
+    "sender-flow-without-delivery-count": (sender_flow_without_delivery_count, {}),
+    "session-flow-with-link-fields": (session_flow_with_link_fields, {}),
+    "attach-without-initial-delivery-count": (attach_without_initial_delivery_count, {}),
+    "attach-unsettled-null-key": (attach_unsettled_null_key, {}),
+    "transfer-without-message-format": (transfer_without_message_format, {}),
 }
 
 

@@ -143,9 +143,36 @@ def test_transfers_in_flight_never_make_a_receiver_behind(fast):
     trace.flow(S, 10, 5)
     for _ in range(5):
         trace.transfer(C)
-    trace.flow(S, 10, 5)
-    trace.flow(S, 12, 3)  # read two of them
+    trace.flow(S, 10, 5, next_incoming_id=0)
+    trace.flow(S, 12, 3, next_incoming_id=2)  # read two of them
     assert check(trace, fast) == []
+    index = trace.flow(S, 11, 4, next_incoming_id=2)  # back below its own 12
+    violations = check(trace, fast)
+    assert found(violations, BEHIND) == [index]
+    assert "its own flow of frame" in next(v.reason for v in violations if v.rule_id == BEHIND)
+
+
+@pytest.mark.parametrize("sender", [C, S])
+def test_next_incoming_id_proves_the_transfers_read(sender, fast):
+    """A flow whose next-incoming-id is 3 read transfer-ids 0..2: the third delivery began at
+    delivery-count 12 (the attach said 10), so 11 is behind; 12 is not (the third may still
+    be counted as it completes)."""
+    receiver = other(sender)
+
+    def run(count: int) -> tuple[list, int]:
+        trace = answered(sender, initial=10)
+        trace.flow(receiver, 10, 5, next_incoming_id=0)
+        for _ in range(3):
+            trace.transfer(sender)
+        index = trace.flow(receiver, count, 5, next_incoming_id=3)
+        return check(trace, fast), index
+
+    violations, index = run(11)
+    assert found(violations, BEHIND) == [index]
+    reason = next(v.reason for v in violations if v.rule_id == BEHIND)
+    assert "next-incoming-id past transfer-id 0x2" in reason and "0xc" in reason, reason
+    violations, _ = run(12)
+    assert violations == []
 
 
 @pytest.mark.parametrize("sender", [C, S])
@@ -161,7 +188,7 @@ def test_a_disposed_delivery_sets_a_floor(sender, fast):
         for _ in range(3):
             trace.transfer(sender, settled=False)
         trace.disposition(receiver, 0, 2, role=True, settled=True, state=Accepted())
-        return check(trace, fast), trace.flow(receiver, count, 5)
+        return check(trace, fast), trace.flow(receiver, count, 5, next_incoming_id=0)
 
     for count in (12, 13):
         violations, _ = run(count)
@@ -171,21 +198,21 @@ def test_a_disposed_delivery_sets_a_floor(sender, fast):
     for _ in range(3):
         trace.transfer(sender, settled=False)
     trace.disposition(receiver, 0, 2, role=True, settled=True, state=Accepted())
-    index = trace.flow(receiver, 11, 5)
+    index = trace.flow(receiver, 11, 5, next_incoming_id=0)
     violations = check(trace, fast)
     assert found(violations, BEHIND) == [index]
-    assert "disposition of delivery-id 0x2" in next(
+    assert "names delivery-id 0x2" in next(
         v.reason for v in violations if v.rule_id == BEHIND
     )
 
 
-def test_a_disposition_of_an_older_delivery_proves_nothing_here(fast):
+def test_a_disposition_proves_only_what_it_names(fast):
     trace = answered(C, initial=0)
     trace.flow(S, 0, 5)
     for _ in range(3):
         trace.transfer(C, settled=False)
-    trace.disposition(S, 0, role=True, settled=True, state=Accepted())  # not the latest (2)
-    trace.flow(S, 0, 5)
+    trace.disposition(S, 0, role=True, settled=True, state=Accepted())  # read delivery 0
+    trace.flow(S, 0, 5, next_incoming_id=0)  # 0: right (delivery 0 may still be arriving)
     assert found(check(trace, fast), BEHIND) == []
 
 

@@ -135,7 +135,7 @@ class FastLane:
         # --- every rule passed: the general path's state changes, in its order ----------
         end.next_outgoing_id = (transfer_id + 1) & MASK  # serial_add
         link.delivered(time)
-        end.latest_link = link
+        end.started.append((transfer_id, delivery_id, link, link.floor))
         end.deliveries.sent(delivery_id, settled)
         link.delivery_id = delivery_id
         link.delivery_settled = bool(settled)

@@ -12,14 +12,15 @@ Called from sessions.py, links.py and settlement.py. May touch: the state record
 What a receiver "has seen" (2.7.4), proven only:
 - its attach answered the sender's (it came after the sender's attach in the trace, the
   establishing sequence of 2.6.3), or it provably read that far (`Checker.proven`);
-- its disposition naming the latest delivery of its session's peer: it read that
-  delivery's transfer, so the attach and every flow of the link before it. The receiver's
-  delivery-count then is at least the sender's before that delivery (aborted deliveries
-  not counted: the spec leaves open whether they count).
+- a flow of its session whose next-incoming-id is past a transfer frame of the link ("the
+  expected transfer-id of the next incoming transfer frame", 2.7.4), or its disposition of
+  a delivery of the link: it read that transfer, so the attach and every frame the sender
+  sent before it. Its delivery-count then is at least the sender's before that delivery
+  (aborted deliveries not counted: the spec leaves open whether they count).
 A receiver's delivery-count is behind when it is below (serial arithmetic, 2.8.9 / RFC 1982)
 one of these known values: the sender's initial-delivery-count once the attach was seen,
 a delivery-count the sender stated in a flow the receiver provably read, the count before
-a delivery it disposed of, its own earlier delivery-count (unless aborted deliveries or
+a delivery it provably read, its own earlier delivery-count (unless aborted deliveries or
 a regressed sender make the counts the spec leaves open). Transfers still in flight only
 raise the sender's count, never these floors, so they cannot make a receiver look behind.
 Ahead of the sender is `link.credit.receiver-delivery-count-ahead` (links.py).
@@ -30,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from amqpspec.amqp10.origins import other
-from amqpspec.amqp10.serial import serial_lt
+from amqpspec.amqp10.serial import HALF, MASK, serial_lt
 
 if TYPE_CHECKING:
     from amqpspec.amqp10.checker.core import Checker
@@ -122,12 +123,12 @@ class FieldRules:
                 idx,
                 origin,
                 f"receiver's flow on link {link.name!r} sets delivery-count {count:#x}, "
-                f"behind {floor[0]:#x}: {floor[1]}",
+                f"behind {floor[0]:#x}: {_why(floor)}",
             )
             return
         tracked = link.delivery_count
         if not link.irregular and (tracked is None or not serial_lt(tracked, count)):
-            _raise_floor(link, count, f"its own flow of frame {idx} said {count:#x}")
+            _raise_floor(link, (count, ("own", idx)))
 
     def _seen_how(self: Checker, link: Link, origin: str, sender: LinkEnd) -> str:
         own = link.ends[origin].attach_idx
@@ -137,19 +138,16 @@ class FieldRules:
 
     def _receiver_floor(
         self: Checker, origin: str, link: Link, sender: LinkEnd
-    ) -> tuple[int, str] | None:
-        """The highest value of the sender's delivery-count the receiver provably knows."""
+    ) -> tuple[int, tuple] | None:
+        """The highest value of the sender's delivery-count the receiver provably knows:
+        (value, how we know it; `_why` words it)."""
         best = link.rcv_floor
         initial = sender.attach.initial_delivery_count
         if link.rcv_seen and initial is not None:
-            why = f"the sender's initial-delivery-count (attach frame {sender.attach_idx})"
-            best = _higher(best, (initial, why))
+            best = _higher(best, (initial, ("initial", sender.attach_idx)))
         stated = link.stated
         if stated is not None and self.proven[origin] >= stated[0]:
-            best = _higher(
-                best,
-                (stated[1], f"the sender's flow of frame {stated[0]}, which it provably read"),
-            )
+            best = _higher(best, (stated[1], ("stated", stated[0])))
         return best
 
     def _sender_stated(self: Checker, link: Link, count: int, idx: int, regressed: bool) -> None:
@@ -161,24 +159,40 @@ class FieldRules:
         else:
             link.stated = (idx, count)
 
-    # --- disposition: proof of reading (see the module header) -----------------------
-    def _disposition_read(
-        self: Checker, origin: str, sent_by: SessionEnd, last: int, idx: int
-    ) -> None:
-        """`origin` (role receiver) disposed of deliveries up to `last` that `sent_by` sent."""
-        link = sent_by.latest_link
-        if link is None or link.delivery_id != last or id(link) not in self._links:
+    # --- proofs of reading (see the module header) --------------------------------------
+    def _incoming_read(self: Checker, origin: str, end: SessionEnd, next_id: int, idx: int):
+        """`origin`'s flow says next-incoming-id `next_id`: it read every transfer frame
+        its peer sent on the session before that transfer-id."""
+        sent_by = end.session.ends.get(other(origin))
+        if sent_by is None:
+            return
+        started = sent_by.started
+        while started:
+            transfer_id = started[0][0]
+            if not 0 < ((next_id - transfer_id) & MASK) < HALF:  # serial_lt inlined
+                return
+            self._delivery_read(origin, started.popleft(), ("incoming", idx, transfer_id))
+
+    def _disposition_read(self: Checker, origin: str, sent_by: SessionEnd, last: int, idx: int):
+        """`origin` (role receiver) disposed of deliveries up to `last` that `sent_by` sent
+        (the range is known: settlement.py checked it): it read the transfer of `last`, so
+        every delivery begun before it (delivery-ids rise in the order deliveries begin)."""
+        started = sent_by.started
+        while started:
+            delivery_id = started[0][1]
+            if delivery_id is None or 0 < ((delivery_id - last) & MASK) < HALF:
+                return  # serial_lt(last, delivery_id) inlined: not read yet
+            self._delivery_read(origin, started.popleft(), ("disposition", idx, last))
+
+    def _delivery_read(self: Checker, origin: str, entry: tuple, how: tuple) -> None:
+        _transfer_id, _delivery_id, link, floor = entry
+        if id(link) not in self._links:
             return
         mine = link.ends.get(origin)
         if mine is None or not mine.role or mine.detached:
             return
         link.rcv_seen = True
-        _raise_floor(
-            link,
-            link.floor,
-            f"its disposition of delivery-id {last:#x} (frame {idx}) shows it read that "
-            f"transfer, sent at delivery-count {link.floor:#x}",
-        )
+        _raise_floor(link, (floor, how))
 
     # --- transfer (2.7.5) -----------------------------------------------------------------
     def _first_frame_format(self: Checker, origin: str, transfer: Any, idx: int) -> None:
@@ -195,9 +209,30 @@ def _hex(value: int | None) -> str:
     return "unset" if value is None else f"{value:#x}"
 
 
-def _higher(a: tuple[int, str] | None, b: tuple[int, str]) -> tuple[int, str]:
+def _why(floor: tuple[int, tuple]) -> str:
+    """How we know the receiver knew `floor`'s value (the reason of a violation)."""
+    value, how = floor
+    kind = how[0]
+    if kind == "initial":
+        return f"the sender's initial-delivery-count (attach frame {how[1]})"
+    if kind == "stated":
+        return f"the sender's flow of frame {how[1]}, which the receiver provably read"
+    if kind == "own":
+        return f"its own flow of frame {how[1]} said {value:#x}"
+    if kind == "incoming":
+        return (
+            f"its flow of frame {how[1]} has next-incoming-id past transfer-id {how[2]:#x}, "
+            f"a delivery the sender began at delivery-count {value:#x}"
+        )
+    return (
+        f"its disposition of frame {how[1]} names delivery-id {how[2]:#x}: it read the "
+        f"deliveries begun up to delivery-count {value:#x}"
+    )
+
+
+def _higher(a: tuple[int, tuple] | None, b: tuple[int, tuple]) -> tuple[int, tuple]:
     return b if a is None or serial_lt(a[0], b[0]) else a
 
 
-def _raise_floor(link: Link, value: int, why: str) -> None:
-    link.rcv_floor = _higher(link.rcv_floor, (value, why))
+def _raise_floor(link: Link, floor: tuple[int, tuple]) -> None:
+    link.rcv_floor = _higher(link.rcv_floor, floor)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from amqpspec.amqp10.checker.horizons import horizon_of
 from amqpspec.amqp10.checker.state import Link, LinkEnd, Peer, SessionEnd
 from amqpspec.amqp10.origins import other
-from amqpspec.amqp10.serial import serial_add, serial_diff, serial_lt
+from amqpspec.amqp10.serial import MASK, serial_add, serial_diff, serial_lt
 from amqpspec.amqp10.spec import RcvSettleMode, SndSettleMode
 
 if TYPE_CHECKING:
@@ -262,7 +262,7 @@ class LinkRules:
         self._first_frame_format(origin, transfer, idx)
         self._check_credit(origin, link, transfer, idx)
         link.delivered(time)
-        end.latest_link = link
+        end.started.append(((end.next_outgoing_id - 1) & MASK, delivery_id, link, link.floor))
         if delivery_id is not None:
             end.deliveries.sent(delivery_id, transfer.settled)
         self._check_rcv_settle_mode(origin, link, transfer, idx)

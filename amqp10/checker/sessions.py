@@ -138,6 +138,8 @@ class SessionRules:
             end.next_outgoing_id = flow.next_outgoing_id
         self._session_grant(origin, end, flow, idx)
         session = end.session
+        if flow.next_incoming_id is not None:
+            self._incoming_read(origin, end, flow.next_incoming_id, idx)
         session.echo_pending.pop(origin, None)
         if flow.handle is None:
             self._session_flow_fields(origin, flow, idx)

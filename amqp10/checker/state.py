@@ -14,6 +14,7 @@ from amqpspec.amqp10.checker.horizons import Horizons
 from amqpspec.amqp10.serial import HALF, MASK
 
 _SETTLED_MEMORY = 8192  # delivery-ids whose settlement is remembered per direction
+_STARTED_MEMORY = 4096  # deliveries not yet proven read, remembered per direction
 
 
 class Peer:
@@ -98,10 +99,10 @@ class SessionEnd:
         "ended",
         "handles",
         "incoming",
-        "latest_link",
         "next_outgoing_id",
         "pending_grants",
         "session",
+        "started",
     )
 
     def __init__(self, session: Session, channel: int, begin: Any, begin_idx: int) -> None:
@@ -118,7 +119,10 @@ class SessionEnd:
         self.handles: dict[int, Link] = {}
         self.detached_handles: set[int] = set()
         self.deliveries = Deliveries()
-        self.latest_link: Link | None = None  # the link of the last delivery this end began
+        # Deliveries this end began that the peer has not yet provably read, oldest first:
+        # (transfer-id, delivery-id, link, the link's lenient delivery-count before it),
+        # for what a receiver provably knows (fields.py); the oldest are forgotten first.
+        self.started: deque[tuple[int, int | None, Link, int]] = deque(maxlen=_STARTED_MEMORY)
 
 
 class Session:
@@ -197,7 +201,7 @@ class Link:
         self.stall_reported = False
         # What the receiver provably knows of the sender's delivery-count (2.7.4):
         self.rcv_seen = False  # it saw the sender's attach
-        self.rcv_floor: tuple[int, str] | None = None  # a value it knows, and how we know
+        self.rcv_floor: tuple[int, tuple] | None = None  # a value it knows, and how we know
         self.stated: tuple[int, int] | None = None  # the sender's last flow: (idx, count)
         self.floor = 0  # the sender's count before its latest delivery (lenient)
         # aborted deliveries or a regressed sender: counts the spec leaves open

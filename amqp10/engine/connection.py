@@ -548,6 +548,19 @@ class Connection:
         self._out += frame_bytes
         self.frames_sent += 1
 
+    def edit_outgoing(self, edit: Callable[[bytes], bytes]) -> None:
+        """From now on, pass every session frame this endpoint writes (begin, attach, flow,
+        transfer, disposition, detach, end: the bytes of one whole frame each) through
+        `edit` before it is queued: deliberate misbehaviour, for fault injection (a broker
+        that breaks a field rule on purpose). The endpoint's own state is not told of the
+        change. Free until called: it replaces `_write` on this instance only."""
+        plain = Connection._write.__get__(self)
+
+        def write(frame_bytes: bytes) -> None:
+            plain(edit(frame_bytes))
+
+        self._write = write  # type: ignore[method-assign]
+
     def _emit(self, event: ev.Event) -> None:
         for observer in self._observers:
             if observer(event):

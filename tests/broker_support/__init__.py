@@ -118,6 +118,7 @@ class EngineClient:
         # every byte both ways goes through the connection monitor (the project's oracle)
         self.monitor = ConnectionMonitor(liveness_bound=liveness_bound)
         self.violations: list[Violation] = []  # what the checker found (complete after close())
+        self.items: list = []  # every frame both ways, as the monitor decoded it (TraceItem)
 
     def open(self) -> None:
         self.conn.open()
@@ -125,12 +126,16 @@ class EngineClient:
 
     def _trace(self, origin: str, data: bytes) -> None:
         if not self.monitor.finished:
-            self.violations += self.monitor.feed(origin, data, time.monotonic()).violations
+            out = self.monitor.feed(origin, data, time.monotonic())
+            self.items += out.items
+            self.violations += out.violations
 
     def end_trace(self) -> None:
         """The trace ends here: the checker's end-of-trace rules run now; later bytes are
         not judged."""
-        self.violations += self.monitor.finish(time.monotonic()).violations
+        out = self.monitor.finish(time.monotonic())
+        self.items += out.items
+        self.violations += out.violations
 
     @property
     def wire_errors(self) -> list[str]:
