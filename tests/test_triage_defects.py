@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from amqpspec.amqp10.checker.rules import RULES
+from amqpspec.amqp10.checker.signature import OPENED, signature
 from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.frames import decode_stream
 from amqpspec.fuzz.case import RAW, Step
@@ -39,7 +41,8 @@ from amqpspec.traces.pcap_writer import PCAP_NANO, RecordWriter
 QUEUE = "triage-defects"
 SERVER_PORT = 5672
 FAULT = "client-transfer-without-credit"
-SIGNATURE = "v1+link.credit.transfer-without-credit+2.6.7+transfer+opened"
+RULE = "link.credit.transfer-without-credit"
+SIGNATURE = signature(RULE, RULES[RULE].section, "transfer", OPENED)
 LIVENESS_BOUND = 1.0
 
 
