@@ -157,6 +157,10 @@ class BrokerStream:
         """The broker ended something with an error."""
         return any(r.condition for r in self.items)
 
+    def reacted(self, since: float) -> bool:
+        """The broker closed, or ended something with an error, at or after `since`."""
+        return any(r.time >= since and (r.name == "close" or r.condition) for r in self.items)
+
     def undecodable(self) -> Received | None:
         return next((r for r in self.items if r.kind in (UNDECODABLE, RAW)), None)
 
@@ -344,6 +348,13 @@ def _sent(recording: Recording, steps: list[Step], sent: int) -> list[Sent]:
         if position == len(ends) and written > total and not any(o.role == TEARDOWN for o in out):
             out.append(Sent(None, "close", TEARDOWN, chunk.time, written - total))
     return out
+
+
+def bad_time(recording: Recording, steps: list[Step], sent: int) -> float:
+    """When the bad step (`bad_step`) went out; the recording's start if none did."""
+    fuzzer = _sent(recording, steps, sent)
+    bad = bad_step(steps, sent)
+    return fuzzer[bad].time if bad < len(fuzzer) else recording.start
 
 
 def read_exchange(

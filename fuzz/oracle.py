@@ -53,7 +53,13 @@ from amqpspec.amqp10.origins import CLIENT
 from amqpspec.conformance.probe import Probe, Recording
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 from amqpspec.fuzz.case import FRAME, Step, mutation_label
-from amqpspec.fuzz.evidence import BrokerStream, Exchange, read_exchange, stream_status
+from amqpspec.fuzz.evidence import (
+    BrokerStream,
+    Exchange,
+    bad_time,
+    read_exchange,
+    stream_status,
+)
 from amqpspec.fuzz.model import FUZZ_CONTAINER, Conversation, Handshake, ServerModel
 
 CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
@@ -254,8 +260,10 @@ def run_case(
         status = stream_status(steps[:sent] if sent else steps)
         pending = status[0] == "pending"
         if not quick and not pending:
-            # the broker's turn: the bound, from the last step, to react before our close
-            _wait_broker(probe, stream, bounds.reply, lambda s: s.closed or s.refused)
+            # the broker's turn: the bound, from the last step, to react to the bad frame
+            # (a close, or an end or detach with an error, after it) before our close
+            since = bad_time(probe.recording, steps, sent)
+            _wait_broker(probe, stream, bounds.reply, lambda s: s.closed or s.reacted(since))
         if before is not None and target.memory is not None:
             probe.idle(bounds.memory_settle)  # let the broker's reading catch up
             during = _reading(target, max, before)  # before our close
@@ -442,7 +450,7 @@ def _rule_broken(v: Any, recording: Recording, exchange: Exchange, last: int) ->
 def _hang(target: Target, last: int, exchange: Exchange) -> Verdict:
     bound = target.bounds.reply
     held = (
-        f"the fuzzer held its close for {bound}s after the last step"
+        "the fuzzer held its close until the broker reacted or the bound passed"
         if exchange.strict
         else "INCONCLUSIVE as a hang on its own: the fuzzer did not hold its close"
     )
