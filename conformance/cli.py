@@ -7,10 +7,11 @@ options), JUnit XML (DIR/junit-<broker>.xml) and
 allure results (DIR/allure, when allure-pytest is installed), and what the terminal shows
 (`progress.RunProgress`: a progress bar with the verdict tally, plain lines when stdout is
 not a terminal; pytest's line per case with -v). Exit status: 0 when every
-verdict is OK / NON-STRICT / UNSUPPORTED (with --expect: when every verdict matches the
-expectations file), 1 otherwise, 2 on bad usage or when no broker passes the preflight
-(`preflight.check_broker`: one clear line, every case ERROR in index.json); --strict also
-fails on NON-STRICT.
+verdict is OK / NON-STRICT / UNSUPPORTED / DIFFERS (with --expect: when every verdict
+matches the expectations file), 1 otherwise, 2 on bad usage or when no broker passes the
+preflight (`preflight.check_broker`: one clear line, every case ERROR in index.json);
+--strict also fails on NON-STRICT, --gate-differs on a DIFFERS of a model the profile
+claims (its broker's own documentation promises the behaviour).
 """
 
 from __future__ import annotations
@@ -60,6 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write-expect", help="write this run's verdicts to a TOML file")
     parser.add_argument("--broker-name", help="name of the broker in index.json (default: profile)")
     parser.add_argument("--strict", action="store_true", help="fail on NON-STRICT (SHOULD) too")
+    parser.add_argument(
+        "--gate-differs",
+        action="store_true",
+        help="fail on DIFFERS too (behaviour the spec does not require, differing from a model "
+        "the profile claims, e.g. RabbitMQ 4's requeue on detach; docs/conformance.md)",
+    )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress: pytest's dots and the summary"
     )
@@ -123,6 +130,8 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         f"--junitxml={results / f'junit-{broker_name}.xml'}",
         "-o",
         f"junit_suite_name=amqpspec-{broker_name}",
+        "-o",
+        "junit_logging=system-out",  # a DIFFERS / NON-STRICT test's remark line
         "-rN",
     ]
     if getattr(args, "verbose", False):
@@ -140,6 +149,8 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         argv += ["--amqp-expect-retries", str(args.expect_retries)]
     if args.strict:
         argv.append("--amqp-strict")
+    if getattr(args, "gate_differs", False):
+        argv.append("--amqp-gate-differs")
     return argv
 
 

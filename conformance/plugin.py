@@ -3,7 +3,8 @@
 Owns: the command-line options, each with an `--amqp-` prefix so that they cannot clash with
 another plugin's (--amqp-broker, --amqp-profile, --amqp-admin, --amqp-results, --amqp-expect,
 --amqp-broker-name, --amqp-write-expect, --amqp-expect-retries, --amqp-pipelined, --amqp-jobs,
---amqp-strict: NON-STRICT fails too; `amqpspec run` maps its own options onto these). The
+--amqp-strict: NON-STRICT fails too; --amqp-gate-differs: DIFFERS of a model the profile
+claims fails too; `amqpspec run` maps its own options onto these). The
 plugin is never loaded by itself: `amqpspec run` passes it, a pytest user names it with `-p`.
 Also the `must` / `should` markers, one parametrized item per case and per pipelined
 variant (`conformance/suite.py::test_case[<case id>]`, `...[<case id>/pipelined]`,
@@ -19,7 +20,10 @@ attachments (text trace + pcap), index.json (rewritten at most once a second whi
 run goes, and at its end), the run's `facts.RunFacts` (what earlier cases learned about
 the broker, shared by the case threads), and the end-of-session work: expectations
 comparison and the exit status. The verdict -> pytest outcome map: OK pass, NON-STRICT pass
-(fail with --amqp-strict), UNSUPPORTED skip, FAILED and ERROR fail. With --expect the exit
+(fail with --amqp-strict), DIFFERS pass with a `DIFFERS: <reason>` line on the test's
+stdout (JUnit system-out; fail with --amqp-gate-differs when the profile claims the case's
+model), UNSUPPORTED skip, FAILED and ERROR fail; every test carries its verdict as the
+JUnit property `verdict`. With --expect the exit
 status is decided by the expectations alone; --expect-retries N reruns a case whose verdict
 differs from its expectation up to N times (for third-party brokers whose bugs show only in
 some runs): a case that matches on a retry is reported as UNSTABLE with every attempt's
@@ -72,6 +76,8 @@ class RunState:
     unstable: dict[str, str] = field(default_factory=dict)
     expect_file: str | None = None
     strict: bool = False
+    # --gate-differs: the DIFFERS cases whose model the profile claims (they fail the run)
+    gated: set[str] = field(default_factory=set)
     index_path: Path | None = None
     # the broker stopped answering: when (wall clock), before which case, and why
     dead: tuple[float, str, str] | None = None
@@ -87,6 +93,8 @@ class RunState:
             if result.verdict not in PASSING:
                 return 1
             if self.strict and result.verdict == Verdict.NON_STRICT:
+                return 1
+            if result.verdict == Verdict.DIFFERS and result.case_id in self.gated:
                 return 1
         return 0
 
@@ -116,6 +124,8 @@ class _Session:
         self.expected = load_expectations(self.expect_file) if self.expect_file else {}
         # --amqp-strict: NON-STRICT verdicts fail too
         self.strict: bool = bool(option("amqp_strict", False))
+        # --amqp-gate-differs: DIFFERS fails when the profile claims the case's model
+        self.gate_differs: bool = bool(option("amqp_gate_differs", False))
         self.jobs: int = int(option("amqp_jobs") or DEFAULT_JOBS)
         if self.jobs < 1:
             raise pytest.UsageError(f"--jobs must be 1 or more, got {self.jobs}")
@@ -172,6 +182,8 @@ class _Session:
         else:
             result, attempts = self._execute(case)
         entry = self.results_dir.add(result)
+        if self.gates(case, result):
+            self.state.gated.add(case.case_id)
         if len(attempts) > 1:
             entry["attempts"] = [v.value for v in attempts]
         self.state.results.append(result)
@@ -180,6 +192,15 @@ class _Session:
         _attach_to_allure(case, result, self.results_dir.root / entry["trace"], entry, self)
         result.recordings = []  # in the pcap and transitions now; the run holds no frames
         return result
+
+    def gates(self, case: Case, result: CaseResult) -> bool:
+        """--gate-differs: this DIFFERS fails the run (the profile claims the case's model,
+        its broker's documentation promises the behaviour)."""
+        return (
+            self.gate_differs
+            and result.verdict == Verdict.DIFFERS
+            and self.profile.claims(case.model)
+        )
 
     def _write_index(self) -> None:
         self.state.index_path = self.results_dir.write_index()
@@ -311,6 +332,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="NON-STRICT (a SHOULD not met) fails its test too",
     )
     group.addoption(
+        "--amqp-gate-differs",
+        dest="amqp_gate_differs",
+        action="store_true",
+        help="DIFFERS (differs from the model the profile declares) fails its test and the "
+        "run when the profile claims the case's model",
+    )
+    group.addoption(
         "--amqp-pipelined",
         dest="amqp_pipelined",
         choices=("only", "also", "never"),
@@ -322,6 +350,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "must: a MUST-level conformance case")
     config.addinivalue_line("markers", "should: a SHOULD-level conformance case")
+    config.addinivalue_line("markers", "may: a case where no sentence binds the broker")
+    config.addinivalue_line("markers", "model: a case of a model's behaviour (DIFFERS)")
     if config.getoption("amqp_broker", None):
         config.stash[_STATE] = _Session(config)
 
@@ -339,7 +369,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params = [
             pytest.param(case, id=case.case_id, marks=[getattr(pytest.mark, case.level.lower())])
             for case in cases
-        ]
+        ]  # markers must / should / may / model select by level (-m must)
         metafunc.parametrize("conformance_case", params)
 
 
@@ -412,10 +442,25 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if config.get_verbosity() > 0:
         shown.add(Verdict.NON_STRICT)
     width = max(100, shutil.get_terminal_size((160, 24)).columns)  # one line per case
+
+    def show(result: CaseResult) -> None:
+        line = f"{result.verdict.value:11} {result.case_id}: {' '.join(result.reason.split())}"
+        terminalreporter.write_line(line if len(line) <= width else line[: width - 1] + "…")
+
     for result in state.state.results:
         if result.verdict in shown:
-            line = f"{result.verdict.value:11} {result.case_id}: {' '.join(result.reason.split())}"
-            terminalreporter.write_line(line if len(line) <= width else line[: width - 1] + "…")
+            show(result)
+    differs = [r for r in state.state.results if r.verdict == Verdict.DIFFERS]
+    if differs:  # apart: the spec requires none of it (docs/conformance.md, "Verdicts")
+        gate = "fail the run (--gate-differs)" if state.gate_differs else "never fail the run"
+        terminalreporter.write_line(
+            f"DIFFERS: {len(differs)} case(s) differ from the model the profile declares "
+            f"(behaviour the spec does not require; they {gate}"
+            + (", for a model the profile claims)" if state.gate_differs else ")")
+        )
+        if config.get_verbosity() > 0 or state.state.gated:
+            for result in differs:
+                show(result)
     index = state.state.index_path
     if index is not None:
         root = index.parent
@@ -469,6 +514,12 @@ def conformance_run(request: pytest.FixtureRequest) -> Callable[[Case], CaseResu
             pytest.fail(f"ERROR: {result.reason}", pytrace=False)
         if result.verdict == Verdict.NON_STRICT and state.strict:
             pytest.fail(f"NON-STRICT (--strict): {result.reason}", pytrace=False)
+        if result.verdict == Verdict.DIFFERS:
+            if state.gates(case, result):
+                pytest.fail(f"DIFFERS (--gate-differs): {result.reason}", pytrace=False)
+            print(f"DIFFERS: {result.reason}")  # JUnit system-out: a passed test with a remark
+        elif result.verdict == Verdict.NON_STRICT:
+            print(f"NON-STRICT: {result.reason}")
         return result
 
     return run

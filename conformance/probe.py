@@ -54,14 +54,52 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.amqp10.spec import Role
-from amqpspec.conformance.verdicts import CaseFailed, HarnessError
+from amqpspec.conformance.observed import broker_did
+from amqpspec.conformance.verdicts import CaseFailed, HarnessError, NoDelivery
 
 DEFAULT_WAIT = 5.0
 _connection_ids = itertools.count(1)
+_observations = itertools.count(1)  # orders Probe.last_observed across a case's probes
 
 
 class WaitTimeout(CaseFailed):
-    """The broker did not do what we waited for within the bound."""
+    """The broker did not do what we waited for within the bound (the message says what
+    it did instead: `Probe.observed`)."""
+
+
+# engine events by the broker frame behind them (a wait's failure names the frame)
+EVENT_NAMES = {
+    "RemoteOpen": "open",
+    "RemoteBegin": "begin",
+    "RemoteAttach": "attach",
+    "RemoteDetach": "detach",
+    "RemoteEnd": "end",
+    "RemoteClose": "close",
+    "FlowReceived": "flow",
+    "TransferReceived": "transfer",
+    "DispositionReceived": "disposition",
+    "SaslOutcomeReceived": "sasl-outcome",
+}
+
+
+# 2.7.5 transfer rcv-settle-mode: "If first, this indicates that the Receiver MUST settle
+# the delivery once it has arrived without waiting for the Sender to settle first."
+SETTLE_FIRST = "2.7.5/transfer.rcv-settle-mode.1"
+
+
+def _settles_first(link: Link) -> bool:
+    """The broker, the receiver of our sender `link`, agreed to rcv-settle-mode first (the
+    default)."""
+    attach = link.remote_attach
+    mode = attach.rcv_settle_mode if attach is not None else None
+    return mode is None or int(mode) == 0
+
+
+def _article(label: str) -> str:
+    """`a flow`, `an attach`, `the ...` (a wait's label in its failure)."""
+    if label.startswith(("a ", "an ", "the ", "no ")) or label[:1].isupper():
+        return label
+    return ("an " if label[:1] in "aeiou" else "a ") + label
 
 
 @dataclass(slots=True)
@@ -85,18 +123,25 @@ class Recording:
     items: list[TraceItem] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)  # the broker's (SERVER's)
+    # the probe's own (CLIENT's): a negative case breaks rules on purpose; the runner does
+    # not grade the broker's frames that follow one (the checker's view of the probe's
+    # state is unreliable from there: runner.unjudgeable_after)
+    probe_violations: list[Violation] = field(default_factory=list)
     # (machine, state, input) of the probe engine's transition tables this connection used
     transitions: set[tuple[str, str, str]] = field(default_factory=set)
 
     def add(self, output: MonitorOutput) -> None:
         """What the connection monitor made of the latest bytes."""
         self.items += output.items
-        self.violations += output.violations
+        for violation in output.violations:
+            mine = violation.origin == SERVER
+            (self.violations if mine else self.probe_violations).append(violation)
 
 
 def broker_monitor(recording: Recording) -> ConnectionMonitor:
-    """The monitor of a recorded connection: judges only the broker's frames (SERVER)."""
-    return ConnectionMonitor(recording.connection_id, violations_of=SERVER)
+    """The monitor of a recorded connection: judges both peers' frames (the recording
+    keeps the broker's violations and the probe's apart)."""
+    return ConnectionMonitor(recording.connection_id)
 
 
 class Probe:
@@ -137,6 +182,8 @@ class Probe:
         self.pipelined = pipelined
         self._holding = False  # pipelined: writes wait in _held for the first wait
         self._held = bytearray()
+        # (order, "observed ...") of the last graded outcome (error_outcome, header_answer)
+        self.last_observed: tuple[int, str] | None = None
         try:
             self.sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
@@ -241,7 +288,10 @@ class Probe:
                 self._record(CLIENT, bytes(view[:sent]))
                 view = view[sent:]
             elif time.monotonic() > end:
-                raise WaitTimeout(f"broker did not read {len(view)} bytes within {self.wait}s")
+                raise WaitTimeout(
+                    f"expected the broker to read our {len(view)} bytes within {self.wait}s; "
+                    f"{self.observed(0)}"
+                )
             else:
                 select.select([], [self.sock], [], 0.05)
 
@@ -357,11 +407,13 @@ class Probe:
                     return self.inbox.pop(index)
             return None
 
+        since = self.mark()
         event = self._poll(take, timeout)
         if event is None:
             label = what or getattr(predicate, "__name__", "event")
-            state = " (connection closed)" if self.closed else ""
-            raise WaitTimeout(f"no {label} from the broker within {timeout:g}s{state}")
+            raise WaitTimeout(
+                f"expected {_article(label)} within {timeout:g}s; {self.observed(since)}"
+            )
         return event
 
     def expect_type(self, event_type: type, timeout: float | None = None, **fields: Any) -> Any:
@@ -370,7 +422,9 @@ class Probe:
                 getattr(event, k) == v for k, v in fields.items()
             )
 
-        return self.expect(match, timeout, event_type.__name__)
+        return self.expect(
+            match, timeout, EVENT_NAMES.get(event_type.__name__, event_type.__name__)
+        )
 
     def wait_for_frame(
         self,
@@ -399,15 +453,40 @@ class Probe:
                     return frame
             return None
 
+        waited_from = self.mark()
         frame = self._poll(take, timeout)
         if frame is None:
-            state = " (connection closed)" if self.closed else ""
-            raise WaitTimeout(f"no {name} frame from the broker within {timeout:g}s{state}")
+            what = f"{_article(name)} frame" + (" of the kind the case needs" if predicate else "")
+            raise WaitTimeout(
+                f"expected {what} within {timeout:g}s; {self.observed(min(start, waited_from))}"
+            )
         return frame
+
+    def first_frame(self, since: int, timeout: float | None = None) -> Frame | None:
+        """The broker's first AMQP frame (SASL frames skipped) after trace position `since`
+        (waiting up to `timeout`), or None when none came."""
+        timeout = self.wait if timeout is None else timeout
+
+        def first() -> Frame | None:
+            frames = (t.item for t in self.frames_since(since))
+            return next((f for f in frames if not str(f.name).startswith("sasl-")), None)
+
+        return self._poll(first, timeout)
 
     def mark(self) -> int:
         """Trace position now: pass as `since=` to look only at later frames."""
         return len(self.recording.items)
+
+    def _observation(self, since: int) -> None:
+        """Remember what the broker did after `since` for the outcome just graded (the
+        reason of `CaseContext.outcome` quotes the newest of a case's probes)."""
+        self.last_observed = (next(_observations), self.observed(since))
+
+    def observed(self, since: int = 0) -> str:
+        """What the broker did after trace position `since`, in a line ("observed ...":
+        the frame that ended something, the TCP close, or its last frame and the silence
+        after it; `observed.broker_did`)."""
+        return "observed " + broker_did(self.recording, since, closed=self.peer_closed)
 
     def idle(self, seconds: float) -> None:
         """Keep the connection serviced for `seconds` (bounded by the deadline)."""
@@ -426,6 +505,7 @@ class Probe:
         'tcp-close', or 'timeout'. Looks at broker items after position `since`."""
         timeout = self.wait if timeout is None else timeout
         found = self._poll(lambda: self._ending_after(since), timeout)
+        self._observation(since)
         return found or self._gone_or_timeout()
 
     def _ending_after(self, since: int) -> str | None:
@@ -456,7 +536,9 @@ class Probe:
                     )
             return None
 
-        return self._poll(answer, timeout) or self._gone_or_timeout()
+        found = self._poll(answer, timeout)
+        self._observation(since)
+        return found or self._gone_or_timeout()
 
     def _gone_or_timeout(self) -> str:
         """What a wait that found nothing saw: 'tcp-close' or 'timeout'."""
@@ -549,20 +631,31 @@ class Probe:
         if self.conn.sasl is not None:
             done = self._poll(lambda: self.conn.sasl_outcome, self.wait, release=False)
             if done is None:
-                raise WaitTimeout(f"no sasl-outcome from the broker within {self.wait:g}s")
+                raise WaitTimeout(
+                    f"expected a sasl-outcome within {self.wait:g}s; {self.observed(0)}"
+                )
         return None
 
     def _hold_after_sasl(self, event: Event) -> None:
         if isinstance(event, SaslOutcomeReceived):
             self._hold()  # before the engine queues the AMQP header and open
 
-    def begin(self, incoming_window: int = 2048, outgoing_window: int = 2048, **kw: Any) -> Session:
+    def begin(
+        self,
+        incoming_window: int = 2048,
+        outgoing_window: int = 2048,
+        *,
+        wait: bool = True,
+        **kw: Any,
+    ) -> Session:
+        """Begin a session (opening the connection first if needed) and wait for the
+        broker's begin unless `wait` is False."""
         if self.conn is None:
             self.open()
         assert self.conn is not None
         session = self.conn.begin(incoming_window, outgoing_window, **kw)
         self.flush()
-        if self.pipelined and self._holding:
+        if not wait or (self.pipelined and self._holding):
             return session  # the broker's begin is taken by the first wait that needs it
         self.expect(lambda e: isinstance(e, RemoteBegin) and e.session is session, what="begin")
         return session
@@ -677,11 +770,16 @@ class Probe:
         """Sender: one message (waits for credit); returns its delivery-id."""
         message = body if isinstance(body, Message) else Message.of(body)
         if wait_credit and link.link_credit <= 0:
-            self.expect(
-                lambda e: isinstance(e, FlowReceived) and e.link is link and link.link_credit > 0,
-                timeout,
-                "link credit",
-            )
+            try:
+                self.expect(
+                    lambda e: (
+                        isinstance(e, FlowReceived) and e.link is link and link.link_credit > 0
+                    ),
+                    timeout,
+                    "flow granting link credit",
+                )
+            except WaitTimeout as exc:
+                raise NoDelivery(str(exc)) from exc
         delivery_id = link.send(message.encode(), tag or f"t{self._unique()}".encode(), settled)
         self.flush()
         return delivery_id
@@ -697,6 +795,7 @@ class Probe:
         timeout: float = 30.0,
     ) -> None:
         """Send `count` messages; with `confirm` wait until every one is settled by the broker."""
+        waited_from = self.mark()
         sent: set[int] = set()
         for index in range(count):
             payload = body(index) if callable(body) else body
@@ -710,7 +809,13 @@ class Probe:
                 if not sent:
                     break
                 if time.monotonic() > end or self.closed or self._left() <= 0:
-                    raise WaitTimeout(f"{len(sent)} of {count} messages not settled by the broker")
+                    message = (
+                        f"expected a settled disposition for each of {count} messages; "
+                        f"{len(sent)} unsettled, {self.observed(waited_from)}"
+                    )
+                    if _settles_first(link) and not self.closed:  # 2.7.5: settle on arrival
+                        raise CaseFailed(message, level="MUST", sentences=(SETTLE_FIRST,))
+                    raise WaitTimeout(message)
                 self.pump(0.2)
 
     def _drop_dispositions(self, pending: set[int]) -> None:
@@ -734,16 +839,30 @@ class Probe:
                 or (isinstance(event, RemoteEnd) and event.session is link.session)
             )
 
-        event = self.expect(match, timeout, "transfer")
+        since = self.mark()
+        try:
+            event = self.expect(match, timeout, "transfer")
+        except WaitTimeout as exc:
+            raise NoDelivery(str(exc)) from exc
         if isinstance(event, TransferReceived):
             return event
         self.inbox.insert(0, event)
         if isinstance(event, ProtocolErrorRaised):
-            raise CaseFailed(
-                f"the broker broke a rule our engine enforces: {event.condition}: "
-                f"{event.description}"
+            raise NoDelivery(
+                f"expected a transfer; our engine refused the broker's frame ({event.condition}: "
+                f"{event.description}); {self.observed(max(0, since - 1))}"
             )
-        raise CaseFailed(f"waiting for a transfer, got {type(event).__name__} instead: {event}")
+        raise NoDelivery(f"expected a transfer; {self.observed(self._ended_from(since))}")
+
+    def _ended_from(self, since: int) -> int:
+        """A trace position from which `observed` finds the broker's end, detach or close
+        that ended a wait (it may have arrived before the wait began)."""
+        for position in range(len(self.recording.items) - 1, -1, -1):
+            item = self.recording.items[position]
+            ended = isinstance(item.item, Frame) and item.item.name in ("close", "end", "detach")
+            if item.direction == SERVER and ended:
+                return position
+        return since
 
     def transfers(self, link: Link) -> list[TransferReceived]:
         """Take every delivery already received on `link` (no waiting)."""
@@ -784,15 +903,13 @@ class Probe:
         return received
 
     def fail_if_gone(self, link: Link) -> None:
-        """CaseFailed naming the broker's end/close/detach when `link` can no longer be used."""
+        """NoDelivery naming the broker's end/close/detach when `link` can no longer be used
+        (no sentence forbids the broker to end it: a shortfall unless a case says more)."""
         if link.state.name == "ATTACHED" and link.session.state.name == "MAPPED":
             return
-        for event in self.inbox:
-            if isinstance(event, RemoteDetach | RemoteEnd | RemoteClose | ProtocolErrorRaised):
-                raise CaseFailed(f"the link went away mid-case: {event}")
-        raise CaseFailed(
-            f"the link went away mid-case (link {link.state.name}, session "
-            f"{link.session.state.name})"
+        raise NoDelivery(
+            f"expected the link to stay attached (link {link.state.name}, session "
+            f"{link.session.state.name}); {self.observed(self._ended_from(self.mark()))}"
         )
 
     def next_link_flow(self, link: Link, since: int, timeout: float | None = None) -> Any:

@@ -9,6 +9,8 @@ File layout (every table optional except `name`):
 
     name = "mybroker"
     description = "..."
+    model = "rabbitmq4"        # the model(s) of behaviour beyond the spec it claims (MODELS;
+                               # a string or a list; none by default)
     [connection]   sasl = "PLAIN" | "ANONYMOUS" | "none"; username; password; hostname
     [addresses]    queue_source, queue_target ("{queue}"), exchange_target ("{exchange}",
                    "{key}"), unroutable_target; declare_queues = true|false
@@ -70,6 +72,20 @@ CAPABILITIES: dict[str, str] = {
 }
 
 
+# Models of behaviour the spec does not require, which MODEL cases check (a broker that
+# behaves otherwise is DIFFERS, never FAILED); a profile claims the ones its broker's own
+# documentation promises (`model = "rabbitmq4"`), and `amqpspec run --gate-differs` then
+# fails the run on a DIFFERS of a claimed model.
+MODELS: dict[str, str] = {
+    "rabbitmq4": "RabbitMQ 4's documented AMQP 1.0 behaviour where the spec leaves it open: "
+    "unsettled deliveries return to the queue when their link, session or connection goes "
+    "away (released as the source's default outcome), a rejected message leaves the queue, "
+    "resource alarms block publishers through session flow control (a flow with "
+    "incoming-window 0 on every publishing session, reopened when the alarm clears) and "
+    "everything else keeps working, transfers beyond the session's incoming-window end it "
+    "with amqp:session:window-violation, and a flow with echo=true is answered",
+}
+
 ADMIN_ADAPTERS = ("rabbitmq-http", "management-node", "rabbitmqctl", "none")
 
 
@@ -101,10 +117,15 @@ class Profile:
     wait: float = 5.0
     case_budget: float = 60.0
     concurrent: frozenset[str] = frozenset()  # [jobs] concurrent: serial cases run beside
+    models: frozenset[str] = frozenset()  # `model`: the MODELS it claims
     path: str = ""
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
+
+    def claims(self, model: str | None) -> bool:
+        """The profile claims `model` (its broker's documentation promises it)."""
+        return model is not None and model in self.models
 
     def source(self, queue: str) -> str:
         return self.queue_source.format(queue=quote(queue, safe=""))
@@ -156,6 +177,11 @@ def profile_from_dict(data: dict[str, Any], path: str = "") -> Profile:
     if admin.get("adapter", "none") not in ADMIN_ADAPTERS:
         raise ProfileError(f"{path}: admin adapter must be one of {', '.join(ADMIN_ADAPTERS)}")
     timeouts = data.get("timeouts", {})
+    claimed = data.get("model", [])
+    claimed = [claimed] if isinstance(claimed, str) else list(claimed)
+    unknown_models = sorted(set(claimed) - set(MODELS))
+    if unknown_models:
+        raise ProfileError(f"{path}: unknown model {unknown_models}; known: {sorted(MODELS)}")
     return Profile(
         name=data["name"],
         description=data.get("description", ""),
@@ -174,5 +200,6 @@ def profile_from_dict(data: dict[str, Any], path: str = "") -> Profile:
         wait=float(timeouts.get("wait", 5.0)),
         case_budget=float(timeouts.get("case_budget", 60.0)),
         concurrent=frozenset(data.get("jobs", {}).get("concurrent", [])),
+        models=frozenset(claimed),
         path=path,
     )

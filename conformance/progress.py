@@ -23,6 +23,7 @@ VERDICT_STYLES = {
     "UNSUPPORTED": "blue",
     "FAILED": "bold red",
     "ERROR": "bold magenta",
+    "DIFFERS": "cyan",  # last, apart: differs from the profile's model, not the spec
 }
 
 
@@ -114,11 +115,13 @@ class RunProgress:
 
     # --- display -----------------------------------------------------------------------
     def tally_text(self, markup: bool = True) -> str:
+        """The verdicts so far; DIFFERS apart after a bar (it is no spec verdict)."""
         parts = []
         for verdict, style in VERDICT_STYLES.items():
             count = self.tally.get(verdict)
             if count:
-                parts.append(f"[{style}]{verdict} {count}[/]" if markup else f"{verdict} {count}")
+                text = f"[{style}]{verdict} {count}[/]" if markup else f"{verdict} {count}"
+                parts.append(f"| {text}" if verdict == "DIFFERS" else text)
         return "  ".join(parts)
 
     def _refresh(self) -> None:

@@ -6,6 +6,15 @@ function a factory made), `load_cases()`, which imports every module of
 `conformance/cases/` and returns the cases in definition order, and the aliases of renamed
 ids (`conformance/aliases.toml`: `current_id(old) -> id`, `old_ids(id)`), through which old
 ids still select with `-k` and old expectations files and results directories still load.
+A case names the spec sentences it checks (`sentences=`: ids of the normative manifest,
+`amqpspec.conformance.manifest`) and the role the broker plays in it (`role=`: the link's
+sender or receiver, or none); its level follows from them (`level_from_sentences`): MUST
+when a MUST / MUST NOT / SHALL / REQUIRED / prohibition among them binds the broker in that
+role, SHOULD when only a SHOULD does, MAY when none binds the broker (the spec leaves its
+answer open: the case records it), MODEL when the case checks behaviour no sentence
+requires, part of a named model (`model=`, e.g. RabbitMQ 4's requeue on detach) that a
+profile may claim (docs/conformance.md, "Verdicts"). `sentence_problems()` checks the ids
+and levels against the manifest.
 Adding a case = one decorated function in the module of its section. A case marked
 `serial` (it touches broker-global state: every case needing the `alarms` capability, or
 one that shows a third-party broker's race only when others run beside it) runs alone
@@ -18,6 +27,7 @@ import dataclasses
 import functools
 import importlib
 import pkgutil
+import re
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -30,11 +40,22 @@ if TYPE_CHECKING:
 
 ALIASES = Path(__file__).with_name("aliases.toml")
 
-Level = Literal["MUST", "SHOULD"]
+Level = Literal["MUST", "SHOULD", "MAY", "MODEL"]
 PipelinedMode = Literal["only", "also", "never"]
 PIPELINED = "pipelined"  # the variant's id suffix: `<case id>/pipelined`
-MUST: Level = "MUST"
-SHOULD: Level = "SHOULD"
+MUST: Level = "MUST"  # a sentence that binds the broker: not met -> FAILED
+SHOULD: Level = "SHOULD"  # a SHOULD that binds the broker: not met -> NON-STRICT
+MAY: Level = "MAY"  # no sentence binds the broker here: its answer is recorded, OK
+MODEL: Level = "MODEL"  # a model's behaviour, no sentence: not met -> DIFFERS
+LEVELS = (MUST, SHOULD, MAY, MODEL)
+# the broker's role in a case (`role=`): the link (or transfer) sender or receiver; every
+# case also has the broker as the TCP / SASL server, a container and the node's holder
+Role = Literal["sender", "receiver"]
+ALWAYS_BROKER = frozenset({"server", "either", "container", "node", "intermediary"})
+# manifest levels (amqpspec.conformance.manifest.Sentence.level) by the case level they give
+MUST_LEVELS = frozenset({"MUST", "MUST NOT", "SHALL", "SHALL NOT", "REQUIRED", "PROHIBITED"})
+SHOULD_LEVELS = frozenset({"SHOULD", "SHOULD NOT"})
+SENTENCE_ID = re.compile(r"\d+(\.\d+)*/[a-z0-9][a-z0-9.-]*\.\d+")
 RunFunction = Callable[["Probe", "CaseContext"], None]
 # capabilities whose cases change what every connection sees (a memory alarm blocks every
 # publisher of the broker): such a case is serial, it never runs beside another
@@ -45,7 +66,8 @@ BROKER_GLOBAL = frozenset({"alarms"})
 class Case:
     case_id: str
     level: Level
-    sentence: str  # the spec sentence it checks (paraphrased where long)
+    sentence: str  # its first sentence as the spec says it (the manifest's text), or
+    # what it expects when it names none
     description: str
     requires: frozenset[str]  # profile capabilities needed
     outcomes: frozenset[str]  # acceptable outcomes, h2spec-style (empty: case-defined)
@@ -57,6 +79,15 @@ class Case:
     pipelined: bool = True  # its frames need no broker reply before the first wait
     variant: str = ""  # PIPELINED: this is the pipelined variant of the case `base_id`
     serial: bool = False  # runs alone under --jobs N (broker-global state)
+    sentences: tuple[str, ...] = ()  # manifest ids of the spec sentences it checks
+    role: Role | None = None  # the broker's link role in the case
+    model: str | None = None  # the model (profile.MODELS) a MODEL case or `ctx.model` checks
+    expectation: str = ""  # what the case expects, in a line (its own words)
+
+    @property
+    def roles(self) -> frozenset[str]:
+        """Every role the broker plays in the case (a sentence binding one binds it)."""
+        return ALWAYS_BROKER | ({self.role} if self.role else set())
 
     @property
     def section(self) -> str:
@@ -80,6 +111,9 @@ def case(
     level: Level,
     sentence: str,
     *,
+    sentences: Iterable[str] = (),
+    role: Role | None = None,
+    model: str | None = None,
     requires: Iterable[str] = (),
     outcomes: Iterable[str] = (),
     lenient: Iterable[str] = (),
@@ -90,6 +124,11 @@ def case(
 ) -> Callable[[RunFunction], RunFunction]:
     """Register the decorated `run(probe, ctx)` as a case. Its docstring describes it.
 
+    `level` (MUST, SHOULD, MAY, MODEL) is the one its `sentences` (manifest ids) give in
+    the broker's `role` (`level_from_sentences`; `sentence_problems` checks it); `sentence`
+    says in a line what the case expects (its `expectation`; the case's `sentence` is the
+    first named sentence quoted from the manifest). A MODEL case names its `model` (profile.MODELS),
+    as does a case of another level whose run checks part of that model (`ctx.model`).
     `outcomes`: the acceptable outcomes (OK); `lenient`: outcomes that still show the broker
     noticed (the MUST) but not in the way the spec names (NON-STRICT). An outcome ending in
     `*` matches by prefix (`close:*` = a close with any condition). `pipelined=False`: no
@@ -100,17 +139,23 @@ def case(
     BROKER_GLOBAL capability in `requires`)."""
     if "/" not in case_id:
         raise ValueError(f"case id {case_id!r} must be '<section>/<slug>'")
-    if level not in (MUST, SHOULD):
-        raise ValueError(f"level must be MUST or SHOULD, got {level!r}")
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+    if level == MODEL and model is None:
+        raise ValueError(f"{case_id}: a MODEL case names its model")
+    if role not in (None, "sender", "receiver"):
+        raise ValueError(f"{case_id}: role must be sender, receiver or None, got {role!r}")
     required = frozenset(requires)
+    named = tuple(sentences)
 
     def register(run: RunFunction) -> RunFunction:
         if case_id in _REGISTRY and _REGISTRY[case_id].run.__qualname__ != run.__qualname__:
             raise ValueError(f"duplicate case id {case_id!r}")
+        expectation = " ".join(sentence.split())
         _REGISTRY[case_id] = Case(
             case_id,
             level,
-            " ".join(sentence.split()),
+            _quoted(named) or expectation,
             " ".join((run.__doc__ or "").split()),
             required,
             frozenset(outcomes),
@@ -121,10 +166,25 @@ def case(
             run.__module__,
             pipelined,
             serial=serial or bool(BROKER_GLOBAL & required),
+            sentences=named,
+            role=role,
+            model=model,
+            expectation=expectation,
         )
         return run
 
     return register
+
+
+def _quoted(sentence_ids: tuple[str, ...]) -> str:
+    """The first sentence's text as the manifest holds it (exactly as in the XML), or ""."""
+    module = manifest()
+    if module is None or not sentence_ids:
+        return ""
+    try:
+        return str(module.sentence(sentence_ids[0]).text)
+    except KeyError:
+        return ""
 
 
 def case_function(run: RunFunction, name: str, doc: str, module: str) -> RunFunction:
@@ -213,3 +273,83 @@ def by_current_id(entries: dict[str, Any]) -> dict[str, Any]:
             continue
         renamed[current] = value
     return renamed
+
+
+# --- the cases' sentences against the normative manifest ---------------------------------
+
+
+def manifest() -> Any:
+    """The normative manifest module (`amqpspec.conformance.manifest`), or None while it is
+    not installed in this checkout."""
+    try:
+        return importlib.import_module("amqpspec.conformance.manifest")
+    except ImportError:
+        return None
+
+
+def level_from_sentences(
+    levels_and_binds: Iterable[tuple[str, str]], roles: Iterable[str]
+) -> Level:
+    """The case level that sentences give (each as (manifest level, who it binds)) for a
+    broker in `roles`: MUST when a MUST-class one binds it, SHOULD when only a SHOULD does,
+    MAY when none does. (MODEL is no sentence's: a model case names its model.)"""
+    playing = frozenset(roles)
+    binding = [level for level, binds in levels_and_binds if binds in playing]
+    if any(level in MUST_LEVELS for level in binding):
+        return MUST
+    if any(level in SHOULD_LEVELS for level in binding):
+        return SHOULD
+    return MAY
+
+
+def quote(sentence_id: str) -> str:
+    """`<id>: "<the sentence as the spec says it>"` (the id alone without the manifest)."""
+    module = manifest()
+    if module is None:
+        return sentence_id
+    try:
+        return f'{sentence_id}: "{module.sentence(sentence_id).text}"'
+    except KeyError:
+        return sentence_id
+
+
+def sentence_problems(cases: Iterable[Case]) -> list[str]:
+    """What is wrong with the cases' sentences, one line each: an id not in the manifest's
+    format; a MUST or SHOULD case with none (its own `sentences=` or the manifest's
+    links.toml naming it); with the manifest installed, an id it does not know and a MUST or
+    SHOULD level its sentences (with their `binds`) do not give (a MODEL or MAY case's
+    sentences are those its `ctx.must` checks enforce, or the probe's side of the case)."""
+    module = manifest()
+    problems = []
+    linked: dict[str, list[str]] = {}  # case id -> the manifest's links.toml sentences
+    if module is not None:
+        for item in module.sentences().values():
+            for case_id in item.cases:
+                linked.setdefault(case_id, []).append(item.id)
+    for item in cases:
+        if item.variant:
+            continue
+        for sentence_id in item.sentences:
+            if not SENTENCE_ID.fullmatch(sentence_id):
+                problems.append(f"{item.case_id}: {sentence_id!r} is no manifest id")
+        graded = item.level in (MUST, SHOULD)
+        ids = tuple(dict.fromkeys((*item.sentences, *linked.get(item.case_id, ()))))
+        if graded and not ids:
+            problems.append(f"{item.case_id}: a {item.level} case names no sentence")
+        if module is None:
+            continue
+        known = []
+        for sentence_id in ids:
+            try:
+                known.append(module.sentence(sentence_id))
+            except KeyError:
+                problems.append(f"{item.case_id}: {sentence_id} is not in the manifest")
+        if not graded or not known or not all(s.binds for s in known):
+            continue  # a sentence whose binds is not reviewed yet decides nothing
+        derived = level_from_sentences(((s.level, s.binds) for s in known), item.roles)
+        if derived != item.level:
+            problems.append(
+                f"{item.case_id}: level {item.level}, its sentences ({', '.join(ids)}) give "
+                f"{derived} (broker as {', '.join(sorted(item.roles))})"
+            )
+    return problems

@@ -3,31 +3,55 @@
 Owns: `BrokerTarget` (the --broker URL), `CaseContext` (what a case's run() gets besides
 its first probe: fresh queues, address templates, more connections, capability checks,
 outcome checks, SHOULD notes, the run's facts), `CaseResult` and `run_case()`, which runs
-the case, asks the checker about every frame the broker sent, grades the verdict (OK,
-NON-STRICT, UNSUPPORTED, FAILED, ERROR) and renders the frame trace as text. Touches
-nothing on disk: `results` writes files.
+the case within its budget as a hard limit (the case's body runs in a thread; past the
+budget its connections are dropped, its stoppers called, and the verdict is ERROR with what
+was seen), asks the checker about every frame the broker sent, grades the verdict by the
+case's level (OK, NON-STRICT, UNSUPPORTED, DIFFERS, FAILED, ERROR; docs/conformance.md,
+"Verdicts") and renders the frame trace as text. A checker finding on a broker frame that
+follows the probe's own deliberately malformed or illegal frame on that connection is not
+graded (the checker's view of the probe's state is unreliable from there): the trace notes
+it. Touches nothing on disk: `results` writes files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from amqpspec.amqp10.checker import Violation
 from amqpspec.amqp10.engine.transitions import UsageError
+from amqpspec.amqp10.origins import CLIENT
 from amqpspec.conformance.admin import Admin
 from amqpspec.conformance.facts import RunFacts
+from amqpspec.conformance.observed import broker_did
 from amqpspec.conformance.probe import Probe, Recording
 from amqpspec.conformance.profile import Profile
-from amqpspec.conformance.registry import MUST, PIPELINED, Case
+from amqpspec.conformance.registry import (
+    MAY,
+    MODEL,
+    MUST,
+    MUST_LEVELS,
+    PIPELINED,
+    SHOULD,
+    SHOULD_LEVELS,
+    Case,
+    manifest,
+    quote,
+)
 from amqpspec.conformance.relay import Relay
+from amqpspec.conformance.steps.sentences import CLOSE_FIRST
 from amqpspec.conformance.verdicts import (
+    SHORTFALL,
     CaseFailed,
     HarnessError,
+    NoDelivery,
     ShouldNotMet,
     Unsupported,
     Verdict,
@@ -35,6 +59,8 @@ from amqpspec.conformance.verdicts import (
 from amqpspec.traces.render import show_line
 
 _queue_counter = itertools.count(1)
+OVERRUN_S = 5.0  # past the budget before a case is stopped (its waits end at the budget)
+ABORT_GRACE_S = 3.0  # after its connections are dropped, for its body to return
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +124,11 @@ class CaseContext:
         self.queues: list[str] = []
         self.notes: list[str] = []
         self.should_failures: list[str] = []
+        self._stoppers: list[Callable[[], object]] = []
+        # the sentences a FAILED or NON-STRICT of the case's own checks rests on, and the
+        # level its failure was graded at (a MUST case's SHORTFALL is recorded as MAY)
+        self.resting_on: tuple[str, ...] = case.sentences
+        self.failed_level: str = case.level
 
     # --- connections --------------------------------------------------------------------
     def probe(self, *, sasl_mechanism: str | None = None, **kw: object) -> Probe:
@@ -163,22 +194,85 @@ class CaseContext:
 
     def outcome(self, observed: str, outcomes: set[str] | frozenset[str] | None = None) -> str:
         """Grade an observed outcome: in the acceptable set (the case's by default) -> OK; in
-        the case's lenient set -> NON-STRICT; otherwise CaseFailed."""
+        the case's lenient set (it meets the MUST, not the SHOULD the case names) ->
+        NON-STRICT; otherwise CaseFailed, whose reason says what the broker did (the frame).
+        A MAY case records the outcome and goes on (the spec leaves it open)."""
         acceptable = self.case.outcomes if outcomes is None else frozenset(outcomes)
         self.note(f"outcome {observed}")
+        detail = self.last_observed() or f"observed {observed}"
+        if observed == "tcp-close" and self._dropped_after_open():
+            raise CaseFailed(
+                f"expected a close frame before the connection closed; {detail}",
+                level=MUST,
+                sentences=(CLOSE_FIRST,),
+            )
+        if self.case.level == MAY:
+            if not outcome_matches(observed, acceptable):
+                self.note(f"{detail} (the spec leaves the answer open)")
+            return observed
         if outcome_matches(observed, acceptable):
             return observed
+        expected = f"expected {_either(acceptable)}; {detail}"
         if outcome_matches(observed, self.case.lenient):
-            self.should_failures.append(
-                f"observed {observed!r}; the spec names {', '.join(sorted(acceptable))}"
-            )
+            self.should_failures.append(expected)
             return observed
-        raise CaseFailed(f"observed {observed!r}; acceptable: {', '.join(sorted(acceptable))}")
+        raise CaseFailed(expected)
+
+    def _graded_probe(self) -> Probe | None:
+        """The probe whose outcome was graded last."""
+        seen = [p for p in self.probes if getattr(p, "last_observed", None)]
+        return max(seen, key=lambda p: p.last_observed) if seen else None
+
+    def last_observed(self) -> str | None:
+        """What the broker did, as the newest outcome of the case's probes saw it."""
+        probe = self._graded_probe()
+        return probe.last_observed[1] if probe is not None else None
+
+    def _dropped_after_open(self) -> bool:
+        """The broker closed the TCP connection of the graded probe after its open without
+        a close frame (2.4.3: each peer MUST write a close frame before closing)."""
+        probe = self._graded_probe()
+        return (
+            probe is not None
+            and probe.peer_closed
+            and bool(probe.server_frames("open"))
+            and not probe.server_frames("close")
+        )
 
     def check(self, condition: bool, message: str) -> None:
-        """A requirement of the case's level (MUST -> FAILED, SHOULD -> NON-STRICT)."""
+        """A requirement of the case's level (MUST -> FAILED, SHOULD -> NON-STRICT, MODEL ->
+        DIFFERS, MAY -> recorded)."""
         if not condition:
             raise CaseFailed(message)
+
+    def must(self, condition: bool, message: str, *sentences: str) -> None:
+        """A MUST the case meets on its way whatever its own level (a MODEL case that
+        sees an accepted message resent, 3.5.2): not met -> FAILED, quoting `sentences`."""
+        if not condition:
+            raise CaseFailed(message, level=MUST, sentences=sentences)
+
+    def model(self, condition: bool, message: str) -> None:
+        """An expectation of the case's model (`case(model=...)`) inside a case of another
+        level (an echo answered, which no sentence requires, before the MUST its reply is
+        checked against): not met -> DIFFERS."""
+        if self.case.model is None:
+            raise HarnessError(f"{self.case.case_id} checks a model but names none")
+        if not condition:
+            raise CaseFailed(message, level=MODEL)
+
+    def on_abort(self, stop: Callable[[], object]) -> None:
+        """Call `stop()` (from another thread) when the case overruns its budget: e.g. a
+        client library's event loop that the runner cannot reach through a probe."""
+        self._stoppers.append(stop)
+
+    def abort(self) -> None:
+        """The case overran its budget: stop what it registered, drop its connections."""
+        for stop in self._stoppers:
+            with contextlib.suppress(Exception):
+                stop()
+        for probe in list(self.probes):
+            with contextlib.suppress(Exception):
+                probe.disconnect()
 
     def should(self, condition: bool, message: str) -> None:
         """A SHOULD inside the case: not met -> NON-STRICT (the case goes on)."""
@@ -213,6 +307,34 @@ def outcome_matches(observed: str, patterns: frozenset[str]) -> bool:
     return any(observed.startswith(p[:-1]) if p.endswith("*") else observed == p for p in patterns)
 
 
+def _either(outcomes: frozenset[str]) -> str:
+    """The acceptable outcomes in words: `close:amqp:decode-error or tcp-close`."""
+    ordered = sorted(outcomes)
+    return ordered[0] if len(ordered) == 1 else ", ".join(ordered[:-1]) + " or " + ordered[-1]
+
+
+# what a case's CaseFailed is at each level
+FAILING = {
+    MUST: Verdict.FAILED,
+    SHOULD: Verdict.NON_STRICT,
+    MODEL: Verdict.DIFFERS,
+    MAY: Verdict.OK,
+}
+
+
+def failing_level(case: Case, exc: CaseFailed) -> str:
+    """The level a failure is graded at: its own (`ctx.must`, `ctx.model`, a SHORTFALL)
+    or the case's. A SHORTFALL (a delivery or credit that never came) is the case's level
+    in a MODEL case (its model expects it) and MAY elsewhere (no sentence requires it); a
+    model's expectation (an echo answered) in a case that names no model is MAY too."""
+    level = getattr(exc, "level", None) or case.level
+    if level == SHORTFALL:
+        return MODEL if case.level == MODEL else MAY
+    if level == MODEL and case.model is None:  # a model's expectation in a case naming none
+        return MAY
+    return level
+
+
 def run_case(
     case: Case,
     target: BrokerTarget,
@@ -223,8 +345,8 @@ def run_case(
     facts: RunFacts | None = None,
 ) -> CaseResult:
     """Run `case` (`pipelined`, or a pipelined variant: its frames up to the first wait in
-    one write) and grade it. `facts`: what earlier cases of the run learned
-    about the broker (a fresh record by default: every wait in full)."""
+    one write) within its budget and grade it. `facts`: what earlier cases of
+    the run learned about the broker (a fresh record by default: every wait in full)."""
     pipelined = pipelined or case.variant == PIPELINED
     started = time.monotonic()
     missing = sorted(case.requires - profile.capabilities)
@@ -240,33 +362,13 @@ def run_case(
     ctx = CaseContext(
         case, target, profile, admin, started + budget, pipelined=pipelined, facts=facts
     )
-    verdict, reason = Verdict.OK, ""
     try:
-        probe = ctx.probe()
-        case.run(probe, ctx)
-    except Unsupported as exc:
-        verdict, reason = Verdict.UNSUPPORTED, str(exc)
-    except ShouldNotMet as exc:
-        verdict, reason = Verdict.NON_STRICT, str(exc)
-    except CaseFailed as exc:
-        verdict = Verdict.FAILED if case.level == MUST else Verdict.NON_STRICT
-        reason = str(exc)
-    except HarnessError as exc:
-        verdict, reason = Verdict.ERROR, str(exc)
-    except UsageError as exc:
-        closer = _closed_by_broker(ctx.probes)
-        if closer is None:  # the case asked the engine for something wrong: a harness bug
-            verdict, reason = Verdict.ERROR, f"UsageError: {exc} ({_where(exc)})"
-        else:  # the case's next step needed the connection the broker had closed
-            verdict = Verdict.FAILED if case.level == MUST else Verdict.NON_STRICT
-            reason = f"{closer} before the case's next step ({exc})"
-    except Exception as exc:
-        verdict = Verdict.ERROR
-        reason = f"{type(exc).__name__}: {exc} ({_where(exc)})"
+        verdict, reason = _run_bounded(case, ctx, budget)
     finally:
         ctx.close()
     recordings = [probe.recording for probe in ctx.probes]  # finished as they closed
     verdict, reason = _judge(case, verdict, reason, recordings, ctx)
+    verdict, reason = _in_words(case, profile, verdict, reason, ctx)
     result = CaseResult(
         case.case_id,
         case.level,
@@ -278,6 +380,109 @@ def run_case(
     )
     result.trace_text = render_trace(case, result)
     return result
+
+
+def _run_bounded(case: Case, ctx: CaseContext, budget: float) -> tuple[Verdict, str]:
+    """The case's body in a thread, its budget a hard limit: a body still running
+    OVERRUN_S past it is aborted (`CaseContext.abort`) and the verdict is ERROR with what
+    the broker was last seen doing, whether or not the body then returns."""
+    done: list[tuple[Verdict, str]] = []
+    body = threading.Thread(
+        target=lambda: done.append(_run_body(case, ctx)),
+        name=f"amqpspec-case {case.case_id}",
+        daemon=True,  # a body that never returns (a blocked library call) cannot hold the run
+    )
+    body.start()
+    body.join(max(0.0, ctx.deadline - time.monotonic()) + OVERRUN_S)
+    if done:
+        return done[0]
+    ctx.abort()
+    body.join(ABORT_GRACE_S)
+    stuck = "" if done else "; it still had not returned after its connections were dropped"
+    return Verdict.ERROR, (
+        f"the case did not end within its budget of {budget:g}s (a hard limit: its "
+        f"connections were dropped{stuck}); {_last_seen(ctx)}"
+    )
+
+
+def _last_seen(ctx: CaseContext) -> str:
+    """What the broker was last seen doing on the case's most recent connection."""
+    recordings = [p.recording for p in ctx.probes if p.recording.items]
+    if not recordings:
+        return f"nothing recorded on {len(ctx.probes)} connection(s)"
+    latest = max(recordings, key=lambda r: r.items[-1].time)
+    return f"observed {broker_did(latest, 0)} (connection {latest.connection_id})"
+
+
+def _run_body(case: Case, ctx: CaseContext) -> tuple[Verdict, str]:
+    """Run the case's body and turn how it ended into a verdict by the case's level."""
+    try:
+        probe = ctx.probe()
+        case.run(probe, ctx)
+    except Unsupported as exc:
+        return Verdict.UNSUPPORTED, str(exc)
+    except ShouldNotMet as exc:
+        return Verdict.NON_STRICT, str(exc)
+    except CaseFailed as exc:
+        level = failing_level(case, exc)
+        ctx.failed_level = level
+        ctx.resting_on = getattr(exc, "sentences", ()) or case.sentences
+        return FAILING[level], str(exc)
+    except HarnessError as exc:
+        return Verdict.ERROR, str(exc)
+    except UsageError as exc:
+        closer = _closed_by_broker(ctx.probes)
+        if closer is None:  # the case asked the engine for something wrong: a harness bug
+            return Verdict.ERROR, f"UsageError: {exc} ({_where(exc)})"
+        # the case's next step needed the connection the broker had closed: no sentence
+        # forbids closing (a TCP close without a close frame is the checker's and
+        # `outcome`'s), so it is a shortfall
+        level = failing_level(case, NoDelivery(""))
+        ctx.failed_level = level
+        return FAILING[level], f"{closer} before the case's next step ({exc})"
+    except Exception as exc:
+        return Verdict.ERROR, f"{type(exc).__name__}: {exc} ({_where(exc)})"
+    return Verdict.OK, ""
+
+
+def _in_words(
+    case: Case, profile: Profile, verdict: Verdict, reason: str, ctx: CaseContext
+) -> tuple[Verdict, str]:
+    """The reason as a broker developer reads it: a verdict against the spec ends with the
+    sentences it rests on (quoted from the manifest), a DIFFERS says which model and whether
+    the profile claims it, an OK that recorded a failure (a MAY case, a shortfall) says
+    that no sentence binds the broker there."""
+    if not reason:
+        return verdict, reason
+    if verdict == Verdict.DIFFERS:
+        claim = (
+            f"the profile {profile.name!r} claims it"
+            if profile.claims(case.model)
+            else f"the profile {profile.name!r} does not claim it"
+        )
+        return verdict, f"differs from the {case.model} model ({claim}): {reason}"
+    if verdict == Verdict.OK and ctx.failed_level == MAY:
+        return verdict, f"recorded (no sentence binds the broker here): {reason}"
+    checked = verdict in (Verdict.FAILED, Verdict.NON_STRICT)
+    if checked and ctx.resting_on and not reason.startswith("checker:"):
+        quoted = "; ".join(quote(s) for s in _resting_on(ctx.resting_on, verdict))
+        return verdict, f"{reason} ({quoted})"
+    return verdict, reason
+
+
+def _resting_on(sentences: tuple[str, ...], verdict: Verdict) -> tuple[str, ...]:
+    """The sentences a FAILED (the MUST-class ones) or NON-STRICT (the SHOULD ones) rests
+    on, by the manifest's levels; all of them without the manifest."""
+    module = manifest()
+    if module is None:
+        return sentences
+    wanted = MUST_LEVELS if verdict == Verdict.FAILED else SHOULD_LEVELS
+    chosen = []
+    for sentence_id in sentences:
+        with contextlib.suppress(KeyError):
+            if module.sentence(sentence_id).level in wanted:
+                chosen.append(sentence_id)
+    return tuple(chosen) or sentences
 
 
 def _closed_by_broker(probes: list[Probe]) -> str | None:
@@ -301,16 +506,49 @@ def _where(exc: BaseException) -> str:
     return f"{last.filename.rsplit('/', 1)[-1]}:{last.lineno}"
 
 
+def unjudgeable_after(recording: Recording) -> int | None:
+    """The index of the probe's first deliberately malformed item (bytes the monitor could
+    not decode) or first frame breaking a rule (the checker's finding against the probe)
+    on this connection; None when it sent neither. From there on the checker's model of
+    the probe's state is not the broker's (it never saw that begin, or refused to count
+    it), so its findings on the broker's later frames prove nothing: the broker's
+    correct reply to the probe's malformed begin looks like a begin nobody asked for."""
+    marks = [v.frame_index for v in recording.probe_violations]
+    for item in recording.items:
+        if item.direction == CLIENT and item.item is None:
+            marks.append(item.index)
+            break
+    return min(marks) if marks else None
+
+
 def broker_violations(case: Case, recordings: list[Recording]) -> list[tuple[Recording, Violation]]:
-    """The checker's findings against the broker (a recording's monitor keeps only the
-    broker's violations: `probe.broker_monitor`), minus the rules the case's own
-    deliberate misbehaviour may set off."""
+    """The checker's findings against the broker that grade the case: not those on frames
+    after the probe's own malformed or illegal frame (`unjudgeable_after`), nor the rules
+    the case's own deliberate misbehaviour may set off (`ignore_rules`)."""
     found = []
     for recording in recordings:
+        after = unjudgeable_after(recording)
         for violation in recording.violations:
-            if violation.rule_id not in case.ignore_rules:
-                found.append((recording, violation))
+            if violation.rule_id in case.ignore_rules:
+                continue
+            if after is not None and violation.frame_index > after:
+                continue
+            found.append((recording, violation))
     return found
+
+
+def ungraded_violations(case: Case, recordings: list[Recording]) -> list[tuple[int, Violation]]:
+    """The broker's violations not graded because they follow the probe's own malformed or
+    illegal frame: (that frame's index, the violation), for the trace."""
+    skipped = []
+    for recording in recordings:
+        after = unjudgeable_after(recording)
+        if after is None:
+            continue
+        for violation in recording.violations:
+            if violation.rule_id not in case.ignore_rules and violation.frame_index > after:
+                skipped.append((after, violation))
+    return skipped
 
 
 def _judge(
@@ -320,6 +558,11 @@ def _judge(
     recordings: list[Recording],
     ctx: CaseContext,
 ) -> tuple[Verdict, str]:
+    for after, violation in ungraded_violations(case, recordings):
+        ctx.note(
+            f"not graded (after the probe's own malformed or illegal frame #{after}, the "
+            f"checker does not know the probe's state): {violation}"
+        )
     found = broker_violations(case, recordings)
     must = [(r, v) for r, v in found if v.level == MUST]
     should = [(r, v) for r, v in found if v.level != MUST]
@@ -355,8 +598,12 @@ def render_trace(case: Case, result: CaseResult) -> str:
     lines = [
         f"case {case.case_id} [{case.level}] verdict {result.verdict.value} "
         f"({result.duration:.3f}s)",
-        f"spec: {case.sentence}",
+        f"spec: {case.sentence}" + (f" ({', '.join(case.sentences)})" if case.sentences else ""),
     ]
+    if case.expectation and case.expectation != case.sentence:
+        lines.append(f"expects: {case.expectation}")
+    if case.model:
+        lines.append(f"model: {case.model}")
     if case.outcomes:
         lines.append(f"acceptable outcomes: {', '.join(sorted(case.outcomes))}")
     if result.reason:

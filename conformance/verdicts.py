@@ -1,8 +1,9 @@
 """Graded verdicts (h2spec / autobahn style) and the exceptions a case raises to reach them.
 
-Owns: `Verdict` and the case-side signals `Unsupported`, `CaseFailed`, `ShouldNotMet`,
-`HarnessError`. A case's run() raises these; the runner turns them (plus the checker's
-violations) into one verdict. Touches nothing else.
+Owns: `Verdict`, `PASSING` (the verdicts that never fail a run by themselves) and the
+case-side signals `Unsupported`, `CaseFailed`, `ShouldNotMet`, `HarnessError`. A case's
+run() raises these; the runner turns them (plus the checker's violations) into one verdict
+according to the case's level (docs/conformance.md, "Verdicts"). Touches nothing else.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ class Verdict(StrEnum):
     OK = "OK"
     NON_STRICT = "NON-STRICT"  # a SHOULD not met
     UNSUPPORTED = "UNSUPPORTED"  # the profile says the broker lacks a needed capability
-    FAILED = "FAILED"  # a MUST broken
+    DIFFERS = "DIFFERS"  # differs from the model the profile declares; the spec requires none
+    FAILED = "FAILED"  # a MUST that binds the broker broken
     ERROR = "ERROR"  # the harness could not run the case
 
     @classmethod
@@ -22,7 +24,18 @@ class Verdict(StrEnum):
         return cls(text.strip().upper().replace("_", "-"))
 
 
-PASSING = frozenset({Verdict.OK, Verdict.NON_STRICT, Verdict.UNSUPPORTED})
+# never non-conformance: DIFFERS fails a run only under `amqpspec run --gate-differs`, and
+# then only for a model the broker's profile claims (plugin.RunState.exit_status)
+PASSING = frozenset({Verdict.OK, Verdict.NON_STRICT, Verdict.UNSUPPORTED, Verdict.DIFFERS})
+# what each verdict means, one line (the report's legend, the run's summary)
+MEANING = {
+    Verdict.OK: "the broker did what the case's sentence requires",
+    Verdict.NON_STRICT: "a SHOULD not met",
+    Verdict.UNSUPPORTED: "the broker lacks a capability the case needs",
+    Verdict.DIFFERS: "differs from the model the profile declares (the spec requires none)",
+    Verdict.FAILED: "a MUST that binds the broker broken",
+    Verdict.ERROR: "the harness could not run the case",
+}
 
 
 class Unsupported(Exception):  # noqa: N818 - named after the verdict it yields
@@ -30,8 +43,30 @@ class Unsupported(Exception):  # noqa: N818 - named after the verdict it yields
 
 
 class CaseFailed(AssertionError):  # noqa: N818 - named after the verdict it yields
-    """The broker did not do what the case's requirement says. For a MUST case this is
-    FAILED; for a SHOULD case NON-STRICT."""
+    """The broker did not do what the case expects. The case's level decides the verdict
+    (MUST -> FAILED, SHOULD -> NON-STRICT, MODEL -> DIFFERS, MAY -> OK, recorded), unless
+    the failure names its own `level` and `sentences` (`CaseContext.must`: a MUST a MODEL
+    or MAY case meets on its way, e.g. an accepted message resent, 3.5.2)."""
+
+    def __init__(self, message: str, *, level: str | None = None, sentences=()) -> None:
+        super().__init__(message)
+        self.level = level
+        self.sentences = tuple(sentences)
+
+
+# CaseFailed.level of a delivery (or a publisher's credit) that never came: no sentence
+# requires a sender to use the credit it has, so a MUST, SHOULD or MAY case records it (OK,
+# the reason kept) and a MODEL case whose model expects it is DIFFERS (runner.FAILING)
+SHORTFALL = "SHORTFALL"
+MODEL_LEVEL = "MODEL"  # CaseFailed.level of an expectation of the case's model (registry.MODEL)
+
+
+class NoDelivery(CaseFailed):
+    """A delivery the case waited for did not come (the broker sent nothing, or ended the
+    link, session or connection instead): a SHORTFALL unless the case says otherwise."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, level=SHORTFALL)
 
 
 class ShouldNotMet(Exception):  # noqa: N818 - named after the verdict it yields

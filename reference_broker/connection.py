@@ -1009,6 +1009,10 @@ class BrokerConnection:
                 self._management_request(pair, event)
             return
         session = publisher.session
+        if event.resume:
+            # 2.7.5 resume / 2.6.13: "The receiver MUST ignore resumed deliveries that are
+            # not in its local unsettled map" - this broker keeps none across attaches
+            return
         if self.context.alarm_active:
             self._transfer_during_alarm(session)
         to = subject = headers = None

@@ -16,7 +16,7 @@ import pytest
 
 import amqpspec.conformance.cases
 from amqpspec.conformance.profile import CAPABILITIES
-from amqpspec.conformance.registry import MUST, SHOULD, Case, load_cases
+from amqpspec.conformance.registry import LEVELS, MODEL, Case, load_cases
 
 CASES = load_cases()
 MODULES = sorted(
@@ -56,7 +56,9 @@ def test_case_well_formed(case: Case) -> None:
     assert re.fullmatch(r"\d+(\.\d+)*", section), case.case_id
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", slug), case.case_id
     assert not HISTORY.search(slug), f"{case.case_id}: the id names its history"
-    assert case.level in (MUST, SHOULD)
+    assert case.level in LEVELS
+    if case.level == MODEL:
+        assert case.model is not None, case.case_id
     assert len(case.sentence) > 30, case.case_id
     assert case.description, f"{case.case_id} has no docstring"
     assert case.requires <= set(CAPABILITIES), (case.case_id, case.requires)

@@ -129,6 +129,7 @@ class TransferReceived(Event):
     state: Any
     message_format: int
     frame_count: int  # how many transfer frames carried it
+    resume: bool = False  # the first frame's resume flag: a resumed delivery (2.6.13)
 
 
 @dataclass(frozen=True, slots=True)

@@ -520,6 +520,7 @@ class Link:
                 state,
                 first.message_format or 0,
                 frames,
+                bool(first.resume),
             )
         )
 

@@ -576,6 +576,7 @@ class Session:
             or link.role == _SENDER  # Link.is_sender
             or transfer.more
             or transfer.aborted
+            or transfer.resume  # a resumed delivery (2.6.13): the general path says so
             or transfer.delivery_id is None
             or transfer.delivery_tag is None
             or link._assembler.in_progress

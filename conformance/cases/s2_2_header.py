@@ -2,7 +2,8 @@
 speak (an unsupported version, protocol id, minor, revision or major number, a wrong SASL
 version, the TLS header on a port without TLS, bytes that are not AMQP) is answered with
 one it does speak and the socket is closed; the AMQP and SASL headers are answered, also
-when they arrive one byte at a time.
+when they arrive one byte at a time. Every case binds the broker as the TCP server
+(2.2: version-negotiation.6, .7, .10, .11 MUST; the choice of version .8, .9 SHOULD).
 
 Owns the cases `2.2/*`.
 """
@@ -12,8 +13,14 @@ from __future__ import annotations
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, TLS_HEADER, ProtocolHeader
 from amqpspec.conformance.registry import MUST, case
 from amqpspec.conformance.steps.refusals import header_refused, refused_header_case
-from amqpspec.conformance.steps.sentences import NEGOTIATION
+from amqpspec.conformance.steps.sentences import (
+    PROTOCOL_ID_UNACCEPTABLE,
+    VERSION_HIGHEST,
+    VERSION_SUPPORTED,
+    VERSION_UNPARSED,
+)
 from amqpspec.conformance.steps.sentences import SUPPORTED_HEADERS as SUPPORTED
+from amqpspec.conformance.verdicts import CaseFailed
 
 REFUSED_HEADERS = (  # (case slug, header sent, run function name, description)
     (
@@ -26,7 +33,8 @@ REFUSED_HEADERS = (  # (case slug, header sent, run function name, description)
         "unknown-protocol-id",
         (9, 1, 0, 0),
         "unknown_protocol_id",
-        "We send protocol id 9: the broker answers with a header it speaks and closes.",
+        "We send protocol id 9: the broker answers with a header of a protocol id it accepts "
+        "(any, 2.2) and closes.",
     ),
     (
         "wrong-minor",
@@ -56,33 +64,45 @@ REFUSED_HEADERS = (  # (case slug, header sent, run function name, description)
     ),
 )
 for _slug, _version, _name, _doc in REFUSED_HEADERS:
-    refused_header_case(f"2.2/header-{_slug}", ProtocolHeader(*_version), _name, _doc, __name__)
+    if _slug == "unknown-protocol-id":  # .11: an acceptable protocol id, any (no SHOULD)
+        refused_header_case(
+            f"2.2/header-{_slug}",
+            ProtocolHeader(*_version),
+            _name,
+            _doc,
+            __name__,
+            sentences=(PROTOCOL_ID_UNACCEPTABLE,),
+            outcomes={"header:*"},
+            lenient=set(),
+        )
+    else:
+        refused_header_case(f"2.2/header-{_slug}", ProtocolHeader(*_version), _name, _doc, __name__)
 
 
 @case(
     "2.2/header-not-amqp",
     MUST,
-    NEGOTIATION + " Bytes that are not an AMQP header at all end the connection.",
-    outcomes=SUPPORTED | {"tcp-close"},
+    "If the server can't parse the protocol header, the server MUST send a valid protocol "
+    "header with a supported protocol version and then close the socket.",
+    sentences=(VERSION_UNPARSED, VERSION_HIGHEST),
+    outcomes=SUPPORTED,
     lenient={"header:*"},
     pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def not_amqp(probe, ctx):
-    """We send an HTTP request line: the broker answers with its header or just closes."""
-    header_refused(
-        probe,
-        ctx,
-        b"GET / HTTP/1.1\r\n\r\n",
-        "the broker kept the socket open after non-AMQP bytes",
-    )
+    """We send an HTTP request line: the broker answers with a header it speaks and closes
+    (a bare TCP close sends no header: FAILED; another supported version than AMQP or SASL
+    1.0, e.g. AMQP 0-9-1, is not the highest supported: NON-STRICT)."""
+    header_refused(probe, ctx, b"GET / HTTP/1.1\r\n\r\n")
 
 
 @case(
     "2.2/header-amqp-answered",
     MUST,
-    "Prior to sending any frames on a connection, each peer MUST start by sending a protocol "
-    "header; a server that accepts ours answers with the same header, or with the SASL "
-    "header (5.3.1) when it requires SASL.",
+    "If the requested protocol version is supported, the server MUST send its own protocol "
+    "header with the requested version; a server that requires SASL sends the SASL header "
+    "(an acceptable protocol id) and closes.",
+    sentences=(VERSION_SUPPORTED, PROTOCOL_ID_UNACCEPTABLE),
     outcomes=SUPPORTED,
     pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
@@ -95,22 +115,26 @@ def amqp_answered(probe, ctx):
 @case(
     "2.2/header-tls-not-offered",
     MUST,
-    NEGOTIATION + " The TLS header (id 2, 5.2.1) on a port without TLS is such a request.",
-    outcomes=SUPPORTED | {"tcp-close"},
-    lenient={"header:*"},
+    "A protocol id the server does not accept (TLS, id 2, on a port without TLS): the server "
+    "MUST send a protocol header with an acceptable protocol id (and version) and then close "
+    "the socket; it MAY choose any protocol id.",
+    sentences=(PROTOCOL_ID_UNACCEPTABLE,),
+    outcomes={"header:*"},
     pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def tls_not_offered(probe, ctx):
     """AMQP 2 1.0.0 on the plain port: the broker answers a header it speaks (AMQP or
-    SASL) and closes, or just closes."""
-    header_refused(probe, ctx, TLS_HEADER, "the broker kept the socket open after the TLS header")
+    SASL) and closes; a bare TCP close sends no header: FAILED."""
+    header_refused(probe, ctx, TLS_HEADER)
 
 
 @case(
     "2.2/header-sasl-answered",
     MUST,
-    "A server that supports SASL answers the SASL header (AMQP 3 1.0.0) with the same "
-    "header and then sasl-mechanisms (5.3.1, 5.3.2).",
+    "If the requested protocol version is supported, the server MUST send its own protocol "
+    "header with the requested version: a server offering SASL answers SASL 1.0.0 with it, "
+    "then announces its mechanisms (5.3.2, must).",
+    sentences=(VERSION_SUPPORTED, "5.3.2/sasl-negotiation.1"),
     requires={"sasl-plain"},
     outcomes={"header:3.1.0.0"},
     pipelined=False,  # nothing to pipeline: headers, SASL or open alone
@@ -119,13 +143,21 @@ def sasl_answered(probe, ctx):
     """SASL header: the broker answers with the SASL header."""
     probe.send_raw(SASL_HEADER.encode())
     ctx.outcome(probe.header_answer())
+    since = probe.mark()
+    try:
+        probe.wait_for_frame("sasl-mechanisms", since=0)
+    except CaseFailed as exc:
+        raise CaseFailed(
+            f"expected sasl-mechanisms after the broker's SASL header; {probe.observed(since)}"
+        ) from exc
 
 
 @case(
     "2.2/header-byte-by-byte",
     MUST,
     "The protocol header is 8 octets on a byte stream; TCP may deliver it in pieces, and the "
-    "server answers it as a whole (2.2).",
+    "server MUST answer it as a whole with its own header (2.2).",
+    sentences=(VERSION_SUPPORTED, PROTOCOL_ID_UNACCEPTABLE),
     outcomes=SUPPORTED,
     pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )

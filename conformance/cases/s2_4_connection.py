@@ -1,6 +1,10 @@
-"""2.4 connections: the open answered, no frame above 512 octets before the open exchange,
-a second open and a begin before open refused, the broker's heartbeats (2.4.5), a close
-with an error answered and nothing sent after the broker's close (2.4.6).
+"""2.4 connections: the broker's first frame is its open (2.7.1 MUST), a frame above 512
+octets before the open exchange closes the connection with framing-error (2.7.1 MUST: the
+maximum before negotiation is 512, 2.4.1), a close with an error answered with a close
+(2.4.3 MUST: a close frame before closing) and nothing sent after the broker's close
+(2.4.3, 2.7.9 MUST), the broker's heartbeats (2.4.5 SHOULD); how it answers a second open
+and a begin before open (the probe breaks the spec there; no sentence binds the answer:
+MAY).
 
 Owns the cases `2.4.1/*`, `2.4.6/*` and `2.4.5/broker-heartbeats` (the idle time-out
 cases are in s2_4_5_idle.py, the open's limits in s2_7_1_open.py).
@@ -13,11 +17,20 @@ import itertools
 from amqpspec.amqp10.composites import Begin, Error, Open
 from amqpspec.amqp10.engine import RemoteClose
 from amqpspec.amqp10.origins import SERVER
-from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.observed import brief
+from amqpspec.conformance.registry import MAY, MUST, SHOULD, case
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
+from amqpspec.conformance.steps.sentences import CLOSE_FIRST
 from amqpspec.conformance.verdicts import CaseFailed
+
+OPEN_FIRST = "2.7.1/open.1"  # the first frame in either direction MUST be an open
+OPEN_BEFORE_OTHERS = "2.4.1/opening-a-connection.1"  # each peer must send open first
+OVERSIZED = "2.7.1/open.max-frame-size.2"  # an oversized frame: close with framing-error
+CLOSE_LAST = "2.4.3/closing-a-connection.2"  # the close is the last thing ever written
+NOTHING_AFTER_CLOSE = "2.7.9/close.2"  # illegal to send anything after a close
+IDLE_EXCEEDED = "2.4.5/idle-time-out-of-a-connection.8"  # exceeding it: SHOULD close with an error
 
 REFUSE = {
     "close:amqp:connection:framing-error",
@@ -31,29 +44,40 @@ REFUSE = {
 @case(
     "2.4.1/open-answered",
     MUST,
-    "Each peer sends an open to begin a connection: the broker answers ours with its open "
-    "(container-id mandatory, 2.7.1).",
+    "The first frame sent on a connection in either direction MUST contain an Open body: the "
+    "broker's first frame after the headers (and SASL) is its open.",
+    sentences=(OPEN_FIRST, OPEN_BEFORE_OTHERS),
     pipelined=False,  # reads the broker's open or begin
 )
 def open_answered(probe, ctx):
-    """Headers, SASL and our open: the broker's open arrives with a container-id."""
-    event = probe.open()
-    ctx.check(bool(event.open.container_id), "the broker's open has no container-id")
+    """Headers, SASL and our open: the broker's first frame is its open (an empty
+    container-id is a string, not null: fine; a null one is for the checker)."""
+    since = probe.mark()
+    probe.open(wait_open=False)
+    frame = probe.first_frame(since)
+    if frame is None:  # no sentence makes the broker answer at all: recorded
+        ctx.note(f"no frame from the broker after our open; {probe.observed(since)}")
+        return
+    ctx.check(
+        frame.name == "open", f"expected an open as the broker's first frame; observed {frame.name}"
+    )
+    ctx.note(f"the broker's container-id: {frame.performative.container_id!r}")
 
 
 @case(
     "2.4.1/frame-over-512-before-open",
-    SHOULD,
-    "Prior to the open exchange the maximum frame size is 512 octets (MIN-MAX-FRAME-SIZE, "
-    "2.4.1); a larger frame is a framing error.",
-    outcomes={"close:amqp:connection:framing-error", "tcp-close"},
-    lenient={"close:*"},
+    MUST,
+    "A peer that receives an oversized frame MUST close the Connection with the "
+    "framing-error error-code: prior to any explicit negotiation, the maximum frame size is "
+    "512 (2.4.1), and our open is larger.",
+    sentences=(OVERSIZED,),
+    outcomes={"close:amqp:connection:framing-error"},
     pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def frame_over_512_before_open(probe, ctx):
     """Our open padded with a 1,000-byte property (a ~1,050-byte frame) before the
-    broker's open limits are known: refused with framing-error (accepting it is lenient
-    towards us, not a MUST broken)."""
+    broker's open limits are known: the broker closes with framing-error (answering with
+    its open, taking the frame, is FAILED: the links in conformance/manifest say so)."""
     probe.raw_handshake()
     big = Open(container_id="amqpspec-big-open", properties={"pad": "x" * 1000})
     observed = sent_frame_outcome(probe, big, timeout=2.0)
@@ -64,11 +88,10 @@ def frame_over_512_before_open(probe, ctx):
 
 @case(
     "2.4.1/second-open",
-    SHOULD,
-    "open is the first frame of a connection and sent once (2.4.1, 2.4.6 states): a second "
-    "open on an opened connection is illegal and ends it.",
+    MAY,
+    "open is the first frame of a connection and sent once (2.4.1, 2.4.6 states); no "
+    "sentence says how the receiver answers a second open (typically a close).",
     outcomes=REFUSE,
-    lenient={"close:*"},
     pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def second_open(probe, ctx):
@@ -79,11 +102,11 @@ def second_open(probe, ctx):
 
 @case(
     "2.4.1/begin-before-open",
-    SHOULD,
-    "After the protocol header the first frame is open (2.4.1); a begin first is illegal "
-    "and the connection ends.",
+    MAY,
+    "The first frame sent on a connection in either direction MUST contain an Open body "
+    "(binds the probe here); no sentence says how the receiver answers a begin first.",
+    sentences=(OPEN_FIRST,),
     outcomes=REFUSE,
-    lenient={"close:*"},
 )
 def begin_before_open(probe, ctx):
     """Headers (and SASL), then a begin without an open: the broker closes."""
@@ -94,9 +117,11 @@ def begin_before_open(probe, ctx):
 
 @case(
     "2.4.5/broker-heartbeats",
-    MUST,
-    "idle-time-out: a peer that advertised T closes the connection when nothing arrives for "
-    "T; its partner MUST send frames (empty ones if it has nothing to say) within T.",
+    SHOULD,
+    "If during operation a peer exceeds the remote peer's idle time-out's threshold, it "
+    "SHOULD gracefully close the connection with a close frame with an error explaining why: "
+    "a broker sends frames (empty ones when it has nothing to say) within our idle-time-out.",
+    sentences=(IDLE_EXCEEDED,),
     requires={"heartbeats"},
     budget=20.0,
     pipelined=False,  # reads the broker's open or begin
@@ -112,28 +137,38 @@ def broker_heartbeats(probe, ctx):
     ]
     times.append(probe.recording.end or times[-1])
     gap = max((b - a for a, b in itertools.pairwise(times)), default=0.0)
-    ctx.check(not probe.closed, "connection closed during the idle period")
-    ctx.check(gap < 2.0, f"{gap:.2f} s without a broker frame (our idle-time-out 2 s)")
+    ctx.check(not probe.closed, f"expected the connection open while idle; {probe.observed(0)}")
+    ctx.check(
+        gap < 2.0,
+        f"expected a broker frame at least every 2 s (our idle-time-out); observed {gap:.2f} s "
+        "without one and no close",
+    )
 
 
 @case(
     "2.4.6/close-with-error-answered",
     MUST,
-    "close: an endpoint that receives a close (with or without error) answers with its own "
-    "close (2.4.6, 2.7.9).",
+    "Prior to closing a Connection, each peer MUST write a close frame: a broker that "
+    "receives a close (with or without error) answers with its own close.",
+    sentences=(CLOSE_FIRST,),
+    outcomes={"close:*"},
 )
 def close_with_error(probe, ctx):
-    """Open, begin, close with amqp:internal-error: the broker answers with a close."""
+    """Open, begin, close with amqp:internal-error: the broker answers with a close (a TCP
+    close without it, or no answer, is FAILED)."""
     probe.open_session()
+    since = probe.mark()
     probe.conn.close(Error(condition="amqp:internal-error", description="amqpspec"))
     probe.flush()
-    probe.expect_type(RemoteClose)
+    ctx.outcome(probe.error_outcome(since=since))
 
 
 @case(
     "2.4.6/close-nothing-after",
     MUST,
-    "After sending a close the endpoint MUST NOT send any more frames (2.4.6, 2.7.9).",
+    "It is illegal to send any more frames (or bytes of any other kind) after sending a close "
+    "frame; the close MUST be the last thing ever written onto a connection.",
+    sentences=(NOTHING_AFTER_CLOSE, CLOSE_LAST),
     requires={"queues"},
 )
 def nothing_after_close(probe, ctx):
@@ -151,7 +186,9 @@ def nothing_after_close(probe, ctx):
         try:
             other.expect_type(RemoteClose)
         except CaseFailed:
-            ctx.check(other.closed, "no close from the broker and the socket stays open")
+            ctx.check(
+                other.closed, f"expected the broker's close or its TCP close; {other.observed(0)}"
+            )
         other.idle(0.3)
         items = other.recording.items
         close_at = next(
@@ -161,5 +198,10 @@ def nothing_after_close(probe, ctx):
             after = [
                 t for t in items[close_at + 1 :] if t.direction == SERVER and t.item is not None
             ]
-            ctx.check(not after, f"{len(after)} frames after the broker's close")
+            if after:
+                ctx.check(
+                    False,
+                    f"expected nothing after the broker's close (frame #{items[close_at].index}); "
+                    f"observed {len(after)} frames after it, the first {brief(after[0])}",
+                )
         other.disconnect()

@@ -1,7 +1,11 @@
-"""2.6.2 / 2.7.3 link handles: a flow, transfer or detach on a handle nobody attached (also
-right after a detach), an attach on a handle in use, a handle above handle-max, and a
-transfer on the broker's receiving link; a link attached again from another connection of
-the same container is stolen (2.6.1).
+"""2.6.2 / 2.7.3 link handles: a flow on a handle nobody attached (also right after a
+detach) ends the session with unattached-handle (2.7.4 MUST), a transfer there ends it with
+an error (2.5.4 MUST: a session unable to process input issues an end), an attach on a
+handle in use is answered with handle-in-use (2.7.3 MUST), a handle above handle-max closes
+the connection with framing-error (2.7.2 MUST), a link attached again from another
+connection of the same container is closed with amqp:link:stolen (2.6.1 "must"); how the
+broker answers a detach on a handle nobody attached and a transfer on its receiving link
+no sentence prescribes (MAY, recorded).
 
 Owns the cases `2.6.1/link-stolen`, `2.6.2/*` and `2.7.3/handle-*`.
 """
@@ -11,21 +15,32 @@ from __future__ import annotations
 from amqpspec.amqp10.composites import Attach, Detach, Source, Target, Transfer
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
-from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.registry import MAY, MUST, case
 from amqpspec.conformance.steps.links import link_flow, session_flow
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
-from amqpspec.conformance.steps.sentences import ANY_END, UNATTACHED, UNATTACHED_INPUT
+from amqpspec.conformance.steps.sentences import (
+    FLOW_UNATTACHED,
+    SESSION_ERROR,
+    UNATTACHED,
+    UNATTACHED_INPUT,
+)
 from amqpspec.conformance.verdicts import Unsupported
 
 IN_USE = {"end:amqp:session:handle-in-use", "close:amqp:session:handle-in-use"}
+HANDLE_IN_USE = "2.7.3/attach.handle.2"  # an immediate close carrying handle-in-use
+HANDLE_ABOVE = "2.7.2/begin.handle-max.2"  # a handle above handle-max: framing-error
+ONE_CONNECTION = "2.6.1/naming-a-link.2"  # a link active in one connection at a time
+STOLEN = "2.6.1/naming-a-link.3"  # the first attach must then be closed: stolen
+# 2.5.4: an end (or the close that ends it with the connection) with an error
+ENDED_WITH_ERROR = {"end:amqp:*", "close:amqp:*"}
 
 
 @case(
     "2.6.2/unattached-handle-flow",
     MUST,
-    UNATTACHED_INPUT + " (2.7.4 flow handle).",
+    UNATTACHED_INPUT,
+    sentences=(FLOW_UNATTACHED,),
     outcomes=UNATTACHED,
-    lenient=ANY_END,
 )
 def unattached_flow(probe, ctx):
     """A link flow on handle 77, never attached: the broker ends the session."""
@@ -37,10 +52,11 @@ def unattached_flow(probe, ctx):
 @case(
     "2.6.2/unattached-handle-transfer",
     MUST,
-    "A transfer on a handle that is not attached MUST be answered with an end carrying "
-    "amqp:session:unattached-handle.",
-    outcomes=UNATTACHED,
-    lenient=ANY_END,
+    "When a Session is unable to process input (a transfer on a handle that is not "
+    "attached), it MUST indicate this by issuing an END with an appropriate error "
+    "(unattached-handle names it; a close that ends the session with an error counts).",
+    sentences=(SESSION_ERROR,),
+    outcomes=ENDED_WITH_ERROR,
 )
 def unattached_transfer(probe, ctx):
     """A transfer on handle 78, never attached: the broker ends the session."""
@@ -52,10 +68,10 @@ def unattached_transfer(probe, ctx):
 
 @case(
     "2.6.2/unattached-handle-detach",
-    MUST,
-    UNATTACHED_INPUT + ".",
+    MAY,
+    "A detach on a handle nobody attached: no sentence prescribes the answer (2.6.5 excepts "
+    "a detach from the input that terminates a session; unattached-handle names the error).",
     outcomes=UNATTACHED,
-    lenient=ANY_END,
 )
 def detach_unattached(probe, ctx):
     """A detach on handle 41, never attached: the broker ends the session."""
@@ -66,11 +82,10 @@ def detach_unattached(probe, ctx):
 @case(
     "2.6.2/flow-after-detach",
     MUST,
-    "After a detach exchange the handle is no longer associated with a link: a flow on it "
-    "MUST be answered with an end carrying amqp:session:unattached-handle.",
+    UNATTACHED_INPUT + " After a detach exchange the handle is no longer associated with a link.",
+    sentences=(FLOW_UNATTACHED,),
     requires={"queues"},
     outcomes=UNATTACHED,
-    lenient=ANY_END,
 )
 def flow_after_detach(probe, ctx):
     """Attach a receiver, detach it (answered), then a crafted flow on its old handle."""
@@ -84,10 +99,11 @@ def flow_after_detach(probe, ctx):
 @case(
     "2.6.2/handle-in-use",
     MUST,
-    "handle: if the handle is already in use by another link, the endpoint MUST end the "
-    "session with amqp:session:handle-in-use (2.7.3).",
+    "An attempt to attach using a handle which is already associated with a Link MUST be "
+    "responded to with an immediate close carrying a Handle-in-use session-error (an end "
+    "with it counts: it is a session error).",
+    sentences=(HANDLE_IN_USE,),
     outcomes=IN_USE,
-    lenient=ANY_END,
 )
 def handle_in_use(probe, ctx):
     """A receiver attached, then a crafted attach of another link on the same handle."""
@@ -108,18 +124,10 @@ def handle_in_use(probe, ctx):
 @case(
     "2.7.3/handle-above-handle-max",
     MUST,
-    "handle-max: the maximum handle value that can be used on the session; a peer MUST NOT "
-    "attach with a handle above its partner's handle-max (a session or connection error).",
-    outcomes={
-        "close:amqp:connection:framing-error",
-        "end:amqp:connection:framing-error",
-        "end:amqp:resource-limit-exceeded",
-        "end:amqp:not-allowed",
-        "end:amqp:invalid-field",
-        "close:amqp:resource-limit-exceeded",
-        "tcp-close",
-    },
-    lenient=ANY_END,
+    "A peer that receives a handle outside the supported range MUST close the Connection "
+    "with the framing-error error-code.",
+    sentences=(HANDLE_ABOVE,),
+    outcomes={"close:amqp:connection:framing-error"},
     pipelined=False,  # reads the broker's open or begin
 )
 def handle_above_max(probe, ctx):
@@ -140,9 +148,9 @@ def handle_above_max(probe, ctx):
 
 @case(
     "2.6.2/transfer-on-receiving-link",
-    SHOULD,
-    "Only the sender of a link sends transfers (2.6.1 roles): a transfer on our receiving "
-    "link's handle is illegal and ends the link, session or connection.",
+    MAY,
+    "Only the sender of a link sends transfers (2.6.1 roles): no sentence prescribes how the "
+    "receiver answers a transfer on its sending link's handle (detach, end or close).",
     requires={"queues"},
     outcomes={
         "detach:amqp:illegal-state",
@@ -151,7 +159,6 @@ def handle_above_max(probe, ctx):
         "detach:amqp:not-allowed",
         "end:amqp:session:unattached-handle",
     },
-    lenient={"detach:*", "end:*", "close:*", "tcp-close"},
 )
 def transfer_on_receiver(probe, ctx):
     """Attach a receiver, then a crafted transfer on its handle: refused."""
@@ -164,10 +171,11 @@ def transfer_on_receiver(probe, ctx):
 
 @case(
     "2.6.1/link-stolen",
-    SHOULD,
-    "A link's name identifies it uniquely from its source container to its target container "
-    "(2.6.1); attached again from another connection of the same container, the older "
-    "attachment is closed with amqp:link:stolen.",
+    MUST,
+    "If an attempt is made to attach the link subsequently when it is not suspended, then "
+    "the link can be 'stolen', i.e. the second attach succeeds and the first attach must "
+    "then be closed with a link error of stolen.",
+    sentences=(STOLEN, ONE_CONNECTION),
     requires={"queues"},
     outcomes={"detach:amqp:link:stolen"},
 )

@@ -2,6 +2,12 @@
 session, connection or TCP stream goes away (at-least-once) — also when only some were
 settled, when many were in flight, when the close or detach carries an error — and settled
 or pre-settled ones do not; a delivery still held by another link is not handed out twice.
+No sentence requires the requeue (3.3: the source's default-outcome decides what happens
+to a delivery the receiver never settled; a source's expiry-policy session-end keeps the
+terminus until the session ends): it is RabbitMQ 4's model, so these cases are MODEL
+(DIFFERS when the broker does otherwise). What the spec does say is checked on the way: a
+message that reached accepted is never sent again (3.5.2, MUST: FAILED), nor is an
+acquired one handed to another link while acquired (3.3, no keyword: the model's).
 
 Owns the cases `2.6.6/*` and `2.6.4/*` (the redelivery marks are in s3_2_1_redelivery.py).
 """
@@ -10,10 +16,11 @@ from __future__ import annotations
 
 from amqpspec.amqp10.composites import Error
 from amqpspec.amqp10.spec import SndSettleMode
-from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.registry import MODEL, case
 from amqpspec.conformance.steps.deliveries import (
     check_requeued,
     collect,
+    collect_again,
     consume_again,
     queued_receiver,
     take_unsettled,
@@ -21,7 +28,7 @@ from amqpspec.conformance.steps.deliveries import (
 )
 from amqpspec.conformance.steps.links import unsettled_consumer
 from amqpspec.conformance.steps.queues import message_text, texts
-from amqpspec.conformance.steps.sentences import REQUEUE
+from amqpspec.conformance.steps.sentences import NOT_RESENT, RABBITMQ4, REQUEUE
 from amqpspec.conformance.steps.sentences import REQUEUE_NEEDS as NEEDS
 
 
@@ -37,7 +44,24 @@ def _redelivered(ctx, queue, expected: int):
     return consume_again(ctx, queue, expected, 0.4, timeout=5.0)
 
 
-@case("2.6.6/requeue-after-detach-closed", MUST, REQUEUE, requires=NEEDS)
+def _no_accepted_resent(ctx, queue, accepted, unsettled) -> None:
+    """A new consumer of `queue`: none of the `accepted` messages comes again (3.5.2,
+    MUST), and the `unsettled` ones do (the model)."""
+    back = collect_again(ctx, queue, len(unsettled) + len(accepted), 0.5)
+    resent = sorted({message_text(d) for d in back} & {message_text(d) for d in accepted})
+    ctx.must(
+        not resent,
+        f"expected none of the {len(accepted)} accepted messages again; observed {resent}",
+        NOT_RESENT,
+    )
+    ctx.check(
+        texts(back) == texts(unsettled),
+        f"expected the {len(unsettled)} unsettled messages back; observed "
+        f"{[message_text(d) for d in back]}",
+    )
+
+
+@case("2.6.6/requeue-after-detach-closed", MODEL, REQUEUE, model=RABBITMQ4, requires=NEEDS)
 def requeue_detach_closed(probe, ctx):
     """3 deliveries received unsettled, link detached with closed=true: all 3 come back."""
     _requeued_after(probe, ctx, lambda _, link: probe.detach(link, closed=True))
@@ -45,9 +69,10 @@ def requeue_detach_closed(probe, ctx):
 
 @case(
     "2.6.4/requeue-after-detach-suspended",
-    SHOULD,
+    MODEL,
     "detach with closed=false suspends the link; a broker that does not resume links treats "
     "it as closed and returns unsettled deliveries to the queue (RabbitMQ 4, Artemis).",
+    model=RABBITMQ4,
     requires=NEEDS,
 )
 def requeue_detach_suspended(probe, ctx):
@@ -55,19 +80,19 @@ def requeue_detach_suspended(probe, ctx):
     _requeued_after(probe, ctx, lambda _, link: probe.detach(link, closed=False))
 
 
-@case("2.6.6/requeue-after-session-end", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-after-session-end", MODEL, REQUEUE, model=RABBITMQ4, requires=NEEDS)
 def requeue_session_end(probe, ctx):
     """3 unsettled, the session ended (links detached implicitly): all 3 come back."""
     _requeued_after(probe, ctx, lambda session, _: probe.end(session))
 
 
-@case("2.6.6/requeue-after-connection-close", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-after-connection-close", MODEL, REQUEUE, model=RABBITMQ4, requires=NEEDS)
 def requeue_connection_close(probe, ctx):
     """3 unsettled, the connection closed cleanly: all 3 come back."""
     _requeued_after(probe, ctx, lambda *_: probe.close())
 
 
-@case("2.6.6/requeue-after-tcp-drop", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-after-tcp-drop", MODEL, REQUEUE, model=RABBITMQ4, requires=NEEDS)
 def requeue_tcp_drop(probe, ctx):
     """3 unsettled, the TCP connection dropped without close: all 3 come back."""
     _requeued_after(probe, ctx, lambda *_: probe.disconnect())
@@ -75,9 +100,12 @@ def requeue_tcp_drop(probe, ctx):
 
 @case(
     "2.6.6/settled-not-redelivered",
-    MUST,
-    "A delivery settled by the receiver with a terminal outcome (accepted) is done: it is "
-    "not delivered again when the link ends (2.6.12, 3.4.2).",
+    MODEL,
+    "A delivery settled by the receiver with a terminal outcome (accepted) is done: A Source "
+    "MUST NOT resend a Message which has previously been successfully transferred (3.5.2); "
+    "the unsettled ones return to the queue when the link closes (RabbitMQ 4's model).",
+    sentences=(NOT_RESENT,),
+    model=RABBITMQ4,
     requires=NEEDS,
 )
 def settled_not_redelivered(probe, ctx):
@@ -87,10 +115,18 @@ def settled_not_redelivered(probe, ctx):
     for delivery in got[:2]:
         probe.settle(link, delivery)
     probe.detach(link)
-    check_requeued(ctx, queue, [message_text(d) for d in got[2:]])
+    _no_accepted_resent(ctx, queue, got[:2], got[2:])
 
 
-@case("2.6.6/requeue-partly-settled-session-end", MUST, REQUEUE, requires=NEEDS)
+@case(
+    "2.6.6/requeue-partly-settled-session-end",
+    MODEL,
+    REQUEUE + " A Source MUST NOT resend a Message which has previously been successfully "
+    "transferred (3.5.2).",
+    sentences=(NOT_RESENT,),
+    model=RABBITMQ4,
+    requires=NEEDS,
+)
 def partly_settled_session_end(probe, ctx):
     """5 unsettled; 2 accepted and settled; the session ends: exactly the other 3 back."""
     queue = ctx.queue()
@@ -98,24 +134,23 @@ def partly_settled_session_end(probe, ctx):
     for delivery in got[:2]:
         probe.settle(link, delivery)
     probe.end(session)
-    back = _redelivered(ctx, queue, 3)
-    ctx.check(
-        texts(back) == texts(got[2:]),
-        f"{[message_text(d) for d in back]} came back, expected the 3 unsettled",
-    )
+    _no_accepted_resent(ctx, queue, got[:2], got[2:])
 
 
-@case("2.6.6/requeue-many-tcp-drop", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-many-tcp-drop", MODEL, REQUEUE, model=RABBITMQ4, requires=NEEDS)
 def many_tcp_drop(probe, ctx):
     """100 unsettled deliveries, then the TCP connection dropped: all 100 come back."""
     queue = ctx.queue()
     take_unsettled(probe, ctx, queue, 100)
     probe.disconnect()
     back = _redelivered(ctx, queue, 100)
-    ctx.check(len({message_text(d) for d in back}) == 100, f"{len(back)} of 100 came back")
+    ctx.check(
+        len({message_text(d) for d in back}) == 100,
+        f"expected the 100 unsettled messages back; observed {len(back)}",
+    )
 
 
-@case("2.6.6/requeue-close-with-error", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-close-with-error", MODEL, REQUEUE, model=RABBITMQ4, requires=NEEDS)
 def close_with_error(probe, ctx):
     """3 unsettled, the connection closed with an error (amqp:internal-error): all 3
     come back."""
@@ -123,10 +158,10 @@ def close_with_error(probe, ctx):
     take_unsettled(probe, ctx, queue, 3)
     probe.close(Error(condition="amqp:internal-error", description="amqpspec test"))
     back = _redelivered(ctx, queue, 3)
-    ctx.check(len(back) == 3, f"{len(back)} of 3 came back")
+    ctx.check(len(back) == 3, f"expected the 3 unsettled messages back; observed {len(back)}")
 
 
-@case("2.6.6/requeue-detach-with-error", MUST, REQUEUE, requires=NEEDS)
+@case("2.6.6/requeue-detach-with-error", MODEL, REQUEUE, model=RABBITMQ4, requires=NEEDS)
 def detach_with_error(probe, ctx):
     """3 unsettled, the link detached with an error: all 3 come back."""
     queue = ctx.queue()
@@ -135,14 +170,15 @@ def detach_with_error(probe, ctx):
     probe.flush()
     probe.idle(0.3)
     back = _redelivered(ctx, queue, 3)
-    ctx.check(len(back) == 3, f"{len(back)} of 3 came back")
+    ctx.check(len(back) == 3, f"expected the 3 unsettled messages back; observed {len(back)}")
 
 
 @case(
     "2.6.6/requeue-presettled-not-redelivered",
-    MUST,
+    MODEL,
     "A delivery sent settled (snd-settle-mode settled) is done at the sender when sent "
     "(at-most-once, 2.6.12): it is not delivered again when the link goes away.",
+    model=RABBITMQ4,
     requires={"queues", "requeue-on-detach"},
 )
 def presettled_not_redelivered(probe, ctx):
@@ -157,16 +193,17 @@ def presettled_not_redelivered(probe, ctx):
     got = probe.receive(link, 3, settle=False)
     probe.detach(link)
     back = _redelivered(ctx, queue, 2)
-    ctx.check(len(back) == 2, f"{len(back)} came back, expected the 2 never sent")
+    ctx.check(len(back) == 2, f"expected the 2 never sent; observed {len(back)}")
     overlap = {message_text(d) for d in back} & {message_text(d) for d in got}
-    ctx.check(not overlap, f"pre-settled deliveries came back: {sorted(overlap)}")
+    ctx.check(not overlap, f"expected no pre-settled delivery again; observed {sorted(overlap)}")
 
 
 @case(
     "2.6.6/requeue-held-not-shared",
-    SHOULD,
+    MODEL,
     "A message delivered unsettled to one link is acquired by it (3.2.1 first-acquirer); "
     "the queue does not hand it to another consumer while that link holds it.",
+    model=RABBITMQ4,
     requires=NEEDS,
 )
 def held_not_shared(probe, ctx):
@@ -177,7 +214,11 @@ def held_not_shared(probe, ctx):
     other = ctx.probe()
     _, waiting = unsettled_consumer(other, ctx, queue, credit=5)
     early = collect(other, waiting, 0.5)
-    ctx.check(not early, f"{len(early)} held deliveries handed to another consumer")
+    ctx.check(
+        not early,
+        f"expected no delivery to the other consumer while the first holds both; observed "
+        f"{len(early)}",
+    )
     probe.detach(holder)
     late = other.receive(waiting, 2, timeout=5.0)
-    ctx.check(len(late) == 2, f"{len(late)} of 2 after the holder detached")
+    ctx.check(len(late) == 2, f"expected 2 after the holder detached; observed {len(late)}")

@@ -7,7 +7,9 @@ echo reports, and multi-frame deliveries that take credit once.
 Owns the cases `2.6.7/credit-*` of one link (re-grants in flight are in
 s2_6_7_credit_regrant.py, several links in s2_6_7_credit_links.py). The checker's
 link.credit.* rules judge every transfer against every grant in every case; the cases add
-the scenario and exact counts.
+the scenario and exact counts. The broker is the link's sender: more transfers than granted
+break 2.6.7 (flow-control.6, "it is illegal to send more messages"; the link-credit
+formula, flow-control.2), fewer are recorded (no sentence makes a sender use its credit).
 """
 
 from __future__ import annotations
@@ -23,7 +25,20 @@ from amqpspec.conformance.steps.deliveries import (
 )
 from amqpspec.conformance.steps.links import consumer, small_frame_probe
 from amqpspec.conformance.steps.queues import fill
-from amqpspec.conformance.steps.sentences import CREDIT_LIMIT
+from amqpspec.conformance.steps.sentences import (
+    CREDIT_BEFORE_ATTACH,
+    CREDIT_DECREMENT,
+    CREDIT_FORMULA,
+    CREDIT_LIMIT,
+    DRAIN_ADVANCE,
+    FLOW_DELIVERY_COUNT_SENDER,
+    LINK_CREDIT_ILLEGAL,
+    RABBITMQ4,
+)
+from amqpspec.conformance.verdicts import NoDelivery
+
+CREDIT = (LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)  # what every grant case rests on
+CREDIT_MATCHED = "2.6.7/flow-control.3"  # the sender's credit matches the delivery-limit
 
 
 def _one_grant(credit: int, queued: int, name: str, doc: str):
@@ -34,7 +49,14 @@ def _one_grant(credit: int, queued: int, name: str, doc: str):
     return case_function(run, name, doc, __name__)
 
 
-case("2.6.7/credit-single-grant", MUST, CREDIT_LIMIT, requires={"queues"})(
+case(
+    "2.6.7/credit-single-grant",
+    MUST,
+    CREDIT_LIMIT,
+    sentences=CREDIT,
+    role="sender",
+    requires={"queues"},
+)(
     _one_grant(
         3,
         5,
@@ -45,7 +67,14 @@ case("2.6.7/credit-single-grant", MUST, CREDIT_LIMIT, requires={"queues"})(
 
 
 for _credit, _queued in ((1, 3), (2, 5), (200, 250)):
-    case(f"2.6.7/credit-{_credit}", MUST, CREDIT_LIMIT, requires={"queues"})(
+    case(
+        f"2.6.7/credit-{_credit}",
+        MUST,
+        CREDIT_LIMIT,
+        sentences=CREDIT,
+        role="sender",
+        requires={"queues"},
+    )(
         _one_grant(
             _credit,
             _queued,
@@ -56,7 +85,14 @@ for _credit, _queued in ((1, 3), (2, 5), (200, 250)):
 
 
 for _credit, _queued in ((3, 4), (5, 12), (10, 11), (50, 80), (100, 101)):
-    case(f"2.6.7/credit-exact-{_credit}", MUST, CREDIT_LIMIT, requires={"queues"})(
+    case(
+        f"2.6.7/credit-exact-{_credit}",
+        MUST,
+        CREDIT_LIMIT,
+        sentences=CREDIT,
+        role="sender",
+        requires={"queues"},
+    )(
         _one_grant(
             _credit,
             _queued,
@@ -70,6 +106,8 @@ for _credit, _queued in ((3, 4), (5, 12), (10, 11), (50, 80), (100, 101)):
     "2.6.7/credit-zero-no-transfer",
     MUST,
     CREDIT_LIMIT,
+    sentences=CREDIT,
+    role="sender",
     requires={"queues"},
 )
 def credit_zero(probe, ctx):
@@ -77,13 +115,17 @@ def credit_zero(probe, ctx):
     no transfer may arrive."""
     _, link = queued_receiver(probe, ctx, 3, credit=0)
     probe.grant(link, 0)
-    check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers with link-credit 0", 1.0)
+    check_nothing_more(
+        ctx, probe, link, lambda n: f"expected no transfer at link-credit 0; observed {n}", 1.0
+    )
 
 
 @case(
     "2.6.7/credit-granted-before-messages",
     MUST,
     CREDIT_LIMIT + " Credit granted on an empty queue stays valid until used.",
+    sentences=CREDIT,
+    role="sender",
     requires={"queues"},
 )
 def credit_before_messages(probe, ctx):
@@ -99,6 +141,8 @@ def credit_before_messages(probe, ctx):
     "2.6.7/credit-queue-fills-later",
     MUST,
     CREDIT_LIMIT + " Credit not used yet stays granted while the queue fills in steps.",
+    sentences=CREDIT,
+    role="sender",
     requires={"queues"},
 )
 def credit_queue_fills_later(probe, ctx):
@@ -113,13 +157,19 @@ def credit_queue_fills_later(probe, ctx):
     "2.6.7/credit-zero-then-grant",
     MUST,
     CREDIT_LIMIT + " A later grant enables exactly the credit it gives.",
+    sentences=CREDIT,
+    role="sender",
     requires={"queues"},
 )
 def credit_zero_then_grant(probe, ctx):
     """5 queued, attach without credit: nothing for 0.5 s; then grant 2: exactly 2."""
     _, link = queued_receiver(probe, ctx, 5)
     check_nothing_more(
-        ctx, probe, link, lambda n: f"{n} transfers before any credit (rabbitmq-amqp1.0#43)", 0.5
+        ctx,
+        probe,
+        link,
+        lambda n: f"expected no transfer before any credit; observed {n} (rabbitmq-amqp1.0#43)",
+        0.5,
     )
     probe.grant(link, 2)
     exactly(probe, link, 2)
@@ -130,6 +180,8 @@ def credit_zero_then_grant(probe, ctx):
     MUST,
     "A flow without delivery-count means the receiver has not seen the sender's attach: the "
     "sender uses initial-delivery-count (2.6.7). " + CREDIT_LIMIT,
+    sentences=(*CREDIT, CREDIT_BEFORE_ATTACH),
+    role="sender",
     requires={"queues"},
 )
 def credit_grant_early(probe, ctx):
@@ -149,6 +201,8 @@ def credit_grant_early(probe, ctx):
     "2.6.7/credit-after-consumption",
     MUST,
     CREDIT_LIMIT + " New credit is granted relative to the receiver's delivery-count.",
+    sentences=CREDIT,
+    role="sender",
     requires={"queues"},
 )
 def credit_topup(probe, ctx):
@@ -163,8 +217,11 @@ def credit_topup(probe, ctx):
 @case(
     "2.6.7/credit-flow-state-reported",
     MUST,
-    "The sender's flow carries its delivery-count and link-credit (2.7.4); an echo is "
-    "answered with the current state, which must agree with what it sent.",
+    "The sender's flow carries its current delivery-count (2.7.4) and the link-credit the "
+    "formula gives (2.6.7); an echo is answered (RabbitMQ 4's model) with that state.",
+    sentences=(FLOW_DELIVERY_COUNT_SENDER, CREDIT_MATCHED, CREDIT_FORMULA, CREDIT_DECREMENT),
+    role="sender",
+    model=RABBITMQ4,
     requires={"queues", "echo"},
 )
 def credit_state_echo(probe, ctx):
@@ -177,17 +234,24 @@ def credit_state_echo(probe, ctx):
     flow = echo_reply(probe, link, 3)
     ctx.check(
         serial_offset(dc0, flow.delivery_count) == 2,
-        f"delivery-count {flow.delivery_count} after 2 deliveries from {dc0}",
+        f"expected delivery-count {dc0} + 2 in the echo reply (2 deliveries sent); observed "
+        f"{flow.delivery_count}",
     )
-    ctx.check(flow.link_credit <= 3, f"link-credit {flow.link_credit} after a grant of 3")
+    ctx.check(
+        flow.link_credit <= 3,
+        f"expected link-credit at most 3 in the echo reply; observed {flow.link_credit}",
+    )
 
 
 @case(
     "2.6.7/credit-multi-frame-counts-once",
     MUST,
-    "delivery-count: incremented ... for each delivery (not for each transfer frame); "
-    "only the first transfer frame of a multi-frame delivery consumes link-credit (2.6.7, "
-    "2.6.14).",
+    "delivery-count is incremented whenever a Message is sent (not per transfer frame), and "
+    "the sender MUST decrease link-credit by the same amount; its flow reports its current "
+    "delivery-count (2.7.4).",
+    sentences=(CREDIT_DECREMENT, FLOW_DELIVERY_COUNT_SENDER),
+    role="sender",
+    model=RABBITMQ4,
     requires={"queues", "multi-frame", "echo"},
 )
 def credit_multi_frame(probe, ctx):
@@ -199,13 +263,23 @@ def credit_multi_frame(probe, ctx):
     receiver = small_frame_probe(ctx)
     _, link = consumer(receiver, ctx, queue)
     dc0 = link.delivery_count
+    since = receiver.mark()
     receiver.grant(link, 2)
-    check_split(ctx, exactly(receiver, link, 2))
+    try:
+        check_split(ctx, exactly(receiver, link, 2))
+    except NoDelivery as exc:  # fewer whole deliveries: the echo says how the broker counted
+        ctx.note(f"fewer than 2 whole deliveries: {exc}")
+    started = {
+        t.item.performative.delivery_id
+        for t in receiver.frames_since(since, "transfer")
+        if t.item.performative.delivery_id is not None
+    }
     reply = echo_reply(receiver, link, 0)
     ctx.check(
-        reply.link_credit == 0 and serial_offset(dc0, reply.delivery_count) == 2,
-        f"echo reply delivery-count {reply.delivery_count} (start {dc0}), link-credit "
-        f"{reply.link_credit}: credit counted per frame?",
+        serial_offset(dc0, reply.delivery_count) == len(started),
+        f"expected delivery-count {dc0} + {len(started)} in the echo reply ({len(started)} "
+        f"messages sent, in several frames each); observed {reply.delivery_count} (credit "
+        "counted per frame?)",
     )
 
 
@@ -214,6 +288,8 @@ def credit_multi_frame(probe, ctx):
     MUST,
     "Only the first transfer frame of a multi-frame delivery takes link-credit (2.6.7, "
     "2.6.14). " + CREDIT_LIMIT,
+    sentences=CREDIT,
+    role="sender",
     requires={"queues", "multi-frame"},
 )
 def credit_multi_frame_exact(probe, ctx):
@@ -231,6 +307,8 @@ def credit_multi_frame_exact(probe, ctx):
     MUST,
     "delivery-count is incremented once per delivery, not per transfer frame (2.6.7, "
     "2.6.14); a drain then advances it by exactly the credit left (drain reply).",
+    sentences=(DRAIN_ADVANCE, CREDIT_DECREMENT),
+    role="sender",
     requires={"queues", "multi-frame", "drain-reply"},
 )
 def credit_multi_frame_drain(probe, ctx):
@@ -244,10 +322,13 @@ def credit_multi_frame_drain(probe, ctx):
     dc0 = link.delivery_count
     since = receiver.mark()
     receiver.grant(link, 10, drain=True)
-    check_split(ctx, receiver.receive(link, 5))
+    try:
+        check_split(ctx, receiver.receive(link, 5))
+    except NoDelivery as exc:  # the drain reply is what 2.6.7 requires; it says the rest
+        ctx.note(f"fewer than 5 whole deliveries: {exc}")
     reply = drain_reply(receiver, link, since)
     ctx.check(
         serial_offset(dc0, reply.delivery_count) == 10,
-        f"drain reply delivery-count {reply.delivery_count} from {dc0} after 5 deliveries and "
-        f"a drain of credit 10: expected {dc0 + 10} (credit counted per frame?)",
+        f"expected delivery-count {dc0} + 10 in the drain reply (credit 10 all consumed); "
+        f"observed {reply.delivery_count}",
     )

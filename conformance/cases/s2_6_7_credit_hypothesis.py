@@ -17,11 +17,17 @@ from hypothesis import strategies as st
 
 from amqpspec.amqp10.serial import serial_offset
 from amqpspec.conformance.registry import MUST, case
-from amqpspec.conformance.steps.credit import broker_violated
+from amqpspec.conformance.steps.credit import broker_violated, check_drains_answered
 from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import fill
-from amqpspec.conformance.verdicts import CaseFailed
+from amqpspec.conformance.steps.sentences import (
+    CREDIT_FORMULA,
+    DRAIN_ADVANCE,
+    LINK_CREDIT_ILLEGAL,
+    RABBITMQ4,
+)
+from amqpspec.conformance.verdicts import CaseFailed, NoDelivery
 
 CREDIT_LIMIT = (
     "If the link-credit is less than or equal to zero, i.e., the delivery-count is the same "
@@ -54,7 +60,8 @@ class _Model:
     def check(self) -> None:
         if self.received > self.widest:
             raise CaseFailed(
-                f"{self.received} deliveries on a link whose widest grant allowed {self.widest}"
+                f"expected at most {self.widest} deliveries (the widest grant); observed "
+                f"{self.received}"
             )
 
 
@@ -120,9 +127,13 @@ def _hypothesis_case(kinds: list[str], examples: int):
             _, link = consumer(probe, ctx, queue, session=session)
             model = _Model(link.delivery_count)
             try:
-                _run_schedule(probe, link, operations, model)
+                try:
+                    _run_schedule(probe, link, operations, model)
+                except NoDelivery as gone:  # FAILED if a drain was left unanswered
+                    check_drains_answered(probe, link, gone)
             except CaseFailed as exc:
-                state["failure"] = f"{exc} (schedule {operations})"
+                state["failure"] = exc
+                state["schedule"] = operations
                 return
             state["received"] += model.received
             state["runs"] += 1
@@ -130,8 +141,13 @@ def _hypothesis_case(kinds: list[str], examples: int):
 
         schedule()
         ctx.note(f"{state['runs']} schedules run (seed {SEED}, {examples} examples)")
-        if state["failure"] is not None:
-            raise CaseFailed(state["failure"])
+        failure = state["failure"]
+        if failure is not None:
+            raise CaseFailed(
+                f"{failure} (schedule {state['schedule']})",
+                level=getattr(failure, "level", None),
+                sentences=getattr(failure, "sentences", ()),
+            )
 
     return run
 
@@ -147,6 +163,8 @@ case(
     "2.6.7/credit-hypothesis-grants",
     MUST,
     CREDIT_LIMIT,
+    sentences=(LINK_CREDIT_ILLEGAL, CREDIT_FORMULA),
+    role="sender",
     requires={"queues"},
     budget=90.0,
     # alone under --jobs N: the Proton Python example broker's transfer beyond credit shows
@@ -167,6 +185,9 @@ case(
     "2.6.7/credit-hypothesis-drain-echo",
     MUST,
     CREDIT_LIMIT,
+    sentences=(LINK_CREDIT_ILLEGAL, CREDIT_FORMULA, DRAIN_ADVANCE),
+    role="sender",
+    model=RABBITMQ4,
     requires={"queues", "drain-reply", "echo"},
     budget=90.0,
 )(_with_drain)

@@ -2,7 +2,9 @@
 different grants, each get exactly their own credit; a drain applies to its link only; and
 the broker as the receiver of a publisher keeps its own credit arithmetic straight (a
 publisher's delivery-count wrapping past 2^32, flows that never count deliveries we did
-not send).
+not send). The broker is the links' sender (2.6.7: no transfer beyond credit, the credit
+formula; fewer are recorded) or, for a publisher, their receiver (2.7.4: its flows carry
+the last delivery-count it knows of ours).
 
 Owns the cases `2.6.7/credit-*` about several links and `2.6.7/publisher-*` about a
 publisher's credit (`2.6.7/publisher-gets-credit` is in s2_7_performatives.py).
@@ -11,6 +13,7 @@ publisher's credit (`2.6.7/publisher-gets-credit` is in s2_7_performatives.py).
 from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_add, serial_gt, serial_offset
+from amqpspec.conformance.observed import brief
 from amqpspec.conformance.registry import MUST, case
 from amqpspec.conformance.steps.credit import drain
 from amqpspec.conformance.steps.deliveries import (
@@ -22,8 +25,16 @@ from amqpspec.conformance.steps.deliveries import (
 )
 from amqpspec.conformance.steps.links import consumer, publisher, wait_credit
 from amqpspec.conformance.steps.queues import body, fill
-from amqpspec.conformance.steps.sentences import CREDIT_LIMIT
+from amqpspec.conformance.steps.sentences import (
+    CREDIT_FORMULA,
+    CREDIT_LIMIT,
+    DRAIN_ADVANCE,
+    LINK_CREDIT_ILLEGAL,
+)
 from amqpspec.conformance.verdicts import CaseFailed
+
+CREDIT = (LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)
+RECEIVER_COUNT = "2.7.4/flow.delivery-count.3"  # receiver: the sender's last known count
 
 
 @case(
@@ -31,6 +42,8 @@ from amqpspec.conformance.verdicts import CaseFailed
     MUST,
     "Link credit is per link: each link has its own delivery-count and link-credit (2.6.7); "
     + CREDIT_LIMIT,
+    sentences=CREDIT,
+    role="sender",
     requires={"queues"},
 )
 def credit_links_independent(probe, ctx):
@@ -48,13 +61,21 @@ def credit_links_independent(probe, ctx):
     probe.idle(1.0)
     for credit, link in links:
         got = collect(probe, link, quiet=0.3)
-        ctx.check(len(got) == credit, f"link with credit {credit} got {len(got)} transfers")
+        ctx.check(
+            len(got) <= credit,
+            f"expected at most {credit} transfers on the link granted {credit}; observed "
+            f"{len(got)}",
+        )
+        if len(got) < credit:
+            ctx.note(f"the link granted {credit} got {len(got)} (fewer: no sentence requires)")
 
 
 @case(
     "2.6.7/credit-many-links-one-session",
     MUST,
     "Each link has its own delivery-count and link-credit (2.6.7). " + CREDIT_LIMIT,
+    sentences=CREDIT,
+    role="sender",
     requires={"queues"},
 )
 def credit_many_links(probe, ctx):
@@ -74,13 +95,21 @@ def credit_many_links(probe, ctx):
     for credit, link in links:
         got = collect(probe, link, 0.2)
         settle_all(probe, link, got)
-        ctx.check(len(got) == min(credit, 5), f"link with credit {credit} got {len(got)}")
+        ctx.check(
+            len(got) <= credit,
+            f"expected at most {credit} transfers on the link granted {credit}; observed "
+            f"{len(got)}",
+        )
+        if len(got) < min(credit, 5):
+            ctx.note(f"the link granted {credit} got {len(got)} (fewer: no sentence requires)")
 
 
 @case(
     "2.6.7/credit-two-sessions-independent",
     MUST,
     "Link credit is per link, whatever session carries it (2.6.7). " + CREDIT_LIMIT,
+    sentences=CREDIT,
+    role="sender",
     requires={"queues"},
 )
 def credit_two_sessions(probe, ctx):
@@ -92,14 +121,21 @@ def credit_two_sessions(probe, ctx):
     a, b = collect(probe, first, 0.3), collect(probe, second, 0.3)
     settle_all(probe, first, a)
     settle_all(probe, second, b)
-    ctx.check(len(a) <= 2 and len(b) <= 3, f"{len(a)} on credit 2, {len(b)} on credit 3")
-    ctx.check(len(a) + len(b) == 5, f"{len(a) + len(b)} deliveries for 5 credits, 10 queued")
+    ctx.check(
+        len(a) <= 2 and len(b) <= 3,
+        f"expected at most 2 and 3 transfers on links granted 2 and 3; observed {len(a)} and "
+        f"{len(b)}",
+    )
+    if len(a) + len(b) < 5:
+        ctx.note(f"{len(a) + len(b)} deliveries for 5 credits, 10 queued (fewer: recorded)")
 
 
 @case(
     "2.6.7/credit-drained-link-other-unaffected",
     MUST,
     "A drain applies to the link it was sent for; other links keep their credit (2.6.7).",
+    sentences=(DRAIN_ADVANCE, *CREDIT),
+    role="sender",
     requires={"queues", "drain-reply"},
 )
 def credit_drain_one_link(probe, ctx):
@@ -112,15 +148,24 @@ def credit_drain_one_link(probe, ctx):
     drain(probe, first, 4)
     fill(probe, ctx, q1, 6)
     fill(probe, ctx, q2, 6)
+    check_nothing_more(
+        ctx,
+        probe,
+        first,
+        lambda n: f"expected no transfer on the drained link (link-credit 0); observed {n}",
+        quiet=0.5,
+    )
     exactly(probe, second, 4)
-    check_nothing_more(ctx, probe, first, lambda n: f"{n} transfers on the drained link")
 
 
 @case(
     "2.6.7/publisher-delivery-count-wrap",
     MUST,
-    "initial-delivery-count is the sender's choice; delivery-count is a serial number "
-    "(RFC 1982, 2^32): the receiving broker's credit arithmetic must survive the wrap.",
+    "When the flow state is being sent from the Receiver Endpoint to the Sender Endpoint "
+    "delivery-count MUST be set to the last known value of the corresponding Sending "
+    "Endpoint: also across the 2^32 wrap of a sender's delivery-count (RFC 1982).",
+    sentences=(RECEIVER_COUNT,),
+    role="receiver",
     requires={"queues"},
 )
 def publisher_delivery_count_wrap(probe, ctx):
@@ -128,8 +173,18 @@ def publisher_delivery_count_wrap(probe, ctx):
     messages across the wrap: all 8 accepted and queued; the broker's flows keep granting."""
     queue = ctx.queue()
     start = serial_add(0, -3)  # 2^32 - 3
+    since = probe.mark()
     _, sender = publisher(probe, ctx, queue, initial_delivery_count=start)
     probe.publish(sender, 8, lambda i: body(i), timeout=10.0)
+    for frame in probe.frames_since(since, "flow"):
+        flow = frame.item.performative
+        if flow.handle is None or flow.delivery_count is None:
+            continue
+        ctx.check(
+            serial_offset(start, flow.delivery_count) <= 8,
+            f"expected delivery-count {start} + 0..8 (what we sent, across the wrap) in the "
+            f"broker's flows; observed {brief(frame)}",
+        )
     ctx.check(
         serial_offset(start, sender.delivery_count) == 8,
         f"our delivery-count {sender.delivery_count}",
@@ -141,8 +196,11 @@ def publisher_delivery_count_wrap(probe, ctx):
 @case(
     "2.6.7/publisher-credit-respected-by-broker-flow",
     MUST,
-    "The broker as receiver reports delivery-count and link-credit in its flows; its "
-    "horizon (delivery-count + link-credit) never moves below deliveries it accepted.",
+    "When the flow state is being sent from the Receiver Endpoint to the Sender Endpoint "
+    "delivery-count MUST be set to the last known value of the corresponding Sending "
+    "Endpoint: never above what we sent.",
+    sentences=(RECEIVER_COUNT,),
+    role="receiver",
     requires={"queues"},
 )
 def publisher_credit_flows(probe, ctx):
@@ -160,6 +218,6 @@ def publisher_credit_flows(probe, ctx):
             continue
         if serial_gt(flow.delivery_count, sender.delivery_count):
             raise CaseFailed(
-                f"broker flow delivery-count {flow.delivery_count} above the "
-                f"{sender.delivery_count} we sent"
+                f"expected delivery-count at most {sender.delivery_count} (what we sent) in the "
+                f"broker's flows; observed {brief(frame)}"
             )

@@ -2,7 +2,11 @@
 DISPATCH-1090): drain on an empty queue, with fewer or exactly as many messages as credit,
 with deliveries in flight, twice, with zero or a large credit, with echo, after partial
 consumption; after a drain the link has no credit left but keeps working when granted
-more, and unsettled deliveries of a drained link come back when it detaches.
+more, and unsettled deliveries of a drained link come back when it detaches. The broker is
+the link's sender: "If the Sender's drain flag is set and there are no available messages,
+the Sender MUST advance its delivery-count until link-credit is zero, and send its updated
+flow state to the Receiver" (2.6.7); the requeue is RabbitMQ 4's model (DIFFERS), a reply
+within 1 s is recorded (no sentence bounds it).
 
 Owns the cases `2.6.7/drain-*`.
 """
@@ -10,7 +14,7 @@ Owns the cases `2.6.7/drain-*`.
 from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_offset
-from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.registry import MAY, MUST, case
 from amqpspec.conformance.steps.credit import check_advanced, drain, drain_reply
 from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,
@@ -20,10 +24,27 @@ from amqpspec.conformance.steps.deliveries import (
 )
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import fill, texts
-from amqpspec.conformance.steps.sentences import DRAIN
+from amqpspec.conformance.steps.sentences import (
+    CREDIT_FORMULA,
+    DRAIN,
+    DRAIN_ADVANCE,
+    LINK_CREDIT_ILLEGAL,
+    NOT_RESENT,
+    RABBITMQ4,
+)
+from amqpspec.conformance.verdicts import NoDelivery
+
+DRAINING = (DRAIN_ADVANCE, LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)
 
 
-@case("2.6.7/drain-empty-queue", MUST, DRAIN, requires={"queues", "drain-reply"})
+@case(
+    "2.6.7/drain-empty-queue",
+    MUST,
+    DRAIN,
+    sentences=DRAINING,
+    role="sender",
+    requires={"queues", "drain-reply"},
+)
 def drain_empty(probe, ctx):
     """Empty queue, link-credit 10 with drain: a prompt flow with delivery-count +10 and
     link-credit 0, and no transfer."""
@@ -32,10 +53,19 @@ def drain_empty(probe, ctx):
     dc0 = link.delivery_count
     reply, _ = drain(probe, link, 10)
     check_advanced(ctx, reply, dc0, 10)
-    check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers from an empty queue")
+    check_nothing_more(
+        ctx, probe, link, lambda n: f"expected no transfer from an empty queue; observed {n}"
+    )
 
 
-@case("2.6.7/drain-partial", MUST, DRAIN, requires={"queues", "drain-reply"})
+@case(
+    "2.6.7/drain-partial",
+    MUST,
+    DRAIN,
+    sentences=DRAINING,
+    role="sender",
+    requires={"queues", "drain-reply"},
+)
 def drain_partial(probe, ctx):
     """3 queued, link-credit 10 with drain: 3 transfers, then a flow with delivery-count
     +10 and link-credit 0."""
@@ -44,10 +74,17 @@ def drain_partial(probe, ctx):
     reply, got = drain(probe, link, 10, receive=3)
     check_advanced(ctx, reply, dc0, 10)
     extra = collect(probe, link, 0.3)
-    ctx.check(not extra and len(got) == 3, f"{len(got) + len(extra)} transfers, expected 3")
+    ctx.check(not extra, f"expected 3 transfers from 3 queued; observed {len(got) + len(extra)}")
 
 
-@case("2.6.7/drain-exact", MUST, DRAIN, requires={"queues", "drain-reply"})
+@case(
+    "2.6.7/drain-exact",
+    MUST,
+    DRAIN,
+    sentences=DRAINING,
+    role="sender",
+    requires={"queues", "drain-reply"},
+)
 def drain_exact(probe, ctx):
     """5 queued, link-credit 5 with drain: 5 transfers and a flow with link-credit 0 and
     delivery-count +5."""
@@ -57,7 +94,14 @@ def drain_exact(probe, ctx):
     check_advanced(ctx, reply, dc0, 5)
 
 
-@case("2.6.7/drain-credit-after", MUST, DRAIN, requires={"queues", "drain-reply"})
+@case(
+    "2.6.7/drain-credit-after",
+    MUST,
+    DRAIN,
+    sentences=DRAINING,
+    role="sender",
+    requires={"queues", "drain-reply"},
+)
 def drain_then_credit(probe, ctx):
     """Drain an empty queue, then queue 5 and grant 2 without drain: exactly 2 transfers
     (no credit left over from before the drain: DISPATCH-1090)."""
@@ -66,13 +110,24 @@ def drain_then_credit(probe, ctx):
     drain(probe, link, 10)
     fill(probe, ctx, queue, 5)
     check_nothing_more(
-        ctx, probe, link, lambda n: f"{n} transfers after the drain used up the credit", 0.5
+        ctx,
+        probe,
+        link,
+        lambda n: f"expected no transfer after the drain used up the credit; observed {n}",
+        0.5,
     )
     probe.grant(link, 2)
     exactly(probe, link, 2)
 
 
-@case("2.6.7/drain-in-flight", MUST, DRAIN, requires={"queues", "drain-reply"})
+@case(
+    "2.6.7/drain-in-flight",
+    MUST,
+    DRAIN,
+    sentences=DRAINING,
+    role="sender",
+    requires={"queues", "drain-reply"},
+)
 def drain_in_flight(probe, ctx):
     """10 queued, link-credit 20, then at once (transfers in flight) the same horizon with
     drain: 10 transfers, then a flow with delivery-count +20 and link-credit 0. Fewer
@@ -82,16 +137,24 @@ def drain_in_flight(probe, ctx):
     since = probe.mark()
     probe.grant(link, 20)
     probe.grant(link, link.link_credit, drain=True)  # same horizon, now draining
-    probe.receive(link, 10)
+    try:
+        probe.receive(link, 10)
+    except NoDelivery as exc:  # the drain reply is what 2.6.7 requires; it says the rest
+        ctx.note(str(exc))
     reply = drain_reply(probe, link, since)
     check_advanced(ctx, reply, dc0, 20)
-    check_nothing_more(ctx, probe, link, lambda n: f"{10 + n} transfers from 10 queued messages")
+    check_nothing_more(
+        ctx, probe, link, lambda n: f"expected 10 transfers from 10 queued; observed {10 + n}"
+    )
 
 
 @case(
     "2.6.7/drain-then-detach-nothing-unsettled",
     MUST,
-    DRAIN + " Deliveries settled by the receiver are not redelivered (2.6.12).",
+    DRAIN + " A Source MUST NOT resend a Message which has previously been successfully "
+    "transferred (3.5.2): the accepted ones do not come back.",
+    sentences=(*DRAINING, NOT_RESENT),
+    role="sender",
     requires={"queues", "drain-reply", "unsettled-deliveries"},
 )
 def drain_then_detach(probe, ctx):
@@ -103,13 +166,16 @@ def drain_then_detach(probe, ctx):
     _, again = consumer(probe, ctx, queue)
     drain(probe, again, 5)
     redelivered = collect(probe, again, 0.3) + probe.transfers(again)
-    ctx.check(not redelivered, f"{len(redelivered)} settled deliveries came back after detach")
+    ctx.check(
+        not redelivered,
+        f"expected none of the 3 accepted messages again; observed {len(redelivered)} resent",
+    )
 
 
 NEEDS = {"queues", "drain-reply"}
 
 
-@case("2.6.7/drain-twice", MUST, DRAIN, requires=NEEDS)
+@case("2.6.7/drain-twice", MUST, DRAIN, sentences=DRAINING, role="sender", requires=NEEDS)
 def drain_twice(probe, ctx):
     """Empty queue: drain credit 4 -> reply +4; drain credit 3 again -> a second reply
     with delivery-count +7 in all, no transfer."""
@@ -120,13 +186,17 @@ def drain_twice(probe, ctx):
     check_advanced(ctx, first, dc0, 4, "first drain reply")
     second, _ = drain(probe, link, 3)
     check_advanced(ctx, second, dc0, 7, "second drain reply")
-    check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers from an empty queue")
+    check_nothing_more(
+        ctx, probe, link, lambda n: f"expected no transfer from an empty queue; observed {n}"
+    )
 
 
 @case(
     "2.6.7/drain-zero-credit",
     MUST,
     DRAIN + " With no link-credit there is nothing to consume: no transfer may follow.",
+    sentences=DRAINING,
+    role="sender",
     requires=NEEDS,
 )
 def drain_zero_credit(probe, ctx):
@@ -137,15 +207,18 @@ def drain_zero_credit(probe, ctx):
     since = probe.mark()
     probe.grant(link, 0, drain=True)
     extra = collect(probe, link, 0.6)
-    ctx.check(not extra, f"{len(extra)} transfers after a drain with link-credit 0")
+    ctx.check(
+        not extra, f"expected no transfer after a drain with link-credit 0; observed {len(extra)}"
+    )
     for flow in probe.link_flows(link, since):
         ctx.check(
             flow.link_credit == 0 and serial_offset(dc0, flow.delivery_count) == 0,
-            f"reply with link-credit {flow.link_credit}, delivery-count {flow.delivery_count}",
+            f"expected link-credit 0 and delivery-count {dc0} in the reply; observed link-credit "
+            f"{flow.link_credit}, delivery-count {flow.delivery_count}",
         )
 
 
-@case("2.6.7/drain-with-echo", MUST, DRAIN, requires=NEEDS)
+@case("2.6.7/drain-with-echo", MUST, DRAIN, sentences=DRAINING, role="sender", requires=NEEDS)
 def drain_with_echo(probe, ctx):
     """Empty queue, credit 6 with drain and echo: a flow with link-credit 0 and
     delivery-count +6 (the drain reply may serve as the echo reply)."""
@@ -156,7 +229,14 @@ def drain_with_echo(probe, ctx):
     check_advanced(ctx, reply, dc0, 6, "drain+echo reply")
 
 
-@case("2.6.7/drain-after-partial-consumption", MUST, DRAIN, requires=NEEDS)
+@case(
+    "2.6.7/drain-after-partial-consumption",
+    MUST,
+    DRAIN,
+    sentences=DRAINING,
+    role="sender",
+    requires=NEEDS,
+)
 def drain_after_partial(probe, ctx):
     """8 queued; grant 5, receive 5; drain with credit 6: the 3 left, then a reply with
     delivery-count +11."""
@@ -165,10 +245,12 @@ def drain_after_partial(probe, ctx):
     probe.receive(link, 5)
     reply, _ = drain(probe, link, 6, receive=3)
     check_advanced(ctx, reply, dc0, 11)
-    check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers beyond the 8 queued")
+    check_nothing_more(
+        ctx, probe, link, lambda n: f"expected no transfer beyond the 8 queued; observed {n}"
+    )
 
 
-@case("2.6.7/drain-large-credit", MUST, DRAIN, requires=NEEDS)
+@case("2.6.7/drain-large-credit", MUST, DRAIN, sentences=DRAINING, role="sender", requires=NEEDS)
 def drain_large_credit(probe, ctx):
     """10 queued, drain with credit 1,000: 10 transfers, then a reply with delivery-count
     +1,000 and link-credit 0."""
@@ -181,8 +263,11 @@ def drain_large_credit(probe, ctx):
 @case(
     "2.6.7/drain-unsettled-then-detach-requeued",
     MUST,
-    DRAIN + " Deliveries the drain sent but the receiver never settled are not consumed: "
-    "after detach the queue delivers them again (2.6.6, 3.4).",
+    DRAIN + " Deliveries the drain sent but the receiver never settled go back to the queue "
+    "when the link detaches (RabbitMQ 4's model).",
+    sentences=DRAINING,
+    role="sender",
+    model=RABBITMQ4,
     requires=NEEDS | {"unsettled-deliveries", "requeue-on-detach"},
 )
 def drain_unsettled_detach(probe, ctx):
@@ -193,10 +278,14 @@ def drain_unsettled_detach(probe, ctx):
     probe.detach(link)
     other = ctx.probe()
     _, again = consumer(other, ctx, queue, credit=5)
-    back = other.receive(again, 3) + collect(other, again, 0.3)
-    ctx.check(
+    try:
+        back = other.receive(again, 3) + collect(other, again, 0.3)
+    except NoDelivery as exc:
+        back = other.transfers(again)
+        ctx.note(str(exc))
+    ctx.model(
         texts(back) == texts(got),
-        f"{len(back)} redelivered after detach, expected the 3 unsettled",
+        f"expected the 3 unsettled messages again after the detach; observed {len(back)}",
     )
 
 
@@ -204,6 +293,8 @@ def drain_unsettled_detach(probe, ctx):
     "2.6.7/drain-link-usable-after",
     MUST,
     DRAIN + " After the drain the receiver may grant new credit on the same link.",
+    sentences=DRAINING,
+    role="sender",
     requires=NEEDS,
 )
 def drain_link_usable_after(probe, ctx):
@@ -221,9 +312,10 @@ def drain_link_usable_after(probe, ctx):
 
 @case(
     "2.6.7/drain-reply-prompt",
-    SHOULD,
-    DRAIN + " On an empty queue nothing is to be sent, so the reply is due promptly "
-    "(go-amqp#255: clients wait for it).",
+    MAY,
+    DRAIN + " On an empty queue nothing is to be sent, so the reply can come at once "
+    "(go-amqp#255: clients wait for it; no sentence bounds the time).",
+    sentences=(DRAIN_ADVANCE,),
     requires=NEEDS,
 )
 def drain_reply_prompt(probe, ctx):

@@ -3,18 +3,31 @@
 control is the same as for any queue (2.6.7): credit never exceeded, drain uses it up.
 
 Owns the cases `2.6.7/stream-*` and `3.5.3/stream-*`, under the `streams` capability (the
-profile's broker declares stream queues through its admin adapter).
+profile's broker declares stream queues through its admin adapter). Credit and drain are
+the spec's (MUST, the broker as sender); which messages an offset-spec reads is RabbitMQ
+4's stream model (DIFFERS); a filter in place is reported in the broker's attach (2.6.3:
+"the endpoint MUST report the actual properties of the terminus as created").
 """
 
 from __future__ import annotations
 
 from amqpspec.amqp10.composites import Source
 from amqpspec.amqp10.types import Described, symbol
-from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.registry import MODEL, MUST, case
 from amqpspec.conformance.steps.credit import check_advanced, drain
 from amqpspec.conformance.steps.deliveries import exactly
 from amqpspec.conformance.steps.queues import fill, texts
-from amqpspec.conformance.steps.sentences import CREDIT_LIMIT, DRAIN
+from amqpspec.conformance.steps.sentences import (
+    CREDIT_FORMULA,
+    CREDIT_LIMIT,
+    DRAIN,
+    DRAIN_ADVANCE,
+    LINK_CREDIT_ILLEGAL,
+    RABBITMQ4,
+)
+
+REPORTED = "2.6.3/establishing-or-resuming-a-link.3"  # the terminus as created is reported
+CREDIT = (LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)
 
 STREAM = {"x-queue-type": "stream"}
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
@@ -28,14 +41,14 @@ FILTER = (
 def stream_consumer(probe, ctx, queue: str, offset, *, credit: int = 0):
     """A receiver reading `queue` from `offset` (first, last, next or an offset number),
     the filter described as RabbitMQ's clients send it."""
-    source = Source(
-        address=ctx.source(queue), filter={OFFSET_SPEC: Described(OFFSET_SPEC, offset)}
-    )
+    source = Source(address=ctx.source(queue), filter={OFFSET_SPEC: Described(OFFSET_SPEC, offset)})
     link = probe.attach_receiver(probe.open_session(), source, credit=credit)
     applied = link.remote_attach.source if link.remote_attach is not None else None
-    ctx.check(  # 3.5.3: the sender sets the filter actually in place
+    ctx.must(  # 2.6.3 / 3.5.3: the sender reports the filter actually in place
         applied is not None and OFFSET_SPEC in (applied.filter or {}),
-        "the attach reply's source does not carry the offset-spec filter in place",
+        "expected the offset-spec filter in the source of the broker's attach (the filter in "
+        f"place); observed source {applied!r}",
+        REPORTED,
     )
     return link
 
@@ -51,18 +64,36 @@ def numbered(indices) -> list[bytes]:
     return [f"amqpspec-{i}".encode() for i in indices]
 
 
-@case("2.6.7/stream-credit-never-exceeded", MUST, CREDIT_LIMIT, requires=NEEDS)
+@case(
+    "2.6.7/stream-credit-never-exceeded",
+    MUST,
+    CREDIT_LIMIT,
+    sentences=CREDIT,
+    role="sender",
+    model=RABBITMQ4,
+    requires=NEEDS,
+)
 def stream_credit(probe, ctx):
     """10 in a stream, read from the first offset with link-credit 3: exactly 3 (the first
     three); 2 more granted: exactly the next 2."""
     queue = stream(probe, ctx, 10)
     link = stream_consumer(probe, ctx, queue, "first", credit=3)
-    ctx.check(texts(exactly(probe, link, 3)) == numbered(range(3)), "not offsets 0..2")
+    got = texts(exactly(probe, link, 3))
+    ctx.model(got == numbered(range(3)), f"expected offsets 0..2; observed {got}")
     probe.grant(link, 2)
-    ctx.check(texts(exactly(probe, link, 2)) == numbered(range(3, 5)), "not offsets 3..4")
+    got = texts(exactly(probe, link, 2))
+    ctx.model(got == numbered(range(3, 5)), f"expected offsets 3..4; observed {got}")
 
 
-@case("2.6.7/stream-drain", MUST, DRAIN, requires=NEEDS | {"drain-reply"})
+@case(
+    "2.6.7/stream-drain",
+    MUST,
+    DRAIN,
+    sentences=(DRAIN_ADVANCE, *CREDIT),
+    role="sender",
+    model=RABBITMQ4,
+    requires=NEEDS | {"drain-reply"},
+)
 def stream_drain(probe, ctx):
     """3 in a stream, read from the first offset with link-credit 10 and drain: the 3, then
     a flow with delivery-count +10 and link-credit 0 (as for a classic queue)."""
@@ -71,18 +102,31 @@ def stream_drain(probe, ctx):
     dc0 = link.delivery_count
     reply, got = drain(probe, link, 10, receive=3)
     check_advanced(ctx, reply, dc0, 10)
-    ctx.check(reply.link_credit == 0, f"drain reply link-credit {reply.link_credit}, not 0")
-    ctx.check(texts(got) == numbered(range(3)), "not offsets 0..2")
+    ctx.check(
+        reply.link_credit == 0,
+        f"expected link-credit 0 in the drain reply; observed {reply.link_credit}",
+    )
+    ctx.model(texts(got) == numbered(range(3)), f"expected offsets 0..2; observed {texts(got)}")
 
 
-@case("3.5.3/stream-consumers-at-offsets", MUST, FILTER, requires=NEEDS)
+@case(
+    "3.5.3/stream-consumers-at-offsets",
+    MODEL,
+    FILTER + " A consumer reads a stream from the offset its filter names (RabbitMQ 4).",
+    sentences=(REPORTED,),
+    model=RABBITMQ4,
+    requires=NEEDS,
+)
 def stream_offsets(probe, ctx):
     """6 in a stream; one consumer from the first offset, one from offset 4, one from the
     first again: 0..5, 4..5 and 0..5 (reads remove nothing; each has its own offset)."""
     queue = stream(probe, ctx, 6)
     first = stream_consumer(probe, ctx, queue, "first", credit=10)
     later = stream_consumer(probe, ctx, queue, 4, credit=10)
-    ctx.check(texts(exactly(probe, first, 6)) == numbered(range(6)), "first: not 0..5")
-    ctx.check(texts(exactly(probe, later, 2)) == numbered(range(4, 6)), "offset 4: not 4..5")
+    got = texts(exactly(probe, first, 6))
+    ctx.check(got == numbered(range(6)), f"expected offsets 0..5 from the first; observed {got}")
+    got = texts(exactly(probe, later, 2))
+    ctx.check(got == numbered(range(4, 6)), f"expected offsets 4..5 from 4; observed {got}")
     again = stream_consumer(probe, ctx, queue, "first", credit=10)
-    ctx.check(texts(exactly(probe, again, 6)) == numbered(range(6)), "re-read: not 0..5")
+    got = texts(exactly(probe, again, 6))
+    ctx.check(got == numbered(range(6)), f"expected offsets 0..5 again; observed {got}")

@@ -1,6 +1,8 @@
-"""2.5 / 2.7.2 / 2.7.8 sessions: begin answered on the right channel, many sessions, a
-channel reused after end, a begin on a channel in use, an end on a channel never begun,
-and an end with an error answered.
+"""2.5 / 2.7.2 / 2.7.8 sessions: the broker's begin names our channel in remote-channel
+(2.7.2 MUST, also on a channel reused after end) and keeps to our channel-max (2.7.1 MUST);
+a begin on a channel in use, an end on a channel never begun and an end with an error
+answered are recorded (MAY: no sentence prescribes the answer; the checker does not grade
+the broker's frames after the probe's deliberately illegal one).
 
 Owns the cases `2.7.2/begin-*` and `2.7.8/end-*` except `2.7.8/end-answered` (in
 s2_7_performatives.py).
@@ -10,19 +12,20 @@ from __future__ import annotations
 
 from amqpspec.amqp10.composites import Begin, End, Error
 from amqpspec.amqp10.engine import RemoteEnd
-from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.registry import MAY, MUST, case
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
-from amqpspec.conformance.verdicts import CaseFailed
+from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 
-ANY_END = {"close:*", "end:*", "tcp-close"}
+REMOTE_CHANNEL = "2.7.2/begin.remote-channel.2"  # the answering begin names our channel
+CHANNEL_LIMIT = "2.7.1/open.channel-max.1"  # no channel above the partner's channel-max
 
 
 @case(
     "2.7.2/begin-remote-channel",
     MUST,
-    "remote-channel: if a session is locally initiated, the remote-channel MUST NOT be set; "
-    "when an endpoint responds to a remotely initiated session, the remote-channel MUST be "
-    "set to the channel on which the remote session sent the begin.",
+    "When an endpoint responds to a remotely initiated Session, the remote-channel MUST be "
+    "set to the channel on which the remote Session sent the begin.",
+    sentences=(REMOTE_CHANNEL,),
     pipelined=False,  # reads the broker's open or begin
 )
 def begin_remote_channel(probe, ctx):
@@ -33,7 +36,7 @@ def begin_remote_channel(probe, ctx):
         reply = session.remote_begin
         ctx.check(
             reply is not None and reply.remote_channel == session.channel,
-            f"begin for our channel {session.channel} says remote-channel "
+            f"expected remote-channel {session.channel} in the begin answering ours; observed "
             f"{reply.remote_channel if reply else None}",
         )
 
@@ -41,42 +44,61 @@ def begin_remote_channel(probe, ctx):
 @case(
     "2.7.2/begin-many-sessions",
     MUST,
-    "channel-max bounds the channels the broker uses; each begin is answered (2.5.2).",
+    "A peer MUST not use channel numbers outside the range that its partner can handle: "
+    "with our channel-max 31, twenty begins answered on channels up to 31.",
+    sentences=(CHANNEL_LIMIT,),
     pipelined=False,  # reads the broker's open or begin
 )
 def many_sessions(probe, ctx):
     """channel-max 31, twenty sessions: twenty begins answered, every broker channel <= 31."""
     probe.open(channel_max=31)
     for _ in range(20):
-        probe.begin()
+        probe.begin(wait=False)
+    probe.idle(1.0)
     channels = [f.channel for f in probe.server_frames("begin")]
-    ctx.check(len(channels) == 20, f"{len(channels)} begins answered")
-    ctx.check(max(channels) <= 31, f"broker channel {max(channels)} above our channel-max 31")
+    if len(channels) < 20:  # no sentence makes the broker answer every begin: recorded
+        ctx.note(f"{len(channels)} of 20 begins answered")
+    ctx.check(
+        not channels or max(channels) <= 31,
+        f"expected begins on channels up to 31 (our channel-max); observed {max(channels)}",
+    )
 
 
 @case(
     "2.7.2/begin-channel-reused",
     MUST,
-    "After both ends of a session, its channel is free again (2.5.5 UNMAPPED) and a new "
-    "begin on it is answered.",
+    "When an endpoint responds to a remotely initiated Session, the remote-channel MUST be "
+    "set to the channel on which the remote Session sent the begin: also on a channel whose "
+    "session ended (2.5.5 UNMAPPED; whether it answers at all is recorded).",
+    sentences=(REMOTE_CHANNEL,),
 )
 def channel_reused(probe, ctx):
     """Begin on channel 0, end it, begin again (channel 0 again): answered."""
     first = probe.open_session()
     channel = first.channel
     probe.end(first)
-    second = probe.begin()
-    ctx.check(second.channel == channel, f"engine chose channel {second.channel}")
-    ctx.check(second.remote_begin is not None, "no begin answer on the reused channel")
+    second = probe.begin(wait=False)
+    probe.idle(0.5)
+    if second.channel != channel:
+        raise HarnessError(f"our engine chose channel {second.channel}, not {channel} again")
+    answers = [f for f in probe.server_frames("begin") if f.performative.remote_channel is not None]
+    if len(answers) < 2:
+        ctx.note("no begin answering ours on the reused channel")
+        return
+    ctx.check(
+        answers[-1].performative.remote_channel == channel,
+        f"expected remote-channel {channel} in the begin answering ours; observed "
+        f"{answers[-1].performative.remote_channel}",
+    )
 
 
 @case(
     "2.7.2/begin-channel-in-use",
-    SHOULD,
-    "A begin on a channel already carrying a session is illegal (2.5.1: a channel carries "
-    "one session at a time): the broker ends the session or closes the connection.",
-    outcomes={"close:amqp:connection:framing-error", "close:amqp:illegal-state", "tcp-close"},
-    lenient=ANY_END,
+    MAY,
+    "A begin on a channel already carrying a session (2.5.1: sessions use an unused "
+    "channel): no sentence says how the receiver answers (a begin for it naming that channel "
+    "in remote-channel is what 2.7.2 requires of an answer).",
+    outcomes={"close:amqp:connection:framing-error", "close:amqp:illegal-state"},
 )
 def channel_in_use(probe, ctx):
     """A session on channel 0, then a crafted begin on channel 0 again: refused."""
@@ -87,10 +109,10 @@ def channel_in_use(probe, ctx):
 
 @case(
     "2.7.8/end-unknown-channel",
-    SHOULD,
-    "An end on a channel with no session refers to nothing (2.5.5): a connection error.",
-    outcomes={"close:amqp:connection:framing-error", "close:amqp:illegal-state", "tcp-close"},
-    lenient=ANY_END | {"ignored"},
+    MAY,
+    "An end on a channel with no session refers to nothing (2.5.5); no sentence says how "
+    "the receiver answers it.",
+    outcomes={"close:amqp:connection:framing-error", "close:amqp:illegal-state", "ignored"},
 )
 def end_unknown_channel(probe, ctx):
     """After open, an end on channel 9 that was never begun: the broker closes (ignoring
@@ -101,9 +123,10 @@ def end_unknown_channel(probe, ctx):
 
 @case(
     "2.7.8/end-with-error-answered",
-    MUST,
-    "end: an endpoint that receives an end (with or without error) answers with its own "
-    "end (2.5.5).",
+    MAY,
+    "end: an endpoint that receives an end (with or without error) answers with its own end "
+    "(2.5.2, 2.5.5: the states, no keyword); an answering begin names our channel (2.7.2).",
+    sentences=(REMOTE_CHANNEL,),
 )
 def end_with_error(probe, ctx):
     """Begin, end with amqp:internal-error: the broker answers with an end. The connection
@@ -118,10 +141,11 @@ def end_with_error(probe, ctx):
         unanswered = [
             f for f in probe.server_frames("begin") if f.performative.remote_channel is None
         ]
-        ctx.check(
+        ctx.must(
             not unanswered,
-            "the broker's begin has no remote-channel (2.7.2 MUST when answering our begin): "
-            "its end answers no session of ours",
+            "expected remote-channel set in the broker's begin answering ours; observed none, "
+            "so its end answers no session of ours",
+            REMOTE_CHANNEL,
         )
         raise
     if probe.closed or (probe.conn is not None and probe.conn.remote_close is not None):

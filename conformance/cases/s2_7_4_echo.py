@@ -1,7 +1,11 @@
 """2.7.4 flow echo and 2.6.7 `available`: the broker reports its flow state when asked —
 on a link and a session (also with a new incoming window), on a publisher link (the broker
 is the receiver), after deliveries and with zero credit — and how many messages wait for
-credit (after partial consumption, on an empty queue).
+credit (after partial consumption, on an empty queue). No sentence requires an echo to be
+answered (2.7.4's echo field has none): that is RabbitMQ 4's model (DIFFERS without a
+reply); the state in a reply the broker sends as the link's sender is the spec's (its
+current delivery-count, 2.7.4; the link-credit the formula gives, 2.6.7: MUST); `available`
+has no keyword sentence (recorded).
 
 Owns the cases `2.7.4/*` (echo) and `2.6.7/available-*`.
 """
@@ -9,38 +13,56 @@ Owns the cases `2.7.4/*` (echo) and `2.6.7/available-*`.
 from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_offset
-from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.registry import MAY, MODEL, MUST, case
 from amqpspec.conformance.steps.credit import available_after, echo_reply, server_flows
 from amqpspec.conformance.steps.deliveries import queued_receiver
 from amqpspec.conformance.steps.links import consumer, publisher, session_flow
-from amqpspec.conformance.steps.sentences import AVAILABLE, ECHO
+from amqpspec.conformance.steps.sentences import (
+    AVAILABLE,
+    CREDIT_DECREMENT,
+    CREDIT_FORMULA,
+    FLOW_DELIVERY_COUNT_SENDER,
+    RABBITMQ4,
+)
 from amqpspec.conformance.verdicts import CaseFailed
 
+ECHO = (
+    "echo: request link state from other endpoint (2.7.4; no sentence requires the answer: "
+    "RabbitMQ 4 answers with its state)."
+)
+STATE = (FLOW_DELIVERY_COUNT_SENDER, "2.6.7/flow-control.3", CREDIT_FORMULA, CREDIT_DECREMENT)
 
-@case("2.7.4/echo-link", SHOULD, ECHO, requires={"echo"})
+
+@case("2.7.4/echo-link", MODEL, ECHO, model=RABBITMQ4, requires={"echo"})
 def echo_link(probe, ctx):
     """A receiver's flow with echo=true: the broker answers with a flow for that link."""
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
     event = echo_reply(probe, link, 1)
-    ctx.check(event.handle is not None, "echo reply has no handle")
+    ctx.check(
+        event.handle is not None,
+        "expected a link flow answering the echo; observed one without a handle",
+    )
 
 
-@case("2.7.4/echo-session", SHOULD, ECHO, requires={"echo"})
+@case("2.7.4/echo-session", MODEL, ECHO, model=RABBITMQ4, requires={"echo"})
 def echo_session(probe, ctx):
     """A session flow (no handle) with echo=true: the broker answers with a session flow."""
     session = probe.open_session()
     since = probe.mark()
     session.flow(echo=True)
     probe.flush()
-    probe.wait_for_frame("flow", since=since)
+    probe.wait_for_frame("flow", since=since)  # none: DIFFERS (the model answers echo)
 
 
 @case(
     "2.7.4/echo-link-state",
     MUST,
-    "The flow state sent in reply to an echo is the sender's current state: delivery-count "
-    "and link-credit agree with the transfers it sent (2.6.7).",
+    "When the flow state is sent from the Sender this field MUST be set to the current "
+    "delivery-count; link-credit follows the formula (2.6.7): in an echo reply.",
+    sentences=STATE,
+    role="sender",
+    model=RABBITMQ4,
     requires={"echo", "queues"},
 )
 def echo_state(probe, ctx):
@@ -51,24 +73,27 @@ def echo_state(probe, ctx):
     dc0 = link.delivery_count
     flow = echo_reply(probe, link, 4)
     ctx.check(
-        flow.delivery_count == dc0, f"delivery-count {flow.delivery_count}, sent none from {dc0}"
+        flow.delivery_count == dc0,
+        f"expected delivery-count {dc0} (nothing sent) in the echo reply; observed "
+        f"{flow.delivery_count}",
     )
     ctx.check(
         flow.link_credit is not None and flow.link_credit <= 4,
-        f"link-credit {flow.link_credit} after a grant of 4",
+        f"expected link-credit at most 4 (our grant) in the echo reply; observed "
+        f"{flow.link_credit}",
     )
 
 
 @case(
     "2.6.7/available-reported",
-    SHOULD,
-    AVAILABLE,
+    MAY,
+    AVAILABLE + " (no keyword: recorded)",
     requires={"available", "echo", "queues"},
 )
 def available(probe, ctx):
     """5 queued, no credit, echo: the broker's flow reports available = 5."""
     flow = available_after(probe, ctx, 5, 0)
-    ctx.check(flow.available == 5, f"available {flow.available} with 5 messages queued")
+    ctx.check(flow.available == 5, f"expected available 5 (5 queued); observed {flow.available}")
 
 
 SESSION_STATE = (
@@ -77,7 +102,7 @@ SESSION_STATE = (
 )
 
 
-@case("2.7.4/echo-session-new-window", SHOULD, ECHO, requires={"echo"})
+@case("2.7.4/echo-session-new-window", MODEL, ECHO, model=RABBITMQ4, requires={"echo"})
 def echo_session_new_window(probe, ctx):
     """A session flow with incoming-window 50 and echo: the broker answers with a session
     flow whose next-incoming-id is our next-outgoing-id."""
@@ -96,8 +121,8 @@ def echo_session_new_window(probe, ctx):
 
 @case(
     "2.7.4/echo-session-state-after-publish",
-    MUST,
-    SESSION_STATE,
+    MAY,
+    SESSION_STATE + " (definitions: no keyword)",
     requires={"echo", "queues"},
 )
 def echo_session_after_publish(probe, ctx):
@@ -116,12 +141,12 @@ def echo_session_after_publish(probe, ctx):
     for flow in server_flows(probe, since, session_only=True):
         ctx.check(
             flow.next_incoming_id == session.next_outgoing_id,
-            f"next-incoming-id {flow.next_incoming_id} after 5 transfers, our next-outgoing-id "
-            f"{session.next_outgoing_id}",
+            f"expected next-incoming-id {session.next_outgoing_id} (our next-outgoing-id "
+            f"after 5 transfers); observed {flow.next_incoming_id}",
         )
 
 
-@case("2.7.4/echo-publisher-link", SHOULD, ECHO, requires={"echo", "queues"})
+@case("2.7.4/echo-publisher-link", MODEL, ECHO, model=RABBITMQ4, requires={"echo", "queues"})
 def echo_publisher_link(probe, ctx):
     """Our sender link's flow with echo=true (the broker is the receiver): the broker
     answers with a flow for that link carrying its link-credit."""
@@ -129,15 +154,18 @@ def echo_publisher_link(probe, ctx):
     since = probe.mark()
     sender.flow(echo=True)
     probe.flush()
-    flow = probe.next_link_flow(sender, since)
-    ctx.check(flow.link_credit is not None, "echo reply without link-credit")
+    flow = probe.next_link_flow(sender, since)  # none: DIFFERS (the model answers echo)
+    ctx.check(flow.link_credit is not None, "expected link-credit in the echo reply; observed none")
 
 
 @case(
     "2.7.4/echo-after-deliveries",
     MUST,
-    "The flow state sent in reply to an echo is the sender's current state: its "
-    "delivery-count advanced once per delivery sent (2.6.7).",
+    "When the flow state is sent from the Sender delivery-count MUST be its current one, "
+    "advanced once per delivery sent, and link-credit decreased by the same amount.",
+    sentences=STATE,
+    role="sender",
+    model=RABBITMQ4,
     requires={"echo", "queues"},
 )
 def echo_after_deliveries(probe, ctx):
@@ -148,15 +176,24 @@ def echo_after_deliveries(probe, ctx):
     probe.grant(link, 4)
     probe.receive(link, 4)
     flow = echo_reply(probe, link, 0)
-    ctx.check(serial_offset(dc0, flow.delivery_count) == 4, f"delivery-count {flow.delivery_count}")
-    ctx.check(flow.link_credit == 0, f"link-credit {flow.link_credit} after a grant of 0")
+    ctx.check(
+        serial_offset(dc0, flow.delivery_count) == 4,
+        f"expected delivery-count {dc0} + 4 in the echo reply; observed {flow.delivery_count}",
+    )
+    ctx.check(
+        flow.link_credit == 0,
+        f"expected link-credit 0 after a grant of 0; observed {flow.link_credit}",
+    )
 
 
 @case(
     "2.7.4/echo-zero-credit",
     MUST,
-    "The echo reply carries the sender's link-credit, which is what the receiver granted "
-    "minus what was sent; after a grant of 0 it is 0 (2.6.7).",
+    "The Sender's link-credit MUST be set according to the formula when flow information is "
+    "given by the receiver: after a grant of 0 it is 0 (in an echo reply).",
+    sentences=(CREDIT_FORMULA,),
+    role="sender",
+    model=RABBITMQ4,
     requires={"echo", "queues"},
 )
 def echo_zero_credit(probe, ctx):
@@ -164,28 +201,34 @@ def echo_zero_credit(probe, ctx):
     queue = ctx.queue()
     _, link = consumer(probe, ctx, queue)
     flow = echo_reply(probe, link, 0)
-    ctx.check(flow.link_credit == 0, f"link-credit {flow.link_credit} after a grant of 0")
+    ctx.check(
+        flow.link_credit == 0,
+        f"expected link-credit 0 after a grant of 0; observed {flow.link_credit}",
+    )
 
 
 @case(
     "2.6.7/available-after-consumption",
-    SHOULD,
-    AVAILABLE,
+    MAY,
+    AVAILABLE + " (no keyword: recorded)",
     requires={"available", "echo", "queues"},
 )
 def available_after_consumption(probe, ctx):
     """6 queued, receive 2, then echo with credit 0: available = 4."""
     flow = available_after(probe, ctx, 6, 2)
-    ctx.check(flow.available == 4, f"available {flow.available} with 4 messages left")
+    ctx.check(flow.available == 4, f"expected available 4 (4 left); observed {flow.available}")
 
 
 @case(
     "2.6.7/available-empty-queue",
-    SHOULD,
-    AVAILABLE,
+    MAY,
+    AVAILABLE + " (no keyword: recorded)",
     requires={"available", "echo", "queues"},
 )
 def available_empty(probe, ctx):
     """Empty queue, echo: available is 0 (or absent)."""
     flow = available_after(probe, ctx, 0, 0)
-    ctx.check(flow.available in (None, 0), f"available {flow.available} on an empty queue")
+    ctx.check(
+        flow.available in (None, 0),
+        f"expected available 0 (empty queue); observed {flow.available}",
+    )

@@ -1,13 +1,15 @@
 """3.2.1 header on redelivery: a message that comes back after its link, session or TCP
 stream went away unsettled does not claim first-acquirer and counts the failed delivery
-in delivery-count; a first delivery carries the first-delivery marks.
+in delivery-count; a first delivery carries the first-delivery marks. The header fields
+(3.2.1) carry no keyword sentence: the redelivery marks are RabbitMQ 4's model (DIFFERS),
+the first delivery's are recorded (MAY).
 
 Owns the cases `3.2.1/redelivery-*`.
 """
 
 from __future__ import annotations
 
-from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.registry import MAY, MODEL, case
 from amqpspec.conformance.steps.deliveries import (
     check_requeued,
     consume_again,
@@ -16,14 +18,16 @@ from amqpspec.conformance.steps.deliveries import (
     take_unsettled_bodies,
 )
 from amqpspec.conformance.steps.queues import header_of
+from amqpspec.conformance.steps.sentences import RABBITMQ4
 from amqpspec.conformance.steps.sentences import REQUEUE_NEEDS as NEEDS
 
 
 @case(
     "3.2.1/redelivery-first-acquirer",
-    SHOULD,
+    MODEL,
     "first-acquirer: if this value is true, then this message has not been acquired by any "
     "other link; a redelivered message is not first-acquirer (3.2.1).",
+    model=RABBITMQ4,
     requires=NEEDS | {"redelivery-marks"},
 )
 def redelivery_marks(probe, ctx):
@@ -36,16 +40,18 @@ def redelivery_marks(probe, ctx):
     header = header_of(again[0])
     ctx.check(
         header is None or not header.first_acquirer,
-        f"redelivered message has first-acquirer={header.first_acquirer if header else None}",
+        f"expected the redelivery not to claim first-acquirer; observed "
+        f"first-acquirer={header.first_acquirer if header else None}",
     )
 
 
 @case(
     "3.2.1/redelivery-delivery-count",
-    SHOULD,
+    MODEL,
     "delivery-count: the number of unsuccessful previous attempts to deliver this message; "
     "a message requeued after its link went away unsettled has delivery-count >= 1 when "
     "the broker counts it (3.2.1).",
+    model=RABBITMQ4,
     requires=NEEDS | {"redelivery-marks"},
 )
 def redelivery_delivery_count(probe, ctx):
@@ -60,15 +66,16 @@ def redelivery_delivery_count(probe, ctx):
     first = header.first_acquirer if header is not None else None
     ctx.check(
         count >= 1 or first is False,
-        f"redelivery not marked: header delivery-count {count}, first-acquirer {first}",
+        f"expected the redelivery marked (delivery-count 1 or more, or first-acquirer false); "
+        f"observed delivery-count {count}, first-acquirer {first}",
     )
 
 
 @case(
     "3.2.1/redelivery-first-delivery-marks",
-    MUST,
+    MAY,
     "first-acquirer / delivery-count: a message never delivered before has delivery-count 0 "
-    "(default) — a broker must not mark a first delivery as a redelivery (3.2.1).",
+    "(default): a first delivery is not marked as a redelivery (3.2.1; no keyword).",
     requires={"queues"},
 )
 def first_delivery_marks(probe, ctx):
@@ -76,15 +83,16 @@ def first_delivery_marks(probe, ctx):
     _, link = queued_receiver(probe, ctx, 1, credit=1)
     header = header_of(probe.next_transfer(link))
     count = header.delivery_count if header is not None else 0
-    ctx.check(not count, f"first delivery has header delivery-count {count}")
+    ctx.check(not count, f"expected header delivery-count 0 on a first delivery; observed {count}")
 
 
 @case(
     "3.2.1/redelivery-after-tcp-drop-marks",
-    SHOULD,
+    MODEL,
     "first-acquirer: if true, the message has not been acquired by any other link; a "
     "message redelivered after its first consumer's connection dropped is not "
     "first-acquirer (3.2.1).",
+    model=RABBITMQ4,
     requires=NEEDS | {"redelivery-marks"},
 )
 def redelivery_marks_tcp_drop(probe, ctx):
@@ -96,5 +104,5 @@ def redelivery_marks_tcp_drop(probe, ctx):
     header = header_of(back[0])
     ctx.check(
         header is not None and not header.first_acquirer,
-        f"redelivery header {header!r}",
+        f"expected the redelivery not to claim first-acquirer; observed header {header!r}",
     )

@@ -1,5 +1,7 @@
-"""3.5 terminus: a dynamic source gets an address from the broker and works as a node, and
-the broker's attach reports the terminus it actually created (address, durability).
+"""3.5 terminus: a dynamic source the broker created carries its address in the broker's
+attach (3.5.3 MUST; a broker that answers dynamic=false created none: UNSUPPORTED, 2.6.3
+lets it adjust the terminus); the attach reports the terminus as created, its address and
+durability (2.6.3 MUST); whether the dynamic node routes messages is recorded.
 
 Owns the cases `3.5.*/terminus-*`.
 """
@@ -8,10 +10,13 @@ from __future__ import annotations
 
 from amqpspec.amqp10.composites import Source, Target
 from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
-from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.registry import MAY, MUST, case
 from amqpspec.conformance.steps.deliveries import exactly
 from amqpspec.conformance.steps.queues import fill
-from amqpspec.conformance.verdicts import CaseFailed, Unsupported
+from amqpspec.conformance.verdicts import Unsupported
+
+DYNAMIC_ADDRESS = "3.5.3/source.address.2"  # set by the sender when dynamic is true
+AS_CREATED = "2.6.3/establishing-or-resuming-a-link.3"  # report the terminus as created
 
 
 def _dynamic_receiver(probe, ctx):
@@ -41,28 +46,34 @@ def _dynamic_receiver(probe, ctx):
 @case(
     "3.5.3/terminus-dynamic-source-address",
     MUST,
-    "dynamic: when set to true by the receiving link endpoint, this field constitutes a "
-    "request for the sending peer to dynamically create a node; the address of the created "
-    "node MUST be set in the source of the sending peer's attach.",
+    "The address of the source MUST be set when sent on a attach frame sent by the sending "
+    "Link Endpoint where the dynamic flag is set to true.",
+    sentences=(DYNAMIC_ADDRESS,),
+    role="sender",
 )
 def dynamic_source_address(probe, ctx):
     """A receiver with a dynamic source: the broker's source has dynamic set and a
     non-empty address (UNSUPPORTED when the broker refuses dynamic nodes)."""
     _, _, source = _dynamic_receiver(probe, ctx)
-    ctx.check(bool(source.address), f"dynamic source answered without an address: {source!r}")
+    if not source.dynamic:  # 2.6.3: it may adjust the terminus; it created no dynamic node
+        raise Unsupported(f"the broker answered dynamic=false (no dynamic node): {source!r}")
+    ctx.check(
+        source.address is not None,
+        f"expected an address in the broker's dynamic source; observed {source!r}",
+    )
 
 
 @case(
     "3.5.3/terminus-dynamic-source-usable",
-    SHOULD,
+    MAY,
     "A dynamically created node (temporary queue) receives messages sent to its address "
-    "(3.5.3 dynamic: the sending peer creates the node).",
+    "(3.5.3 dynamic: the sending peer creates the node; no keyword).",
 )
 def dynamic_source_usable(probe, ctx):
     """Dynamic source; a message published to its address reaches the receiver."""
     _, link, source = _dynamic_receiver(probe, ctx)
     if not source.address:  # 3.5.3/terminus-dynamic-source-address judges that
-        raise CaseFailed(f"dynamic source answered without an address: {source!r}")
+        raise Unsupported(f"the dynamic source has no address to send to: {source!r}")
     other = ctx.probe()
     other_session = other.open_session()
     sender = other.attach_sender(other_session, source.address)
@@ -73,9 +84,10 @@ def dynamic_source_usable(probe, ctx):
 
 @case(
     "3.5.3/terminus-source-address-reported",
-    SHOULD,
-    "The responding peer's attach carries the terminus it actually created; for an existing "
-    "node it reports the address asked for (3.5.3 address).",
+    MUST,
+    "In this case the endpoint MUST report the actual properties of the terminus as "
+    "created: for an existing node, the source address asked for.",
+    sentences=(AS_CREATED,),
     requires={"queues"},
 )
 def source_address_reported(probe, ctx):
@@ -84,14 +96,18 @@ def source_address_reported(probe, ctx):
     session = probe.open_session()
     link = probe.attach_receiver(session, ctx.source(queue))
     reported = link.remote_attach.source.address
-    ctx.check(reported == ctx.source(queue), f"source address {reported!r}")
+    ctx.check(
+        reported == ctx.source(queue),
+        f"expected source address {ctx.source(queue)!r}; observed {reported!r}",
+    )
 
 
 @case(
     "3.5.4/terminus-target-address-reported",
-    SHOULD,
-    "The responding peer's attach carries the target it actually created; for an existing "
-    "node it reports the address asked for (3.5.4 address).",
+    MUST,
+    "In this case the endpoint MUST report the actual properties of the terminus as "
+    "created: for an existing node, the target address asked for.",
+    sentences=(AS_CREATED,),
     requires={"queues"},
 )
 def target_address_reported(probe, ctx):
@@ -100,14 +116,18 @@ def target_address_reported(probe, ctx):
     session = probe.open_session()
     link = probe.attach_sender(session, ctx.target_address(queue))
     reported = link.remote_attach.target.address
-    ctx.check(reported == ctx.target_address(queue), f"target address {reported!r}")
+    ctx.check(
+        reported == ctx.target_address(queue),
+        f"expected target address {ctx.target_address(queue)!r}; observed {reported!r}",
+    )
 
 
 @case(
     "3.5.3/terminus-durable-reported",
     MUST,
-    "durable: the durability of the terminus, 0 none, 1 configuration, 2 unsettled-state; "
-    "the responding peer reports what it supports (a terminus-durability value).",
+    "In this case the endpoint MUST report the actual properties of the terminus as "
+    "created: durable, a terminus-durability (0 none, 1 configuration, 2 unsettled-state).",
+    sentences=(AS_CREATED,),
     requires={"queues"},
 )
 def durable_reported(probe, ctx):
@@ -120,6 +140,9 @@ def durable_reported(probe, ctx):
         session, Source(address=ctx.source(queue), durable=1, expiry_policy="never")
     )
     durable = link.remote_attach.source.durable
-    ctx.check(durable in (None, 0, 1, 2), f"source durable {durable!r}")
+    ctx.check(
+        durable in (None, 0, 1, 2),
+        f"expected a terminus-durability (0, 1, 2) in the source; observed {durable!r}",
+    )
     probe.grant(link, 1)
     exactly(probe, link, 1)

@@ -47,15 +47,25 @@ def window_flow(
     channel: int | None = None,
 ) -> Flow:
     """The broker's first flow after `since` (on `channel`, if given) whose incoming-window
-    satisfies `wanted`."""
-    return probe.wait_for_frame(
-        "flow",
-        timeout,
-        lambda f: (
-            (channel is None or f.channel == channel) and wanted(f.performative.incoming_window)
-        ),
-        since=since,
-    ).performative
+    satisfies `wanted`; the failure says which windows its flows did carry."""
+    try:
+        return probe.wait_for_frame(
+            "flow",
+            timeout,
+            lambda f: (
+                (channel is None or f.channel == channel) and wanted(f.performative.incoming_window)
+            ),
+            since=since,
+        ).performative
+    except CaseFailed as exc:
+        flows = [
+            t.item.performative.incoming_window
+            for t in probe.frames_since(since, "flow")
+            if channel is None or t.item.channel == channel
+        ]
+        where = f" on channel {channel}" if channel is not None else ""
+        seen = f"its flows{where} carried incoming-window {flows}" if flows else f"no flow{where}"
+        raise CaseFailed(f"{exc}; {seen}") from exc
 
 
 def window_closed(

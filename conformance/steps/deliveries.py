@@ -37,8 +37,8 @@ def exactly(probe: Probe, link: Link, count: int, quiet: float = 0.5) -> list[Tr
     extra = collect(probe, link, quiet)
     if extra:
         raise CaseFailed(
-            f"{count + len(extra)} deliveries where {count} were due "
-            f"(first extra delivery-id {extra[0].delivery_id})"
+            f"expected {count} deliveries; observed {count + len(extra)} (the first extra: "
+            f"delivery-id {extra[0].delivery_id})"
         )
     return got
 
@@ -118,7 +118,7 @@ def check_requeued(ctx: CaseContext, queue: str, bodies: list[bytes]) -> list[Tr
     back = texts(got)
     ctx.check(
         back == sorted(bodies),
-        f"after the link went away the queue delivered {back}, expected {sorted(bodies)}",
+        f"expected {sorted(bodies)} back after the link went away; observed {back}",
     )
     return got
 
@@ -141,7 +141,11 @@ def check_rejected_gone(
     """3.4.3 rejected is terminal: granting `credit` more brings no delivery back."""
     probe.grant(link, credit)
     check_nothing_more(
-        ctx, probe, link, lambda n: f"rejected message delivered again ({n} transfers)", quiet
+        ctx,
+        probe,
+        link,
+        lambda n: f"expected the rejected message not delivered again; observed {n} transfers",
+        quiet,
     )
 
 
@@ -156,9 +160,24 @@ def consume_again(
     return got + collect(other, link, quiet)
 
 
+def collect_again(
+    ctx: CaseContext, queue: str, credit: int, quiet: float
+) -> list[TransferReceived]:
+    """A fresh connection consumes `queue` with `credit`: whatever arrives until nothing
+    came for `quiet` seconds (no count required: a check of what must not come back)."""
+    other = ctx.probe()
+    _, link = unsettled_consumer(other, ctx, queue, credit=credit)
+    other.pump(quiet)
+    return collect(other, link, quiet)
+
+
 # multi-frame deliveries (2.6.14)
 
 
 def check_split(ctx: CaseContext, deliveries: list[TransferReceived]) -> None:
     """Each delivery came in more than one transfer frame."""
-    ctx.check(all(d.frame_count > 1 for d in deliveries), "deliveries were not split into frames")
+    ctx.check(
+        all(d.frame_count > 1 for d in deliveries),
+        f"expected deliveries in several frames (max-frame-size 512); observed frame counts "
+        f"{[d.frame_count for d in deliveries]}",
+    )

@@ -14,6 +14,7 @@ from amqpspec.amqp10.engine import FlowReceived, Link, Session
 from amqpspec.amqp10.spec import SndSettleMode
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.verdicts import CaseFailed, NoDelivery
 
 
 def consumer(
@@ -42,11 +43,14 @@ def wait_credit(probe: Probe, sender: Link, timeout: float | None = None) -> Non
     """Wait until the broker (the receiver) grants `sender` some link-credit."""
     if sender.link_credit > 0:
         return
-    probe.expect(
-        lambda e: isinstance(e, FlowReceived) and e.link is sender and sender.link_credit > 0,
-        timeout,
-        "link credit for the sender",
-    )
+    try:
+        probe.expect(
+            lambda e: isinstance(e, FlowReceived) and e.link is sender and sender.link_credit > 0,
+            timeout,
+            "flow granting our sender link credit",
+        )
+    except CaseFailed as exc:  # no sentence makes a receiver grant credit: a shortfall
+        raise NoDelivery(str(exc)) from exc
 
 
 def publisher(

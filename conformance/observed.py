@@ -1,0 +1,93 @@
+"""What the broker did, in a line: the "observed" half of a verdict's reason.
+
+Owns `brief(item)` (one trace item in broker terms: `end with amqp:internal-error "..."
+(frame #12)`, `flow [handle=0, link-credit=4, ...] (frame #9)`) and `broker_did(recording,
+since)`, which a wait that found nothing and a graded outcome use to say what the broker
+did instead of only what the probe waited for: the frame that ended something (close, end,
+a detach with an error) and how long after the probe's last frame it came, the TCP close,
+or the broker's last frame and the silence after it (docs/conformance.md, "Reasons").
+Pure functions of a recording; touches nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from amqpspec.amqp10.frames import Frame, ProtocolHeader
+from amqpspec.amqp10.origins import CLIENT, SERVER
+from amqpspec.traces.render import describe
+
+if TYPE_CHECKING:
+    from amqpspec.amqp10.monitor import TraceItem
+    from amqpspec.conformance.probe import Recording
+
+ENDINGS = ("close", "end", "detach")
+LONGEST = 200  # characters of a frame's description in a reason
+
+
+def _cut(text: str, length: int = LONGEST) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= length else text[: length - 1] + "…"
+
+
+def brief(item: TraceItem) -> str:
+    """One trace item in a line: an ending frame by its error, others by their fields."""
+    frame = item.item
+    where = f"(frame #{item.index})"
+    if isinstance(frame, Frame) and frame.name in ENDINGS and frame.performative is not None:
+        error = frame.performative.error
+        if error is None:
+            closed = getattr(frame.performative, "closed", None)
+            extra = f" closed={str(closed).lower()}" if frame.name == "detach" else ""
+            return f"{frame.name}{extra} without error {where}"
+        text = f" {_cut(str(error.description), 120)!r}" if error.description else ""
+        return f"{frame.name} with {error.condition}{text} {where}"
+    if isinstance(frame, ProtocolHeader):
+        return f"protocol header {describe(item)} {where}"
+    return f"{_cut(describe(item))} {where}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def _after(items: list[TraceItem], position: int) -> str:
+    """`N ms after our <frame> (frame #k)`: the probe's last item before `position`."""
+    for earlier in reversed(items[:position]):
+        if earlier.direction == CLIENT and earlier.item is not None:
+            name = earlier.item.name if isinstance(earlier.item, Frame) else "header"
+            if isinstance(earlier.item, Frame) and earlier.item.performative is None:
+                name = "empty frame"
+            delay = items[position].time - earlier.time
+            return f" {_ms(max(0.0, delay))} after our {name} (frame #{earlier.index})"
+    return ""
+
+
+def broker_did(recording: Recording, since: int = 0, *, closed: bool = False) -> str:
+    """What the broker did after trace position `since`: 'the broker <...>' in a line.
+    `closed`: the TCP connection is closed (by the broker when no close frame came)."""
+    items = recording.items
+    for position in range(since, len(items)):
+        item = items[position]
+        frame = item.item
+        if item.direction != SERVER or not isinstance(frame, Frame):
+            continue
+        if frame.name in ENDINGS and frame.performative is not None:
+            if frame.name == "detach" and frame.performative.error is None:
+                continue
+            return f"the broker sent {brief(item)}{_after(items, position)}"
+    later = [i for i in items[since:] if i.direction == SERVER]
+    end = recording.end if recording.end is not None else time.time()
+    if closed:
+        last = f"; its last frame: {brief(later[-1])}" if later else ""
+        return f"the broker closed the TCP connection without a close frame{last}"
+    if later:
+        quiet = end - later[-1].time
+        return f"the broker's last frame: {brief(later[-1])}, then nothing for {_ms(quiet)}"
+    before = [i for i in items[:since] if i.direction == SERVER]
+    start = items[since - 1].time if 0 < since <= len(items) else recording.start
+    silent = f"nothing from the broker for {_ms(max(0.0, end - start))}"
+    if before:
+        return f"{silent} (its last frame before: {brief(before[-1])})"
+    return silent
