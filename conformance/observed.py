@@ -81,6 +81,15 @@ def broker_did(recording: Recording, since: int = 0, *, closed: bool = False) ->
     end = recording.end if recording.end is not None else time.time()
     if closed:
         last = f"; its last frame: {brief(later[-1])}" if later else ""
+        opened = any(
+            i.direction == SERVER and isinstance(i.item, Frame) and i.item.name == "open"
+            for i in items
+        )
+        undecoded = any(i.direction == SERVER and i.item is None for i in items)
+        if not opened:  # before the open exchange a TCP close is how a peer refuses
+            return f"the broker closed the TCP connection{last}"
+        if undecoded:  # its close may be among the bytes the monitor could not decode
+            return f"the broker closed the TCP connection after bytes we could not decode{last}"
         return f"the broker closed the TCP connection without a close frame{last}"
     if later:
         quiet = end - later[-1].time

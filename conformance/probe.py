@@ -55,7 +55,7 @@ from amqpspec.amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.amqp10.spec import Role
 from amqpspec.conformance.observed import broker_did
-from amqpspec.conformance.verdicts import CaseFailed, HarnessError, NoDelivery
+from amqpspec.conformance.verdicts import CaseFailed, HarnessError, NoDelivery, Unanswered
 
 DEFAULT_WAIT = 5.0
 _connection_ids = itertools.count(1)
@@ -426,6 +426,16 @@ class Probe:
             match, timeout, EVENT_NAMES.get(event_type.__name__, event_type.__name__)
         )
 
+    def _answer(
+        self, predicate: Callable[[Event], bool], timeout: float | None, what: str
+    ) -> Event:
+        """`expect` for an answer a step needs (the broker's open, begin, attach, detach,
+        end): without it the case cannot go on (`Unanswered`, UNSUPPORTED)."""
+        try:
+            return self.expect(predicate, timeout, what)
+        except WaitTimeout as exc:
+            raise Unanswered(str(exc)) from exc
+
     def wait_for_frame(
         self,
         name: str,
@@ -616,7 +626,7 @@ class Probe:
         self.flush()
         if not wait_open:
             return None
-        return self.expect_type(RemoteOpen)
+        return self._answer(lambda e: isinstance(e, RemoteOpen), None, "open")
 
     def _open_pipelined(self) -> None:
         """SASL as usual (its frames depend on the broker's), then hold: header and open
@@ -657,7 +667,7 @@ class Probe:
         self.flush()
         if not wait or (self.pipelined and self._holding):
             return session  # the broker's begin is taken by the first wait that needs it
-        self.expect(lambda e: isinstance(e, RemoteBegin) and e.session is session, what="begin")
+        self._answer(lambda e: isinstance(e, RemoteBegin) and e.session is session, None, "begin")
         return session
 
     def open_session(self, **kw: Any) -> Session:
@@ -734,18 +744,21 @@ class Probe:
         return link
 
     def wait_attached(self, link: Link, timeout: float | None = None) -> Attach:
-        event = self.expect(
+        event = self._answer(
             lambda e: isinstance(e, RemoteAttach) and e.link is link, timeout, "attach"
         )
         attach: Attach = event.attach
         terminus = attach.target if link.is_sender else attach.source
         if terminus is None:
             # 2.6.3: a refused link is attached with a null terminus and detached at once
-            detach = self.expect(
+            detach = self._answer(
                 lambda e: isinstance(e, RemoteDetach) and e.link is link, timeout, "detach"
             )
             condition = detach.error.condition if detach.error is not None else "none"
-            raise HarnessError(f"broker refused link {link.name!r}: {condition}")
+            raise Unanswered(
+                f"expected the link the case needs; the broker refused link {link.name!r} "
+                f"(a null terminus, then a detach with {condition})"
+            )
         return attach
 
     def _unique(self) -> int:
@@ -929,15 +942,15 @@ class Probe:
         self.flush()
         if not wait:
             return None
-        return self.expect(
-            lambda e: isinstance(e, RemoteDetach) and e.link is link, what="detach reply"
+        return self._answer(
+            lambda e: isinstance(e, RemoteDetach) and e.link is link, None, "detach reply"
         )
 
     def end(self, session: Session, wait: bool = True) -> None:
         session.end()
         self.flush()
         if wait:
-            self.expect(lambda e: isinstance(e, RemoteEnd) and e.session is session, what="end")
+            self._answer(lambda e: isinstance(e, RemoteEnd) and e.session is session, None, "end")
 
     def link_flows(self, link: Link, since: int = 0) -> list[Any]:
         """Flows the broker sent for `link` (by its handle) after trace position `since`."""

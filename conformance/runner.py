@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from amqpspec.amqp10.checker import Violation
 from amqpspec.amqp10.engine.transitions import UsageError
-from amqpspec.amqp10.origins import CLIENT
+from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.conformance.admin import Admin
 from amqpspec.conformance.facts import RunFacts
 from amqpspec.conformance.observed import broker_did
@@ -49,6 +49,7 @@ from amqpspec.conformance.relay import Relay
 from amqpspec.conformance.steps.sentences import CLOSE_FIRST
 from amqpspec.conformance.verdicts import (
     SHORTFALL,
+    UNANSWERED,
     CaseFailed,
     HarnessError,
     NoDelivery,
@@ -232,12 +233,10 @@ class CaseContext:
         """The broker closed the TCP connection of the graded probe after its open without
         a close frame (2.4.3: each peer MUST write a close frame before closing)."""
         probe = self._graded_probe()
-        return (
-            probe is not None
-            and probe.peer_closed
-            and bool(probe.server_frames("open"))
-            and not probe.server_frames("close")
-        )
+        if probe is None or not probe.peer_closed or not probe.server_frames("open"):
+            return False
+        undecoded = any(t.direction == SERVER and t.item is None for t in probe.recording.items)
+        return not undecoded and not probe.server_frames("close")  # raw bytes may be a close
 
     def check(self, condition: bool, message: str) -> None:
         """A requirement of the case's level (MUST -> FAILED, SHOULD -> NON-STRICT, MODEL ->
@@ -319,6 +318,7 @@ FAILING = {
     SHOULD: Verdict.NON_STRICT,
     MODEL: Verdict.DIFFERS,
     MAY: Verdict.OK,
+    UNANSWERED: Verdict.UNSUPPORTED,
 }
 
 
@@ -326,8 +326,11 @@ def failing_level(case: Case, exc: CaseFailed) -> str:
     """The level a failure is graded at: its own (`ctx.must`, `ctx.model`, a SHORTFALL)
     or the case's. A SHORTFALL (a delivery or credit that never came) is the case's level
     in a MODEL case (its model expects it) and MAY elsewhere (no sentence requires it); a
-    model's expectation (an echo answered) in a case that names no model is MAY too."""
+    model's expectation (an echo answered) in a case that names no model is MAY too; an
+    answer a step needed (UNANSWERED) makes the case UNSUPPORTED, or recorded in a MAY case."""
     level = getattr(exc, "level", None) or case.level
+    if level == UNANSWERED:  # the case could not get to its check (MAY: that is the record)
+        return MAY if case.level == MAY else UNANSWERED
     if level == SHORTFALL:
         return MODEL if case.level == MODEL else MAY
     if level == MODEL and case.model is None:  # a model's expectation in a case naming none

@@ -69,6 +69,19 @@ class NoDelivery(CaseFailed):
         super().__init__(message, level=SHORTFALL)
 
 
+# CaseFailed.level of an answer a step of the case needed and did not get (the broker's open,
+# begin, attach, detach or end): no sentence requires most of them, and the case could not
+# get to its own check, so it is UNSUPPORTED (a MAY case records it: runner.failing_level)
+UNANSWERED = "UNANSWERED"
+
+
+class Unanswered(CaseFailed):
+    """The broker did not answer a step the case needs (or refused the link it needs)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, level=UNANSWERED)
+
+
 class ShouldNotMet(Exception):  # noqa: N818 - named after the verdict it yields
     """A SHOULD-level expectation inside a MUST case was not met: NON-STRICT at worst."""
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from amqpspec.amqp10.checker import Violation
-from amqpspec.amqp10.composites import End, Error, Flow
+from amqpspec.amqp10.composites import End, Error, Flow, Open
 from amqpspec.amqp10.frames import Frame, FrameType
 from amqpspec.amqp10.monitor import TraceItem
 from amqpspec.amqp10.origins import CLIENT, SERVER
@@ -224,8 +224,13 @@ def test_a_timeout_says_what_the_broker_did_instead() -> None:
     assert broker_did(quiet, 0).endswith("(frame #3), then nothing for 4000 ms")
     later = broker_did(quiet, 1)
     assert later.startswith("nothing from the broker for 4000 ms (its last frame before: @flow")
-    closed = broker_did(quiet, 1, closed=True)
-    assert closed.startswith("the broker closed the TCP connection without a close frame")
+    assert broker_did(quiet, 1, closed=True) == "the broker closed the TCP connection"  # no open
+    opened = Recording(1, start=100.0, end=105.0)
+    opened.items = [_frame(2, SERVER, 100.5, Open(container_id="broker"))]
+    closed = broker_did(opened, 0, closed=True)
+    assert closed.startswith("the broker closed the TCP connection without a close frame; its")
+    opened.items.append(TraceItem(1, SERVER, 3, 101.0, None, b"\x00\x00\x00\x0c"))
+    assert "after bytes we could not decode" in broker_did(opened, 0, closed=True)
 
 
 def test_a_drain_case_names_the_broker_frame_not_the_wait(tmp_path: Path) -> None:

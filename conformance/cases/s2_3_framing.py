@@ -22,6 +22,7 @@ from amqpspec.amqp10.composites import Attach, Begin, Flow, Transfer
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import Described, ulong
 from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.refusals import (
     refused_after_open,
     sent_bytes_outcome,
@@ -72,17 +73,25 @@ def size_below_header(probe, ctx):
     "A peer that receives an oversized frame MUST close the Connection with the "
     "framing-error error-code.",
     sentences=(OVERSIZED,),
+    requires={"queues"},
     outcomes={"close:amqp:connection:framing-error"},
     pipelined=False,  # reads the broker's open or begin
 )
 def frame_too_big(probe, ctx):
-    """After open, one frame larger than the broker's max-frame-size: the broker closes."""
+    """After open, on an attached sender link with credit, one transfer frame larger than
+    the broker's max-frame-size (the frame's only fault): the broker closes the connection
+    with framing-error."""
     event = probe.open()
     limit = event.open.max_frame_size
     if limit is None or limit > 4 * 1024 * 1024:
         raise Unsupported(f"broker max-frame-size {limit}: too large to exceed here")
-    session = probe.begin()
-    transfer = Transfer(handle=0, delivery_id=0, delivery_tag=b"big", message_format=0)
+    session, sender = publisher(probe, ctx, ctx.queue())
+    transfer = Transfer(
+        handle=sender.handle,
+        delivery_id=session.next_delivery_id,
+        delivery_tag=b"big",
+        message_format=0,
+    )
     ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, bytes(limit + 1)))
 
 

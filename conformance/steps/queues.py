@@ -26,13 +26,13 @@ def publish_messages(
     probe: Probe, ctx: CaseContext, queue: str, messages: Iterable[Message], *, settled=False
 ) -> None:
     """Publish `messages` to `queue` on a sender of its own session (confirmed unless
-    `settled`), then detach it and end the session."""
+    `settled`), then detach it and end the session (not waiting for the answers)."""
     session = probe.open_session()
     sender = probe.attach_sender(session, ctx.target_address(queue))
     batch = list(messages)
     probe.publish(sender, len(batch), lambda i: batch[i], settled=settled)
-    probe.detach(sender)
-    probe.end(session)
+    probe.detach(sender, wait=False)  # set-up: the answers are no case's check
+    probe.end(session, wait=False)
 
 
 def fill(
