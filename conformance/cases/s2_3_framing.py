@@ -231,7 +231,11 @@ def symbolic_descriptor(probe, ctx):
     probe.open()
     probe.send_frame(BEGIN, 0, raw=mutate(BEGIN).descriptor("amqp:begin:list").frame(0))
     frame = probe.wait_for_frame("begin")
-    ctx.check(frame.performative.remote_channel == 0, "the begin answer names no channel 0")
+    ctx.check(
+        frame.performative.remote_channel == 0,
+        f"expected remote-channel 0 in the begin answering ours; observed "
+        f"{frame.performative.remote_channel}",
+    )
 
 
 @case(

@@ -101,7 +101,10 @@ def attach_sender_allowed(probe, ctx):
     with memory_alarm(ctx):
         probe.idle(0.3)
         sender = probe.attach_sender(session, ctx.target_address(queue))
-        ctx.check(sender.remote_attach.target is not None, "attach refused during the alarm")
+        ctx.check(
+            sender.remote_attach.target is not None,
+            "expected the broker's attach with a target during the alarm; observed a null target",
+        )
 
 
 @case("2.5.6/alarm-every-session-blocked", MODEL, BLOCKED, model=RABBITMQ4, requires=ALARM_NEEDS)
@@ -218,8 +221,8 @@ def publishers_blocked(probe, ctx):
                 window_closed(probe, ctx, since, CLAIM_WAIT, session.remote_channel)
             except CaseFailed as exc:
                 raise CaseFailed(
-                    f"publisher session {index + 1} of 2 got no flow with incoming-window 0 "
-                    f"on a memory alarm ({exc}): publishers are not blocked"
+                    f"expected a flow with incoming-window 0 on publisher session {index + 1} of 2 "
+                    f"on a memory alarm; {exc}"
                 ) from exc
     finally:
         since = probe.mark()
@@ -229,8 +232,8 @@ def publishers_blocked(probe, ctx):
             _session_window(probe, session, since, lambda w: w is not None and w > 0)
         except CaseFailed as exc:
             raise CaseFailed(
-                f"publisher session {index + 1} of 2: window not reopened after the alarm "
-                f"cleared ({exc})"
+                f"expected a flow reopening the window of publisher session {index + 1} of 2 "
+                f"after the alarm cleared; {exc}"
             ) from exc
 
 

@@ -157,7 +157,7 @@ def window_one(probe, ctx):
     session = probe.open_session(incoming_window=1)
     _, link = consumer(probe, ctx, queue, credit=30, session=session)
     got = probe.receive(link, 30, timeout=10.0)
-    ctx.check(len(got) == 30, f"{len(got)} of 30")
+    ctx.check(len(got) == 30, f"expected 30 deliveries; observed {len(got)}")
 
 
 @case(
@@ -190,7 +190,11 @@ def outgoing_id_wrap(probe, ctx):
     )
     since = probe.mark()
     probe.publish(sender, 12, lambda i: body(i), timeout=10.0)
-    ctx.check(session.next_outgoing_id == 8, f"our next-outgoing-id {session.next_outgoing_id}")
+    ctx.check(
+        session.next_outgoing_id == 8,
+        f"expected our next-outgoing-id 8 after 12 transfers from 2^32 - 4; it is "
+        f"{session.next_outgoing_id}",
+    )
     for flow in server_flows(probe, since):
         nid = flow.next_incoming_id
         ctx.check(
@@ -220,7 +224,10 @@ def outgoing_id_wrap_multi_frame(probe, ctx):
     small.publish(sender, 1, body(0, 4000), timeout=10.0)
     _, link = consumer(probe, ctx, queue, credit=1)
     delivery = probe.next_transfer(link)
-    ctx.check(len(delivery.payload) >= 4000, f"{len(delivery.payload)} bytes delivered")
+    ctx.check(
+        len(delivery.payload) >= 4000,
+        f"expected the 4,000-byte message whole; observed {len(delivery.payload)} bytes",
+    )
 
 
 @case(

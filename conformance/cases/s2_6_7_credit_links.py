@@ -187,7 +187,7 @@ def publisher_delivery_count_wrap(probe, ctx):
         )
     ctx.check(
         serial_offset(start, sender.delivery_count) == 8,
-        f"our delivery-count {sender.delivery_count}",
+        f"expected our delivery-count {start} + 8; it is {sender.delivery_count}",
     )
     _, link = consumer(probe, ctx, queue, credit=10)
     exactly(probe, link, 8)

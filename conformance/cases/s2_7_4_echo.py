@@ -114,8 +114,8 @@ def echo_session_new_window(probe, ctx):
     flows = server_flows(probe, since, session_only=True)
     ctx.check(
         flows[-1].next_incoming_id == session.next_outgoing_id,
-        f"next-incoming-id {flows[-1].next_incoming_id}, we sent next-outgoing-id "
-        f"{session.next_outgoing_id}",
+        f"expected next-incoming-id {session.next_outgoing_id} (our next-outgoing-id); observed "
+        f"{flows[-1].next_incoming_id}",
     )
 
 

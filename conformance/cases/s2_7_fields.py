@@ -196,7 +196,10 @@ def rcv_settle_second(probe, ctx):
         ),
     )
     delivery = probe.next_transfer(link)
-    ctx.check(not delivery.settled, "the delivery came settled on an unsettled link")
+    ctx.check(
+        not delivery.settled,
+        "expected the delivery unsettled (snd-settle-mode unsettled); observed it settled",
+    )
     link.disposition(delivery.delivery_id, settled=False, state=Accepted(), batchable=True)
     probe.flush()
     settled = probe.expect(
