@@ -7,7 +7,8 @@ One case = one new TCP connection: the steps are sent in order (waiting, bounded
 sasl-mechanisms and sasl-outcome at the SASL steps). Then the fuzzer HOLDS its own close:
 the broker has `Bounds.reply`, measured from the last step (so at least that long from the
 bad frame), to react (a close, an end or detach with an error, or a drop); only then, or
-once it reacted, does the fuzzer send its teardown close and wait the bound again for the
+once it reacted, does the fuzzer send its teardown close (none after a close of the
+case's own: a second close would be the fuzzer's violation) and wait the bound again for the
 answer. `quick=True` (the campaign's first look at a case, and minimising) sends the close
 at once: faster, but a verdict that rests on the broker's silence (hang, error-missing) is
 then only a candidate, marked `Outcome.inconclusive`, and a finding is kept only when it
@@ -267,8 +268,11 @@ def run_case(
         if before is not None and target.memory is not None:
             probe.idle(bounds.memory_settle)  # let the broker's reading catch up
             during = _reading(target, max, before)  # before our close
-        if not probe.closed:
-            probe.send_raw(_CLOSING)  # the teardown (it answers the broker's close, if any)
+        if not probe.closed and not _case_closed(steps[:sent]):
+            # the teardown (it answers the broker's close, if any); never a second close
+            # after the case's own (2.7.9: nothing after a close): the broker would be
+            # judged on an answer to the fuzzer's violation, not the case's
+            probe.send_raw(_CLOSING)
         # event-driven: done as soon as the broker's close is in (it may have come
         # before ours), or the socket closes
         _wait_broker(
@@ -293,6 +297,14 @@ def run_case(
         at = exchange.when(ours.time) if ours is not None else "after the bad frame"
         outcome.inconclusive = f"the fuzzer closed {at}, before the {bounds.reply}s bound"
     return outcome
+
+
+def _case_closed(sent: list[Step]) -> bool:
+    """A step already sent is a whole, decodable close frame of the case's own."""
+    return any(
+        s.kind == FRAME and s.malformed is None and mutation_label(s.label).startswith("close")
+        for s in sent
+    )
 
 
 def _wait_broker(

@@ -293,3 +293,16 @@ def test_the_finding_report_labels_the_fuzzers_own_frames(peer, tmp_path):
     assert evidence["broker_frames"][-1]["frame"] == "close"
     reloaded = FindingStore(str(tmp_path)).findings["abc"]
     assert reloaded.observed == verdict.observed and reloaded.close_held
+
+
+def test_no_teardown_close_after_the_cases_own_close(peer):
+    # a second close from the fuzzer would be its own violation (2.7.9), and a broker that
+    # answers it would be judged on the fuzzer's frame, not the case's
+    target = peer(react="ignore")
+    head = Conversation(Handshake(sasl="none")).open().steps()
+    close = step(build_frame(C["close"]()), "close[at 2]")
+    for quick in (True, False):
+        outcome = run_case(target, [*head, close], quick=quick)
+        assert outcome.verdict is None, outcome.verdict
+        assert TEARDOWN not in _roles(outcome)
+        assert outcome.exchange.first_close() is not None  # the peer answered the case's
