@@ -45,25 +45,53 @@ EXTRAS = {
     "pandas": "spark",
     "matplotlib": "bench",
 }
+# a subcommand outside the base install -> its extra, which covers all it needs (the base
+# install is `run` and `broker`; `report` and `engine` need nothing more either)
+SUBCOMMAND_EXTRAS = {
+    "coverage": "traces",
+    "capture": "traces",
+    "trace": "traces",
+    "fuzz": "fuzz",
+    "triage": "spark",
+    "bench": "bench",
+}
+
+
+def missing_extra_line(command: str, package: str) -> str:
+    """What a subcommand says when `package` is not installed: the extra to install."""
+    extra = SUBCOMMAND_EXTRAS.get(command) or EXTRAS.get(package, "all")
+    return (
+        f"amqpspec {command}: needs {package}, which is not installed: "
+        f"pip install 'amqpspec[{extra}]'"
+    )
+
+
+def _missing_package(exc: ModuleNotFoundError) -> str | None:
+    """The third-party package an ImportError names when it belongs to an extra, else None."""
+    top = (exc.name or "").split(".")[0]
+    return top if top in EXTRAS else None
 
 
 class MissingExtra:
     """A subcommand whose module needs a package this install lacks: it says which and how
-    to install it, and exits 2."""
+    to install it, and exits 2 (also for --help and for any arguments)."""
 
     def __init__(self, package: str) -> None:
         self.package = package
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        message = missing_extra_line(parser.prog.split()[-1], self.package)
+
+        class _Help(argparse.Action):
+            def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None):
+                print(message, file=sys.stderr)
+                parser.exit(2)
+
+        parser.add_argument("-h", "--help", nargs=0, action=_Help, help=argparse.SUPPRESS)
         parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     def run(self, args: argparse.Namespace) -> int:
-        extra = EXTRAS.get(self.package, "all")
-        print(
-            f"amqpspec {args._name}: needs {self.package}, which is not installed: "
-            f"pip install 'amqpspec[{extra}]'",
-            file=sys.stderr,
-        )
+        print(missing_extra_line(args._name, self.package), file=sys.stderr)
         return 2
 
 
@@ -93,7 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = _load(module_name)
-        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        missing = isinstance(module, MissingExtra)
+        if missing:
+            help_text += f" (pip install 'amqpspec[{SUBCOMMAND_EXTRAS.get(name, 'all')}]')"
+        sub_parser = sub.add_parser(
+            name, help=help_text, description=help_text, add_help=not missing
+        )
         module.add_arguments(sub_parser)
         sub_parser.set_defaults(_module=module, _name=name)
     return parser
@@ -104,14 +137,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(version_line())  # without importing every subcommand
         return 0
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if isinstance(getattr(args, "_module", None), MissingExtra):
+        return args._module.run(args)  # whatever the arguments: the extra to install
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.version:
         print(version_line())
         return 0
     if args.command is None:
         parser.print_help()
         return 2
-    return int(args._module.run(args) or 0)
+    try:
+        return int(args._module.run(args) or 0)
+    except ModuleNotFoundError as exc:  # an extra's package imported on the way (lazily)
+        package = _missing_package(exc)
+        if package is None:
+            raise
+        print(missing_extra_line(args._name, package), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
