@@ -11,7 +11,7 @@ import pytest
 
 from amqpspec.bench.arrows import build, trends
 
-pytestmark = pytest.mark.skipif(not build.c_arrow_available(), reason="no C arrow toolchain")
+pytestmark = pytest.mark.skipif(not build.c_arrow_available(), reason=build.MISSING)
 
 
 def test_depth_sweep_records_the_memory_alarm_blocking_the_publisher(tmp_path):

@@ -19,6 +19,11 @@ import tempfile
 
 SOURCE = pathlib.Path(__file__).resolve().parent / "arrow.c"
 DEFAULT_BUILD_DIR = pathlib.Path(tempfile.gettempdir()) / "amqpspec-arrows"
+# what c_arrow_available() misses, and how to install it (Debian 12)
+MISSING = (
+    "gcc or libqpid-proton11-dev missing: apt-get install gcc libqpid-proton11-dev "
+    "(or bash tools/brokers/proton-c-broker.sh install)"
+)
 
 
 def c_arrow_available() -> bool:
@@ -49,10 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-dir", default=str(DEFAULT_BUILD_DIR))
     args = parser.parse_args(argv)
     if not c_arrow_available():
-        print(
-            "gcc or libqpid-proton11-dev missing: run tools/brokers/proton-c-broker.sh install",
-            file=sys.stderr,
-        )
+        print(MISSING, file=sys.stderr)
         return 2
     print(build_c_arrow(pathlib.Path(args.build_dir)))
     return 0

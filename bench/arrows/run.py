@@ -33,7 +33,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from amqpspec import amqp10
-from amqpspec.bench.arrows.build import DEFAULT_BUILD_DIR, build_c_arrow, c_arrow_available
+from amqpspec.bench.arrows.build import (
+    DEFAULT_BUILD_DIR,
+    MISSING,
+    build_c_arrow,
+    c_arrow_available,
+)
 from amqpspec.bench.arrows.plots import plot_runs
 from amqpspec.bench.arrows.procstat import ProcessSampler, pid_listening_on
 from amqpspec.bench.arrows.results import summarise
@@ -369,11 +374,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"--body-size at least {MIN_BODY}; --count or --duration", file=sys.stderr)
         return 2
     if "c" in (args.sender_arrow, args.receiver_arrow) and not c_arrow_available():
-        print(
-            "gcc or libqpid-proton11-dev missing: tools/brokers/proton-c-broker.sh install "
-            "(or --arrows python)",
-            file=sys.stderr,
-        )
+        print(f"{MISSING}; or --arrows python", file=sys.stderr)
         return 2
     names = [n.strip() for n in args.brokers.split(",") if n.strip()]
     unknown = set(names) - set(TARGETS)

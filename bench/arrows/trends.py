@@ -50,7 +50,7 @@ from collections.abc import Iterator
 from amqpspec.bench.arrows import run as arrows
 from amqpspec.bench.arrows.brokerwatch import INTERVAL as WATCH_INTERVAL
 from amqpspec.bench.arrows.brokerwatch import BrokerWatch
-from amqpspec.bench.arrows.build import DEFAULT_BUILD_DIR
+from amqpspec.bench.arrows.build import DEFAULT_BUILD_DIR, MISSING, c_arrow_available
 from amqpspec.bench.arrows.procstat import ProcessSampler, pid_listening_on
 from amqpspec.bench.arrows.results import per_second
 from amqpspec.bench.arrows.spec import ArrowSpec, read_records
@@ -435,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     rabbitmq.add_argument("--rabbitmq-data-dir", help="data dir (default: a temp dir)")
     args = parser.parse_args(argv)
+    if not c_arrow_available():  # both sweeps receive with the C arrow
+        print(MISSING, file=sys.stderr)
+        return 2
     args.count = args.count or (20_000 if args.trend == "credit" else DEPTH_COUNT)
     report = credit_sweep(args) if args.trend == "credit" else depth_sweep(args)
     report |= {
