@@ -1,8 +1,13 @@
-"""Suite-wide policy: on CI (CI=true) a skipped test is a failure.
+"""Suite-wide policy: where every prerequisite is installed, a skipped test is a failure.
 
 Tests skip only when something outside the project is missing (a Debian package, a real
-broker, the shared captures). On a developer's machine that is a hint; on CI it means
-.ci/run lost an install step, and a green run must not hide it.
+broker, a compiler), and each skip's reason says how to install it. On a developer's machine
+that is a hint; under the switch below it means an install step was lost, and a green run
+must not hide it.
+
+The switch: AMQPSPEC_REQUIRE_ALL=1 (.ci/run exports it), or CI=true (any CI service), turns
+any skip into a failed run (exit status 1, the skipped tests and their reasons listed).
+AMQPSPEC_REQUIRE_ALL=0 turns it off even under CI.
 """
 
 from __future__ import annotations
@@ -11,14 +16,27 @@ import os
 
 import pytest
 
+OFF = ("", "0", "false", "no")
+
+
+def require_all() -> bool:
+    """True when a skip must fail the run (AMQPSPEC_REQUIRE_ALL, else CI)."""
+    switch = os.environ.get("AMQPSPEC_REQUIRE_ALL")
+    if switch is not None:
+        return switch.strip().lower() not in OFF
+    return os.environ.get("CI", "").strip().lower() not in OFF
+
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not os.environ.get("CI") or exitstatus != 0:
+    if not require_all() or exitstatus != 0:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter is not None else []
     if skipped:
-        print(f"\nCI: {len(skipped)} test(s) skipped; on CI every prerequisite is installed:")
+        print(
+            f"\nAMQPSPEC_REQUIRE_ALL/CI: {len(skipped)} test(s) skipped; here every "
+            "prerequisite must be installed (.ci/run):"
+        )
         for report in skipped[:20]:
             print(f"  {report.nodeid}: {report.longrepr[2] if report.longrepr else ''}")
         session.exitstatus = 1

@@ -31,7 +31,7 @@ RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
 @pytest.fixture(scope="module")
 def rabbitmq_url(tmp_path_factory) -> Iterator[str]:
     if not RABBITMQ_SERVER.exists():
-        pytest.skip("rabbitmq-server not installed: run tools/brokers/rabbitmq.sh install")
+        pytest.skip("rabbitmq-server not installed: bash tools/brokers/rabbitmq.sh install")
     data_dir = tmp_path_factory.mktemp("rabbitmq")
     env = dict(
         os.environ,

@@ -16,7 +16,9 @@ import time
 
 import pytest
 
-proton = pytest.importorskip("proton")
+proton = pytest.importorskip(
+    "proton", reason="python-qpid-proton missing: pip install -e '.[test]' (a base dependency)"
+)
 from proton.handlers import MessagingHandler  # noqa: E402
 from proton.reactor import Container  # noqa: E402
 from proton.utils import BlockingConnection  # noqa: E402

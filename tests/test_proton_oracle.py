@@ -63,7 +63,9 @@ from amqpspec.amqp10.types import (
 )
 from amqpspec.fuzz import strategies as gen
 
-proton = pytest.importorskip("proton")
+proton = pytest.importorskip(
+    "proton", reason="python-qpid-proton missing: pip install -e '.[test]' (a base dependency)"
+)
 pytestmark = pytest.mark.proton
 
 P = proton

@@ -52,7 +52,9 @@ def _read_xml() -> dict[str, dict]:
 
 
 XML = _read_xml() if SPEC_DIR.exists() else {"types": {}, "definitions": {}}
-pytestmark = pytest.mark.skipif(not SPEC_DIR.exists(), reason="apt package amqp-specs missing")
+pytestmark = pytest.mark.skipif(
+    not SPEC_DIR.exists(), reason="amqp-specs missing: apt-get install amqp-specs"
+)
 
 
 def _by_class(cls: str) -> dict[str, dict]:

@@ -28,7 +28,9 @@ from amqpspec.fuzz import strategies as fuzz_st
 ROOT = Path(__file__).resolve().parent.parent
 BUILT = speedups.MANIFEST.exists()
 needs_build = pytest.mark.skipif(
-    not BUILT, reason="amqp10 is not compiled: python3 scripts/build_speedups.py"
+    not BUILT,
+    reason="amqp10 is not compiled: apt-get install gcc python3-dev; "
+    "pip install -e '.[speedups]' (or python3 scripts/build_speedups.py)",
 )
 SHOW = (
     "import json; from amqpspec import amqp10; import amqpspec.amqp10.composites as c; "

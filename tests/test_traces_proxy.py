@@ -153,7 +153,7 @@ TSHARK_FIELDS = {
 
 
 @pytest.mark.tshark
-@pytest.mark.skipif(TSHARK is None, reason="tshark not installed (Debian package tshark)")
+@pytest.mark.skipif(TSHARK is None, reason="tshark missing: apt-get install tshark")
 def test_tshark_agrees_field_by_field(session):
     capture = session["capture"]
     _, ours = _items(capture.pcap)

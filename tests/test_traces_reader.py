@@ -119,7 +119,7 @@ def test_crafted_plan_really_is_disordered():
 
 
 @pytest.mark.tshark
-@pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
+@pytest.mark.skipif(TSHARK is None, reason="tshark missing: apt-get install tshark")
 def test_tshark_sees_the_same_pdus_in_a_crafted_capture(tmp_path):
     path = str(tmp_path / "crafted.pcap")
     write_capture(path)
