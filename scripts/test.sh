@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README): the whole suite, with per-test time limits; amqp10 runs
-# compiled when scripts/build_speedups.py has built it. Then the core's tests again on the
+# compiled when pip install -e (or scripts/build_speedups.py) has built it. Then the core's tests again on the
 # pure-Python amqp10 (AMQP10_PURE=1), so both paths are tested (docs/speedups.md).
 # With arguments: only `pytest ARGS`, as the environment says (e.g. AMQP10_PURE=1).
 set -euo pipefail
