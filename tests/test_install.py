@@ -37,13 +37,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 REPO = Path(__file__).resolve().parent.parent
 # the repository's top-level folders, installed only as amqpspec.<folder> (setup.py's map)
 PARTS = ("amqp10", "reference_broker", "conformance", "fuzz", "traces", "spark_triage", "bench")
-# what the base install's run and broker read besides .py files (pyproject's package-data)
+# data files the wheel must carry (pyproject's package-data): run, broker, coverage, fuzz read them
 DATA = (
     "conformance/suite.ini",
     "conformance/aliases.toml",
     "conformance/profiles/reference.toml",
     "conformance/profiles/rabbitmq3.toml",
     "conformance/expectations/reference.toml",
+    "conformance/spec/amqp-1.0/transport.xml",
+    "conformance/manifest/sentences.toml",
+    "conformance/manifest/links.toml",
     "amqp10/frames.pxd",  # amqp10.speedups hashes it with frames.py
     "bench/arrows/arrow.c",
     "bench/README.md",
@@ -382,6 +385,8 @@ SDIST_NEEDS = (
     "amqp10/spec_table.py",
     "tools/gen_spec_table.py",
     "conformance/suite.ini",
+    "conformance/spec/amqp-1.0/transport.xml",
+    "conformance/manifest/links.toml",
     "tests/conftest.py",
     "tests/data/captures/README.md",
     "tests/broker_support/__init__.py",
