@@ -28,7 +28,12 @@ from typing import Any
 PACKAGE_DIR = Path(__file__).resolve().parent
 PACKAGE = __name__.rpartition(".")[0]  # amqpspec.amqp10
 MANIFEST = PACKAGE_DIR / "_speedups.json"
-REBUILD = "python3 scripts/build_speedups.py"
+# how to (re)build: in a checkout the build script; an installed wheel is rebuilt by pip
+REBUILD = (
+    "python3 scripts/build_speedups.py"
+    if (PACKAGE_DIR.parent / "scripts" / "build_speedups.py").is_file()
+    else "pip install --force-reinstall --no-deps amqpspec (with gcc and the Python headers)"
+)
 
 
 def pure_forced() -> bool:
