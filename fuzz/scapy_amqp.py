@@ -10,7 +10,7 @@ decodes the body with `amqp10.frames.decode_frame`, and `PERFORMATIVES` maps eac
 body's descriptor code to its name, from the spec table. Scapy's own `fuzz()` works on
 every field (a fuzzed SIZE or DOFF is sent as is).
 
-    >>> from fuzz.scapy_amqp import frame, AMQPHeader
+    >>> from amqpspec.fuzz.scapy_amqp import frame, AMQPHeader
     >>> pkt = AMQPHeader() / frame("open", container_id="c")
     >>> pkt.show()      # header, then the open with its decoded performative
     >>> IP()/TCP(dport=5672)/fuzz(frame("flow", incoming_window=1, next_outgoing_id=0,
