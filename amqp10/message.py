@@ -2,8 +2,9 @@
 
 Owns: `Message` (header, delivery-annotations, message-annotations, properties,
 application-properties, body as data / amqp-sequence / amqp-value sections, footer) with
-its strict section-order decoding, and the split of one delivery's payload into transfer
-frames that fit a max-frame-size, plus reassembly of such frames.
+its strict section-order decoding, `split_sections` (each section with its exact bytes, so
+the bare message can be compared section by section), and the split of one delivery's
+payload into transfer frames that fit a max-frame-size, plus reassembly of such frames.
 """
 
 from __future__ import annotations
@@ -145,6 +146,53 @@ _RANK_OF_CLASS: dict[type, int] = {
     Footer: 6,
 }
 assert {cls.NAME: rank for cls, rank in _RANK_OF_CLASS.items()} == _ORDER
+
+
+# 3.2: "The bare message consists of sections standard properties, application-properties,
+# and application-data (the body)."
+BARE_SECTIONS = frozenset(
+    {"properties", "application-properties", "data", "amqp-sequence", "amqp-value"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RawSection:
+    """One section of an encoded message: its name ("properties", "data", ...), its exact
+    bytes as they were in the payload, and its decoded value."""
+
+    name: str
+    raw: bytes
+    section: Any
+
+    @property
+    def bare(self) -> bool:
+        """Part of the bare message (3.2)."""
+        return self.name in BARE_SECTIONS
+
+
+def split_sections(payload: bytes) -> list[RawSection]:
+    """The sections of an encoded message in order, each with its exact bytes; the same
+    checks as `Message.decode` (3.2 order, one kind of body), DecodeError otherwise."""
+    sections: list[RawSection] = []
+    pos, end = 0, len(payload)
+    last_rank = -1
+    body_kind: type | None = None
+    while pos < end:
+        start = pos
+        section, pos = codec.decode_value(payload, pos, end)
+        kind = type(section)
+        rank = _RANK_OF_CLASS.get(kind)
+        if rank is None:
+            raise DecodeError(start, f"a message section, got {kind.__name__}")
+        if rank < last_rank or (rank == last_rank and rank != 5):
+            raise DecodeError(start, f"section {section.NAME} in 3.2 order")
+        if rank == 5:
+            if body_kind is not None and (body_kind is not kind or body_kind is AmqpValue):
+                raise DecodeError(start, "one kind of body section (3.2)")
+            body_kind = kind
+        last_rank = rank
+        sections.append(RawSection(section.NAME, bytes(payload[start:pos]), section))
+    return sections
 
 
 def _assign(message: Message, name: str, section: Any) -> None:

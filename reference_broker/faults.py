@@ -12,7 +12,7 @@ Where each fault lives:
   redeliver-undeliverable-here.
 - protocol layer (the connection/session code that drives the engine; wired there):
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
-  skip-window-check.
+  skip-window-check, insert-properties.
 - parser layer (`reference_broker.parser_faults`, called for every engine event while one
   is on): the parser and state-machine faults modelled on fuzzers' findings —
   die-on-nested-descriptor, exit-on-compound-overrun, leak-on-declared-count,
@@ -228,6 +228,14 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "go-amqp / Qpid Proton fuzz: credit arithmetic overflow",
                 PARSER_LAYER,
                 "parser_faults.inspect: flow link-credit",
+            ),
+            _fault(
+                "insert-properties",
+                "a message sent without a properties section is delivered with one: an "
+                "intermediary inserting a bare-message section (3.2)",
+                "RabbitMQ 3.10 (adds properties to a bare message that had none)",
+                PROTOCOL_LAYER,
+                "links.ConsumerLink.deliver (wire_faults.insert_properties)",
             ),
             _fault(
                 "flow-without-delivery-count",

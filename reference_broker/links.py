@@ -27,6 +27,7 @@ from amqpspec.amqp10.message import Message, transfer_frame_count
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond, SndSettleMode
 
+from . import wire_faults
 from .addressing import Address, AddressKind
 from .credit import initial_publisher_credit, publisher_regrant
 from .queues import RELEASED, ClassicQueue, CreditReply, Delivery, QueuedMessage
@@ -88,6 +89,8 @@ class ConsumerLink:
             payload = msg.payload
         else:  # redelivered (3.2.1) or modified with annotations (3.4.5)
             payload = redelivered_payload(msg)
+        if self.faults.insert_properties:
+            payload = wire_faults.insert_properties(payload)  # fault (RabbitMQ 3.10), 3.2
         try:
             delivery_id = link.send(payload, settled=event.settled)
         except UsageError as exc:  # too big for the peer, or the link is going away

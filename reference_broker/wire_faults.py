@@ -15,6 +15,9 @@ and what each wire fault changes (faults.py lists them, each breaking one field 
 - attach-without-initial-delivery-count: our attach for a sending link has none, 2.7.3;
 - attach-unsettled-null-key: our attaches carry an unsettled map with a null key, 2.7.3;
 - transfer-without-message-format: the first transfer of each delivery has none, 2.7.5.
+And `insert_properties(payload)`, the message a consumer gets under the protocol-layer fault
+insert-properties (links.ConsumerLink.deliver): a properties section added to a bare
+message sent without one (RabbitMQ 3.10), 3.2 message-format.1.
 Frames are decoded and re-encoded with amqp10.frames (no bytes built here); the engine's
 own state is not told, so it goes on as the correct broker would. Touches nothing else.
 """
@@ -24,7 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from amqpspec.amqp10.composites import Properties
+from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.frames import decode_frame, encode_frame
+from amqpspec.amqp10.message import split_sections
 
 from .faults import Faults
 
@@ -73,3 +79,20 @@ def _flow(faults: Faults, flow: Any, link: Any) -> dict[str, Any]:
     if faults.stale_receiver_delivery_count:
         return {"delivery_count": link.initial_delivery_count}
     return {}
+
+
+def insert_properties(payload: bytes) -> bytes:
+    """`payload` with an empty properties section inserted where 3.2 puts it (after the
+    annotations) when it has none; unchanged otherwise, or when it does not decode."""
+    try:
+        sections = split_sections(payload)
+    except DecodeError:
+        return payload
+    if any(section.name == "properties" for section in sections):
+        return payload
+    head = [s.raw for s in sections if s.name in _BEFORE_PROPERTIES]
+    tail = [s.raw for s in sections if s.name not in _BEFORE_PROPERTIES]
+    return b"".join([*head, Properties().encode(), *tail])
+
+
+_BEFORE_PROPERTIES = frozenset({"header", "delivery-annotations", "message-annotations"})

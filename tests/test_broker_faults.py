@@ -283,6 +283,15 @@ def transfer_without_message_format(b, c) -> bool:
     return any(t.message_format is None for t in _broker_frames(c, "transfer"))
 
 
+def insert_properties(b, c) -> bool:
+    """A message published without properties is delivered with a properties section."""
+    _publish(b, 1)
+    link = _receiver(c, _session(c))
+    link.flow(link_credit=1)
+    delivered = c.wait_for(lambda: _transfers(c, link), "transfer")[0]
+    return Message.decode(delivered.payload).properties is not None
+
+
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "overdeliver-on-regrant": (overdeliver_on_regrant, {}),
     "transfer-before-credit": (transfer_before_credit, {}),
@@ -296,6 +305,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "credit-per-frame": (credit_per_frame, {"max_frame_size": 512}),
     "skip-window-check": (skip_window_check, {"max_incoming_window": 4}),
     "no-echo": (no_echo, {}),
+    "insert-properties": (insert_properties, {}),
     "flow-without-delivery-count": (flow_without_delivery_count, {}),
     "stale-receiver-delivery-count": (stale_receiver_delivery_count, {}),
     "sender-flow-without-delivery-count": (sender_flow_without_delivery_count, {}),

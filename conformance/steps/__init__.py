@@ -13,5 +13,7 @@ steps it uses; none of these registers a case):
 - `refusals`: sending crafted input and grading how the broker refuses it (frames, protocol
   headers, SASL).
 - `alarms`: resource alarms and the session windows they close (2.5.6).
+- `messages`: the bare message as sent and as delivered, section by section and byte for
+  byte (3.2).
 - `sentences`: spec sentences and outcome sets several case modules check against.
 """
