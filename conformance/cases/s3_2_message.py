@@ -49,9 +49,10 @@ def _properties_list32() -> Encoded:
     return Encoded(payload=sections)
 
 
+# around the bare message (delivery-annotations are left out: RabbitMQ 3.10 drops the
+# connection on a message that has them, which is not what these cases look at)
 ANNOTATIONS = {
     "header": Header(durable=True, priority=ubyte(6)),
-    "delivery_annotations": {symbol("x-opt-amqpspec-da"): "consumed by the next node"},
     "message_annotations": {symbol("x-opt-amqpspec-ma"): 1},
     "footer": {symbol("x-opt-amqpspec-footer"): b"\x00\x01"},
 }
@@ -96,8 +97,8 @@ MESSAGES = {
             body=[AmqpSequence([1, 2]), AmqpSequence(["three"])],
             **ANNOTATIONS,
         ),
-        "header, delivery- and message-annotations and a footer around application-properties "
-        "and two amqp-sequence sections (no properties)",
+        "a header, message-annotations and a footer around application-properties and two "
+        "amqp-sequence sections (no properties)",
     ),
     "bare-annotated-all-sections": (
         Message(
@@ -106,8 +107,8 @@ MESSAGES = {
             body=[Data(b"first"), Data(b"second")],
             **ANNOTATIONS,
         ),
-        "every section: header, both annotations, properties, application-properties, two "
-        "data sections, footer",
+        "every section but delivery-annotations: header, message-annotations, properties, "
+        "application-properties, two data sections, footer",
     ),
     "bare-properties-list32": (
         _properties_list32(),

@@ -89,6 +89,16 @@ def bare_changes(sent: bytes, delivered: bytes) -> list[str]:
     ]
     body_ours = [s for s in ours if s.name not in ("properties", "application-properties")]
     body_theirs = [s for s in theirs if s.name not in ("properties", "application-properties")]
+    sent_raw, got_raw = [s.raw for s in body_ours], [s.raw for s in body_theirs]
+    if sent_raw != got_raw and sorted(sent_raw) == sorted(got_raw):
+        order = [sent_raw.index(raw) + 1 for raw in got_raw]  # distinct sections assumed
+        if len(set(order)) == len(order):
+            changes.append(
+                f"body sections delivered in another order, sent 1..{len(order)}, delivered "
+                f"{', '.join(map(str, order))} (3.2: '{MODIFIED}'): sent "
+                + " | ".join(short_hex(raw) for raw in sent_raw)
+            )
+            return [change for change in changes if change]
     count = max(len(body_ours), len(body_theirs))
     for index in range(count):
         sent_section = body_ours[index] if index < len(body_ours) else None
