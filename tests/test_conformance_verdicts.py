@@ -81,7 +81,10 @@ class SilentPeer:
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
 
     def _read(self, conn: socket.socket) -> None:
-        conn.settimeout(0.2)
+        try:
+            conn.settimeout(0.2)
+        except OSError:  # closed already (the test ended)
+            return
         while not self._stop.is_set():
             try:
                 data = conn.recv(65536)
