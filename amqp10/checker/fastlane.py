@@ -135,11 +135,15 @@ class FastLane:
         # --- every rule passed: the general path's state changes, in its order ----------
         end.next_outgoing_id = (transfer_id + 1) & MASK  # serial_add
         link.delivered(time)
-        end.started.append((transfer_id, delivery_id, link, link.floor))
+        started = end.started  # state.SessionEnd.began, inlined
+        if link is not end.started_link:
+            end.started_link = None if started else link
+        started.append((transfer_id, delivery_id, link, lenient))
         end.deliveries.sent(delivery_id, settled)
         link.delivery_id = delivery_id
         link.delivery_settled = bool(settled)
-        link.settled_idx = idx if settled else -1
+        if settled:
+            link.settled_idx = idx
         if more:
             link.in_delivery = True
         return True

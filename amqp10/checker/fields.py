@@ -164,27 +164,54 @@ class FieldRules:
         """`origin`'s flow says next-incoming-id `next_id`: it read every transfer frame
         its peer sent on the session before that transfer-id."""
         sent_by = end.session.ends.get(other(origin))
-        if sent_by is None:
+        if sent_by is None or not sent_by.started:
             return
         started = sent_by.started
+        newest = started[-1]
+        if sent_by.started_link is not None and 0 < ((next_id - newest[0]) & MASK) < HALF:
+            started.clear()  # one link, every delivery read: the newest is what counts
+            self._delivery_read(origin, newest, ("incoming", idx, newest[0]))
+            return
+        last = None
         while started:
-            transfer_id = started[0][0]
-            if not 0 < ((next_id - transfer_id) & MASK) < HALF:  # serial_lt inlined
-                return
-            self._delivery_read(origin, started.popleft(), ("incoming", idx, transfer_id))
+            entry = started[0]
+            if not 0 < ((next_id - entry[0]) & MASK) < HALF:  # serial_lt inlined
+                break
+            started.popleft()
+            if last is not None and last[2] is not entry[2]:
+                self._delivery_read(origin, last, ("incoming", idx, last[0]))
+            last = entry
+        if last is not None:
+            self._delivery_read(origin, last, ("incoming", idx, last[0]))
 
     def _disposition_read(self: Checker, origin: str, sent_by: SessionEnd, last: int, idx: int):
         """`origin` (role receiver) disposed of deliveries up to `last` that `sent_by` sent
         (the range is known: settlement.py checked it): it read the transfer of `last`, so
         every delivery begun before it (delivery-ids rise in the order deliveries begin)."""
         started = sent_by.started
+        if not started:
+            return
+        newest = started[-1]
+        if sent_by.started_link is not None and newest[1] == last:
+            started.clear()  # one link, the newest delivery disposed of
+            self._delivery_read(origin, newest, ("disposition", idx, last))
+            return
+        read = None
         while started:
-            delivery_id = started[0][1]
+            entry = started[0]
+            delivery_id = entry[1]
             if delivery_id is None or 0 < ((delivery_id - last) & MASK) < HALF:
-                return  # serial_lt(last, delivery_id) inlined: not read yet
-            self._delivery_read(origin, started.popleft(), ("disposition", idx, last))
+                break  # serial_lt(last, delivery_id) inlined: not read yet
+            started.popleft()
+            if read is not None and read[2] is not entry[2]:
+                self._delivery_read(origin, read, ("disposition", idx, last))
+            read = entry
+        if read is not None:
+            self._delivery_read(origin, read, ("disposition", idx, last))
 
     def _delivery_read(self: Checker, origin: str, entry: tuple, how: tuple) -> None:
+        """`origin` read the delivery of `entry` and every one before it: the latest per
+        link is what counts (a link's floors only rise in the order deliveries begin)."""
         _transfer_id, _delivery_id, link, floor = entry
         if id(link) not in self._links:
             return

@@ -261,14 +261,16 @@ class LinkRules:
             )
         self._first_frame_format(origin, transfer, idx)
         self._check_credit(origin, link, transfer, idx)
+        floor = self._lenient_count(link)  # the count before this delivery (fields.py)
         link.delivered(time)
-        end.started.append(((end.next_outgoing_id - 1) & MASK, delivery_id, link, link.floor))
+        end.began((end.next_outgoing_id - 1) & MASK, delivery_id, link, floor)
         if delivery_id is not None:
             end.deliveries.sent(delivery_id, transfer.settled)
         self._check_rcv_settle_mode(origin, link, transfer, idx)
         link.delivery_id = delivery_id
         link.delivery_settled = bool(transfer.settled)
-        link.settled_idx = idx if transfer.settled else -1
+        if transfer.settled:
+            link.settled_idx = idx
         if transfer.aborted:
             link.aborted += 1
             link.irregular = True

@@ -103,6 +103,7 @@ class SessionEnd:
         "pending_grants",
         "session",
         "started",
+        "started_link",
     )
 
     def __init__(self, session: Session, channel: int, begin: Any, begin_idx: int) -> None:
@@ -123,6 +124,14 @@ class SessionEnd:
         # (transfer-id, delivery-id, link, the link's lenient delivery-count before it),
         # for what a receiver provably knows (fields.py); the oldest are forgotten first.
         self.started: deque[tuple[int, int | None, Link, int]] = deque(maxlen=_STARTED_MEMORY)
+        self.started_link: Link | None = None  # the link of every entry; None: several
+
+    def began(self, transfer_id: int, delivery_id: int | None, link: Link, floor: int) -> None:
+        """This end began a delivery on `link` at `transfer_id` (see `started`)."""
+        started = self.started
+        if link is not self.started_link:
+            self.started_link = None if started else link
+        started.append((transfer_id, delivery_id, link, floor))
 
 
 class Session:
@@ -166,7 +175,6 @@ class Link:
         "drain_pending",
         "echo_pending",
         "ends",
-        "floor",
         "grants",
         "in_delivery",
         "irregular",
@@ -203,7 +211,6 @@ class Link:
         self.rcv_seen = False  # it saw the sender's attach
         self.rcv_floor: tuple[int, tuple] | None = None  # a value it knows, and how we know
         self.stated: tuple[int, int] | None = None  # the sender's last flow: (idx, count)
-        self.floor = 0  # the sender's count before its latest delivery (lenient)
         # aborted deliveries or a regressed sender: counts the spec leaves open
         self.irregular = False
 
@@ -211,9 +218,7 @@ class Link:
         """The sender began a delivery (its first transfer frame, 2.6.7): count it, take it
         off what is available, and drop a drain request whose credit it used up. Serial
         arithmetic inlined (serial_add, serial_lt; 2.8.9): this runs for every delivery."""
-        before = self.delivery_count or 0
-        self.floor = (before - self.aborted) & MASK if self.aborted else before
-        count = (before + 1) & MASK
+        count = ((self.delivery_count or 0) + 1) & MASK
         self.delivery_count = count
         if self.available:
             self.available -= 1
