@@ -23,6 +23,7 @@ from amqpspec.reference_broker.faults import (
     PARSER_LAYER,
     PROTOCOL_LAYER,
     QUEUE_LAYER,
+    WIRE_LAYER,
     Faults,
     UnknownFaultError,
     describe_catalog,
@@ -226,6 +227,18 @@ BROKER_FAULTS = {
     "redeliver-undeliverable-here",
     "no-echo",
     "skip-window-check",
+    "insert-properties",
+}
+
+# the broker's outgoing frames edited on the wire, one per field rule of 2.7.3-2.7.5 (checker)
+WIRE_FAULTS = {
+    "flow-without-delivery-count",
+    "stale-receiver-delivery-count",
+    "sender-flow-without-delivery-count",
+    "session-flow-with-link-fields",
+    "attach-without-initial-delivery-count",
+    "attach-unsettled-null-key",
+    "transfer-without-message-format",
 }
 
 
@@ -243,11 +256,15 @@ PARSER_FAULTS = {
 
 
 def test_catalog_covers_every_fault_with_origins():
-    assert set(CATALOG) == BROKER_FAULTS | PARSER_FAULTS
+    assert set(CATALOG) == BROKER_FAULTS | PARSER_FAULTS | WIRE_FAULTS
     for info in CATALOG.values():
         assert info.description and info.origin and info.where
-        parser_fault = info.name in PARSER_FAULTS
-        assert info.layer in ((PARSER_LAYER,) if parser_fault else (QUEUE_LAYER, PROTOCOL_LAYER))
+        if info.name in PARSER_FAULTS:
+            assert info.layer == PARSER_LAYER
+        elif info.name in WIRE_FAULTS:
+            assert info.layer == WIRE_LAYER
+        else:
+            assert info.layer in (QUEUE_LAYER, PROTOCOL_LAYER)
     assert len(describe_catalog().splitlines()) == len(CATALOG)
 
 
