@@ -8,10 +8,10 @@ Owns: `FastLane`, a checker mixin.
 - `_fast_transfer` judges a transfer on a known, attached sending link whose every rule
   passes: first frame of a delivery with delivery-id, delivery-tag and message-format
   (2.7.5), within the session's incoming-window (2.5.6) and the link's credit (2.6.7),
-  settle modes kept (2.7.5, 2.8.2, 2.8.3). It first proves that no rule of `sessions.py` and `links.py`
-  would report (read-only, apart from the idempotent `Horizons.admits` proof bookkeeping
-  the general path does alike), then applies the same state changes, with locals and
-  inlined serial arithmetic.
+  settle modes kept (2.7.5, 2.8.2, 2.8.3). It first proves that no rule of `sessions.py`
+  and `links.py` would report (read-only, apart from the idempotent `Horizons.admits` proof
+  bookkeeping the general path does alike), then applies the same state changes, with
+  locals and inlined serial arithmetic.
 Anything else (a violation to report, a continuation, an abort, a settle mode to check, an
 unknown handle) returns False and the caller runs the general rule code from scratch,
 which gives every verdict and reason: the lane changes no verdict
