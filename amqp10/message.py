@@ -105,34 +105,18 @@ class Message:
 
     @classmethod
     def decode(cls, payload: bytes) -> Message:
-        """Decode a whole message; sections must come in 3.2 order."""
+        """Decode a whole message; sections must come in 3.2 order (`split_sections`)."""
         message = cls()
-        pos = 0
-        end = len(payload)
-        last_rank = -1
-        body_kind: type | None = None
-        decode_value = codec.decode_value
-        while pos < end:
-            start = pos
-            section, pos = decode_value(payload, pos, end)
-            kind = type(section)
-            rank = _RANK_OF_CLASS.get(kind)
-            if rank is None:
-                raise DecodeError(start, f"a message section, got {kind.__name__}")
-            if rank < last_rank or (rank == last_rank and rank != 5):
-                raise DecodeError(start, f"section {section.NAME} in 3.2 order")
-            if rank == 5:
-                if body_kind is not None and (body_kind is not kind or body_kind is AmqpValue):
-                    raise DecodeError(start, "one kind of body section (3.2)")
-                body_kind = kind
-                message.body.append(section)
+        for raw in split_sections(payload):
+            if raw.name in _BODY_NAMES:
+                message.body.append(raw.section)
             else:
-                _assign(message, section.NAME, section)
-            last_rank = rank
+                _assign(message, raw.name, raw.section)
         return message
 
 
 _BODY_KINDS = (Data, AmqpSequence, AmqpValue)
+_BODY_NAMES = frozenset(kind.NAME for kind in _BODY_KINDS)
 # 3.2: the class of each section -> its rank in the order above
 _RANK_OF_CLASS: dict[type, int] = {
     Header: 0,
