@@ -46,6 +46,7 @@ from urllib.parse import quote
 import pytest
 
 from amqpspec.conformance.admin import Admin, make_admin
+from amqpspec.conformance.checker_rows import checker_rows
 from amqpspec.conformance.facts import RunFacts
 from amqpspec.conformance.jobs import DEFAULT_JOBS, CaseScheduler
 from amqpspec.conformance.preflight import HEALTH_TIMEOUT_S, BrokerHealth
@@ -246,7 +247,19 @@ class _Session:
         )
         return first, attempts
 
+    def add_checker_rows(self) -> None:
+        """The run's checker rows (`checker_rows`) among its results: in index.json (the
+        pcap of the first case the rule fired in), the expectations and the exit status."""
+        for row in checker_rows(self.state.results):
+            entry = self.results_dir.add(row)
+            first = row.notes[0].removeprefix("first seen in ") if row.notes else ""
+            pcap = self.results_dir.entries.get(first, {}).get("pcap")
+            if pcap:
+                entry["pcap"] = pcap
+            self.state.results.append(row)
+
     def finish(self) -> None:
+        self.add_checker_rows()
         if self.state.results:
             self._write_index()
         if self.expect_file:

@@ -287,6 +287,24 @@ def manifest() -> Any:
         return None
 
 
+@functools.cache
+def _linked_sentences() -> dict[str, tuple[str, ...]]:
+    """case id -> the sentences the manifest's links.toml says the case tests."""
+    module = manifest()
+    linked: dict[str, list[str]] = {}
+    if module is not None:
+        for item in module.sentences().values():
+            for case_id in item.cases:
+                linked.setdefault(case_id, []).append(item.id)
+    return {case_id: tuple(ids) for case_id, ids in linked.items()}
+
+
+def case_sentences(item: Case) -> frozenset[str]:
+    """Every sentence a case checks: its own `sentences=` and those links.toml gives it
+    (a variant's are its base case's)."""
+    return frozenset(item.sentences) | frozenset(_linked_sentences().get(item.base_id, ()))
+
+
 def level_from_sentences(
     levels_and_binds: Iterable[tuple[str, str]], roles: Iterable[str]
 ) -> Level:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from amqpspec.amqp10.checker import Violation
+from amqpspec.amqp10.checker import RULES, Violation
 from amqpspec.amqp10.engine.transitions import UsageError
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.conformance.admin import Admin
@@ -42,6 +42,7 @@ from amqpspec.conformance.registry import (
     SHOULD,
     SHOULD_LEVELS,
     Case,
+    case_sentences,
     manifest,
     quote,
 )
@@ -88,6 +89,20 @@ class BrokerTarget:
         return f"amqp://{self.host}:{self.port}"
 
 
+@dataclass(frozen=True, slots=True)
+class CheckerFinding:
+    """One checker finding against the broker in a case: the rule, the violation as text,
+    the offending frame as a trace line, and whether it graded the case (the rule enforces
+    one of the case's own sentences) or only its rule's row (`checker_rows`)."""
+
+    rule_id: str
+    section: str
+    level: str
+    text: str
+    frame: str
+    graded: bool
+
+
 @dataclass(slots=True)
 class CaseResult:
     case_id: str
@@ -98,6 +113,7 @@ class CaseResult:
     notes: list[str] = field(default_factory=list)
     trace_text: str = ""
     recordings: list[Recording] = field(default_factory=list)
+    findings: list[CheckerFinding] = field(default_factory=list)
 
 
 class CaseContext:
@@ -370,7 +386,8 @@ def run_case(
     finally:
         ctx.close()
     recordings = [probe.recording for probe in ctx.probes]  # finished as they closed
-    verdict, reason = _judge(case, verdict, reason, recordings, ctx)
+    findings: list[CheckerFinding] = []
+    verdict, reason = _judge(case, verdict, reason, recordings, ctx, findings)
     verdict, reason = _in_words(case, profile, verdict, reason, ctx)
     result = CaseResult(
         case.case_id,
@@ -380,6 +397,7 @@ def run_case(
         reason,
         ctx.notes,
         recordings=recordings,
+        findings=findings,
     )
     result.trace_text = render_trace(case, result)
     return result
@@ -554,19 +572,56 @@ def ungraded_violations(case: Case, recordings: list[Recording]) -> list[tuple[i
     return skipped
 
 
+def grades_case(case: Case, rule_id: str) -> bool:
+    """Whether a finding of `rule_id` grades `case`: the rule enforces one of the sentences
+    the case checks. Any other finding (a rule broken on the traffic the case needed to get
+    to its check: RabbitMQ 3.10's flows without delivery-count in every publisher's setup)
+    is graded once for the whole run, in its rule's row (`checker_rows`), so that it neither
+    hides nor stands in for the case's own answer. A rule the catalog does not know grades
+    the case (the safe side)."""
+    rule = RULES.get(rule_id)
+    if rule is None or not rule.sentences:
+        return True
+    return not case_sentences(case).isdisjoint(rule.sentences)
+
+
 def _judge(
     case: Case,
     verdict: Verdict,
     reason: str,
     recordings: list[Recording],
     ctx: CaseContext,
+    findings: list[CheckerFinding] | None = None,
 ) -> tuple[Verdict, str]:
     for after, violation in ungraded_violations(case, recordings):
         ctx.note(
             f"not graded (after the probe's own malformed or illegal frame #{after}, the "
             f"checker does not know the probe's state): {violation}"
         )
-    found = broker_violations(case, recordings)
+    found = []
+    for recording, violation in broker_violations(case, recordings):
+        graded = grades_case(case, violation.rule_id)
+        if findings is not None:
+            frame = _frame_line(recording, violation.frame_index).removeprefix(
+                " | offending frame: "
+            )
+            findings.append(
+                CheckerFinding(
+                    violation.rule_id,
+                    violation.section,
+                    violation.level,
+                    str(violation),
+                    frame,
+                    graded,
+                )
+            )
+        if graded:
+            found.append((recording, violation))
+        else:
+            ctx.note(
+                f"graded in its rule's row {row_id(violation.rule_id)}, not here (the rule "
+                f"enforces none of the case's sentences): {violation}"
+            )
     must = [(r, v) for r, v in found if v.level == MUST]
     should = [(r, v) for r, v in found if v.level != MUST]
     if must and verdict != Verdict.FAILED:
@@ -583,6 +638,15 @@ def _judge(
         texts = [str(v) for _, v in should] + ctx.should_failures
         return Verdict.NON_STRICT, "; ".join(texts)
     return verdict, reason
+
+
+ROW_PREFIX = "checker/"  # the id of a checker rule's row: checker/<section>/<rule id>
+
+
+def row_id(rule_id: str) -> str:
+    """The results row of a checker rule (`checker_rows`): `checker/2.7.4/<rule id>`."""
+    rule = RULES.get(rule_id)
+    return f"{ROW_PREFIX}{rule.section if rule else '?'}/{rule_id}"
 
 
 def _frame_line(recording: Recording, index: int) -> str:

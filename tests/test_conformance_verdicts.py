@@ -401,11 +401,55 @@ def test_differs_end_to_end_and_the_gate(no_requeue: BrokerProcess, tmp_path: Pa
 def test_every_case_rests_on_manifest_sentences_at_its_level() -> None:
     """Each case's ids are the manifest's, a MUST or SHOULD case names a sentence (or the
     manifest links one to it), and its level is the one its sentences give for the broker
-    in its role. s3_2_message.py is reworked with the 3.2 bare-message comparison by its
-    owner; its cases are checked there."""
-    problems = [
-        p
-        for p in sentence_problems(load_cases())
-        if CASES[p.split(":", 1)[0]].module != "amqpspec.conformance.cases.s3_2_message"
-    ]
-    assert problems == []
+    in its role."""
+    assert sentence_problems(load_cases()) == []
+
+
+# --- checker rows: a rule broken in every case's setup is one row, not every case --------
+
+
+@pytest.fixture(scope="module")
+def flows_without_delivery_count() -> Iterator[BrokerProcess]:
+    running = reference_broker("flow-without-delivery-count")  # RabbitMQ 3.10's flows
+    yield running
+    running.stop()
+
+
+def test_a_rule_broken_in_setup_traffic_is_its_own_row(
+    flows_without_delivery_count: BrokerProcess, tmp_path: Path
+) -> None:
+    """The broker's flows as a receiver omit delivery-count (2.7.4) in the publishing
+    step of a 3.2 case: the case, which checks the bare message, stays OK with a note;
+    the rule's row is FAILED with the offending flow, and fails the run."""
+    broker = flows_without_delivery_count
+    results = tmp_path / "r"
+    run = _amqpspec(
+        "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
+        "--results", str(results), "-k", "3.2/message-properties-all-fields",
+        "--pipelined", "never",
+    )  # fmt: skip
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    entries = json.loads((results / "index.json").read_text())["reference"]
+    assert entries["3.2/message-properties-all-fields"]["verdict"] == "OK"
+    row = entries["checker/2.7.4/link.flow.receiver-delivery-count-missing"]
+    assert row["verdict"] == "FAILED" and row["level"] == "MUST"
+    assert "offending frame:" in row["reason"] and "@flow" in row["reason"]
+    assert "3.2/message-properties-all-fields" in row["reason"]
+    assert "2.7.4/flow.delivery-count.3" in row["reason"]
+    assert (results / row["pcap"]).exists()
+    row_trace = (results / row["trace"]).read_text()
+    assert "3.2/message-properties-all-fields (graded here only)" in row_trace
+    case_trace = (results / entries["3.2/message-properties-all-fields"]["trace"]).read_text()
+    assert "graded in its rule's row checker/2.7.4/" in case_trace
+
+
+def test_a_rule_enforcing_the_cases_sentence_grades_the_case() -> None:
+    """`grades_case`: the 2.7.4 delivery-count rule grades a case that checks that sentence,
+    not a 3.2 case whose publishing step happens to carry the flow."""
+    from amqpspec.conformance.runner import grades_case
+
+    rule = "link.flow.receiver-delivery-count-missing"
+    checking = [c for c in CASES.values() if "2.7.4/flow.delivery-count.3" in c.sentences]
+    assert checking, "no case names 2.7.4/flow.delivery-count.3"
+    assert grades_case(checking[0], rule)
+    assert not grades_case(CASES["3.2/message-properties-all-fields"], rule)

@@ -23,7 +23,7 @@ from amqpspec.amqp10.composites import (
 )
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import symbol, timestamp, ubyte, uint, ulong
-from amqpspec.conformance.registry import MUST, SHOULD, case, case_function
+from amqpspec.conformance.registry import MAY, MUST, SHOULD, case, case_function
 from amqpspec.conformance.steps.deliveries import roundtrip
 from amqpspec.conformance.steps.messages import INSERTED, MODIFIED, Encoded, check_bare_unchanged
 
@@ -176,7 +176,7 @@ def application_properties_typed(probe, ctx):
 
 @case(
     "3.2.1/message-header-durable-kept",
-    SHOULD,
+    MAY,  # 3.2.1 describes durable without a sentence obliging an intermediary to pass it on
     "durable: specify durability requirements; a broker forwarding the message keeps the "
     "header's durable flag (the header is the transport's, but its meaning persists).",
     requires={"queues"},
@@ -189,7 +189,7 @@ def header_durable(probe, ctx):
 
 @case(
     "3.2.1/message-header-priority-kept",
-    SHOULD,
+    MAY,  # 3.2.1 priority: its MUSTs say how priorities are treated, not that they are kept
     "priority: relative message priority; an intermediary that does not change priority "
     "passes it on.",
     requires={"queues"},
@@ -203,7 +203,7 @@ def header_priority(probe, ctx):
 
 @case(
     "3.2.1/message-header-ttl-kept",
-    SHOULD,
+    SHOULD,  # 3.2.1/header.ttl.2
     "ttl: time to live in ms; an intermediary passes it on (reduced by the time it held "
     "the message at most).",
     requires={"queues"},
@@ -217,10 +217,11 @@ def header_ttl(probe, ctx):
 
 @case(
     "3.2.3/message-annotations-kept",
-    SHOULD,
-    "message-annotations: properties of the message aimed at the infrastructure; they are "
-    "propagated across every delivery step (an intermediary may add its own).",
+    MUST,
+    "Intermediaries MUST propagate the annotations unless the annotations are explicitly "
+    "augmented or modified (e.g. by the use of the modified outcome).",
     requires={"queues"},
+    sentences=("3.2.3/message-annotations.2", "3.2.3/message-annotations.1"),
 )
 def annotations_kept(probe, ctx):
     """A message annotation x-opt-amqpspec = 'kept': present on delivery."""
