@@ -13,8 +13,9 @@ broker's expectations file (`conformance/expectations/<broker>.toml`), with
 - `rationale`: one line, written by the person who read the trace against the spec text;
 - `reading` (optional): a DEBATABLE reading, both readings and the choice.
 `draft` fills `sentence` and `evidence` from a run's index.json for the verdicts that have
-no entry yet, and carries over what an entry already holds; it never writes a rationale
-(that is the review: a drafted entry has none until someone writes it). `check` lists what
+no entry yet, and carries over what an entry already holds; it writes no rationale (that is
+the review: a drafted entry has none until someone writes it), except for an UNSUPPORTED
+case the profile opted out of, which did not run. `check` lists what
 is missing or wrong; tests/test_ledger.py runs it on every real broker's ledger.
 Touches only the ledger files it is asked to write.
 """
@@ -43,6 +44,7 @@ LEDGER_DIR = EXPECTATIONS / "ledger"
 REVIEWED = ("FAILED", "NON-STRICT", "DIFFERS", "UNSUPPORTED", "ERROR")
 FIELDS = ("verdict", "sentence", "evidence", "rationale", "reading")
 SENTENCE_ID = re.compile(r"\b\d+(?:\.\d+)+/[A-Za-z0-9_.-]+\.\d+\b")
+PROFILE_LACKS = re.compile(r"profile '([\w.-]+)' lacks (.+)$")
 RULE_IN_REASON = re.compile(r"\[(?:MUST|SHOULD) [\d.]+ ([a-z0-9_.-]+)\]")
 
 
@@ -141,6 +143,14 @@ def draft(results: str | Path, broker: str, path: Path) -> tuple[int, int]:
                 entry["sentence"] = found
         if not entry.get("evidence") and reason:
             entry["evidence"] = evidence_of(reason)
+        opted_out = PROFILE_LACKS.match(reason) if verdict == "UNSUPPORTED" else None
+        if opted_out and not entry.get("rationale"):
+            # not a reading of the broker's frames: the case did not run (the profile's
+            # capabilities were reviewed when the profile was written)
+            entry["rationale"] = (
+                f"not run: conformance/profiles/{opted_out.group(1)}.toml declares the broker "
+                f"without {opted_out.group(2)}"
+            )
         entries[case_id] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(format_ledger(broker, entries), encoding="utf-8")

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from amqpspec.amqp10.checker import RULES, Violation
+from amqpspec.amqp10.composites import Close
 from amqpspec.amqp10.engine.transitions import UsageError
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.conformance.admin import Admin
@@ -516,6 +517,47 @@ def _closed_by_broker(probes: list[Probe]) -> str | None:
             return f"the broker closed the connection (close {condition or 'without error'})"
         if probe.peer_closed:
             return "the broker closed the TCP connection"
+        own = _probe_closed_on_broker_frame(probe.recording)
+        if own is not None:
+            return own
+    return None
+
+
+# the conditions the probe's engine closes with on a broker frame it cannot take (2.3.1
+# frame size, 2.3.2 undecodable bytes): the connection ended because of the broker's frame
+_ENGINE_CLOSE_CONDITIONS = ("amqp:connection:framing-error", "amqp:decode-error")
+
+
+def _frame_the_probe_closed_on(recording: Recording) -> int | None:
+    """The index of the broker frame the probe's engine closed the connection on (the
+    broker's last item before that close), or None."""
+    last_broker = None
+    for item in recording.items:
+        if item.direction != CLIENT:
+            last_broker = item.index
+            continue
+        body = getattr(item.item, "performative", None)
+        error = body.error if isinstance(body, Close) else None
+        if error is not None and str(error.condition) in _ENGINE_CLOSE_CONDITIONS:
+            return last_broker
+    return None
+
+
+def _probe_closed_on_broker_frame(recording: Recording) -> str | None:
+    """How the probe's engine closed the connection on a broker frame it could not take
+    (a frame over the negotiated max-frame-size, bytes that do not decode), or None."""
+    for item in recording.items:
+        frame = item.item
+        body = getattr(frame, "performative", None)
+        if item.direction != CLIENT or not isinstance(body, Close) or body.error is None:
+            continue
+        condition = str(body.error.condition)
+        if condition in _ENGINE_CLOSE_CONDITIONS:
+            description = body.error.description or ""
+            return (
+                f"the probe closed the connection (close {condition} '{description}') on a "
+                f"broker frame it could not take (frame #{item.index - 1} or before)"
+            )
     return None
 
 
@@ -599,8 +641,13 @@ def _judge(
             f"checker does not know the probe's state): {violation}"
         )
     found = []
+    ended_on = {id(r): _frame_the_probe_closed_on(r) for r in recordings}
     for recording, violation in broker_violations(case, recordings):
-        graded = grades_case(case, violation.rule_id)
+        # a finding on the broker frame that made the probe close the case's connection
+        # grades the case whatever its rule: the case could not get past it
+        graded = grades_case(case, violation.rule_id) or (
+            violation.frame_index == ended_on[id(recording)]
+        )
         if findings is not None:
             frame = _frame_line(recording, violation.frame_index).removeprefix(
                 " | offending frame: "

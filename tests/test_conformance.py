@@ -396,7 +396,13 @@ def test_expectations_accept_alternative_verdicts(tmp_path: Path) -> None:
 
 
 def test_committed_expectations_name_known_cases() -> None:
+    """Each line is a case, a pipelined variant or the row of a checker rule in the catalog
+    (`checker/<section>/<rule id>`)."""
+    from amqpspec.amqp10.checker import RULES
+    from amqpspec.conformance.checker_rows import row_id
+
     known = {case.case_id for case in suite_cases("also")}  # the cases and pipelined variants
+    known |= {row_id(rule_id) for rule_id in RULES}
     for path in (REPO / "conformance" / "expectations").glob("*.toml"):
         for case_id in load_expectations(path):
             assert case_id in known, (path.name, case_id)
@@ -413,8 +419,12 @@ def test_fault_detection_table_names_undetected_faults() -> None:
         },
         "reference+no-echo": {"2.7.4/echo-link": {"verdict": "OK"}},
         "reference+ignore-alarm": {"2.5.6/alarm-closes-window": {"verdict": "NON-STRICT"}},
+        "reference+flow-without-delivery-count": {
+            "3.2/message-properties-all-fields": {"verdict": "OK"},
+            "checker/2.7.4/link.flow.receiver-delivery-count-missing": {"verdict": "FAILED"},
+        },
     }
-    faults = ["overdeliver-on-regrant", "no-echo", "ignore-alarm"]
+    faults = ["overdeliver-on-regrant", "no-echo", "ignore-alarm", "flow-without-delivery-count"]
     table, undetected = detection_table(index, faults)
     assert undetected == ["no-echo"]
     rows = {line.split("`")[1]: line for line in table.splitlines() if line.startswith("| `")}
@@ -423,6 +433,8 @@ def test_fault_detection_table_names_undetected_faults() -> None:
     assert "`2.2/b`" not in rows["overdeliver-on-regrant"]
     assert "**none: undetected**" in rows["no-echo"]
     assert "| - | `2.5.6/alarm-closes-window` | - |" in rows["ignore-alarm"]
+    row = rows["flow-without-delivery-count"]  # caught by its checker row alone
+    assert "| `checker/2.7.4/link.flow.receiver-delivery-count-missing` | - | - | - |" in row
     assert "Clean broker (2 cases: FAILED 1, OK 1) FAILED/ERROR: 2.2/b." in table
 
 
