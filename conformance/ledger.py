@@ -129,12 +129,12 @@ def draft(results: str | Path, broker: str, path: Path) -> tuple[int, int]:
     old = load_ledger(path)
     entries: dict[str, dict[str, str]] = {}
     for case_id, expectation in sorted(expected.items()):
-        verdict = expectation.verdict.value
-        if verdict not in REVIEWED:
+        verdict = _graded(expectation.text)
+        if verdict is None:
             continue
         entry = dict(old.get(case_id, {}))
-        if entry.get("verdict") != verdict:  # a new or changed verdict: its review again
-            entry = {"verdict": verdict}
+        if entry.get("verdict") != expectation.text:  # a new or changed verdict: review again
+            entry = {"verdict": expectation.text}
         reason = str(index.get(case_id, {}).get("reason", ""))
         if not entry.get("sentence"):
             base = case_id.removesuffix("/pipelined")
@@ -157,6 +157,16 @@ def draft(results: str | Path, broker: str, path: Path) -> tuple[int, int]:
     return len(entries), sum(1 for e in entries.values() if not e.get("rationale"))
 
 
+def _graded(text: str) -> str | None:
+    """The verdict an expectation ("FAILED", "OK|FAILED") needs reviewed: its first one not
+    OK (FAILED before the others), or None for an OK."""
+    verdicts = text.split("|")
+    for verdict in REVIEWED:
+        if verdict in verdicts:
+            return verdict
+    return None
+
+
 def problems(broker: str) -> list[str]:
     """What the broker's ledger lacks against its expectations file, one line each: a
     non-OK verdict with no entry, no rationale, no evidence, or a sentence that does not
@@ -168,17 +178,19 @@ def problems(broker: str) -> list[str]:
     module = manifest()
     found = []
     for case_id, expectation in sorted(expected.items()):
-        verdict = expectation.verdict.value
+        verdict = _graded(expectation.text)
         entry = ledger.get(case_id)
-        if verdict not in REVIEWED:
+        if verdict is None:
             if entry is not None:
-                found.append(f"{broker} {case_id}: ledger entry for a {verdict} verdict")
+                found.append(f"{broker} {case_id}: ledger entry for a {expectation.text} verdict")
             continue
         if entry is None:
             found.append(f"{broker} {case_id}: {verdict} with no ledger entry")
             continue
-        if entry.get("verdict") != verdict:
-            found.append(f"{broker} {case_id}: reviewed as {entry.get('verdict')}, now {verdict}")
+        if entry.get("verdict") != expectation.text:
+            found.append(
+                f"{broker} {case_id}: reviewed as {entry.get('verdict')}, now {expectation.text}"
+            )
         if not entry.get("rationale"):
             found.append(f"{broker} {case_id}: {verdict} with no rationale")
         if verdict == "UNSUPPORTED":
