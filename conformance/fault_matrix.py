@@ -72,7 +72,7 @@ def detection_table(index: dict, faults: list[str]) -> tuple[str, list[str]]:
         "case is",
         "FAILED (a MUST), NON-STRICT (a SHOULD) or DIFFERS (the RabbitMQ 4 model the reference",
         "profile claims), or a checker row (a checker rule broken anywhere in the run,",
-        "docs/conformance.md \"Verdicts\") is, with it switched on but not on the clean broker.",
+        'docs/conformance.md "Verdicts") is, with it switched on but not on the clean broker.',
         "",
         "| fault | origin | checker rows | FAILED cases | NON-STRICT cases | DIFFERS cases |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -98,9 +98,7 @@ def detection_table(index: dict, faults: list[str]) -> tuple[str, list[str]]:
         )
         if not flagged:
             undetected.append(fault)
-        cases = ", ".join(f"`{c}`" for c in failing) or (
-            "-" if flagged else "**none: undetected**"
-        )
+        cases = ", ".join(f"`{c}`" for c in failing) or ("-" if flagged else "**none: undetected**")
         lines.append(
             f"| `{fault}` | {CATALOG[fault].origin} | "
             + (", ".join(f"`{c}`" for c in rows) or "-")
