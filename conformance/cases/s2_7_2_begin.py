@@ -14,9 +14,9 @@ from amqpspec.amqp10.composites import Begin, End, Error
 from amqpspec.amqp10.engine import RemoteEnd
 from amqpspec.conformance.registry import MAY, MUST, case
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
+from amqpspec.conformance.steps.sessions import REMOTE_CHANNEL, end_session, must_name_our_channel
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 
-REMOTE_CHANNEL = "2.7.2/begin.remote-channel.2"  # the answering begin names our channel
 CHANNEL_LIMIT = "2.7.1/open.channel-max.1"  # no channel above the partner's channel-max
 
 
@@ -76,7 +76,7 @@ def channel_reused(probe, ctx):
     """Begin on channel 0, end it, begin again (channel 0 again): answered."""
     first = probe.open_session()
     channel = first.channel
-    probe.end(first)
+    end_session(probe, ctx, first)
     second = probe.begin(wait=False)
     probe.idle(0.5)
     if second.channel != channel:
@@ -138,15 +138,7 @@ def end_with_error(probe, ctx):
     try:
         probe.expect(lambda e: isinstance(e, RemoteEnd) and e.session is session, what="end")
     except CaseFailed:
-        unanswered = [
-            f for f in probe.server_frames("begin") if f.performative.remote_channel is None
-        ]
-        ctx.must(
-            not unanswered,
-            "expected remote-channel set in the broker's begin answering ours; observed none, "
-            "so its end answers no session of ours",
-            REMOTE_CHANNEL,
-        )
+        must_name_our_channel(probe, ctx)
         raise
     if probe.closed or (probe.conn is not None and probe.conn.remote_close is not None):
         ctx.note("the broker closed the connection after its end (allowed, 2.4.3)")

@@ -25,6 +25,7 @@ from amqpspec.conformance.steps.deliveries import collect, exactly
 from amqpspec.conformance.steps.links import consumer, link_flow, publisher
 from amqpspec.conformance.steps.queues import body, fill, message_text
 from amqpspec.conformance.steps.sentences import NOT_RESENT
+from amqpspec.conformance.steps.sessions import end_session
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError, Unsupported
 
 NOT_IMPLEMENTED = (
@@ -131,7 +132,7 @@ def begin_every_field(probe, ctx):
         desired_capabilities=CAPABILITIES,
         properties=PROPERTIES,
     )
-    probe.end(session)  # waits: a pipelined probe has the broker's begin by now too
+    end_session(probe, ctx, session)  # waits: a pipelined probe has the broker's begin now
     begins = probe.server_frames("begin")
     reply = begins[0].performative if begins else None
     ctx.check(
