@@ -60,6 +60,7 @@ from amqpspec.conformance.results import (
     format_expectations,
     load_expectations,
 )
+from amqpspec.conformance.run_info import broker_identity, iso_now, start_info
 from amqpspec.conformance.runner import BrokerTarget, CaseResult, run_case
 from amqpspec.conformance.verdicts import PASSING, Verdict
 
@@ -119,6 +120,12 @@ class _Session:
         self._thread_admin = threading.local()
         self.broker = option("amqp_broker_name") or self.profile.name
         self.results_dir = ResultsDir(option("amqp_results"), self.broker)
+        # the run header of a report (index.json's _runs): the broker's identity comes from
+        # the first open it sends (run())
+        self.run_info = start_info(
+            self.broker, self.profile.name, option("amqp_broker"), option("amqp_expect")
+        )
+        self.results_dir.run_info = self.run_info.to_dict()
         self.expect_file: str | None = option("amqp_expect")
         self.write_expect: str | None = option("amqp_write_expect")
         self.expect_retries: int = int(option("amqp_expect_retries") or 0)
@@ -183,6 +190,9 @@ class _Session:
         else:
             result, attempts = self._execute(case)
         entry = self.results_dir.add(result)
+        if not self.run_info.identity and result.recordings:
+            self.run_info.identity = broker_identity(result.recordings)
+            self.results_dir.run_info = self.run_info.to_dict()
         if self.gates(case, result):
             self.state.gated.add(case.case_id)
         if len(attempts) > 1:
@@ -260,6 +270,8 @@ class _Session:
 
     def finish(self) -> None:
         self.add_checker_rows()
+        self.run_info.finished = iso_now()
+        self.results_dir.run_info = self.run_info.to_dict()
         if self.state.results:
             self._write_index()
         if self.expect_file:

@@ -1,34 +1,115 @@
-"""The brokers x cases matrix: Markdown and a self-contained HTML page from index.json files.
+"""The brokers x cases matrix as a report: the model behind it, and its Markdown.
 
-Owns: `Matrix` (merged results of one or more results directories), `render_markdown`
-and `render_html`. Case metadata (level, the sentences and what the case expects) comes
-from the registry. The cases of a model's behaviour (level MODEL, verdict DIFFERS when the
-broker differs) are shown apart, after the spec's cases, with their own totals column and
-reasons: they are never counted as non-conformance (docs/conformance.md, "Verdicts"). Pure
-functions of their inputs; `report_cli` writes the files.
+Owns: `Matrix` (merged results of one or more results directories, with each broker's run
+header from index.json's `_runs`, its expectations file and the cell facts a report shows:
+regression against the expectations, flaky when retried attempts differed, UNSUPPORTED
+split into "profile opted out" and "broker lacks it", pipelined twins folded into their
+base case), `failures()` (MUST before SHOULD before DIFFERS), and `render_markdown` (a
+summary block first, for a PR comment; then the run header, the failures with their
+reasons and links, the cases section by section). The HTML page is `report_html`'s; the
+conformance statement `statement`'s. Case metadata (level, sentences, sections' titles)
+comes from the registry and the normative manifest. The cases of a model's behaviour
+(level MODEL, verdict DIFFERS when the broker differs) are shown apart and never counted as
+non-conformance (docs/conformance.md, "Verdicts"). Pure functions of their inputs apart from
+reading the results, expectations and traces named; `report_cli` writes the files.
 """
 
 from __future__ import annotations
 
-import html
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amqpspec.conformance.registry import load_cases
-from amqpspec.conformance.results import load_index
+from amqpspec.conformance.registry import case_sentences, load_cases, manifest
+from amqpspec.conformance.results import Expectation, load_expectations, load_index, load_runs
+from amqpspec.conformance.run_info import RunInfo
+from amqpspec.conformance.verdicts import Verdict
 
-COLOURS = {
-    "OK": "#2e7d32",
-    "NON-STRICT": "#f9a825",
-    "UNSUPPORTED": "#9e9e9e",
-    "FAILED": "#c62828",
-    "ERROR": "#6a1b9a",
+REPO = Path(__file__).resolve().parent.parent
+EXPECTATIONS_DIR = REPO / "conformance" / "expectations"
+
+# verdict -> (background, text colour): every pair at least 4.5:1 (WCAG 2.1 AA, tested)
+PALETTE = {
+    "OK": ("#2e7d32", "#ffffff"),
+    "NON-STRICT": ("#f9a825", "#000000"),
+    "UNSUPPORTED": ("#616161", "#ffffff"),  # the broker lacks it
+    "FAILED": ("#c62828", "#ffffff"),
+    "ERROR": ("#6a1b9a", "#ffffff"),
+    "DIFFERS": ("#01579b", "#ffffff"),
 }
+OPTED_OUT = ("#e0e0e0", "#212121")  # UNSUPPORTED because the profile opted out: never run
+COLOURS = {v: PALETTE[v][0] for v in ("OK", "NON-STRICT", "UNSUPPORTED", "FAILED", "ERROR")}
 DIFFERS = "DIFFERS"  # shown apart: its own totals column, table and reasons
-DIFFERS_COLOUR = "#0277bd"
+DIFFERS_COLOUR = PALETTE[DIFFERS][0]
 MODEL_LEVEL = "MODEL"
+PIPELINED = "/pipelined"
+CHECKER = "checker/"
+# what a report lists first, most severe first: a MUST broken (and a run that could not
+# judge), then a SHOULD not met, then a model's behaviour not followed
+SEVERITY = ("FAILED", "ERROR", "NON-STRICT", DIFFERS)
+_OPTED_OUT = re.compile(r"^profile '[^']*' lacks ")
+TRACES_SEARCHED = 400  # results without _runs: traces read for the broker's open
+_OPEN_LINE = re.compile(r"<- @open\(16\) \[(?P<fields>.*)\]$", re.M)
+
+
+def section_of(case_id: str) -> str:
+    """'2.6.7' for a case, the rule's section for a checker row ('checker/2.7.4/...')."""
+    parts = case_id.split("/")
+    return parts[1] if parts[0] == "checker" and len(parts) > 2 else parts[0]
+
+
+def section_key(section: str) -> tuple[Any, ...]:
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in section.split("."))
+
+
+def section_title(section: str) -> str:
+    module = manifest()
+    title = module.sections().get(section, "") if module is not None else ""
+    return f"{section} {title}".strip()
+
+
+def anchor(text: str) -> str:
+    """An HTML id / Markdown fragment for a case id or section."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+
+
+def is_opted_out(cell: dict[str, Any]) -> bool:
+    """UNSUPPORTED because the profile says the broker lacks a capability (never run), not
+    because the broker showed it lacks it."""
+    return cell.get("verdict") == "UNSUPPORTED" and bool(_OPTED_OUT.match(cell.get("reason", "")))
+
+
+def opted_out_capability(cell: dict[str, Any]) -> str:
+    reason = cell.get("reason", "")
+    return _OPTED_OUT.sub("", reason).split(" ", 1)[0].rstrip(".,;:") if is_opted_out(cell) else ""
+
+
+def is_flaky(cell: dict[str, Any]) -> bool:
+    """The case was run again (--expect-retries) and its attempts did not agree."""
+    return len(set(cell.get("attempts", []))) > 1
+
+
+def identity_from_trace(path: Path) -> dict[str, str]:
+    """product and version from the open line of a text trace (results written before
+    index.json recorded them, `run_info`)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    found = _OPEN_LINE.search(text)
+    if found is None:
+        return {}
+    identity = {}
+    container = re.search(r'container-id="([^"]*)"', found.group("fields"))
+    if container:
+        identity["container-id"] = container.group(1)
+    for key in ("product", "version", "platform"):
+        value = re.search(rf':{key}="([^"]*)"', found.group("fields"))
+        if value:
+            identity[key] = value.group(1)
+    return identity
 
 
 @dataclass
@@ -39,34 +120,67 @@ class Matrix:
     roots: dict[str, Path] = field(default_factory=dict)  # broker -> its results DIR
     levels: dict[str, str] = field(default_factory=dict)
     sentences: dict[str, str] = field(default_factory=dict)
+    sentence_ids: dict[str, tuple[str, ...]] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)  # MODEL cases: their model
+    runs: dict[str, RunInfo] = field(default_factory=dict)  # broker -> its run header
+    expectations: dict[str, dict[str, Expectation]] = field(default_factory=dict)
+    expectation_files: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, dirs: list[str | Path]) -> Matrix:
+    def load(
+        cls, dirs: list[str | Path], expectations: dict[str, str | Path] | None = None
+    ) -> Matrix:
+        """The results of `dirs`; each broker's expectations from `expectations[broker]`,
+        else the file its run compared against, else conformance/expectations/<broker>.toml
+        when there is one."""
         matrix = cls()
         known = {case.case_id: case for case in load_cases()}
         order = {case_id: n for n, case_id in enumerate(known)}
         seen: set[str] = set()
         for directory in dirs:
             root = Path(directory)
+            runs = load_runs(root)
             for broker, entries in load_index(root).items():
                 if broker not in matrix.brokers:
                     matrix.brokers.append(broker)
                 matrix.roots[broker] = root
+                info = RunInfo.from_dict(runs.get(broker, {"broker": broker}))
+                matrix.runs[broker] = info
                 for case_id, entry in entries.items():
                     matrix.cells[(broker, case_id)] = entry
                     seen.add(case_id)
                     matrix.levels.setdefault(case_id, entry.get("level", ""))
-        matrix.cases = sorted(seen, key=lambda c: (order.get(c, len(order)), c))
+                traces = [e["trace"] for e in entries.values() if e.get("trace")]
+                for traced in traces[:TRACES_SEARCHED] if not info.identity else []:
+                    info.identity = identity_from_trace(root / traced)
+                    if info.identity:
+                        break
+        matrix.cases = sorted(
+            seen, key=lambda c: (section_key(section_of(c)), order.get(c, len(order)), c)
+        )
         for case_id in matrix.cases:
             if case_id in known:
                 case = known[case_id]
                 matrix.levels[case_id] = case.level
-                ids = f" ({', '.join(case.sentences)})" if case.sentences else ""
-                matrix.sentences[case_id] = case.sentence + ids
+                ids = case.sentences or tuple(sorted(case_sentences(case)))
+                matrix.sentence_ids[case_id] = ids
+                matrix.sentences[case_id] = case.sentence + (f" ({', '.join(ids)})" if ids else "")
                 if case.model:
                     matrix.models[case_id] = case.model
+        for broker in matrix.brokers:
+            matrix._load_expectations(broker, (expectations or {}).get(broker))
         return matrix
+
+    def _load_expectations(self, broker: str, given: str | Path | None) -> None:
+        recorded = self.runs[broker].expectations
+        candidates = [given, recorded, EXPECTATIONS_DIR / f"{broker}.toml"]
+        for candidate in candidates:
+            if candidate and Path(candidate).is_file():
+                self.expectations[broker] = load_expectations(candidate)
+                self.expectation_files[broker] = str(candidate)
+                return
+
+    # --- which cases ---
 
     def spec_cases(self) -> list[str]:
         """The cases graded against the spec's sentences (not a model's)."""
@@ -76,6 +190,29 @@ class Matrix:
         """The cases of a model's behaviour (shown apart)."""
         return [c for c in self.cases if self.levels.get(c) == MODEL_LEVEL]
 
+    def twin(self, case_id: str) -> str | None:
+        """The pipelined variant of a base case, when it ran."""
+        twin = case_id + PIPELINED
+        return twin if twin in self.levels else None
+
+    def row_cases(self, cases: list[str]) -> list[str]:
+        """`cases` without the pipelined twins whose base case is there (folded into it)."""
+        present = set(cases)
+        return [c for c in cases if not (c.endswith(PIPELINED) and c[: -len(PIPELINED)] in present)]
+
+    def sections(self, cases: list[str]) -> dict[str, list[str]]:
+        grouped: dict[str, list[str]] = {}
+        for case_id in cases:
+            key = "checker" if case_id.startswith(CHECKER) else section_of(case_id)
+            grouped.setdefault(key, []).append(case_id)
+
+        def order(item: tuple[str, list[str]]) -> tuple[Any, ...]:
+            return (item[0] == "checker", section_key(item[0]))
+
+        return dict(sorted(grouped.items(), key=order))
+
+    # --- cell facts ---
+
     def totals(self, broker: str) -> dict[str, int]:
         counts: dict[str, int] = {}
         for case_id in self.cases:
@@ -84,23 +221,125 @@ class Matrix:
                 counts[cell["verdict"]] = counts.get(cell["verdict"], 0) + 1
         return counts
 
+    def expected(self, broker: str, case_id: str) -> Expectation | None:
+        return self.expectations.get(broker, {}).get(case_id)
 
-def _link(matrix: Matrix, broker: str, cell: dict[str, Any], out_dir: Path) -> str:
-    trace = matrix.roots[broker] / cell["trace"]
-    return os.path.relpath(trace, out_dir)
+    def regression(self, broker: str, case_id: str) -> str:
+        """ "" when the verdict matches the broker's expectations (or there are none);
+        else what was expected ("expected FAILED (issue)")."""
+        cell = self.cells.get((broker, case_id))
+        expectation = self.expected(broker, case_id)
+        if cell is None or broker not in self.expectations:
+            return ""
+        if expectation is None:
+            return "not in the expectations file"
+        if Verdict.parse(cell["verdict"]) in expectation.accepted:
+            return ""
+        issue = f" ({expectation.issue})" if expectation.issue else ""
+        return f"expected {expectation.text}{issue}"
+
+    def link(self, broker: str, path: str, out_dir: Path) -> str:
+        return os.path.relpath(self.roots[broker] / path, out_dir)
+
+    def failures(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """(broker, case, cell) for every FAILED, ERROR, NON-STRICT and DIFFERS verdict,
+        most severe first, then in section order."""
+        found = [
+            (broker, case_id, cell)
+            for case_id in self.cases
+            for broker in self.brokers
+            if (cell := self.cells.get((broker, case_id))) and cell["verdict"] in SEVERITY
+        ]
+        return sorted(found, key=lambda f: SEVERITY.index(f[2]["verdict"]))
+
+    def unsupported_split(self, broker: str) -> tuple[int, int]:
+        """(profile opted out, broker lacks it) among the broker's UNSUPPORTED."""
+        cells = [self.cells[(broker, c)] for c in self.cases if (broker, c) in self.cells]
+        unsupported = [c for c in cells if c["verdict"] == "UNSUPPORTED"]
+        opted = sum(1 for c in unsupported if is_opted_out(c))
+        return opted, len(unsupported) - opted
+
+    def checker_rows(self, broker: str) -> int:
+        return sum(1 for c in self.cases if c.startswith(CHECKER) and (broker, c) in self.cells)
+
+    def flaky(self, broker: str) -> list[str]:
+        return [c for c in self.cases if is_flaky(self.cells.get((broker, c), {}))]
+
+    def regressions(self, broker: str) -> list[str]:
+        return [c for c in self.cases if self.regression(broker, c)]
+
+    def summary_line(self, broker: str) -> str:
+        totals = self.totals(broker)
+        rows = self.checker_rows(broker)
+        opted, lacks = self.unsupported_split(broker)
+        product = self.runs[broker].product
+        who = f"**{broker}**" + (f" ({product})" if product else "")
+        parts = [
+            f"{totals.get('FAILED', 0)} FAILED",
+            f"{totals.get('ERROR', 0)} ERROR",
+            f"{totals.get('NON-STRICT', 0)} NON-STRICT",
+            f"{totals.get(DIFFERS, 0)} DIFFERS (model)",
+            f"{totals.get('UNSUPPORTED', 0)} UNSUPPORTED ({opted} profile opted out, "
+            f"{lacks} broker lacks it)",
+            f"{totals.get('OK', 0)} OK",
+        ]
+        counted = sum(totals.values())
+        tail = f" of {counted} ({rows} checker rows)"
+        if broker in self.expectations:
+            tail += f"; {len(self.regressions(broker))} differ from the expectations"
+        tail += f"; {len(self.flaky(broker))} flaky"
+        return f"{who}: " + ", ".join(parts) + tail
+
+
+# --- Markdown ---------------------------------------------------------------------------
+
+
+def _md(text: str) -> str:
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def run_header_markdown(matrix: Matrix) -> list[str]:
+    lines = [
+        "| broker | product (its open frame) | profile | amqpspec | started (UTC) | command "
+        "| expectations |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for broker in matrix.brokers:
+        info = matrix.runs[broker]
+        version = info.amqpspec_version + (f" ({info.commit})" if info.commit else "")
+        command = f"`{_md(info.command)}`" if info.command else "(not recorded)"
+        lines.append(
+            f"| {broker} | {_md(info.announced)} | {info.profile or '?'} | "
+            f"{version or '?'} | {info.started or '?'} | {command} | "
+            f"{_md(matrix.expectation_files.get(broker, '')) or '(none)'} |"
+        )
+    return lines
+
+
+def _cell_md(matrix: Matrix, broker: str, case_id: str, out_dir: Path) -> str:
+    cell = matrix.cells.get((broker, case_id))
+    if cell is None:
+        return ""
+    text = f"[{cell['verdict']}]({matrix.link(broker, cell['trace'], out_dir)})"
+    if is_opted_out(cell):
+        text += " (opted out)"
+    if is_flaky(cell):
+        text += " ⟳flaky"
+    if matrix.regression(broker, case_id):
+        text += " ≠expected"
+    twin = matrix.twin(case_id)
+    twin_cell = matrix.cells.get((broker, twin)) if twin else None
+    if twin_cell is not None and twin_cell["verdict"] != cell["verdict"]:
+        link = matrix.link(broker, twin_cell["trace"], out_dir)
+        text += f" · [pipelined: {twin_cell['verdict']}]({link})"
+    return text
 
 
 def _case_rows(matrix: Matrix, cases: list[str], out_dir: Path) -> list[str]:
     lines = ["| case | level | " + " | ".join(matrix.brokers) + " |"]
     lines.append("| --- | --- |" + " --- |" * len(matrix.brokers))
-    for case_id in cases:
-        cells = []
-        for broker in matrix.brokers:
-            cell = matrix.cells.get((broker, case_id))
-            if cell is None:
-                cells.append("")
-            else:
-                cells.append(f"[{cell['verdict']}]({_link(matrix, broker, cell, out_dir)})")
+    for case_id in matrix.row_cases(cases):
+        cells = [_cell_md(matrix, broker, case_id, out_dir) for broker in matrix.brokers]
         level = matrix.levels.get(case_id, "")
         if case_id in matrix.models:
             level += f" ({matrix.models[case_id]})"
@@ -108,19 +347,35 @@ def _case_rows(matrix: Matrix, cases: list[str], out_dir: Path) -> list[str]:
     return lines
 
 
-def _reasons(matrix: Matrix, cases: list[str], verdicts: tuple[str, ...]) -> list[str]:
-    lines = []
-    for case_id in cases:
-        for broker in matrix.brokers:
-            cell = matrix.cells.get((broker, case_id), {})
-            if cell.get("verdict") in verdicts:
-                reason = cell.get("reason", "").replace("|", "\\|").replace("\n", " ")
-                lines.append(f"- **{broker}** `{case_id}` {cell['verdict']}: {reason}")
-    return lines
+def _failure_md(matrix: Matrix, broker: str, case_id: str, cell: dict[str, Any], out: Path) -> str:
+    links = f"[trace]({matrix.link(broker, cell['trace'], out)})"
+    if cell.get("pcap"):
+        links += f", [pcap]({matrix.link(broker, cell['pcap'], out)})"
+    marks = ""
+    if (regression := matrix.regression(broker, case_id)) != "":
+        marks += f" **≠ {regression}**"
+    if is_flaky(cell):
+        marks += f" **flaky** (attempts {', '.join(cell['attempts'])})"
+    level = cell.get("level") or matrix.levels.get(case_id, "")
+    return (
+        f"- **{broker}** `{case_id}` {cell['verdict']} [{level}]{marks}: "
+        f"{_md(cell.get('reason', ''))} ({links})"
+    )
+
+
+FAILURE_HEADINGS = {
+    "FAILED": "FAILED: a MUST broken",
+    "ERROR": "ERROR: the case could not be judged",
+    "NON-STRICT": "NON-STRICT: a SHOULD not met",
+    DIFFERS: "DIFFERS: a model's behaviour, not required by the spec",
+}
 
 
 def render_markdown(matrix: Matrix, out_dir: Path) -> str:
     lines = ["# AMQP 1.0 conformance matrix", ""]
+    for broker in matrix.brokers:
+        lines.append(f"> {matrix.summary_line(broker)}  ")
+    lines += ["", "## Run", "", *run_header_markdown(matrix), ""]
     verdicts = sorted(COLOURS)
     lines.append("| broker | " + " | ".join(verdicts) + f" | {DIFFERS} (model) |")
     lines.append("| --- |" + " --- |" * (len(verdicts) + 1))
@@ -128,7 +383,25 @@ def render_markdown(matrix: Matrix, out_dir: Path) -> str:
         totals = matrix.totals(broker)
         counts = [str(totals.get(v, 0)) for v in (*verdicts, DIFFERS)]
         lines.append(f"| {broker} | " + " | ".join(counts) + " |")
-    lines += ["", *_case_rows(matrix, matrix.spec_cases(), out_dir)]
+    failures = matrix.failures()
+    if failures:
+        lines += ["", "## Failures first", ""]
+        for verdict in SEVERITY:
+            listed = [f for f in failures if f[2]["verdict"] == verdict]
+            if listed:
+                lines += [f"### {FAILURE_HEADINGS[verdict]} ({len(listed)})", ""]
+                lines += [_failure_md(matrix, b, c, cell, out_dir) for b, c, cell in listed]
+                lines.append("")
+    lines += ["", "## Cases by section", ""]
+    lines.append(
+        "Verdicts link to the case's trace; `(opted out)`: UNSUPPORTED because the profile "
+        "lacks a capability, never run; `⟳flaky`: retried attempts differed; `≠expected`: "
+        "differs from the broker's expectations file; `pipelined: X`: the pipelined variant "
+        "of the case differs."
+    )
+    for section, cases in matrix.sections(matrix.spec_cases()).items():
+        title = "Checker rows" if section == "checker" else section_title(section)
+        lines += ["", f"### {title}", "", *_case_rows(matrix, cases, out_dir)]
     models = matrix.model_cases()
     if models:
         lines += [
@@ -140,78 +413,10 @@ def render_markdown(matrix: Matrix, out_dir: Path) -> str:
             "",
         ]
         lines += _case_rows(matrix, models, out_dir)
-    failures = _reasons(matrix, matrix.spec_cases(), ("FAILED", "ERROR", "NON-STRICT"))
-    failures += _reasons(matrix, models, ("FAILED", "ERROR"))
-    if failures:
-        lines += ["", "## Reasons", "", *failures]
-    differs = _reasons(matrix, models, (DIFFERS,))
-    if differs:
-        lines += ["", "## Differs from the model", "", *differs]
     return "\n".join(lines) + "\n"
 
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse}
-th,td{border:1px solid #ccc;padding:3px 8px;font-size:13px}th{background:#eee}
-td.v{color:#fff;text-align:center;font-weight:600}td.v a{color:#fff;text-decoration:none}
-td.id{font-family:monospace}tr:hover td{outline:1px solid #888}
-"""
-
-
-def _html_rows(matrix: Matrix, cases: list[str], out_dir: Path) -> str:
-    esc = html.escape
-    rows = []
-    for case_id in cases:
-        cells = []
-        for broker in matrix.brokers:
-            cell = matrix.cells.get((broker, case_id))
-            if cell is None:
-                cells.append("<td></td>")
-                continue
-            verdict = cell["verdict"]
-            colour = DIFFERS_COLOUR if verdict == DIFFERS else COLOURS.get(verdict, "#000")
-            title = esc(f"{cell.get('reason', '')} ({cell.get('duration', 0):.3f} s)", quote=True)
-            href = esc(_link(matrix, broker, cell, out_dir), quote=True)
-            cells.append(
-                f'<td class="v" style="background:{colour}" '
-                f'title="{title}"><a href="{href}">{esc(verdict)}</a></td>'
-            )
-        sentence = esc(matrix.sentences.get(case_id, ""), quote=True)
-        level = matrix.levels.get(case_id, "")
-        if case_id in matrix.models:
-            level += f" ({matrix.models[case_id]})"
-        rows.append(
-            f'<tr><td class="id" title="{sentence}">{esc(case_id)}</td>'
-            f"<td>{esc(level)}</td>{''.join(cells)}</tr>"
-        )
-    head = "".join(f"<th>{esc(b)}</th>" for b in matrix.brokers)
-    return f"<table><tr><th>case</th><th>level</th>{head}</tr>{''.join(rows)}</table>"
-
-
 def render_html(matrix: Matrix, out_dir: Path) -> str:
-    esc = html.escape
-    totals = "".join(
-        f"<tr><td>{esc(b)}</td>"
-        + "".join(f"<td>{matrix.totals(b).get(v, 0)}</td>" for v in (*COLOURS, DIFFERS))
-        + "</tr>"
-        for b in matrix.brokers
-    )
-    verdict_heads = "".join(f"<th>{v}</th>" for v in COLOURS) + f"<th>{DIFFERS} (model)</th>"
-    models = matrix.model_cases()
-    apart = (
-        "<h2>Model behaviour (not required by the spec)</h2>"
-        "<p>Behaviour of a model a profile may claim (e.g. RabbitMQ 4's requeue on detach): "
-        "OK when the broker behaves so, DIFFERS when not; never non-conformance.</p>"
-        + _html_rows(matrix, models, out_dir)
-        if models
-        else ""
-    )
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>AMQP 1.0 conformance matrix</title><style>{_STYLE}</style></head><body>"
-        "<h1>AMQP 1.0 conformance matrix</h1>"
-        f"<table><tr><th>broker</th>{verdict_heads}</tr>{totals}</table>"
-        "<p>Hover a case for its spec sentence, a verdict for its reason; click for the trace.</p>"
-        f"{_html_rows(matrix, matrix.spec_cases(), out_dir)}{apart}"
-        "</body></html>\n"
-    )
+    from amqpspec.conformance.report_html import render_html as render
+
+    return render(matrix, out_dir)

@@ -4,7 +4,8 @@ Owns: the results directory layout (`DIR/index.json` autobahn-style
 `{broker: {case_id: {verdict, duration, trace, pcap, reason, level}}}`, merged across runs
 so several brokers share one DIR; `DIR/traces/<broker>/<case>.txt|.pcap`;
 `DIR/coverage/<broker>.transitions.json`: the (machine, state, input) pairs of the engine's
-tables each case's probes used), writing a
+tables each case's probes used; index.json's added top-level key `_runs`, one
+`run_info.RunInfo` per broker: the run header of a report), writing a
 case's trace as text and pcap (`traces.pcap_writer.PcapWriter`), and expectations files
 (`conformance/expectations/<broker>.toml`: one line per case with its verdict and, for
 failures, the upstream issue) with their comparison. Old, renamed case ids in an
@@ -29,6 +30,7 @@ from amqpspec.conformance.verdicts import Verdict
 from amqpspec.traces.pcap_writer import PcapWriter
 
 INDEX = "index.json"
+RUNS_KEY = "_runs"  # index.json's run headers, one per broker (run_info.RunInfo)
 TRANSITIONS_DIR = "coverage"  # DIR/coverage/<broker>.transitions.json: case -> pairs used
 
 
@@ -61,6 +63,7 @@ class ResultsDir:
         self.entries: dict[str, dict[str, Any]] = {}
         # case id -> "machine:state:input" of the probe engine's tables its connections used
         self.transitions: dict[str, list[str]] = {}
+        self.run_info: dict[str, Any] | None = None  # index.json's _runs[broker] (run_info)
 
     def add(self, result: CaseResult) -> dict[str, Any]:
         stem = case_file_stem(result.case_id)
@@ -84,8 +87,13 @@ class ResultsDir:
 
     def write_index(self) -> Path:
         path = self.root / INDEX
-        index = load_index(path) if path.exists() else {}
+        index: dict[str, Any] = load_index(path) if path.exists() else {}
+        runs = load_runs(path) if path.exists() else {}
+        if self.run_info is not None:
+            runs[self.broker] = self.run_info
         index[self.broker] = dict(sorted(self.entries.items()))
+        if runs:
+            index[RUNS_KEY] = runs
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         tmp.replace(path)
@@ -102,7 +110,21 @@ def load_index(path: str | Path) -> dict[str, dict[str, dict[str, Any]]]:
     if path.is_dir():
         path = path / INDEX
     index = json.loads(path.read_text(encoding="utf-8"))
-    return {broker: by_current_id(entries) for broker, entries in index.items()}
+    return {
+        broker: by_current_id(entries)
+        for broker, entries in index.items()
+        if not broker.startswith("_")  # _runs: the run headers (load_runs)
+    }
+
+
+def load_runs(path: str | Path) -> dict[str, dict[str, Any]]:
+    """index.json's `_runs`: broker -> its run's header (`run_info.RunInfo` as a dict); {}
+    for a results DIR written before runs were recorded."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / INDEX
+    runs = json.loads(path.read_text(encoding="utf-8")).get(RUNS_KEY, {})
+    return runs if isinstance(runs, dict) else {}
 
 
 # --- expectations --------------------------------------------------------------------------

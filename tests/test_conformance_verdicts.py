@@ -381,10 +381,14 @@ def test_differs_end_to_end_and_the_gate(no_requeue: BrokerProcess, tmp_path: Pa
         markdown
     )
     assert "| reference | 0 | 0 | 0 | 1 | 0 | 1 |" in markdown
-    spec, model = markdown.split("## Model behaviour (not required by the spec)")
+    first, cases = markdown.split("## Cases by section")
+    spec, model = cases.split("## Model behaviour (not required by the spec)")
     assert "`2.6.7/credit-single-grant`" in spec and "requeue-after-detach-closed" not in spec
     assert "| `2.6.6/requeue-after-detach-closed` | MODEL (rabbitmq4) | [DIFFERS](" in model
-    assert "## Differs from the model" in model and "## Reasons" not in markdown
+    # failures first: the DIFFERS with its reason, under its own heading (not a failure)
+    assert "### DIFFERS: a model's behaviour, not required by the spec (1)" in first
+    assert "**reference** `2.6.6/requeue-after-detach-closed` DIFFERS [MODEL]" in first
+    assert "### FAILED" not in first and "## Reasons" not in markdown
     page = (tmp_path / "out" / "conformance-matrix.html").read_text()
     assert "Model behaviour (not required by the spec)" in page and ">DIFFERS<" in page
 
