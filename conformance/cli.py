@@ -3,7 +3,7 @@
 Owns: the `run` subcommand's options (--jobs N: cases run N at a time, serial ones alone,
 `conformance.jobs`) and turning them into a pytest invocation of
 `conformance/suite.py` with `-p amqpspec.conformance.plugin` (and the plugin's `--amqp-`
-options), JUnit XML (DIR/junit-<broker>.xml) and
+options), JUnit XML (DIR/junit-<broker>.xml, `junit.render_junit`) and
 allure results (DIR/allure, when allure-pytest is installed), and what the terminal shows
 (`progress.RunProgress`: a progress bar with the verdict tally, plain lines when stdout is
 not a terminal; pytest's line per case with -v). Exit status: 0 when every
@@ -127,11 +127,8 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         args.pipelined,
         "--amqp-jobs",
         str(getattr(args, "jobs", DEFAULT_JOBS)),
-        f"--junitxml={results / f'junit-{broker_name}.xml'}",
-        "-o",
-        f"junit_suite_name=amqpspec-{broker_name}",
-        "-o",
-        "junit_logging=system-out",  # a DIFFERS / NON-STRICT test's remark line
+        "--amqp-junit",  # a suite per section, the case id as the name (conformance/junit.py)
+        str(results / f"junit-{broker_name}.xml"),
         "-rN",
     ]
     if getattr(args, "verbose", False):

@@ -4,7 +4,8 @@ Owns: the command-line options, each with an `--amqp-` prefix so that they canno
 another plugin's (--amqp-broker, --amqp-profile, --amqp-admin, --amqp-results, --amqp-expect,
 --amqp-broker-name, --amqp-write-expect, --amqp-expect-retries, --amqp-pipelined, --amqp-jobs,
 --amqp-strict: NON-STRICT fails too; --amqp-gate-differs: DIFFERS of a model the profile
-claims fails too; `amqpspec run` maps its own options onto these). The
+claims fails too; --amqp-junit PATH: the run's JUnit XML, `junit.render_junit`, a suite per
+section, the case id as the test's name; `amqpspec run` maps its own options onto these). The
 plugin is never loaded by itself: `amqpspec run` passes it, a pytest user names it with `-p`.
 Also the `must` / `should` markers, one parametrized item per case and per pipelined
 variant (`conformance/suite.py::test_case[<case id>]`, `...[<case id>/pipelined]`,
@@ -16,7 +17,9 @@ item), the health probe between cases (after a FAILED or ERROR case,
 `preflight.BrokerHealth`: a broker that died or hung makes the next cases ERROR within
 seconds, and the summary says when it stopped answering), the fixtures
 (`amqp_profile`, `amqp_target`, `amqp_admin`, `probe`, `conformance_run`), allure
-attachments (text trace + pcap), index.json (rewritten at most once a second while the
+attachments (text trace + pcap; the case id as the plain parameter `case`, so that allure's
+history id is stable from run to run; suites broker > section; `environment.properties`
+with the run's header), index.json (rewritten at most once a second while the
 run goes, and at its end), the run's `facts.RunFacts` (what earlier cases learned about
 the broker, shared by the case threads), and the end-of-session work: expectations
 comparison and the exit status. The verdict -> pytest outcome map: OK pass, NON-STRICT pass
@@ -49,10 +52,12 @@ from amqpspec.conformance.admin import Admin, make_admin
 from amqpspec.conformance.checker_rows import checker_rows
 from amqpspec.conformance.facts import RunFacts
 from amqpspec.conformance.jobs import DEFAULT_JOBS, CaseScheduler
+from amqpspec.conformance.junit import render_junit, run_properties
 from amqpspec.conformance.preflight import HEALTH_TIMEOUT_S, BrokerHealth
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.profile import Profile, load_profile
 from amqpspec.conformance.registry import Case, beside_others, old_ids, suite_cases
+from amqpspec.conformance.report import section_title
 from amqpspec.conformance.results import (
     Expectation,
     ResultsDir,
@@ -60,7 +65,7 @@ from amqpspec.conformance.results import (
     format_expectations,
     load_expectations,
 )
-from amqpspec.conformance.run_info import broker_identity, iso_now, start_info
+from amqpspec.conformance.run_info import RunInfo, broker_identity, iso_now, start_info
 from amqpspec.conformance.runner import BrokerTarget, CaseResult, run_case
 from amqpspec.conformance.verdicts import PASSING, Verdict
 
@@ -134,6 +139,8 @@ class _Session:
         self.strict: bool = bool(option("amqp_strict", False))
         # --amqp-gate-differs: DIFFERS fails when the profile claims the case's model
         self.gate_differs: bool = bool(option("amqp_gate_differs", False))
+        self.junit: str | None = option("amqp_junit", None)
+        self.allure_dir: str | None = option("allure_report_dir", None)
         self.jobs: int = int(option("amqp_jobs") or DEFAULT_JOBS)
         if self.jobs < 1:
             raise pytest.UsageError(f"--jobs must be 1 or more, got {self.jobs}")
@@ -289,8 +296,34 @@ class _Session:
                 format_expectations(self.broker, self.state.verdicts, issues, also),
                 encoding="utf-8",
             )
+        if self.junit:
+            Path(self.junit).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.junit).write_text(
+                render_junit(
+                    self.broker,
+                    self.results_dir.entries,
+                    self.run_info,
+                    self.results_dir.root,
+                    strict=self.strict,
+                    gated=self.state.gated,
+                ),
+                encoding="utf-8",
+            )
+        if self.allure_dir:
+            _allure_environment(Path(self.allure_dir), self.run_info)
         for admin in self._admins:
             admin.close()
+
+
+def _allure_environment(directory: Path, info: RunInfo) -> None:
+    """allure's `environment.properties`: the run's header (allure shows it on the report's
+    front page)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"{name}={' '.join(value.split())}".replace("\\", "\\\\")
+        for name, value in run_properties(info)
+    ]
+    (directory / "environment.properties").write_text("\n".join(lines) + "\n", "utf-8")
 
 
 def _attach_to_allure(
@@ -304,6 +337,12 @@ def _attach_to_allure(
         allure.dynamic.title(f"{case.case_id} [{case.level}]")
         allure.dynamic.description(f"{case.sentence}\n\n{case.description}")
         allure.dynamic.label("broker", session.broker)
+        # the case id as a plain parameter: the history id is computed from the parameters'
+        # reprs, and a Case's is its id (registry.Case.__repr__), so it is the same each run
+        allure.dynamic.parameter("conformance_case", case.case_id)
+        allure.dynamic.parent_suite(session.broker)
+        allure.dynamic.suite(section_title(case.section))
+        allure.dynamic.sub_suite(case.case_id.removeprefix(case.section + "/"))
         allure.dynamic.tag(case.level, result.verdict.value)
         allure.dynamic.severity(
             allure.severity_level.CRITICAL if case.level == "MUST" else allure.severity_level.NORMAL
@@ -362,6 +401,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="DIFFERS (differs from the model the profile declares) fails its test and the "
         "run when the profile claims the case's model",
+    )
+    group.addoption(
+        "--amqp-junit",
+        dest="amqp_junit",
+        help="write the run's JUnit XML here (a suite per spec section, the case id as the "
+        "test's name, valid against the JUnit schema CI servers read)",
     )
     group.addoption(
         "--amqp-pipelined",

@@ -195,6 +195,11 @@ class Matrix:
         twin = case_id + PIPELINED
         return twin if twin in self.levels else None
 
+    def row_of(self, case_id: str) -> str:
+        """The row a case shows in: its base case's when it is a folded pipelined twin."""
+        base = case_id.removesuffix(PIPELINED)
+        return base if base != case_id and base in self.levels else case_id
+
     def row_cases(self, cases: list[str]) -> list[str]:
         """`cases` without the pipelined twins whose base case is there (folded into it)."""
         present = set(cases)

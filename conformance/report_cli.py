@@ -1,7 +1,10 @@
 """`amqpspec report DIR...`: render results directories as a brokers x cases matrix.
 
 Owns: the `report` subcommand; writes `conformance-matrix.md` and `conformance-matrix.html`
-into `--out` (default reports/). Reads index.json of each DIR; touches nothing else.
+into `--out` (default reports/), and with `--statement` a conformance statement per broker
+(`conformance-statement-<broker>.md|.html`, `statement`). Reads index.json of each DIR, the
+expectations files (`--expect BROKER=FILE`, else the one the run used, else
+conformance/expectations/<broker>.toml) and the reviewed ledgers; touches nothing else.
 """
 
 from __future__ import annotations
@@ -11,12 +14,32 @@ import sys
 from pathlib import Path
 
 from amqpspec.conformance.report import Matrix, render_html, render_markdown
+from amqpspec.conformance.results import case_file_stem
+from amqpspec.conformance.statement import (
+    Statement,
+    render_statement_html,
+    render_statement_markdown,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dirs", nargs="+", help="results directories (each with an index.json)")
     parser.add_argument("--out", default="reports", help="output directory (default reports/)")
     parser.add_argument("--name", default="conformance-matrix", help="output file stem")
+    parser.add_argument(
+        "--statement",
+        action="store_true",
+        help="also write a conformance statement per broker (conformance-statement-<broker>"
+        ".md and .html: deviations section by section, with the reviewed ledger's rationale)",
+    )
+    parser.add_argument(
+        "--expect",
+        action="append",
+        default=[],
+        metavar="BROKER=FILE",
+        help="the expectations file a broker's verdicts are compared with (default: the one "
+        "its run used, else conformance/expectations/<broker>.toml)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,10 +49,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    matrix = Matrix.load(args.dirs)
+    expect = dict(item.split("=", 1) for item in args.expect if "=" in item)
+    matrix = Matrix.load(args.dirs, expect)
     md_path = out / f"{args.name}.md"
     html_path = out / f"{args.name}.html"
     md_path.write_text(render_markdown(matrix, out.resolve()), encoding="utf-8")
     html_path.write_text(render_html(matrix, out.resolve()), encoding="utf-8")
     print(f"{len(matrix.brokers)} brokers x {len(matrix.cases)} cases: {md_path}, {html_path}")
+    if getattr(args, "statement", False):
+        for broker in matrix.brokers:
+            statement = Statement.build(matrix, broker, out.resolve())
+            stem = out / f"conformance-statement-{case_file_stem(broker)}"
+            stem.with_suffix(".md").write_text(render_statement_markdown(statement), "utf-8")
+            stem.with_suffix(".html").write_text(render_statement_html(statement), "utf-8")
+            print(f"statement for {broker}: {stem}.md, {stem}.html")
     return 0

@@ -232,7 +232,7 @@ def _failures(matrix: Matrix, out_dir: Path) -> str:
             if cell.get("pcap"):
                 pcap = esc(matrix.link(broker, cell["pcap"], out_dir), quote=True)
                 links.append(f'<a href="{pcap}">pcap</a>')
-            links.append(f'<a href="#c-{anchor(case_id)}">row</a>')
+            links.append(f'<a href="#c-{anchor(matrix.row_of(case_id))}">row</a>')
             marks = ""
             regression = matrix.regression(broker, case_id)
             if regression:

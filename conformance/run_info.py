@@ -86,7 +86,10 @@ def public_url(url: str) -> str:
 
 def command_line(argv: list[str]) -> str:
     """The command as typed (`amqpspec run ...`), passwords in URLs left out."""
-    words = [Path(argv[0]).name if argv else "", *argv[1:]]
+    name = Path(argv[0]).name if argv else ""
+    if name in ("cli.py", "__main__.py"):  # python -m amqpspec.cli
+        name = "amqpspec"
+    words = [name, *argv[1:]]
     return " ".join(public_url(w) if "://" in w else w for w in words).strip()
 
 

@@ -205,6 +205,10 @@ def test_run_writes_index_junit_traces_and_report(broker: BrokerProcess, tmp_pat
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     index = json.loads((results / "index.json").read_text())
     entries = index["reference"]
+    run_info = index["_runs"]["reference"]  # the report's run header
+    assert run_info["identity"]["product"] == "amqpspec reference broker", run_info
+    assert run_info["profile"] == "reference" and run_info["started"] <= run_info["finished"]
+    assert run_info["command"].startswith("amqpspec run --broker amqp://"), run_info
     assert set(entries) == {
         "2.2/header-unsupported-version",
         "2.6.7/credit-single-grant",
@@ -222,7 +226,7 @@ def test_run_writes_index_junit_traces_and_report(broker: BrokerProcess, tmp_pat
 
     junit = ET.parse(results / "junit-reference.xml").getroot()
     names = [tc.get("name") for tc in junit.iter("testcase")]
-    assert "test_case[2.6.7/drain-empty-queue]" in names and len(names) == 3
+    assert "2.6.7/drain-empty-queue" in names and len(names) == 3  # the case id as the name
     assert list(junit.iter("failure")) == []
     assert any((results / "allure").glob("*-attachment.pcap"))
 
@@ -232,6 +236,7 @@ def test_run_writes_index_junit_traces_and_report(broker: BrokerProcess, tmp_pat
     markdown = (out / "conformance-matrix.md").read_text()
     assert "| `2.6.7/drain-empty-queue` | MUST | [OK](" in markdown
     assert "| reference | 0 | 0 | 0 | 3 | 0 |" in markdown
+    assert "| reference | amqpspec reference broker" in markdown  # the run header
     page = (out / "conformance-matrix.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "2.2/header-unsupported-version" in page
 
