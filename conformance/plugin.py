@@ -26,7 +26,8 @@ comparison and the exit status. The verdict -> pytest outcome map: OK pass, NON-
 (fail with --amqp-strict), DIFFERS pass with a `DIFFERS: <reason>` line on the test's
 stdout (JUnit system-out; fail with --amqp-gate-differs when the profile claims the case's
 model), UNSUPPORTED skip, FAILED and ERROR fail; every test carries its verdict as the
-JUnit property `verdict`. With --expect the exit
+user property `verdict` (in pytest's own --junitxml; the run's JUnit, --amqp-junit, is
+`junit.render_junit`'s). With --expect the exit
 status is decided by the expectations alone; --expect-retries N reruns a case whose verdict
 differs from its expectation up to N times (for third-party brokers whose bugs show only in
 some runs): a case that matches on a retry is reported as UNSTABLE with every attempt's
