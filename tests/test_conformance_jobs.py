@@ -201,4 +201,6 @@ def test_jobs_n_gives_the_verdicts_of_a_sequential_run(
         case_id = testcase.get("name", "")  # the case id (conformance/junit.py)
         spent = float(testcase.get("time", "-1")) - six[case_id]["duration"]  # + setup, teardown
         assert -0.001 <= spent < 0.5, case_id
+        if case_id.startswith("checker/"):  # a checker row: in JUnit, not a progress line
+            continue
         assert abs(shown[case_id] - six[case_id]["duration"]) < 0.011, case_id
