@@ -125,6 +125,8 @@ class Matrix:
     runs: dict[str, RunInfo] = field(default_factory=dict)  # broker -> its run header
     expectations: dict[str, dict[str, Expectation]] = field(default_factory=dict)
     expectation_files: dict[str, str] = field(default_factory=dict)
+    # (broker, case) -> its page (case_page), for the cells that have one
+    pages: dict[tuple[str, str], Path] = field(default_factory=dict)
 
     @classmethod
     def load(
@@ -246,6 +248,13 @@ class Matrix:
     def link(self, broker: str, path: str, out_dir: Path) -> str:
         return os.path.relpath(self.roots[broker] / path, out_dir)
 
+    def cell_link(self, broker: str, case_id: str, out_dir: Path) -> str:
+        """A cell's page when it has one, else its trace."""
+        page = self.pages.get((broker, case_id))
+        if page is not None:
+            return os.path.relpath(page, out_dir)
+        return self.link(broker, self.cells[(broker, case_id)]["trace"], out_dir)
+
     def failures(self) -> list[tuple[str, str, dict[str, Any]]]:
         """(broker, case, cell) for every FAILED, ERROR, NON-STRICT and DIFFERS verdict,
         most severe first, then in section order."""
@@ -325,7 +334,7 @@ def _cell_md(matrix: Matrix, broker: str, case_id: str, out_dir: Path) -> str:
     cell = matrix.cells.get((broker, case_id))
     if cell is None:
         return ""
-    text = f"[{cell['verdict']}]({matrix.link(broker, cell['trace'], out_dir)})"
+    text = f"[{cell['verdict']}]({matrix.cell_link(broker, case_id, out_dir)})"
     if is_opted_out(cell):
         text += " (opted out)"
     if is_flaky(cell):
@@ -335,7 +344,7 @@ def _cell_md(matrix: Matrix, broker: str, case_id: str, out_dir: Path) -> str:
     twin = matrix.twin(case_id)
     twin_cell = matrix.cells.get((broker, twin)) if twin else None
     if twin_cell is not None and twin_cell["verdict"] != cell["verdict"]:
-        link = matrix.link(broker, twin_cell["trace"], out_dir)
+        link = matrix.cell_link(broker, twin, out_dir)  # type: ignore[arg-type]
         text += f" · [pipelined: {twin_cell['verdict']}]({link})"
     return text
 
@@ -354,6 +363,8 @@ def _case_rows(matrix: Matrix, cases: list[str], out_dir: Path) -> list[str]:
 
 def _failure_md(matrix: Matrix, broker: str, case_id: str, cell: dict[str, Any], out: Path) -> str:
     links = f"[trace]({matrix.link(broker, cell['trace'], out)})"
+    if (broker, case_id) in matrix.pages:
+        links = f"[page]({matrix.cell_link(broker, case_id, out)}), " + links
     if cell.get("pcap"):
         links += f", [pcap]({matrix.link(broker, cell['pcap'], out)})"
     marks = ""

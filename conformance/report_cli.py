@@ -13,7 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from amqpspec.conformance.report import Matrix, render_html, render_markdown
+from amqpspec.conformance.case_page import page_path, render_case_page
+from amqpspec.conformance.report import SEVERITY, Matrix, render_html, render_markdown
 from amqpspec.conformance.results import case_file_stem
 from amqpspec.conformance.statement import (
     Statement,
@@ -31,6 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also write a conformance statement per broker (conformance-statement-<broker>"
         ".md and .html: deviations section by section, with the reviewed ledger's rationale)",
+    )
+    parser.add_argument(
+        "--pages",
+        choices=("failures", "all", "none"),
+        default="failures",
+        help="a page per case (cases/<broker>/<case>.html: expected vs observed, the "
+        "exchange with the offending frame marked, the tshark command): for the FAILED, "
+        "ERROR, NON-STRICT and DIFFERS verdicts (default), every verdict, or none",
     )
     parser.add_argument(
         "--expect",
@@ -51,11 +60,15 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     expect = dict(item.split("=", 1) for item in args.expect if "=" in item)
     matrix = Matrix.load(args.dirs, expect)
+    pages = write_pages(matrix, out.resolve(), getattr(args, "pages", "failures"))
     md_path = out / f"{args.name}.md"
     html_path = out / f"{args.name}.html"
     md_path.write_text(render_markdown(matrix, out.resolve()), encoding="utf-8")
     html_path.write_text(render_html(matrix, out.resolve()), encoding="utf-8")
-    print(f"{len(matrix.brokers)} brokers x {len(matrix.cases)} cases: {md_path}, {html_path}")
+    print(
+        f"{len(matrix.brokers)} brokers x {len(matrix.cases)} cases: {md_path}, {html_path}"
+        + (f", {pages} case pages in {out / 'cases'}" if pages else "")
+    )
     if getattr(args, "statement", False):
         for broker in matrix.brokers:
             statement = Statement.build(matrix, broker, out.resolve())
@@ -64,3 +77,17 @@ def run(args: argparse.Namespace) -> int:
             stem.with_suffix(".html").write_text(render_statement_html(statement), "utf-8")
             print(f"statement for {broker}: {stem}.md, {stem}.html")
     return 0
+
+
+def write_pages(matrix: Matrix, out: Path, which: str) -> int:
+    """A page per cell (`case_page`): the non-OK verdicts, every one, or none."""
+    count = 0
+    for (broker, case_id), cell in matrix.cells.items():
+        if which == "none" or (which == "failures" and cell["verdict"] not in SEVERITY):
+            continue
+        page = page_path(out, broker, case_id)
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(render_case_page(matrix, broker, case_id, page), encoding="utf-8")
+        matrix.pages[(broker, case_id)] = page
+        count += 1
+    return count

@@ -141,14 +141,14 @@ def _cell(matrix: Matrix, broker: str, index: int, case_id: str, out_dir: Path) 
     if regression:
         badges.append(f'<span class="badge" title="{esc(regression)}">≠ expected</span>')
     if twin is not None and twin["verdict"] != cell["verdict"]:
-        href = esc(matrix.link(broker, twin["trace"], out_dir), quote=True)
+        href = esc(matrix.cell_link(broker, twin_id, out_dir), quote=True)  # type: ignore[arg-type]
         badges.append(
             f'<a class="badge" href="{href}" title="{esc(twin.get("reason", ""), quote=True)}">'
             f"pipelined: {esc(twin['verdict'])}</a>"
         )
     elif twin is not None:
         badges.append('<span class="badge" title="the pipelined variant: same verdict">P</span>')
-    href = esc(matrix.link(broker, cell["trace"], out_dir), quote=True)
+    href = esc(matrix.cell_link(broker, case_id, out_dir), quote=True)
     return (
         f'<td class="v" data-col="{index}" style="background:{bg};color:{fg}" '
         f'title="{esc(title, quote=True)}"><a href="{href}">{esc(cell["verdict"])}</a>'
@@ -229,6 +229,9 @@ def _failures(matrix: Matrix, out_dir: Path) -> str:
                 f'<a href="{esc(matrix.link(broker, cell["trace"], out_dir), quote=True)}"'
                 ">trace</a>"
             ]
+            if (broker, case_id) in matrix.pages:
+                page = esc(matrix.cell_link(broker, case_id, out_dir), quote=True)
+                links.insert(0, f'<a href="{page}">page (the exchange, its frame marked)</a>')
             if cell.get("pcap"):
                 pcap = esc(matrix.link(broker, cell["pcap"], out_dir), quote=True)
                 links.append(f'<a href="{pcap}">pcap</a>')

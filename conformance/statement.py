@@ -60,6 +60,7 @@ class Deviation:
     reviewed: bool = False  # the ledger's entry, with the same verdict
     trace: str = ""
     pcap: str = ""
+    page: str = ""  # its page (case_page), when the report wrote one
     also_pipelined: str = ""  # the twin's trace, when it has the same verdict
 
 
@@ -151,6 +152,11 @@ class Statement:
             reviewed=reviewed,
             trace=link(self.broker, cell["trace"], self.out_dir) if cell.get("trace") else "",
             pcap=link(self.broker, cell["pcap"], self.out_dir) if cell.get("pcap") else "",
+            page=(
+                self.matrix.cell_link(self.broker, case_id, self.out_dir)
+                if (self.broker, case_id) in self.matrix.pages
+                else ""
+            ),
             also_pipelined=(
                 link(self.broker, twin["trace"], self.out_dir)
                 if twin is not None and twin["verdict"] == cell["verdict"]
@@ -251,6 +257,8 @@ def render_statement_markdown(statement: Statement) -> str:
 
 def _deviation_md(item: Deviation) -> list[str]:
     links = f"[trace]({item.trace})" if item.trace else ""
+    if item.page:
+        links = f"[page]({item.page}), {links}"
     if item.pcap:
         links += f", [pcap]({item.pcap})"
     if item.also_pipelined:
@@ -326,7 +334,7 @@ def render_statement_html(statement: Statement) -> str:
 
 def _deviation_html(item: Deviation) -> str:
     esc = html.escape
-    links = []
+    links = [f'<a href="{esc(item.page, quote=True)}">page</a>'] if item.page else []
     if item.trace:
         links.append(f'<a href="{esc(item.trace, quote=True)}">trace</a>')
     if item.pcap:

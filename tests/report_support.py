@@ -53,7 +53,9 @@ def synthetic_results(root: Path, *, runs: bool = True) -> Path:
     for case_id, (verdict, level, reason, extra) in CELLS.items():
         stem = case_file_stem(case_id)
         (traces / f"{stem}.txt").write_text(
-            f"case {case_id} [{level}] verdict {verdict}\nreason: {reason}\n\n{OPEN_LINE}\n"
+            f"case {case_id} [{level}] verdict {verdict}\nexpects: what the case expects\n"
+            f"reason: {reason}\n\n== connection 1 127.0.0.1:40000 -> 127.0.0.1:5672\n"
+            f"{OPEN_LINE}\n"
             " 0.004 [conn 1] #12 0 <- @transfer(20) [handle=0, delivery-id=1]\n"
         )
         (traces / f"{stem}.pcap").write_bytes(b"\x4d\x3c\xb2\xa1")

@@ -227,3 +227,55 @@ def test_report_statement_option_writes_one_per_broker(results: Path, tmp_path: 
         assert page.exists(), done.stdout
     assert dead_links(out / f"conformance-statement-{BROKER}.html") == []
     assert dead_markdown_links(out / f"conformance-statement-{BROKER}.md") == []
+
+
+# --- a page per case ---------------------------------------------------------------------
+
+
+def test_a_page_per_failure_with_the_offending_frame_marked(results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = _report(results, out)
+    assert done.returncode == 0, done.stderr
+    pages = sorted(p.name for p in (out / "cases" / BROKER).iterdir())
+    # FAILED, NON-STRICT, DIFFERS get a page (the default --pages failures); OK does not
+    assert "2_6_7_credit-single-grant_pipelined.html" in pages
+    assert "2_2_header-not-amqp.html" in pages and "2_6_7_credit-2.html" not in pages
+    page = out / "cases" / BROKER / "2_6_7_credit-single-grant_pipelined.html"
+    text = page.read_text()
+    assert dead_links(page) == []
+    assert "<th>expected</th><td>what the case expects</td>" in text
+    assert "<th>observed</th><td>expected 1 transfer; observed 2 (frame #12)</td>" in text
+    assert '<span id="c1-f12" class="broker hit">' in text  # the frame named by the reason
+    assert 'The offending frame(s): <a href="#c1-f12">conn 1 #12</a>' in text
+    assert "tshark -r &#x27;../../../results/traces/acme/" in text
+    assert "-d tcp.port==5672,amqp -V" in text
+    assert "AcmeMQ 9.1.2" in text
+    # the matrix's failure entry and the twin's badge lead to the page
+    matrix = (out / "conformance-matrix.html").read_text()
+    badge = 'href="cases/acme/2_6_7_credit-single-grant_pipelined.html" title="expected 1'
+    assert badge in matrix and "observed 2 (frame #12)\">pipelined: FAILED</a>" in matrix
+    assert dead_links(out / "conformance-matrix.html") == []
+    none = _report(results, tmp_path / "none", "--pages", "none")
+    assert none.returncode == 0 and not (tmp_path / "none" / "cases").exists()
+
+
+def test_committed_reports_and_docs_have_no_dead_link() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files", "reports", "docs", "README.md"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    dead = {}
+    for name in tracked:
+        path = REPO / name
+        if path.suffix == ".md":
+            found = dead_markdown_links(path)
+        elif path.suffix == ".html":
+            found = dead_links(path)
+        else:
+            continue
+        if found:
+            dead[name] = found
+    assert dead == {}
