@@ -127,6 +127,7 @@ class Matrix:
     expectation_files: dict[str, str] = field(default_factory=dict)
     # (broker, case) -> its page (case_page), for the cells that have one
     pages: dict[tuple[str, str], Path] = field(default_factory=dict)
+    history: Any = None  # history.History: earlier runs the report opens with
 
     @classmethod
     def load(
@@ -391,6 +392,10 @@ def render_markdown(matrix: Matrix, out_dir: Path) -> str:
     lines = ["# AMQP 1.0 conformance matrix", ""]
     for broker in matrix.brokers:
         lines.append(f"> {matrix.summary_line(broker)}  ")
+    if matrix.history is not None:
+        from amqpspec.conformance.history import render_history_markdown
+
+        lines += ["", *render_history_markdown(matrix.history, matrix)]
     lines += ["", "## Run", "", *run_header_markdown(matrix), ""]
     verdicts = sorted(COLOURS)
     lines.append("| broker | " + " | ".join(verdicts) + f" | {DIFFERS} (model) |")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from amqpspec.conformance.case_page import page_path, render_case_page
+from amqpspec.conformance.history import History
 from amqpspec.conformance.report import SEVERITY, Matrix, render_html, render_markdown
 from amqpspec.conformance.results import case_file_stem
 from amqpspec.conformance.statement import (
@@ -32,6 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also write a conformance statement per broker (conformance-statement-<broker>"
         ".md and .html: deviations section by section, with the reviewed ledger's rationale)",
+    )
+    parser.add_argument(
+        "--since",
+        action="append",
+        default=[],
+        metavar="OLD_DIR",
+        help="an earlier run's results; the report opens with what changed since (new "
+        "failures, fixed, newly flaky). Repeat for a longer history, newest first",
     )
     parser.add_argument(
         "--pages",
@@ -60,6 +69,13 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     expect = dict(item.split("=", 1) for item in args.expect if "=" in item)
     matrix = Matrix.load(args.dirs, expect)
+    since = getattr(args, "since", [])
+    missing = [d for d in since if not (Path(d) / "index.json").exists()]
+    if missing:
+        print(f"amqpspec report: no index.json in {', '.join(missing)}", file=sys.stderr)
+        return 2
+    if since:
+        matrix.history = History.load(since)
     pages = write_pages(matrix, out.resolve(), getattr(args, "pages", "failures"))
     md_path = out / f"{args.name}.md"
     html_path = out / f"{args.name}.html"

@@ -343,6 +343,14 @@ def _filters(matrix: Matrix) -> str:
     )
 
 
+def _history(matrix: Matrix) -> str:
+    if matrix.history is None:
+        return ""
+    from amqpspec.conformance.history import render_history_html
+
+    return render_history_html(matrix.history, matrix)
+
+
 def render_html(matrix: Matrix, out_dir: Path) -> str:
     summary = "".join(
         f"<li>{esc(matrix.summary_line(b)).replace('**', '')}</li>" for b in matrix.brokers
@@ -361,7 +369,7 @@ def render_html(matrix: Matrix, out_dir: Path) -> str:
         "<meta name='viewport' content='width=device-width'>"
         f"<title>AMQP 1.0 conformance matrix</title><style>{STYLE}</style></head><body>"
         "<h1>AMQP 1.0 conformance matrix</h1>"
-        f'<ul class="summary">{summary}</ul>'
+        f'<ul class="summary">{summary}</ul>{_history(matrix)}'
         f'<h2 id="run">Run</h2>{_header(matrix)}{_totals(matrix)}'
         f"{_filters(matrix)}"
         f'<h2 id="failures">Failures first</h2>{_failures(matrix, out_dir)}'

@@ -253,7 +253,7 @@ def test_a_page_per_failure_with_the_offending_frame_marked(results: Path, tmp_p
     # the matrix's failure entry and the twin's badge lead to the page
     matrix = (out / "conformance-matrix.html").read_text()
     badge = 'href="cases/acme/2_6_7_credit-single-grant_pipelined.html" title="expected 1'
-    assert badge in matrix and "observed 2 (frame #12)\">pipelined: FAILED</a>" in matrix
+    assert badge in matrix and 'observed 2 (frame #12)">pipelined: FAILED</a>' in matrix
     assert dead_links(out / "conformance-matrix.html") == []
     none = _report(results, tmp_path / "none", "--pages", "none")
     assert none.returncode == 0 and not (tmp_path / "none" / "cases").exists()
@@ -279,3 +279,53 @@ def test_committed_reports_and_docs_have_no_dead_link() -> None:
         if found:
             dead[name] = found
     assert dead == {}
+
+
+# --- history: what changed since earlier runs ----------------------------------------------
+
+
+def _earlier(root: Path, verdicts: dict[str, str], name: str = BROKER) -> Path:
+    """A synthetic run whose verdicts are `verdicts` where given, under broker `name`."""
+    import json
+
+    synthetic_results(root)
+    index = json.loads((root / "index.json").read_text())
+    entries = index.pop(BROKER)
+    for case_id, verdict in verdicts.items():
+        entries[case_id]["verdict"] = verdict
+        entries[case_id].pop("attempts", None)
+    entries.pop("2.6.7/credit-1")  # a case new since then
+    entries["2.6.7/old-case"] = {"verdict": "OK", "level": "MUST", "trace": "", "reason": ""}
+    index[name] = entries
+    index["_runs"] = {name: {**index["_runs"][BROKER], "started": "2026-11-01T00:00:00Z"}}
+    (root / "index.json").write_text(json.dumps(index))
+    return root
+
+
+def test_history_opens_the_report_with_what_changed(results: Path, tmp_path: Path) -> None:
+    older = _earlier(tmp_path / "older", {"2.6.7/drain-exact": "FAILED"})
+    old = _earlier(
+        tmp_path / "old",
+        {"2.6.7/drain-exact": "OK", "2.6.7/credit-2": "FAILED", "2.2/header-not-amqp": "OK"},
+        name="acme-9.0",  # another name: the only broker of each run still pairs
+    )
+    out = tmp_path / "out"
+    done = _report(results, out, "--since", str(old), "--since", str(older))
+    assert done.returncode == 0, done.stderr
+    markdown = (out / "conformance-matrix.md").read_text()
+    changes = markdown.split("## What changed")[1].split("## Run")[0]
+    assert "**acme** against acme-9.0 (AcmeMQ 9.1.2), 2026-11-01T00:00:00Z: 2 new failures, " in (
+        changes
+    )
+    assert "- New failures: `2.2/header-not-amqp` (OK → NON-STRICT), `2.6.7/drain-exact`" in (
+        changes
+    )
+    assert "- Fixed: `2.6.7/credit-2` (FAILED → OK)" in changes
+    assert "- Newly flaky: `2.6.7/credit-2` (FAILED → OK)" in changes
+    assert "- New cases: `2.6.7/credit-1`" in changes and "- Gone: `2.6.7/old-case`" in changes
+    # the timeline over three runs: drain-exact FAILED, OK, FAILED
+    assert "| `2.6.7/drain-exact` | FAILED | OK | FAILED |" in changes
+    page = out / "conformance-matrix.html"
+    assert '<h2 id="changes">What changed</h2>' in page.read_text()
+    assert dead_links(page) == []
+    assert _report(results, out, "--since", str(tmp_path / "nowhere")).returncode == 2
