@@ -3,7 +3,9 @@
 Owns: argument parsing and dispatch only. Each part registers its subcommand through a
 module with `add_arguments(parser)` and `run(args) -> int`, listed in SUBCOMMANDS; a part
 whose extra is not installed (pyproject.toml: `[spark]`, `[fuzz]`, ...) says which and exits
-2. The subcommands and their options are contracts users' CI depends on: add, don't rename.
+2. An exception of the tool's own that reaches here exits 3 (amqpspec.exit_status: never 1,
+which claims violations), its traceback then one line on stderr. The subcommands and their
+options are contracts users' CI depends on: add, don't rename.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -150,12 +153,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args._module.run(args) or 0)
-    except ModuleNotFoundError as exc:  # an extra's package imported on the way (lazily)
-        package = _missing_package(exc)
-        if package is None:
-            raise
-        print(missing_extra_line(args._name, package), file=sys.stderr)
-        return 2
+    except Exception as exc:  # a bug or a broken run: no verdict, and never exit 1
+        package = _missing_package(exc) if isinstance(exc, ModuleNotFoundError) else None
+        if package is not None:  # an extra's package imported on the way (lazily)
+            print(missing_extra_line(args._name, package), file=sys.stderr)
+            return 2
+        from amqpspec.exit_status import JOB_FAILED, internal_error_line
+
+        traceback.print_exc()
+        print(internal_error_line(args._name, exc), file=sys.stderr)
+        return JOB_FAILED
 
 
 if __name__ == "__main__":

@@ -345,7 +345,7 @@ class Campaign:
     def _worker(self) -> None:
         try:
             self._work()
-        except Exception as exc:  # a bug of ours: stop the campaign and say so (CLI exit 2)
+        except Exception as exc:  # a bug of ours: stop the campaign and say so (CLI exit 3)
             traceback.print_exc()
             self.stop(f"{WORKER_FAILED}: {exc!r}")
 

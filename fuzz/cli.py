@@ -6,11 +6,11 @@
     amqpspec fuzz replay FINDING_DIR|FILE --broker URL [--times N]
     amqpspec fuzz codec|engine|broker --duration S [--seed N] [--corpus DIR]
 
-Owns: the options, their checks, progress output and exit status: 0 no finding, 1
-findings (replay: reproduced), 2 usage errors and a broker unreachable at the start
-(one clear line on stderr, never a traceback), or a campaign stopped by an error of the
-fuzzer's own (its traceback, then exit 2: no verdict). The work is in fuzz.campaign,
-fuzz.replay and fuzz.inprocess.
+Owns: the options, their checks, progress output and exit status (amqpspec.exit_status):
+0 no finding, 1 findings (replay: reproduced), 2 usage errors and a broker unreachable at
+the start (one clear line on stderr, never a traceback), 3 a campaign stopped by an error
+of the fuzzer's own (its traceback, then one line naming it: no verdict). The work is in
+fuzz.campaign, fuzz.replay and fuzz.inprocess.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import threading
 import time
 from urllib.parse import unquote, urlsplit
 
+from amqpspec import exit_status
 from amqpspec.fuzz.model import FUZZ_QUEUE
 from amqpspec.fuzz.mutators import STRATEGIES
 from amqpspec.fuzz.oracle import Bounds, Target
@@ -229,7 +230,13 @@ def _campaign(args: argparse.Namespace) -> int:
         if finding.observed:
             print(f"      expected: {finding.expected}\n      observed: {finding.observed}")
     if stats.stopped.startswith(WORKER_FAILED):
-        return 2  # the campaign did not run its budget: no verdict of "no finding"
+        # the campaign did not run its budget: no verdict, neither "no finding" nor findings
+        print(
+            f"amqpspec fuzz: the campaign failed, no verdict (exit {exit_status.JOB_FAILED}): "
+            f"{stats.stopped}",
+            file=sys.stderr,
+        )
+        return exit_status.JOB_FAILED
     return 1 if total else 0
 
 

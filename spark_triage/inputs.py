@@ -1,15 +1,20 @@
 """Input discovery: command-line paths -> the trace files of a triage run, each with its kind.
 
-Owns: `discover(paths) -> list[InputFile]` and `InputError` (bad input: the CLI exits 2
-naming the file). Kinds are decided by magic bytes, never by name: classic pcap (either
-byte order, micro- or nanosecond), pcapng, Parquet frame log (traces/framelog.py schema),
-each possibly gzip'd. Directories are walked recursively. A conformance results dir
-(`index.json` + `traces/<broker>/`) contributes the captures under traces/ (not the
-allure copies), labelled with the broker named in index.json; a fuzz output dir
-(`findings.json`, `findings/<id>/`) is walked like any directory. Inside directories,
-files that are not traces (text traces, JSON, reports) are skipped, but a file whose name
-says it is a capture or frame log and is not one is bad input. Reads only file heads;
-writes nothing.
+Owns: `discover(paths) -> list[InputFile]`, `local_path`, `unreadable` and `InputError` (bad
+input: the CLI exits 2 naming the file). Paths are made absolute against the caller's working
+directory and checked readable before anything else: a Spark executor runs in its worker's
+directory, where a relative path names another file, and every input the driver cannot read
+is named at once, before a job starts. A `file:` URL is its path; a URL of another scheme
+(`hdfs:`, `s3a:`, ...) is not rewritten and is bad input (the capture readers map local
+files into memory: mount the file system at the same path on every node). Kinds are decided
+by magic bytes, never by name: classic pcap (either byte order, micro- or nanosecond),
+pcapng, Parquet frame log (traces/framelog.py schema), each possibly gzip'd. Directories are
+walked recursively. A conformance results dir (`index.json` + `traces/<broker>/`)
+contributes the captures under traces/ (not the allure copies), labelled with the broker
+named in index.json; a fuzz output dir (`findings.json`, `findings/<id>/`) is walked like
+any directory. Inside directories, files that are not traces (text traces, JSON, reports)
+are skipped, but a file whose name says it is a capture or frame log and is not one is bad
+input. Reads only file heads; writes nothing.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from amqpspec.traces.pcap_reader import capture_kind
 
@@ -28,6 +35,8 @@ _TRACE_SUFFIXES = tuple(
     name + gz for name in (".pcap", ".pcapng", ".cap", ".parquet") for gz in ("", ".gz")
 )
 _GZIP_MAGIC = b"\x1f\x8b"
+# a URL's scheme: two characters at least, so that a Windows drive (C:) is a path
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 
 
 class InputError(Exception):
@@ -60,16 +69,58 @@ def kind_of(path: str) -> tuple[str, bool] | None:
     return (kind, gzipped) if kind else None
 
 
+def local_path(given: str) -> str:
+    """The absolute local path of a command-line input, as typed relative to the working
+    directory, or of a `file:` URL; InputError for a URL of any other scheme."""
+    if _SCHEME.match(given):
+        parts = urlsplit(given)
+        if parts.scheme.lower() != "file":
+            raise InputError(
+                f"{given}: a {parts.scheme}: URL; triage reads local paths and file: URLs "
+                "(the capture readers map files into memory): mount the file system at the "
+                "same path on the driver and every executor"
+            )
+        if parts.netloc not in ("", "localhost"):
+            raise InputError(f"{given}: a file: URL must name a local path (file:///...)")
+        return os.path.normpath(unquote(parts.path))
+    return os.path.abspath(os.path.expanduser(given))
+
+
+def unreadable(path: str, given: str | None = None) -> str | None:
+    """Why `path` cannot be read here (None when it can), naming it as it was typed."""
+    shown = path if given in (None, path) else f"{given} (= {path})"
+    if not os.path.exists(path):
+        return f"{shown}: no such file or directory"
+    mode = os.R_OK | os.X_OK if os.path.isdir(path) else os.R_OK
+    if not os.access(path, mode):
+        return f"{shown}: permission denied"
+    return None
+
+
 def discover(paths: list[str]) -> list[InputFile]:
-    """Every trace file under `paths`, sorted by path (so runs are reproducible)."""
+    """Every trace file under `paths`, by absolute path, sorted (so runs are reproducible).
+    Every input that cannot be read is named in the one InputError."""
+    problems: list[str] = []
+    resolved: list[str] = []
+    for given in paths:
+        try:
+            path = local_path(given)
+        except InputError as exc:
+            problems.append(str(exc))
+            continue
+        problem = unreadable(path, given)
+        if problem:
+            problems.append(problem)
+        else:
+            resolved.append(path)
+    if problems:
+        raise InputError("; ".join(problems))
     found: dict[str, InputFile] = {}
-    for path in paths:
+    for path in resolved:
         if os.path.isdir(path):
             _walk(Path(path), found, None)
-        elif os.path.exists(path):
-            found[path] = _explicit(path, None)
         else:
-            raise InputError(f"{path}: no such file or directory")
+            found[path] = _explicit(path, None)
     if not found:
         raise InputError(f"{' '.join(paths)}: no pcap, pcapng or Parquet frame log found")
     return [found[key] for key in sorted(found)]

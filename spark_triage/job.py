@@ -13,7 +13,8 @@ Owns: the Spark plan and the output directory layout (docs/triage.md):
   connection of each cluster minimised on the driver (spark_triage.reproducers) ->
   `reproducers/<signature>.pcap|.txt` -> `report.md` / `report.html` (spark_triage.report).
 Runs as `amqpspec triage INPUT... --out DIR` or `spark-submit spark_triage/job.py INPUT...
---out DIR`. Exit 0: no MUST violation; 1: MUST violations; 2: bad input.
+--out DIR`. Exit 0: no MUST violation; 1: MUST violations; 2: bad input or usage; 3: the job
+failed (spark_triage.failure; amqpspec.exit_status).
 """
 
 from __future__ import annotations
@@ -432,42 +433,75 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="also check liveness rules (unanswered drain/echo/close, stalls) with this bound",
     )
+    parser.add_argument(
+        "--split-bytes",
+        type=int,
+        metavar="BYTES",
+        help="size of the byte-range splits captures are read in (default 128 MiB)",
+    )
 
 
 def triage(args: argparse.Namespace) -> int:
-    """Discover inputs, start (or join) Spark, run the job; the exit code."""
+    """Discover inputs, start (or join) Spark, run the job; the exit code
+    (amqpspec.exit_status): 0 no MUST violation, 1 MUST violations, 2 bad input or usage
+    (named before any job starts where it can be), 3 the job failed (one line naming the
+    step, Spark's stage and the first executor error; the trace in OUT/triage-error.log)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from amqpspec import exit_status
+    from amqpspec.spark_triage import failure, preflight
     from amqpspec.spark_triage.inputs import InputError, discover
     from amqpspec.spark_triage.session import spark_session
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
+
+    def fail(line: str, code: int) -> int:
+        console.print(line, markup=False, highlight=False)
+        return code
+
     if not args.out:
-        console.print("amqpspec triage: --out DIR is required")
-        return 2
+        return fail("amqpspec triage: --out DIR is required", exit_status.BAD_INPUT)
+    if args.split_bytes is not None and args.split_bytes < 4096:
+        return fail("amqpspec triage: --split-bytes must be 4096 or more", exit_status.BAD_INPUT)
     try:
         inputs = discover(args.inputs)
     except InputError as exc:
-        console.print(f"amqpspec triage: bad input: {exc}")
-        return 2
-    spark = spark_session(args.master, args.partitions)
+        return fail(f"amqpspec triage: bad input: {exc}", exit_status.BAD_INPUT)
+    out = Path(args.out).resolve()  # the driver writes it; never the executors' directory
+    if args.master and (problem := preflight.master_unreachable(args.master)):
+        return fail(f"amqpspec triage: {problem}", exit_status.BAD_INPUT)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    steps = failure.Steps(None)
+    spark = None
     try:
+        spark = spark_session(args.master, args.partitions)
+        master = spark.sparkContext.master
+        if preflight.is_cluster(master):
+            steps.current = "check what the executors see"
+            problems = preflight.executor_problems(spark, [item.path for item in inputs])
+            if problems:
+                return fail(
+                    f"amqpspec triage: bad input on {master}: " + "; ".join(problems),
+                    exit_status.BAD_INPUT,
+                )
         with Progress(*columns, console=console, transient=False) as progress:
+            steps.progress = progress
             code = run_job(
                 spark,
                 inputs,
-                Path(args.out),
+                out,
                 args.partitions,
                 args.broker_label,
-                progress,
+                steps,
                 args.liveness_bound,
+                args.split_bytes,
             )
     except BadInputError as exc:
-        console.print(f"amqpspec triage: bad input: {exc}")
-        return 2
-    console.print(f"triage: {len(inputs)} input file(s) -> {args.out} (exit {code})")
+        return fail(f"amqpspec triage: bad input: {exc}", exit_status.BAD_INPUT)
+    except Exception as exc:  # the job broke: no verdict, and never exit 1
+        return fail(failure.report(exc, steps.current, out, spark), exit_status.JOB_FAILED)
+    console.print(f"triage: {len(inputs)} input file(s) -> {out} (exit {code})")
     return code
 
 

@@ -2,7 +2,8 @@
 
 Owns: `spark_session(master, partitions)`. Sets what a local run needs and a user should
 not have to (PYSPARK_PYTHON = this interpreter, so workers import this project;
-SPARK_LOCAL_IP = 127.0.0.1 for local masters; Arrow enabled; quiet logs). Under
+SPARK_LOCAL_IP = 127.0.0.1 for local masters and a standalone master on loopback, whose
+executors must reach the driver there; Arrow enabled; quiet logs). Under
 spark-submit (or in a notebook) an active session is returned as it is, and spark-submit's
 `--master` is never overridden.
 """
@@ -11,6 +12,14 @@ from __future__ import annotations
 
 import os
 import sys
+
+
+def _loopback(master: str) -> bool:
+    """A `spark://` master on this machine's loopback address."""
+    hosts = [part.rsplit(":", 1)[0] for part in master.removeprefix("spark://").split(",")]
+    return master.startswith("spark://") and all(
+        host in ("127.0.0.1", "localhost", "[::1]") for host in hosts
+    )
 
 
 def spark_session(master: str | None = None, partitions: int | None = None):
@@ -24,7 +33,7 @@ def spark_session(master: str | None = None, partitions: int | None = None):
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit: its --master rules
     if not submitted:
         master = master or os.environ.get("MASTER") or "local[*]"
-        if master.startswith("local"):
+        if master.startswith("local") or _loopback(master):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     builder = (

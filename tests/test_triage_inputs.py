@@ -52,3 +52,30 @@ def test_bad_inputs_are_named(tmp_path):
     (empty / "notes.txt").write_text("nothing to triage")
     with pytest.raises(InputError, match="no pcap"):
         discover([str(empty)])
+
+
+def test_relative_paths_and_file_urls_become_absolute(tmp_path, monkeypatch):
+    """Executors run in their worker's directory: the driver hands them absolute paths."""
+    (tmp_path / "captures").mkdir()
+    shutil.copy(RABBITMQ_PCAP, tmp_path / "captures" / "a.pcap")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (found,) = discover(["../captures"])
+    assert found.path == str(tmp_path / "captures" / "a.pcap")
+    (by_url,) = discover([f"file://{tmp_path}/captures/a.pcap"])
+    assert by_url.path == found.path
+    (by_file,) = discover(["../captures/./a.pcap"])
+    assert by_file.path == found.path
+
+
+def test_every_unreadable_input_is_named_at_once(tmp_path, monkeypatch):
+    shutil.copy(RABBITMQ_PCAP, tmp_path / "good.pcap")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as caught:
+        discover(["good.pcap", "../nope-a", "nope-b.pcap", "hdfs://namenode/captures"])
+    message = str(caught.value)
+    assert f"../nope-a (= {tmp_path.parent / 'nope-a'}): no such file" in message
+    assert f"nope-b.pcap (= {tmp_path / 'nope-b.pcap'}): no such file" in message
+    assert "hdfs://namenode/captures: a hdfs: URL" in message
+    assert "good.pcap" not in message.replace("nope-b.pcap", "")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -254,3 +255,86 @@ def test_the_flow_name_is_the_same_whole_split_or_shuffled(spark):
     in_spark = [row["flow"] for row in with_flow(frame).collect()]
     assert in_spark == [flow_of(*end) for end in ends]
     assert in_spark[0] == in_spark[1] and in_spark[0] != in_spark[2]
+
+
+def _triage_in_process(*argv: str) -> int:
+    """`amqpspec triage ARGV` in this process (the module's Spark session is the active one)."""
+    import argparse
+
+    from amqpspec.spark_triage import job
+
+    parser = argparse.ArgumentParser()
+    job.add_arguments(parser)
+    return job.triage(parser.parse_args(list(argv)))
+
+
+def _clean_capture(target: Path) -> Path:
+    """The first connection of the Proton C capture: no violation at all."""
+    subprocess.run(
+        ["tshark", "-r", str(PROTON_C_PCAP), "-Y", "tcp.stream==0", "-w", str(target)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return target
+
+
+def test_exit_0_when_no_must_violation(spark, tmp_path, monkeypatch):
+    _clean_capture(tmp_path / "clean.pcap")
+    monkeypatch.chdir(tmp_path)
+    assert _triage_in_process("clean.pcap", "--out", "out") == 0
+    connections = pq.read_table(tmp_path / "out" / "connections.parquet").to_pandas()
+    assert list(connections["verdict"]) == ["OK"]
+    assert list(connections["source"]) == [str(tmp_path / "clean.pcap")]  # made absolute
+
+
+def test_exit_2_names_every_unreadable_input_and_an_absent_master(tmp_path, monkeypatch, capsys):
+    """Bad input or usage: said before any Spark job (no session needed to say it)."""
+    _clean_capture(tmp_path / "clean.pcap")
+    monkeypatch.chdir(tmp_path)
+    assert _triage_in_process("clean.pcap", "../gone", "s3a://bucket/x.pcap", "--out", "o") == 2
+    err = capsys.readouterr().err
+    assert f"../gone (= {tmp_path.parent / 'gone'}): no such file or directory" in err
+    assert "s3a://bucket/x.pcap: a s3a: URL" in err and "Traceback" not in err
+    from amqpspec.reference_broker.process import free_port
+
+    port = free_port()  # nothing listens there
+    code = _triage_in_process("clean.pcap", "--out", "o", "--master", f"spark://127.0.0.1:{port}")
+    assert code == 2
+    assert f"no Spark master answers at 127.0.0.1:{port}" in capsys.readouterr().err
+    assert _triage_in_process("clean.pcap", "--out", "o", "--split-bytes", "10") == 2
+
+
+def test_a_failed_job_exits_3_naming_the_step_and_the_executor_error(
+    spark, tmp_path, monkeypatch, capsys
+):
+    """A file that changes under the job (here: replaced by a directory after discovery):
+    the executor's error ends the job; exit 3, never 1, one line naming the step, Spark's
+    stage and the executor's first error, the whole trace in OUT/triage-error.log."""
+    from amqpspec.spark_triage import inputs
+
+    capture = gzipped(_clean_capture(tmp_path / "clean.pcap"), tmp_path / "clean.pcap.gz")
+    (tmp_path / "clean.pcap").unlink()
+    real = inputs.discover
+
+    def discover_then_replace(paths: list[str]) -> list:
+        found = real(paths)
+        capture.unlink()
+        capture.mkdir()  # the executor's gzip.open now meets a directory
+        return found
+
+    monkeypatch.setattr(inputs, "discover", discover_then_replace)
+    code = _triage_in_process(str(capture), "--out", str(tmp_path / "out"))
+    err = capsys.readouterr().err
+    assert code == 3, err
+    (line,) = [x for x in err.splitlines() if x.startswith("amqpspec triage:")]
+    assert re.search(
+        r"the job failed in step 'read \+ check connections' "
+        r"\(Spark job \d+, stage \d+ \(.+\), 1 of 1 tasks failed\): ",
+        line,
+    ), line
+    assert f"IsADirectoryError: [Errno 21] Is a directory: '{capture}'" in line
+    log = tmp_path / "out" / "triage-error.log"
+    assert f"(full trace: {log})" in line
+    assert "IsADirectoryError" in log.read_text() and "Traceback" in log.read_text()
+    assert "Traceback" not in err

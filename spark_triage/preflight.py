@@ -1,0 +1,85 @@
+"""Before a triage job on a cluster: is the master there, and can its executors read the
+inputs and import amqpspec? Each "no" is bad input or usage (exit 2), said in one line
+before any job starts, instead of a Python traceback from a worker.
+
+Owns: `master_unreachable(master)` (a TCP connect to each host:port of a `spark://` URL,
+bounded) and `executor_problems(spark, paths)` (one small Spark job, a few tasks per core:
+each task checks on its executor that every input file is readable and that
+`amqpspec.spark_triage` imports; the problems, by host). A local master needs neither.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+CONNECT_TIMEOUT_S = 5.0
+SHOWN = 10  # unreadable files named per host (then a count)
+
+
+def is_cluster(master: str | None) -> bool:
+    return bool(master) and not str(master).startswith("local")
+
+
+def master_unreachable(master: str) -> str | None:
+    """Why nothing answers at a `spark://host:port[,host:port]` master, or None (other
+    schemes, yarn and k8s, are left to Spark)."""
+    if not master.startswith("spark://"):
+        return None
+    failures = []
+    for address in master[len("spark://") :].split(","):
+        parts = urlsplit(f"spark://{address}")
+        try:
+            host, port = parts.hostname, parts.port or 7077
+        except ValueError:
+            return f"--master {master}: not host:port ({address!r})"
+        try:
+            with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+                return None
+        except OSError as exc:
+            failures.append(f"{host}:{port} ({exc.strerror or exc})")
+    return f"--master {master}: no Spark master answers at {', '.join(failures)}"
+
+
+def executor_problems(spark: Any, paths: list[str]) -> list[str]:
+    """What the executors cannot do, one line per host and problem (empty: all is well).
+    The tasks run where Spark puts them: a few per core, so that every executor is very
+    likely to run one, though Spark does not promise it."""
+    context = spark.sparkContext
+    shared = context.broadcast(paths)
+    tasks = max(2, 2 * context.defaultParallelism)
+
+    def probe(_rows: Any) -> Any:  # runs on an executor: builtins and its own imports only
+        import os
+        import socket
+
+        host = socket.gethostname()
+        missing = [path for path in shared.value if not os.access(path, os.R_OK)]
+        try:
+            import amqpspec.spark_triage.check  # noqa: F401 - the job's own import
+        except Exception as exc:
+            failed = f"{type(exc).__name__}: {exc}"
+        else:
+            failed = ""
+        yield host, os.getcwd(), missing, failed
+
+    rows = context.parallelize(range(tasks), tasks).mapPartitions(probe).collect()
+    shared.unpersist()
+    problems: list[str] = []
+    seen = set()
+    for host, cwd, missing, failed in rows:
+        if failed and (host, "import") not in seen:
+            seen.add((host, "import"))
+            problems.append(
+                f"executors on {host} cannot import amqpspec ({failed}): ship it with "
+                "spark-submit --py-files or a Python archive (docs/triage.md, 'On a cluster')"
+            )
+        if missing and (host, "read") not in seen:
+            seen.add((host, "read"))
+            more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
+            problems.append(
+                f"executors on {host} (working directory {cwd}) cannot read "
+                f"{len(missing)} input file(s): {', '.join(missing[:SHOWN])}{more}"
+            )
+    return problems
