@@ -13,7 +13,8 @@ run recorded:
 - checker rules: every rule of the catalog, and whether some case's frames (from either
   peer: negative cases break rules on purpose) made it fire;
 - the normative manifest (conformance/manifest/report.py): every normative sentence of the
-  spec, per part and section, tested by a case, by a checker rule, untestable, or not yet.
+  spec, per part and section, tested by a case, by a checker rule, untestable, or not yet;
+  the reports lead with it (which sentences are tested), the other measures follow.
 
 Owns `measure(results_dir, broker) -> Coverage` and the Markdown / HTML renderings.
 Reads the results directory (index.json, pcaps through `traces.load`, the transitions
@@ -213,6 +214,9 @@ def render_markdown(coverage: Coverage) -> str:
         "| --- | --- | --- |",
     ]
     lines += [f"| {c.title} | {_percent(c)} | {_beyond(c)} |" for c in coverage.categories]
+    if coverage.manifest is not None:  # which sentences of the spec are tested: first
+        lines += ["", render_manifest_markdown(coverage.manifest, heading="##").rstrip("\n")]
+        lines += ["", "## Fields, error conditions, transitions and rules"]
     for category in coverage.categories:
         lines += ["", f"## {category.title}: {_percent(category)}", ""]
         if "*" in category.notes:
@@ -231,8 +235,6 @@ def render_markdown(coverage: Coverage) -> str:
             if cases
         ]
         lines += ["", "</details>"]
-    if coverage.manifest is not None:
-        lines += ["", render_manifest_markdown(coverage.manifest, heading="##").rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
@@ -246,6 +248,8 @@ def render_html(coverage: Coverage) -> str:
         f"<h1>Spec coverage: {esc(coverage.broker)}</h1>",
         f"<p>From a run of {coverage.cases} cases.</p>",
     ]
+    if coverage.manifest is not None:  # which sentences of the spec are tested: first
+        parts.append(render_manifest_html(coverage.manifest).rstrip("\n"))
     for category in coverage.categories:
         parts.append(f"<h2>{esc(category.title)}: {_percent(category)}</h2><table>")
         by_state: dict[bool, list[str]] = defaultdict(list)
@@ -258,6 +262,4 @@ def render_html(coverage: Coverage) -> str:
                 f"<tr class='{css}'><td><code>{esc(item)}</code></td><td>{detail}</td></tr>"
             )
         parts += by_state[False] + by_state[True] + ["</table>"]
-    if coverage.manifest is not None:
-        parts.append(render_manifest_html(coverage.manifest).rstrip("\n"))
     return "\n".join(parts) + "\n"

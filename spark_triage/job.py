@@ -414,6 +414,9 @@ def run_job(
     )
     (out / "clusters.json").write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
     summary = clustering.summary(connections)
+    summary["inputs"] = [  # the report lists them
+        {"path": i.path, "kind": i.kind, "broker": i.broker, "size": i.size} for i in inputs
+    ]
     step = progress.add_task("report", total=None)
     report.write(out, found, violations.select(*VIOLATION_COLUMNS).toPandas(), summary)
     progress.update(step, total=1, completed=1)

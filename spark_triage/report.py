@@ -1,18 +1,29 @@
-"""The triage report: `report.md` and `report.html` with plots, from the job's results.
+"""The triage report: `report.md` and `report.html`, from the job's results.
 
-Owns: `write(out, clusters, violations, summary)`. Plots (matplotlib, Agg backend, PNG under
-`plots/`): violations per rule and broker, violations over time per top signature, cluster
-sizes. The HTML embeds the PNGs (one self-contained file); the Markdown links them. Writes
-only under `out`.
+Owns: `write(out, clusters, violations, summary)`. A run header (amqpspec's version and
+commit, when the report was made, every input file with its kind, broker and size), the
+brokers, the violations per rule and broker as a table, the clusters with links: the known
+upstream issue to its URL, the reproducer's pcap and text to the files, and one violation's
+text (the checker's, from the violations). Plots (matplotlib, Agg backend, PNG under
+`plots/`) only where a plot says more than the table: violations per rule and broker once
+there are more than PLOT_MIN_ROWS rules (a log axis only when the counts span two orders of
+magnitude), violations over time once there are PLOT_MIN_TIMES distinct times, cluster sizes
+once there are more than PLOT_MIN_ROWS clusters. The HTML embeds the PNGs (one
+self-contained file); the Markdown links them. Writes only under `out`.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import time
 from pathlib import Path
 
 import pandas as pd
+
+PLOT_MIN_ROWS = 12  # fewer rules or clusters: the table says it all
+PLOT_MIN_TIMES = 20  # distinct violation times before a histogram over time says anything
+LOG_SPAN = 100  # counts spanning this factor get a log axis
 
 
 def _plots(out: Path, clusters: list[dict], violations: pd.DataFrame) -> list[tuple[str, str]]:
@@ -37,18 +48,24 @@ def _plots(out: Path, clusters: list[dict], violations: pd.DataFrame) -> list[tu
     table = frame.pivot_table(
         index="rule", columns="broker", values="signature", aggfunc="count", fill_value=0
     )
-    figure, axes = plt.subplots(figsize=(9, 0.45 * len(table) + 1.8))
-    table.plot.barh(stacked=True, ax=axes)
-    axes.set_xscale("symlog")  # one overrun repeats per transfer: keep rare rules visible
-    axes.set_xlabel("violations (log scale)")
-    axes.set_title("Violations per rule and broker")
-    figure.tight_layout()
-    figure.savefig(plots / "per-rule-broker.png", dpi=90)
-    plt.close(figure)
-    made.append(("Violations per rule and broker", "plots/per-rule-broker.png"))
+    if len(table) > PLOT_MIN_ROWS:
+        figure, axes = plt.subplots(figsize=(9, 0.45 * len(table) + 1.8))
+        table.plot.barh(stacked=True, ax=axes)
+        totals = table.sum(axis=1)
+        if totals.max() >= LOG_SPAN * max(totals.min(), 1):
+            # one overrun repeats per transfer: keep rare rules visible
+            axes.set_xscale("log")
+            axes.set_xlabel("violations (log scale)")
+        else:
+            axes.set_xlabel("violations")
+        axes.set_title("Violations per rule and broker")
+        figure.tight_layout()
+        figure.savefig(plots / "per-rule-broker.png", dpi=90)
+        plt.close(figure)
+        made.append(("Violations per rule and broker", "plots/per-rule-broker.png"))
     # over time, top signatures
     timed = frame.dropna(subset=["time"])
-    if not timed.empty:
+    if timed["time"].nunique() >= PLOT_MIN_TIMES:
         top = [c["signature"] for c in clusters[:6]]
         start = timed["time"].min()
         figure, axes = plt.subplots(figsize=(9, 3.5))
@@ -66,6 +83,8 @@ def _plots(out: Path, clusters: list[dict], violations: pd.DataFrame) -> list[tu
         plt.close(figure)
         made.append(("Violations over time", "plots/over-time.png"))
     # cluster sizes
+    if len(clusters) <= PLOT_MIN_ROWS:
+        return made
     figure, axes = plt.subplots(figsize=(9, 0.35 * len(clusters) + 1.8))
     labels = [c["signature"].split("+", 1)[1] for c in clusters][::-1]
     axes.barh(labels, [c["connections"] for c in clusters][::-1])
@@ -78,24 +97,27 @@ def _plots(out: Path, clusters: list[dict], violations: pd.DataFrame) -> list[tu
     return made
 
 
-def _rows(clusters: list[dict]) -> list[list[str]]:
+def _rows(clusters: list[dict], texts: dict[str, str]) -> list[list[tuple[str, str]]]:
+    """Per cluster, its cells as (text, link) pairs ("" when the cell links nowhere)."""
     rows = []
     for c in clusters:
         issue = c.get("known_issue")
         repro = c.get("reproducer")
+        frames = ""
+        if repro:
+            frames = f"{repro['frames']} frames{' (re-checked)' if repro['rechecked'] else ''}"
         rows.append(
             [
-                c["signature"],
-                c["level"],
-                c["section"],
-                str(c["count"]),
-                str(c["connections"]),
-                ", ".join(c["brokers"]),
-                issue["issue"] if issue else "",
-                f"{repro['frames']} frames{' (re-checked)' if repro['rechecked'] else ''}"
-                if repro
-                else "",
-                repro["pcap"] if repro else "",
+                (c["signature"], ""),
+                (c["level"], ""),
+                (c["section"], ""),
+                (str(c["count"]), ""),
+                (str(c["connections"]), ""),
+                (", ".join(c["brokers"]), ""),
+                (issue["issue"], issue.get("url", "")) if issue else ("", ""),
+                (frames, repro.get("text", "")) if repro else ("", ""),
+                (repro["pcap"], repro["pcap"]) if repro else ("", ""),
+                (texts.get(c["signature"], ""), ""),
             ]
         )
     return rows
@@ -111,19 +133,68 @@ _HEAD = [
     "known issue",
     "reproducer",
     "file",
+    "a violation, as the checker says it",
 ]
+
+
+def _violation_texts(violations: pd.DataFrame) -> dict[str, str]:
+    """signature -> the first violation's text (the checker's reason)."""
+    if violations.empty or "reason" not in violations:
+        return {}
+    first = violations.dropna(subset=["reason"]).groupby("signature")["reason"].first()
+    return {str(k): " ".join(str(v).split()) for k, v in first.items()}
+
+
+def _per_rule_rows(violations: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    if violations.empty:
+        return ["rule"], []
+    broker = (
+        violations["broker_product"].fillna("unknown")
+        + " "
+        + violations["broker_version"].fillna("")
+    ).str.strip()
+    table = violations.assign(broker=broker).pivot_table(
+        index="rule", columns="broker", values="signature", aggfunc="count", fill_value=0
+    )
+    head = ["rule", *map(str, table.columns)]
+    return head, [[str(rule), *(str(int(v)) for v in row)] for rule, row in table.iterrows()]
+
+
+def _header(summary: dict) -> tuple[list[tuple[str, str]], list[list[str]]]:
+    from amqpspec import __version__
+    from amqpspec.conformance.run_info import current_commit
+
+    commit = current_commit()
+    header = [
+        ("amqpspec", __version__ + (f" ({commit})" if commit else "")),
+        ("made", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+    ]
+    inputs = [
+        [str(i["path"]), str(i["kind"]), str(i.get("broker") or ""), str(i.get("size", ""))]
+        for i in summary.get("inputs", [])
+    ]
+    return header, inputs
+
+
+def _md_cell(text: str, link: str = "") -> str:
+    text = text.replace("|", "\\|")
+    return f"[{text}]({link})" if link and text else text
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    return lines + ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return lines + ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
+
+
+def _html_cell(text: str, link: str = "") -> str:
+    if link and text:
+        return f"<td><a href='{html.escape(link, quote=True)}'>{html.escape(text)}</a></td>"
+    return f"<td>{html.escape(text)}</td>"
 
 
 def _html_table(head: list[str], rows: list[list[str]]) -> str:
     cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-    )
+    body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in rows)
     return f"<table><tr>{cells}</tr>{body}</table>"
 
 
@@ -136,7 +207,7 @@ def write(out: Path, clusters: list[dict], violations: pd.DataFrame, summary: di
         f"violations); {len(clusters)} clusters; {summary['defect_connections']} "
         f"connections with capture defects, {summary['unchecked']} not checkable."
     )
-    rows = _rows(clusters)
+    rows = _rows(clusters, _violation_texts(violations))
     brokers = [
         [
             b["broker"],
@@ -159,25 +230,49 @@ def write(out: Path, clusters: list[dict], violations: pd.DataFrame, summary: di
     defects = ", ".join(
         f"{name} {count}" for name, count in sorted(summary.get("defects", {}).items())
     )
-    md = ["# AMQP 1.0 triage report", "", totals, ""]
+    header, inputs = _header(summary)
+    input_head = ["input", "kind", "broker", "bytes"]
+    rule_head, rule_rows = _per_rule_rows(violations)
+    md = ["# AMQP 1.0 triage report", ""]
+    md += [f"- {name}: {value}" for name, value in header]
+    md += ["", totals, ""]
     md += _md_table(broker_head, brokers)
     md += ["", f"Capture defects (counted, never dropped): {defects or 'none'}.", ""]
-    md += _md_table(_HEAD, rows)
+    md += ["## Clusters", ""]
+    md += ["| " + " | ".join(_HEAD) + " |", "|" + " --- |" * len(_HEAD)]
+    md += ["| " + " | ".join(_md_cell(t, link) for t, link in row) + " |" for row in rows]
+    md += ["", "## Violations per rule and broker", ""]
+    md += _md_table(rule_head, rule_rows)
     md.append("")
     md += [f"![{title}]({path})" for title, path in plots]
+    if inputs:
+        md += ["", "## Inputs", "", *_md_table(input_head, inputs)]
     (out / "report.md").write_text("\n".join(md) + "\n")
     broker_table = _html_table(broker_head, brokers)
-    cluster_table = _html_table(_HEAD, rows)
+    cluster_cells = "".join(f"<th>{html.escape(h)}</th>" for h in _HEAD)
+    cluster_table = (
+        f"<table><tr>{cluster_cells}</tr>"
+        + "".join(
+            "<tr>" + "".join(_html_cell(t, link) for t, link in row) + "</tr>" for row in rows
+        )
+        + "</table>"
+    )
     images = "".join(
         f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' "
         f"src='data:image/png;base64,{base64.b64encode((out / path).read_bytes()).decode()}'>"
         for title, path in plots
     )
+    head_list = "".join(
+        f"<li>{html.escape(name)}: {html.escape(value)}</li>" for name, value in header
+    )
+    input_table = f"<h2>Inputs</h2>{_html_table(input_head, inputs)}" if inputs else ""
     (out / "report.html").write_text(
-        "<!doctype html><html><head><meta charset='utf-8'><title>AMQP 1.0 triage</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:90%}</style></head><body>"
-        f"<h1>AMQP 1.0 triage report</h1><p>{html.escape(totals)}</p>{broker_table}"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>AMQP 1.0 triage"
+        "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:90%}a{color:#0b5394}</style>"
+        f"</head><body><h1>AMQP 1.0 triage report</h1><ul>{head_list}</ul>"
+        f"<p>{html.escape(totals)}</p>{broker_table}"
         f"<p>Capture defects (counted, never dropped): {html.escape(defects or 'none')}.</p>"
-        f"<h2>Clusters</h2>{cluster_table}{images}</body></html>\n"
+        f"<h2>Clusters</h2>{cluster_table}<h2>Violations per rule and broker</h2>"
+        f"{_html_table(rule_head, rule_rows)}{images}{input_table}</body></html>\n"
     )

@@ -57,6 +57,8 @@ def synthetic_results(root: Path, *, runs: bool = True) -> Path:
             f"reason: {reason}\n\n== connection 1 127.0.0.1:40000 -> 127.0.0.1:5672\n"
             f"{OPEN_LINE}\n"
             " 0.004 [conn 1] #12 0 <- @transfer(20) [handle=0, delivery-id=1]\n"
+            " 0.005 [conn 1] #38 0 <- @end(23) [error=@error(29) [condition=:amqp:internal-error]]"
+            "\n"
         )
         (traces / f"{stem}.pcap").write_bytes(b"\x4d\x3c\xb2\xa1")
         entries[case_id] = {

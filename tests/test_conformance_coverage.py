@@ -54,6 +54,10 @@ def test_coverage_of_a_run_names_what_was_and_was_not_covered(tmp_path: Path) ->
     assert "# Spec coverage: reference" in markdown and "- `open.outgoing-locales`" in markdown
     assert "| `amqp:connection:redirect` | sent by a broker configured" in markdown
     assert "amqp:session:unattached-handle" in (out / "spec-coverage.html").read_text()
+    # the report leads with which sentences of the spec are tested, the other measures after
+    manifest = markdown.index("## The normative manifest:")
+    assert manifest < markdown.index("## Performative fields sent with a non-default value")
+    assert manifest < markdown.index("## Checker rules that fired")
 
 
 def test_coverage_without_results_is_a_usage_error(tmp_path: Path) -> None:

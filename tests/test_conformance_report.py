@@ -149,6 +149,22 @@ def test_chromium_renders_failures_reachable_from_the_top(results: Path, tmp_pat
     )
     assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the second click: the failure's page, its offending frame marked
+    first = dom.stdout[dom.stdout.index('<li class="fail"') :]
+    page_href = first.split('href="', 1)[1].split('"', 1)[0]
+    assert page_href.startswith("cases/"), first[:500]
+    case_page = out / page_href
+    evidence = subprocess.run(
+        [*common, "--dump-dom", case_page.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    assert 'class="broker hit"' in evidence.stdout or 'class="probe hit"' in evidence.stdout
+    subprocess.run(
+        [*common, "--window-size=1280,1200", f"--screenshot={ARTEFACTS / 'case-page.png'}",
+         case_page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )  # fmt: skip
 
 
 def test_render_html_is_the_same_page_as_the_cli_writes(results: Path, tmp_path: Path) -> None:
