@@ -4,11 +4,12 @@ Owns: `page_path()` (where a cell's page goes: `<out>/cases/<broker>/<case>.html
 `render_case_page()`: at the top the verdict, expected against observed (the case's own
 expectation and the run's reason), the spec sentences quoted with their manifest ids and
 the section's title; then the exchange, every frame of every connection of the case as the
-trace has it (both directions decoded, the probe's own frames too, numbers as the trace
-prints them), each frame anchored (`#c<conn>-f<n>`) and the ones the reason or the
-checker's findings name highlighted and linked from the top; then the exact tshark command
-that dissects the case's pcap. Reads the trace file it is given (a trace longer than
-MAX_LINES is cut, with a link to the whole of it); otherwise pure.
+trace has it (both directions decoded, the probe's own frames too, numbers in decimal:
+the checker's hex ones with their decimal value first), each frame anchored
+(`#c<conn>-f<n>`) and the ones the reason or the checker's findings name highlighted and
+linked from the top; then the exact tshark command that dissects the case's pcap. Reads
+the trace file it is given (a trace longer than MAX_LINES is cut, with a link to the whole
+of it); otherwise pure.
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ span.hit{background:#fff3b0;outline:2px solid #c62828}span.probe{color:#1a1a1a}
 span.broker{color:#0b3d91}span.finding{color:#b71c1c;font-weight:600}
 span:target{background:#ffe082}a{color:#0b5394}code{font-size:12px}
 """
+
+
+_HEX = re.compile(r"\b0x([0-9a-fA-F]+)\b")
+
+
+def decimal(text: str) -> str:
+    """The checker's hex numbers with their decimal value first: "0x6" -> "6 (0x6)"."""
+    return _HEX.sub(lambda m: f"{int(m.group(1), 16)} (0x{m.group(1)})", text)
 
 
 def page_path(out_dir: Path, broker: str, case_id: str) -> Path:
@@ -110,7 +119,7 @@ def render_case_page(
         frame = _FRAME.search(line)
         if frame is None:
             if line.startswith("!!"):
-                body.append(f'<span class="finding">{esc(line)}</span>')
+                body.append(f'<span class="finding">{esc(decimal(line))}</span>')
             continue
         shown += 1
         if shown > MAX_LINES:
@@ -141,7 +150,7 @@ def render_case_page(
     rows = [
         ("broker", f"{broker}: {matrix.runs[broker].announced}"),
         ("expected", expected),
-        ("observed", reason or "(as expected)"),
+        ("observed", decimal(reason) or "(as expected)"),
     ]
     if regression:
         rows.append(("expectations file", regression))

@@ -46,8 +46,11 @@ class RunInfo:
         """The product and version for a report's header, or what stands in for them."""
         if self.product:
             return self.product
-        container = self.identity.get("container-id")
-        return f"(not announced; container-id {container!r})" if container else "(not recorded)"
+        if "container-id" not in self.identity:
+            return "(not recorded)"
+        container = self.identity["container-id"]
+        named = f"; container-id {container!r}" if container else ""
+        return f"(not announced in its open{named})"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -345,3 +345,11 @@ def test_history_opens_the_report_with_what_changed(results: Path, tmp_path: Pat
     assert '<h2 id="changes">What changed</h2>' in page.read_text()
     assert dead_links(page) == []
     assert _report(results, out, "--since", str(tmp_path / "nowhere")).returncode == 2
+
+
+def test_a_page_shows_the_checkers_hex_numbers_in_decimal() -> None:
+    from amqpspec.conformance.case_page import decimal
+
+    assert decimal("delivery-id 0x6 beyond (horizon 0x1F)") == (
+        "delivery-id 6 (0x6) beyond (horizon 31 (0x1F))"
+    )
