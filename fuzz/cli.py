@@ -4,6 +4,7 @@
                   [--duration SECONDS | --cases N] [--seed N] [--strategy bytes,fields,sequences]
                   [--corpus DIR] [--workers N] [--restart-wait S] --out DIR
     amqpspec fuzz replay FINDING_DIR|FILE --broker URL [--times N]
+    amqpspec fuzz report DIR      (report.md / report.html of a campaign's findings)
     amqpspec fuzz codec|engine|broker --duration S [--seed N] [--corpus DIR]
 
 Owns: the options, their checks, progress output and exit status (amqpspec.exit_status):
@@ -27,7 +28,7 @@ from amqpspec.fuzz.model import FUZZ_QUEUE
 from amqpspec.fuzz.mutators import STRATEGIES
 from amqpspec.fuzz.oracle import Bounds, Target
 
-ACTIONS = ("replay", "codec", "engine", "broker")
+ACTIONS = ("replay", "report", "codec", "engine", "broker")
 QUEUE = FUZZ_QUEUE
 
 
@@ -40,10 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "action",
         nargs="?",
         choices=ACTIONS,
-        help="replay a finding, or fuzz in-process: codec, engine, broker (default: a "
-        "network campaign against --broker)",
+        help="replay a finding, report a campaign directory, or fuzz in-process: codec, "
+        "engine, broker (default: a network campaign against --broker)",
     )
-    parser.add_argument("path", nargs="?", help="replay: a finding directory or reproducer")
+    parser.add_argument(
+        "path", nargs="?", help="replay: a finding directory or reproducer; report: a campaign DIR"
+    )
     parser.add_argument("--broker", help="amqp://[user:pass@]HOST:PORT")
     parser.add_argument("--profile", default="generic", help="broker profile (default generic)")
     parser.add_argument("--admin", help="management API URL (queue set-up, memory readings)")
@@ -222,6 +225,11 @@ def _campaign(args: argparse.Namespace) -> int:
         f"{stats.findings} new finding(s), {total} in {os.path.join(args.out, 'findings.json')}"
         + (f" [{stats.stopped}]" if stats.stopped else "")
     )
+    if total:
+        from amqpspec.fuzz.report import write_report
+
+        report_md, _ = write_report(args.out)
+        print(f"amqpspec fuzz: report {report_md} (.html beside it)")
     for finding in campaign.store.findings.values():
         print(
             f"  {finding.id} {finding.kind:<13} {finding.rule} ({finding.section}): "
@@ -317,10 +325,23 @@ def _inprocess(args: argparse.Namespace) -> int:
     return 1 if result.crashers else 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from amqpspec.fuzz.findings import FINDINGS_JSON
+    from amqpspec.fuzz.report import write_report
+
+    if not args.path or not os.path.isfile(os.path.join(args.path, FINDINGS_JSON)):
+        raise FuzzUsageError(f"fuzz report needs a campaign DIR with {FINDINGS_JSON}")
+    md, page = write_report(args.path)
+    print(f"amqpspec fuzz: {md}, {page}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "replay":
             return _replay(args)
+        if args.action == "report":
+            return _report(args)
         if args.action in ("codec", "engine", "broker"):
             return _inprocess(args)
         if args.path:
