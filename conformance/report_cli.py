@@ -10,6 +10,7 @@ conformance/expectations/<broker>.toml) and the reviewed ledgers; touches nothin
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -51,6 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ERROR, NON-STRICT and DIFFERS verdicts (default), every verdict, or none",
     )
     parser.add_argument(
+        "--links",
+        choices=("files", "none"),
+        default="files",
+        help="none: the Markdown names no trace, pcap or page (a report committed without "
+        "its traces); implies --pages none (default files)",
+    )
+    parser.add_argument(
         "--expect",
         action="append",
         default=[],
@@ -76,10 +84,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if since:
         matrix.history = History.load(since)
-    pages = write_pages(matrix, out.resolve(), getattr(args, "pages", "failures"))
+    links = getattr(args, "links", "files")
+    which = "none" if links == "none" else getattr(args, "pages", "failures")
+    pages = write_pages(matrix, out.resolve(), which)
     md_path = out / f"{args.name}.md"
     html_path = out / f"{args.name}.html"
-    md_path.write_text(render_markdown(matrix, out.resolve()), encoding="utf-8")
+    markdown = render_markdown(matrix, out.resolve())
+    md_path.write_text(without_file_links(markdown) if links == "none" else markdown, "utf-8")
     html_path.write_text(render_html(matrix, out.resolve()), encoding="utf-8")
     print(
         f"{len(matrix.brokers)} brokers x {len(matrix.cases)} cases: {md_path}, {html_path}"
@@ -93,6 +104,17 @@ def run(args: argparse.Namespace) -> int:
             stem.with_suffix(".html").write_text(render_statement_html(statement), "utf-8")
             print(f"statement for {broker}: {stem}.md, {stem}.html")
     return 0
+
+
+_FILE_LINK = re.compile(r"\[([^\]]*)\]\((?!#)[^)\s]+\)")
+
+
+def without_file_links(markdown: str) -> str:
+    """The Markdown with every link to a file reduced to its text, and the lists of links
+    left empty ("(trace, pcap)") gone."""
+    text = _FILE_LINK.sub(lambda m: m.group(1), markdown)
+    text = re.sub(r" \((page, )?trace(, pcap)?\)", "", text)
+    return text
 
 
 def write_pages(matrix: Matrix, out: Path, which: str) -> int:

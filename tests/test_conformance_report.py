@@ -353,3 +353,15 @@ def test_a_page_shows_the_checkers_hex_numbers_in_decimal() -> None:
     assert decimal("delivery-id 0x6 beyond (horizon 0x1F)") == (
         "delivery-id 6 (0x6) beyond (horizon 31 (0x1F))"
     )
+
+
+def test_links_none_for_a_committed_report(results: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = _report(results, out, "--links", "none")
+    assert done.returncode == 0, done.stderr
+    markdown = (out / "conformance-matrix.md").read_text()
+    assert "](" not in markdown.replace("](#", "")  # no link to a file
+    assert "| `2.6.7/drain-exact` | MUST | FAILED ≠expected |" not in markdown  # no expect
+    assert "| `2.6.7/drain-exact` | MUST | FAILED |" in markdown
+    assert "observed end (frame #38)\n" in markdown  # the reason, no (trace, pcap) after it
+    assert not (out / "cases").exists()
