@@ -126,7 +126,7 @@ class _Session:
         self._thread_admin = threading.local()
         self.broker = option("amqp_broker_name") or self.profile.name
         self.results_dir = ResultsDir(option("amqp_results"), self.broker)
-        # the run header of a report (index.json's _runs): the broker's identity comes from
+        # the run header of a report (DIR/runs/<broker>.json): the broker's identity comes from
         # the first open it sends (run())
         self.run_info = start_info(
             self.broker, self.profile.name, option("amqp_broker"), option("amqp_expect")

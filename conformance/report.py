@@ -1,7 +1,7 @@
 """The brokers x cases matrix as a report: the model behind it, and its Markdown.
 
 Owns: `Matrix` (merged results of one or more results directories, with each broker's run
-header from index.json's `_runs`, its expectations file and the cell facts a report shows:
+header from `DIR/runs/<broker>.json`, its expectations file and the cell facts a report shows:
 regression against the expectations, flaky when retried attempts differed, UNSUPPORTED
 split into "profile opted out" and "broker lacks it", pipelined twins folded into their
 base case), `failures()` (MUST before SHOULD before DIFFERS), and `render_markdown` (a
@@ -50,7 +50,7 @@ CHECKER = "checker/"
 # judge), then a SHOULD not met, then a model's behaviour not followed
 SEVERITY = ("FAILED", "ERROR", "NON-STRICT", DIFFERS)
 _OPTED_OUT = re.compile(r"^profile '[^']*' lacks ")
-TRACES_SEARCHED = 400  # results without _runs: traces read for the broker's open
+TRACES_SEARCHED = 400  # results without a run header: traces read for the broker's open
 _OPEN_LINE = re.compile(r"<- @open\(16\) \[(?P<fields>.*)\]$", re.M)
 
 
@@ -153,6 +153,12 @@ class Matrix:
                     matrix.cells[(broker, case_id)] = entry
                     seen.add(case_id)
                     matrix.levels.setdefault(case_id, entry.get("level", ""))
+                first = next(iter(entries.values()), {})
+                if not info.identity and first.get("broker_product"):
+                    info.identity = {
+                        "product": first["broker_product"],
+                        "version": first.get("broker_version", ""),
+                    }
                 traces = [e["trace"] for e in entries.values() if e.get("trace")]
                 for traced in traces[:TRACES_SEARCHED] if not info.identity else []:
                     info.identity = identity_from_trace(root / traced)

@@ -4,8 +4,10 @@ Owns: the results directory layout (`DIR/index.json` autobahn-style
 `{broker: {case_id: {verdict, duration, trace, pcap, reason, level}}}`, merged across runs
 so several brokers share one DIR; `DIR/traces/<broker>/<case>.txt|.pcap`;
 `DIR/coverage/<broker>.transitions.json`: the (machine, state, input) pairs of the engine's
-tables each case's probes used; index.json's added top-level key `_runs`, one
-`run_info.RunInfo` per broker: the run header of a report), writing a
+tables each case's probes used; `DIR/runs/<broker>.json`: the run's header, a
+`run_info.RunInfo`, and in each index.json entry the added fields `broker_product` and
+`broker_version`, as the broker's open announced them; index.json keeps its shape, a
+broker per top-level key), writing a
 case's trace as text and pcap (`traces.pcap_writer.PcapWriter`), and expectations files
 (`conformance/expectations/<broker>.toml`: one line per case with its verdict and, for
 failures, the upstream issue) with their comparison. Old, renamed case ids in an
@@ -30,7 +32,7 @@ from amqpspec.conformance.verdicts import Verdict
 from amqpspec.traces.pcap_writer import PcapWriter
 
 INDEX = "index.json"
-RUNS_KEY = "_runs"  # index.json's run headers, one per broker (run_info.RunInfo)
+RUNS_DIR = "runs"  # DIR/runs/<broker>.json: the run header (run_info.RunInfo)
 TRANSITIONS_DIR = "coverage"  # DIR/coverage/<broker>.transitions.json: case -> pairs used
 
 
@@ -63,7 +65,7 @@ class ResultsDir:
         self.entries: dict[str, dict[str, Any]] = {}
         # case id -> "machine:state:input" of the probe engine's tables its connections used
         self.transitions: dict[str, list[str]] = {}
-        self.run_info: dict[str, Any] | None = None  # index.json's _runs[broker] (run_info)
+        self.run_info: dict[str, Any] | None = None  # DIR/runs/<broker>.json (run_info)
 
     def add(self, result: CaseResult) -> dict[str, Any]:
         stem = case_file_stem(result.case_id)
@@ -88,12 +90,17 @@ class ResultsDir:
     def write_index(self) -> Path:
         path = self.root / INDEX
         index: dict[str, Any] = load_index(path) if path.exists() else {}
-        runs = load_runs(path) if path.exists() else {}
-        if self.run_info is not None:
-            runs[self.broker] = self.run_info
+        identity = (self.run_info or {}).get("identity", {})
+        for entry in self.entries.values():  # what the broker's open said it is
+            for field_name, key in (("broker_product", "product"), ("broker_version", "version")):
+                if identity.get(key):
+                    entry[field_name] = identity[key]
         index[self.broker] = dict(sorted(self.entries.items()))
-        if runs:
-            index[RUNS_KEY] = runs
+        if self.run_info is not None:
+            runs = self.root / RUNS_DIR
+            runs.mkdir(exist_ok=True)
+            header = runs / f"{case_file_stem(self.broker)}.json"
+            header.write_text(json.dumps(self.run_info, indent=1, sort_keys=True), "utf-8")
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         tmp.replace(path)
@@ -113,18 +120,23 @@ def load_index(path: str | Path) -> dict[str, dict[str, dict[str, Any]]]:
     return {
         broker: by_current_id(entries)
         for broker, entries in index.items()
-        if not broker.startswith("_")  # _runs: the run headers (load_runs)
+        if not broker.startswith("_")  # never a broker: room for what a DIR may add
     }
 
 
 def load_runs(path: str | Path) -> dict[str, dict[str, Any]]:
-    """index.json's `_runs`: broker -> its run's header (`run_info.RunInfo` as a dict); {}
-    for a results DIR written before runs were recorded."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / INDEX
-    runs = json.loads(path.read_text(encoding="utf-8")).get(RUNS_KEY, {})
-    return runs if isinstance(runs, dict) else {}
+    """broker -> its run's header (`DIR/runs/<broker>.json`, a `run_info.RunInfo` as a
+    dict), for the brokers of the DIR's index.json; none for a DIR written before runs
+    were recorded."""
+    root = Path(path)
+    if not root.is_dir():
+        root = root.parent
+    runs = {}
+    for broker in load_index(root):
+        header = root / RUNS_DIR / f"{case_file_stem(broker)}.json"
+        if header.is_file():
+            runs[broker] = json.loads(header.read_text(encoding="utf-8"))
+    return runs
 
 
 # --- expectations --------------------------------------------------------------------------

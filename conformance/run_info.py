@@ -5,10 +5,10 @@ the profile, the expectations file, the broker URL without its password, and the
 product, version and platform as its own open frame announced them: 2.7.1 open
 `properties`, whose keys `product`, `version` and `platform` are the connection
 properties AMQP's registry names) and `broker_identity()`, which reads them from a case's
-recorded connections. The plugin records one RunInfo per broker in index.json under the
-top-level key `_runs` (`{"_runs": {broker: {...}}}`, an added key beside the brokers: a
-broker named with a leading underscore is not a broker, `results.load_index` skips such
-keys). Pure apart from `current_commit`, which asks git about the source checkout.
+recorded connections. The plugin records one RunInfo per broker in the results DIR,
+`DIR/runs/<broker>.json`, and the product and version in each of the broker's index.json
+entries (`broker_product`, `broker_version`: results.ResultsDir.write_index). Pure apart from
+`current_commit`, which asks git about the source checkout.
 """
 
 from __future__ import annotations

@@ -72,20 +72,20 @@ def synthetic_results(root: Path, *, runs: bool = True) -> Path:
         }
     index: dict = {BROKER: entries}
     if runs:
-        index["_runs"] = {
-            BROKER: {
-                "broker": BROKER,
-                "profile": "acme",
-                "amqpspec_version": "0.1.0",
-                "commit": "abc123",
-                "started": "2026-11-26T10:00:00Z",
-                "finished": "2026-11-26T10:02:00Z",
-                "command": "amqpspec run --broker amqp://127.0.0.1:5672 --profile acme",
-                "expectations": "",
-                "broker_url": "amqp://127.0.0.1:5672",
-                "identity": {"product": "AcmeMQ", "version": "9.1.2", "container-id": "acme-1"},
-            }
+        (root / "runs").mkdir()
+        header = {
+            "broker": BROKER,
+            "profile": "acme",
+            "amqpspec_version": "0.1.0",
+            "commit": "abc123",
+            "started": "2026-11-26T10:00:00Z",
+            "finished": "2026-11-26T10:02:00Z",
+            "command": "amqpspec run --broker amqp://127.0.0.1:5672 --profile acme",
+            "expectations": "",
+            "broker_url": "amqp://127.0.0.1:5672",
+            "identity": {"product": "AcmeMQ", "version": "9.1.2", "container-id": "acme-1"},
         }
+        (root / "runs" / f"{BROKER}.json").write_text(json.dumps(header))
     (root / "index.json").write_text(json.dumps(index))
     return root
 

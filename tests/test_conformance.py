@@ -205,8 +205,9 @@ def test_run_writes_index_junit_traces_and_report(broker: BrokerProcess, tmp_pat
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     index = json.loads((results / "index.json").read_text())
     entries = index["reference"]
-    run_info = index["_runs"]["reference"]  # the report's run header
+    run_info = json.loads((results / "runs" / "reference.json").read_text())  # its header
     assert run_info["identity"]["product"] == "amqpspec reference broker", run_info
+    assert {e["broker_product"] for e in entries.values()} == {"amqpspec reference broker"}
     assert run_info["profile"] == "reference" and run_info["started"] <= run_info["finished"]
     assert run_info["command"].startswith("amqpspec run --broker amqp://"), run_info
     assert set(entries) == {

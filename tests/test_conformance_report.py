@@ -304,6 +304,8 @@ def _earlier(root: Path, verdicts: dict[str, str], name: str = BROKER) -> Path:
     """A synthetic run whose verdicts are `verdicts` where given, under broker `name`."""
     import json
 
+    from amqpspec.conformance.results import case_file_stem
+
     synthetic_results(root)
     index = json.loads((root / "index.json").read_text())
     entries = index.pop(BROKER)
@@ -313,8 +315,11 @@ def _earlier(root: Path, verdicts: dict[str, str], name: str = BROKER) -> Path:
     entries.pop("2.6.7/credit-1")  # a case new since then
     entries["2.6.7/old-case"] = {"verdict": "OK", "level": "MUST", "trace": "", "reason": ""}
     index[name] = entries
-    index["_runs"] = {name: {**index["_runs"][BROKER], "started": "2026-11-01T00:00:00Z"}}
     (root / "index.json").write_text(json.dumps(index))
+    header = json.loads((root / "runs" / f"{BROKER}.json").read_text())
+    (root / "runs" / f"{BROKER}.json").unlink()
+    header["started"] = "2026-11-01T00:00:00Z"
+    (root / "runs" / f"{case_file_stem(name)}.json").write_text(json.dumps(header))
     return root
 
 
