@@ -54,6 +54,15 @@ TRACES_SEARCHED = 400  # results without a run header: traces read for the broke
 _OPEN_LINE = re.compile(r"<- @open\(16\) \[(?P<fields>.*)\]$", re.M)
 
 
+def shown_path(path: str | Path) -> str:
+    """A file of the project as its path in the repository (a published report names no
+    machine's folders); another file as given."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
 def section_of(case_id: str) -> str:
     """'2.6.7' for a case, the rule's section for a checker row ('checker/2.7.4/...')."""
     parts = case_id.split("/")
@@ -186,7 +195,7 @@ class Matrix:
         for candidate in candidates:
             if candidate and Path(candidate).is_file():
                 self.expectations[broker] = load_expectations(candidate)
-                self.expectation_files[broker] = str(candidate)
+                self.expectation_files[broker] = shown_path(candidate)
                 return
 
     # --- which cases ---

@@ -35,6 +35,7 @@ from amqpspec.conformance.report import (
     section_key,
     section_of,
     section_title,
+    shown_path,
 )
 
 PARTS = {"1": "Types", "2": "Transport", "3": "Messaging", "4": "Transactions", "5": "Security"}
@@ -81,7 +82,7 @@ class Statement:
         conformance/expectations/ledger/<broker>.toml)."""
         path = Path(ledger) if ledger is not None else ledger_path(broker)
         entries = load_ledger(path)
-        return cls(broker, matrix, out_dir, entries, str(path) if entries else "")
+        return cls(broker, matrix, out_dir, entries, shown_path(path) if entries else "")
 
     def cell(self, case_id: str) -> dict[str, Any] | None:
         return self.matrix.cells.get((self.broker, case_id))
