@@ -5,23 +5,33 @@ is drawn from `random.Random(f"{S}:{N}")` alone (a legal conversation from `fuzz
 pool for seed S or the corpus, its open given the case's own container-id, then one
 `fuzz.mutators` strategy), so any case can be made again from its seed whatever the number
 of workers, and cases running at once never share a link (2.6.1). Workers are threads, each
-on its own connections; when one finds something the others pause (`Gate`) while it is
-minimised with `traces.minimize.ddmin` to a 1-minimal sequence of steps (protocol headers
-kept), then field by field within the frames left (`fuzz.shrink`, keeping the signature),
-replayed `confirm` times (every replay must reproduce it), given its signature (kind + rule
-+ triggering performative + the state it arrived in) and, if its bucket is new, written by
-the `FindingStore` at once. State coverage: the (machine, state, input) pairs of the
-engine's tables the sent steps exercised in the reference model (`fuzz.model.ServerModel`).
+on its own connections. A case whose verdict has a signature (kind + rule + triggering
+performative + the state it arrived in) not yet confirmed, rejected twice or waiting is a
+candidate: it goes to the triage queue (bounded: a full queue makes the worker wait) and
+the workers go on; a candidate of a known signature is only counted. The triage thread
+minimises each on its own connections with `traces.minimize.ddmin` to a 1-minimal sequence
+of steps (protocol headers kept), then field by field within the frames left (`fuzz.shrink`,
+keeping the signature), replays it `confirm` times (every replay must reproduce it) and, if
+its bucket is new, has the `FindingStore` write it at once. Beside the cases for most kinds;
+alone (the workers pause at the `Gate`) for the kinds whose proof other traffic would spoil:
+a crash (the broker restarts), a hang or a missing error (the broker's silence within a
+bound), a resource reading (the broker's memory). At the end of a campaign the queue is
+triaged before `run()` returns; an interrupted one abandons what is still queued (no
+candidate is a finding until it is confirmed). State coverage: the (machine, state, input)
+pairs of the engine's tables the sent steps exercised in the reference model
+(`fuzz.model.ServerModel`).
 """
 
 from __future__ import annotations
 
+import queue
 import random
 import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress as _suppressed
 from dataclasses import dataclass, field
 
 from amqpspec.fuzz.case import Case, Step
@@ -54,6 +64,10 @@ SILENCE_KINDS = (HANG, ERROR_MISSING)
 FIELD_TESTS = {CRASH: 8, HANG: 40, RESOURCE: 10}
 FIELD_TESTS_OTHER = 100
 WORKER_FAILED = "a worker failed"  # Stats.stopped of a campaign stopped by our own error
+TRIAGE_QUEUE = 32  # candidates waiting for triage; a worker with a new one waits when full
+# kinds triaged alone, the workers paused: their proof rests on a restart, a silence within a
+# bound or a memory reading, which concurrent cases would disturb
+TRIAGED_ALONE = (CRASH, HANG, ERROR_MISSING, RESOURCE)
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
 MEMORY_SUSPECTS = 2000  # the cases since the last sample searched when memory grew (a
 # second of cases at the campaign's rate: a leaking case must still be among them)
@@ -80,6 +94,9 @@ class Stats:
     started: float = field(default_factory=time.monotonic)
     covered: set = field(default_factory=set)
     stopped: str = ""
+    duplicates: int = 0  # candidates of a signature already confirmed, rejected or queued
+    queued: int = 0  # candidates waiting for triage now
+    triaged: int = 0  # candidates triaged so far
 
     @property
     def rate(self) -> float:
@@ -325,6 +342,9 @@ class Campaign:
         self._recent: deque[Case] = deque(maxlen=MEMORY_SUSPECTS)  # since the last sample
         self._sampled: tuple[float, int | None] = (0.0, None)
         self._deadline = time.monotonic() + config.duration if config.duration is not None else None
+        self._queue: queue.Queue[tuple[Case, Outcome, str] | None] = queue.Queue(TRIAGE_QUEUE)
+        self._waiting: set[str] = set()  # signatures queued or in triage
+        self._draining = False  # the cases are done: the triage thread empties the queue
 
     def _take(self) -> int | None:
         with self._lock:
@@ -340,6 +360,7 @@ class Campaign:
 
     def stop(self, reason: str = "stopped") -> None:
         self.stats.stopped = self.stats.stopped or reason
+        self._draining = False  # a stop abandons what is queued
         self._stop.set()
 
     def _worker(self) -> None:
@@ -399,36 +420,92 @@ class Campaign:
         self._sampled = (time.monotonic(), target.memory())
 
     def _candidate(self, case: Case, outcome: Outcome) -> None:
+        """A case with a verdict: counted when its signature is known, else queued for the
+        triage thread (waiting while the queue is full, unless the campaign stops)."""
         assert outcome.verdict is not None
         sig = _signature_of(case, outcome.verdict)
-        if self.store.known(sig) or sig in self._triaged or self._rejected.get(sig, 0) >= 2:
-            return
-        with self.gate.exclusive():
+        with self._lock:
+            if (
+                self.store.known(sig)
+                or sig in self._triaged
+                or sig in self._waiting
+                or self._rejected.get(sig, 0) >= 2
+            ):
+                self.stats.duplicates += 1
+                return
+            self._waiting.add(sig)
             self.stats.candidates += 1
-            result = triage(self.config.target, case, outcome, self.config.confirm)
+            self.stats.queued += 1
+        while not self._stop.is_set():
+            try:
+                self._queue.put((case, outcome, sig), timeout=0.2)
+                break
+            except queue.Full:
+                continue
+
+    def _triager(self) -> None:
+        try:
+            while (item := self._queue.get()) is not None:
+                if self._stop.is_set() and not self._draining:
+                    continue  # interrupted: what is queued is abandoned (no finding yet)
+                self._triage_one(*item)
+        except Exception as exc:  # a bug of ours: stop the campaign and say so (CLI exit 3)
+            traceback.print_exc()
+            self.stop(f"{WORKER_FAILED}: {exc!r}")
+
+    def _triage_one(self, case: Case, outcome: Outcome, sig: str) -> None:
+        """Minimise, confirm and keep one candidate (alone for the TRIAGED_ALONE kinds)."""
+        assert outcome.verdict is not None
+        alone = outcome.verdict.kind in TRIAGED_ALONE
+        try:
+            if alone:
+                with self.gate.exclusive():
+                    result = triage(self.config.target, case, outcome, self.config.confirm)
+            else:
+                result = triage(self.config.target, case, outcome, self.config.confirm)
+        finally:
+            with self._lock:
+                self.stats.queued -= 1
+                self.stats.triaged += 1
+        with self._lock:
+            self._waiting.discard(sig)
             if result is None:
                 self._rejected[sig] = self._rejected.get(sig, 0) + 1
                 return
             self._triaged.add(sig)
-            finding, small, final = result
-            if self.store.add(finding, small, final.recording, final.exchange):
+        finding, small, final = result
+        if self.store.add(finding, small, final.recording, final.exchange):
+            with self._lock:
                 self.stats.findings += 1
+        if self._on_progress is not None:
+            self._on_progress(self.stats)
         if outcome.verdict.kind == CRASH and "not back" in outcome.verdict.summary:
             self.stop("the broker did not come back after a crash")
 
     def run(self) -> Stats:
+        triager = threading.Thread(target=self._triager, name="fuzz-triage", daemon=True)
         threads = [
             threading.Thread(target=self._worker, name=f"fuzz-worker-{n}", daemon=True)
             for n in range(max(1, self.config.workers))
         ]
+        triager.start()
         for thread in threads:
             thread.start()
         try:
             for thread in threads:
                 while thread.is_alive():
                     thread.join(0.2)
+            # the budget is spent (not stopped): what is queued is still triaged
+            self._draining = not self._stop.is_set()
+            self._stop.set()
+            self._queue.put(None)
+            while triager.is_alive():
+                triager.join(0.2)
         except KeyboardInterrupt:
             self.stop("interrupted")
             for thread in threads:
                 thread.join(10)
+            with _suppressed(queue.Full):
+                self._queue.put_nowait(None)
+            triager.join(10)
         return self.stats

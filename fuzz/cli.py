@@ -267,8 +267,8 @@ class _Progress:
         elapsed = time.monotonic() - stats.started
         return (
             f"{elapsed:6.1f}s  cases {stats.cases}  {stats.rate:6.0f}/s  findings "
-            f"{stats.findings} (candidates {stats.candidates})  state coverage "
-            f"{100 * stats.coverage:.1f}%"
+            f"{stats.findings}  triage: {stats.triaged} done, {stats.queued} queued, "
+            f"{stats.duplicates} known  state coverage {100 * stats.coverage:.1f}%"
         )
 
     def update(self, stats) -> None:  # type: ignore[no-untyped-def]
