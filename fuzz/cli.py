@@ -4,14 +4,16 @@
                   [--duration SECONDS | --cases N] [--seed N] [--strategy bytes,fields,sequences]
                   [--corpus DIR] [--workers N] [--restart-wait S] --out DIR
     amqpspec fuzz replay FINDING_DIR|FILE --broker URL [--times N]
-    amqpspec fuzz report DIR      (report.md / report.html of a campaign's findings)
+    amqpspec fuzz report DIR      (report.md / report.html of a campaign's findings, and
+                                   findings.md: the findings grouped by broker behaviour)
     amqpspec fuzz codec|engine|broker --duration S [--seed N] [--corpus DIR]
 
 Owns: the options, their checks, progress output and exit status (amqpspec.exit_status):
 0 no finding, 1 findings (replay: reproduced), 2 usage errors and a broker unreachable at
 the start (one clear line on stderr, never a traceback), 3 a campaign stopped by an error
 of the fuzzer's own (its traceback, then one line naming it: no verdict). The work is in
-fuzz.campaign, fuzz.replay and fuzz.inprocess.
+fuzz.campaign, fuzz.replay, fuzz.report, fuzz.findings_report (findings.md, also rewritten
+by the store at each confirmed finding) and fuzz.inprocess.
 """
 
 from __future__ import annotations
@@ -216,8 +218,14 @@ def _campaign(args: argparse.Namespace) -> int:
     )
     progress = _Progress(args.quiet)
     campaign = Campaign(config, progress.update)
+    store = campaign.store
+    progress.behaviours = lambda: len(store.behaviours)
+    store.note_campaign(
+        broker=target.url, profile=args.profile, seed=args.seed, strategies=list(strategies)
+    )
     stats = campaign.run()
     progress.done(stats)
+    groups = _write_findings_md(args.out)
     total = len(campaign.store.findings)
     print(
         f"amqpspec fuzz: {stats.cases} cases in {time.monotonic() - stats.started:.1f} s "
@@ -237,6 +245,8 @@ def _campaign(args: argparse.Namespace) -> int:
         )
         if finding.observed:
             print(f"      expected: {finding.expected}\n      observed: {finding.observed}")
+    if groups:
+        _print_behaviours(args.out, groups)
     if stats.stopped.startswith(WORKER_FAILED):
         # the campaign did not run its budget: no verdict, neither "no finding" nor findings
         print(
@@ -248,11 +258,30 @@ def _campaign(args: argparse.Namespace) -> int:
     return 1 if total else 0
 
 
+def _write_findings_md(directory: str) -> list:
+    from amqpspec.fuzz.findings_report import write_report
+
+    return write_report(directory)
+
+
+def _print_behaviours(directory: str, groups: list) -> None:
+    from amqpspec.fuzz.findings_report import REPORT_NAME, summary_lines
+
+    findings = sum(len(g.findings) for g in groups)
+    print(
+        f"by broker behaviour: {len(groups)} behaviour(s) from {findings} finding(s) in "
+        f"{os.path.join(directory, REPORT_NAME)}"
+    )
+    for line in summary_lines(groups):
+        print(f"  {line}")
+
+
 class _Progress:
     """Cases/s, findings and state coverage: a rich live line on a terminal, a plain line
     every 5 s otherwise."""
 
     def __init__(self, quiet: bool) -> None:
+        self.behaviours = lambda: 0  # the campaign's findings.md behaviours so far
         self.quiet = quiet
         self._last = 0.0
         self._live = None
@@ -267,7 +296,8 @@ class _Progress:
         elapsed = time.monotonic() - stats.started
         return (
             f"{elapsed:6.1f}s  cases {stats.cases}  {stats.rate:6.0f}/s  findings "
-            f"{stats.findings}  triage: {stats.triaged} done, {stats.queued} queued, "
+            f"{stats.findings} (findings.md: {self.behaviours()} behaviour(s))  triage: "
+            f"{stats.triaged} done, {stats.queued} queued, "
             f"{stats.duplicates} known  state coverage {100 * stats.coverage:.1f}%"
         )
 
@@ -333,6 +363,7 @@ def _report(args: argparse.Namespace) -> int:
         raise FuzzUsageError(f"fuzz report needs a campaign DIR with {FINDINGS_JSON}")
     md, page = write_report(args.path)
     print(f"amqpspec fuzz: {md}, {page}")
+    _print_behaviours(args.path, _write_findings_md(args.path))
     return 0
 
 

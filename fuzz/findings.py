@@ -14,9 +14,12 @@ and `FindingStore`:
 `DIR/findings.json` and `DIR/findings/<id>/` with `reproducer.json` (replayable by
 `amqpspec fuzz replay`), `reproducer.txt` (expected, observed, then the exchange in time
 order: each fuzzer frame labelled as a case step or its own teardown close, each broker
-frame, its TCP close) and `reproducer.pcap` (the exchange as a TCP flow, `traces.pcap_writer`).
+frame, its TCP close) and `reproducer.pcap` (the exchange as a TCP flow, `traces.pcap_writer`;
+the broker's FIN first when it dropped the connection); then `DIR/findings.md`, the findings
+grouped by broker behaviour (fuzz.findings_report), rewritten from what is on disk, and
+`DIR/campaign.json` (`note_campaign`: broker, profile, seed; for the replay commands).
 Every file is written to a temporary name and renamed (atomic), as soon as a finding
-is confirmed, so a killed campaign keeps all of them.
+is confirmed, so a killed campaign keeps all of them, findings.md agreeing with them.
 """
 
 from __future__ import annotations
@@ -26,13 +29,16 @@ import json
 import os
 import threading
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from amqpspec.amqp10.checker.signature import endpoint_state
 from amqpspec.amqp10.checker.signature import signature as rule_signature
+from amqpspec.amqp10.origins import SERVER
 from amqpspec.conformance.probe import Recording
 from amqpspec.fuzz.case import REPRODUCER_NAME, Case
 from amqpspec.fuzz.evidence import Exchange
+from amqpspec.fuzz.findings_report import CAMPAIGN_NAME, Group, write_report
 from amqpspec.traces.pcap_writer import PcapWriter
 from amqpspec.traces.render import show_line
 
@@ -79,6 +85,7 @@ class Finding:
     sentence: str = ""
     close_held: bool = False
     evidence: dict[str, Any] = field(default_factory=dict)
+    found_at: str = ""  # when the store wrote it (confirmed), UTC ISO 8601
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,9 +103,11 @@ def _atomic_write(path: str, data: bytes) -> None:
 AMQP_PORT = 5672  # IANA's: tshark and the scapy layer dissect it as AMQP with no option
 
 
-def write_pcap(path: str, recording: Recording) -> None:
+def write_pcap(path: str, recording: Recording, dropped: float | None = None) -> None:
     """The recorded exchange as one TCP flow (real framing: the chunks as they crossed),
-    the broker's side on port 5672 whatever port it had, so dissectors take it as AMQP."""
+    the broker's side on port 5672 whatever port it had, so dissectors take it as AMQP.
+    `dropped`: when the broker closed the TCP stream (its FIN comes first); otherwise the
+    fuzzer's FIN does, after the last chunk."""
     temporary = f"{path}.tmp{os.getpid()}"
     with PcapWriter(temporary) as writer:
         start = recording.start or (recording.chunks[0].time if recording.chunks else 0.0)
@@ -106,6 +115,8 @@ def write_pcap(path: str, recording: Recording) -> None:
         writer.open_connection(1, recording.client, server, start)
         for chunk in recording.chunks:
             writer.data(1, chunk.direction, chunk.data, chunk.time)
+        if dropped is not None:
+            writer.close_connection(1, dropped, closer=SERVER)
     os.replace(temporary, path)
 
 
@@ -145,6 +156,7 @@ class FindingStore:
         os.makedirs(os.path.join(directory, "findings"), exist_ok=True)
         self._lock = threading.Lock()
         self.findings: dict[str, Finding] = {}
+        self.behaviours: list[Group] = []  # findings.md's, as last written
         path = os.path.join(directory, FINDINGS_JSON)
         if os.path.exists(path):  # a resumed campaign keeps what it had
             with open(path, encoding="utf-8") as file:
@@ -186,14 +198,35 @@ class FindingStore:
             text = transcript(case, recording, finding, exchange).encode()
             _atomic_write(os.path.join(folder, "reproducer.txt"), text)
             if recording is not None and recording.chunks:
-                write_pcap(os.path.join(folder, "reproducer.pcap"), recording)
+                dropped = exchange.dropped if exchange is not None else None
+                write_pcap(os.path.join(folder, "reproducer.pcap"), recording, dropped)
+            finding.found_at = finding.found_at or _now()
             self.findings[finding.id] = finding
             self._flush()
             return True
 
+    def note_campaign(self, **facts: Any) -> None:
+        """Record the campaign's broker, profile, seed ... in DIR/campaign.json (merged
+        with what an earlier run on this directory wrote); findings.md names them."""
+        with self._lock:
+            path = os.path.join(self.directory, CAMPAIGN_NAME)
+            known: dict[str, Any] = {}
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as file:
+                    known = json.load(file)
+            known.update({k: v for k, v in facts.items() if v is not None})
+            _atomic_write(path, _json(known))
+            self.behaviours = write_report(self.directory)
+
     def _flush(self) -> None:
+        """findings.json, then findings.md (grouped by behaviour) from what is on disk."""
         records = [f.to_json() for f in self.findings.values()]
         _atomic_write(os.path.join(self.directory, FINDINGS_JSON), _json(records))
+        self.behaviours = write_report(self.directory)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _json(value: Any) -> bytes:
