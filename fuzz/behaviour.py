@@ -158,14 +158,28 @@ class Behaviour:
     input_sentences: tuple[str, ...]  # manifest ids the bad frame breaks (its sender's)
 
 
+def by_rule(kind: str, rule: str) -> bool:
+    """A checker rule the broker's own frames break: the rule says what the broker does,
+    whatever the input that led there (a pseudo-rule of the oracle, e.g. a drop without
+    close, says only how it reacted: the input class is part of the behaviour)."""
+    return kind == VIOLATION and rule in RULES
+
+
+def behaviour_key(kind: str, rule: str, given: InputClass) -> str:
+    return f"{kind}|{rule}|{'*' if by_rule(kind, rule) else given.key}"
+
+
 def behaviour_of(
     kind: str, rule: str, section: str, sentence: str, level: str, inputs: list[InputClass]
 ) -> Behaviour:
-    """The behaviour of findings of (kind, rule) whose bad frames are `inputs` (one class)."""
+    """The behaviour of findings of (kind, rule) whose bad frames are `inputs` (one class,
+    or any for a checker rule)."""
     first = inputs[0]
-    key = f"{kind}|{rule}|{first.key}"
+    key = behaviour_key(kind, rule, first)
     broker = _broker_sentences(rule, sentence) if kind == VIOLATION else ()
     input_ids = tuple(dict.fromkeys(i.sentence for i in inputs if i.sentence))
+    if by_rule(kind, rule):
+        input_ids = ()
     return Behaviour(
         key=key,
         id="B-" + hashlib.sha1(key.encode()).hexdigest()[:8],
@@ -214,7 +228,7 @@ def _title(kind: str, rule: str, given: InputClass) -> str:
         return f"writes a frame that does not decode after {what}"
     known = RULES.get(rule)
     title = known.title if known is not None else rule
-    return f"breaks {rule} ({title}) after {what}"
+    return f"sends frames that break {rule}: {title}"
 
 
 def _expected(kind: str, rule: str, given: InputClass) -> str:
@@ -243,7 +257,9 @@ def _expected(kind: str, rule: str, given: InputClass) -> str:
     if rule == UNDECODABLE[0]:
         return "every frame the broker writes decodes as the performative it names"
     known = RULES.get(rule)
-    return f"the broker keeps {rule}: '{known.sentence}'" if known is not None else rule
+    if known is None:
+        return f"the broker keeps {rule}"
+    return f"the broker keeps {rule}: \"{known.sentence.rstrip('.')}\""
 
 
 def sentence_text(sentence_id: str) -> tuple[str, str, str]:

@@ -216,13 +216,16 @@ class FindingStore:
                     known = json.load(file)
             known.update({k: v for k, v in facts.items() if v is not None})
             _atomic_write(path, _json(known))
-            self.behaviours = write_report(self.directory)
+            records = [f.to_json() for f in self.findings.values()]
+            self.behaviours = write_report(self.directory, records=records)
 
     def _flush(self) -> None:
-        """findings.json, then findings.md (grouped by behaviour) from what is on disk."""
+        """findings.md (grouped by behaviour: the findings' files are on disk already),
+        then findings.json: a campaign killed between the two leaves a findings.md that
+        lists every finding of findings.json (and the one whose files are all written)."""
         records = [f.to_json() for f in self.findings.values()]
+        self.behaviours = write_report(self.directory, records=records)
         _atomic_write(os.path.join(self.directory, FINDINGS_JSON), _json(records))
-        self.behaviours = write_report(self.directory)
 
 
 def _now() -> str:

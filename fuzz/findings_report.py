@@ -32,12 +32,28 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from amqpspec.amqp10.errors import DecodeError
-from amqpspec.amqp10.frames import ProtocolHeader, decode_frame
+from amqpspec.amqp10.frames import Frame, ProtocolHeader, decode_frame
+from amqpspec.amqp10.monitor import ConnectionMonitor, TraceItem
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.conformance.probe import Chunk, Recording
-from amqpspec.fuzz.behaviour import Behaviour, InputClass, behaviour_of, input_class, sentence_text
+from amqpspec.fuzz.behaviour import (
+    Behaviour,
+    InputClass,
+    behaviour_key,
+    behaviour_of,
+    by_rule,
+    input_class,
+    sentence_text,
+)
 from amqpspec.fuzz.case import REPRODUCER_NAME, CaseFileError, Step, load_case
-from amqpspec.fuzz.evidence import RAW, TEARDOWN, UNDECODABLE, Exchange, read_exchange
+from amqpspec.fuzz.evidence import (
+    HEADER,
+    RAW,
+    TEARDOWN,
+    UNDECODABLE,
+    Exchange,
+    read_exchange,
+)
 from amqpspec.fuzz.oracle import CLOSE_MISSING
 from amqpspec.traces.pcap_format import TCP_FIN
 from amqpspec.traces.pcap_reader import iter_tcp_segments
@@ -63,6 +79,9 @@ class Loaded:
     given: InputClass
     folder: str  # relative to the campaign directory
     note: str = ""  # what could not be read
+    offending: tuple[int, str] | None = None  # (position among the broker's items, name)
+    # of the broker's frame that breaks the finding's checker rule, as the checker finds it
+    # again in the pcap
 
     @property
     def id(self) -> str:
@@ -80,12 +99,15 @@ class Group:
         return min(self.findings, key=lambda f: (len(f.steps), sum(len(s.data) for s in f.steps)))
 
 
-def load_findings(directory: str) -> list[Loaded]:
-    path = os.path.join(directory, "findings.json")
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as file:
-        records = json.load(file)
+def load_findings(directory: str, records: list[dict] | None = None) -> list[Loaded]:
+    """The findings of `DIR/findings.json` (or `records`, the store's about to be written
+    there), each with its files under `DIR/findings/<id>/`."""
+    if records is None:
+        path = os.path.join(directory, "findings.json")
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as file:
+            records = json.load(file)
     return [_load(directory, record) for record in records]
 
 
@@ -106,7 +128,38 @@ def _load(directory: str, record: dict) -> Loaded:
     found = exchange.bad_time if exchange is not None and exchange.sent else None
     if record.get("found_at"):  # written by the store when it was confirmed
         found = datetime.fromisoformat(record["found_at"]).timestamp()
-    return Loaded(record, steps, exchange, found, input_class(steps, bad), folder, note)
+    offending = None
+    if exchange is not None and by_rule(record["kind"], record["rule"]):
+        offending = _offending(pcap, record["rule"])
+    given = input_class(steps, bad)
+    return Loaded(record, steps, exchange, found, given, folder, note, offending)
+
+
+def _offending(pcap: str, rule: str) -> tuple[int, str] | None:
+    """The broker's frame that breaks `rule` (its position among the broker's items, its
+    name): the checker (amqp10.monitor) run again over the pcap's bytes, both ways."""
+    monitor = ConnectionMonitor(1)
+    items: dict[int, TraceItem] = {}
+    server: list[int] = []  # trace indices of the broker's items, in order
+    for segment in iter_tcp_segments(pcap):
+        if not segment.payload:
+            continue
+        direction = SERVER if segment.src[1] == AMQP_PORT else CLIENT
+        out = monitor.feed(direction, segment.payload, segment.time)
+        for item in out.items:
+            items[item.index] = item
+            if item.direction == SERVER:
+                server.append(item.index)
+        for violation in out.violations:
+            if violation.rule_id != rule or violation.origin != SERVER:
+                continue
+            item = items.get(violation.frame_index)
+            if item is None or violation.frame_index not in server:
+                continue
+            name = item.item.name if isinstance(item.item, Frame) else HEADER
+            if isinstance(item.item, (Frame, ProtocolHeader)):
+                return server.index(violation.frame_index), name
+    return None
 
 
 def _exchange(pcap: str, steps: list[Step], record: dict) -> Exchange:
@@ -142,7 +195,7 @@ def group(findings: list[Loaded]) -> list[Group]:
     buckets: dict[str, list[Loaded]] = {}
     for f in findings:
         r = f.record
-        buckets.setdefault(f"{r['kind']}|{r['rule']}|{f.given.key}", []).append(f)
+        buckets.setdefault(behaviour_key(r["kind"], r["rule"], f.given), []).append(f)
     groups = []
     for members in buckets.values():
         r = members[0].record
@@ -208,10 +261,15 @@ def _step_text(step: Step) -> str:
 
 
 def exchange_lines(finding: Loaded) -> list[str]:
-    """The reproducer as frames both ways in time order; `!!` on the bad frame."""
+    """The reproducer as frames both ways in time order; `!!` on the offending frame: the
+    broker's that breaks the finding's checker rule, else the case's bad frame."""
     exchange = finding.exchange
+    offending = finding.offending
     if exchange is None:
         return [f"   {i:>2} -> fuzzer: {_step_text(s)}" for i, s in enumerate(finding.steps)]
+    position, name = offending if offending is not None else (-1, "")
+    if not (0 <= position < len(exchange.received) and exchange.received[position].name == name):
+        offending = None  # not found again: mark the case's bad frame
     rows: list[tuple[float, int, str, str]] = []
     for sent in exchange.sent:
         if sent.role == TEARDOWN:
@@ -219,11 +277,15 @@ def exchange_lines(finding: Loaded) -> list[str]:
             rows.append((sent.time, 0, "  ", who))
             continue
         assert sent.index is not None
-        mark = MARK if sent.index == exchange.bad else "  "
+        mark = MARK if sent.index == exchange.bad and offending is None else "  "
         step = finding.steps[sent.index]
         text = f"-> fuzzer step {sent.index} [{sent.label}]: {_step_text(step)}"
         rows.append((sent.time, 0, mark, text))
-    for got in exchange.received:
+    rule = finding.record.get("rule", "")
+    for number, got in enumerate(exchange.received):
+        if offending is not None and number == position:
+            rows.append((got.time, 1, MARK, f"<- broker: {got.describe()}  <== breaks {rule}"))
+            continue
         rows.append((got.time, 1, "  ", f"<- broker: {got.describe()}"))
     if exchange.dropped is not None:
         rows.append((exchange.dropped, 2, "  ", "<- broker: TCP close (FIN)"))
@@ -313,7 +375,9 @@ def _render(
         f"confirmed finding; `amqpspec fuzz report {shlex.quote(directory)}` writes it again).",
         "One behaviour is one thing the broker does (the oracle's verdict on the same kind "
         "of bad frame); each finding under it is a separate, replayable example. In the "
-        f"reproducers, `{MARK}` marks the bad frame; times are UTC and from the bad frame.",
+        f"reproducers, `{MARK}` marks the offending frame (the broker's frame that breaks "
+        "the rule, for a checker rule; else the case's bad frame); times are UTC and from "
+        "the case's bad frame.",
         "",
     ]
     if groups:
@@ -345,6 +409,8 @@ def _group_lines(directory: str, g: Group, campaign: dict) -> list[str]:
         f"- Observed ({count} of {len(g.findings)}): after the bad frame, {common}.",
     ]
     lines += [f"- Observed otherwise ({n}): {text}." for text, n in seen.most_common()[1:]]
+    if by_rule(b.kind, b.rule):  # the checker's words on the broker's frame, per example
+        lines += [f"- The checker on `{f.id}`: {f.record.get('summary', '')}." for f in g.findings]
     if b.broker_sentences:
         lines += ["", "Spec sentences the broker breaks (normative manifest ids):"]
         lines += _sentence_lines(b.broker_sentences, "the broker's")
@@ -401,9 +467,12 @@ def summary_lines(groups: list[Group]) -> list[str]:
     ]
 
 
-def write_report(directory: str, generated: float | None = None) -> list[Group]:
-    """Write `DIR/findings.md` atomically from what is on disk; return its behaviours."""
-    findings = load_findings(directory)
+def write_report(
+    directory: str, generated: float | None = None, records: list[dict] | None = None
+) -> list[Group]:
+    """Write `DIR/findings.md` atomically from what is on disk (findings.json, or the
+    `records` the store writes there next); return its behaviours."""
+    findings = load_findings(directory, records)
     text, groups = _render(directory, findings, generated or time.time())
     path = os.path.join(directory, REPORT_NAME)
     temporary = f"{path}.tmp{os.getpid()}.{threading.get_ident()}"

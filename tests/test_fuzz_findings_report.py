@@ -11,7 +11,7 @@
   each reproducer marks the bad frame (`!!`) that findings.json's evidence names and labels
   the fuzzer's own close, and its replay command reproduces the finding.
 - A campaign killed (SIGKILL) after its first confirmed finding leaves a findings.md that
-  agrees with its findings.json.
+  lists every finding of its findings.json.
 Free ports, fixed seed, every wait bounded.
 """
 
@@ -233,6 +233,25 @@ def test_killed_campaign_keeps_findings_md_consistent(tmp_path):
     records = json.loads((out / "findings.json").read_text())
     assert records, "no finding within 90 s"
     groups = sections((out / "findings.md").read_text())
-    assert sorted(i for s in groups.values() for i in example_ids(s)) == sorted(
-        r["id"] for r in records
-    )
+    listed = [i for s in groups.values() for i in example_ids(s)]
+    assert len(listed) == len(set(listed))
+    # findings.md is written before findings.json: it lists every finding of findings.json,
+    # and at most the one being added when the kill came, whose files are all on disk
+    assert {r["id"] for r in records} <= set(listed), (listed, records)
+    for extra in set(listed) - {r["id"] for r in records}:
+        assert (out / "findings" / extra / "reproducer.pcap").exists()
+
+
+def test_a_checker_rule_marks_the_brokers_frame(tmp_path):
+    """RabbitMQ 3.10's transfers beyond credit (reports/fuzz-brokers/rabbitmq3-run1): the
+    `!!` is on the broker's transfer the checker flags (delivery-id 10), not on ours."""
+    out = tmp_path / "run1"
+    shutil.copytree(os.path.join(REPO, "reports", "fuzz-brokers", "rabbitmq3-run1"), out)
+    result = run_fuzz("report", str(out), timeout=120)
+    assert result.returncode == 0, result.stderr
+    groups = sections((out / "findings.md").read_text())
+    credit = next(s for s in groups.values() if "`53ef34f37953`" in s)
+    assert "`2.6.7/flow-control.11` (PROHIBITED" in credit
+    marked = [line for line in reproducer_block(credit) if line.startswith("!!")]
+    assert len(marked) == 1 and "<- broker: @transfer(20) [handle=0, delivery-id=10," in marked[0]
+    assert marked[0].endswith("<== breaks link.credit.transfer-beyond-credit")
