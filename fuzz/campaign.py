@@ -24,6 +24,8 @@ pairs of the engine's tables the sent steps exercised in the reference model
 
 from __future__ import annotations
 
+import json
+import os
 import queue
 import random
 import threading
@@ -48,6 +50,7 @@ from amqpspec.fuzz.oracle import (
     Verdict,
     run_case,
 )
+from amqpspec.fuzz.oracle import run_case as _run_case
 from amqpspec.fuzz.seeds import pooled_scenario
 from amqpspec.fuzz.shrink import FieldResult, shrink_fields
 from amqpspec.traces.minimize import ddmin
@@ -65,9 +68,13 @@ FIELD_TESTS = {CRASH: 8, HANG: 40, RESOURCE: 10}
 FIELD_TESTS_OTHER = 100
 WORKER_FAILED = "a worker failed"  # Stats.stopped of a campaign stopped by our own error
 TRIAGE_QUEUE = 32  # candidates waiting for triage; a worker with a new one waits when full
-# kinds triaged alone, the workers paused: their proof rests on a restart, a silence within a
-# bound or a memory reading, which concurrent cases would disturb
-TRIAGED_ALONE = (CRASH, HANG, ERROR_MISSING, RESOURCE)
+TRIAGE_GRACE_MIN_S = 30.0  # after a --duration budget, the queue is triaged this long at
+TRIAGE_GRACE_SHARE = 0.25  # least, or this share of the budget; then what is left is kept
+CANDIDATES_DIR = "candidates"  # DIR/candidates/<id>/reproducer.json: queued, never triaged
+# kinds triaged alone, the workers paused: their proof rests on a restart or a memory
+# reading, which concurrent cases would disturb (a silence is judged against a bound of
+# seconds, which the cases beside it do not approach)
+TRIAGED_ALONE = (CRASH, RESOURCE)
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
 MEMORY_SUSPECTS = 2000  # the cases since the last sample searched when memory grew (a
 # second of cases at the campaign's rate: a leaking case must still be among them)
@@ -84,6 +91,15 @@ class CampaignConfig:
     workers: int = 1
     corpus: list[list[Step]] = field(default_factory=list)
     confirm: int = 3
+    triagers: int = 0  # triage threads (0: one per four workers, at least one, at most 4)
+
+    @property
+    def triage_grace(self) -> float | None:
+        """How long the queue is still triaged after the budget (None: until it is empty,
+        for a campaign counted in cases)."""
+        if self.duration is None:
+            return None
+        return max(TRIAGE_GRACE_MIN_S, TRIAGE_GRACE_SHARE * self.duration)
 
 
 @dataclass(slots=True)
@@ -97,6 +113,7 @@ class Stats:
     duplicates: int = 0  # candidates of a signature already confirmed, rejected or queued
     queued: int = 0  # candidates waiting for triage now
     triaged: int = 0  # candidates triaged so far
+    kept: int = 0  # candidates left untriaged after the grace, kept in DIR/candidates/
 
     @property
     def rate(self) -> float:
@@ -163,6 +180,10 @@ def make_case(config: CampaignConfig, index: int) -> Case:
     return Case(steps, strategy, seed, f"from {origin}")
 
 
+class TriageAbandonedError(Exception):
+    """A triage stopped between two tests (the campaign's grace is over)."""
+
+
 def _matches(verdict: Verdict | None, wanted: Verdict) -> bool:
     return verdict is not None and (verdict.kind, verdict.rule) == (wanted.kind, wanted.rule)
 
@@ -181,7 +202,12 @@ def _signature_of(case: Case, verdict: Verdict) -> str:
 
 
 def triage(
-    target: Target, case: Case, outcome: Outcome, confirm: int = 3, broker: str = ""
+    target: Target,
+    case: Case,
+    outcome: Outcome,
+    confirm: int = 3,
+    broker: str = "",
+    abandon: Callable[[], bool] | None = None,
 ) -> tuple[Finding, Case, Outcome] | None:
     """Minimise, confirm and describe one candidate; None when it does not reproduce.
 
@@ -193,6 +219,12 @@ def triage(
     fuzzer did after the bad frame, and stay quick."""
     wanted = outcome.verdict
     assert wanted is not None
+
+    def run_case(*args: object, **kwargs: object) -> Outcome:  # each test: abandon first?
+        if abandon is not None and abandon():
+            raise TriageAbandonedError(case.seed)
+        return _run_case(*args, **kwargs)  # type: ignore[arg-type]
+
     careful = wanted.kind == RESOURCE
     held = wanted.kind in SILENCE_KINDS or bool(outcome.inconclusive)
     if held:
@@ -344,7 +376,8 @@ class Campaign:
         self._deadline = time.monotonic() + config.duration if config.duration is not None else None
         self._queue: queue.Queue[tuple[Case, Outcome, str] | None] = queue.Queue(TRIAGE_QUEUE)
         self._waiting: set[str] = set()  # signatures queued or in triage
-        self._draining = False  # the cases are done: the triage thread empties the queue
+        self._draining = False  # the cases are done: the triage threads empty the queue
+        self._grace_end: float | None = None  # then, until when (None: no bound)
 
     def _take(self) -> int | None:
         with self._lock:
@@ -436,33 +469,78 @@ class Campaign:
             self._waiting.add(sig)
             self.stats.candidates += 1
             self.stats.queued += 1
-        while not self._stop.is_set():
+        while not self._stop.is_set() and not self._budget_spent():
             try:
                 self._queue.put((case, outcome, sig), timeout=0.2)
-                break
+                return
             except queue.Full:
                 continue
+        self._keep(case, outcome, sig)  # the budget ran out or the campaign stopped meanwhile
 
     def _triager(self) -> None:
         try:
             while (item := self._queue.get()) is not None:
                 if self._stop.is_set() and not self._draining:
                     continue  # interrupted: what is queued is abandoned (no finding yet)
+                if self._grace_over():
+                    self._keep(*item)  # past the grace: kept for a later replay
+                    continue
                 self._triage_one(*item)
         except Exception as exc:  # a bug of ours: stop the campaign and say so (CLI exit 3)
             traceback.print_exc()
             self.stop(f"{WORKER_FAILED}: {exc!r}")
 
+    def _budget_spent(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _grace_over(self) -> bool:
+        return self._grace_end is not None and time.monotonic() >= self._grace_end
+
+    def _keep(self, case: Case, outcome: Outcome, sig: str) -> None:
+        """A candidate the grace left untriaged: its case written as a reproducer under
+        DIR/candidates/<id>/ (`amqpspec fuzz replay` runs it), so none is lost."""
+        assert outcome.verdict is not None
+        folder = os.path.join(self.config.out, CANDIDATES_DIR, finding_id(sig))
+        os.makedirs(folder, exist_ok=True)
+        verdict = outcome.verdict
+        record = case.to_json(
+            kind=verdict.kind,
+            signature=sig,
+            rule=verdict.rule,
+            section=verdict.section,
+            summary=verdict.summary,
+            expected=verdict.expected,
+            observed=verdict.observed,
+            level=verdict.level,
+            triaged=False,
+        )
+        with open(os.path.join(folder, "reproducer.json"), "w", encoding="utf-8") as file:
+            json.dump(record, file, indent=2)
+        with self._lock:
+            self.stats.queued -= 1
+            self.stats.kept += 1
+            self._waiting.discard(sig)
+
     def _triage_one(self, case: Case, outcome: Outcome, sig: str) -> None:
         """Minimise, confirm and keep one candidate (alone for the TRIAGED_ALONE kinds)."""
         assert outcome.verdict is not None
         alone = outcome.verdict.kind in TRIAGED_ALONE
+        args = (self.config.target, case, outcome, self.config.confirm)
         try:
             if alone:
                 with self.gate.exclusive():
-                    result = triage(self.config.target, case, outcome, self.config.confirm)
-            else:
-                result = triage(self.config.target, case, outcome, self.config.confirm)
+                    result = triage(*args, abandon=self._grace_over)
+            else:  # beside the cases, as one of them for a triage that must be alone
+                self.gate.enter()
+                try:
+                    result = triage(*args, abandon=self._grace_over)
+                finally:
+                    self.gate.leave()
+        except TriageAbandonedError:
+            with self._lock:
+                self.stats.queued += 1  # _keep counts it out again
+            self._keep(case, outcome, sig)
+            return
         finally:
             with self._lock:
                 self.stats.queued -= 1
@@ -483,29 +561,40 @@ class Campaign:
             self.stop("the broker did not come back after a crash")
 
     def run(self) -> Stats:
-        triager = threading.Thread(target=self._triager, name="fuzz-triage", daemon=True)
+        workers = max(1, self.config.workers)
+        count = self.config.triagers or max(1, min(4, workers // 4))
+        triagers = [
+            threading.Thread(target=self._triager, name=f"fuzz-triage-{n}", daemon=True)
+            for n in range(count)
+        ]
         threads = [
             threading.Thread(target=self._worker, name=f"fuzz-worker-{n}", daemon=True)
-            for n in range(max(1, self.config.workers))
+            for n in range(workers)
         ]
-        triager.start()
-        for thread in threads:
+        for thread in triagers + threads:
             thread.start()
         try:
             for thread in threads:
                 while thread.is_alive():
                     thread.join(0.2)
-            # the budget is spent (not stopped): what is queued is still triaged
+            # the budget is spent (not stopped): what is queued is still triaged, within
+            # the grace; what is left then is kept under DIR/candidates/
             self._draining = not self._stop.is_set()
+            grace = self.config.triage_grace
+            self._grace_end = None if grace is None else time.monotonic() + grace
             self._stop.set()
-            self._queue.put(None)
-            while triager.is_alive():
-                triager.join(0.2)
+            for _ in triagers:
+                self._queue.put(None)
+            for thread in triagers:
+                while thread.is_alive():
+                    thread.join(0.2)
         except KeyboardInterrupt:
             self.stop("interrupted")
             for thread in threads:
                 thread.join(10)
-            with _suppressed(queue.Full):
-                self._queue.put_nowait(None)
-            triager.join(10)
+            for _ in triagers:
+                with _suppressed(queue.Full):
+                    self._queue.put_nowait(None)
+            for thread in triagers:
+                thread.join(10)
         return self.stats

@@ -233,6 +233,12 @@ def _campaign(args: argparse.Namespace) -> int:
         f"{stats.findings} new finding(s), {total} in {os.path.join(args.out, 'findings.json')}"
         + (f" [{stats.stopped}]" if stats.stopped else "")
     )
+    if stats.kept:
+        print(
+            f"amqpspec fuzz: {stats.kept} candidate(s) of new signatures not triaged within the "
+            f"budget's grace, kept in {os.path.join(args.out, 'candidates')} "
+            "(`amqpspec fuzz replay DIR/candidates/<id>` runs one)"
+        )
     if total:
         from amqpspec.fuzz.report import write_report
 
@@ -297,7 +303,7 @@ class _Progress:
         return (
             f"{elapsed:6.1f}s  cases {stats.cases}  {stats.rate:6.0f}/s  findings "
             f"{stats.findings} (findings.md: {self.behaviours()} behaviour(s))  triage: "
-            f"{stats.triaged} done, {stats.queued} queued, "
+            f"{stats.triaged} done, {stats.queued} queued, {stats.kept} kept, "
             f"{stats.duplicates} known  state coverage {100 * stats.coverage:.1f}%"
         )
 
