@@ -537,14 +537,15 @@ class Campaign:
                 finally:
                     self.gate.leave()
         except TriageAbandonedError:
-            with self._lock:
-                self.stats.queued += 1  # _keep counts it out again
-            self._keep(case, outcome, sig)
+            self._keep(case, outcome, sig)  # counted out of the queue there
             return
-        finally:
+        except BaseException:
             with self._lock:
                 self.stats.queued -= 1
-                self.stats.triaged += 1
+            raise
+        with self._lock:
+            self.stats.queued -= 1
+            self.stats.triaged += 1
         with self._lock:
             self._waiting.discard(sig)
             if result is None:
