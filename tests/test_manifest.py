@@ -210,6 +210,10 @@ def test_manifest_coverage_counts_add_up() -> None:
     tested = {e.sentence.id for e in coverage.entries if e.cases or e.sentence.rules}
     untestable = {e.sentence.id for e in coverage.entries if e.untestable}
     assert counts["not yet"] == counts["sentences"] - len(tested | untestable)
+    for entries in [coverage.entries, *coverage.by_section().values()]:  # one bucket each
+        part = coverage.counts(entries)
+        buckets = part["case"] + part["rule"] + part["untestable"] + part["not yet"]
+        assert buckets == part["sentences"]
     flow = next(e for e in coverage.entries if e.sentence.id == "2.6.7/flow-control.11")
     assert flow.cases and flow.sentence.rules and not flow.not_yet
     assert all(not e.not_yet or e.sentence.binds for e in coverage.gaps())

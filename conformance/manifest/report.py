@@ -45,13 +45,16 @@ class ManifestCoverage:
     paraphrasing_cases: list[str] = field(default_factory=list)  # quote not in the XML
 
     def counts(self, entries: list[Entry] | None = None) -> dict[str, int]:
-        """sentences, tested by case, by rule, untestable, not yet tested."""
+        """sentences, tested by a case, by a checker rule only, untestable, not yet tested
+        (each sentence in one of the four)."""
         chosen = self.entries if entries is None else entries
         return {
             "sentences": len(chosen),
             "case": sum(1 for e in chosen if e.cases),
-            "rule": sum(1 for e in chosen if e.sentence.rules),
-            "untestable": sum(1 for e in chosen if e.untestable),
+            "rule": sum(1 for e in chosen if e.sentence.rules and not e.cases),
+            "untestable": sum(
+                1 for e in chosen if e.untestable and not e.cases and not e.sentence.rules
+            ),
             "not yet": sum(1 for e in chosen if e.not_yet),
         }
 
@@ -114,7 +117,7 @@ def _row(label: str, counts: dict[str, int]) -> str:
 
 
 HEADER = [
-    "| | sentences | tested by case | by checker rule | untestable | not yet tested |",
+    "| | sentences | tested by a case | by a checker rule only | untestable | not yet tested |",
     "| --- | --- | --- | --- | --- | --- |",
 ]
 
@@ -129,7 +132,8 @@ def render_manifest_markdown(coverage: ManifestCoverage, heading: str = "#") -> 
         "",
         "Every normative sentence of AMQP 1.0 Parts 1-5 (`conformance/manifest/`), with the",
         "cases that test it, the checker rules that enforce it, or why no client can see it on",
-        "the wire. A sentence tested by a case and a rule counts in both columns.",
+        "the wire. Each sentence counts once: tested by a case (a rule may enforce it too), by",
+        "a checker rule only, untestable, or not yet tested.",
         "",
         *HEADER,
     ]
