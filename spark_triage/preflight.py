@@ -5,17 +5,28 @@ before any job starts, instead of a Python traceback from a worker.
 Owns: `master_unreachable(master)` (a TCP connect to each host:port of a `spark://` URL,
 bounded) and `executor_problems(spark, paths)` (one small Spark job, a few tasks per core:
 each task checks on its executor that every input file is readable and that
-`amqpspec.spark_triage` imports; the problems, by host). A local master needs neither.
+`amqpspec.spark_triage` imports; the problems, by host; bounded: a cluster that runs none
+of its tasks in `PREFLIGHT_TIMEOUT_S`, e.g. one whose workers lack the cores or memory the
+application asks for, where Spark would wait for ever, raises `NoExecutorsError`). A local
+master needs neither.
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
 from typing import Any
 from urllib.parse import urlsplit
 
 CONNECT_TIMEOUT_S = 5.0
 SHOWN = 10  # unreadable files named per host (then a count)
+# executors start in seconds; a loaded machine or a busy cluster may take a minute or two
+PREFLIGHT_TIMEOUT_S = float(os.environ.get("AMQPSPEC_TRIAGE_PREFLIGHT_TIMEOUT", "300"))
+
+
+class NoExecutorsError(Exception):
+    """No executor ran the preflight's tasks in time (the job failed: exit 3)."""
 
 
 def is_cluster(master: str | None) -> bool:
@@ -64,7 +75,28 @@ def executor_problems(spark: Any, paths: list[str]) -> list[str]:
             failed = ""
         yield host, os.getcwd(), missing, failed
 
-    rows = context.parallelize(range(tasks), tasks).mapPartitions(probe).collect()
+    answer: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            answer["rows"] = context.parallelize(range(tasks), tasks).mapPartitions(probe).collect()
+        except Exception as exc:  # cancelled, or the cluster failed it
+            answer["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(PREFLIGHT_TIMEOUT_S)
+    if thread.is_alive():
+        context.cancelAllJobs()
+        thread.join(30)
+        raise NoExecutorsError(
+            f"no executor of {context.master} ran a task in {PREFLIGHT_TIMEOUT_S:.0f} s: do its "
+            "workers have the cores and memory the application asks for (spark.executor.memory, "
+            "spark.executor.cores)? (AMQPSPEC_TRIAGE_PREFLIGHT_TIMEOUT sets the wait)"
+        )
+    if "error" in answer:
+        raise answer["error"]
+    rows = answer["rows"]
     shared.unpersist()
     problems: list[str] = []
     seen = set()

@@ -67,9 +67,11 @@ def place(tmp_path_factory) -> Path:
     return root
 
 
-def _triage(place: Path, master: str, out: str, *more: str) -> subprocess.CompletedProcess:
+def _triage(
+    place: Path, master: str, out: str, *more: str, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """`amqpspec triage ../captures --out OUT --master MASTER` from work/, as a user types it."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1", **(env or {}))
     env.pop("PYSPARK_GATEWAY_PORT", None)
     argv = ["triage", "../captures", "--out", out, "--master", master, *more]
     return subprocess.run(
@@ -144,3 +146,24 @@ def test_the_cluster_finds_what_local_2_finds(on_cluster, on_local):
         for out in (cluster_out, local_out)
     ]
     assert connections[0] == connections[1] and len(connections[0]) == 4
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_cluster_that_runs_no_task_ends_the_run_with_3(cluster, place):
+    """Executors of 3g on workers of 1g are never started: Spark would wait for ever; the
+    preflight's bounded wait ends the run with exit 3 and says why."""
+    result = _triage(
+        place,
+        cluster.url,
+        "out-starved",
+        env={
+            "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.memory=3g pyspark-shell",
+            "AMQPSPEC_TRIAGE_PREFLIGHT_TIMEOUT": "20",
+        },
+    )
+    assert result.returncode == 3, result.stderr[-3000:]
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("amqpspec triage:")]
+    assert "the job failed in step 'check what the executors see'" in line
+    assert f"NoExecutorsError: no executor of {cluster.url} ran a task in 20 s" in line
+    assert (place / "work" / "out-starved" / "triage-error.log").is_file()
