@@ -30,6 +30,7 @@ from amqpspec.conformance.registry import suite_cases
 from amqpspec.conformance.results import ResultsDir
 from amqpspec.conformance.runner import BrokerTarget, CaseResult
 from amqpspec.conformance.verdicts import Verdict
+from amqpspec.exit_status import BAD_INPUT, JOB_FAILED
 
 SUITE = Path(__file__).with_name("suite.py")
 PLUGIN = "amqpspec.conformance.plugin"
@@ -197,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     # a progress bar with the tally (plain lines when stdout is no terminal), unless -v or -q
     progress = [] if args.verbose or args.quiet else [RunProgress()]
-    code = pytest.main(pytest_args(args, broker_name), plugins=progress)
+    code = int(pytest.main(pytest_args(args, broker_name), plugins=progress))
     from amqpspec.conformance import plugin
 
     state = plugin.LAST_RUN
@@ -207,5 +208,25 @@ def run(args: argparse.Namespace) -> int:
         f"(--jobs {args.jobs})"
     )
     if not state.results:
-        return 1 if code not in (0, 5) else code
+        return _no_results(code)
     return state.exit_status()
+
+
+PYTEST_USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR
+
+
+def _no_results(code: int) -> int:
+    """The exit status of a run that judged nothing (amqpspec/exit_status.py): a usage error
+    pytest found is BAD_INPUT, an interrupted or broken session JOB_FAILED (never 1, which
+    claims violations), and an empty selection (pytest's 5) stays 5."""
+    code = int(code)
+    if code in (0, 5):
+        return code
+    if code == PYTEST_USAGE_ERROR:
+        return BAD_INPUT
+    print(
+        f"amqpspec run: the run failed, no verdict (exit {JOB_FAILED}): pytest ended with "
+        f"status {code} before any case had a result (its output above)",
+        file=sys.stderr,
+    )
+    return JOB_FAILED

@@ -95,3 +95,16 @@ def test_the_first_executor_error_is_found_in_sparks_text():
     )
     java = first_error("Py4JJavaError: call failed\n: java.io.IOException: disk full\n\tat x")
     assert java.error == "java.io.IOException: disk full" and java.stage is None
+
+
+def test_a_conformance_run_that_judged_nothing_never_exits_1(capsys) -> None:
+    """`amqpspec run` with no case result: pytest's usage error is bad input, an
+    interrupted or broken session the job failing, an empty selection pytest's 5."""
+    from amqpspec.conformance.cli import _no_results
+    from amqpspec.exit_status import BAD_INPUT, JOB_FAILED
+
+    assert _no_results(0) == 0 and _no_results(5) == 5
+    assert _no_results(4) == BAD_INPUT
+    for broken in (1, 2, 3):  # failed without results, interrupted, internal error
+        assert _no_results(broken) == JOB_FAILED
+        assert f"no verdict (exit {JOB_FAILED})" in capsys.readouterr().err
