@@ -3,7 +3,7 @@
 Owns: `CaptureSource` (register it with `spark.dataSource.register(CaptureSource)`, then
 `spark.read.format("amqpspec-pcap").option("files", files_json(inputs)).load()`), the
 partitioning (one partition per byte-range split of a capture, planned on the driver by
-traces.pcap_vector.plan_splits, so captures over 2 GiB need no binaryFile and no
+traces.pcap_vector.plan_splits_with_context, so captures over 2 GiB need no binaryFile and no
 pre-splitting; one per gzip'd file or frame log) and `read_input(...)` (one partition's
 Arrow batches, also used by the driver for reproducers). Columns: traces.pcap_vector's
 SEGMENT_SCHEMA plus `source` (the input path) and `broker_label`. Reads files only.
@@ -24,7 +24,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from amqpspec.spark_triage.framelog_segments import framelog_segments
 from amqpspec.spark_triage.inputs import FRAMELOG, InputFile
-from amqpspec.traces.pcap_vector import SEGMENT_SCHEMA, plan_splits, read_segments
+from amqpspec.traces.pcap_vector import (
+    SEGMENT_SCHEMA,
+    plan_splits_with_context,
+    read_segments,
+)
 
 NAME = "amqpspec-pcap"
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
@@ -50,6 +54,9 @@ class Split(InputPartition):
     broker: str | None
     start: int
     end: int | None
+    # a pcapng split's section and interface blocks (offsets): read, then the split's own
+    # blocks, and no page in between (traces.pcap_vector.plan_splits_with_context)
+    context: tuple[int, ...] | None = None
 
 
 def plan(inputs: list[InputFile], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[Split]:
@@ -58,8 +65,8 @@ def plan(inputs: list[InputFile], split_bytes: int = DEFAULT_SPLIT_BYTES) -> lis
         if item.gzip or item.kind == FRAMELOG:
             splits.append(Split(item.path, item.kind, item.gzip, item.broker, 0, None))
             continue
-        for start, end in plan_splits(item.path, split_bytes):
-            splits.append(Split(item.path, item.kind, False, item.broker, start, end))
+        for start, end, context in plan_splits_with_context(item.path, split_bytes):
+            splits.append(Split(item.path, item.kind, False, item.broker, start, end, context))
     return splits
 
 
@@ -70,7 +77,7 @@ def read_input(split: Split, label: str | None = None) -> Iterator[pa.RecordBatc
         if split.kind == FRAMELOG:
             batches = framelog_segments(path)
         else:
-            batches = read_segments(path, split.start, split.end)
+            batches = read_segments(path, split.start, split.end, context=split.context)
         for batch in batches:
             rows = batch.num_rows
             yield pa.RecordBatch.from_arrays(

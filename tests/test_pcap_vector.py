@@ -101,3 +101,41 @@ def test_not_a_capture(tmp_path):
     bad.write_bytes(b"hello world, not a pcap at all")
     with pytest.raises(CaptureFormatError, match=r"bad\.pcap"):
         list(read_segments(str(bad)))
+
+
+def test_pcapng_splits_read_their_context_and_no_page_before_them(tmp_path):
+    """A pcapng split reads the section and interface blocks the planner names, then its own
+    blocks: the splits add up to the whole file, and a split still reads the same when every
+    block between its context and its start is overwritten with zeros (never touched)."""
+    from amqpspec.traces.pcap_vector import plan_splits_with_context
+
+    path = tmp_path / "big.pcapng"
+    write_capture(str(path), pcapng=True, transfers=250)
+    planned = plan_splits_with_context(str(path), split_bytes=4_000)
+    assert len(planned) > 3
+    assert planned[0][2] is None and all(context for _, _, context in planned[1:])
+
+    def split_table(capture, start, end, context):
+        batches = list(read_segments(str(capture), start, end, context=context))
+        return pa.Table.from_batches(batches, schema=SEGMENT_SCHEMA)
+
+    parts = [split_table(path, *split) for split in planned]
+    assert pa.concat_tables(parts).equals(_table(str(path)))
+
+    start, end, context = planned[2]
+    data = bytearray(path.read_bytes())
+    last = max(context)
+    after_context = last + int.from_bytes(data[last + 4 : last + 8], "little")
+    assert after_context < start  # packet blocks lie between the context and the split
+    data[after_context:start] = bytes(start - after_context)
+    holed = tmp_path / "holed.pcapng"
+    holed.write_bytes(bytes(data))
+    original = split_table(path, start, end, context)
+    assert original.num_rows > 0 and split_table(holed, start, end, context).equals(original)
+    # without its context the split walks every block header from the file's start, into
+    # the hole, where it stops: the context is what keeps it off those pages
+    assert split_table(holed, start, end, None).num_rows == 0
+
+
+def _table(path: str) -> pa.Table:
+    return pa.Table.from_batches(list(read_segments(path)), schema=SEGMENT_SCHEMA)

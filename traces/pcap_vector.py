@@ -103,11 +103,21 @@ _EPB_FIELDS = {order: struct.Struct(order + "IIIII") for order in "<>"}
 
 
 def _walk_pcapng(
-    data: mmap.mmap, path: str, start: int, end: int, batch: int
+    data: mmap.mmap,
+    path: str,
+    start: int,
+    end: int,
+    batch: int,
+    context: tuple[int, ...] | None = None,
 ) -> Iterator[_Records]:
     """Blocks starting in [start, end); the section and interface blocks before `start` are
-    still read (a packet block names its interface by position)."""
+    still read (a packet block names its interface by position): those at the offsets in
+    `context` (`plan_splits_with_context`), so that the pages between them and `start` are
+    never touched, or without it every block header from the file's start."""
     offset, size, order = 0, len(data), "<"
+    if context is not None and start > 0:
+        blocks = [*context, start]  # the section's and interfaces' blocks, then the split
+        offset = blocks.pop(0) if context else start
     interfaces: list[tuple[int, float, int]] = []  # (link type, ns per tick, snaplen)
     rows: list[tuple[int, int, int, int, int]] = []
     links: list[int] = []
@@ -142,6 +152,9 @@ def _walk_pcapng(
             caplen = min(wirelen, snaplen or wirelen, length - 16)
             rows.append((body + 4, caplen, wirelen, 0, offset))
             links.append(linktype)
+        if context is not None and offset < start:
+            offset = blocks.pop(0)  # the next context block, or the split itself
+            continue
         offset += length
         if len(rows) >= batch:
             yield _records(rows, links)
@@ -282,9 +295,14 @@ def _dissect(buf: np.ndarray, rec: _Records) -> pa.RecordBatch:
 
 
 def read_segments(
-    path: str, start: int = 0, end: int | None = None, batch_size: int = 65536
+    path: str,
+    start: int = 0,
+    end: int | None = None,
+    batch_size: int = 65536,
+    context: tuple[int, ...] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """TCP segments of the records (pcapng: blocks) that START in [start, end) of a capture.
+    """TCP segments of the records (pcapng: blocks) that START in [start, end) of a capture;
+    `context`: a pcapng split's section and interface blocks (`plan_splits_with_context`).
     Raises CaptureFormatError."""
     with open(path, "rb") as file:
         try:
@@ -299,7 +317,7 @@ def read_segments(
                 )
             elif kind == "pcapng":
                 walk = _walk_pcapng(
-                    data, path, start, len(data) if end is None else end, batch_size
+                    data, path, start, len(data) if end is None else end, batch_size, context
                 )
             else:
                 raise CaptureFormatError(f"{path}: not a pcap or pcapng file")
@@ -316,45 +334,63 @@ def read_segments(
 def plan_splits(path: str, split_bytes: int = 256 * 1024 * 1024) -> list[tuple[int, int]]:
     """Byte ranges of one capture, each starting at a record (pcapng: block) boundary, about
     `split_bytes` long. Walks header to header; no packet data is read."""
+    return [(start, end) for start, end, _ in plan_splits_with_context(path, split_bytes)]
+
+
+def plan_splits_with_context(
+    path: str, split_bytes: int = 256 * 1024 * 1024
+) -> list[tuple[int, int, tuple[int, ...] | None]]:
+    """`plan_splits`, each range with its context: for a pcapng, the offsets of the section
+    header block and the interface blocks in force where the range starts (a split reads
+    them, then its own blocks, and no page in between); None for a classic pcap."""
     with open(path, "rb") as file:
         head = file.read(fmt.PCAP_GLOBAL_HEADER_SIZE)
         file.seek(0, 2)
         size = file.tell()
         kind = capture_kind(head[:4])
         if kind is None or size <= split_bytes:
-            return [(0, size)]
+            return [(0, size, None)]
         data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             hops = _classic_hops(data, path) if kind == "pcap" else _pcapng_hops(data)
-            splits: list[tuple[int, int]] = []
-            begin = 0
-            for offset in hops:
+            splits: list[tuple[int, int, tuple[int, ...] | None]] = []
+            begin, context = 0, None
+            section: list[int] = []  # the SHB and IDBs in force at the current block
+            for offset, block_type in hops:
                 if offset - begin >= split_bytes:
-                    splits.append((begin, offset))
+                    splits.append((begin, offset, context))
                     begin = offset
-            splits.append((begin, size))
+                    context = tuple(section) if kind == "pcapng" else None
+                if block_type == fmt.PCAPNG_SHB:
+                    section = [offset]
+                elif block_type == fmt.PCAPNG_IDB:
+                    section.append(offset)
+            splits.append((begin, size, context))
             return splits
         finally:
             data.close()
 
 
-def _classic_hops(data: mmap.mmap, path: str) -> Iterator[int]:
+def _classic_hops(data: mmap.mmap, path: str) -> Iterator[tuple[int, int]]:
+    """(offset, 0) of each record."""
     order = fmt.classic_header(data[: fmt.PCAP_GLOBAL_HEADER_SIZE], path).order
     unpack = struct.Struct(order + "I").unpack_from
     offset, size = fmt.PCAP_GLOBAL_HEADER_SIZE, len(data)
     while offset + fmt.PCAP_RECORD_HEADER_SIZE <= size:
-        yield offset
+        yield offset, 0
         offset += fmt.PCAP_RECORD_HEADER_SIZE + unpack(data, offset + 8)[0]
 
 
-def _pcapng_hops(data: mmap.mmap) -> Iterator[int]:
+def _pcapng_hops(data: mmap.mmap) -> Iterator[tuple[int, int]]:
+    """(offset, block type) of each block."""
     offset, size, order = 0, len(data), "<"
     while offset + 12 <= size:
-        if struct.unpack_from(order + "I", data, offset)[0] == fmt.PCAPNG_SHB:
+        block_type = struct.unpack_from(order + "I", data, offset)[0]
+        if block_type == fmt.PCAPNG_SHB:
             bom = struct.unpack_from("<I", data, offset + 8)[0]
             order = "<" if bom == fmt.PCAPNG_BYTE_ORDER_MAGIC else ">"
         length = struct.unpack_from(order + "I", data, offset + 4)[0]
         if length < 12:
             return
-        yield offset
+        yield offset, block_type
         offset += length
