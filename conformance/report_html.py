@@ -284,6 +284,11 @@ def _header(matrix: Matrix) -> str:
         "broker", "product (its open frame)", "profile", "amqpspec", "started (UTC)",
         "finished", "broker URL", "expectations", "command",
     )  # fmt: skip
+    return _table(heads, rows)
+
+
+def _table(heads: tuple[str, ...] | list[str], rows: list[str]) -> str:
+    """A plain table: its header cells, then its rows (already `<tr>...</tr>`)."""
     return (
         "<table><tr>"
         + "".join(f"<th>{h}</th>" for h in heads)
@@ -311,13 +316,7 @@ def _totals(matrix: Matrix) -> str:
         rows.append(
             f"<tr><td>{esc(broker)}</td>" + "".join(f"<td>{v}</td>" for v in values) + "</tr>"
         )
-    return (
-        "<table><tr>"
-        + "".join(f"<th>{h}</th>" for h in heads)
-        + "</tr>"
-        + "".join(rows)
-        + "</table>"
-    )
+    return _table(heads, rows)
 
 
 def _filters(matrix: Matrix) -> str:

@@ -50,7 +50,6 @@ from amqpspec.fuzz.oracle import (
     Verdict,
     run_case,
 )
-from amqpspec.fuzz.oracle import run_case as _run_case
 from amqpspec.fuzz.seeds import pooled_scenario
 from amqpspec.fuzz.shrink import FieldResult, shrink_fields
 from amqpspec.traces.minimize import ddmin
@@ -220,15 +219,16 @@ def triage(
     wanted = outcome.verdict
     assert wanted is not None
 
-    def run_case(*args: object, **kwargs: object) -> Outcome:  # each test: abandon first?
+    def attempt(steps: list[Step], careful: bool, quick: bool = False) -> Outcome:
+        """One test of the triage, unless the campaign abandons it first."""
         if abandon is not None and abandon():
             raise TriageAbandonedError(case.seed)
-        return _run_case(*args, **kwargs)  # type: ignore[arg-type]
+        return run_case(target, steps, careful, quick=quick)
 
     careful = wanted.kind == RESOURCE
     held = wanted.kind in SILENCE_KINDS or bool(outcome.inconclusive)
     if held:
-        first = run_case(target, case.steps, careful)
+        first = attempt(case.steps, careful)
         if first.verdict is None:
             return None  # it was the race: not kept
         wanted = first.verdict
@@ -236,7 +236,7 @@ def triage(
     last: dict[str, Outcome] = {}
 
     def still_fails(steps: list[Step]) -> bool:
-        result = run_case(target, steps, careful, quick=quick)
+        result = attempt(steps, careful, quick)
         if _matches(result.verdict, wanted):
             last[_key(steps)] = result
             return True
@@ -264,7 +264,7 @@ def triage(
     for small in candidates:  # the fields minimised, or if that does not confirm, not
         replays = []
         for _ in range(confirm):
-            replays.append(run_case(target, small.steps, careful, quick=quick))
+            replays.append(attempt(small.steps, careful, quick))
             if not _matches(replays[-1].verdict, wanted):
                 break
         reproduced = sum(_matches(r.verdict, wanted) for r in replays)

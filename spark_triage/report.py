@@ -18,6 +18,7 @@ import base64
 import html
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -59,10 +60,7 @@ def _plots(out: Path, clusters: list[dict], violations: pd.DataFrame) -> list[tu
         else:
             axes.set_xlabel("violations")
         axes.set_title("Violations per rule and broker")
-        figure.tight_layout()
-        figure.savefig(plots / "per-rule-broker.png", dpi=90)
-        plt.close(figure)
-        made.append(("Violations per rule and broker", "plots/per-rule-broker.png"))
+        made.append(_save(figure, plots, "per-rule-broker", "Violations per rule and broker"))
     # over time, top signatures
     timed = frame.dropna(subset=["time"])
     if timed["time"].nunique() >= PLOT_MIN_TIMES:
@@ -78,10 +76,7 @@ def _plots(out: Path, clusters: list[dict], violations: pd.DataFrame) -> list[tu
         axes.set_ylabel("violations")
         axes.set_title("Violations over time (largest clusters)")
         axes.legend(fontsize="small")
-        figure.tight_layout()
-        figure.savefig(plots / "over-time.png", dpi=90)
-        plt.close(figure)
-        made.append(("Violations over time", "plots/over-time.png"))
+        made.append(_save(figure, plots, "over-time", "Violations over time"))
     # cluster sizes
     if len(clusters) <= PLOT_MIN_ROWS:
         return made
@@ -90,11 +85,18 @@ def _plots(out: Path, clusters: list[dict], violations: pd.DataFrame) -> list[tu
     axes.barh(labels, [c["connections"] for c in clusters][::-1])
     axes.set_xlabel("connections")
     axes.set_title("Cluster sizes (connections per signature)")
-    figure.tight_layout()
-    figure.savefig(plots / "cluster-sizes.png", dpi=90)
-    plt.close(figure)
-    made.append(("Cluster sizes", "plots/cluster-sizes.png"))
+    made.append(_save(figure, plots, "cluster-sizes", "Cluster sizes"))
     return made
+
+
+def _save(figure: Any, plots: Path, stem: str, title: str) -> tuple[str, str]:
+    """Lay out, write `plots/<stem>.png` and close one figure: (title, relative path)."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    figure.savefig(plots / f"{stem}.png", dpi=90)
+    plt.close(figure)
+    return title, f"plots/{stem}.png"
 
 
 def _rows(clusters: list[dict], texts: dict[str, str]) -> list[list[tuple[str, str]]]:
