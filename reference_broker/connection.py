@@ -51,9 +51,8 @@ from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, Protoco
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond, RcvSettleMode, Role
-from amqpspec.amqp10.types import symbol
 
-from . import wire_faults
+from . import relay, wire_faults
 from .addressing import (
     Address,
     AddressError,
@@ -61,10 +60,10 @@ from .addressing import (
     parse_source,
     parse_target,
     parse_to,
-    queue_address,
 )
 from .alarms import ResourceAlarms, alarms_from_config
 from .config import BrokerConfig
+from .dynamic_nodes import DynamicNodes
 from .faults import Faults
 from .links import ConsumerLink, PublisherLink
 from .management import MANAGEMENT_ADDRESS
@@ -78,10 +77,6 @@ from .sessions import RELEASED_STATE, BrokerSession
 from .store import GroupCommit
 from .streams import OffsetSpecError, StreamQueue, offset_spec_from_filter
 from .vhost import BrokerError, ConnectionSummary, VirtualHost
-
-# what RabbitMQ 4 answers per message on the anonymous terminus (rejected, or for a settled
-# message a detach): no or a bad `to`, nothing at it
-_ANONYMOUS_ROUTING_ERRORS = frozenset({Cond.PRECONDITION_FAILED, Cond.NOT_FOUND})
 
 log = logging.getLogger("reference_broker.connection")
 
@@ -116,6 +111,7 @@ class BrokerContext:
         store = vhost.store
         self.commit = GroupCommit(store, scheduler) if store is not None else None
         self.faults: Faults = config.faults
+        self.dynamic = DynamicNodes(vhost, self.faults)  # dynamic_nodes.py (3.5.10)
         self.connections: set[BrokerConnection] = set()
         self.dirty: list[BrokerConnection] = []
         self.alarm_active = bool(alarms and alarms.any_active)
@@ -664,6 +660,7 @@ class BrokerConnection:
             self._release_session(session)
         self.sessions.clear()
         self.vhost.release_owner(self)
+        self.context.dynamic.connection_gone(self)
         self.vhost.unregister_connection(self.name)
         self.context.forget_connection_waiters(self)
         self.context.connections.discard(self)
@@ -705,7 +702,10 @@ class BrokerConnection:
         if isinstance(props, dict):
             self.summary.client_properties = {str(k): str(v) for k, v in props.items()}
         engine = self.engine
-        engine.open(properties={"product": "amqpspec reference broker"})
+        engine.open(
+            properties={"product": "amqpspec reference broker"},
+            offered_capabilities=relay.offered_capabilities(),  # relay.py (anonterm)
+        )
         refusal = self._connection_limit_refusal()
         if refusal is not None:  # open, then close at once with the reason (2.4.1)
             log.info("%s: %s", self.name, refusal)
@@ -848,15 +848,15 @@ class BrokerConnection:
         if source is not None and source.address == MANAGEMENT_ADDRESS:
             self._attach_management(session, link)
             return
-        if source is not None and source.dynamic:
-            queue = self.vhost.create_dynamic_queue(link)
-            source = source.replace(address=queue_address(queue.name))
+        if source is not None and source.dynamic:  # 3.5.3, 3.5.10: dynamic_nodes.py
+            queue, source = self.context.dynamic.create(self, link, source)
         else:
             address = source.address if source is not None else None
             self._check_address(parse_source(address), declare_only=True)
             queue = self.vhost.resolve_source(address)
             self._permit(READ, "queue", queue.name)
             self.vhost.check_exclusive(queue.name, self)  # RabbitMQ 4: amqp:resource-locked
+            self.context.dynamic.attached(link, queue.name)
         offset = None
         if isinstance(queue, StreamQueue):  # where the consumer starts reading the log
             try:
@@ -880,11 +880,12 @@ class BrokerConnection:
         if target is not None and target.address == MANAGEMENT_ADDRESS:
             self._attach_management(session, link)
             return
-        if target is not None and target.dynamic:
-            queue = self.vhost.create_dynamic_queue(link)
-            target = target.replace(address=queue_address(queue.name))
+        if target is not None and target.dynamic:  # 3.5.4, 3.5.10: dynamic_nodes.py
+            target = self.context.dynamic.create(self, link, target)[1]
         self._check_address(parse_target(target.address if target is not None else None))
         address = self.vhost.resolve_target(target.address if target is not None else None)
+        if address.kind is AddressKind.QUEUE and address.queue is not None:
+            self.context.dynamic.attached(link, address.queue)
         link.accept(
             target=target,
             rcv_settle_mode=RcvSettleMode.FIRST,
@@ -974,14 +975,16 @@ class BrokerConnection:
     def _on_detach(self, event: ev.RemoteDetach) -> None:
         session = self.sessions.get(event.link.session)
         if session is not None:
-            self._release_link(session, event.link)
+            self._release_link(session, event.link, suspended=not event.closed)
 
-    def _release_link(self, session: BrokerSession, link: Any) -> None:
+    def _release_link(self, session: BrokerSession, link: Any, *, suspended: bool = False) -> None:
         """Detach/end/close/loss: requeue every delivery still unsettled (2.6.6, RabbitMQ
-        PR #9022 item 27) and drop dynamic queues the link owned."""
+        PR #9022 item 27) and drop the dynamic nodes whose lifetime policy ends with the
+        link (dynamic_nodes.py; `suspended`: detached with closed=false, not gone)."""
         key = (self.summary.container_id, link.name, link.is_sender)
         if self.context.attached_links.get(key, (None, None))[1] is link:
             del self.context.attached_links[key]
+        self.context.dynamic.detached(link, suspended=suspended)
         state = session.links.pop(link, None)
         if state is None:
             return
@@ -1035,12 +1038,14 @@ class BrokerConnection:
         except (BrokerError, AddressError) as exc:
             condition = getattr(exc, "condition", Cond.INVALID_FIELD)
             reason = getattr(exc, "reason", str(exc))
-            if (
-                event.settled
-                and publisher.anonymous
-                and condition in _ANONYMOUS_ROUTING_ERRORS
-            ):
-                self._anonymous_routing_error(publisher, event, condition, reason)
+            if publisher.anonymous and condition in relay.ROUTING_ERRORS:
+                error = relay.routing_error(event.delivery_tag, condition, reason, self.faults)
+                if event.settled or not relay.rejects(link):
+                    self._anonymous_routing_error(publisher, event, error)
+                    return
+                session.settle_publish(event.delivery_id, Rejected(error=error))
+                if publisher not in self._credit_checks:
+                    self._credit_checks.append(publisher)
                 return
             self._refuse_publish(session, event, condition, reason)
             if publisher not in self._credit_checks:
@@ -1060,20 +1065,18 @@ class BrokerConnection:
             self._credit_checks.append(publisher)
 
     def _anonymous_routing_error(
-        self, publisher: PublisherLink, event: ev.TransferReceived, condition: str, reason: str
+        self, publisher: PublisherLink, event: ev.TransferReceived, error: Error
     ) -> None:
-        """A settled message on the anonymous terminus that cannot be routed (no or a bad
-        `to`, nothing at it) cannot be rejected: RabbitMQ 4 detaches the link with the
-        condition and the delivery-tag in the error's info (the anonymous terminus spec's
-        routing errors)."""
+        """A message on the anonymous terminus that cannot be routed (no or a bad `to`,
+        nothing at it) and cannot be rejected (settled, or the source does not support
+        rejected): the link is detached with the error, the delivery-tag in its info
+        (relay.py: the anonymous terminus spec's routing errors; RabbitMQ 4 does the same)."""
         link = event.link
         self._release_link(publisher.session, link)
         try:
-            info = {symbol("delivery-tag"): event.delivery_tag}
-            error = Error(condition=condition, description=reason, info=info)
             link.detach(closed=True, error=error)
         except UsageError as exc:
-            log.debug("no detach with %s: %s", condition, exc)
+            log.debug("no detach with %s: %s", error.condition, exc)
         self.mark_dirty()
 
     def _refuse_publish(
@@ -1118,6 +1121,7 @@ class BrokerConnection:
         session = self.sessions.get(event.session)
         if session is not None:
             session.on_disposition(event.first, event.last, event.settled, event.state)
+            self.context.dynamic.sweep()  # delete-on-no-messages: a settled delivery
 
     def _ignore(self, event: Any) -> None:
         return None

@@ -12,7 +12,8 @@ Where each fault lives:
   redeliver-undeliverable-here.
 - protocol layer (the connection/session code that drives the engine; wired there):
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
-  skip-window-check, insert-properties.
+  skip-window-check, insert-properties, relay-error-without-delivery-tag (relay.py),
+  keep-dynamic-nodes (dynamic_nodes.py).
 - parser layer (`reference_broker.parser_faults`, called for every engine event while one
   is on): the parser and state-machine faults modelled on fuzzers' findings —
   die-on-nested-descriptor, exit-on-compound-overrun, leak-on-declared-count,
@@ -268,6 +269,24 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "2.7.4 flow (an encoder that fills the link fields of every flow)",
                 WIRE_LAYER,
                 "wire_faults.editor: flow without handle",
+            ),
+            _fault(
+                "relay-error-without-delivery-tag",
+                "a message the anonymous relay cannot route is rejected (or its link detached) "
+                "with an error whose info lacks the delivery-tag (anonterm 2.2.2)",
+                "OASIS anonterm v1.0 2.2.2 routing errors (a relay that does not name the "
+                "delivery; Qpid Broker-J's AnonymousTerminusTest checks it)",
+                PROTOCOL_LAYER,
+                "connection.BrokerConnection._on_transfer via relay.routing_error",
+            ),
+            _fault(
+                "keep-dynamic-nodes",
+                "dynamic nodes ignore their lifetime policy (3.5.10) and live until their "
+                "connection ends, though the attach reported delete-on-close & co.",
+                "3.5.10 lifetime policies (temporary queues scoped to the connection, as JMS "
+                "temporary destinations are, whatever policy the attach reported)",
+                PROTOCOL_LAYER,
+                "dynamic_nodes.DynamicNodes.sweep",
             ),
             _fault(
                 "attach-without-initial-delivery-count",

@@ -345,19 +345,22 @@ class VirtualHost:
     # ------------------------------------------------------------------ dynamic queues
     def create_dynamic_queue(self, owner: Any) -> ClassicQueue:
         """A temporary queue for a dynamic source/target (3.5.3, reply-to): a unique
-        `amq.gen-...` name, not durable, deleted by `release_owner(owner)` (link close)."""
+        `amq.gen-...` name, not durable, exclusive to `owner` (its connection: another's
+        consumer is resource-locked), deleted by `release_owner(owner)` at the latest
+        (dynamic_nodes.py deletes it earlier, as its lifetime policy says)."""
         while True:
             name = DYNAMIC_PREFIX + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
             if name not in self.queues:
                 break
         queue, _ = self.declare_queue(name, durable=False, auto_delete=False, exclusive_owner=owner)
         self._dynamic_owner[name] = owner
+        self._exclusive_owner[name] = owner
         return queue
 
     def release_owner(self, owner: Any) -> list[str]:
         """The link (or connection) `owner` closed: delete its dynamic and exclusive queues."""
         names = [n for n, o in self._dynamic_owner.items() if o is owner]
-        names += [n for n, o in self._exclusive_owner.items() if o is owner]
+        names += [n for n, o in self._exclusive_owner.items() if o is owner and n not in names]
         for name in names:
             if name in self.queues:
                 self.delete_queue(name)

@@ -20,19 +20,21 @@ from broker_support import (
     running_broker_with_queue,
 )
 
-from amqpspec.amqp10.composites import Modified
+from amqpspec.amqp10.composites import Modified, Properties, Source, Target
 from amqpspec.amqp10.engine import (
     DispositionReceived,
     EndpointPolicy,
     FlowReceived,
     ProtocolErrorRaised,
     RemoteAttach,
+    RemoteDetach,
     RemoteEnd,
 )
 from amqpspec.amqp10.engine import TransferReceived as Transfer
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond
+from amqpspec.amqp10.types import symbol
 
 QUEUE = "/queues/q"
 
@@ -292,6 +294,32 @@ def insert_properties(b, c) -> bool:
     return Message.decode(delivered.payload).properties is not None
 
 
+def relay_error_without_delivery_tag(b, c) -> bool:
+    """A message to a queue that does not exist through the anonymous relay (relay.py):
+    rejected, its error's info without the delivery-tag."""
+    session = _session(c)
+    link = session.attach_sender("anon", target=Target(address=None))
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    c.wait_for(lambda: link.link_credit > 0, "credit")
+    payload = Message.of(b"x", properties=Properties(to="/queues/missing")).encode()
+    sent = link.send(payload, b"t-1", settled=False)
+    c.wait_for(lambda: [e for e in c.of(DispositionReceived) if e.first <= sent], "outcome")
+    (state,) = [e.state for e in c.of(DispositionReceived) if e.first <= sent <= e.last]
+    return not (state.error.info or {}).get(symbol("delivery-tag"))
+
+
+def keep_dynamic_nodes(b, c) -> bool:
+    """A dynamic source (delete-on-close by default, dynamic_nodes.py), its link closed:
+    the node is still there."""
+    session = _session(c)
+    link = session.attach_receiver("dyn", source=Source(dynamic=True))
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    name = link.remote_attach.source.address.removeprefix("/queues/")
+    link.detach()
+    c.wait_event(RemoteDetach, where=lambda e: e.link is link)
+    return b.call(lambda: b.server.vhost.has_queue(name))
+
+
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "overdeliver-on-regrant": (overdeliver_on_regrant, {}),
     "transfer-before-credit": (transfer_before_credit, {}),
@@ -313,6 +341,8 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "attach-without-initial-delivery-count": (attach_without_initial_delivery_count, {}),
     "attach-unsettled-null-key": (attach_unsettled_null_key, {}),
     "transfer-without-message-format": (transfer_without_message_format, {}),
+    "relay-error-without-delivery-tag": (relay_error_without_delivery_tag, {}),
+    "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
 }
 
 

@@ -228,6 +228,8 @@ BROKER_FAULTS = {
     "no-echo",
     "skip-window-check",
     "insert-properties",
+    "relay-error-without-delivery-tag",
+    "keep-dynamic-nodes",
 }
 
 # the broker's outgoing frames edited on the wire, one per field rule of 2.7.3-2.7.5 (checker)
