@@ -31,6 +31,7 @@ TOML layout (every key optional)::
     channel_max = 64              # sessions per connection
     handle_max = 256              # links per session
     handshake_timeout = 10.0      # seconds from TCP accept to the client's open; 0 = none
+    transaction_timeout = 0.0     # seconds a transaction may live; 0 = none
     ...
     [alarms]
     memory_high_watermark = 0.4          # fraction of RAM, or
@@ -97,6 +98,9 @@ class Limits:
     # is closed: with open + close (amqp:resource-limit-exceeded) once the AMQP protocol
     # headers were exchanged, with a bare TCP close before (RabbitMQ's handshake_timeout)
     handshake_timeout: float = 10.0
+    # seconds a transaction may live before its commit is refused with
+    # amqp:transaction:timeout (4.5.8; 0 = none): reference_broker/transactions.py
+    transaction_timeout: float = 0.0
 
     @property
     def link_credit_regrant_below(self) -> int:
@@ -163,6 +167,9 @@ class BrokerConfig:
         )
         _check(self.limits.admin_timeout > 0, "admin_timeout must be positive (seconds)")
         _check(self.limits.handshake_timeout >= 0, "handshake_timeout must be >= 0 (seconds)")
+        _check(
+            self.limits.transaction_timeout >= 0, "transaction_timeout must be >= 0 (seconds)"
+        )
         _check((self.tls_cert is None) == (self.tls_key is None), "tls_cert needs tls_key")
         _check(self.tls_ca is None or self.tls_cert is not None, "tls_ca needs tls_cert")
 
@@ -352,6 +359,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "TCP close before",
     )
     add(
+        "--transaction-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="seconds a transaction may live (default 0 = none); a later commit is refused "
+        "with amqp:transaction:timeout and the transaction rolled back (4.5.8)",
+    )
+    add(
         "--idle-timeout",
         type=float,
         metavar="SECONDS",
@@ -373,6 +387,7 @@ _LIMIT_OPTIONS = (
     "max_connections",
     "max_connections_per_user",
     "handshake_timeout",
+    "transaction_timeout",
 )
 _ALARM_OPTIONS = ("memory_high_watermark", "memory_high_watermark_bytes", "disk_free_limit_bytes")
 

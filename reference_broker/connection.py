@@ -10,7 +10,8 @@ scheduler, the connections with bytes to write, the periodic housekeeping) and
 and links, routing publishes, confirms, consumer settlement, requeue on
 detach/end/close/loss, alarm windows, its deadlines: engine timer, handshake, close
 grace). May touch: the engine objects it creates, the vhost and queues through their
-APIs, sessions.py and links.py.
+APIs, sessions.py, links.py and transactions.py (Part 4: control links, transactional
+transfers, dispositions and flows go there).
 
 Entry points (each ends the turn: dispatch of every queue with work, then one write per
 connection with bytes): `BrokerConnection.receive_data(data, now)`, `.transport_lost(now)`,
@@ -76,6 +77,7 @@ from .scheduler import Scheduler, Timer
 from .sessions import RELEASED_STATE, BrokerSession
 from .store import GroupCommit
 from .streams import OffsetSpecError, StreamQueue, offset_spec_from_filter
+from .transactions import CoordinatorLink, Transactions, is_transactional
 from .vhost import BrokerError, ConnectionSummary, VirtualHost
 
 log = logging.getLogger("reference_broker.connection")
@@ -321,6 +323,7 @@ class BrokerConnection:
         self.management_pairs: dict[tuple[BrokerSession, str], ManagementPair] = {}
         self.management_links: dict[Any, ManagementPair] = {}
         self._credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
+        self.transactions = Transactions(self)  # Part 4: coordinators, transactions
         self.sessions_with_confirms: list[BrokerSession] = []
         self._dirty = False
         limits = self.config.limits
@@ -875,8 +878,9 @@ class BrokerConnection:
 
     def _attach_publisher(self, session: BrokerSession, link: Any, attach: Any) -> None:
         target = attach.target  # a Target, a Coordinator or None (checked by the engine)
-        if isinstance(target, Coordinator):  # 4.2: transactions are not supported
-            raise AddressError(target, "transactions are not supported", Cond.NOT_IMPLEMENTED)
+        if isinstance(target, Coordinator):  # 4.5.1: a control link (transactions.py)
+            self.transactions.attach(session, link, target)
+            return
         if target is not None and target.address == MANAGEMENT_ADDRESS:
             self._attach_management(session, link)
             return
@@ -965,6 +969,13 @@ class BrokerConnection:
         self._release_link(consumer.session, consumer.link)
         self._detach_with(consumer.link, condition, description)
 
+    def detach_with(
+        self, session: BrokerSession, link: Any, condition: str, description: str
+    ) -> None:
+        """Release `link` (requeue, roll back what it owned) and detach it with an error."""
+        self._release_link(session, link)
+        self._detach_with(link, condition, description)
+
     def _detach_with(self, link: Any, condition: str, description: str) -> None:
         try:
             link.detach(closed=True, error=Error(condition=condition, description=description))
@@ -993,6 +1004,9 @@ class BrokerConnection:
             if state.forget(link):
                 self.management_pairs.pop((session, link.name), None)
             return
+        if isinstance(state, CoordinatorLink):  # 4.1: its open transactions roll back
+            self.transactions.release(state)
+            return
         self.publishers.pop(link, None)
         if isinstance(state, ConsumerLink):
             session.consumers.pop(link, None)
@@ -1007,6 +1021,8 @@ class BrokerConnection:
         link = event.link
         publisher = self.publishers.get(link)
         if publisher is None:
+            if self.transactions.control_transfer(event):
+                return
             pair = self.management_links.get(link)
             if pair is not None:
                 self._management_request(pair, event)
@@ -1029,6 +1045,11 @@ class BrokerConnection:
             if props is not None:
                 to, subject = props.to, props.subject
             headers = message.application_properties
+        if event.state is not None and is_transactional(event.state):  # 4.4.1
+            self.transactions.post(publisher, event, to, subject, headers)
+            if publisher not in self._credit_checks:
+                self._credit_checks.append(publisher)
+            return
         try:
             if publisher.anonymous and self.permissions is not FULL:
                 self._check_address(parse_to(to))  # write on where `to` publishes
@@ -1107,6 +1128,8 @@ class BrokerConnection:
             return
         consumer = session.consumers.get(link)
         if consumer is not None:  # the queue applies it and answers echo / drain
+            if event.flow.properties and self.transactions.acquisition(consumer, event.flow):
+                return  # 4.4.3: transactional acquisition refused (not-implemented)
             consumer.receiver_flow(event.flow)
         elif link in self.management_links:  # replies wait for the client's credit
             self.management_links[link].send_replies()

@@ -13,7 +13,8 @@ Where each fault lives:
 - protocol layer (the connection/session code that drives the engine; wired there):
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
   skip-window-check, insert-properties, relay-error-without-delivery-tag (relay.py),
-  keep-dynamic-nodes (dynamic_nodes.py).
+  keep-dynamic-nodes (dynamic_nodes.py); the transaction faults (Part 4, in
+  `reference_broker.transactions`): txn-post-immediately, txn-discharge-unknown-accepted.
 - parser layer (`reference_broker.parser_faults`, called for every engine event while one
   is on): the parser and state-machine faults modelled on fuzzers' findings —
   die-on-nested-descriptor, exit-on-compound-overrun, leak-on-declared-count,
@@ -310,6 +311,23 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "2.7.5 transfer message-format (an encoder dropping the default 0)",
                 WIRE_LAYER,
                 "wire_faults.editor: first transfer of a delivery",
+            ),
+            _fault(
+                "txn-post-immediately",
+                "a transactional transfer is enqueued on arrival: the message is available "
+                "before the discharge and a rollback keeps it (4.4.1)",
+                "4.4.1 (a resource that publishes a transfer at once, ignoring its "
+                "transactional-state)",
+                PROTOCOL_LAYER,
+                "transactions.Transactions.post",
+            ),
+            _fault(
+                "txn-discharge-unknown-accepted",
+                "a discharge naming a txn-id that was never declared (or is already "
+                "discharged) is accepted instead of refused with amqp:transaction:unknown-id",
+                "4.3 / 4.5.8 (a coordinator that answers every discharge with accepted)",
+                PROTOCOL_LAYER,
+                "transactions.Transactions._discharge",
             ),
         )
     }

@@ -4,8 +4,10 @@ Owns: the deliveries this session sent unsettled (delivery-id -> consumer link, 
 message id), the publisher confirms waiting to go out (batched per event-loop turn into
 one disposition per contiguous delivery-id range, PR #9022 item 7), the session's links
 (engine Link -> ConsumerLink / PublisherLink), and the window policy around resource
-alarms (incoming-window 0 on alarm, restored on clear). May touch: its engine Session
-(flow, disposition, end), the queues of its consumer links (settle, through the vhost).
+alarms (incoming-window 0 on alarm, restored on clear). Dispositions carrying a
+transactional-state go to the connection's transactions (transactions.py, 4.4.2).
+May touch: its engine Session (flow, disposition, end), the queues of its consumer links
+(settle, through the vhost).
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from amqpspec.amqp10.composites import Accepted, Modified, Rejected, Released
+from amqpspec.amqp10.composites import (
+    Accepted,
+    Modified,
+    Rejected,
+    Released,
+    TransactionalState,
+)
 from amqpspec.amqp10.engine import Link, Session, UsageError
 from amqpspec.amqp10.serial import MASK as SERIAL_MASK
 from amqpspec.amqp10.serial import serial_add, serial_count, serial_offset
@@ -91,6 +99,9 @@ class BrokerSession:
     # ------------------------------------------------------------------ consumer settlement
     def on_disposition(self, first: int, last: int, settled: bool, state: Any) -> None:
         """The receiver's outcome for deliveries first..last we sent (2.7.6, 3.4)."""
+        if type(state) is TransactionalState:  # 4.4.2: applied when the transaction commits
+            self.connection.transactions.retire(self, first, last, settled, state)
+            return
         if not settled and not isinstance(state, _TERMINAL):
             return  # a non-terminal state (received): nothing to settle yet
         unsettled = self.unsettled

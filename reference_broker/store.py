@@ -19,12 +19,13 @@ previous fsync ran.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -206,6 +207,13 @@ class MessageStore:
 
     def append_purge(self, queue: str) -> int:
         return self._append(PURGE, queue, 0)
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Records appended inside reach the file in one write: no group-commit flush runs
+        between them (a transaction's commit, Part 4, is all on disk or none of it)."""
+        with self._io_lock:
+            yield
 
     @property
     def has_pending(self) -> bool:

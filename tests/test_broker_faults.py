@@ -20,7 +20,17 @@ from broker_support import (
     running_broker_with_queue,
 )
 
-from amqpspec.amqp10.composites import Modified, Properties, Source, Target
+from amqpspec.amqp10.composites import (
+    Accepted,
+    Coordinator,
+    Declare,
+    Discharge,
+    Modified,
+    Properties,
+    Source,
+    Target,
+    TransactionalState,
+)
 from amqpspec.amqp10.engine import (
     DispositionReceived,
     EndpointPolicy,
@@ -35,6 +45,7 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import symbol
+from amqpspec.reference_broker.transactions import LOCAL_TRANSACTIONS
 
 QUEUE = "/queues/q"
 
@@ -318,6 +329,39 @@ def keep_dynamic_nodes(b, c) -> bool:
     link.detach()
     c.wait_event(RemoteDetach, where=lambda e: e.link is link)
     return b.call(lambda: b.server.vhost.has_queue(name))
+def _controller(c: EngineClient, session):
+    """A control link to the transaction coordinator (Part 4) and a request function:
+    body -> the broker's disposition state for it."""
+    link = session.attach_sender("ctl", target=Coordinator(capabilities=[LOCAL_TRANSACTIONS]))
+    c.wait_for(lambda: link.link_credit > 0, "coordinator credit")
+
+    def request(body) -> object:
+        delivery_id = link.send(Message.of(body).encode(), settled=False)
+        found = c.wait_event(
+            DispositionReceived,
+            "coordinator outcome",
+            where=lambda e: e.first <= delivery_id <= e.last,
+        )
+        return found.state
+
+    return request
+
+
+def txn_post_immediately(b, c) -> bool:
+    """A message posted in a transaction that is then rolled back ends up in the queue."""
+    session = _session(c)
+    request = _controller(c, session)
+    txn_id = request(Declare()).txn_id
+    sender = _sender(c, session)
+    sender.send(Message.of(b"x").encode(), settled=False, state=TransactionalState(txn_id=txn_id))
+    request(Discharge(txn_id=txn_id, fail=True))
+    return b.call(lambda: b.server.vhost.get_queue("q").messages) == 1
+
+
+def txn_discharge_unknown_accepted(b, c) -> bool:
+    """A discharge for a txn-id never declared is accepted."""
+    request = _controller(c, _session(c))
+    return isinstance(request(Discharge(txn_id=b"\xff\xff")), Accepted)
 
 
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
@@ -343,6 +387,8 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "transfer-without-message-format": (transfer_without_message_format, {}),
     "relay-error-without-delivery-tag": (relay_error_without_delivery_tag, {}),
     "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
+    "txn-post-immediately": (txn_post_immediately, {}),
+    "txn-discharge-unknown-accepted": (txn_discharge_unknown_accepted, {}),
 }
 
 

@@ -230,6 +230,8 @@ BROKER_FAULTS = {
     "insert-properties",
     "relay-error-without-delivery-tag",
     "keep-dynamic-nodes",
+    "txn-post-immediately",
+    "txn-discharge-unknown-accepted",
 }
 
 # the broker's outgoing frames edited on the wire, one per field rule of 2.7.3-2.7.5 (checker)

@@ -1,0 +1,285 @@
+"""The reference broker's local transactions (AMQP 1.0 Part 4, reference_broker/
+transactions.py), in memory: the coordinator link and its capabilities, declare /
+discharge, transactional posting and retirement applied at commit and undone at rollback,
+rollback when the control link ends, the Part 4 error conditions, the faults of the
+catalog that break them; and over a socket, a commit into a durable queue that survives
+`kill -9` while a rolled-back one leaves nothing."""
+
+from __future__ import annotations
+
+from broker_support import broker_config, memory_session, proton_receive
+
+from amqpspec.amqp10.composites import (
+    Accepted,
+    Coordinator,
+    Declare,
+    Declared,
+    Discharge,
+    Released,
+    Source,
+    Target,
+    TransactionalState,
+)
+from amqpspec.amqp10.engine import (
+    DispositionReceived,
+    RemoteAttach,
+    RemoteDetach,
+    TransferReceived,
+)
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import Role
+from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.process import BrokerProcess
+
+LOCAL = "amqp:local-transactions"
+
+
+class Controller:
+    """A control link on a memory session and the dispositions it got back."""
+
+    def __init__(self, broker, conn, session, name: str = "txn-ctl", **attach) -> None:
+        self.broker, self.conn, self.session = broker, conn, session
+        self.link = session.attach_sender(
+            name, attach.pop("source", Source()), Coordinator(capabilities=[LOCAL]), **attach
+        )
+        broker.pump()
+
+    def request(self, body) -> object:
+        delivery_id = self.link.send(Message.of(body).encode(), settled=False)
+        self.broker.pump()
+        return state_of(self.conn, delivery_id, Role.RECEIVER)
+
+    def declare(self) -> bytes:
+        state = self.request(Declare())
+        assert isinstance(state, Declared), state
+        return state.txn_id
+
+    def discharge(self, txn_id: bytes, fail: bool = False) -> object:
+        return self.request(Discharge(txn_id=txn_id, fail=fail))
+
+
+def state_of(conn, delivery_id: int, role: bool) -> object:
+    found = [
+        e.state
+        for e in conn.of(DispositionReceived)
+        if e.role == role and e.first <= delivery_id <= e.last
+    ]
+    return found[-1] if found else None
+
+
+def post(broker, conn, sender, txn_id: bytes, text: bytes) -> object:
+    delivery_id = sender.send(
+        Message.of(text).encode(), settled=False, state=TransactionalState(txn_id=txn_id)
+    )
+    broker.pump()
+    return state_of(conn, delivery_id, Role.RECEIVER)
+
+
+def test_coordinator_attach_offers_local_transactions():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        Controller(broker, conn, session)
+        (attach,) = [e.attach for e in conn.of(RemoteAttach)]
+        assert isinstance(attach.target, Coordinator)
+        assert LOCAL in [str(c) for c in attach.target.capabilities]
+
+
+def test_posting_is_applied_at_commit_and_dropped_at_rollback():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        broker.vhost.declare_queue("q", durable=False)
+        queue = broker.vhost.get_queue("q")
+        ctl = Controller(broker, conn, session)
+        sender = session.attach_sender("pub", Source(), Target(address="/queues/q"))
+        broker.pump()
+        committed, rolled_back = ctl.declare(), ctl.declare()
+        assert committed != rolled_back
+        state = post(broker, conn, sender, committed, b"kept")
+        # 4.4.1: the presumptive outcome, with the transaction it belongs to
+        assert state == TransactionalState(txn_id=committed, outcome=Accepted())
+        post(broker, conn, sender, rolled_back, b"dropped")
+        assert queue.messages == 0  # nothing available before the discharge
+        assert isinstance(ctl.discharge(rolled_back, fail=True), Accepted)
+        assert isinstance(ctl.discharge(committed), Accepted)
+        assert [Message.decode(m.payload).value for m in queue] == [b"kept"]
+
+
+def test_retirement_applied_at_commit_and_released_at_rollback():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        broker.vhost.declare_queue("q", durable=False)
+        queue = broker.vhost.get_queue("q")
+        queue.publish(Message.of(b"a").encode())
+        queue.publish(Message.of(b"b").encode())
+        ctl = Controller(broker, conn, session)
+        receiver = session.attach_receiver("sub", Source(address="/queues/q"), Target())
+        broker.pump()
+        receiver.flow(link_credit=2)
+        broker.pump()
+        first, second = [e.delivery_id for e in conn.of(TransferReceived)]
+        commit, rollback = ctl.declare(), ctl.declare()
+        accepted = TransactionalState(txn_id=commit, outcome=Accepted())
+        receiver.disposition(first, settled=True, state=accepted)
+        receiver.disposition(
+            second, settled=True, state=TransactionalState(txn_id=rollback, outcome=Accepted())
+        )
+        broker.pump()
+        assert queue.messages == 2  # both still acquired until the discharges
+        assert isinstance(ctl.discharge(rollback, fail=True), Accepted)
+        assert isinstance(ctl.discharge(commit), Accepted)
+        # the committed one is gone; the rolled-back one got the default outcome (4.4.4.2)
+        # and comes back to the consumer
+        assert queue.messages == 1
+        receiver.flow(link_credit=1)
+        broker.pump()
+        again = conn.of(TransferReceived)[2:]
+        assert [Message.decode(e.payload).value for e in again] == [b"b"]
+
+
+def test_control_link_detach_rolls_back():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        broker.vhost.declare_queue("q", durable=False)
+        queue = broker.vhost.get_queue("q")
+        ctl = Controller(broker, conn, session)
+        sender = session.attach_sender("pub", Source(), Target(address="/queues/q"))
+        broker.pump()
+        txn_id = ctl.declare()
+        post(broker, conn, sender, txn_id, b"x")
+        ctl.link.detach(closed=True)
+        broker.pump()
+        again = Controller(broker, conn, session, name="txn-ctl-2")
+        state = again.discharge(txn_id)  # 4.1: rolled back, the id unknown now
+        assert str(state.error.condition) == "amqp:transaction:unknown-id"
+        assert queue.messages == 0
+
+
+def test_unknown_id_and_rollback_conditions():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        broker.vhost.declare_queue("q", durable=False)
+        ctl = Controller(broker, conn, session)
+        state = ctl.discharge(b"\xff\xff")
+        assert str(state.error.condition) == "amqp:transaction:unknown-id"
+        # a posted message whose queue is deleted before the commit: 4.4.4.1, the
+        # resource MUST NOT allow the successful discharge
+        sender = session.attach_sender("pub", Source(), Target(address="/queues/q"))
+        broker.pump()
+        txn_id = ctl.declare()
+        post(broker, conn, sender, txn_id, b"x")
+        broker.vhost.delete_queue("q")
+        broker.pump()
+        state = ctl.discharge(txn_id)
+        assert str(state.error.condition) == "amqp:transaction:rollback"
+
+
+def test_transaction_timeout():
+    config = broker_config(limits={"transaction_timeout": 5.0})
+    with MemoryBroker(config) as broker, memory_session(broker) as (conn, session):
+        ctl = Controller(broker, conn, session)
+        txn_id = ctl.declare()
+        broker.advance(6.0)
+        state = ctl.discharge(txn_id)
+        assert str(state.error.condition) == "amqp:transaction:timeout"
+
+
+def test_without_rejected_outcome_the_control_link_is_detached():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        source = Source(outcomes=["amqp:accepted:list"])
+        ctl = Controller(broker, conn, session, source=source)
+        ctl.link.send(Message.of(Discharge(txn_id=b"\x09")).encode(), settled=False)
+        broker.pump()
+        (detach,) = conn.of(RemoteDetach)
+        assert str(detach.error.condition) == "amqp:transaction:unknown-id"
+
+
+def test_fault_post_immediately_makes_posts_visible_and_keeps_them():
+    config = broker_config(faults=("txn-post-immediately",))
+    with MemoryBroker(config) as broker, memory_session(broker) as (conn, session):
+        broker.vhost.declare_queue("q", durable=False)
+        queue = broker.vhost.get_queue("q")
+        ctl = Controller(broker, conn, session)
+        sender = session.attach_sender("pub", Source(), Target(address="/queues/q"))
+        broker.pump()
+        txn_id = ctl.declare()
+        post(broker, conn, sender, txn_id, b"x")
+        assert queue.messages == 1
+        ctl.discharge(txn_id, fail=True)
+        assert queue.messages == 1
+
+
+def test_fault_discharge_unknown_accepted():
+    config = broker_config(faults=("txn-discharge-unknown-accepted",))
+    with MemoryBroker(config) as broker, memory_session(broker) as (conn, session):
+        ctl = Controller(broker, conn, session)
+        assert isinstance(ctl.discharge(b"\xff"), Accepted)
+
+
+def test_unroutable_post_is_released_in_the_transaction():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        broker.vhost.declare_queue("q", durable=False)
+        ctl = Controller(broker, conn, session)
+        sender = session.attach_sender("pub", Source(), Target(address="/exchanges/amq.direct/k"))
+        broker.pump()
+        txn_id = ctl.declare()
+        state = post(broker, conn, sender, txn_id, b"x")
+        assert state == TransactionalState(txn_id=txn_id, outcome=Released())
+
+
+def _proton_transaction(url: str, address: str, bodies: list[str], commit: bool) -> None:
+    """python-qpid-proton as the controller (an independent client): post `bodies` in one
+    transaction to `address`, then commit or roll back; bounded."""
+    import threading
+
+    from proton import Message as ProtonMessage
+    from proton.handlers import MessagingHandler, TransactionHandler
+    from proton.reactor import Container
+
+    done = threading.Event()
+
+    class Client(MessagingHandler, TransactionHandler):
+        def on_start(self, event):
+            self.conn = event.container.connect(url)
+            self.sender = event.container.create_sender(self.conn, address)
+            event.container.declare_transaction(self.conn, handler=self)
+            self.timer = event.container.schedule(10.0, self)
+
+        def on_transaction_declared(self, event):
+            for text in bodies:
+                event.transaction.send(self.sender, ProtonMessage(body=text))
+            if commit:
+                event.transaction.commit()
+            else:
+                event.transaction.abort()
+
+        def on_transaction_committed(self, event):
+            self._finish(event)
+
+        def on_transaction_aborted(self, event):
+            self._finish(event)
+
+        def _finish(self, event):
+            done.set()
+            self.timer.cancel()
+            self.conn.close()
+
+        def on_timer_task(self, event):
+            event.container.stop()
+
+    runner = threading.Thread(target=Container(Client()).run, daemon=True)
+    runner.start()
+    runner.join(15.0)
+    assert done.is_set(), "the proton controller did not finish its transaction"
+
+
+def test_committed_work_survives_kill_9_and_rollback_leaves_nothing(tmp_path):
+    data_dir = str(tmp_path / "data")
+    broker = BrokerProcess("--data-dir", data_dir)
+    try:
+        url = f"amqp://127.0.0.1:{broker.port}"
+        _proton_transaction(url, "/queue/txq", ["c1", "c2"], commit=True)  # v1: durable
+        _proton_transaction(url, "/queue/txq", ["r1"], commit=False)
+    finally:
+        broker.kill()
+    broker = BrokerProcess("--data-dir", data_dir)
+    try:
+        url = f"amqp://127.0.0.1:{broker.port}"
+        recovered = proton_receive(url, "/queues/txq", None).bodies
+        assert recovered == ["c1", "c2"]
+    finally:
+        broker.kill()
