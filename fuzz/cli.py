@@ -4,6 +4,8 @@
                   [--duration SECONDS | --cases N] [--seed N] [--strategy bytes,fields,sequences]
                   [--corpus DIR] [--workers N] [--restart-wait S] --out DIR
     amqpspec fuzz replay FINDING_DIR|FILE --broker URL [--times N]
+    amqpspec fuzz --broker URL --differential URL2 [--profile2 NAME] [--admin2 URL] ...
+                  (every case on both brokers; divergences: fuzz.differential_cli)
     amqpspec fuzz report DIR      (report.md / report.html of a campaign's findings, and
                                    findings.md: the findings grouped by broker behaviour)
     amqpspec fuzz codec|engine|broker --duration S [--seed N] [--corpus DIR]
@@ -83,6 +85,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--times", type=int, default=3, help="replay: how many times")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    from amqpspec.fuzz.differential_cli import add_arguments as differential_arguments
+
+    differential_arguments(parser)  # --differential URL2 --profile2 --admin2
 
 
 # ----------------------------------------------------------------- target
@@ -333,6 +338,13 @@ def _replay(args: argparse.Namespace) -> int:
         raise FuzzUsageError("replay needs a finding directory or reproducer file")
     if args.times < 1:
         raise FuzzUsageError("--times must be at least 1")
+    if getattr(args, "differential", None):
+        from amqpspec.fuzz.differential_cli import replay as replay_on_both
+
+        return replay_on_both(args)
+    from amqpspec.fuzz.differential_cli import needs_pair
+
+    needs_pair(args.path)  # a divergence replays on two brokers only
     target = _target(args)
     if not alive(target):
         raise FuzzUsageError(f"broker {target.url} is unreachable (no open/begin/attach answer)")
@@ -383,6 +395,10 @@ def run(args: argparse.Namespace) -> int:
             return _inprocess(args)
         if args.path:
             raise FuzzUsageError(f"unexpected argument {args.path!r}")
+        if getattr(args, "differential", None):
+            from amqpspec.fuzz.differential_cli import campaign as differential_campaign
+
+            return differential_campaign(args)
         return _campaign(args)
     except FuzzUsageError as exc:
         print(f"amqpspec fuzz: {exc}", file=sys.stderr)

@@ -192,13 +192,21 @@ def _exchange(pcap: str, steps: list[Step], record: dict) -> Exchange:
 
 def group(findings: list[Loaded]) -> list[Group]:
     """One group per (kind, rule, input class), MUST before robustness, larger first."""
+    from amqpspec.fuzz import differential_report as diverged  # both brokers' findings
+
     buckets: dict[str, list[Loaded]] = {}
     for f in findings:
         r = f.record
+        if r["kind"] == "divergence":
+            buckets.setdefault(diverged.behaviour_key(r), []).append(f)
+            continue
         buckets.setdefault(behaviour_key(r["kind"], r["rule"], f.given), []).append(f)
     groups = []
     for members in buckets.values():
         r = members[0].record
+        if r["kind"] == "divergence":
+            groups.append(Group(diverged.behaviour(members), members))
+            continue
         sentence = next((m.record.get("sentence") for m in members if m.record.get("sentence")), "")
         level = next((m.record.get("level") for m in members if m.record.get("level")), "")
         behaviour = behaviour_of(
@@ -364,6 +372,8 @@ def _render(
     broker = campaign.get("broker") or next(
         (f.record.get("broker") for f in findings if f.record.get("broker")), "the broker"
     )
+    if campaign.get("broker2"):  # a differential campaign (fuzz.differential)
+        broker = f"{broker} and {campaign['broker2']} side by side"
     when = _utc(generated, with_date=True) if generated else "-"
     lines = [
         f"# Findings against {broker}: {len(findings)} finding(s), {len(groups)} behaviour(s)",
@@ -397,6 +407,10 @@ def _render(
 
 def _group_lines(directory: str, g: Group, campaign: dict) -> list[str]:
     b = g.behaviour
+    if b.kind == "divergence":  # two brokers' frames (fuzz.differential_report)
+        from amqpspec.fuzz.differential_report import group_lines
+
+        return group_lines(directory, g, campaign)
     seen = Counter(observed(f) for f in g.findings)
     common, count = seen.most_common(1)[0]
     lines = [

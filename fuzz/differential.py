@@ -1,0 +1,586 @@
+"""Differential fuzzing: every case sent to two brokers; where they differ, a finding.
+
+Owns: `Reaction` / `reaction_of(outcome)` (what one broker did with a case, coarse enough
+to compare across brokers: refused (the first close, end or detach with an error, or a
+failed SASL outcome: its scope and condition), dropped (a TCP close without a close
+frame), accepted (no error: it answered the fuzzer's close), silent (no close and no TCP
+close at all), crashed (the oracle's crash verdict)), `compare(steps, a, b)` (the
+`Divergence` of two outcomes of one case, or None), `Pair` and `run_pair` (one case on
+both brokers at once), `triage_divergence` (minimise, confirm, label), `DifferentialCampaign`
+(fuzz.campaign's Campaign, each case on both brokers) and `replay_divergence`.
+
+Divergence kinds, first match: `answer-vs-silence` (one answers, the other is silent),
+`crash` (one stops serving), `refuse-vs-accept` (one refuses or drops, the other accepts),
+`refusal-scope` (both refuse, one the connection, the other the session or link, or one
+with a close frame, the other by dropping the socket), `error-condition` (the same scope,
+different conditions), `verdict` (the same reaction, but the single-broker oracle,
+fuzz.oracle, holds a verdict against one side only, e.g. a checker rule its frames break).
+A divergence's signature is its kind, the bad step's performative and field (the
+mutation without its value: `begin/remote-channel`) and both reactions, never the bytes:
+one bucket per thing the brokers do differently.
+
+Which side breaks which rule is the single-broker oracle's verdict on each side (run
+again with the close held where a quick run's verdict rests on silence): a MUST verdict
+labels the finding `MUST`, a robustness one (crash, hang, error-missing, resource)
+`robustness`; with no verdict on either side the finding is labelled
+`spec allows both` (SPEC_ALLOWS_BOTH), which the CLI keeps out of the exit status
+(docs/fuzz.md, "Differential campaigns").
+
+The case's bytes are the first broker's (its profile's login and addresses); both brokers
+get the same bytes, so the second must accept the first's login and addresses (the CLI
+checks this at the start). Nothing here builds or parses AMQP bytes: the oracle and
+fuzz.evidence read them through amqp10.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import queue
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from amqpspec.fuzz.campaign import (
+    CANDIDATES_DIR,
+    FIELD_TESTS_HELD,
+    MINIMIZE_TESTS_HELD,
+    Campaign,
+    CampaignConfig,
+    TriageAbandonedError,
+    make_case,
+)
+from amqpspec.fuzz.case import Case, Step, load_case, mutation_label
+from amqpspec.fuzz.evidence import bad_step
+from amqpspec.fuzz.findings import Finding, finding_id, write_pcap
+from amqpspec.fuzz.model import ServerModel
+from amqpspec.fuzz.oracle import CRASH, MUST, Outcome, Target, Verdict, run_case
+from amqpspec.fuzz.shrink import shrink_fields
+from amqpspec.traces.minimize import ddmin
+
+DIVERGENCE = "divergence"  # Finding.kind
+SPEC_ALLOWS_BOTH = "spec allows both"  # Finding.level when no side breaks a rule
+ROBUSTNESS = "robustness"
+SIGNATURE_VERSION = "d1"
+SIDE_B_PCAP = "reproducer-b.pcap"  # the second broker's exchange, beside reproducer.pcap
+SIDE_B_TXT = "reproducer-b.txt"
+PAIR_MINIMIZE_TESTS = 60  # each test runs the case on both brokers
+PAIR_FIELD_TESTS = 40
+
+REFUSED, DROPPED, ACCEPTED, SILENT, CRASHED = "refused", "dropped", "accepted", "silent", "crashed"
+_SCOPES = {"close": "connection", "end": "session", "detach": "link"}
+
+ANSWER_VS_SILENCE = "answer-vs-silence"
+CRASH_DIVERGENCE = "crash"
+REFUSE_VS_ACCEPT = "refuse-vs-accept"
+REFUSAL_SCOPE = "refusal-scope"
+ERROR_CONDITION = "error-condition"
+VERDICT = "verdict"
+KINDS = (ANSWER_VS_SILENCE, CRASH_DIVERGENCE, REFUSE_VS_ACCEPT, REFUSAL_SCOPE, ERROR_CONDITION)
+KINDS += (VERDICT,)
+
+
+@dataclass(frozen=True, slots=True)
+class Reaction:
+    """What one broker did with a case, comparable across brokers."""
+
+    outcome: str  # REFUSED, DROPPED, ACCEPTED, SILENT, CRASHED
+    scope: str = ""  # sasl, connection, session, link (REFUSED); tcp (DROPPED)
+    condition: str = ""  # the error condition, or "sasl code N"
+
+    @property
+    def key(self) -> str:
+        """'refused:connection:amqp:decode-error', 'accepted', ..."""
+        return ":".join(p for p in (self.outcome, self.scope, self.condition) if p)
+
+    def text(self) -> str:
+        if self.outcome == REFUSED:
+            if self.scope == "sasl":
+                return f"refuses the login ({self.condition})"
+            frame = {"connection": "close", "session": "end", "link": "detach"}[self.scope]
+            return f"refuses the {self.scope} ({frame} with {self.condition})"
+        if self.outcome == DROPPED:
+            return "drops the TCP connection without a close frame"
+        if self.outcome == ACCEPTED:
+            return "accepts it (no error; it answers the fuzzer's close)"
+        if self.outcome == SILENT:
+            return "stays silent (no close and no TCP close, even after the fuzzer's close)"
+        return "stops serving (a fresh connection fails)"
+
+    @classmethod
+    def from_key(cls, key: str) -> Reaction:
+        outcome, _, rest = key.partition(":")
+        scope, _, condition = rest.partition(":")
+        return cls(outcome, scope, condition)
+
+
+def reaction_of(outcome: Outcome) -> Reaction:
+    """The broker's strongest reaction to the whole case (module doc): a failed login,
+    else a close with an error, else a TCP close without a close frame, else an end with
+    an error, else a detach with one (the first of that scope); else accepted or silent.
+    The strongest, not the first: the order in which one broker meets two errors of one
+    case depends on how its reads cut the bytes, and two runs of one broker differ in it."""
+    if outcome.verdict is not None and outcome.verdict.kind == CRASH:
+        return Reaction(CRASHED)
+    exchange = outcome.exchange
+    if exchange is None:
+        return Reaction(CRASHED)
+    refusals: dict[str, str] = {}
+    for got in exchange.received:
+        if got.name == "sasl-outcome":
+            code = getattr(got.item.performative, "code", 0)  # type: ignore[union-attr]
+            if code:
+                return Reaction(REFUSED, "sasl", f"sasl code {code}")
+        condition = got.condition
+        if condition:
+            refusals.setdefault(_SCOPES[got.name], condition)
+    if "connection" in refusals:
+        return Reaction(REFUSED, "connection", refusals["connection"])
+    if exchange.dropped is not None and exchange.first_close() is None:
+        return Reaction(DROPPED, "tcp")
+    for scope in ("session", "link"):
+        if scope in refusals:
+            return Reaction(REFUSED, scope, refusals[scope])
+    if exchange.first_close() is not None or exchange.dropped is not None:
+        return Reaction(ACCEPTED)
+    return Reaction(SILENT)
+
+
+def _verdict_key(verdict: Verdict | None) -> str:
+    return f"{verdict.kind}/{verdict.rule}" if verdict is not None else "none"
+
+
+def input_name(label: str) -> str:
+    """The bad step's performative and field, without the mutation's value:
+    'begin[remote-channel=ulong]' -> 'begin/remote-channel', 'flow[drain storm x64]' ->
+    'flow/drain storm xN'."""
+    base = mutation_label(label).strip()
+    performative, _, rest = base.partition("[")
+    what = re.split(r"=| constructor ", rest.rstrip("]"), maxsplit=1)[0]
+    text = f"{performative}/{what}" if what else performative
+    return re.sub(r"\d+", "N", text) or "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    kind: str
+    a: Reaction
+    b: Reaction
+    what: str  # input_name of the bad step
+    verdicts: tuple[str, str] = ("none", "none")  # (kind/rule) per side, for VERDICT
+
+    @property
+    def behaviour(self) -> str:
+        """The kind and both reactions (and verdicts): what minimising keeps."""
+        text = f"{self.kind}|A={self.a.key}|B={self.b.key}"
+        if self.kind == VERDICT:
+            text += f"|A={self.verdicts[0]}|B={self.verdicts[1]}"
+        return text
+
+    @property
+    def signature(self) -> str:
+        return f"{SIGNATURE_VERSION}|{DIVERGENCE}|{self.what}|{self.behaviour}"
+
+
+def compare(steps: list[Step], a: Outcome, b: Outcome) -> Divergence | None:
+    """How the two brokers' outcomes of one case differ (module doc), or None."""
+    ra, rb = reaction_of(a), reaction_of(b)
+    what = input_name(steps[bad_step(steps, len(steps))].label) if steps else "none"
+    outcomes = {ra.outcome, rb.outcome}
+    kind = ""
+    if ra.outcome != rb.outcome:
+        if CRASHED in outcomes:
+            kind = CRASH_DIVERGENCE
+        elif SILENT in outcomes:
+            kind = ANSWER_VS_SILENCE
+        elif outcomes == {REFUSED, DROPPED}:
+            kind = REFUSAL_SCOPE
+        else:
+            kind = REFUSE_VS_ACCEPT
+    elif ra.scope != rb.scope:
+        kind = REFUSAL_SCOPE
+    elif ra.condition != rb.condition:
+        kind = ERROR_CONDITION
+    verdicts = (_verdict_key(a.verdict), _verdict_key(b.verdict))
+    if not kind and verdicts[0] != verdicts[1]:
+        kind = VERDICT
+    if not kind:
+        return None
+    return Divergence(kind, ra, rb, what, verdicts if kind == VERDICT else ("none", "none"))
+
+
+def signature_parts(sig: str) -> dict[str, str]:
+    """A divergence signature taken apart: kind, what, a, b (reaction keys)."""
+    parts = sig.split("|")
+    out = {"kind": parts[3] if len(parts) > 3 else "", "what": parts[2] if len(parts) > 2 else ""}
+    sides = [p[2:] for p in parts[4:] if p.startswith(("A=", "B="))]
+    out["a"], out["b"] = [*sides, "", ""][:2]
+    out["verdicts"] = "|".join(sides[2:4])
+    return out
+
+
+# ----------------------------------------------------------------- both brokers
+
+
+@dataclass(slots=True)
+class Pair:
+    """The two brokers of a differential campaign, each with its own name for reports."""
+
+    a: Target
+    b: Target
+    names: tuple[str, str] = ("A", "B")
+    _pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(16))
+
+    def run(self, steps: list[Step], quick: bool = True) -> tuple[Outcome, Outcome]:
+        """One case on both brokers at once (the second on a pool thread)."""
+        other = self._pool.submit(run_case, self.b, steps, quick=quick)
+        first = run_case(self.a, steps, quick=quick)
+        return first, other.result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass(slots=True)
+class PairResult:
+    finding: Finding
+    case: Case
+    a: Outcome
+    b: Outcome
+
+
+def _held(divergence: Divergence) -> bool:
+    """A silence is proved only on runs that held the fuzzer's close (fuzz.oracle)."""
+    return SILENT in (divergence.a.outcome, divergence.b.outcome)
+
+
+def _settled(target: Target, steps: list[Step], outcome: Outcome) -> Outcome:
+    """A quick run's verdict that rests on silence, run again with the close held."""
+    if outcome.inconclusive:
+        return run_case(target, steps)
+    return outcome
+
+
+def triage_divergence(
+    pair: Pair,
+    case: Case,
+    divergence: Divergence,
+    confirm: int = 3,
+    abandon: Callable[[], bool] | None = None,
+) -> PairResult | None:
+    """Minimise (steps with ddmin, then fields), confirm on both brokers `confirm` times
+    and label which side breaks which rule; None when it does not come back."""
+    held = _held(divergence)
+    last: dict[str, tuple[Outcome, Outcome]] = {}
+
+    def attempt(steps: list[Step]) -> tuple[Divergence | None, tuple[Outcome, Outcome]]:
+        if abandon is not None and abandon():
+            raise TriageAbandonedError(case.seed)
+        a, b = pair.run(steps, quick=not held)
+        return compare(steps, a, b), (a, b)
+
+    def same_behaviour(steps: list[Step]) -> bool:
+        found, outcomes = attempt(steps)
+        if found is not None and found.behaviour == divergence.behaviour:
+            last["|".join(s.data.hex() for s in steps)] = outcomes
+            return True
+        return False
+
+    budget = MINIMIZE_TESTS_HELD if held else PAIR_MINIMIZE_TESTS
+    try:
+        reduced = ddmin(case.steps, same_behaviour, keep=lambda s: s.is_header, max_tests=budget)
+    except ValueError:
+        return None  # the first replay did not diverge: not kept
+    small = case.with_steps(reduced.items)
+    candidates = [small]
+    shrunk = shrink_fields(
+        small.steps, same_behaviour, FIELD_TESTS_HELD if held else PAIR_FIELD_TESTS
+    )
+    if shrunk.steps != small.steps:
+        candidates.insert(0, small.with_steps(shrunk.steps))
+    if small.steps != case.steps:
+        candidates.append(case.with_steps(case.steps))
+    final: tuple[Outcome, Outcome] | None = None
+    reproduced = 0
+    for chosen in candidates:
+        reproduced, final = 0, None
+        for _ in range(confirm):
+            found, outcomes = attempt(chosen.steps)
+            if found is None or found.behaviour != divergence.behaviour:
+                break
+            reproduced, final = reproduced + 1, outcomes
+        if reproduced == confirm:
+            small = chosen
+            break
+    if reproduced < confirm or final is None:
+        return None
+    a = _settled(pair.a, small.steps, final[0])
+    b = _settled(pair.b, small.steps, final[1])
+    found = compare(small.steps, a, b) or compare(small.steps, *final)
+    assert found is not None
+    # the bucket is the candidate's: the performative and field the fuzzer mutated (the
+    # minimised steps may have lost the mutation's label), so one divergence, one finding
+    found = dataclasses.replace(found, what=divergence.what)
+    finding = describe(pair, case, small, found, a, b, f"{reproduced}/{confirm}", held)
+    finding.minimal = reduced.minimal
+    return PairResult(finding, small, a, b)
+
+
+def _side(name: str, target: Target, outcome: Outcome, reaction: Reaction) -> dict[str, Any]:
+    verdict = outcome.verdict
+    exchange = outcome.exchange
+    return {
+        "name": name,
+        "broker": target.url,
+        "profile": getattr(target.profile, "name", ""),
+        "reaction": reaction.key,
+        "reaction_text": reaction.text(),
+        "verdict": None
+        if verdict is None
+        else {
+            "kind": verdict.kind,
+            "rule": verdict.rule,
+            "section": verdict.section,
+            "summary": verdict.summary,
+            "level": verdict.level,
+            "sentence": verdict.sentence,
+            "expected": verdict.expected,
+            "observed": verdict.observed,
+        },
+        "broker_did": exchange.broker_summary() if exchange is not None else "unreachable",
+        "evidence": exchange.record() if exchange is not None else {},
+    }
+
+
+def labels(pair: Pair, a: Outcome, b: Outcome) -> tuple[str, list[str]]:
+    """(level, one line per side the oracle holds a verdict against): MUST when a side
+    breaks a MUST, robustness when a side has only a robustness verdict, else
+    SPEC_ALLOWS_BOTH."""
+    lines, level = [], SPEC_ALLOWS_BOTH
+    for name, outcome in zip(pair.names, (a, b)):
+        v = outcome.verdict
+        if v is None:
+            continue
+        if v.level == MUST:
+            level = MUST
+            lines.append(f"{name} breaks {v.rule} ({v.section}, MUST): {v.expected}")
+        else:
+            level = ROBUSTNESS if level != MUST else level
+            lines.append(f"{name}: {v.kind} ({v.rule}, {v.section}; robustness): {v.summary}")
+    return level, lines
+
+
+def describe(
+    pair: Pair,
+    original: Case,
+    small: Case,
+    found: Divergence,
+    a: Outcome,
+    b: Outcome,
+    replays: str,
+    held: bool,
+) -> Finding:
+    """The divergence as a finding record (kind `divergence`, both sides in `extra`)."""
+    sig = found.signature
+    level, lines = labels(pair, a, b)
+    na, nb = pair.names
+    summary = f"{na} {found.a.text()}; {nb} {found.b.text()}"
+    if found.kind == VERDICT:
+        summary = f"{na}: {found.verdicts[0]}; {nb}: {found.verdicts[1]} (the same reaction)"
+    ruled = next(
+        (o.verdict for o in (a, b) if o.verdict is not None and o.verdict.level == MUST), None
+    )
+    ruled = ruled or next((o.verdict for o in (a, b) if o.verdict is not None), None)
+    expected = (
+        "; ".join(lines)
+        if lines
+        else (f"{SPEC_ALLOWS_BOTH}: no rule the oracle checks is broken by either side")
+    )
+    observed = (
+        f"{na} ({pair.a.url}): {a.exchange.broker_summary() if a.exchange else 'unreachable'}; "
+        f"{nb} ({pair.b.url}): {b.exchange.broker_summary() if b.exchange else 'unreachable'}"
+    )
+    return Finding(
+        id=finding_id(sig),
+        kind=DIVERGENCE,
+        signature=sig,
+        rule=f"{DIVERGENCE}.{found.kind}",
+        section=ruled.section if ruled is not None else "-",
+        summary=summary,
+        reproducer="",
+        frames=small.labels,
+        original_frames=original.labels,
+        seed=original.seed,
+        strategy=original.strategy,
+        replays=replays,
+        broker=f"{pair.a.url} vs {pair.b.url}",
+        extra={
+            "divergence": {
+                "kind": found.kind,
+                "what": found.what,
+                "labels": lines,
+                "a": _side(na, pair.a, a, found.a),
+                "b": _side(nb, pair.b, b, found.b),
+            }
+        },
+        expected=expected,
+        observed=observed,
+        level=level,
+        sentence=ruled.sentence if ruled is not None else "",
+        close_held=held,
+        evidence=a.exchange.record() if a.exchange is not None else {},
+    )
+
+
+def side_b_files(directory: str, finding: Finding, outcome: Outcome) -> None:
+    """The second broker's pcap and exchange, beside the finding's reproducer (written
+    before the store adds the finding, so findings.md finds them)."""
+    folder = os.path.join(directory, "findings", finding.id)
+    os.makedirs(folder, exist_ok=True)
+    if outcome.recording is not None and outcome.recording.chunks:
+        dropped = outcome.exchange.dropped if outcome.exchange is not None else None
+        write_pcap(os.path.join(folder, SIDE_B_PCAP), outcome.recording, dropped)
+    lines = outcome.exchange.lines() if outcome.exchange is not None else ["(unreachable)"]
+    with open(os.path.join(folder, SIDE_B_TXT), "w", encoding="utf-8") as file:
+        file.write("\n".join(["the second broker's exchange, timed from the bad frame:", *lines]))
+        file.write("\n")
+
+
+# ----------------------------------------------------------------- the campaign
+
+
+class DifferentialCampaign(Campaign):
+    """Each case on both brokers of `pair`; divergences are the candidates."""
+
+    def __init__(self, config: CampaignConfig, pair: Pair, on_progress=None) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(config, on_progress)
+        self.pair = pair
+        self.divergences = 0  # cases whose brokers diverged (before triage)
+
+    def _work(self) -> None:
+        while (index := self._take()) is not None:
+            case = make_case(self.config, index)
+            self.gate.enter()
+            try:
+                a, b = self.pair.run(case.steps, quick=True)
+            finally:
+                self.gate.leave()
+            model = ServerModel()
+            for s in case.steps[: a.sent or len(case.steps)]:
+                model.feed(s)
+            found = compare(case.steps, a, b)
+            with self._lock:
+                self.stats.cases += 1
+                self.stats.covered |= model.covered
+                self.divergences += found is not None
+            if found is not None:
+                self._divergent(case, found)
+            if self._on_progress is not None:
+                self._on_progress(self.stats)
+
+    def _divergent(self, case: Case, found: Divergence) -> None:
+        """Like Campaign._candidate, by the divergence's signature."""
+        sig = found.signature
+        with self._lock:
+            if (
+                self.store.known(sig)
+                or sig in self._triaged
+                or sig in self._waiting
+                or self._rejected.get(sig, 0) >= 2
+            ):
+                self.stats.duplicates += 1
+                return
+            self._waiting.add(sig)
+            self.stats.candidates += 1
+            self.stats.queued += 1
+        while not self._stop.is_set() and not self._budget_spent():
+            try:
+                self._queue.put((case, found, sig), timeout=0.2)  # type: ignore[arg-type]
+                return
+            except queue.Full:
+                continue
+        self._keep(case, found, sig)  # type: ignore[arg-type]
+
+    def _keep(self, case: Case, found: Any, sig: str) -> None:  # type: ignore[override]
+        """An untriaged divergence kept as a reproducer under DIR/candidates/<id>/."""
+        folder = os.path.join(self.config.out, CANDIDATES_DIR, finding_id(sig))
+        os.makedirs(folder, exist_ok=True)
+        record = case.to_json(
+            kind=DIVERGENCE,
+            signature=sig,
+            rule=f"{DIVERGENCE}.{found.kind}",
+            section="-",
+            summary=f"A {found.a.text()}; B {found.b.text()}",
+            triaged=False,
+        )
+        with open(os.path.join(folder, "reproducer.json"), "w", encoding="utf-8") as file:
+            json.dump(record, file, indent=2)
+        with self._lock:
+            self.stats.queued -= 1
+            self.stats.kept += 1
+            self._waiting.discard(sig)
+
+    def _triage_one(self, case: Case, found: Any, sig: str) -> None:  # type: ignore[override]
+        """Minimise, confirm, label and keep one divergence, beside the cases."""
+        self.gate.enter()
+        try:
+            result = triage_divergence(
+                self.pair, case, found, self.config.confirm, abandon=self._grace_over
+            )
+        except TriageAbandonedError:
+            self._keep(case, found, sig)  # counted out of the queue there
+            return
+        except BaseException:
+            with self._lock:
+                self.stats.queued -= 1
+            raise
+        finally:
+            self.gate.leave()
+        with self._lock:
+            self.stats.queued -= 1
+            self.stats.triaged += 1
+            self._waiting.discard(sig)
+            if result is None:
+                self._rejected[sig] = self._rejected.get(sig, 0) + 1
+                return
+            self._triaged.add(sig)
+        side_b_files(self.config.out, result.finding, result.b)
+        if self.store.add(result.finding, result.case, result.a.recording, result.a.exchange):
+            with self._lock:
+                self.stats.findings += 1
+        if self._on_progress is not None:
+            self._on_progress(self.stats)
+
+
+# ----------------------------------------------------------------- replay
+
+
+@dataclass(slots=True)
+class PairReplay:
+    reproduced: int
+    times: int
+    wanted: str  # the reproducer's divergence behaviour ('' for a plain reproducer)
+    seen: list[Divergence | None]
+    outcomes: list[tuple[Outcome, Outcome]]
+
+
+def replay_divergence(pair: Pair, path: str, times: int = 3) -> PairReplay:
+    """Send a reproducer (a divergence's, or any) to both brokers `times` times; a run
+    reproduces when the same divergence (kind and both reactions) comes back, or, for a
+    reproducer that is no divergence, when the brokers diverge at all."""
+    case, record = load_case(path)
+    sig = str(record.get("signature", ""))
+    wanted = ""
+    if record.get("kind") == DIVERGENCE:
+        wanted = sig.split("|", 3)[3] if sig.count("|") >= 3 else ""
+    quick = record.get("close_held") is not True
+    seen, outcomes = [], []
+    for _ in range(times):
+        a, b = pair.run(case.steps, quick=quick)
+        seen.append(compare(case.steps, a, b))
+        outcomes.append((a, b))
+    reproduced = sum(1 for d in seen if d is not None and (not wanted or d.behaviour == wanted))
+    return PairReplay(reproduced, times, wanted, seen, outcomes)

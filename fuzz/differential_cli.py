@@ -1,0 +1,215 @@
+"""`amqpspec fuzz --differential URL2` and the replay of a divergence on both brokers.
+
+    amqpspec fuzz --broker URL --differential URL2 [--profile2 NAME] [--admin2 URL] ...
+    amqpspec fuzz replay DIR/findings/<id> --broker URL --differential URL2 [--profile2 NAME]
+
+Owns: the second target (its profile, default the first's; its admin API for the queue),
+the start-up checks (both brokers serve; the second takes the first's login and addresses,
+since both get the same bytes), the differential campaign's summary and exit status:
+0 no divergence a rule decides (every divergence, if any, labelled `spec allows both`),
+1 a divergence where the single-broker oracle holds a verdict against a side (a MUST it
+breaks, or a robustness verdict: crash, hang, error-missing), 2 usage or a broker
+unreachable at the start, 3 a campaign stopped by the fuzzer's own error
+(amqpspec.exit_status; docs/fuzz.md, "Differential campaigns"). The work is in
+fuzz.differential; fuzz.cli hands over when `--differential` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from amqpspec import exit_status
+from amqpspec.fuzz.cli import (
+    FuzzUsageError,
+    _declare,
+    _print_behaviours,
+    _Progress,
+    _strategies,
+    _target,
+    _write_findings_md,
+    target_from,
+)
+from amqpspec.fuzz.differential import (
+    DIVERGENCE,
+    SPEC_ALLOWS_BOTH,
+    DifferentialCampaign,
+    Pair,
+    replay_divergence,
+)
+from amqpspec.fuzz.oracle import Bounds, Target, alive
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--differential",
+        metavar="URL2",
+        help="a second broker: every case goes to both, where they differ is a finding "
+        "(kind divergence); the case's bytes are --broker's profile's, so URL2 must take "
+        "its login and addresses",
+    )
+    parser.add_argument(
+        "--profile2", help="the second broker's profile (default: --profile's); its timeouts"
+    )
+    parser.add_argument("--admin2", help="the second broker's management API (queue set-up)")
+
+
+def pair_from(args: argparse.Namespace, workers: int = 1) -> Pair:
+    """Both targets; FuzzUsageError when either is unusable or the second does not take
+    the first's login and addresses."""
+    first = _target(args)
+    first.memory = None  # a differential campaign compares replies, not memory
+    profile2 = args.profile2 or args.profile
+    second = target_from(args.differential, profile2)
+    reply = args.reply_timeout if args.reply_timeout is not None else second.profile.wait
+    second.bounds = Bounds(reply=reply, restart_wait=args.restart_wait)
+    if args.admin2 and second.profile.declare_queues:
+        _declare(second.profile, args.admin2)
+    for target in (first, second):
+        if not alive(target):
+            raise FuzzUsageError(
+                f"broker {target.url} is unreachable (no open/begin/attach answer)"
+            )
+    # the same bytes go to both: the second must log in and attach as the first's profile
+    probe = Target(second.host, second.port, first.handshake, second.bounds)
+    if not alive(probe):
+        raise FuzzUsageError(
+            f"{second.url} does not take {first.url}'s login and addresses (profile "
+            f"{args.profile}: source {first.handshake.source!r}); put first the broker whose "
+            "addresses both take (e.g. RabbitMQ 3.x's v1 addresses, which the reference "
+            "broker takes too)"
+        )
+    names = (f"A ({args.profile} {first.url})", f"B ({profile2} {second.url})")
+    from concurrent.futures import ThreadPoolExecutor
+
+    return Pair(first, second, names, ThreadPoolExecutor(max(4, 2 * workers + 4)))
+
+
+class _DiffProgress(_Progress):
+    def __init__(self, quiet: bool) -> None:
+        super().__init__(quiet)
+        self.divergent = lambda: 0
+
+    def _text(self, stats) -> str:  # type: ignore[no-untyped-def]
+        return f"{super()._text(stats)}  divergent cases {self.divergent()}"
+
+
+def campaign(args: argparse.Namespace) -> int:
+    from amqpspec.fuzz.campaign import WORKER_FAILED, CampaignConfig
+    from amqpspec.fuzz.seeds import load_corpus
+
+    if not args.out:
+        raise FuzzUsageError("--out DIR is required for a campaign")
+    if args.duration is None and args.cases is None:
+        raise FuzzUsageError("give --duration SECONDS or --cases N")
+    if (args.duration is not None and args.duration <= 0) or (
+        args.cases is not None and args.cases <= 0
+    ):
+        raise FuzzUsageError("--duration and --cases must be positive")
+    if args.workers < 1:
+        raise FuzzUsageError("--workers must be at least 1")
+    strategies = _strategies(args.strategy)
+    pair = pair_from(args, args.workers)
+    corpus = []
+    if args.corpus:
+        if not os.path.isdir(args.corpus):
+            raise FuzzUsageError(f"--corpus {args.corpus}: not a directory")
+        corpus = load_corpus(args.corpus)
+    config = CampaignConfig(
+        pair.a, args.out, strategies, args.seed, args.duration, args.cases, args.workers, corpus
+    )
+    progress = _DiffProgress(args.quiet)
+    run = DifferentialCampaign(config, pair, progress.update)
+    store = run.store
+    progress.behaviours = lambda: len(store.behaviours)
+    progress.divergent = lambda: run.divergences
+    store.note_campaign(
+        broker=pair.a.url,
+        profile=args.profile,
+        broker2=pair.b.url,
+        profile2=args.profile2 or args.profile,
+        seed=args.seed,
+        strategies=list(strategies),
+        differential=True,
+    )
+    try:
+        stats = run.run()
+    finally:
+        pair.close()
+    progress.done(stats)
+    groups = _write_findings_md(args.out)
+    findings = list(store.findings.values())
+    decided = [f for f in findings if f.kind != DIVERGENCE or f.level != SPEC_ALLOWS_BOTH]
+    print(
+        f"amqpspec fuzz --differential: {stats.cases} cases on both brokers in "
+        f"{time.monotonic() - stats.started:.1f} s ({stats.rate:.1f}/s), {run.divergences} "
+        f"divergent case(s), {len(findings)} divergence(s) confirmed "
+        f"({len(decided)} where the oracle holds a verdict against a side, "
+        f"{len(findings) - len(decided)} {SPEC_ALLOWS_BOTH}) in "
+        f"{os.path.join(args.out, 'findings.json')}"
+        + (f" [{stats.stopped}]" if stats.stopped else "")
+    )
+    if stats.kept:
+        print(
+            f"amqpspec fuzz: {stats.kept} divergence(s) not triaged within the grace, kept in "
+            f"{os.path.join(args.out, 'candidates')}"
+        )
+    for finding in findings:
+        print(f"  {finding.id} [{finding.level}] {finding.summary}")
+        for line in finding.extra.get("divergence", {}).get("labels", []):
+            print(f"      {line}")
+    if groups:
+        _print_behaviours(args.out, groups)
+    if stats.stopped.startswith(WORKER_FAILED):
+        print(
+            f"amqpspec fuzz: the campaign failed, no verdict (exit {exit_status.JOB_FAILED}): "
+            f"{stats.stopped}",
+            file=sys.stderr,
+        )
+        return exit_status.JOB_FAILED
+    return exit_status.VIOLATIONS if decided else exit_status.OK
+
+
+def replay(args: argparse.Namespace) -> int:
+    from amqpspec.fuzz.case import CaseFileError
+
+    pair = pair_from(args)
+    try:
+        result = replay_divergence(pair, args.path, args.times)
+    except CaseFileError as exc:
+        raise FuzzUsageError(f"cannot read {exc}") from None
+    finally:
+        pair.close()
+    for number, (seen, (a, _b)) in enumerate(zip(result.seen, result.outcomes), 1):
+        if seen is None:
+            print(f"  replay {number}: no divergence (both: {seen_text(a)})")
+        else:
+            print(
+                f"  replay {number}: {seen.kind}: {pair.names[0]} {seen.a.text()}; "
+                f"{pair.names[1]} {seen.b.text()}"
+            )
+    print(f"reproduced {result.reproduced}/{result.times} {result.wanted or 'any divergence'}")
+    return 1 if result.reproduced else 0
+
+
+def seen_text(outcome) -> str:  # type: ignore[no-untyped-def]
+    from amqpspec.fuzz.differential import reaction_of
+
+    return reaction_of(outcome).text()
+
+
+def needs_pair(path: str) -> None:
+    """FuzzUsageError for a divergence's reproducer replayed on one broker."""
+    from amqpspec.fuzz.case import CaseFileError, load_case
+
+    try:
+        _, record = load_case(path)
+    except CaseFileError:
+        return  # replay_finding says why
+    if record.get("kind") == DIVERGENCE:
+        raise FuzzUsageError(
+            f"{path} is a divergence of two brokers: replay it with --broker URL "
+            "--differential URL2 (the command is in the campaign's findings.md)"
+        )
