@@ -49,7 +49,7 @@ from boofuzz.ifuzz_logger_backend import IFuzzLoggerBackend
 from boofuzz.monitors import BaseMonitor
 
 REPLY_BOUND = 1.5  # seconds for the close reply: the same bound amqpspec's oracle uses
-RECV_TIMEOUT = 0.25  # boofuzz's per-recv timeout (a reply is read in chunks until the bound)
+RECV_TIMEOUT = 0.1  # boofuzz's per-recv timeout (a reply is read in chunks until the bound)
 CLOSE_DESCRIPTOR = b"\x00\x53\x18"  # close, 2.7.9: what the probe looks for in the reply
 BEFORE_OPEN = ("sasl-header", "sasl-init", "amqp-header")  # the broker may drop these (2.2)
 # a close frame: SIZE 12, DOFF 2, TYPE 0, CHANNEL 0, close with an empty list (list0)
