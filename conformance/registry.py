@@ -51,7 +51,10 @@ LEVELS = (MUST, SHOULD, MAY, MODEL)
 # the broker's role in a case (`role=`): the link (or transfer) sender or receiver; every
 # case also has the broker as the TCP / SASL server, a container and the node's holder
 Role = Literal["sender", "receiver"]
-ALWAYS_BROKER = frozenset({"server", "either", "container", "node", "intermediary"})
+# (the coordinator too: the suite only ever plays the transaction controller, Part 4)
+ALWAYS_BROKER = frozenset(
+    {"server", "either", "container", "node", "intermediary", "coordinator"}
+)
 # manifest levels (amqpspec.conformance.manifest.Sentence.level) by the case level they give
 MUST_LEVELS = frozenset({"MUST", "MUST NOT", "SHALL", "SHALL NOT", "REQUIRED", "PROHIBITED"})
 SHOULD_LEVELS = frozenset({"SHOULD", "SHOULD NOT"})

@@ -225,9 +225,11 @@ class Link:
         drain: bool = False,
         echo: bool = False,
         available: int | None = None,
+        properties: dict[Any, Any] | None = None,
     ) -> None:
         """Send a link flow. A receiver grants `link_credit` (and may ask to `drain`);
-        a sender reports `available` (2.6.7)."""
+        a sender reports `available` (2.6.7). `properties`: the flow's link state
+        properties (2.7.4), e.g. a `txn-id` for transactional acquisition (4.4.3)."""
         self._check(LinkInput.SEND_FLOW, SessInput.SEND_FLOW)
         if self.is_sender:
             if link_credit is not None or drain:
@@ -238,7 +240,7 @@ class Link:
             if link_credit is not None:
                 self._grant(link_credit)
             self.drain = drain
-        self._send_flow(echo)
+        self._send_flow(echo, properties)
 
     def _grant(self, link_credit: int) -> None:
         self.link_credit = link_credit
@@ -302,9 +304,9 @@ class Link:
         if available is not None:
             self.available = available
 
-    def _send_flow(self, echo: bool = False) -> None:
+    def _send_flow(self, echo: bool = False, properties: dict[Any, Any] | None = None) -> None:
         self._machine.process(LinkInput.SEND_FLOW)
-        self.session._send_flow(self, echo)
+        self.session._send_flow(self, echo, properties)
 
     def _flow_fields(self) -> dict[str, Any]:
         return {

@@ -356,7 +356,16 @@ class Session:
             enforced = self._enforced_horizon
             self._enforced_horizon = horizon if enforced is None else serial_max(enforced, horizon)
 
-    def _send_flow(self, link: Link | None, echo: bool = False) -> None:
+    def _send_flow(
+        self, link: Link | None, echo: bool = False, properties: dict[Any, Any] | None = None
+    ) -> None:
+        if properties:  # a link flow's properties (2.7.4): sent as they are
+            assert link is not None
+            link_fields = {**link._flow_fields(), "properties": properties}
+            self.connection._check_can_send()
+            self._machine.process(SessInput.SEND_FLOW)
+            self.connection._write(self._flow_frame(link_fields, echo))
+            return
         if link is not None and link.is_sender and self._queue:
             # 2.6.7: a sender's delivery-count already counts its queued deliveries, so
             # its flow goes out behind them; the session fields are taken when it does

@@ -1,7 +1,8 @@
 """2.8.15 / 2.8.18 error conditions a client can make a broker send, one case each: a
 transfer after the sender spent its link-credit (amqp:link:transfer-limit-exceeded), a
 first transfer without delivery-id (amqp:invalid-field), a transaction coordinator on a
-broker without transactions (amqp:not-implemented, 4.5), a consumer's queue deleted
+broker without transactions (amqp:not-implemented, 4.5; attached, stating
+amqp:local-transactions, by one with them), a consumer's queue deleted
 under it (amqp:resource-deleted), a link to the default exchange (amqp:not-allowed), a
 connection closed through the admin adapter (amqp:connection:forced), a receiver attached
 by a user without rights, created through the admin adapter (amqp:unauthorized-access), a
@@ -135,14 +136,36 @@ def invalid_field_first_transfer(probe, ctx):
 def not_implemented_coordinator(probe, ctx):
     """A sender to a transaction coordinator: a broker without transactions refuses it with
     amqp:not-implemented (a detach; ending the session or connection with it is the same
-    answer, heavier); a broker that attaches it has transactions (UNSUPPORTED)."""
+    answer, heavier). A broker that attaches it stating amqp:local-transactions has
+    transactions (4.5.1: recorded, OK; s4_transactions.py tests them); one that attaches it
+    stating nothing attaches any target (UNSUPPORTED)."""
     session = probe.open_session()
-    _refused_attach(
-        probe,
-        ctx,
-        lambda: probe.attach_sender(session, Coordinator(), wait=False),
-        Unsupported("the broker attached the coordinator (transactions, or any target)"),
-    )
+    since = probe.mark()
+    try:
+        _refused_attach(
+            probe,
+            ctx,
+            lambda: probe.attach_sender(session, Coordinator(), wait=False),
+            Unsupported("the broker attached the coordinator (transactions, or any target)"),
+        )
+    except Unsupported:
+        if not _states_local_transactions(probe, since):
+            raise
+        ctx.note("the broker has transactions: its coordinator states amqp:local-transactions")
+
+
+def _states_local_transactions(probe, since: int) -> bool:
+    """Did the broker attach a coordinator whose capabilities name local transactions?"""
+    for item in probe.frames_since(since, "attach"):
+        target = item.item.performative.target
+        if not isinstance(target, Coordinator):
+            continue
+        capabilities = target.capabilities
+        if isinstance(capabilities, str):
+            capabilities = [capabilities]
+        if "amqp:local-transactions" in [str(c) for c in capabilities or ()]:
+            return True
+    return False
 
 
 @case(

@@ -1,0 +1,449 @@
+"""Part 4 local transactions: the broker as the transactional resource, the suite as the
+controller (conformance/steps/transactions.py). Transactions are optional: every case first
+attaches a control link to the coordinator and declares a transaction, and a broker that
+refuses the coordinator, does not state `amqp:local-transactions` in its attach or does not
+answer the declare with `declared` is UNSUPPORTED. A broker that has them is held to Part
+4's MUSTs: a rollback always completes (4.3), a discharge it cannot complete is refused
+with a transaction-error (4.3: an unknown, already discharged or rolled-back txn-id), a
+posted delivery gets its presumptive outcome in a transactional-state of the same
+transaction before the commit is accepted (4.4.1, 4.4.4.1), the txn-ids of its frames say
+truly which transaction the work belongs to (4.4: a posted message is not available before
+the commit, a rolled-back one never; a retired message leaves at commit), a link that does
+not support transactional acquisition is detached with amqp:not-implemented (4.4.3), and
+after a rollback a retired delivery the controller left unsettled is still live (4.4.2,
+a SHOULD).
+
+Owns the cases `4.*/*`.
+"""
+
+from __future__ import annotations
+
+from amqpspec.amqp10.composites import Accepted, Rejected, Released, TransactionalState
+from amqpspec.amqp10.engine import RemoteDetach, TransferReceived
+from amqpspec.amqp10.spec import SndSettleMode
+from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.steps.deliveries import collect
+from amqpspec.conformance.steps.links import consumer, publisher
+from amqpspec.conformance.steps.queues import fill, message_text
+from amqpspec.conformance.steps.transactions import (
+    TRANSACTION_ERRORS,
+    TXN_ID,
+    UNKNOWN_ID,
+    Controller,
+    describe,
+    error_condition,
+    outcome_of_post,
+    post,
+)
+from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed
+
+CANNOT_DISCHARGE = "4.3/discharging-a-transaction.2"  # MUST convey it as a transaction-error
+REJECTED_WITH_IT = "4.3/discharging-a-transaction.3"  # MUST be rejected carrying it
+ROLLBACK_COMPLETES = "4.3/discharging-a-transaction.5"  # MUST always complete fail=true
+WORK_TXN_IDS = "4.4/transactional-work.1"  # txn-ids MUST correctly indicate the transaction
+PRESUMPTIVE = "4.4.1/transactional-posting.5"  # must inform ... before it can discharge
+PRESUMPTIVE_STATE = "4.4.1/transactional-posting.6"  # a disposition with transactional-state
+BEFORE_COMMIT = "4.4.4.1/transactional-posting.2"  # determined and communicated before
+SAME_TXN = "4.4.4.1/transactional-posting.3"  # associated with the same transaction
+NO_ACQUISITION = "4.4.3/transactional-acquisition.1"  # terminated with not-implemented
+STILL_LIVE = "4.4.2/transactional-retirement.3"  # rolled back: deliveries still live
+
+QUIET = 1.0  # seconds in which nothing may arrive
+
+
+def _unable_to_discharge(ctx, answer, what: str) -> None:
+    """4.3: a discharge the coordinator cannot complete is refused with a transaction-error,
+    as a rejected outcome (our control link's source allows it: the default outcomes)."""
+    condition = error_condition(answer)
+    refused = isinstance(answer, Rejected | RemoteDetach)
+    ctx.must(
+        refused and condition in TRANSACTION_ERRORS,
+        f"expected the discharge of {what} rejected with a transaction-error (amqp:transaction:"
+        f"unknown-id); observed {describe(answer)}",
+        CANNOT_DISCHARGE,
+    )
+    ctx.must(
+        not isinstance(answer, RemoteDetach),
+        f"expected a rejected outcome carrying the transaction-error (the control link's "
+        f"source supports rejected); observed {describe(answer)}",
+        REJECTED_WITH_IT,
+    )
+    if condition != UNKNOWN_ID:
+        ctx.note(f"the transaction-error is {condition}, not {UNKNOWN_ID}")
+
+
+@case(
+    "4.3/rollback-always-completes",
+    MUST,
+    "A discharge with fail=true is always completed: accepted.",
+    sentences=(ROLLBACK_COMPLETES,),
+    role="receiver",
+    pipelined=False,
+)
+def rollback_always_completes(probe, ctx):
+    """Declare a transaction, discharge it with fail=true: the outcome is accepted."""
+    controller = Controller(probe, probe.open_session())
+    txn_id = controller.declare()
+    answer = controller.discharge(txn_id, fail=True)
+    ctx.check(
+        isinstance(answer, Accepted),
+        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
+    )
+
+
+@case(
+    "4.3/discharge-unknown-id",
+    MUST,
+    "A discharge naming a txn-id never declared is refused with a transaction-error "
+    "(amqp:transaction:unknown-id) in a rejected outcome.",
+    sentences=(CANNOT_DISCHARGE, REJECTED_WITH_IT),
+    role="receiver",
+    pipelined=False,
+)
+def discharge_unknown_id(probe, ctx):
+    """Declare a transaction (the gate), then discharge (commit) a txn-id that differs
+    from it in every octet: rejected with amqp:transaction:unknown-id."""
+    controller = Controller(probe, probe.open_session())
+    txn_id = controller.declare()
+    unknown = bytes(b ^ 0xFF for b in txn_id) or b"\xff"
+    answer = controller.discharge(unknown)
+    _unable_to_discharge(ctx, answer, f"txn-id {unknown.hex()} (never declared)")
+
+
+@case(
+    "4.3/discharge-twice",
+    MUST,
+    "A second discharge of a transaction already committed is refused with a "
+    "transaction-error (amqp:transaction:unknown-id) in a rejected outcome.",
+    sentences=(CANNOT_DISCHARGE, REJECTED_WITH_IT),
+    role="receiver",
+    pipelined=False,
+)
+def discharge_twice(probe, ctx):
+    """Declare, commit (accepted), commit the same txn-id again: the second is refused."""
+    controller = Controller(probe, probe.open_session())
+    txn_id = controller.declare()
+    first = controller.discharge(txn_id)
+    ctx.check(
+        isinstance(first, Accepted),
+        f"expected accepted for the commit of an empty transaction; observed {describe(first)}",
+    )
+    answer = controller.discharge(txn_id)
+    _unable_to_discharge(ctx, answer, f"txn-id {txn_id.hex()} (already discharged)")
+
+
+@case(
+    "4.4.1/posting-presumptive-outcome",
+    MUST,
+    "A message posted in a transaction gets a disposition with a transactional-state of "
+    "that transaction and a terminal outcome, before the commit is accepted.",
+    sentences=(PRESUMPTIVE, PRESUMPTIVE_STATE, BEFORE_COMMIT, SAME_TXN),
+    role="receiver",
+    requires={"queues"},
+    pipelined=False,
+)
+def posting_presumptive_outcome(probe, ctx):
+    """Declare, post one unsettled message with transactional-state(txn-id), commit: a
+    disposition for it carrying transactional-state(txn-id, accepted | rejected | released
+    | modified) arrives before the discharge's accepted."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    _, sender = publisher(probe, ctx, queue, session=session)
+    delivery_id = post(probe, sender, txn_id, b"posted")
+    state = outcome_of_post(probe, delivery_id, ctx.profile.wait)
+    answer = controller.discharge(txn_id)
+    if not isinstance(answer, Accepted):
+        ctx.note(f"the commit was not accepted: {describe(answer)}")
+    ctx.must(
+        state is not None,
+        "expected a disposition for the posted message before the commit was accepted; "
+        f"observed none, then {describe(answer)} for the discharge",
+        PRESUMPTIVE,
+        BEFORE_COMMIT,
+    )
+    ctx.must(
+        isinstance(state, TransactionalState),
+        f"expected the posted message's state to be a transactional-state; observed "
+        f"{describe(state)}",
+        PRESUMPTIVE_STATE,
+    )
+    ctx.must(
+        state.txn_id is not None and bytes(state.txn_id) == txn_id,
+        f"expected the transactional-state of txn-id {txn_id.hex()}; observed {state!r}",
+        SAME_TXN,
+    )
+    outcome = getattr(state.outcome, "NAME", None)
+    ctx.must(
+        outcome in ("accepted", "rejected", "released", "modified"),
+        f"expected a terminal outcome in the transactional-state; observed {state!r}",
+        PRESUMPTIVE_STATE,
+    )
+
+
+def _visible(probe, ctx, queue: str, credit: int, quiet: float) -> list[bytes]:
+    """The message bodies a fresh connection's consumer of `queue` gets until nothing came
+    for `quiet` seconds (each settled accepted, so that a later look does not see them)."""
+    other = ctx.probe()
+    _, link = consumer(other, ctx, queue, credit=credit)
+    got: list[bytes] = []
+    for delivery in collect(other, link, quiet):
+        got.append(message_text(delivery))
+        if not delivery.settled:
+            other.settle(link, delivery)
+    other.close()
+    return got
+
+
+@case(
+    "4.4.1/posting-visible-after-commit",
+    MUST,
+    "A posted message is not available at the queue before its transaction commits, and is "
+    "after (the txn-id of its disposition said which transaction the work belongs to).",
+    sentences=(WORK_TXN_IDS,),
+    role="receiver",
+    requires={"queues"},
+    pipelined=False,
+)
+def posting_visible_after_commit(probe, ctx):
+    """Declare, post two messages (one unsettled, one settled) in the transaction: a
+    consumer on another connection gets nothing; commit: it gets both. The broker's
+    transactional-state said the posting was the transaction's work (4.4), which does not
+    make the message available before the transaction is discharged (4.4.1)."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    _, sender = publisher(probe, ctx, queue, session=session)
+    delivery_id = post(probe, sender, txn_id, b"txn-unsettled")
+    post(probe, sender, txn_id, b"txn-settled", settled=True)
+    outcome_of_post(probe, delivery_id, ctx.profile.wait)
+    early = _visible(probe, ctx, queue, 5, QUIET)
+    ctx.must(
+        not early,
+        f"expected no message at the queue before the commit (posted in txn-id "
+        f"{txn_id.hex()}); a consumer got {early}",
+        WORK_TXN_IDS,
+    )
+    answer = controller.discharge(txn_id)
+    if not isinstance(answer, Accepted):
+        raise CaseFailed(  # no sentence makes a commit succeed: recorded, not graded
+            f"expected the commit accepted; observed {describe(answer)}", level=SHORTFALL
+        )
+    late = _visible(probe, ctx, queue, 5, QUIET)
+    ctx.must(
+        sorted(late) == [b"txn-settled", b"txn-unsettled"],
+        f"expected both posted messages at the queue after the commit was accepted; a "
+        f"consumer got {late}",
+        WORK_TXN_IDS,
+    )
+
+
+@case(
+    "4.4.1/posting-rollback-leaves-nothing",
+    MUST,
+    "A message posted in a transaction that is rolled back never becomes available.",
+    sentences=(WORK_TXN_IDS,),
+    role="receiver",
+    requires={"queues"},
+    pipelined=False,
+)
+def posting_rollback_leaves_nothing(probe, ctx):
+    """Declare, post one unsettled and one settled message, roll back (fail=true): a
+    consumer gets nothing. A message there after the rollback is work the broker did
+    outside the transaction its transactional-state named."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    _, sender = publisher(probe, ctx, queue, session=session)
+    delivery_id = post(probe, sender, txn_id, b"txn-unsettled")
+    post(probe, sender, txn_id, b"txn-settled", settled=True)
+    outcome_of_post(probe, delivery_id, ctx.profile.wait)
+    answer = controller.discharge(txn_id, fail=True)
+    ctx.must(
+        isinstance(answer, Accepted),
+        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
+        ROLLBACK_COMPLETES,
+    )
+    left = _visible(probe, ctx, queue, 5, QUIET)
+    ctx.must(
+        not left,
+        f"expected nothing at the queue after the rollback of txn-id {txn_id.hex()}; a "
+        f"consumer got {left}",
+        WORK_TXN_IDS,
+    )
+
+
+@case(
+    "4.1/control-link-detach-rolls-back",
+    MUST,
+    "Closing the control link rolls back its open transactions: what they posted never "
+    "becomes available, and a later discharge of one is refused with a transaction-error.",
+    sentences=(WORK_TXN_IDS, CANNOT_DISCHARGE),
+    role="receiver",
+    requires={"queues"},
+    pipelined=False,
+)
+def control_link_detach_rolls_back(probe, ctx):
+    """Declare, post a message, detach the control link (closed): a consumer gets nothing,
+    and discharging the txn-id on a new control link is refused (4.1: the transaction was
+    rolled back; 4.3)."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    _, sender = publisher(probe, ctx, queue, session=session)
+    delivery_id = post(probe, sender, txn_id, b"txn-posted")
+    outcome_of_post(probe, delivery_id, ctx.profile.wait)
+    probe.detach(controller.link)
+    left = _visible(probe, ctx, queue, 5, QUIET)
+    ctx.must(
+        not left,
+        f"expected nothing at the queue once the control link of txn-id {txn_id.hex()} "
+        f"closed (4.1: rolled back); a consumer got {left}",
+        WORK_TXN_IDS,
+    )
+    again = Controller(probe, session, name="txn-ctl-again")
+    answer = again.discharge(txn_id)
+    _unable_to_discharge(ctx, answer, f"txn-id {txn_id.hex()} (rolled back with its link)")
+
+
+def _retire(probe, ctx, queue: str):
+    """One queued message received unsettled on the controller's session: (controller,
+    receiver, delivery)."""
+    fill(probe, ctx, queue, 1)
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    _, link = consumer(
+        probe, ctx, queue, credit=1, session=session, snd_settle_mode=SndSettleMode.UNSETTLED
+    )
+    delivery = probe.next_transfer(link)
+    return controller, link, delivery
+
+
+@case(
+    "4.4.2/retirement-commit",
+    MUST,
+    "A delivery accepted in a transaction leaves the queue when the transaction commits.",
+    sentences=(WORK_TXN_IDS,),
+    role="sender",
+    requires={"queues", "unsettled-deliveries"},
+    pipelined=False,
+)
+def retirement_commit(probe, ctx):
+    """Receive one message unsettled, settle it with transactional-state(txn-id, accepted),
+    commit, detach the receiver: a new consumer gets nothing (the acceptance was the
+    transaction's work and the transaction committed)."""
+    queue = ctx.queue()
+    controller, link, delivery = _retire(probe, ctx, queue)
+    if delivery.settled:
+        raise CaseFailed("the message came settled: nothing to retire", level=SHORTFALL)
+    txn_id = controller.declare()
+    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
+    link.disposition(delivery.delivery_id, settled=True, state=state)
+    probe.flush()
+    answer = controller.discharge(txn_id)
+    if not isinstance(answer, Accepted):
+        raise CaseFailed(
+            f"expected the commit accepted; observed {describe(answer)}", level=SHORTFALL
+        )
+    probe.detach(link)
+    left = _visible(probe, ctx, queue, 5, QUIET)
+    ctx.must(
+        not left,
+        f"expected the message gone after its transactional acceptance committed; a "
+        f"consumer got {left}",
+        WORK_TXN_IDS,
+    )
+
+
+@case(
+    "4.4.2/retirement-rollback-still-live",
+    SHOULD,
+    "After a rollback, a delivery the controller retired in it without settling is still "
+    "live: a later (non-transactional) released returns it to the queue.",
+    sentences=(STILL_LIVE,),
+    role="sender",
+    requires={"queues", "unsettled-deliveries"},
+    pipelined=False,
+)
+def retirement_rollback_still_live(probe, ctx):
+    """Receive one message unsettled, send transactional-state(txn-id, accepted) without
+    settling, roll back, then settle it released: the message comes back to a new
+    consumer (the transactional acceptance was not applied)."""
+    queue = ctx.queue()
+    controller, link, delivery = _retire(probe, ctx, queue)
+    if delivery.settled:
+        raise CaseFailed("the message came settled: nothing to retire", level=SHORTFALL)
+    txn_id = controller.declare()
+    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
+    link.disposition(delivery.delivery_id, settled=False, state=state)
+    probe.flush()
+    answer = controller.discharge(txn_id, fail=True)
+    ctx.must(
+        isinstance(answer, Accepted),
+        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
+        ROLLBACK_COMPLETES,
+    )
+    link.disposition(delivery.delivery_id, settled=True, state=Released())
+    probe.flush()
+    probe.detach(link)
+    back = _visible(probe, ctx, queue, 5, QUIET)
+    ctx.check(
+        back == [message_text(delivery)],
+        f"expected the message back after the rollback and a released outcome; a consumer "
+        f"got {back}",
+    )
+
+
+@case(
+    "4.4.3/acquisition-refused-or-transactional",
+    MUST,
+    "A flow asking for transactional acquisition (txn-id in its properties): the broker "
+    "either detaches the link with amqp:not-implemented or sends transfers whose state "
+    "names that transaction.",
+    sentences=(NO_ACQUISITION, WORK_TXN_IDS),
+    role="sender",
+    requires={"queues"},
+    pipelined=False,
+)
+def acquisition_refused_or_transactional(probe, ctx):
+    """One queued message; a receiver on the controller's session grants credit in a flow
+    whose properties carry txn-id: either a detach with amqp:not-implemented (no
+    transactional acquisition, 4.4.3) or a transfer with transactional-state(txn-id)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 1)
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    _, link = consumer(
+        probe, ctx, queue, session=session, snd_settle_mode=SndSettleMode.UNSETTLED
+    )
+    link.flow(link_credit=1, properties={TXN_ID: txn_id})
+    probe.flush()
+    event = probe.expect(
+        lambda e: isinstance(e, TransferReceived | RemoteDetach) and e.link is link,
+        ctx.profile.wait,
+        "a transfer or a detach",
+    )
+    if isinstance(event, RemoteDetach):
+        condition = error_condition(event)
+        ctx.must(
+            condition == "amqp:not-implemented",
+            f"expected a detach with amqp:not-implemented (no transactional acquisition); "
+            f"observed a detach with {condition}",
+            NO_ACQUISITION,
+        )
+        return
+    state = event.state
+    ctx.must(
+        isinstance(state, TransactionalState) and bytes(state.txn_id or b"") == txn_id,
+        f"expected the transfer acquired in txn-id {txn_id.hex()} to carry its "
+        f"transactional-state, or a detach with amqp:not-implemented; observed a transfer "
+        f"with state {state!r}",
+        NO_ACQUISITION,
+        WORK_TXN_IDS,
+    )
+    controller.discharge(txn_id, fail=True)
