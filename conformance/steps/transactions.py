@@ -11,6 +11,7 @@ FAILED for that. Registers no case. Touches nothing else.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from amqpspec.amqp10.composites import (
@@ -22,7 +23,16 @@ from amqpspec.amqp10.composites import (
     Source,
     TransactionalState,
 )
-from amqpspec.amqp10.engine import DispositionReceived, Link, RemoteDetach, Session
+from amqpspec.amqp10.engine import (
+    DispositionReceived,
+    Link,
+    RemoteAttach,
+    RemoteClose,
+    RemoteDetach,
+    RemoteEnd,
+    Session,
+    TransportClosed,
+)
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import symbol
@@ -35,6 +45,7 @@ TRANSACTION_ERRORS = frozenset(
     {UNKNOWN_ID, "amqp:transaction:rollback", "amqp:transaction:timeout"}
 )
 TXN_ID = symbol("txn-id")  # 4.4.3: the flow property asking for transactional acquisition
+_names = itertools.count(1)  # control link names (unique per connection is enough, 2.6.1)
 
 
 def describe(answer: Any) -> str:
@@ -68,12 +79,33 @@ class Controller:
         # 4.2's example: a coordinator target asking for amqp:local-transactions, the
         # default source (its outcomes include rejected: 4.2 "SHOULD establish a control
         # link that allows the rejected outcome")
+        since = probe.mark()
         self.link: Link = session.attach_sender(
-            name or f"txn-ctl-{id(self)}",
+            name or f"txn-ctl-{next(_names)}",
             Source(),
             Coordinator(capabilities=[LOCAL_TRANSACTIONS]),
         )
         probe.flush()
+        link = self.link
+        try:  # the attach, or the end of the session / connection refusing it
+            first = probe.expect(
+                lambda e: (
+                    (isinstance(e, RemoteAttach) and e.link is link)
+                    or (isinstance(e, RemoteEnd) and e.session is session)
+                    or isinstance(e, RemoteClose | TransportClosed)
+                ),
+                None,
+                "an attach of the coordinator",
+            )
+        except WaitTimeout as exc:
+            reason = f"no transactions: no answer to the coordinator attach ({exc})"
+            raise Unsupported(reason) from None
+        if not isinstance(first, RemoteAttach):
+            raise Unsupported(
+                f"no transactions: the broker refused the coordinator attach; "
+                f"{probe.observed(since)}"
+            )
+        probe.inbox.insert(0, first)
         try:
             attach = probe.wait_attached(self.link)
         except Unanswered as exc:
