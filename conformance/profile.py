@@ -84,6 +84,9 @@ MODELS: dict[str, str] = {
     "incoming-window 0 on every publishing session, reopened when the alarm clears) and "
     "everything else keeps working, transfers beyond the session's incoming-window end it "
     "with amqp:session:window-violation, and a flow with echo=true is answered",
+    "anonterm": "OASIS 'Using the AMQP Anonymous Terminus for Message Routing' v1.0 (CS01, "
+    "2018), which a broker claims by offering ANONYMOUS-RELAY in its open: a sender with a "
+    "null target has each message routed to the node its properties.to names",
 }
 
 ADMIN_ADAPTERS = ("rabbitmq-http", "management-node", "rabbitmqctl", "none")

@@ -1,0 +1,265 @@
+"""The anonymous relay: OASIS "Using the AMQP Anonymous Terminus for Message Routing
+Version 1.0" (Committee Specification 01, 17 September 2018,
+https://docs.oasis-open.org/amqp/anonterm/v1.0/anonterm-v1.0.html; not part of the core
+specification, so not in the normative manifest: the `anonterm` model, profile.MODELS).
+
+Capability-gated: a broker claims the convention by offering ANONYMOUS-RELAY in its open
+(2.7.1 offered-capabilities); one that does not is UNSUPPORTED on every case here, never
+FAILED. A broker that offers it: a sender attached with a null target has each message
+routed to the node its properties.to names (anonterm 2.2: messages "will be forwarded to
+the node referenced in the to field of properties of the message just as if a direct link
+has been established to that node", no keyword: DIFFERS from the model when not). Its 2.2.2
+Routing Errors are MUSTs on the routing node, quoted as Qpid Broker-J's
+AnonymousTerminusTest quotes them: "If the source of the link supports the rejected
+outcome, and the message has not already been settled by the sender, then the routing
+node MUST reject the message."; "If the source of the link does not support the rejected
+outcome, [...] then the routing node MUST detach the link with an error", as when "the
+message has already been settled by the sender"; "the info field of error MUST contain an
+entry with symbolic key delivery-tag and binary value of the delivery-tag of the message
+which caused the failure." A broker that claims the relay and breaks one is FAILED.
+
+The unknown destination is a queue address of the profile that was never declared. A
+broker that creates nodes on demand has no unknown destination: the message is accepted
+and found at that address, UNSUPPORTED (nothing to route wrongly).
+
+Owns the cases `anonterm-2.2/*`.
+"""
+
+from __future__ import annotations
+
+from amqpspec.amqp10.composites import Properties, Rejected, Source, Target
+from amqpspec.amqp10.engine import (
+    DispositionReceived,
+    RemoteAttach,
+    RemoteClose,
+    RemoteDetach,
+    RemoteEnd,
+)
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import Role
+from amqpspec.amqp10.types import symbol
+from amqpspec.conformance.probe import WaitTimeout
+from amqpspec.conformance.registry import MODEL, case
+from amqpspec.conformance.steps.deliveries import collect, exactly
+from amqpspec.conformance.verdicts import Unsupported
+
+ANONTERM = "anonterm"  # profile.MODELS
+RELAY = "ANONYMOUS-RELAY"
+DELIVERY_TAG = symbol("delivery-tag")
+ACCEPTED = symbol("amqp:accepted:list")
+REJECTED = symbol("amqp:rejected:list")
+MUST_REJECT = (
+    'anonterm 2.2.2: "If the source of the link supports the rejected outcome, and the '
+    "message has not already been settled by the sender, then the routing node MUST reject "
+    'the message."'
+)
+MUST_DETACH = (
+    'anonterm 2.2.2: "If the source of the link does not support the rejected outcome, [...] '
+    'then the routing node MUST detach the link with an error", as when "the message has '
+    'already been settled by the sender"'
+)
+MUST_NAME_TAG = (
+    'anonterm 2.2.2: "the info field of error MUST contain an entry with symbolic key '
+    "delivery-tag and binary value of the delivery-tag of the message which caused the "
+    'failure."'
+)
+ROUTING = (
+    "Messages sent over links into a routing node will be forwarded to the node referenced "
+    "in the to field of properties of the message (anonterm 2.2)."
+)
+
+
+def _relay(probe, ctx, *, outcomes=None):
+    """A sender to the anonymous terminus (null target) on a broker offering
+    ANONYMOUS-RELAY: (session, link). UNSUPPORTED when the broker does not offer it; a
+    broker that offers it and refuses the null target DIFFERS from the model."""
+    session = probe.open_session()
+    offered = probe.conn.remote_open.offered_capabilities if probe.conn.remote_open else None
+    offered = [offered] if isinstance(offered, str) else list(offered or ())
+    if RELAY not in {str(c) for c in offered}:
+        raise Unsupported(f"the broker does not offer {RELAY} in its open (offered: {offered})")
+    source = Source(outcomes=outcomes) if outcomes is not None else Source()
+    link = session.attach_sender(f"amqpspec-relay-{id(source)}", source, Target())
+    probe.flush()
+    event = probe.expect(
+        lambda e: (
+            (isinstance(e, RemoteAttach) and e.link is link)
+            or (isinstance(e, RemoteEnd) and e.session is session)
+            or isinstance(e, RemoteClose)
+        ),
+        what="attach",
+    )
+    ctx.check(
+        isinstance(event, RemoteAttach) and event.attach.target is not None,
+        f"expected the null target attached (the broker offers {RELAY}); observed {event}",
+    )
+    return session, link
+
+
+def _message(to: str, body: bytes = b"relayed") -> Message:
+    return Message.of(body, properties=Properties(to=to))
+
+
+def _unknown(ctx) -> str:
+    """The address of a queue that was never declared."""
+    return ctx.target_address(ctx.queue("unknown", declare=False))
+
+
+def _created_on_demand(ctx, address_queue: str) -> bool:
+    """Whether a message sent to a never-declared queue is there (a node created on
+    demand): a fresh connection's receiver gets it."""
+    other = ctx.probe()
+    session = other.open_session()
+    link = other.attach_receiver(session, ctx.source(address_queue), wait=False)
+    event = other.expect(
+        lambda e: isinstance(e, RemoteAttach | RemoteDetach) and e.link is link, what="attach"
+    )
+    if isinstance(event, RemoteDetach) or event.attach.source is None:
+        return False
+    other.grant(link, 1)
+    return bool(collect(other, link, 1.0))
+
+
+def _error_of(probe, link, delivery_id: int, since: int):
+    """What the broker answered the delivery: ("rejected", error), ("detach", error), or
+    (other outcome name, None)."""
+
+    def answers(event) -> bool:
+        if isinstance(event, DispositionReceived):
+            return event.role == Role.RECEIVER and event.first <= delivery_id <= event.last
+        return (isinstance(event, RemoteDetach) and event.link is link) or isinstance(
+            event, RemoteEnd | RemoteClose
+        )
+
+    try:
+        event = probe.expect(answers, None, "the broker's answer to the unroutable message")
+    except WaitTimeout:
+        return "nothing", None
+    if isinstance(event, RemoteDetach):
+        return "detach", event.error
+    if isinstance(event, DispositionReceived):
+        if isinstance(event.state, Rejected):
+            return "rejected", event.state.error
+        return type(event.state).__name__.lower(), None
+    return type(event).__name__, getattr(event, "error", None)
+
+
+def _names_tag(ctx, error, tag: bytes, what: str) -> None:
+    info = getattr(error, "info", None)
+    named = info.get(DELIVERY_TAG) if isinstance(info, dict) else None
+    ctx.must(
+        error is not None and named is not None and bytes(named) == tag,
+        f"expected the {what}'s error to name delivery-tag {tag!r} in its info; observed "
+        f"error {error!r}. {MUST_NAME_TAG}",
+    )
+
+
+def _unroutable(probe, ctx, *, settled: bool, outcomes=None) -> tuple[str, object, bytes]:
+    """One message to an unknown queue through the relay: (answer, error, its tag).
+    UNSUPPORTED when the broker created the node on demand (nothing unroutable)."""
+    _, link = _relay(probe, ctx, outcomes=outcomes)
+    queue = ctx.queue("unknown", declare=False)
+    tag = b"amqpspec-unroutable"
+    since = probe.mark()
+    delivery_id = probe.send_message(
+        link, _message(ctx.target_address(queue)), settled=settled, tag=tag
+    )
+    answer, error = _error_of(probe, link, delivery_id, since)
+    ctx.note(f"the broker answered the unroutable message with {answer}: {error!r}")
+    if answer in ("accepted", "nothing") and _created_on_demand(ctx, queue):
+        raise Unsupported(
+            f"the broker created node {ctx.target_address(queue)!r} on demand: no address is "
+            "unknown to it, so no routing error can be provoked"
+        )
+    return answer, error, tag
+
+
+@case(
+    "anonterm-2.2/relay-known-destination",
+    MODEL,
+    ROUTING,
+    model=ANONTERM,
+    requires={"queues"},
+    pipelined=False,  # it reads the broker's open before its first attach
+)
+def relay_known_destination(probe, ctx):
+    """Counters Qpid Broker-J's AnonymousTerminusTest.transferPreSettledToKnownDestination
+    (and RabbitMQ's dynamic_source_rpc reply path): a settled message with properties.to
+    naming a queue, sent on a null-target link, reaches a receiver from that queue."""
+    _, link = _relay(probe, ctx)
+    queue = ctx.queue()
+    probe.send_message(link, _message(ctx.target_address(queue)), settled=True)
+    other = ctx.probe()
+    session = other.open_session()
+    receiver = other.attach_receiver(session, ctx.source(queue), credit=1)
+    try:
+        exactly(other, receiver, 1)
+    except AssertionError as exc:
+        ctx.check(False, f"expected the message routed by its to to {queue!r}; {exc}")
+
+
+@case(
+    "anonterm-2.2/relay-unknown-destination-rejected",
+    MODEL,
+    "An unsettled message whose to names no node, on a link whose source supports the "
+    "rejected outcome, is rejected with an error naming its delivery-tag (anonterm 2.2.2, "
+    "MUST).",
+    model=ANONTERM,
+    requires={"queues"},
+    pipelined=False,
+)
+def relay_unknown_destination_rejected(probe, ctx):
+    """Counters Qpid Broker-J's AnonymousTerminusTest.
+    transferUnsettledToUnknownDestinationWhenRejectedOutcomeSupportedBySource: source
+    outcomes accepted and rejected; an unsettled message to a queue never declared: the
+    broker rejects it (FAILED otherwise, a MUST of the relay it offers), the error's info
+    carrying the delivery-tag."""
+    answer, error, tag = _unroutable(probe, ctx, settled=False, outcomes=[ACCEPTED, REJECTED])
+    ctx.must(
+        answer == "rejected", f"expected the message rejected; observed {answer}. {MUST_REJECT}"
+    )
+    _names_tag(ctx, error, tag, "rejected outcome")
+
+
+@case(
+    "anonterm-2.2/relay-unknown-destination-settled-detach",
+    MODEL,
+    "A settled message whose to names no node cannot be rejected: the link is detached with "
+    "an error naming its delivery-tag (anonterm 2.2.2, MUST).",
+    model=ANONTERM,
+    requires={"queues"},
+    pipelined=False,
+)
+def relay_unknown_destination_settled_detach(probe, ctx):
+    """Counters Qpid Broker-J's AnonymousTerminusTest.transferPreSettledToUnknownDestination:
+    a settled message to a queue never declared: the broker detaches the link with an
+    error whose info carries the delivery-tag."""
+    answer, error, tag = _unroutable(probe, ctx, settled=True)
+    ctx.must(
+        answer == "detach",
+        f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
+    )
+    _names_tag(ctx, error, tag, "detach")
+
+
+@case(
+    "anonterm-2.2/relay-unknown-destination-no-rejected-detach",
+    MODEL,
+    "An unsettled message whose to names no node, on a link whose source does not support "
+    "the rejected outcome: the link is detached with an error naming its delivery-tag "
+    "(anonterm 2.2.2, MUST).",
+    model=ANONTERM,
+    requires={"queues"},
+    pipelined=False,
+)
+def relay_unknown_destination_no_rejected_detach(probe, ctx):
+    """Counters Qpid Broker-J's AnonymousTerminusTest.
+    transferUnsettledToUnknownDestinationWhenRejectedOutcomeNotSupportedBySource: source
+    outcomes accepted only; an unsettled message to a queue never declared: the broker
+    detaches the link with an error whose info carries the delivery-tag."""
+    answer, error, tag = _unroutable(probe, ctx, settled=False, outcomes=[ACCEPTED])
+    ctx.must(
+        answer == "detach",
+        f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
+    )
+    _names_tag(ctx, error, tag, "detach")
