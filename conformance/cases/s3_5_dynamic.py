@@ -86,7 +86,7 @@ def _dynamic(probe, ctx, *, target: bool, policy: Any = None, session=None):
     )
     if not isinstance(event, RemoteAttach):
         ctx.note(f"the broker answered the dynamic attach with {event}")
-        raise Unsupported(f"the broker refuses dynamic nodes ({type(event).__name__})")
+        raise Unsupported(f"the broker refuses dynamic nodes ({_refusal(event)})")
     reported = event.attach.target if target else event.attach.source
     if reported is None:
         probe.expect(lambda e: isinstance(e, RemoteDetach) and e.link is link, what="detach")
@@ -94,6 +94,14 @@ def _dynamic(probe, ctx, *, target: bool, policy: Any = None, session=None):
     if not reported.dynamic:  # 2.6.3: it may adjust the terminus; it created no dynamic node
         raise Unsupported(f"the broker answered dynamic=false (no dynamic node): {reported!r}")
     return session, link, reported
+
+
+def _refusal(event) -> str:
+    """The broker's answer to a dynamic attach it refused: the frame and its error."""
+    name = {RemoteEnd: "end", RemoteClose: "close", RemoteAttach: "a null terminus"}
+    error = getattr(event, "error", None)
+    condition = f" with {error.condition}: {error.description}" if error is not None else ""
+    return f"{name.get(type(event), type(event).__name__)}{condition}"
 
 
 def _claimed(ctx, reported, asked: type) -> str:
@@ -261,7 +269,7 @@ def delete_on_close_kept_while_suspended(probe, ctx):
         lambda e: isinstance(e, RemoteAttach | RemoteEnd | RemoteClose), what="attach"
     )
     if not isinstance(event, RemoteAttach) or event.attach.source is None:
-        raise Unsupported(f"the broker refuses dynamic nodes ({type(event).__name__})")
+        raise Unsupported(f"the broker refuses dynamic nodes ({_refusal(event)})")
     if not event.attach.source.dynamic:
         raise Unsupported("the broker answered dynamic=false (no dynamic node)")
     address = _claimed(ctx, event.attach.source, DeleteOnClose)
@@ -380,7 +388,7 @@ def temporary_queue(probe, ctx):
         lambda e: isinstance(e, RemoteAttach | RemoteEnd | RemoteClose), what="attach"
     )
     if not isinstance(event, RemoteAttach) or event.attach.target is None:
-        raise Unsupported(f"the broker refuses dynamic nodes ({type(event).__name__})")
+        raise Unsupported(f"the broker refuses dynamic nodes ({_refusal(event)})")
     reported = event.attach.target
     if not reported.dynamic or not reported.address:
         raise Unsupported(f"the broker created no dynamic node: {reported!r}")

@@ -22,7 +22,7 @@ The unknown destination is a queue address of the profile that was never declare
 broker that creates nodes on demand has no unknown destination: the message is accepted
 and found at that address, UNSUPPORTED (nothing to route wrongly).
 
-Owns the cases `anonterm-2.2/*`.
+Owns the cases `3.5.4/anonymous-relay-*` (the null target of 3.5.4, routed as anonterm says).
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def _unroutable(probe, ctx, *, settled: bool, outcomes=None) -> tuple[str, objec
 
 
 @case(
-    "anonterm-2.2/relay-known-destination",
+    "3.5.4/anonymous-relay-known-destination",
     MODEL,
     ROUTING,
     model=ANONTERM,
@@ -199,7 +199,7 @@ def relay_known_destination(probe, ctx):
 
 
 @case(
-    "anonterm-2.2/relay-unknown-destination-rejected",
+    "3.5.4/anonymous-relay-unknown-destination-rejected",
     MODEL,
     "An unsettled message whose to names no node, on a link whose source supports the "
     "rejected outcome, is rejected with an error naming its delivery-tag (anonterm 2.2.2, "
@@ -222,7 +222,7 @@ def relay_unknown_destination_rejected(probe, ctx):
 
 
 @case(
-    "anonterm-2.2/relay-unknown-destination-settled-detach",
+    "3.5.4/anonymous-relay-unknown-destination-settled-detach",
     MODEL,
     "A settled message whose to names no node cannot be rejected: the link is detached with "
     "an error naming its delivery-tag (anonterm 2.2.2, MUST).",
@@ -243,7 +243,7 @@ def relay_unknown_destination_settled_detach(probe, ctx):
 
 
 @case(
-    "anonterm-2.2/relay-unknown-destination-no-rejected-detach",
+    "3.5.4/anonymous-relay-unknown-destination-no-rejected-detach",
     MODEL,
     "An unsettled message whose to names no node, on a link whose source does not support "
     "the rejected outcome: the link is detached with an error naming its delivery-tag "
