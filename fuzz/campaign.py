@@ -19,7 +19,10 @@ bound), a resource reading (the broker's memory). At the end of a campaign the q
 triaged before `run()` returns; an interrupted one abandons what is still queued (no
 candidate is a finding until it is confirmed). State coverage: the (machine, state, input)
 pairs of the engine's tables the sent steps exercised in the reference model
-(`fuzz.model.ServerModel`).
+(`fuzz.model.ServerModel`). With `kind` multi (or both: every other case), case N is a
+multi-party case instead (`fuzz.multiparty`: several peers on one queue of its own, judged
+per connection and across them by `fuzz.cross_oracle`), triaged by `triage_multi` and kept by
+`keep_multi` through the same queue, gate and store.
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ from collections import deque
 from collections.abc import Callable
 from contextlib import suppress as _suppressed
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
+from amqpspec.fuzz import multiparty
 from amqpspec.fuzz.case import Case, Step
 from amqpspec.fuzz.findings import Finding, FindingStore, finding_id, signature
 from amqpspec.fuzz.model import COVERAGE_UNIVERSE, ServerModel, case_container_id, with_container_id
@@ -91,6 +97,9 @@ class CampaignConfig:
     corpus: list[list[Step]] = field(default_factory=list)
     confirm: int = 3
     triagers: int = 0  # triage threads (0: one per four workers, at least one, at most 4)
+    kind: str = "single"  # single, multi or both: multi-party cases (fuzz.multiparty)
+    queues: Any = None  # multi-party: declares and deletes each run's queue (None: the broker
+    # makes queues on attach)
 
     @property
     def triage_grace(self) -> float | None:
@@ -187,7 +196,9 @@ def _matches(verdict: Verdict | None, wanted: Verdict) -> bool:
     return verdict is not None and (verdict.kind, verdict.rule) == (wanted.kind, wanted.rule)
 
 
-def _signature_of(case: Case, verdict: Verdict) -> str:
+def _signature_of(case: Case | multiparty.MultiCase, verdict: Verdict) -> str:
+    if isinstance(case, multiparty.MultiCase):
+        return multiparty.multi_signature(verdict)
     position = verdict.step if verdict.step is not None else len(case.steps) - 1
     position = max(0, min(position, len(case.steps) - 1))
     model = ServerModel()
@@ -405,6 +416,9 @@ class Campaign:
 
     def _work(self) -> None:
         while (index := self._take()) is not None:
+            if multiparty.chosen(self.config.kind, index):
+                self._work_multi(index)
+                continue
             case = make_case(self.config, index)
             self.gate.enter()
             try:
@@ -423,6 +437,21 @@ class Campaign:
             self._sample_memory()
             if self._on_progress is not None:
                 self._on_progress(self.stats)
+
+    def _work_multi(self, index: int) -> None:
+        """Case `index` as a multi-party case (fuzz.multiparty): no state coverage."""
+        case = multiparty.make_multi_case(self.config.seed, index)
+        self.gate.enter()
+        try:
+            outcome = multiparty.run_multi(self.config.target, case, self.config.queues)
+        finally:
+            self.gate.leave()
+        with self._lock:
+            self.stats.cases += 1
+        if outcome.verdict is not None:
+            self._candidate(case, outcome)  # type: ignore[arg-type]
+        if self._on_progress is not None:
+            self._on_progress(self.stats)
 
     def _sample_memory(self) -> None:
         """Every MEMORY_SAMPLE_S: the broker's memory; if it grew past the bound since the
@@ -526,14 +555,17 @@ class Campaign:
         assert outcome.verdict is not None
         alone = outcome.verdict.kind in TRIAGED_ALONE
         args = (self.config.target, case, outcome, self.config.confirm)
+        triage_one: Any = triage
+        if isinstance(case, multiparty.MultiCase):
+            triage_one = partial(multiparty.triage_multi, queues=self.config.queues)
         try:
             if alone:
                 with self.gate.exclusive():
-                    result = triage(*args, abandon=self._grace_over)
+                    result = triage_one(*args, abandon=self._grace_over)
             else:  # beside the cases, as one of them for a triage that must be alone
                 self.gate.enter()
                 try:
-                    result = triage(*args, abandon=self._grace_over)
+                    result = triage_one(*args, abandon=self._grace_over)
                 finally:
                     self.gate.leave()
         except TriageAbandonedError:
@@ -553,7 +585,11 @@ class Campaign:
                 return
             self._triaged.add(sig)
         finding, small, final = result
-        if self.store.add(finding, small, final.recording, final.exchange):
+        if isinstance(small, multiparty.MultiCase):
+            added = multiparty.keep_multi(self.store, finding, small, final)
+        else:
+            added = self.store.add(finding, small, final.recording, final.exchange)
+        if added:
             with self._lock:
                 self.stats.findings += 1
         if self._on_progress is not None:

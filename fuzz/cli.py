@@ -2,7 +2,8 @@
 
     amqpspec fuzz --broker amqp://HOST:PORT [--profile NAME] [--admin URL]
                   [--duration SECONDS | --cases N] [--seed N] [--strategy bytes,fields,sequences]
-                  [--corpus DIR] [--workers N] [--restart-wait S] --out DIR
+                  [--corpus DIR] [--workers N] [--restart-wait S] [--kind single|multi|both]
+                  --out DIR
     amqpspec fuzz replay FINDING_DIR|FILE --broker URL [--times N]
     amqpspec fuzz --broker URL --differential URL2 [--profile2 NAME] [--admin2 URL] ...
                   (every case on both brokers; divergences: fuzz.differential_cli)
@@ -82,6 +83,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds for the broker to answer before a case is a hang (default: the "
         "profile's [timeouts] wait, 5 s in every bundled profile: RabbitMQ 3.10 answers a "
         "failed login or a frame before open only after 3 s)",
+    )
+    parser.add_argument(
+        "--kind",
+        choices=("single", "multi", "both"),
+        default="single",
+        help="single: one connection per case (default); multi: multi-party cases, several "
+        "peers on one queue at once, judged across connections (docs/fuzz.md); both: every "
+        "other case",
     )
     parser.add_argument("--times", type=int, default=3, help="replay: how many times")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
@@ -176,6 +185,22 @@ def _declare(profile, admin_url: str) -> None:  # type: ignore[no-untyped-def]
         admin.close()
 
 
+def _queue_admin(args: argparse.Namespace, target: Target):  # type: ignore[no-untyped-def]
+    """Multi-party cases: each run's own queue is declared and deleted through --admin when
+    the profile says queues must be declared (None: the broker makes them on attach)."""
+    from amqpspec.conformance.admin import make_admin
+    from amqpspec.fuzz.multiparty import LockedAdmin
+
+    if not target.profile.declare_queues:
+        return None
+    if not args.admin:
+        raise FuzzUsageError(
+            f"multi-party cases: profile {args.profile!r} declares its queues: give --admin URL "
+            "(each multi-party run gets a queue of its own)"
+        )
+    return LockedAdmin(make_admin(target.profile.admin, args.admin))
+
+
 def _strategies(text: str) -> tuple[str, ...]:
     chosen = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [s for s in chosen if s not in STRATEGIES]
@@ -221,6 +246,9 @@ def _campaign(args: argparse.Namespace) -> int:
         args.workers,
         corpus,
     )
+    config.kind = args.kind
+    if args.kind != "single":
+        config.queues = _queue_admin(args, target)
     progress = _Progress(args.quiet)
     campaign = Campaign(config, progress.update)
     store = campaign.store
@@ -228,6 +256,8 @@ def _campaign(args: argparse.Namespace) -> int:
     store.note_campaign(
         broker=target.url, profile=args.profile, seed=args.seed, strategies=list(strategies)
     )
+    if args.kind != "single":
+        store.note_campaign(kind=args.kind, admin=args.admin)
     stats = campaign.run()
     progress.done(stats)
     groups = _write_findings_md(args.out)
@@ -348,6 +378,16 @@ def _replay(args: argparse.Namespace) -> int:
     target = _target(args)
     if not alive(target):
         raise FuzzUsageError(f"broker {target.url} is unreachable (no open/begin/attach answer)")
+    from amqpspec.fuzz import multiparty
+
+    if multiparty.is_multi_reproducer(args.path):  # every party of the schedule, each time
+        queues = _queue_admin(args, target)
+        result = multiparty.replay_multi(target, args.path, args.times, queues)
+        for number, verdict in enumerate(result.verdicts, 1):
+            seen = f"{verdict.kind} {verdict.rule}: {verdict.summary}" if verdict else "nothing"
+            print(f"  replay {number}: {seen}")
+        print(f"reproduced {result.reproduced}/{result.times} {result.signature}")
+        return 1 if result.reproduced else 0
     try:
         result = replay_finding(target, args.path, args.times)
     except CaseFileError as exc:

@@ -1,13 +1,17 @@
 """Detection power of the fuzzer: how fast it finds each parser/state-machine fault.
 
     python -m amqpspec.fuzz.detection [--budget SECONDS] [--seed N] [--out reports] [--clean S]
-                             [FAULT ...]
+                             [--kind single|multi|both] [FAULT ...]
 
 Owns: `Supervised` (a reference broker with faults on, restarted on the same ports when
 a fault makes it exit, like a service manager would), `detect(fault, budget, seed)` (one
 network campaign against it until the first finding or the budget) and writing
 `<out>/fuzz-detection.md`: fault x time to the first finding x its kind and signature,
-for a fixed seed and budget, plus the clean broker's campaign (0 findings expected).
+for a fixed seed and budget, plus the clean broker's campaign (0 findings expected). The
+concurrency faults (faults.CONCURRENCY_FAULTS: only two consumers of one queue show them) get
+multi-party campaigns (fuzz.multiparty, each run's queue declared through the admin API);
+the clean campaign is multi-party when every fault asked for is one of them (`--kind` says
+otherwise).
 Exit status 1 when a fault is not found within the budget or the clean broker has one.
 """
 
@@ -25,8 +29,10 @@ from dataclasses import dataclass
 from amqpspec.fuzz.campaign import Campaign, CampaignConfig
 from amqpspec.fuzz.cli import QUEUE, _memory_reader
 from amqpspec.fuzz.model import Handshake
+from amqpspec.fuzz.multiparty import LockedAdmin
 from amqpspec.fuzz.oracle import Bounds, Target
-from amqpspec.reference_broker.faults import CATALOG, PARSER_LAYER
+from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.faults import CATALOG, CONCURRENCY_FAULTS, PARSER_LAYER
 from amqpspec.reference_broker.process import BrokerProcess, free_port
 
 PARSER_FAULTS = [name for name, info in CATALOG.items() if info.layer == PARSER_LAYER]
@@ -103,17 +109,33 @@ class Detection:
     kind: str = ""
     signature: str = ""
     reproducer: list[str] | None = None
+    cases_kind: str = "single"  # the campaign's --kind
+
+
+def kind_for(faults: list[str]) -> str:
+    """multi for the concurrency faults (multi-party cases show them), else single."""
+    return "multi" if faults and all(f in CONCURRENCY_FAULTS for f in faults) else "single"
 
 
 def detect(
-    faults: list[str], budget: float, seed: int, workers: int = 2, stop_at_first: bool = True
+    faults: list[str],
+    budget: float,
+    seed: int,
+    workers: int = 2,
+    stop_at_first: bool = True,
+    kind: str | None = None,
 ) -> Detection:
-    """One campaign against a reference broker with `faults` on."""
+    """One campaign against a reference broker with `faults` on (`kind`: single, multi or
+    both; default kind_for(faults))."""
+    kind = kind or kind_for(faults)
     broker = Supervised(faults)
     out = tempfile.mkdtemp(prefix="amqpspec-detection-")
     try:
         config = CampaignConfig(target_for(broker), out, seed=seed, duration=budget,
-                                workers=workers)  # fmt: skip
+                                workers=workers, kind=kind)  # fmt: skip
+        if kind != "single":
+            admin = ManagementClient(f"http://127.0.0.1:{broker.admin_port}")
+            config.queues = LockedAdmin(admin)
         first: list[float] = []
 
         def progress(stats) -> None:  # type: ignore[no-untyped-def]
@@ -127,11 +149,11 @@ def detect(
         name = "+".join(faults) or "clean"
         findings = list(campaign.store.findings.values())
         if not findings:
-            return Detection(name, None, stats.cases)
+            return Detection(name, None, stats.cases, cases_kind=kind)
         finding = findings[0]
         seconds = first[0] if first else time.monotonic() - stats.started
         return Detection(
-            name, seconds, stats.cases, finding.kind, finding.signature, finding.frames
+            name, seconds, stats.cases, finding.kind, finding.signature, finding.frames, kind
         )
     finally:
         broker.stop()
@@ -148,18 +170,22 @@ def report(rows: list[Detection], clean: Detection | None, budget: float, seed: 
         "2 workers, stopped at the first confirmed finding: minimised, replayed 3/3). "
         f"Machine: {os.cpu_count()} cores.",
         "",
-        "| fault | found after | cases | kind | signature | minimised reproducer |",
-        "|---|---|---|---|---|---|",
+        "| fault | cases | found after | cases run | kind | signature | minimised reproducer |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         found = f"{row.seconds:.1f} s" if row.seconds is not None else "NOT FOUND"
         steps = ", ".join(row.reproducer or [])
         lines.append(
-            f"| `{row.fault}` | {found} | {row.cases} | {row.kind} | `{row.signature}` | {steps} |"
+            f"| `{row.fault}` | {row.cases_kind} | {found} | {row.cases} | {row.kind} | "
+            f"`{row.signature}` | {steps} |"
         )
     if clean is not None:
         verdict = "0 findings" if clean.seconds is None else f"FINDING: {clean.signature}"
-        lines += ["", f"Clean reference broker: {clean.cases} cases, {verdict}."]
+        lines += [
+            "",
+            f"Clean reference broker ({clean.cases_kind} cases): {clean.cases} cases, {verdict}.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -170,6 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--clean", type=float, default=60.0, help="seconds on the clean broker")
     parser.add_argument("--out", default="reports")
+    parser.add_argument(
+        "--kind",
+        choices=("single", "multi", "both"),
+        help="the clean campaign's cases (default: multi when every fault named is a "
+        "concurrency fault, else single); each fault's campaign: multi for the concurrency "
+        "faults, else single",
+    )
     args = parser.parse_args(argv)
     rows = []
     for fault in args.faults or PARSER_FAULTS:
@@ -179,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         row = detect([fault], args.budget, args.seed)
         print(f"{fault}: {row.seconds} s, {row.kind} {row.signature}", flush=True)
         rows.append(row)
-    clean = detect([], args.clean, args.seed, stop_at_first=False) if args.clean > 0 else None
+    clean_kind = args.kind or kind_for(list(args.faults))
+    clean = None
+    if args.clean > 0:
+        clean = detect([], args.clean, args.seed, stop_at_first=False, kind=clean_kind)
     if clean is not None:
         print(f"clean: {clean.cases} cases, finding: {clean.signature or 'none'}", flush=True)
     os.makedirs(args.out, exist_ok=True)

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -200,6 +201,21 @@ class FindingStore:
             if recording is not None and recording.chunks:
                 dropped = exchange.dropped if exchange is not None else None
                 write_pcap(os.path.join(folder, "reproducer.pcap"), recording, dropped)
+            finding.found_at = finding.found_at or _now()
+            self.findings[finding.id] = finding
+            self._flush()
+            return True
+
+    def add_written(self, finding: Finding, write: Callable[[str], None]) -> bool:
+        """A finding whose files `write(folder)` puts in findings/<id>/ (a multi-party
+        case: fuzz.multiparty), then findings.json. False if its bucket exists."""
+        with self._lock:
+            if finding.id in self.findings:
+                return False
+            folder = os.path.join(self.directory, "findings", finding.id)
+            os.makedirs(folder, exist_ok=True)
+            finding.reproducer = os.path.join("findings", finding.id, REPRODUCER_NAME)
+            write(folder)
             finding.found_at = finding.found_at or _now()
             self.findings[finding.id] = finding
             self._flush()

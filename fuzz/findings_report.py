@@ -245,9 +245,10 @@ def replay_command(directory: str, finding: Loaded, campaign: dict) -> str:
     broker = campaign.get("broker") or finding.record.get("broker") or "amqp://HOST:PORT"
     profile = campaign.get("profile") or "PROFILE"
     folder = os.path.join(directory, finding.folder)
+    admin = f" --admin {shlex.quote(campaign['admin'])}" if campaign.get("admin") else ""
     return (
         f"amqpspec fuzz replay {shlex.quote(folder)} --broker {shlex.quote(broker)} "
-        f"--profile {shlex.quote(profile)} --times 3"
+        f"--profile {shlex.quote(profile)}{admin} --times 3"
     )
 
 
@@ -273,6 +274,12 @@ def exchange_lines(finding: Loaded) -> list[str]:
     broker's that breaks the finding's checker rule, else the case's bad frame."""
     exchange = finding.exchange
     offending = finding.offending
+    multi = (finding.record.get("extra") or {}).get("multi_party")
+    if exchange is None and not finding.steps and multi:
+        # a multi-party case (fuzz.multiparty): its schedule; each party's frames are in
+        # reproducer.txt and reproducer-<party>.pcap
+        labels = finding.record.get("frames", [])
+        return [f"   {i:>2} schedule: {label}" for i, label in enumerate(labels)]
     if exchange is None:
         return [f"   {i:>2} -> fuzzer: {_step_text(s)}" for i, s in enumerate(finding.steps)]
     position, name = offending if offending is not None else (-1, "")

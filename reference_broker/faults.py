@@ -9,7 +9,10 @@ of `Faults` (`faults.overdeliver_on_regrant`), so an off path costs one attribut
 Where each fault lives:
 - queue layer (`reference_broker.queues`, implemented there): overdeliver-on-regrant,
   transfer-before-credit, ignore-drain, excess-credit-after-drain, no-requeue-on-detach,
-  redeliver-undeliverable-here.
+  redeliver-undeliverable-here; and the faults that show only with two consumers of one
+  queue (CONCURRENCY_FAULTS: `python -m amqpspec.fuzz.detection` finds them with
+  multi-party cases): shared-credit-across-links, lose-requeue-on-concurrent-detach,
+  deliver-to-two-consumers.
 - protocol layer (the connection/session code that drives the engine; wired there):
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
   skip-window-check, insert-properties, relay-error-without-delivery-tag (relay.py),
@@ -42,6 +45,12 @@ QUEUE_LAYER = "queue"
 PROTOCOL_LAYER = "protocol"
 PARSER_LAYER = "parser"
 WIRE_LAYER = "wire"
+# queue-layer faults that only two consumers of one queue can show (fuzz.multiparty cases)
+CONCURRENCY_FAULTS = (
+    "shared-credit-across-links",
+    "lose-requeue-on-concurrent-detach",
+    "deliver-to-two-consumers",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +127,39 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "RabbitMQ PR #9022 item 27 (3.x did not requeue in-flight deliveries)",
                 QUEUE_LAYER,
                 "queues.ClassicQueue.remove_consumer",
+            ),
+            _fault(
+                "shared-credit-across-links",
+                "the consumers of one queue draw on one credit: a delivery goes to the next "
+                "consumer in turn, charged to whichever link has credit, so a link gets "
+                "transfers beyond its own grant (2.6.7: credit is per link); shows only with "
+                "two consumers of one queue",
+                "2.6.7 link-credit (a queue that pools its consumers' credit; the class of "
+                "RabbitMQ #2597)",
+                QUEUE_LAYER,
+                "queues.ClassicQueue._deliver_shared_credit",
+                "check_credit",
+            ),
+            _fault(
+                "lose-requeue-on-concurrent-detach",
+                "the unsettled deliveries of a detaching consumer wait in one requeue buffer "
+                "until a consumer with credit takes them; a second consumer detaching before "
+                "then replaces the buffer, losing the first one's messages (3.3.1); shows only "
+                "when two consumers of one queue leave together",
+                "3.3.1 message states (a requeue buffer replaced, not merged, when two links "
+                "detach at once)",
+                QUEUE_LAYER,
+                "queues.ClassicQueue.remove_consumer",
+            ),
+            _fault(
+                "deliver-to-two-consumers",
+                "a consumer attaching while another holds unsettled deliveries also gets a copy "
+                "of the oldest of them: one message acquired by two links at once (3.3.1); "
+                "shows only with two consumers of one queue",
+                "3.3.1 message states (a queue that re-offers acquired messages when its "
+                "consumer set changes)",
+                QUEUE_LAYER,
+                "queues.ClassicQueue.add_consumer",
             ),
             _fault(
                 "ignore-alarm",

@@ -173,6 +173,7 @@ class ClassicQueue:
         self._ready: deque[QueuedMessage] = deque()  # never acquired, ascending msg_id
         self._returned: list[QueuedMessage] = []  # heap of requeued messages
         self._consumers: OrderedDict[str, Consumer] = OrderedDict()  # round-robin order
+        self._detached: list[QueuedMessage] = []  # fault lose-requeue-on-concurrent-detach
         self._next_id = 1
         self.published_total = 0
         self.delivered_total = 0
@@ -274,6 +275,10 @@ class ClassicQueue:
         consumer.initial_delivery_count = initial_delivery_count
         if self.faults.transfer_before_credit:
             consumer.credit = 1  # fault: an unrequested credit (rabbitmq-amqp1.0#43)
+        if self.faults.deliver_to_two_consumers:
+            held = [m for c in self._consumers.values() for m in c.unacked.values()]
+            if held:  # fault: the oldest acquired message offered again, still acquired
+                heapq.heappush(self._returned, min(held))
         self._consumers[tag] = consumer
         self.had_consumers = True
         if consumer.credit and self._on_ready is not None:
@@ -293,6 +298,13 @@ class ClassicQueue:
                 for msg in returned:
                     self._log.append_ack(self.name, msg.msg_id)
             return []
+        if self.faults.lose_requeue_on_concurrent_detach:
+            # fault: one requeue buffer, replaced (not merged) by the next detach before a
+            # consumer with credit took it (dispatch)
+            self._detached = returned
+            if self._consumers and self._on_ready is not None:
+                self._on_ready(self)
+            return returned
         for msg in returned:
             self._requeue(msg)
         if returned and self._consumers and self._on_ready is not None:
@@ -356,8 +368,15 @@ class ClassicQueue:
         """
         events: list[QueueEvent] = []
         consumers = self._consumers
+        if self._detached and any(c.credit > 0 for c in consumers.values()):
+            for msg in self._detached:  # fault lose-requeue-on-concurrent-detach
+                self._requeue(msg)
+            self._detached = []
         if consumers and (self._ready or self._returned):
-            self._deliver_round_robin(events, limit)
+            if self.faults.shared_credit_across_links and len(consumers) > 1:
+                self._deliver_shared_credit(events, limit)
+            else:
+                self._deliver_round_robin(events, limit)
         cut_short = (
             limit is not None and len(events) >= limit and bool(self._ready or self._returned)
         )
@@ -398,6 +417,32 @@ class ClassicQueue:
                 consumers.move_to_end(consumer.tag)  # the next dispatch starts with the others
             if consumer.credit > 0:
                 active.append(consumer)
+
+    def _deliver_shared_credit(self, events: list[QueueEvent], limit: int | None) -> None:
+        """Fault shared-credit-across-links: each delivery goes to the next consumer in
+        turn, credit or not, and is charged to the first link that has credit (2.6.7 keeps
+        credit per link)."""
+        consumers = self._consumers
+        budget = -1 if limit is None else limit
+        while (self._ready or self._returned) and budget != 0:
+            payer = next((c for c in consumers.values() if c.credit > 0), None)
+            if payer is None:
+                return
+            budget -= 1
+            consumer = next(iter(consumers.values()))
+            msg = self._take_for(consumer)
+            if msg is None:
+                return
+            payer.credit -= 1
+            consumer.delivery_count = (consumer.delivery_count + 1) & SERIAL_MASK
+            consumer.delivered_total += 1
+            self.delivered_total += 1
+            if consumer.settled:
+                self._discard(msg)
+            else:
+                consumer.unacked[msg.msg_id] = msg
+            events.append(Delivery(self, consumer, msg, consumer.settled, consumer.delivery_count))
+            consumers.move_to_end(consumer.tag)
 
     def _take_for(self, consumer: Consumer) -> QueuedMessage | None:
         returned = self._returned
