@@ -630,6 +630,7 @@ def triage_multi(
     confirm: int = 3,
     queues: QueueAdmin | None = None,
     abandon: Callable[[], bool] | None = None,
+    max_tests: int = MINIMIZE_TESTS,
 ) -> tuple[Finding, MultiCase, MultiOutcome] | None:
     """Minimise the schedule (ddmin over its actions) while the same rule breaks, then
     replay it `confirm` times (every replay must show it)."""
@@ -652,7 +653,7 @@ def triage_multi(
         return False
 
     try:
-        reduced = ddmin(case.actions, still_fails, max_tests=MINIMIZE_TESTS)
+        reduced = ddmin(case.actions, still_fails, max_tests=max_tests)
     except ValueError:
         return None  # not reproduced: a race that did not come back
     small = case.with_actions(reduced.items)

@@ -417,11 +417,12 @@ def test_fault_is_caught(fault):
 
 
 def test_every_protocol_and_queue_fault_has_a_scenario():
-    from amqpspec.reference_broker.faults import CATALOG, PARSER_LAYER
+    from amqpspec.reference_broker.faults import CATALOG, CONCURRENCY_FAULTS, PARSER_LAYER
 
-    # parser-layer faults are the fuzzer's: tests/test_fuzz_faults.py
+    # parser-layer faults are the fuzzer's: tests/test_fuzz_faults.py; the concurrency
+    # faults the multi-party fuzzer's, scripted against each: tests/test_fuzz_multiparty.py
     missing = {name for name, info in CATALOG.items() if info.layer != PARSER_LAYER}
-    missing -= set(SCENARIOS)
+    missing -= set(SCENARIOS) | set(CONCURRENCY_FAULTS)
     assert missing == set()
 
 
