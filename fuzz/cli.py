@@ -436,6 +436,8 @@ def run(args: argparse.Namespace) -> int:
         if args.path:
             raise FuzzUsageError(f"unexpected argument {args.path!r}")
         if getattr(args, "differential", None):
+            if args.kind != "single":  # a multi-party case is judged on one broker's queue
+                raise FuzzUsageError(f"--kind {args.kind} does not combine with --differential")
             from amqpspec.fuzz.differential_cli import campaign as differential_campaign
 
             return differential_campaign(args)
