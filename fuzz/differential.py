@@ -39,6 +39,7 @@ import json
 import os
 import queue
 import re
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -67,8 +68,9 @@ ROBUSTNESS = "robustness"
 SIGNATURE_VERSION = "d1"
 SIDE_B_PCAP = "reproducer-b.pcap"  # the second broker's exchange, beside reproducer.pcap
 SIDE_B_TXT = "reproducer-b.txt"
-PAIR_MINIMIZE_TESTS = 60  # each test runs the case on both brokers
-PAIR_FIELD_TESTS = 40
+PAIR_MINIMIZE_TESTS = 40  # each test runs the case on both brokers
+PAIR_FIELD_TESTS = 16
+EXAMPLES_PER_BEHAVIOUR = 3  # confirmed or queued divergences of one behaviour; then counted
 
 REFUSED, DROPPED, ACCEPTED, SILENT, CRASHED = "refused", "dropped", "accepted", "silent", "crashed"
 _SCOPES = {"close": "connection", "end": "session", "detach": "link"}
@@ -458,6 +460,8 @@ class DifferentialCampaign(Campaign):
     def __init__(self, config: CampaignConfig, pair: Pair, on_progress=None) -> None:  # type: ignore[no-untyped-def]
         super().__init__(config, on_progress)
         self.pair = pair
+        self._examples: Counter[str] = Counter()  # behaviour -> queued or confirmed
+        self._parked: set[str] = set()  # signatures kept when the queue was full
         self.divergences = 0  # cases whose brokers diverged (before triage)
 
     def _work(self) -> None:
@@ -482,7 +486,12 @@ class DifferentialCampaign(Campaign):
                 self._on_progress(self.stats)
 
     def _divergent(self, case: Case, found: Divergence) -> None:
-        """Like Campaign._candidate, by the divergence's signature."""
+        """Like Campaign._candidate, by the divergence's signature, but never waiting: a
+        divergence whose behaviour (kind and both reactions) has EXAMPLES_PER_BEHAVIOUR
+        confirmed or queued already is only counted, and one that finds the queue full is
+        kept under DIR/candidates/ (replayable) and queued when it comes again: two
+        brokers that differ in most cases (RabbitMQ 3.10 and the reference broker do in
+        three of four) would otherwise hold every worker at a full queue."""
         sig = found.signature
         with self._lock:
             if (
@@ -490,22 +499,27 @@ class DifferentialCampaign(Campaign):
                 or sig in self._triaged
                 or sig in self._waiting
                 or self._rejected.get(sig, 0) >= 2
+                or self._examples[found.behaviour] >= EXAMPLES_PER_BEHAVIOUR
             ):
                 self.stats.duplicates += 1
                 return
-            self._waiting.add(sig)
-            self.stats.candidates += 1
-            self.stats.queued += 1
-        while not self._stop.is_set() and not self._budget_spent():
             try:
-                self._queue.put((case, found, sig), timeout=0.2)  # type: ignore[arg-type]
-                return
+                self._queue.put_nowait((case, found, sig))  # type: ignore[arg-type]
             except queue.Full:
-                continue
-        self._keep(case, found, sig)  # type: ignore[arg-type]
+                if sig in self._parked:
+                    self.stats.duplicates += 1
+                    return
+                self._parked.add(sig)
+                self.stats.kept += 1
+            else:
+                self._waiting.add(sig)
+                self._examples[found.behaviour] += 1
+                self.stats.candidates += 1
+                self.stats.queued += 1
+                return
+        self._write_candidate(case, found, sig)
 
-    def _keep(self, case: Case, found: Any, sig: str) -> None:  # type: ignore[override]
-        """An untriaged divergence kept as a reproducer under DIR/candidates/<id>/."""
+    def _write_candidate(self, case: Case, found: Divergence, sig: str) -> None:
         folder = os.path.join(self.config.out, CANDIDATES_DIR, finding_id(sig))
         os.makedirs(folder, exist_ok=True)
         record = case.to_json(
@@ -518,6 +532,10 @@ class DifferentialCampaign(Campaign):
         )
         with open(os.path.join(folder, "reproducer.json"), "w", encoding="utf-8") as file:
             json.dump(record, file, indent=2)
+
+    def _keep(self, case: Case, found: Any, sig: str) -> None:  # type: ignore[override]
+        """A queued divergence the grace left untriaged, kept under DIR/candidates/<id>/."""
+        self._write_candidate(case, found, sig)
         with self._lock:
             self.stats.queued -= 1
             self.stats.kept += 1
@@ -545,6 +563,7 @@ class DifferentialCampaign(Campaign):
             self._waiting.discard(sig)
             if result is None:
                 self._rejected[sig] = self._rejected.get(sig, 0) + 1
+                self._examples[found.behaviour] -= 1
                 return
             self._triaged.add(sig)
         side_b_files(self.config.out, result.finding, result.b)

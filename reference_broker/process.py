@@ -17,12 +17,10 @@ from __future__ import annotations
 import collections
 import os
 import re
-import select
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -74,9 +72,11 @@ class BrokerProcess:
         )
         self.tail: collections.deque[str] = collections.deque(maxlen=50)  # its last lines
         self._log = open(log, "w", encoding="utf-8") if log is not None else None  # noqa: SIM115
-        self.port, self.admin_port = self._wait_ready()
+        self._ready = threading.Event()
+        self._ports: tuple[int, int | None] | None = None
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
+        self.port, self.admin_port = self._wait_ready()
 
     @property
     def url(self) -> str:
@@ -94,21 +94,11 @@ class BrokerProcess:
             self._log.flush()
 
     def _wait_ready(self) -> tuple[int, int | None]:
-        deadline = time.monotonic() + self.wait
-        stderr = self.proc.stderr
-        assert stderr is not None
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([stderr], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            line = stderr.readline()
-            if not line:
-                break
-            self._line(line)
-            found = _READY.search(line)
-            if found:
-                admin = found.group("admin")
-                return int(found.group("port")), int(admin) if admin else None
+        """The ports of the ready line, which the drainer reads (one reader: a select on
+        the pipe after a buffered readline misses lines already in the buffer, e.g. the
+        ready line written together with the faults' warning)."""
+        if self._ready.wait(self.wait) and self._ports is not None:
+            return self._ports
         self.kill()
         lines = "".join(self.tail)[-2000:]
         raise AssertionError(f"the reference broker did not start within {self.wait} s:\n{lines}")
@@ -118,6 +108,12 @@ class BrokerProcess:
         if stderr is not None:
             for line in stderr:
                 self._line(line)
+                found = _READY.search(line) if self._ports is None else None
+                if found:
+                    admin = found.group("admin")
+                    self._ports = int(found.group("port")), int(admin) if admin else None
+                    self._ready.set()
+        self._ready.set()  # the end of its output: it will not get ready
 
     def _finish(self) -> int:
         drainer = getattr(self, "_drainer", None)  # None: it never got ready
