@@ -28,6 +28,7 @@ from collections.abc import Callable
 from urllib.parse import quote
 
 from amqpspec.amqp10.composites import Coordinator, Target, Transfer
+from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteEnd, TransportClosed
 from amqpspec.amqp10.message import Message
 from amqpspec.conformance.management_admin import ManagementNodeAdmin
 from amqpspec.conformance.probe import WaitTimeout
@@ -141,17 +142,27 @@ def not_implemented_coordinator(probe, ctx):
     stating nothing attaches any target (UNSUPPORTED)."""
     session = probe.open_session()
     since = probe.mark()
-    try:
-        _refused_attach(
-            probe,
-            ctx,
-            lambda: probe.attach_sender(session, Coordinator(), wait=False),
-            Unsupported("the broker attached the coordinator (transactions, or any target)"),
+    link = probe.attach_sender(session, Coordinator(), wait=False)
+    try:  # the broker's first answer: an attach, or the end of the session or connection
+        first = probe.expect(
+            lambda e: (isinstance(e, RemoteAttach) and e.link is link)
+            or isinstance(e, RemoteEnd | RemoteClose | TransportClosed),
+            2.0,
+            "an answer to the coordinator attach",
         )
-    except Unsupported:
-        if not _states_local_transactions(probe, since):
-            raise
+        probe.inbox.insert(0, first)
+    except WaitTimeout:
+        pass
+    if _states_local_transactions(probe, since):
         ctx.note("the broker has transactions: its coordinator states amqp:local-transactions")
+        return
+    _refused_attach(
+        probe,
+        ctx,
+        lambda: None,  # attached above
+        Unsupported("the broker attached the coordinator (transactions, or any target)"),
+        since=since,
+    )
 
 
 def _states_local_transactions(probe, since: int) -> bool:
@@ -210,10 +221,13 @@ def not_allowed_default_exchange(probe, ctx):
     )
 
 
-def _refused_attach(probe, ctx, attach: Callable[[], object], if_attached: Exception) -> None:
+def _refused_attach(
+    probe, ctx, attach: Callable[[], object], if_attached: Exception, since: int | None = None
+) -> None:
     """`attach()` (not waiting), then grade how the broker refused the link (the case's
-    outcomes); `if_attached` is raised when it attached the link instead."""
-    since = probe.mark()
+    outcomes); `if_attached` is raised when it attached the link instead. `since`: the
+    trace position before the attach, when the caller sent it already."""
+    since = probe.mark() if since is None else since
     attach()
     outcome = probe.error_outcome(timeout=2.0, since=since)
     if outcome == "timeout" and _attached(probe, since):
