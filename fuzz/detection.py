@@ -94,8 +94,9 @@ def target_for(broker: Supervised) -> Target:
         Bounds(reply=1.5, restart_wait=20.0),
         _memory_reader(broker.admin_url),
     )
-    from amqpspec.reference_broker.admin_client import ManagementClient
+    from amqpspec.conformance.profile import load_profile
 
+    target.profile = load_profile("reference")  # its /management node: multi-party M1
     with ManagementClient(f"http://127.0.0.1:{broker.admin_port}") as client:
         client.declare_queue(QUEUE)
     return target

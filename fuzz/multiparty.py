@@ -9,12 +9,15 @@ the schedule, then `confirm` replays), `keep_multi` (a finding's files) and `rep
 
 A case is a schedule over parties S1 (a sender) and R1..R3 (receivers) of one queue made for
 the run (`amqpspec-fuzz-mp-<nonce>`: declared and deleted through `QueueAdmin` when the
-profile says queues must be declared). The templates are the races the credit and
+profile says queues must be declared), and M1 (a management client beside: GET requests to
+RabbitMQ 4's /management node on its own connection, played only where the profile has
+`management-node`). The templates are the races the credit and
 settlement rules are about: two receivers re-granting credit while the sender publishes
 (2.6.7); a drain on one link while the other publishes and detaches (2.6.7 drain, 2.6.6);
 a receiver whose connection drops while it holds deliveries as another attaches (2.6.6,
 3.3.1); a free mix. Actions: attach, grant (link-credit, drain, echo), publish, settle
-(accepted, released, modified, rejected: 3.4), detach, drop (TCP, no close), close, wait.
+(accepted, released, modified, rejected: 3.4), detach, drop (TCP, no close), close, wait,
+manage (M1: GET the queue or the queue list; read-only, so no message can go that way).
 After the schedule the end phase: the sender waits (bounded) for the broker's outcomes,
 every party closes (answer bounded), then a collector attaches, drains the queue (2.6.7)
 and accepts what it gets. Judged: every party's connection by the checker (the broker's
@@ -36,6 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from amqpspec.amqp10.composites import Accepted, Modified, Rejected, Released
 from amqpspec.amqp10.engine import (
@@ -49,6 +53,7 @@ from amqpspec.amqp10.engine import (
 from amqpspec.amqp10.errors import AMQPError
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
+from amqpspec.conformance.management_admin import ManagementNodeAdmin
 from amqpspec.conformance.probe import Probe, Recording
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 from amqpspec.fuzz.case import REPRODUCER_FORMAT, REPRODUCER_VERSION
@@ -125,8 +130,8 @@ class LockedAdmin:
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    op: str  # attach, grant, publish, settle, detach, drop, close, wait
-    party: str  # S1, R1, R2, R3 ("-" for wait)
+    op: str  # attach, grant, publish, settle, detach, drop, close, wait, manage
+    party: str  # S1, R1, R2, R3, M1 ("-" for wait)
     args: tuple[Any, ...] = ()
 
     @property
@@ -219,6 +224,8 @@ def chosen(kind: str, index: int) -> bool:
 # ----------------------------------------------------------------- generation
 
 TEMPLATES = ("regrant-race", "drain-detach", "drop-mid-delivery", "mix")
+MANAGED = 0.3  # the share of cases with a management client beside
+MANAGE_REQUESTS = ("queue", "queues")  # GET /queues/<the run's queue>, GET /queues
 
 
 def make_multi_case(seed: object, index: int) -> MultiCase:
@@ -227,6 +234,11 @@ def make_multi_case(seed: object, index: int) -> MultiCase:
     rng = random.Random(name)
     template = rng.choice(TEMPLATES)
     actions = _TEMPLATE[template](rng)
+    if rng.random() < MANAGED:  # management requests beside, where the profile has them
+        actions.insert(rng.randint(0, len(actions)), Action("attach", "M1"))
+        for _ in range(rng.randint(1, 3)):
+            what = rng.choice(MANAGE_REQUESTS)
+            actions.insert(rng.randint(0, len(actions)), Action("manage", "M1", (what,)))
     return MultiCase(actions, "multi", f"{seed}:{index}", f"template {template}")
 
 
@@ -312,6 +324,7 @@ class Party:
     name: str
     probe: Probe
     link: Any = None
+    node: ManagementNodeAdmin | None = None  # M1: requests on its link pair
     held: list[tuple[int, int]] = field(default_factory=list)  # (delivery-id, message)
     sent: dict[int, int] = field(default_factory=dict)  # sender: delivery-id -> message
     ended: str = ""  # how: detach, drop, close, broker
@@ -335,6 +348,9 @@ class _Run:
         self.nonce = nonce
         self.source = target.handshake.source.replace(FUZZ_QUEUE, queue)
         self.address = target.handshake.target.replace(FUZZ_QUEUE, queue)
+        self.queue = queue
+        profile = target.profile
+        self.managed = profile is not None and profile.has("management-node")
         self.parties: dict[str, Party] = {}
         self.gone: dict[str, Party] = {}
         self.ledger = Ledger()
@@ -361,9 +377,14 @@ class _Run:
     def attach(self, name: str) -> None:
         if name in self.parties or name in self.gone:
             return
+        if name.startswith("M") and not self.managed:
+            return  # the profile has no /management node: no management client
         probe = self._probe(name)
         party = Party(name, probe)
         self.parties[name] = party
+        if name.startswith("M"):
+            party.node = ManagementNodeAdmin.over(probe)
+            return
         session = probe.begin()
         if name.startswith("S"):
             party.link = probe.attach_sender(session, self.address, name=f"{name}-{self.nonce}")
@@ -395,13 +416,22 @@ class _Run:
             return  # not attached (minimised away) or gone: nothing to do
         getattr(self, f"_{action.op}")(party, *action.args)
 
+    def _manage(self, party: Party, what: str) -> None:
+        """One GET to the /management node (its answer bounded by the reply bound); the
+        connection is judged by the checker like every party's."""
+        assert party.node is not None
+        path = f"/queues/{quote(self.queue, safe='')}" if what == "queue" else "/queues"
+        party.node.request("GET", path)
+
     def _grant(self, party: Party, credit: int, drain: bool, echo: bool) -> None:
-        if party.link.is_sender or party.link.state.name != "ATTACHED":
+        if party.link is None or party.link.is_sender or party.link.state.name != "ATTACHED":
             return
         party.probe.grant(party.link, credit, drain=drain, echo=echo)
 
     def _publish(self, party: Party, count: int) -> None:
         link = party.link
+        if link is None or not link.is_sender:
+            return
         for _ in range(count):
             if link.state.name != "ATTACHED":
                 return
@@ -419,6 +449,8 @@ class _Run:
             party.probe.flush()
 
     def _settle(self, party: Party, outcome: str, count: int) -> None:
+        if party.link is None:
+            return
         state = {
             "accepted": Accepted,
             "released": Released,
@@ -433,6 +465,8 @@ class _Run:
         party.probe.flush()
 
     def _detach(self, party: Party) -> None:
+        if party.link is None:
+            return
         party.link.detach(closed=True)
         party.probe.flush()
         self._ended(party, "detach")
