@@ -12,12 +12,15 @@ link which caused its creation"; 3.5.10): delete-on-close, deleted when the link
 created the node ceases to exist; delete-on-no-links, when no link has the node as its
 source or target; delete-on-no-messages, when the creating link no longer exists and no
 message remains; delete-on-no-links-or-messages, when neither links nor messages remain.
-A node asked for without a policy gets delete-on-close (and reports it). A link detached
+A node asked for without a policy gets delete-on-close (and reports it); the attach reports
+the lifetime-policy alone (the one node property the broker applies). A link detached
 with closed=false is suspended, not gone (2.6.11): its node stays. Every dynamic node is
 exclusive to its connection (JMS temporary destinations: another connection's receiver is
 refused with amqp:resource-locked; senders from anywhere are welcome) and goes with it at
 the latest. A lifetime-policy that is none of the four is refused (3.5.9: "The value of
-this entry must be one of the defined lifetime-policies"), amqp:invalid-field.
+this entry must be one of the defined lifetime-policies"), amqp:invalid-field, as are
+supported-dist-modes that are not symbols (3.5.9: "one or more symbols which are valid
+distribution-modes").
 
 The `keep-dynamic-nodes` fault ignores the policies: every node lives until its
 connection ends.
@@ -41,6 +44,7 @@ from .addressing import AddressError, queue_address
 from .faults import Faults
 
 LIFETIME_POLICY = symbol("lifetime-policy")
+DIST_MODES = symbol("supported-dist-modes")
 TEMPORARY_QUEUE = "temporary-queue"  # the JMS mapping's terminus capability
 ON_CLOSE = "delete-on-close"
 NO_LINKS = "delete-on-no-links"
@@ -62,15 +66,22 @@ def lifetime_policy(properties: Any) -> str:
         return ON_CLOSE
     if not isinstance(properties, dict):
         raise AddressError(properties, "dynamic-node-properties must be a map", Cond.INVALID_FIELD)
-    value = properties.get(LIFETIME_POLICY, properties.get("lifetime-policy"))
-    if value is None:
-        return ON_CLOSE
+    value = properties.get(LIFETIME_POLICY, properties.get("lifetime-policy", DeleteOnClose()))
+    modes = properties.get(DIST_MODES, properties.get("supported-dist-modes"))
+    if modes is not None and not all(isinstance(m, symbol) for m in _listed(modes)):
+        raise AddressError(
+            modes, f"supported-dist-modes {modes!r} are not symbols (3.5.9)", Cond.INVALID_FIELD
+        )
     name = POLICIES.get(type(value))
     if name is None:
         raise AddressError(
             value, f"lifetime-policy {value!r} is no lifetime-policy (3.5.9)", Cond.INVALID_FIELD
         )
     return name
+
+
+def _listed(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 @dataclass(eq=False)
@@ -97,9 +108,7 @@ class DynamicNodes:
         queue = self.vhost.create_dynamic_queue(connection)
         node = DynamicNode(queue.name, policy, connection, link, {link})
         self.nodes[queue.name] = node
-        properties = dict(terminus.dynamic_node_properties or {})
-        properties.pop("lifetime-policy", None)
-        properties[LIFETIME_POLICY] = _BY_NAME[policy]()
+        properties = {LIFETIME_POLICY: _BY_NAME[policy]()}  # the one property it applies
         asked = terminus.capabilities
         asked = [asked] if isinstance(asked, str) else list(asked or ())
         capabilities = [c for c in asked if str(c) == TEMPORARY_QUEUE] or None

@@ -182,3 +182,22 @@ def test_another_connection_cannot_consume_from_a_dynamic_node():
             broker.pump()
             (detach,) = [e for e in other.of(RemoteDetach) if e.link is link]
             assert str(detach.error.condition) == "amqp:resource-locked"
+
+
+def test_supported_dist_modes_that_are_not_symbols_are_refused():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        properties = {symbol("supported-dist-modes"): 7}
+        source = Source(dynamic=True, dynamic_node_properties=properties)
+        link = session.attach_receiver("bad-modes", source=source)
+        broker.pump()
+        (detach,) = [e for e in conn.of(RemoteDetach) if e.link is link]
+        assert str(detach.error.condition) == "amqp:invalid-field"
+        good = {symbol("supported-dist-modes"): [symbol("move")]}
+        _, reported, _ = _dynamic(session, broker, conn, None)
+        link = session.attach_receiver(
+            "good-modes", source=Source(dynamic=True, dynamic_node_properties=good)
+        )
+        broker.pump()
+        (attach,) = [e.attach for e in conn.of(RemoteAttach) if e.link is link]
+        assert set(attach.source.dynamic_node_properties) == {LIFETIME}
+        assert set(reported.dynamic_node_properties) == {LIFETIME}

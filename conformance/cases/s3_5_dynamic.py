@@ -18,7 +18,8 @@ still exists is seen through a message left in it, so a broker that creates a no
 demand for any address is judged right: after deletion, a receiver from the address gets
 nothing (or is refused); a node that lives on gives back the message.
 
-Owns the cases `3.5.4/terminus-dynamic-target-*` and `3.5.10/*`.
+Owns the cases `3.5.4/terminus-dynamic-target-*`, `3.5.4/temporary-queue`, `3.5.9/node-properties-*`
+and `3.5.10/*`.
 """
 
 from __future__ import annotations
@@ -410,3 +411,75 @@ def temporary_queue(probe, ctx):
     allowed = isinstance(answer, RemoteAttach) and answer.attach.source is not None
     ctx.note(f"another connection's receiver from it: {'attached' if allowed else 'refused'}")
     probe.detach(link)
+
+
+DIST_MODES = symbol("supported-dist-modes")
+DIST_MODES_SYMBOLS = "3.5.9/node-properties.2"  # one or more symbols, valid modes
+
+
+def _invalid_node_properties(probe, ctx, properties: dict) -> None:
+    """A receiver with a dynamic source whose dynamic-node-properties break 3.5.9 (the
+    probe's side): the broker's answer is recorded; a node it reports back carries valid
+    properties (3.5.9 binds its attach too)."""
+    session = probe.open_session()
+    source = Source(dynamic=True, expiry_policy="link-detach", dynamic_node_properties=properties)
+    since = probe.mark()
+    link = session.attach_receiver("amqpspec-dyn-invalid", source, Target())
+    probe.flush()
+    event = probe.expect(
+        lambda e: (
+            (isinstance(e, RemoteAttach) and e.link is link)
+            or (isinstance(e, RemoteEnd) and e.session is session)
+            or isinstance(e, RemoteClose)
+        ),
+        what="attach",
+    )
+    reported = event.attach.source if isinstance(event, RemoteAttach) else None
+    if reported is None:
+        ctx.outcome(probe.error_outcome(timeout=1.0, since=since))
+        return
+    answered = reported.dynamic_node_properties
+    ctx.note(f"the broker attached the node: {reported!r}")
+    if isinstance(answered, dict) and answered.get(LIFETIME) is not None:
+        value = answered[LIFETIME]
+        ctx.must(
+            type(value) in POLICY_NAMES,
+            f"expected a defined lifetime-policy in the broker's dynamic-node-properties; "
+            f"observed {value!r}",
+            LIFETIME_POLICIES,
+        )
+    if isinstance(answered, dict) and answered.get(DIST_MODES) is not None:
+        modes = answered[DIST_MODES]
+        modes = modes if isinstance(modes, list | tuple) else [modes]
+        ctx.must(
+            all(isinstance(m, symbol) for m in modes),
+            f"expected symbols in the broker's supported-dist-modes; observed {modes!r}",
+            DIST_MODES_SYMBOLS,
+        )
+    ctx.outcome("attached")
+
+
+@case(
+    "3.5.9/node-properties-lifetime-policy-invalid",
+    MAY,
+    "A dynamic source whose lifetime-policy is no lifetime-policy (a string): the probe "
+    "breaks 3.5.9, the broker's answer is recorded; what it reports back must be valid.",
+    outcomes={"attached", "detach:*", "end:*", "close:*"},
+)
+def node_properties_lifetime_policy_invalid(probe, ctx):
+    """Counters Qpid Broker-J's DecodeErrorTest.nodePropertiesLifetimePolicy (which expects
+    a decode-error): lifetime-policy "delete-on-close" as a string, not the described type."""
+    _invalid_node_properties(probe, ctx, {LIFETIME: "delete-on-close"})
+
+
+@case(
+    "3.5.9/node-properties-dist-modes-invalid",
+    MAY,
+    "A dynamic source whose supported-dist-modes is no symbol (an integer): the probe breaks "
+    "3.5.9, the broker's answer is recorded; what it reports back must be valid.",
+    outcomes={"attached", "detach:*", "end:*", "close:*"},
+)
+def node_properties_dist_modes_invalid(probe, ctx):
+    """Counters Qpid Broker-J's DecodeErrorTest.nodePropertiesSupportedDistributionModes
+    (which expects a decode-error): supported-dist-modes 7, not symbols."""
+    _invalid_node_properties(probe, ctx, {DIST_MODES: 7})
