@@ -855,11 +855,13 @@ class BrokerConnection:
             queue, source = self.context.dynamic.create(self, link, source)
         else:
             address = source.address if source is not None else None
-            self._check_address(parse_source(address), declare_only=True)
-            queue = self.vhost.resolve_source(address)
-            self._permit(READ, "queue", queue.name)
-            self.vhost.check_exclusive(queue.name, self)  # RabbitMQ 4: amqp:resource-locked
-            self.context.dynamic.attached(link, queue.name)
+            queue = self.context.dynamic.subscribe(self, link, address)  # a temporary topic
+            if queue is None:
+                self._check_address(parse_source(address), declare_only=True)
+                queue = self.vhost.resolve_source(address)
+                self._permit(READ, "queue", queue.name)
+                self.vhost.check_exclusive(queue.name, self)  # RabbitMQ 4: resource-locked
+                self.context.dynamic.attached(link, queue.name)
         offset = None
         if isinstance(queue, StreamQueue):  # where the consumer starts reading the log
             try:
@@ -888,8 +890,8 @@ class BrokerConnection:
             target = self.context.dynamic.create(self, link, target)[1]
         self._check_address(parse_target(target.address if target is not None else None))
         address = self.vhost.resolve_target(target.address if target is not None else None)
-        if address.kind is AddressKind.QUEUE and address.queue is not None:
-            self.context.dynamic.attached(link, address.queue)
+        if address.kind is not AddressKind.ANONYMOUS:  # a dynamic node's links are counted
+            self.context.dynamic.attached(link, address.queue or address.exchange or "")
         link.accept(
             target=target,
             rcv_settle_mode=RcvSettleMode.FIRST,

@@ -4,8 +4,11 @@ source and target, 3.5.9 dynamic-node-properties, 3.5.10 lifetime policies).
 Owns: `DynamicNodes` (one per broker, on the BrokerContext): creating the queue a dynamic
 terminus asks for, the terminus the broker reports back (its address, the lifetime-policy
 it applies in dynamic-node-properties, the `temporary-queue` capability of the JMS mapping
-echoed when asked), the links that have each node as source or target, and deleting each
-node when its policy says. May touch: the vhost's queues through their APIs.
+echoed when asked), temporary topics (a dynamic target asked for with the JMS mapping's
+`temporary-topic` capability: a fanout exchange at /exchanges/amqpspec.tmp-topic-..., each
+receiver from that address a subscriber with a queue of its own, deleted with its link),
+the links that have each node as source or target, and deleting each node when its policy
+says. May touch: the vhost's queues and exchanges through their APIs.
 
 Lifetime (3.5.9 lifetime-policy: "the lifetime will never be less than the lifetime of the
 link which caused its creation"; 3.5.10): delete-on-close, deleted when the link that
@@ -28,6 +31,8 @@ connection ends.
 
 from __future__ import annotations
 
+import base64
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,12 +45,15 @@ from amqpspec.amqp10.composites import (
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import symbol
 
-from .addressing import AddressError, queue_address
+from .addressing import AddressError, exchange_address, queue_address
 from .faults import Faults
+from .vhost import ResourceLockedError
 
 LIFETIME_POLICY = symbol("lifetime-policy")
 DIST_MODES = symbol("supported-dist-modes")
-TEMPORARY_QUEUE = "temporary-queue"  # the JMS mapping's terminus capability
+TEMPORARY_QUEUE = "temporary-queue"  # the JMS mapping's terminus capabilities
+TEMPORARY_TOPIC = "temporary-topic"
+TOPIC_PREFIX = "amqpspec.tmp-topic-"  # a temporary topic's exchange (amq.* is reserved)
 ON_CLOSE = "delete-on-close"
 NO_LINKS = "delete-on-no-links"
 NO_MESSAGES = "delete-on-no-messages"
@@ -86,15 +94,17 @@ def _listed(value: Any) -> list[Any]:
 
 @dataclass(eq=False)
 class DynamicNode:
-    name: str
+    name: str  # the queue's, or for a temporary topic the exchange's
     policy: str
     connection: Any
     creator: Any  # the engine link that asked for it; None once it ceased to exist
     links: set[Any] = field(default_factory=set)  # links with the node as source or target
+    topic: bool = False  # a temporary topic: a fanout exchange, a queue per subscriber
+    subscriptions: dict[Any, str] = field(default_factory=dict)  # receiver link -> its queue
 
 
 class DynamicNodes:
-    """Every dynamic node of the broker, by queue name."""
+    """Every dynamic node of the broker, by queue (or topic exchange) name."""
 
     def __init__(self, vhost: Any, faults: Faults) -> None:
         self.vhost = vhost
@@ -102,62 +112,108 @@ class DynamicNodes:
         self.nodes: dict[str, DynamicNode] = {}
 
     def create(self, connection: Any, link: Any, terminus: Any) -> tuple[Any, Any]:
-        """The queue for a dynamic source or target, and the terminus to report (2.6.3: as
-        created): its address, the lifetime-policy applied, `temporary-queue` echoed."""
+        """The queue for a dynamic source or target (None for a temporary topic), and the
+        terminus to report (2.6.3: as created): its address, the lifetime-policy applied,
+        `temporary-queue` / `temporary-topic` echoed. A dynamic target asked for with
+        `temporary-topic` is a topic: a fanout exchange, each receiver from its address
+        a subscriber with a queue of its own."""
         policy = lifetime_policy(terminus.dynamic_node_properties)
-        queue = self.vhost.create_dynamic_queue(connection)
-        node = DynamicNode(queue.name, policy, connection, link, {link})
-        self.nodes[queue.name] = node
-        properties = {LIFETIME_POLICY: _BY_NAME[policy]()}  # the one property it applies
         asked = terminus.capabilities
-        asked = [asked] if isinstance(asked, str) else list(asked or ())
-        capabilities = [c for c in asked if str(c) == TEMPORARY_QUEUE] or None
+        asked = {str(c) for c in ([asked] if isinstance(asked, str) else list(asked or ()))}
+        topic = TEMPORARY_TOPIC in asked and not link.is_sender  # the broker receives: a target
+        if topic:
+            name = self._topic_name()
+            self.vhost.declare_exchange(name, "fanout", durable=False)
+            queue, address, echoed = None, exchange_address(name), TEMPORARY_TOPIC
+        else:
+            queue = self.vhost.create_dynamic_queue(connection)
+            name, address, echoed = queue.name, queue_address(queue.name), TEMPORARY_QUEUE
+        self.nodes[name] = DynamicNode(name, policy, connection, link, {link}, topic)
         reported = terminus.replace(
-            address=queue_address(queue.name),
-            dynamic_node_properties=properties,
-            capabilities=capabilities,
+            address=address,
+            dynamic_node_properties={LIFETIME_POLICY: _BY_NAME[policy]()},  # the one it applies
+            capabilities=[symbol(echoed)] if echoed in asked else None,
         )
         return queue, reported
 
-    def attached(self, link: Any, queue_name: str) -> None:
-        """A link with the queue as its source or target (delete-on-no-links counts it)."""
-        node = self.nodes.get(queue_name)
+    def _topic_name(self) -> str:
+        while True:
+            name = TOPIC_PREFIX + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+            if name not in self.vhost.exchanges:
+                return name
+
+    def subscribe(self, connection: Any, link: Any, address: Any) -> Any:
+        """A receiver from a temporary topic's address: its own queue bound to the topic
+        (None when the address is no temporary topic). Only the creating connection may
+        consume from it (JMS temporary topics): amqp:resource-locked for another."""
+        if not isinstance(address, str) or not address.startswith("/exchanges/" + TOPIC_PREFIX):
+            return None
+        node = self.nodes.get(address.removeprefix("/exchanges/"))
+        if node is None or not node.topic:
+            return None
+        if node.connection is not connection:
+            raise ResourceLockedError(
+                f"temporary topic '{node.name}' is its creating connection's only"
+            )
+        queue = self.vhost.create_dynamic_queue(connection)
+        self.vhost.bind(node.name, queue.name)
+        node.subscriptions[link] = queue.name
+        node.links.add(link)
+        return queue
+
+    def attached(self, link: Any, name: str) -> None:
+        """A link with the node as its source or target (delete-on-no-links counts it)."""
+        node = self.nodes.get(name)
         if node is not None:
             node.links.add(link)
 
     def detached(self, link: Any, *, suspended: bool = False) -> None:
         """`link` is gone (closed, its session or connection ended), or suspended
         (detach closed=false: it still exists); then delete what the policies say."""
-        if not self.nodes:
+        if not self.nodes or suspended:
             return
         for node in self.nodes.values():
-            if suspended:
-                continue
             node.links.discard(link)
             if node.creator is link:
                 node.creator = None
+            subscription = node.subscriptions.pop(link, None)
+            if subscription is not None and subscription in self.vhost.queues:
+                self.vhost.delete_queue(subscription)
         self.sweep()
 
     def connection_gone(self, connection: Any) -> None:
-        """The connection ended: its nodes went with it (vhost.release_owner)."""
-        for name in [n for n, node in self.nodes.items() if node.connection is connection]:
-            del self.nodes[name]
+        """The connection ended: its nodes go with it (its queues already did:
+        vhost.release_owner)."""
+        for name, node in list(self.nodes.items()):
+            if node.connection is connection:
+                self._delete(name, node)
 
     def sweep(self) -> None:
         """Delete every node its policy no longer keeps (after links go, messages settle)."""
         if not self.nodes or self.faults.keep_dynamic_nodes:
             return
-        queues = self.vhost.queues
         for name, node in list(self.nodes.items()):
-            queue = queues.get(name)
-            if queue is None:
+            exists = name in (self.vhost.exchanges if node.topic else self.vhost.queues)
+            if not exists:
                 del self.nodes[name]
-            elif self._expired(node, queue):
-                del self.nodes[name]
-                self.vhost.delete_queue(name)
+            elif self._expired(node, None if node.topic else self.vhost.queues[name]):
+                self._delete(name, node)
+
+    def _delete(self, name: str, node: DynamicNode) -> None:
+        del self.nodes[name]
+        for queue in node.subscriptions.values():
+            if queue in self.vhost.queues:
+                self.vhost.delete_queue(queue)
+        if node.topic:
+            if name in self.vhost.exchanges:
+                self.vhost.delete_exchange(name)
+        elif name in self.vhost.queues:
+            self.vhost.delete_queue(name)
 
     @staticmethod
     def _expired(node: DynamicNode, queue: Any) -> bool:
+        """Whether the node's policy lets it go now (a topic holds no messages)."""
+        messages = queue.messages if queue is not None else 0
         if node.creator is not None:  # never less than the creating link's lifetime
             return False
         if node.policy == ON_CLOSE:
@@ -165,5 +221,5 @@ class DynamicNodes:
         if node.policy == NO_LINKS:
             return not node.links
         if node.policy == NO_MESSAGES:
-            return queue.messages == 0
-        return not node.links and queue.messages == 0
+            return messages == 0
+        return not node.links and messages == 0

@@ -17,7 +17,12 @@ from amqpspec.amqp10.composites import (
     Source,
     Target,
 )
-from amqpspec.amqp10.engine import DispositionReceived, RemoteAttach, RemoteDetach
+from amqpspec.amqp10.engine import (
+    DispositionReceived,
+    RemoteAttach,
+    RemoteDetach,
+    TransferReceived,
+)
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import symbol
 from amqpspec.reference_broker.config import BrokerConfig
@@ -201,3 +206,30 @@ def test_supported_dist_modes_that_are_not_symbols_are_refused():
         (attach,) = [e.attach for e in conn.of(RemoteAttach) if e.link is link]
         assert set(attach.source.dynamic_node_properties) == {LIFETIME}
         assert set(reported.dynamic_node_properties) == {LIFETIME}
+
+
+def test_a_temporary_topic_fans_out_to_its_subscribers_and_goes_with_its_link():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        creator, target, _ = _dynamic(
+            session, broker, conn, target=True, capabilities=[symbol("temporary-topic")]
+        )
+        assert target.address.startswith("/exchanges/amqpspec.tmp-topic-")
+        assert [str(c) for c in target.capabilities] == ["temporary-topic"]
+        readers = [session.attach_receiver(f"sub-{i}", source=target.address) for i in (1, 2)]
+        broker.pump()
+        for reader in readers:
+            reader.flow(link_credit=5)
+        creator.send(Message.of(b"to-all").encode(), settled=True)
+        broker.pump()
+        got = {e.link for e in conn.of(TransferReceived)}
+        assert got == set(readers)
+        with memory_session(broker, "other") as (other, other_session):
+            thief = other_session.attach_receiver("thief", source=target.address)
+            broker.pump()
+            (detach,) = [e for e in other.of(RemoteDetach) if e.link is thief]
+            assert str(detach.error.condition) == "amqp:resource-locked"
+        name = target.address.removeprefix("/exchanges/")
+        creator.detach()
+        broker.pump()
+        assert name not in broker.vhost.exchanges  # delete-on-close
+        assert not [q for q in broker.vhost.queues if q.startswith("amq.gen-")]

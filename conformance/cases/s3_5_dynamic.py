@@ -18,8 +18,11 @@ still exists is seen through a message left in it, so a broker that creates a no
 demand for any address is judged right: after deletion, a receiver from the address gets
 nothing (or is refused); a node that lives on gives back the message.
 
-Owns the cases `3.5.4/terminus-dynamic-target-*`, `3.5.4/temporary-queue`, `3.5.9/node-properties-*`
-and `3.5.10/*`.
+The JMS mapping's temporary-queue and temporary-topic capabilities are recorded (MAY): no
+sentence of the core specification binds them.
+
+Owns the cases `3.5.4/terminus-dynamic-target-*`, `3.5.4/temporary-queue`,
+`3.5.4/temporary-topic`, `3.5.9/node-properties-*` and `3.5.10/*`.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from amqpspec.amqp10.engine import (
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.registry import MAY, MUST, case
-from amqpspec.conformance.steps.deliveries import exactly
+from amqpspec.conformance.steps.deliveries import collect, exactly
 from amqpspec.conformance.verdicts import Unsupported
 
 DYNAMIC_TARGET_ADDRESS = "3.5.4/target.address.2"  # set by the receiver when dynamic is true
@@ -483,3 +486,71 @@ def node_properties_dist_modes_invalid(probe, ctx):
     """Counters Qpid Broker-J's DecodeErrorTest.nodePropertiesSupportedDistributionModes
     (which expects a decode-error): supported-dist-modes 7, not symbols."""
     _invalid_node_properties(probe, ctx, {DIST_MODES: 7})
+
+
+def _answer(probe, link) -> str:
+    """'attached' or what the broker refused `link` with (recorded)."""
+    event = probe.expect(
+        lambda e: isinstance(e, RemoteAttach | RemoteDetach) and e.link is link, what="attach"
+    )
+    terminus = None
+    if isinstance(event, RemoteAttach):
+        terminus = event.attach.target if link.is_sender else event.attach.source
+    if terminus is not None:
+        return "attached"
+    if isinstance(event, RemoteAttach):
+        event = probe.expect(
+            lambda e: isinstance(e, RemoteDetach) and e.link is link, what="detach"
+        )
+    return f"refused ({event.error.condition if event.error is not None else 'no error'})"
+
+
+@case(
+    "3.5.4/temporary-topic",
+    MAY,
+    "A dynamic target asked for with the JMS mapping's temporary-topic capability: whether "
+    "the broker reports the capability, delivers what the link sends to a receiver from the "
+    "node's address, and lets another connection consume from it is recorded (no AMQP "
+    "keyword).",
+)
+def temporary_topic(probe, ctx):
+    """Counters Qpid Broker-J's TemporaryDestinationTest.
+    createTemporaryTopicSubscriptionReceivingLink, ...FromOtherConnectionDisallowed,
+    createTemporaryTopicSendingLinkFromOtherConnectionAllowed and
+    deleteOnCloseWithConnectionCloseForTopic (recorded, not judged): a sender with a dynamic
+    target, capability temporary-topic, delete-on-close; a receiver on the same connection
+    from its address gets what the sender sends; a second connection's sender to it and
+    receiver from it; then the sender closes."""
+    session = probe.open_session()
+    target = Target(
+        dynamic=True,
+        expiry_policy="link-detach",
+        capabilities=[symbol("temporary-topic")],
+        dynamic_node_properties={LIFETIME: DeleteOnClose()},
+    )
+    link = session.attach_sender("amqpspec-temp-topic", Source(), target)
+    probe.flush()
+    event = probe.expect(
+        lambda e: isinstance(e, RemoteAttach | RemoteEnd | RemoteClose), what="attach"
+    )
+    if not isinstance(event, RemoteAttach) or event.attach.target is None:
+        raise Unsupported(f"the broker refuses dynamic nodes ({_refusal(event)})")
+    reported = event.attach.target
+    if not reported.dynamic or not reported.address:
+        raise Unsupported(f"the broker created no dynamic node: {reported!r}")
+    ctx.note(f"the broker's target capabilities: {reported.capabilities!r}")
+    receiver = probe.attach_receiver(session, reported.address, wait=False)
+    answer = _answer(probe, receiver)
+    ctx.note(f"a receiver on the same connection from the node: {answer}")
+    if answer == "attached":
+        probe.grant(receiver, 1)
+        probe.publish(link, 1, b"to-the-topic", timeout=5.0)
+        delivered = collect(probe, receiver, 1.0)
+        ctx.note(f"the message the link sent reached that receiver: {bool(delivered)}")
+    other = ctx.probe()
+    other_session = other.open_session()
+    sender = other.attach_sender(other_session, reported.address, wait=False)
+    ctx.note(f"another connection's sender to the node: {_answer(other, sender)}")
+    thief = other.attach_receiver(other_session, reported.address, wait=False)
+    ctx.note(f"another connection's receiver from it: {_answer(other, thief)}")
+    probe.detach(link)
