@@ -4,23 +4,34 @@ attaches a control link to the coordinator and declares a transaction, and a bro
 refuses the coordinator, does not state `amqp:local-transactions` in its attach or does not
 answer the declare with `declared` is UNSUPPORTED. A broker that has them is held to Part
 4's MUSTs: a rollback always completes (4.3), a discharge it cannot complete is refused
-with a transaction-error (4.3: an unknown, already discharged or rolled-back txn-id), a
+with a transaction-error (4.3: an unknown, already discharged or rolled-back txn-id; in
+a rejected outcome, or a detach of the control link when its source does not allow
+rejected), a
 posted delivery gets its presumptive outcome in a transactional-state of the same
 transaction before the commit is accepted (4.4.1, 4.4.4.1), the txn-ids of its frames say
 truly which transaction the work belongs to (4.4: a posted message is not available before
 the commit, a rolled-back one never; a retired message leaves at commit), a link that does
 not support transactional acquisition is detached with amqp:not-implemented (4.4.3), and
 after a rollback a retired delivery the controller left unsettled is still live (4.4.2,
-a SHOULD).
+a SHOULD), as is detaching a control link on which a declare came settled (4.2, a SHOULD).
 
 Owns the cases `4.*/*`.
 """
 
 from __future__ import annotations
 
-from amqpspec.amqp10.composites import Accepted, Rejected, Released, TransactionalState
+from amqpspec.amqp10.composites import (
+    Accepted,
+    Declare,
+    Rejected,
+    Released,
+    Source,
+    TransactionalState,
+)
 from amqpspec.amqp10.engine import RemoteDetach, TransferReceived
 from amqpspec.amqp10.spec import SndSettleMode
+from amqpspec.amqp10.types import symbol
+from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.registry import MUST, SHOULD, case
 from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.links import consumer, publisher
@@ -40,6 +51,8 @@ from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed
 CANNOT_DISCHARGE = "4.3/discharging-a-transaction.2"  # MUST convey it as a transaction-error
 REJECTED_WITH_IT = "4.3/discharging-a-transaction.3"  # MUST be rejected carrying it
 ROLLBACK_COMPLETES = "4.3/discharging-a-transaction.5"  # MUST always complete fail=true
+DETACH_WITH_IT = "4.3/discharging-a-transaction.4"  # no rejected outcome: MUST detach with it
+SETTLED_DETACH = "4.2/declaring-a-transaction.4"  # a settled declare: should detach
 WORK_TXN_IDS = "4.4/transactional-work.1"  # txn-ids MUST correctly indicate the transaction
 PRESUMPTIVE = "4.4.1/transactional-posting.5"  # must inform ... before it can discharge
 PRESUMPTIVE_STATE = "4.4.1/transactional-posting.6"  # a disposition with transactional-state
@@ -447,3 +460,55 @@ def acquisition_refused_or_transactional(probe, ctx):
         WORK_TXN_IDS,
     )
     controller.discharge(txn_id, fail=True)
+
+
+@case(
+    "4.3/discharge-unknown-id-no-rejected-outcome",
+    MUST,
+    "On a control link whose source does not support the rejected outcome, a discharge the "
+    "coordinator cannot complete detaches the link with the transaction-error.",
+    sentences=(CANNOT_DISCHARGE, DETACH_WITH_IT),
+    role="receiver",
+    pipelined=False,
+)
+def discharge_unknown_id_no_rejected_outcome(probe, ctx):
+    """A control link whose source supports accepted only (outcomes=[amqp:accepted:list]):
+    declare (the gate), then discharge a txn-id never declared: the broker detaches the
+    control link with amqp:transaction:unknown-id (a transaction-error), not rejected."""
+    source = Source(outcomes=[symbol("amqp:accepted:list")])
+    controller = Controller(probe, probe.open_session(), source=source)
+    txn_id = controller.declare()
+    unknown = bytes(b ^ 0xFF for b in txn_id) or b"\xff"
+    answer = controller.discharge(unknown)
+    condition = error_condition(answer)
+    ctx.must(
+        isinstance(answer, RemoteDetach) and condition in TRANSACTION_ERRORS,
+        f"expected a detach of the control link with a transaction-error (amqp:transaction:"
+        f"unknown-id: its source does not support rejected); observed {describe(answer)}",
+        DETACH_WITH_IT,
+    )
+
+
+@case(
+    "4.2/declare-settled-detached",
+    SHOULD,
+    "A declare sent settled (which the controller must not do) makes the coordinator detach "
+    "the control link with an error.",
+    sentences=(SETTLED_DETACH,),
+    role="receiver",
+    pipelined=False,
+)
+def declare_settled_detached(probe, ctx):
+    """Declare once unsettled (the gate), then send a declare settled: the broker detaches
+    the control link with an error (4.2 "it should detach with an appropriate error")."""
+    controller = Controller(probe, probe.open_session())
+    controller.declare()
+    try:
+        answer = controller.request(Declare(), settled=True, timeout=2.0)
+    except WaitTimeout:
+        answer = None
+    ctx.check(
+        isinstance(answer, RemoteDetach) and error_condition(answer) is not None,
+        f"expected a detach of the control link with an error for a settled declare; "
+        f"observed {describe(answer)}",
+    )

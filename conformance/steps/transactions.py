@@ -73,7 +73,14 @@ class Controller:
     declares. Constructing it is the gate: Unsupported when the broker has no local
     transactions (see the module docstring)."""
 
-    def __init__(self, probe: Probe, session: Session, *, name: str | None = None) -> None:
+    def __init__(
+        self,
+        probe: Probe,
+        session: Session,
+        *,
+        name: str | None = None,
+        source: Source | None = None,
+    ) -> None:
         self.probe = probe
         self.session = session
         # 4.2's example: a coordinator target asking for amqp:local-transactions, the
@@ -82,7 +89,7 @@ class Controller:
         since = probe.mark()
         self.link: Link = session.attach_sender(
             name or f"txn-ctl-{next(_names)}",
-            Source(),
+            Source() if source is None else source,
             Coordinator(capabilities=[LOCAL_TRANSACTIONS]),
         )
         probe.flush()
@@ -122,12 +129,12 @@ class Controller:
                 f"amqp:local-transactions (capabilities {capabilities!r})"
             )
 
-    def request(self, body: Any, *, timeout: float | None = None) -> Any:
-        """Send `body` (declare or discharge) unsettled (4.2, 4.3: never settled); the
-        broker's outcome for it, or its detach of the control link (RemoteDetach). Bounded:
-        WaitTimeout when neither comes."""
+    def request(self, body: Any, *, timeout: float | None = None, settled: bool = False) -> Any:
+        """Send `body` (declare or discharge) unsettled (4.2, 4.3: never settled, unless a
+        case sends it `settled` on purpose); the broker's outcome for it, or its detach of
+        the control link (RemoteDetach). Bounded: WaitTimeout when neither comes."""
         probe = self.probe
-        delivery_id = probe.send_message(self.link, Message.of(body), settled=False)
+        delivery_id = probe.send_message(self.link, Message.of(body), settled=settled)
         link = self.link
 
         def answer(event: Any) -> bool:
