@@ -24,6 +24,9 @@ def test_kill_soak_loses_nothing_confirmed(tmp_path):
     assert classic["lost"] == 0 and stream["lost"] == 0, result
     assert classic["duplicates_unmarked"] == 0, classic["unmarked_ids"]
     assert stream["duplicate_ids"] == 0 and stream["offsets_reused"] == 0
+    txn = result["transactions"]  # Part 4: committed there, rolled back never, none partial
+    assert txn["committed"] > 0 and txn["rolled_back"] > 0, txn
+    assert txn["committed_lost"] == txn["rolled_back_seen"] == txn["partial"] == 0, txn
     assert kill_soak.ok(result)
     assert kill_soak.run(args(kill_soak, cycles=1, out=str(tmp_path))) == 0
     assert (tmp_path / "overload-kill-soak.json").exists()

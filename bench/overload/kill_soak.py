@@ -21,6 +21,9 @@ queue and reads the whole stream from `first`; then:
   the consumer read before a kill naming another message after it (an entry delivered
   before it was on disk, lost with the unsynced tail) — must be 0, or a consumer resuming
   by offset skips the messages that took those offsets.
+- transactions (kill_soak_txn.py: a third connection commits and rolls back transactions
+  of numbered messages to a durable classic queue, Part 4): every message of an accepted
+  commit there, none of a rollback, a commit in flight at the kill all there or none.
 Owns: its broker processes (killed / stopped by PID) and its temp data dir.
 """
 
@@ -44,6 +47,8 @@ from amqpspec.amqp10.engine import (
 )
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described, symbol
+from amqpspec.bench.overload import kill_soak_txn
+from amqpspec.bench.overload.kill_soak_txn import TXN_QUEUE, TxnPublisher, TxnTally
 from amqpspec.bench.overload.peer import WAIT, Peer, Pump, ended, write_report
 from amqpspec.reference_broker.admin_client import ManagementClient
 from amqpspec.reference_broker.process import BrokerProcess
@@ -59,6 +64,7 @@ def declare_queues(broker: BrokerProcess) -> None:
     with ManagementClient(f"http://127.0.0.1:{broker.admin_port}") as admin:
         admin.declare_queue(CLASSIC, durable=True)
         admin.declare_queue(STREAM, durable=True, arguments={"x-queue-type": "stream"})
+        admin.declare_queue(TXN_QUEUE, durable=True)
 
 
 def stream_source(offset: Any) -> Source:
@@ -83,6 +89,7 @@ class Tally:
     classic: list[Received] = field(default_factory=list)  # every classic delivery, in order
     stream_offsets: collections.Counter = field(default_factory=collections.Counter)
     next_offset: Any = "first"  # where the stream consumer resumes
+    txn: TxnTally = field(default_factory=TxnTally)  # the transactional side
 
 
 class Publisher:
@@ -138,7 +145,7 @@ class Consumer:
         self.tally = tally
         self.record_classic = record_classic
         self.stream_ids: list[str] = []  # what the stream receiver read, in order
-        self.drained = {CLASSIC: False, STREAM: False}
+        self.drained = {CLASSIC: False, STREAM: False, TXN_QUEUE: False}
         self.peer = Peer(port, "soak-consumer", on_event=self.on_event)
         self.peer.conn.open()
         self.session = self.peer.conn.begin()
@@ -146,6 +153,8 @@ class Consumer:
         self.stream = self.session.attach_receiver(
             "sub-stream", source=stream_source(tally.next_offset)
         )
+        self.txn = self.session.attach_receiver("sub-txn", source=f"/queues/{TXN_QUEUE}")
+        self.queues = {self.classic: CLASSIC, self.stream: STREAM, self.txn: TXN_QUEUE}
         self.attached = 0
         self.draining = False
 
@@ -158,7 +167,7 @@ class Consumer:
         elif isinstance(event, FlowReceived) and event.link is not None and self.draining:
             link = event.link
             if link.credit == 0:
-                self.drained[CLASSIC if link is self.classic else STREAM] = True
+                self.drained[self.queues[link]] = True
 
     def on_transfer(self, event: TransferReceived) -> None:
         message = Message.decode(event.payload)
@@ -167,7 +176,9 @@ class Consumer:
         msg_id = str(message.properties.message_id)
         link = event.link
         link.disposition(event.delivery_id, settled=True, state=Accepted())
-        if link is self.classic:
+        if link is self.txn:
+            self.tally.txn.seen[msg_id] += 1
+        elif link is self.classic:
             self.tally.classic.append(
                 Received(msg_id, header.first_acquirer is not False, header.delivery_count or 0)
             )
@@ -182,7 +193,7 @@ class Consumer:
     def drain(self) -> None:
         """Drain both links again (a fresh grant of CREDIT with drain=true)."""
         self.draining = True
-        for queue, link in ((CLASSIC, self.classic), (STREAM, self.stream)):
+        for link, queue in self.queues.items():
             self.drained[queue] = False
             link.flow(link_credit=CREDIT, drain=True)
 
@@ -198,14 +209,22 @@ def run_cycle(
         declare_queues(broker)  # idempotent: 204 once they exist (recovered)
         publisher = Publisher(broker.port, tally, in_flight, start)
         consumer = Consumer(broker.port, tally)
+        controller = TxnPublisher(broker.port, tally.txn)
         pump.add(publisher.peer)
         pump.add(consumer.peer)
-        pump.run_until(lambda: consumer.attached == 2, what="consumer attach")
+        pump.add(controller.peer)
+        pump.run_until(lambda: consumer.attached == 3, what="consumer attach")
         deadline = time.monotonic() + seconds
-        pump.run_until(lambda: time.monotonic() >= deadline, seconds + WAIT, tick=publisher.publish)
+
+        def tick() -> None:
+            publisher.publish()
+            controller.tick()
+
+        pump.run_until(lambda: time.monotonic() >= deadline, seconds + WAIT, tick=tick)
         in_flight_at_kill = len(publisher.pending)
         broker.kill()
-        pump.run_until(lambda: ended(publisher.peer) and ended(consumer.peer), what="EOF")
+        peers = (publisher.peer, consumer.peer, controller.peer)
+        pump.run_until(lambda: all(ended(peer) for peer in peers), what="EOF")
     finally:
         pump.close()
         broker.kill()
@@ -227,7 +246,7 @@ def final_count(data_dir: str, tally: Tally) -> tuple[list[str], dict[str, Any]]
         consumer = Consumer(broker.port, tally)
         consumer.draining = True
         pump.add(consumer.peer)
-        pump.run_until(lambda: consumer.attached == 2, what="final attach")
+        pump.run_until(lambda: consumer.attached == 3, what="final attach")
         while True:
             start = (len(tally.classic), len(consumer.stream_ids))
             consumer.drain()
@@ -275,6 +294,7 @@ def verdict(tally: Tally, stream_ids: list[str]) -> dict[str, Any]:
             "offsets_reused": sum(n - 1 for n in tally.stream_offsets.values()),
         },
         "not_accepted_outcomes": tally.not_accepted,
+        "transactions": kill_soak_txn.verdict(tally.txn),
     }
 
 
@@ -302,6 +322,7 @@ def ok(result: dict) -> bool:
     return not (
         classic["lost"] or classic["duplicates_unmarked"] or stream["lost"]
         or stream["duplicate_ids"] or stream["offsets_reused"]
+        or not kill_soak_txn.ok(result["transactions"])
     )
 
 
@@ -331,6 +352,13 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"stream: {stream['confirmed']} confirmed, {stream['lost']} lost, "
         f"{stream['duplicate_ids']} duplicate ids, {stream['offsets_reused']} offsets reused"
+    )
+    txn = result["transactions"]
+    print(
+        f"transactions: {txn['committed']} committed, {txn['rolled_back']} rolled back, "
+        f"{txn['in_doubt_at_kills']} in doubt at a kill ({txn['in_doubt_applied']} applied); "
+        f"{txn['committed_lost']} committed messages lost, {txn['rolled_back_seen']} "
+        f"rolled-back messages seen, {txn['partial']} partial"
     )
     print("OK" if result["ok"] else "FAILED")
     return 0 if result["ok"] else 1
