@@ -14,14 +14,16 @@ Lifetime (3.5.9 lifetime-policy: "the lifetime will never be less than the lifet
 link which caused its creation"; 3.5.10): delete-on-close, deleted when the link that
 created the node ceases to exist; delete-on-no-links, when no link has the node as its
 source or target; delete-on-no-messages, when the creating link no longer exists and no
-message remains; delete-on-no-links-or-messages, when neither links nor messages remain.
-A node asked for without a policy gets delete-on-close (and reports it); the attach reports
-the lifetime-policy alone (the one node property the broker applies). A link detached
-with closed=false is suspended, not gone (2.6.11): its node stays. Every dynamic node is
+message remains; delete-on-no-links-or-messages, when neither links nor messages remain. A
+node asked for without a policy gets delete-on-close (and reports it); the attach reports
+the lifetime-policy alone (the one node property the broker applies). A link detached with
+closed=false is suspended, not gone (2.6): its node stays, and the same link (name and role,
+same connection) attached again with a dynamic terminus resumes it: the broker reports the
+node it created before, whose policy now follows the new attachment. Every dynamic node is
 exclusive to its connection (JMS temporary destinations: another connection's receiver is
 refused with amqp:resource-locked; senders from anywhere are welcome) and goes with it at
-the latest. A lifetime-policy that is none of the four is refused (3.5.9: "The value of
-this entry must be one of the defined lifetime-policies"), amqp:invalid-field, as are
+the latest. A lifetime-policy that is none of the four is refused (3.5.9: "The value of this
+entry must be one of the defined lifetime-policies"), amqp:invalid-field, as are
 supported-dist-modes that are not symbols (3.5.9: "one or more symbols which are valid
 distribution-modes").
 
@@ -101,6 +103,7 @@ class DynamicNode:
     links: set[Any] = field(default_factory=set)  # links with the node as source or target
     topic: bool = False  # a temporary topic: a fanout exchange, a queue per subscriber
     subscriptions: dict[Any, str] = field(default_factory=dict)  # receiver link -> its queue
+    suspended: tuple[str, bool] | None = None  # the creator detached closed=false: its key
 
 
 class DynamicNodes:
@@ -120,6 +123,13 @@ class DynamicNodes:
         policy = lifetime_policy(terminus.dynamic_node_properties)
         asked = terminus.capabilities
         asked = {str(c) for c in ([asked] if isinstance(asked, str) else list(asked or ()))}
+        resumed = self._resume(connection, link)
+        if resumed is not None:  # the suspended link attached again: its node, as it was
+            name, policy, topic = resumed.name, resumed.policy, resumed.topic
+            queue = None if topic else self.vhost.queues[name]
+            address = exchange_address(name) if topic else queue_address(name)
+            echoed = TEMPORARY_TOPIC if topic else TEMPORARY_QUEUE
+            return queue, self._reported(terminus, address, policy, echoed, asked)
         topic = TEMPORARY_TOPIC in asked and not link.is_sender  # the broker receives: a target
         if topic:
             name = self._topic_name()
@@ -129,12 +139,28 @@ class DynamicNodes:
             queue = self.vhost.create_dynamic_queue(connection)
             name, address, echoed = queue.name, queue_address(queue.name), TEMPORARY_QUEUE
         self.nodes[name] = DynamicNode(name, policy, connection, link, {link}, topic)
-        reported = terminus.replace(
+        return queue, self._reported(terminus, address, policy, echoed, asked)
+
+    @staticmethod
+    def _reported(terminus: Any, address: str, policy: str, echoed: str, asked: set[str]) -> Any:
+        return terminus.replace(
             address=address,
             dynamic_node_properties={LIFETIME_POLICY: _BY_NAME[policy]()},  # the one it applies
             capabilities=[symbol(echoed)] if echoed in asked else None,
         )
-        return queue, reported
+
+    def _resume(self, connection: Any, link: Any) -> DynamicNode | None:
+        """The node a suspended link of this connection with `link`'s name and role created
+        (2.6.3: a link attached again is resumed), now `link`'s."""
+        key = (link.name, link.is_sender)
+        for node in self.nodes.values():
+            if node.connection is connection and node.suspended == key:
+                node.suspended = None
+                node.links.discard(node.creator)
+                node.creator = link
+                node.links.add(link)
+                return node
+        return None
 
     def _topic_name(self) -> str:
         while True:
@@ -170,7 +196,12 @@ class DynamicNodes:
     def detached(self, link: Any, *, suspended: bool = False) -> None:
         """`link` is gone (closed, its session or connection ended), or suspended
         (detach closed=false: it still exists); then delete what the policies say."""
-        if not self.nodes or suspended:
+        if not self.nodes:
+            return
+        if suspended:  # the link still exists: its nodes wait for it to attach again
+            for node in self.nodes.values():
+                if node.creator is link:
+                    node.suspended = (link.name, link.is_sender)
             return
         for node in self.nodes.values():
             node.links.discard(link)

@@ -122,7 +122,7 @@ def test_a_dynamic_target_is_created_reported_and_deleted_on_close():
         link.send(Message.of(b"m").encode(), settled=True)
         broker.pump()
         assert broker.vhost.get_queue(name).messages == 1
-        link.detach(closed=False)  # suspended: the link still exists (2.6.11)
+        link.detach(closed=False)  # suspended: the termini exist (2.6)
         broker.pump()
         assert broker.vhost.has_queue(name)
     assert not broker.vhost.has_queue(name)  # its connection ended
@@ -233,3 +233,21 @@ def test_a_temporary_topic_fans_out_to_its_subscribers_and_goes_with_its_link():
         broker.pump()
         assert name not in broker.vhost.exchanges  # delete-on-close
         assert not [q for q in broker.vhost.queues if q.startswith("amq.gen-")]
+
+
+def test_a_suspended_link_attached_again_resumes_its_node_and_closing_it_deletes_it():
+    with MemoryBroker() as broker, memory_session(broker) as (_, session):
+        terminus = Source(dynamic=True, dynamic_node_properties={LIFETIME: DeleteOnClose()})
+        link = session.attach_receiver("resumed", source=terminus)
+        broker.pump()
+        first = link.remote_attach.source.address
+        link.detach(closed=False)
+        broker.pump()
+        again = session.attach_receiver("resumed", source=terminus)
+        broker.pump()
+        assert again.remote_attach.source.address == first
+        name = first.removeprefix("/queues/")
+        assert broker.vhost.has_queue(name)
+        again.detach()
+        broker.pump()
+        assert not broker.vhost.has_queue(name)

@@ -262,7 +262,9 @@ def delete_on_close_kept_while_suspended(probe, ctx):
     """Counters Qpid Broker-J's DeleteOnCloseTest.doesNotDeleteOnDetach: a receiver with a
     dynamic source, delete-on-close, expiry-policy never; one message left in the node; the
     receiver detached with closed=false: a receiver on the same connection from the
-    address still gets the message."""
+    address still gets the message. Then the same link attached again: when the broker
+    resumes it with the same node (2.6: the termini of a suspended link remain), one more
+    message, the link closed: the node is gone (another node: recorded)."""
     session = probe.open_session()
     source = Source(
         dynamic=True, expiry_policy="never", dynamic_node_properties={LIFETIME: DeleteOnClose()}
@@ -284,6 +286,24 @@ def delete_on_close_kept_while_suspended(probe, ctx):
         f"expected node {address!r} (reported delete-on-close) to outlive the detach with "
         "closed=false of the link that created it (suspended, not gone); a receiver from it "
         "got nothing",
+        AS_CREATED,
+    )
+    again = session.attach_receiver("amqpspec-dyn-suspend", source, Target())  # resumed
+    probe.flush()
+    event = probe.expect(
+        lambda e: isinstance(e, RemoteAttach | RemoteEnd | RemoteClose), what="attach"
+    )
+    resumed = event.attach.source if isinstance(event, RemoteAttach) else None
+    if resumed is None or resumed.address != address:
+        ctx.note(f"attached again, the link got another node (not resumed): {resumed!r}")
+        return
+    _leave_message(probe, session, address)
+    probe.detach(again)
+    ctx.must(
+        not _node_keeps_message(probe, session, address),
+        f"expected node {address!r} (reported delete-on-close) deleted once the link that "
+        "created it, suspended and attached again, was closed; a receiver from it still got "
+        "the message left in it",
         AS_CREATED,
     )
 
