@@ -259,7 +259,7 @@ def _expected(kind: str, rule: str, given: InputClass) -> str:
     known = RULES.get(rule)
     if known is None:
         return f"the broker keeps {rule}"
-    return f"the broker keeps {rule}: \"{known.sentence.rstrip('.')}\""
+    return f'the broker keeps {rule}: "{known.sentence.rstrip(".")}"'
 
 
 def sentence_text(sentence_id: str) -> tuple[str, str, str]:

@@ -7,22 +7,27 @@ pool for seed S or the corpus, its open given the case's own container-id, then 
 of workers, and cases running at once never share a link (2.6.1). Workers are threads, each
 on its own connections. A case whose verdict has a signature (kind + rule + triggering
 performative + the state it arrived in) not yet confirmed, rejected twice or waiting is a
-candidate: it goes to the triage queue (bounded: a full queue makes the worker wait) and
-the workers go on; a candidate of a known signature is only counted. The triage thread
-minimises each on its own connections with `traces.minimize.ddmin` to a 1-minimal sequence
-of steps (protocol headers kept), then field by field within the frames left (`fuzz.shrink`,
-keeping the signature), replays it `confirm` times (every replay must reproduce it) and, if
-its bucket is new, has the `FindingStore` write it at once. Beside the cases for most kinds;
-alone (the workers pause at the `Gate`) for the kinds whose proof other traffic would spoil:
-a crash (the broker restarts), a hang or a missing error (the broker's silence within a
-bound), a resource reading (the broker's memory). At the end of a campaign the queue is
-triaged before `run()` returns; an interrupted one abandons what is still queued (no
-candidate is a finding until it is confirmed). State coverage: the (machine, state, input)
-pairs of the engine's tables the sent steps exercised in the reference model
-(`fuzz.model.ServerModel`). With `kind` multi (or both: every other case), case N is a
-multi-party case instead (`fuzz.multiparty`: several peers on one queue of its own, judged
-per connection and across them by `fuzz.cross_oracle`), triaged by `triage_multi` and kept by
-`keep_multi` through the same queue, gate and store.
+candidate: it goes to the triage queue (bounded: a full queue makes the worker wait) and the
+workers go on; a candidate of a known signature is only counted. A candidate whose broker
+behaviour (`fuzz.behaviour`: kind, rule and class of input, the grouping of findings.md)
+already has `per_behaviour` signatures triaged or queued is not triaged: it is kept at once
+under DIR/candidates/ as a further example (`amqpspec fuzz replay` runs it), so a broker
+that breaks one rule from a hundred inputs costs two triages, not a hundred. The triage
+thread minimises each on its own connections with `traces.minimize.ddmin` to a 1-minimal
+sequence of steps (protocol headers kept), then field by field within the frames left
+(`fuzz.shrink`, keeping the signature), replays it `confirm` times (every replay must
+reproduce it) and, if its bucket is new, has the `FindingStore` write it at once. Beside the
+cases for most kinds; alone (the workers pause at the `Gate`) for the kinds whose proof
+other traffic would spoil: a crash (the broker restarts), a hang or a missing error (the
+broker's silence within a bound), a resource reading (the broker's memory). At the end of a
+campaign the queue is triaged before `run()` returns; an interrupted one abandons what is
+still queued (no candidate is a finding until it is confirmed). State coverage: the
+(machine, state, input) pairs of the engine's tables the sent steps exercised in the
+reference model (`fuzz.model.ServerModel`). With `kind` multi (or both: every other
+case), case N is a multi-party case instead (`fuzz.multiparty`: several peers on one queue
+of its own, judged per connection and across them by `fuzz.cross_oracle`), triaged by
+`triage_multi` and kept by `keep_multi` through the same queue, gate and store (its
+candidates are not grouped by behaviour: each multi-party signature is triaged).
 """
 
 from __future__ import annotations
@@ -36,12 +41,14 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress as _suppressed
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from amqpspec.fuzz import multiparty
+from amqpspec.fuzz.behaviour import behaviour_key, input_class
 from amqpspec.fuzz.case import Case, Step
 from amqpspec.fuzz.findings import Finding, FindingStore, finding_id, signature
 from amqpspec.fuzz.model import COVERAGE_UNIVERSE, ServerModel, case_container_id, with_container_id
@@ -76,6 +83,9 @@ TRIAGE_QUEUE = 32  # candidates waiting for triage; a worker with a new one wait
 TRIAGE_GRACE_MIN_S = 30.0  # after a --duration budget, the queue is triaged this long at
 TRIAGE_GRACE_SHARE = 0.25  # least, or this share of the budget; then what is left is kept
 CANDIDATES_DIR = "candidates"  # DIR/candidates/<id>/reproducer.json: queued, never triaged
+PER_BEHAVIOUR = 2  # signatures of one broker behaviour triaged; further ones kept as examples
+TRIAGE_PARALLEL = 4  # tests of one ddmin round run at once (not for TRIAGED_ALONE kinds)
+TRIAGERS_MAX = 8  # triage threads: one per four workers, at most this many
 # kinds triaged alone, the workers paused: their proof rests on a restart or a memory
 # reading, which concurrent cases would disturb (a silence is judged against a bound of
 # seconds, which the cases beside it do not approach)
@@ -96,7 +106,8 @@ class CampaignConfig:
     workers: int = 1
     corpus: list[list[Step]] = field(default_factory=list)
     confirm: int = 3
-    triagers: int = 0  # triage threads (0: one per four workers, at least one, at most 4)
+    triagers: int = 0  # triage threads (0: one per four workers, 1 to TRIAGERS_MAX)
+    per_behaviour: int = PER_BEHAVIOUR  # signatures of one behaviour triaged (0: no limit)
     kind: str = "single"  # single, multi or both: multi-party cases (fuzz.multiparty)
     queues: Any = None  # multi-party: declares and deletes each run's queue (None: the broker
     # makes queues on attach)
@@ -122,6 +133,7 @@ class Stats:
     queued: int = 0  # candidates waiting for triage now
     triaged: int = 0  # candidates triaged so far
     kept: int = 0  # candidates left untriaged after the grace, kept in DIR/candidates/
+    examples: int = 0  # new signatures of a behaviour triaged enough, kept in DIR/candidates/
 
     @property
     def rate(self) -> float:
@@ -218,6 +230,8 @@ def triage(
     confirm: int = 3,
     broker: str = "",
     abandon: Callable[[], bool] | None = None,
+    parallel: int = 1,
+    gate: Gate | None = None,
 ) -> tuple[Finding, Case, Outcome] | None:
     """Minimise, confirm and describe one candidate; None when it does not reproduce.
 
@@ -226,7 +240,10 @@ def triage(
     with the close held for the bound: that run's verdict (if any) is the one minimised and
     confirmed, every test holding the close too. Other verdicts (the broker's own frames
     break a rule, it dropped the socket without close, it crashed) are proved whatever the
-    fuzzer did after the bad frame, and stay quick."""
+    fuzzer did after the bad frame, and stay quick. `parallel`: tests of one ddmin round run
+    that many at once (a broker that answers seconds later costs concurrency, not time);
+    1 for a candidate whose proof other traffic would spoil (TRIAGED_ALONE). `gate`: each
+    test enters it as one case (a triage alone waits for tests, never for whole triages)."""
     wanted = outcome.verdict
     assert wanted is not None
 
@@ -234,7 +251,13 @@ def triage(
         """One test of the triage, unless the campaign abandons it first."""
         if abandon is not None and abandon():
             raise TriageAbandonedError(case.seed)
-        return run_case(target, steps, careful, quick=quick)
+        if gate is None:
+            return run_case(target, steps, careful, quick=quick)
+        gate.enter()
+        try:
+            return run_case(target, steps, careful, quick=quick)
+        finally:
+            gate.leave()
 
     careful = wanted.kind == RESOURCE
     held = wanted.kind in SILENCE_KINDS or bool(outcome.inconclusive)
@@ -258,14 +281,20 @@ def triage(
     else:
         budget = MINIMIZE_TESTS_HELD if held else MINIMIZE_TESTS
     try:
-        reduced = ddmin(case.steps, still_fails, keep=lambda s: s.is_header, max_tests=budget)
+        reduced = ddmin(
+            case.steps,
+            still_fails,
+            keep=lambda s: s.is_header,
+            max_tests=budget,
+            parallel=parallel,
+        )
     except ValueError:
         return None  # the first replay did not reproduce it: flaky, not kept
     small = case.with_steps(reduced.items)
     found = last.get(_key(small.steps))
     candidates, field_counts = [small], {}
     if found is not None and found.verdict is not None:
-        shrunk = _shrink(small, found.verdict, still_fails, last, wanted.kind, held)
+        shrunk = _shrink(small, found.verdict, still_fails, last, wanted.kind, held, parallel)
         if shrunk.steps != small.steps:
             field_counts = {"before": shrunk.before, "after": shrunk.after, "tests": shrunk.tests}
             candidates.insert(0, small.with_steps(shrunk.steps))
@@ -273,11 +302,9 @@ def triage(
         candidates.append(case.with_steps(case.steps))  # the case as found, last
     reproduced, replays = 0, []
     for small in candidates:  # the fields minimised, or if that does not confirm, not
-        replays = []
-        for _ in range(confirm):
-            replays.append(attempt(small.steps, careful, quick))
-            if not _matches(replays[-1].verdict, wanted):
-                break
+        replays = _replays(
+            lambda steps=small.steps: attempt(steps, careful, quick), confirm, parallel, wanted
+        )
         reproduced = sum(_matches(r.verdict, wanted) for r in replays)
         if reproduced == confirm:
             break
@@ -314,6 +341,22 @@ def triage(
     return finding, small, final
 
 
+def _replays(
+    run: Callable[[], Outcome], times: int, parallel: int, wanted: Verdict
+) -> list[Outcome]:
+    """`times` replays: one after the other, stopping at the first that misses, or (with
+    `parallel` > 1) all at once. When all match, the last is the evidence kept."""
+    if parallel <= 1:
+        replays: list[Outcome] = []
+        for _ in range(times):
+            replays.append(run())
+            if not _matches(replays[-1].verdict, wanted):
+                break
+        return replays
+    with ThreadPoolExecutor(min(parallel, times), thread_name_prefix="fuzz-confirm") as pool:
+        return list(pool.map(lambda _: run(), range(times)))
+
+
 def _shrink(
     small: Case,
     verdict: Verdict,
@@ -321,6 +364,7 @@ def _shrink(
     last: dict[str, Outcome],
     kind: str,
     held: bool = False,
+    parallel: int = 1,
 ) -> FieldResult:
     """The fields of `small`'s frames minimised while its signature comes back."""
     sig = _signature_of(small, verdict)
@@ -334,7 +378,7 @@ def _shrink(
     budget = FIELD_TESTS.get(kind, FIELD_TESTS_OTHER)
     if held:
         budget = min(budget, FIELD_TESTS_HELD)
-    return shrink_fields(small.steps, same_bucket, budget)
+    return shrink_fields(small.steps, same_bucket, budget, parallel)
 
 
 def _key(steps: list[Step]) -> str:
@@ -387,6 +431,9 @@ class Campaign:
         self._deadline = time.monotonic() + config.duration if config.duration is not None else None
         self._queue: queue.Queue[tuple[Case, Outcome, str] | None] = queue.Queue(TRIAGE_QUEUE)
         self._waiting: set[str] = set()  # signatures queued or in triage
+        self._examples: set[str] = set()  # signatures kept untriaged as further examples
+        self._behaviour_of: dict[str, str] = {}  # a queued signature's behaviour key
+        self._behaviour_triages: dict[str, int] = {}  # behaviour -> signatures queued/triaged
         self._draining = False  # the cases are done: the triage threads empty the queue
         self._grace_end: float | None = None  # then, until when (None: no bound)
 
@@ -482,22 +529,39 @@ class Campaign:
         self._sampled = (time.monotonic(), target.memory())
 
     def _candidate(self, case: Case, outcome: Outcome) -> None:
-        """A case with a verdict: counted when its signature is known, else queued for the
-        triage thread (waiting while the queue is full, unless the campaign stops)."""
-        assert outcome.verdict is not None
-        sig = _signature_of(case, outcome.verdict)
+        """A case with a verdict: counted when its signature is known; kept as an example
+        when its behaviour has been triaged enough; else queued for the triage thread
+        (waiting while the queue is full, unless the campaign stops)."""
+        verdict = outcome.verdict
+        assert verdict is not None
+        sig = _signature_of(case, verdict)
         with self._lock:
-            if (
-                self.store.known(sig)
-                or sig in self._triaged
-                or sig in self._waiting
-                or self._rejected.get(sig, 0) >= 2
-            ):
+            if self._seen(sig):
                 self.stats.duplicates += 1
                 return
-            self._waiting.add(sig)
-            self.stats.candidates += 1
-            self.stats.queued += 1
+        behaviour = ""  # a multi-party case: every signature is triaged
+        if not isinstance(case, multiparty.MultiCase):
+            position = verdict.step if verdict.step is not None else len(case.steps) - 1
+            given = input_class(case.steps, position)
+            behaviour = behaviour_key(verdict.kind, verdict.rule, given)
+        with self._lock:
+            if self._seen(sig):  # another worker queued it meanwhile
+                self.stats.duplicates += 1
+                return
+            cap = self.config.per_behaviour if behaviour else 0
+            example = cap > 0 and self._behaviour_triages.get(behaviour, 0) >= cap
+            if example:
+                self._examples.add(sig)
+                self.stats.examples += 1
+            else:
+                self._behaviour_triages[behaviour] = self._behaviour_triages.get(behaviour, 0) + 1
+                self._behaviour_of[sig] = behaviour
+                self._waiting.add(sig)
+                self.stats.candidates += 1
+                self.stats.queued += 1
+        if example:
+            self._write_candidate(case, verdict, sig, behaviour)
+            return
         while not self._stop.is_set() and not self._budget_spent():
             try:
                 self._queue.put((case, outcome, sig), timeout=0.2)
@@ -505,6 +569,16 @@ class Campaign:
             except queue.Full:
                 continue
         self._keep(case, outcome, sig)  # the budget ran out or the campaign stopped meanwhile
+
+    def _seen(self, sig: str) -> bool:
+        """Confirmed, triaged, queued, kept as an example or rejected twice (under the lock)."""
+        return (
+            self.store.known(sig)
+            or sig in self._triaged
+            or sig in self._waiting
+            or sig in self._examples
+            or self._rejected.get(sig, 0) >= 2
+        )
 
     def _triager(self) -> None:
         try:
@@ -529,9 +603,16 @@ class Campaign:
         """A candidate the grace left untriaged: its case written as a reproducer under
         DIR/candidates/<id>/ (`amqpspec fuzz replay` runs it), so none is lost."""
         assert outcome.verdict is not None
+        self._write_candidate(case, outcome.verdict, sig, self._behaviour_of.get(sig, ""))
+        with self._lock:
+            self.stats.queued -= 1
+            self.stats.kept += 1
+            self._waiting.discard(sig)
+
+    def _write_candidate(self, case: Case, verdict: Verdict, sig: str, behaviour: str) -> None:
+        """DIR/candidates/<id>/reproducer.json: an untriaged case, replayable."""
         folder = os.path.join(self.config.out, CANDIDATES_DIR, finding_id(sig))
         os.makedirs(folder, exist_ok=True)
-        verdict = outcome.verdict
         record = case.to_json(
             kind=verdict.kind,
             signature=sig,
@@ -542,13 +623,10 @@ class Campaign:
             observed=verdict.observed,
             level=verdict.level,
             triaged=False,
+            behaviour=behaviour,
         )
         with open(os.path.join(folder, "reproducer.json"), "w", encoding="utf-8") as file:
             json.dump(record, file, indent=2)
-        with self._lock:
-            self.stats.queued -= 1
-            self.stats.kept += 1
-            self._waiting.discard(sig)
 
     def _triage_one(self, case: Case, outcome: Outcome, sig: str) -> None:
         """Minimise, confirm and keep one candidate (alone for the TRIAGED_ALONE kinds)."""
@@ -562,12 +640,16 @@ class Campaign:
             if alone:
                 with self.gate.exclusive():
                     result = triage_one(*args, abandon=self._grace_over)
-            else:  # beside the cases, as one of them for a triage that must be alone
+            elif isinstance(case, multiparty.MultiCase):  # beside the cases, as one of them
                 self.gate.enter()
                 try:
                     result = triage_one(*args, abandon=self._grace_over)
                 finally:
                     self.gate.leave()
+            else:  # beside the cases, each test as one of them for a triage alone
+                result = triage(
+                    *args, abandon=self._grace_over, parallel=TRIAGE_PARALLEL, gate=self.gate
+                )
         except TriageAbandonedError:
             self._keep(case, outcome, sig)  # counted out of the queue there
             return
@@ -582,6 +664,9 @@ class Campaign:
             self._waiting.discard(sig)
             if result is None:
                 self._rejected[sig] = self._rejected.get(sig, 0) + 1
+                behaviour = self._behaviour_of.get(sig)
+                if behaviour:  # not confirmed: another example may be tried
+                    self._behaviour_triages[behaviour] -= 1
                 return
             self._triaged.add(sig)
         finding, small, final = result
@@ -599,7 +684,7 @@ class Campaign:
 
     def run(self) -> Stats:
         workers = max(1, self.config.workers)
-        count = self.config.triagers or max(1, min(4, workers // 4))
+        count = self.config.triagers or max(1, min(TRIAGERS_MAX, workers // 4))
         triagers = [
             threading.Thread(target=self._triager, name=f"fuzz-triage-{n}", daemon=True)
             for n in range(count)

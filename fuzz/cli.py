@@ -41,6 +41,19 @@ class FuzzUsageError(Exception):
     """A bad option or an unusable target: exit 2 with this message."""
 
 
+def _workers(text: str) -> int | str:
+    """--workers: a positive number, or auto."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or auto") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "action",
@@ -69,7 +82,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="directory of seed traces (pcap/pcapng/Parquet) "
         "or reproducers; in-process: the corpus directory",
     )
-    parser.add_argument("--workers", type=int, default=1, help="parallel connections")
+    parser.add_argument(
+        "--workers",
+        type=_workers,
+        default="auto",
+        help="cases in flight at once, each on its own connection; auto (the default): "
+        "from the time the broker takes to answer the first cases (fuzz.pace: 2 for an "
+        "instant broker, up to 128 for one that answers errors seconds later)",
+    )
+    parser.add_argument(
+        "--triage-per-behaviour",
+        type=int,
+        default=None,
+        metavar="N",
+        help="signatures of one broker behaviour minimised and confirmed; further ones are "
+        "kept untriaged in DIR/candidates/ as examples (default 2; 0: triage every one)",
+    )
     parser.add_argument("--out", help="campaign directory (findings.json, findings/)")
     parser.add_argument(
         "--restart-wait",
@@ -225,8 +253,8 @@ def _campaign(args: argparse.Namespace) -> int:
         args.cases is not None and args.cases <= 0
     ):
         raise FuzzUsageError("--duration and --cases must be positive")
-    if args.workers < 1:
-        raise FuzzUsageError("--workers must be at least 1")
+    if args.triage_per_behaviour is not None and args.triage_per_behaviour < 0:
+        raise FuzzUsageError("--triage-per-behaviour must be 0 or more")
     strategies = _strategies(args.strategy)
     target = _target(args)
     if not alive(target):
@@ -243,12 +271,15 @@ def _campaign(args: argparse.Namespace) -> int:
         args.seed,
         args.duration,
         args.cases,
-        args.workers,
+        1,
         corpus,
     )
     config.kind = args.kind
     if args.kind != "single":
         config.queues = _queue_admin(args, target)
+    if args.triage_per_behaviour is not None:
+        config.per_behaviour = args.triage_per_behaviour
+    config.workers = chosen_workers(args.workers, [config], args.quiet)
     progress = _Progress(args.quiet)
     campaign = Campaign(config, progress.update)
     store = campaign.store
@@ -274,6 +305,12 @@ def _campaign(args: argparse.Namespace) -> int:
             f"budget's grace, kept in {os.path.join(args.out, 'candidates')} "
             "(`amqpspec fuzz replay DIR/candidates/<id>` runs one)"
         )
+    if stats.examples:
+        print(
+            f"amqpspec fuzz: {stats.examples} candidate(s) of new signatures of a broker "
+            f"behaviour already triaged {config.per_behaviour}x, kept untriaged as examples in "
+            f"{os.path.join(args.out, 'candidates')}"
+        )
     if total:
         from amqpspec.fuzz.report import write_report
 
@@ -297,6 +334,24 @@ def _campaign(args: argparse.Namespace) -> int:
         )
         return exit_status.JOB_FAILED
     return 1 if total else 0
+
+
+def chosen_workers(workers: int | str, configs: list, quiet: bool) -> int:
+    """--workers as given, or (auto) from the answer time of the slowest broker of
+    `configs` (fuzz.pace)."""
+    if workers != "auto":
+        return int(workers)
+    from amqpspec.fuzz.pace import PROBE_CASES, choose_workers, measure_case_latency
+
+    latency = max(measure_case_latency(config) for config in configs)
+    chosen = choose_workers(latency)
+    if not quiet:
+        print(
+            f"amqpspec fuzz: the broker takes {latency:.3f} s per case (median of its first "
+            f"{PROBE_CASES}, run at once): {chosen} workers (--workers N to choose)",
+            file=sys.stderr,
+        )
+    return chosen
 
 
 def _write_findings_md(directory: str) -> list:
@@ -338,7 +393,7 @@ class _Progress:
         return (
             f"{elapsed:6.1f}s  cases {stats.cases}  {stats.rate:6.0f}/s  findings "
             f"{stats.findings} (findings.md: {self.behaviours()} behaviour(s))  triage: "
-            f"{stats.triaged} done, {stats.queued} queued, {stats.kept} kept, "
+            f"{stats.triaged} done, {stats.queued} queued, {stats.kept + stats.examples} kept, "
             f"{stats.duplicates} known  state coverage {100 * stats.coverage:.1f}%"
         )
 

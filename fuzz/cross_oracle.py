@@ -156,9 +156,7 @@ def _verdict(
     rule_id, section, level, sentence = rule
     parties = {e.party for e in history}
     story = "; ".join(
-        e.line()
-        for e in ledger.events
-        if e in history or (e.kind == ENDED and e.party in parties)
+        e.line() for e in ledger.events if e in history or (e.kind == ENDED and e.party in parties)
     )
     if rule is REDELIVERED:
         summary = f"message {number} delivered again after {who} accepted it"

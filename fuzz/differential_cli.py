@@ -17,6 +17,7 @@ fuzz.differential; fuzz.cli hands over when `--differential` is given.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -30,6 +31,7 @@ from amqpspec.fuzz.cli import (
     _strategies,
     _target,
     _write_findings_md,
+    chosen_workers,
     target_from,
 )
 from amqpspec.fuzz.differential import (
@@ -40,6 +42,7 @@ from amqpspec.fuzz.differential import (
     replay_divergence,
 )
 from amqpspec.fuzz.oracle import Bounds, Target, alive
+from amqpspec.fuzz.pace import MAX_WORKERS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,17 +111,20 @@ def campaign(args: argparse.Namespace) -> int:
         args.cases is not None and args.cases <= 0
     ):
         raise FuzzUsageError("--duration and --cases must be positive")
-    if args.workers < 1:
-        raise FuzzUsageError("--workers must be at least 1")
     strategies = _strategies(args.strategy)
-    pair = pair_from(args, args.workers)
+    auto = args.workers == "auto"
+    pair = pair_from(args, MAX_WORKERS if auto else args.workers)
     corpus = []
     if args.corpus:
         if not os.path.isdir(args.corpus):
             raise FuzzUsageError(f"--corpus {args.corpus}: not a directory")
         corpus = load_corpus(args.corpus)
     config = CampaignConfig(
-        pair.a, args.out, strategies, args.seed, args.duration, args.cases, args.workers, corpus
+        pair.a, args.out, strategies, args.seed, args.duration, args.cases, 1, corpus
+    )
+    # auto: the workers the slower of the two brokers needs (fuzz.pace)
+    config.workers = chosen_workers(
+        args.workers, [config, dataclasses.replace(config, target=pair.b)], args.quiet
     )
     progress = _DiffProgress(args.quiet)
     run = DifferentialCampaign(config, pair, progress.update)

@@ -24,6 +24,7 @@ codec); a changed step is labelled with the fields it still carries.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -222,17 +223,24 @@ def _smaller(item: bytes) -> list[bytes]:
 class _Budget:
     def __init__(self, still_fails: Predicate, max_tests: int) -> None:
         self.still_fails, self.max_tests, self.tests = still_fails, max_tests, 0
+        self._lock = threading.Lock()  # ddmin's parallel tests count here at once
 
     @property
     def left(self) -> bool:
         return self.tests < self.max_tests
 
+    def _take(self) -> bool:
+        with self._lock:
+            if self.tests >= self.max_tests:
+                return False
+            self.tests += 1
+            return True
+
     def fails_twice(self, steps: list[Step]) -> bool:
         """Fails, and again (each run counted); an error building the case is a pass."""
         for _ in range(2):
-            if not self.left:
+            if not self._take():
                 return False
-            self.tests += 1
             try:
                 if not self.still_fails(steps):
                     return False
@@ -300,9 +308,11 @@ def _trim(steps: list[Step], budget: _Budget) -> list[Step]:
     return steps
 
 
-def shrink_fields(steps: list[Step], still_fails: Predicate, max_tests: int = 60) -> FieldResult:
+def shrink_fields(
+    steps: list[Step], still_fails: Predicate, max_tests: int = 60, parallel: int = 1
+) -> FieldResult:
     """Minimise the fields of `steps` (which must fail as they are) while `still_fails`
-    holds, within `max_tests` calls of it."""
+    holds, within `max_tests` calls of it (`parallel` of them at once in step 1: ddmin's)."""
     before = sum(non_default_fields(s) for s in steps)
     units = _units(steps)
     budget = _Budget(still_fails, max_tests)
@@ -315,6 +325,7 @@ def shrink_fields(steps: list[Step], still_fails: Predicate, max_tests: int = 60
             lambda kept: budget.fails_twice(_write(steps, units, set(kept))),
             max_tests=max_tests,
             check_input=False,
+            parallel=parallel,
         )
         current = _write(steps, units, set(result.items))
     current = _lower_values(_trim(current, budget), budget)

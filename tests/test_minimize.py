@@ -60,3 +60,49 @@ def test_result_fails_and_is_one_minimal(items: list[int], needed: set[int]) -> 
     # a subsequence of the input, order kept
     it = iter(items)
     assert all(any(x == y for y in it) for x in result.items)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 20), min_size=1, max_size=30),
+    st.sets(st.integers(0, 20), min_size=1, max_size=3),
+    st.integers(2, 6),
+)
+def test_parallel_tests_reach_the_sequential_result(
+    items: list[int], needed: set[int], parallel: int
+) -> None:
+    def still_fails(xs: list[int]) -> bool:
+        return needed <= set(xs)
+
+    if not still_fails(items):
+        return
+    sequential = ddmin(items, still_fails)
+    concurrent = ddmin(items, still_fails, parallel=parallel)
+    assert concurrent.items == sequential.items
+    assert concurrent.minimal
+
+
+def test_parallel_tests_run_at_once_and_keep_the_budget() -> None:
+    import threading
+    import time
+
+    lock = threading.Lock()
+    running, most, calls = [0], [0], []
+
+    def still_fails(xs: list[int]) -> bool:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            calls.append(len(xs))
+        time.sleep(0.01)  # a slow peer: the tests of a batch overlap
+        with lock:
+            running[0] -= 1
+        return 17 in xs
+
+    result = ddmin(list(range(64)), still_fails, parallel=4)
+    assert result.items == [17] and result.minimal
+    assert most[0] > 1  # tests overlapped
+    calls.clear()
+    bounded = ddmin(list(range(64)), still_fails, parallel=4, max_tests=6)
+    assert len(calls) <= 6
+    assert not bounded.minimal and 17 in bounded.items
