@@ -8,12 +8,15 @@ with a transaction-error (4.3: an unknown, already discharged or rolled-back txn
 a rejected outcome, or a detach of the control link when its source does not allow
 rejected), a
 posted delivery gets its presumptive outcome in a transactional-state of the same
-transaction before the commit is accepted (4.4.1, 4.4.4.1), the txn-ids of its frames say
+transaction before the commit is accepted (4.4.1, 4.4.4.1) and a commit it can no longer
+apply as announced (the posting link gone) is not accepted (4.4.4.1), the txn-ids of its
+frames say
 truly which transaction the work belongs to (4.4: a posted message is not available before
 the commit, a rolled-back one never; a retired message leaves at commit), a link that does
 not support transactional acquisition is detached with amqp:not-implemented (4.4.3), and
 after a rollback a retired delivery the controller left unsettled is still live (4.4.2,
 a SHOULD), as is detaching a control link on which a declare came settled (4.2, a SHOULD).
+What a broker answers to a transfer in a txn-id it never declared is recorded (MAY).
 
 Owns the cases `4.*/*`.
 """
@@ -28,11 +31,11 @@ from amqpspec.amqp10.composites import (
     Source,
     TransactionalState,
 )
-from amqpspec.amqp10.engine import RemoteDetach, TransferReceived
+from amqpspec.amqp10.engine import DispositionReceived, RemoteDetach, TransferReceived
 from amqpspec.amqp10.spec import SndSettleMode
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
-from amqpspec.conformance.registry import MUST, SHOULD, case
+from amqpspec.conformance.registry import MAY, MUST, SHOULD, case
 from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.links import consumer, publisher
 from amqpspec.conformance.steps.queues import fill, message_text
@@ -53,6 +56,7 @@ REJECTED_WITH_IT = "4.3/discharging-a-transaction.3"  # MUST be rejected carryin
 ROLLBACK_COMPLETES = "4.3/discharging-a-transaction.5"  # MUST always complete fail=true
 DETACH_WITH_IT = "4.3/discharging-a-transaction.4"  # no rejected outcome: MUST detach with it
 SETTLED_DETACH = "4.2/declaring-a-transaction.4"  # a settled declare: should detach
+NO_LONGER_APPLY = "4.4.4.1/transactional-posting.4"  # MUST NOT allow the successful discharge
 WORK_TXN_IDS = "4.4/transactional-work.1"  # txn-ids MUST correctly indicate the transaction
 PRESUMPTIVE = "4.4.1/transactional-posting.5"  # must inform ... before it can discharge
 PRESUMPTIVE_STATE = "4.4.1/transactional-posting.6"  # a disposition with transactional-state
@@ -512,3 +516,86 @@ def declare_settled_detached(probe, ctx):
         f"expected a detach of the control link with an error for a settled declare; "
         f"observed {describe(answer)}",
     )
+
+
+@case(
+    "4.4.1/posting-commit-after-sender-detach",
+    MUST,
+    "A commit after the posting link detached: either refused, or accepted with the posted "
+    "message at the queue (a resource that can no longer apply the outcome it announced "
+    "must not accept the commit).",
+    sentences=(NO_LONGER_APPLY,),
+    role="receiver",
+    requires={"queues"},
+    pipelined=False,
+)
+def posting_commit_after_sender_detach(probe, ctx):
+    """Declare, post one unsettled message, take its transactional-state, detach the sender
+    (closed), commit: accepted and the message at the queue, or the commit refused (a
+    transaction-error); accepted with no message is the MUST NOT of 4.4.4.1 broken."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    _, sender = publisher(probe, ctx, queue, session=session)
+    delivery_id = post(probe, sender, txn_id, b"txn-posted")
+    state = outcome_of_post(probe, delivery_id, ctx.profile.wait)
+    probe.detach(sender)
+    answer = controller.discharge(txn_id)
+    if not isinstance(answer, Accepted):
+        ctx.note(f"the commit after the detach was refused: {describe(answer)}")
+        return
+    announced = getattr(getattr(state, "outcome", None), "NAME", None)
+    if announced != "accepted":
+        ctx.note(f"the posted message's announced outcome was {describe(state)}")
+        return
+    there = _visible(probe, ctx, queue, 5, QUIET)
+    ctx.must(
+        there == [b"txn-posted"],
+        f"expected the posted message at the queue after the commit was accepted (its "
+        f"announced outcome accepted, then the sender detached); a consumer got {there}",
+        NO_LONGER_APPLY,
+    )
+
+
+@case(
+    "4.4.1/posting-unknown-txn-id",
+    MAY,
+    "A transfer whose transactional-state names a txn-id never declared: the broker's answer "
+    "is recorded (no sentence says which; amqp:transaction:unknown-id names the case).",
+    outcomes={"rejected:amqp:transaction:unknown-id", "detach:amqp:transaction:unknown-id"},
+    requires={"queues"},
+    pipelined=False,
+)
+def posting_unknown_txn_id(probe, ctx):
+    """Declare (the gate), then post one unsettled message in a txn-id that differs from
+    the declared one in every octet: the broker's answer (a rejected outcome, a detach of
+    the link, or the message taken) is recorded."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    _, sender = publisher(probe, ctx, queue, session=session)
+    unknown = bytes(b ^ 0xFF for b in txn_id) or b"\xff"
+    delivery_id = post(probe, sender, unknown, b"txn-unknown")
+    try:
+        answer = probe.expect(
+            lambda e: (isinstance(e, RemoteDetach) and e.link is sender)
+            or (
+                isinstance(e, DispositionReceived)
+                and e.first <= delivery_id <= e.last
+                and e.state is not None
+            ),
+            ctx.profile.wait,
+            "an answer to the transfer",
+        )
+    except WaitTimeout:
+        ctx.outcome("timeout")
+        return
+    if isinstance(answer, RemoteDetach):
+        ctx.outcome(f"detach:{error_condition(answer)}")
+        return
+    state = answer.state
+    name = getattr(state, "NAME", type(state).__name__)
+    condition = error_condition(state) or error_condition(getattr(state, "outcome", None))
+    ctx.outcome(f"{name}:{condition}" if condition else str(name))
