@@ -1,6 +1,8 @@
 """Fuzzer speed: network cases/s and frames/s, in-process executions/s, minimiser time.
 
     python -m amqpspec.bench.fuzz_bench [--seconds 10]
+    python -m amqpspec.bench.fuzz_bench --broker URL|reference [--profile NAME] [--admin URL]
+                                        [--seconds 120] [--seed 3] [--workers auto,1,32]
 
 Owns: the measurements bench/README.md quotes for the fuzzer, against a
 reference broker it starts on free ports (reference_broker.process.BrokerProcess):
@@ -13,6 +15,8 @@ reference broker it starts on free ports (reference_broker.process.BrokerProcess
   and broker-in-memory executions/s (`run_inprocess` for the duration);
 - the minimiser: seconds to minimise and confirm one finding of the `die-on-channel-reuse`
   fault (ddmin over the network, replay 3x).
+With `--broker`: whole campaigns against that broker instead (bench.fuzz_campaigns: cases/s
+as `amqpspec fuzz` gets them, triage included), one per `--workers` entry.
 Prints a table; not a test (times are never asserted).
 """
 
@@ -128,8 +132,20 @@ def minimiser_seconds() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m amqpspec.bench.fuzz_bench")
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--seconds", type=float, help="per measurement (default 10; 120 with --broker)"
+    )
+    parser.add_argument("--broker", help="whole campaigns against this broker URL, or reference")
+    parser.add_argument("--profile", default="generic", help="with --broker (default generic)")
+    parser.add_argument("--admin", help="with --broker: management URL (the fuzz queue declared)")
+    parser.add_argument("--seed", type=int, default=3, help="with --broker (default 3)")
+    parser.add_argument(
+        "--workers", default="auto", help="with --broker: auto or N, comma-separated"
+    )
     args = parser.parse_args(argv)
+    if args.broker:
+        return _campaigns(args)
+    args.seconds = args.seconds or 10.0
     rows: list[tuple[str, str]] = []
     with BrokerProcess(admin=False) as broker:
         target = Target("127.0.0.1", broker.port, QUEUE)
@@ -150,9 +166,29 @@ def main(argv: list[str] | None = None) -> int:
             (f"in-process {name} executions/s", f"{result.executions / result.seconds:,.0f}")
         )
     rows.append(("minimise + confirm one finding (s)", f"{minimiser_seconds():.1f}"))
+    _print(rows)
+    return 0
+
+
+def _print(rows: list[tuple[str, str]]) -> None:
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
-        print(f"{name:<{width}}  {value:>10}")
+        print(f"{name:<{width}}  {value:>10}", flush=True)
+
+
+def _campaigns(args: argparse.Namespace) -> int:
+    from amqpspec.bench.fuzz_campaigns import run_campaign, target_for
+
+    seconds = args.seconds or 120.0
+    entries = [w.strip() for w in args.workers.split(",") if w.strip()]
+    if args.broker == "reference":
+        with BrokerProcess(admin=False) as broker:
+            target = target_for(f"amqp://127.0.0.1:{broker.port}", "reference", None)
+            rows = [run_campaign(target, seconds, args.seed, w).row("reference") for w in entries]
+    else:
+        target = target_for(args.broker, args.profile, args.admin)
+        rows = [run_campaign(target, seconds, args.seed, w).row(args.profile) for w in entries]
+    _print(rows)
     return 0
 
 

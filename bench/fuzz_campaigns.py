@@ -1,0 +1,96 @@
+"""Whole-campaign fuzzing speed against any broker: what `amqpspec fuzz` gets, triage included.
+
+    python -m amqpspec.bench.fuzz_bench --broker URL|reference [--profile NAME] [--admin URL]
+                                        [--seconds 120] [--seed 3] [--workers auto,1,32]
+
+Owns: `run_campaign(target, seconds, seed, workers)` and the rows `bench.fuzz_bench` prints
+for `--broker`: one campaign per entry of `--workers` (`auto`: fuzz.pace's choice, as the
+CLI's default), each `fuzz.campaign.Campaign` exactly as `amqpspec fuzz --duration S --seed N`
+runs it (generation, oracle, state coverage, the triage queue and its grace; no memory
+watch), in a fresh temporary directory. `reference` starts a reference broker on free
+ports (profile reference). Figures: cases / wall time of the whole campaign (the budget
+plus the triage's grace: what a user waits), cases / budget, findings, candidates triaged,
+kept untriaged (grace over, or further examples of a behaviour), state coverage.
+bench/README.md ("Fuzzer speed") quotes them with the command and the machine's load.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+
+from amqpspec.fuzz.campaign import Campaign, CampaignConfig
+from amqpspec.fuzz.oracle import Bounds, Target
+
+
+@dataclass(slots=True)
+class CampaignFigures:
+    workers: int
+    cases: int
+    budget: float
+    wall: float
+    findings: int
+    triaged: int
+    kept: int
+    coverage: float
+
+    @property
+    def whole_rate(self) -> float:
+        return self.cases / max(1e-9, self.wall)
+
+    @property
+    def budget_rate(self) -> float:
+        return self.cases / max(1e-9, self.budget)
+
+    def row(self, label: str) -> tuple[str, str]:
+        return (
+            f"{label}, {self.workers} workers",
+            f"{self.whole_rate:,.1f}/s whole ({self.cases} cases in {self.wall:.0f} s), "
+            f"{self.budget_rate:,.1f}/s in the budget; {self.findings} findings, "
+            f"{self.triaged} triaged, {self.kept} kept; state coverage "
+            f"{100 * self.coverage:.1f}%",
+        )
+
+
+def target_for(broker: str, profile: str, admin: str | None) -> Target:
+    """The broker as `amqpspec fuzz` would see it (the profile's reply bound; with `admin`,
+    the fuzz queue declared first)."""
+    from amqpspec.fuzz.cli import QUEUE, target_from
+
+    target = target_from(broker, profile)
+    target.bounds = Bounds(reply=target.profile.wait)
+    if admin and target.profile.declare_queues:
+        from amqpspec.conformance.admin import make_admin
+
+        client = make_admin(target.profile.admin, admin)
+        try:
+            client.declare_queue(QUEUE)
+        finally:
+            client.close()
+    return target
+
+
+def run_campaign(target: Target, seconds: float, seed: int, workers: str) -> CampaignFigures:
+    """One whole campaign of `seconds` (`workers`: a number or auto)."""
+    from amqpspec.fuzz.pace import choose_workers, measure_case_latency
+
+    with tempfile.TemporaryDirectory(prefix="fuzz-bench-") as out:
+        config = CampaignConfig(target, out, seed=seed, duration=seconds, workers=1)
+        if workers == "auto":
+            config.workers = choose_workers(measure_case_latency(config))
+        else:
+            config.workers = int(workers)
+        started = time.monotonic()
+        stats = Campaign(config).run()
+        wall = time.monotonic() - started
+    return CampaignFigures(
+        workers=config.workers,
+        cases=stats.cases,
+        budget=seconds,
+        wall=wall,
+        findings=stats.findings,
+        triaged=stats.triaged,
+        kept=stats.kept + stats.examples,
+        coverage=stats.coverage,
+    )
