@@ -91,6 +91,10 @@ TRIAGERS_MAX = 8  # triage threads: one per four workers, at most this many
 # seconds, which the cases beside it do not approach)
 TRIAGED_ALONE = (CRASH, RESOURCE)
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
+MEMORY_PER_CONNECTION = 1024 * 1024  # what one open connection of a case may hold (RabbitMQ
+# 3.10: a reader, a writer and a session process each; bench/README.md "Fuzzer speed")
+MEMORY_SEARCH_S = 120.0  # the search for a case that made memory grow, at most (the
+# workers wait meanwhile); past it, the suspects left are replayed until this again
 MEMORY_SUSPECTS = 2000  # the cases since the last sample searched when memory grew (a
 # second of cases at the campaign's rate: a leaking case must still be among them)
 
@@ -385,31 +389,48 @@ def _key(steps: list[Step]) -> str:
     return "|".join(s.data.hex() for s in steps)
 
 
-def _grows(target: Target, cases: list[Case]) -> bool:
-    """Run `cases` back to back; did the broker's memory grow past the bound meanwhile?"""
+def _grows(target: Target, cases: list[Case], workers: int = 1) -> bool:
+    """Run `cases` (`workers` at once, as the campaign ran them), let the broker settle;
+    did its memory grow past the bound meanwhile? (Connections closed by then: what is
+    left is what they leaked.)"""
     assert target.memory is not None
     time.sleep(target.bounds.memory_quiet)
     before = target.memory()
-    for case in cases:
-        run_case(target, case.steps, quick=True)
-    time.sleep(target.bounds.memory_settle)
+    if workers <= 1:
+        for case in cases:
+            run_case(target, case.steps, quick=True)
+        time.sleep(target.bounds.memory_settle)
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="fuzz-memory") as pool:
+            list(pool.map(lambda case: run_case(target, case.steps, quick=True), cases))
+        time.sleep(target.bounds.memory_quiet)  # many connections just closed
     after = target.memory()
     return before is not None and after is not None and after - before > target.bounds.memory_growth
 
 
-def _bisect_growth(target: Target, suspects: list[Case]) -> list[Case]:
+def _bisect_growth(
+    target: Target, suspects: list[Case], workers: int = 1, deadline: float | None = None
+) -> list[Case]:
     """The suspects narrowed by halving to the few that make memory grow (group testing:
-    a batch is measured once), or all of them when no half does on its own."""
-    while len(suspects) > 2:
+    a batch is measured once), or all of them when no half does on its own or the
+    deadline passed."""
+    while len(suspects) > 2 and (deadline is None or time.monotonic() < deadline):
         half = len(suspects) // 2
         first, second = suspects[:half], suspects[half:]
-        if _grows(target, second):
+        if _grows(target, second, workers):
             suspects = second
-        elif _grows(target, first):
+        elif _grows(target, first, workers):
             suspects = first
         else:
             break
     return list(reversed(suspects))
+
+
+def growth_bound(target: Target, workers: int) -> int:
+    """How much the broker's memory may grow between two samples of a campaign with
+    `workers` connections in flight: the bound of one connection, plus what each
+    connection open at the second reading holds (MEMORY_PER_CONNECTION)."""
+    return target.bounds.memory_growth + max(0, workers - 1) * MEMORY_PER_CONNECTION
 
 
 class Campaign:
@@ -502,7 +523,9 @@ class Campaign:
 
     def _sample_memory(self) -> None:
         """Every MEMORY_SAMPLE_S: the broker's memory; if it grew past the bound since the
-        last sample, replay the cases run since then carefully to find the one."""
+        last sample (`growth_bound`: more with more connections in flight), search the cases
+        run since then (halving, batches run as the workers ran them), then replay the
+        suspects left carefully to find the one, within MEMORY_SEARCH_S."""
         target = self.config.target
         if target.memory is None:
             return
@@ -515,11 +538,20 @@ class Campaign:
             self._recent.clear()
         value = target.memory()
         self._sampled = (time.monotonic(), value)
-        if value is None or last_value is None or value - last_value <= target.bounds.memory_growth:
+        workers = self.config.workers
+        if (
+            value is None
+            or last_value is None
+            or value - last_value <= growth_bound(target, workers)
+        ):
             return
         found = None
         with self.gate.exclusive():
-            for case in _bisect_growth(target, suspects[-MEMORY_SUSPECTS:]):
+            deadline = time.monotonic() + MEMORY_SEARCH_S
+            batch = suspects[-MEMORY_SUSPECTS:]
+            for case in _bisect_growth(target, batch, min(workers, 16), deadline):
+                if time.monotonic() >= deadline:
+                    break  # bounded: the workers wait for this search
                 outcome = run_case(target, case.steps, careful=True, quick=True)
                 if outcome.verdict is not None and outcome.verdict.kind == RESOURCE:
                     found = (case, outcome)
