@@ -1131,7 +1131,7 @@ class BrokerConnection:
         consumer = session.consumers.get(link)
         if consumer is not None:  # the queue applies it and answers echo / drain
             if event.flow.properties and self.transactions.acquisition(consumer, event.flow):
-                return  # 4.4.3: transactional acquisition refused (not-implemented)
+                return  # 4.4.3: the link detached (it sends settled, or an unknown txn-id)
             consumer.receiver_flow(event.flow)
         elif link in self.management_links:  # replies wait for the client's credit
             self.management_links[link].send_replies()

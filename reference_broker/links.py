@@ -7,7 +7,8 @@ publisher's unconfirmed count and credit re-grant (credit.py), and the header re
 redelivered messages (3.2.1). May touch: the engine Link given to it (send, flow,
 set_flow_state / send_flow_state for the queue's replies to drain and echo,
 disposition), the queue of a consumer, the session state (sessions.py) to record
-unsettled deliveries and confirms.
+unsettled deliveries and confirms, and the connection's transactions (transactions.py) to
+send a consumer's deliveries in the transaction it acquires in (4.4.3).
 
 Credit of a consumer link lives twice: in the queue (credit API v2, authoritative for
 what to dispatch) and in the engine Link, which applies the same 2.6.7 rules to the same
@@ -91,8 +92,13 @@ class ConsumerLink:
             payload = redelivered_payload(msg)
         if self.faults.insert_properties:
             payload = wire_faults.insert_properties(payload)  # fault (RabbitMQ 3.10), 3.2
+        acquiring = self.connection.transactions.acquiring  # 4.4.3 (transactions.py)
+        txn = acquiring.get(self) if acquiring else None
         try:
-            delivery_id = link.send(payload, settled=event.settled)
+            if txn is None:
+                delivery_id = link.send(payload, settled=event.settled)
+            else:
+                delivery_id = link.send(payload, settled=event.settled, state=txn.state)
         except UsageError as exc:  # too big for the peer, or the link is going away
             log.debug("cannot send on %r: %s", link, exc)
             if not event.settled and self.queue.has_consumer(self.tag):
@@ -106,6 +112,8 @@ class ConsumerLink:
             return
         if not event.settled:
             self.unsettled[delivery_id] = (self, msg.msg_id)
+        if txn is not None:
+            self.connection.transactions.acquired(self, delivery_id, msg.msg_id)
         if self.faults.credit_per_frame:
             self._count_frames_as_credit(event, delivery_id, len(payload))
         self.connection.mark_dirty()

@@ -3,9 +3,10 @@
 Owns: the coordinator links of one connection (4.5.1: a target `amqp:coordinator:list`,
 capability `amqp:local-transactions` offered), the transactions they declared (4.2) and
 their work until discharge (4.3): transactional posting (4.4.1, transfers whose state is
-a `transactional-state`), transactional retirement (4.4.2, dispositions with one), and the
-refusal of transactional acquisition (4.4.3: a flow with a `txn-id` property detaches
-the link with amqp:not-implemented, as the spec says for a link endpoint without it).
+a `transactional-state`), transactional retirement (4.4.2, dispositions with one), and
+transactional acquisition (4.4.3: a flow whose properties carry a `txn-id` makes the
+consumer link send its deliveries in that transaction, until the discharge; a link that
+sends settled cannot, and is detached with amqp:not-implemented as 4.4.3 says).
 May touch: the engine links and sessions of its connection (dispositions, detach), the
 vhost (route / publish at commit), the queues of consumer links (settle at commit or
 rollback), the store (a commit's records appended as one batch) and the context's
@@ -31,6 +32,12 @@ Semantics (each rule next to its code):
 - retirement: the outcome is applied at commit; on rollback a delivery the controller
   settled gets the default outcome (released, 4.4.4.2), one it left unsettled stays
   acquired and live (4.4.2).
+- acquisition: each delivery of an acquiring link carries transactional-state(txn-id)
+  (4.4: the txn-ids of our transfers say which transaction the work is in); a commit keeps
+  the acquisitions (the deliveries go on as ordinary unsettled ones), a rollback undoes
+  them (4.4.4.3: "the acquisition and outcome are rolled back"): the messages return to the
+  queue and a delivery still unsettled is settled released. The discharge clears the link's
+  txn-id (4.4.3).
 - the control link ending (detach, end, close, transport loss) rolls back every
   transaction it declared that is not discharged (4.1).
 """
@@ -114,7 +121,13 @@ class Transaction:
     declared_at: float
     posts: list[Post] = field(default_factory=list)
     retirements: list[Retirement] = field(default_factory=list)
+    acquisitions: list[tuple[ConsumerLink, int, int]] = field(default_factory=list)
     rollback_only: str | None = None  # why it cannot commit any more
+
+    @property
+    def state(self) -> TransactionalState:
+        """The state of a transfer acquired in this transaction (4.4.3)."""
+        return TransactionalState(txn_id=self.txn_id)
 
 
 class CoordinatorLink:
@@ -152,6 +165,8 @@ class Transactions:
         self.connection = connection
         self.coordinators: dict[Any, CoordinatorLink] = {}  # engine Link -> coordinator
         self.live: dict[bytes, Transaction] = {}
+        # consumer links acquiring in a transaction (4.4.3); read by ConsumerLink.deliver
+        self.acquiring: dict[ConsumerLink, Transaction] = {}
         self._ids = itertools.count(1)
 
     # ------------------------------------------------------------------ control link
@@ -309,15 +324,36 @@ class Transactions:
             txn.retirements.append(Retirement(consumer, delivery_id, msg_id, outcome, settled))
 
     def acquisition(self, consumer: ConsumerLink, flow: Any) -> bool:
-        """4.4.3: "If the link endpoint does not support transactional acquisition, the
-        link MUST be terminated with a not-implemented error." True if refused."""
+        """4.4.3: a flow naming a txn-id: the link acquires in that transaction from now on
+        (False: the flow's credit applies as usual). True if the link was detached
+        instead: it sends settled ("If the link endpoint does not support transactional
+        acquisition, the link MUST be terminated with a not-implemented error"), or the
+        txn-id is not a live transaction of its session (amqp:transaction:unknown-id)."""
         properties = flow.properties
         if not properties or TXN_ID not in properties:
             return False
-        self.connection.detach_with(
-            consumer.session, consumer.link, Cond.NOT_IMPLEMENTED, "no transactional acquisition"
-        )
-        return True
+        if consumer.settled:  # a settled delivery's acquisition could not be rolled back
+            self.connection.detach_with(
+                consumer.session,
+                consumer.link,
+                Cond.NOT_IMPLEMENTED,
+                "no transactional acquisition on a link that sends settled",
+            )
+            return True
+        txn = self._find(properties[TXN_ID], consumer.session)
+        if txn is None:
+            self.connection.detach_with(
+                consumer.session, consumer.link, UNKNOWN_ID, "flow for an unknown txn-id"
+            )
+            return True
+        self.acquiring[consumer] = txn
+        return False
+
+    def acquired(self, consumer: ConsumerLink, delivery_id: int, msg_id: int) -> None:
+        """ConsumerLink.deliver sent `delivery_id` in the link's transaction (4.4.3)."""
+        txn = self.acquiring.get(consumer)
+        if txn is not None:
+            txn.acquisitions.append((consumer, delivery_id, msg_id))
 
     # ------------------------------------------------------------------ discharge
     def _cannot_commit(self, txn: Transaction) -> str | None:
@@ -386,12 +422,29 @@ class Transactions:
             consumer = retirement.consumer
             if retirement.settled and consumer.queue.has_consumer(consumer.tag):
                 consumer.queue.settle(consumer.tag, [retirement.msg_id], RELEASED)
+        for consumer, delivery_id, msg_id in txn.acquisitions:  # 4.4.4.3: rolled back
+            session = consumer.session
+            live = session.unsettled.pop(delivery_id, None) is not None
+            if consumer.queue.has_consumer(consumer.tag):
+                consumer.queue.settle(consumer.tag, [msg_id], RELEASED)
+            if live:  # tell the controller: the delivery is settled, released
+                try:
+                    session.engine.disposition(
+                        Role.SENDER, delivery_id, delivery_id, True, Released()
+                    )
+                except UsageError:
+                    pass
         txn.posts.clear()
         txn.retirements.clear()
+        txn.acquisitions.clear()
 
     def _finish(self, txn: Transaction) -> None:
+        """Discharged: no longer live; 4.4.3 "the txn-id of any link endpoints will be
+        cleared"."""
         self.live.pop(txn.txn_id, None)
         txn.controller.transactions.pop(txn.txn_id, None)
+        if self.acquiring:
+            self.acquiring = {c: t for c, t in self.acquiring.items() if t is not txn}
 
     def _find(self, txn_id: Any, session: BrokerSession) -> Transaction | None:
         """The live transaction `txn_id` if `session` may work in it (declared on it: we

@@ -27,7 +27,8 @@ from amqpspec.amqp10.engine import (
     TransferReceived,
 )
 from amqpspec.amqp10.message import Message
-from amqpspec.amqp10.spec import Role
+from amqpspec.amqp10.spec import Role, SndSettleMode
+from amqpspec.amqp10.types import symbol
 from amqpspec.reference_broker.memory import MemoryBroker
 from amqpspec.reference_broker.process import BrokerProcess
 
@@ -219,6 +220,64 @@ def test_unroutable_post_is_released_in_the_transaction():
         txn_id = ctl.declare()
         state = post(broker, conn, sender, txn_id, b"x")
         assert state == TransactionalState(txn_id=txn_id, outcome=Released())
+
+
+def test_acquisition_in_a_transaction_rolled_back_and_committed():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        broker.vhost.declare_queue("q", durable=False)
+        queue = broker.vhost.get_queue("q")
+        for text in (b"a", b"b"):
+            queue.publish(Message.of(text).encode())
+        ctl = Controller(broker, conn, session)
+        receiver = session.attach_receiver(
+            "sub", Source(address="/queues/q"), Target(), snd_settle_mode=SndSettleMode.UNSETTLED
+        )
+        broker.pump()
+        rollback = ctl.declare()
+        receiver.flow(link_credit=1, properties={symbol("txn-id"): rollback})
+        broker.pump()
+        (first,) = conn.of(TransferReceived)
+        assert first.state == TransactionalState(txn_id=rollback)  # 4.4: its transaction
+        assert isinstance(ctl.discharge(rollback, fail=True), Accepted)
+        # the acquisition is undone: settled released, the message back in the queue
+        assert isinstance(state_of(conn, first.delivery_id, Role.SENDER), Released)
+        assert queue.messages_ready == 2
+        commit = ctl.declare()
+        receiver.flow(link_credit=1, properties={symbol("txn-id"): commit})
+        broker.pump()
+        second = conn.of(TransferReceived)[1]
+        assert second.state == TransactionalState(txn_id=commit)
+        accepted = TransactionalState(txn_id=commit, outcome=Accepted())
+        receiver.disposition(second.delivery_id, settled=True, state=accepted)
+        assert isinstance(ctl.discharge(commit), Accepted)
+        assert queue.messages == 1
+        # the discharge cleared the link's txn-id: the next delivery is outside any
+        receiver.flow(link_credit=1)
+        broker.pump()
+        assert conn.of(TransferReceived)[2].state is None
+
+
+def test_acquisition_refused_on_a_settled_link_and_for_an_unknown_txn_id():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        broker.vhost.declare_queue("q", durable=False)
+        ctl = Controller(broker, conn, session)
+        txn_id = ctl.declare()
+        source = Source(address="/queues/q")
+        settled = session.attach_receiver(
+            "settled", source, Target(), snd_settle_mode=SndSettleMode.SETTLED
+        )
+        unknown = session.attach_receiver(
+            "unknown", source, Target(), snd_settle_mode=SndSettleMode.UNSETTLED
+        )
+        broker.pump()
+        settled.flow(link_credit=1, properties={symbol("txn-id"): txn_id})
+        unknown.flow(link_credit=1, properties={symbol("txn-id"): b"\xff" + txn_id})
+        broker.pump()
+        conditions = {e.link.name: str(e.error.condition) for e in conn.of(RemoteDetach)}
+        assert conditions == {  # 4.4.3 MUST: not-implemented where it is not supported
+            "settled": "amqp:not-implemented",
+            "unknown": "amqp:transaction:unknown-id",
+        }
 
 
 def _proton_transaction(url: str, address: str, bodies: list[str], commit: bool) -> None:
