@@ -21,7 +21,8 @@ error, frees what that link held from its first delivery on):
   the broker attached with distribution-mode copy (3.5.2).
 - `multi.accepted-message-lost` (3.3.1): a message the broker accepted from the sender
   (3.4.2) that no receiver accepted or rejected, and that the final collector (a fresh
-  receiver draining the queue after every party ended) did not get either. 3.3.1: a message
+  receiver draining the queue after every party ended) did not get either (what it got,
+  settled or not, was still there). 3.3.1: a message
   stays ACQUIRED until its transfer is settled, then follows the outcome (or the source's
   default-outcome); only accepted and rejected archive it. Level robustness (no MUST keyword);
   not judged when a broker's source named accepted or rejected as its default-outcome, or
@@ -112,12 +113,15 @@ def judge_ledger(ledger: Ledger) -> CrossVerdict | None:
     holder: dict[int, str] = {}  # message -> the party holding it acquired (unsettled)
     accepted: dict[int, str] = {}  # message -> the party whose accept the broker read
     done: set[int] = set()  # accepted or rejected (firm or not), or delivered settled
+    found: set[int] = set()  # delivered to a collector: still in the queue at the end
     history: dict[int, list[Event]] = {}
     for event in ledger.events:
         number = event.message
         if number >= 0:
             history.setdefault(number, []).append(event)
         if event.kind == DELIVER:
+            if event.party.startswith(COLLECTOR):
+                found.add(number)
             if number in accepted:
                 return _verdict(REDELIVERED, ledger, history[number], number, accepted[number])
             first = holder.get(number)
@@ -145,7 +149,7 @@ def judge_ledger(ledger: Ledger) -> CrossVerdict | None:
         return None
     confirmed = [e.message for e in ledger.events if e.kind == CONFIRMED]
     for number in confirmed:
-        if number not in done and number not in holder:
+        if number not in done and number not in holder and number not in found:
             return _verdict(LOST, ledger, history.get(number, []), number, "")
     return None
 

@@ -41,14 +41,17 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from amqpspec.amqp10.checker.rules import RULES
 from amqpspec.amqp10.composites import Accepted, Modified, Rejected, Released
 from amqpspec.amqp10.engine import (
     DispositionReceived,
+    ProtocolErrorRaised,
     RemoteClose,
     RemoteDetach,
     RemoteEnd,
     TransferReceived,
     TransportClosed,
+    UsageError,
 )
 from amqpspec.amqp10.errors import AMQPError
 from amqpspec.amqp10.message import Message
@@ -98,6 +101,7 @@ MINIMIZE_TESTS = 40  # each test is a whole multi-party run (a fraction of a sec
 CASE_BUDGET = 30.0  # every wait of one run ends by then
 COLLECT_CREDIT = 1000
 STATE = "OPENED/MAPPED/ATTACHED"  # where every party's link is when the schedule plays
+CREDIT_RULES = ("link.credit.", "link.drain.")  # the checker's 2.6.7 rules: judged first
 
 
 class QueueAdmin(Protocol):
@@ -424,7 +428,7 @@ class _Run:
         party.node.request("GET", path)
 
     def _grant(self, party: Party, credit: int, drain: bool, echo: bool) -> None:
-        if party.link is None or party.link.is_sender or party.link.state.name != "ATTACHED":
+        if not _usable(party.link) or party.link.is_sender:
             return
         party.probe.grant(party.link, credit, drain=drain, echo=echo)
 
@@ -433,7 +437,7 @@ class _Run:
         if link is None or not link.is_sender:
             return
         for _ in range(count):
-            if link.state.name != "ATTACHED":
+            if not _usable(link):
                 return
             if link.link_credit <= 0:
                 end = time.monotonic() + self.bounds.reply
@@ -449,7 +453,7 @@ class _Run:
             party.probe.flush()
 
     def _settle(self, party: Party, outcome: str, count: int) -> None:
-        if party.link is None:
+        if not _usable(party.link):
             return
         state = {
             "accepted": Accepted,
@@ -529,8 +533,8 @@ class _Run:
                 else:
                     self._ended(party, "broker")
                 probe.disconnect()
-            elif isinstance(event, RemoteEnd | TransportClosed):
-                self._ended(party, "broker")
+            elif isinstance(event, RemoteEnd | TransportClosed | ProtocolErrorRaised):
+                self._ended(party, "broker")  # or our engine ended it on the broker's error
         if probe.closed and not party.ended:
             self._ended(party, "broker")
 
@@ -567,31 +571,47 @@ class _Run:
         self.collect()
 
     def collect(self) -> None:
-        """A fresh receiver drains the queue (2.6.7) and accepts what it gets; without a
-        drain answer it stops after the reply bound of silence."""
+        """A fresh receiver drains the queue (2.6.7) and accepts what it gets, stopping at
+        the drain's answer or after the reply bound of silence; if the broker ends it (RabbitMQ
+        3.10 ends the session on a drain with amqp:internal-error), a second one grants the
+        same credit without drain and stops after the silence. The loss invariant is judged
+        only when one of them finished attached."""
+        for name, drain in ((COLLECTOR, True), (f"{COLLECTOR}-2", False)):
+            if self._collect(name, drain):
+                self.ledger.collected = True
+                self.ledger.firm.add(name)
+                return
+
+    def _collect(self, name: str, drain: bool) -> bool:
         try:
-            probe = self._probe(COLLECTOR)
-            link = probe.attach_receiver(probe.begin(), self.source, name=f"collect-{self.nonce}")
+            probe = self._probe(name)
+            link = probe.attach_receiver(probe.begin(), self.source, name=f"{name}-{self.nonce}")
         except (CaseFailed, HarnessError):
-            return
-        party = Party(COLLECTOR, probe, link)
-        self.parties[COLLECTOR] = party
-        probe.grant(link, COLLECT_CREDIT, drain=True)
+            return False
+        party = Party(name, probe, link)
+        self.parties[name] = party
+        probe.grant(link, COLLECT_CREDIT, drain=drain)
         quiet_until = time.monotonic() + self.bounds.reply
-        while time.monotonic() < quiet_until and not probe.closed:
-            before = len(party.held)
-            drained = link.link_credit == 0
+        while time.monotonic() < quiet_until and not party.ended:
+            drained = drain and link.link_credit == 0  # the answer and all before it are read
             self.pump(0.02)
             if party.held:
                 self._settle(party, "accepted", len(party.held))
-            if len(party.held) != before:
                 quiet_until = time.monotonic() + self.bounds.reply
             if drained:
                 break
-        self.ledger.collected = not probe.closed and link.state.name == "ATTACHED"
-        if self.ledger.collected:
-            self.ledger.firm.add(COLLECTOR)
+        finished = not party.ended and not probe.closed and _usable(link)
         probe.close(wait=True)
+        return finished
+
+
+def _usable(link: Any) -> bool:
+    """The link and its session are still attached and mapped (the broker ended neither)."""
+    return (
+        link is not None
+        and link.state.name == "ATTACHED"
+        and link.session.state.name == "MAPPED"
+    )
 
 
 def run_multi(target: Target, case: MultiCase, queues: QueueAdmin | None = None) -> MultiOutcome:
@@ -607,6 +627,8 @@ def run_multi(target: Target, case: MultiCase, queues: QueueAdmin | None = None)
             run.ledger.action = position
             try:
                 run.play(action)
+            except UsageError:
+                pass  # the broker ended the party's link or session meanwhile: nothing to do
             except (CaseFailed, HarnessError) as exc:  # a party refused: the others go on
                 failure = failure or f"{action.label}: {exc}"
                 party = run.parties.get(action.party)
@@ -614,7 +636,10 @@ def run_multi(target: Target, case: MultiCase, queues: QueueAdmin | None = None)
                     run._ended(party, "broker")
                     party.probe.disconnect()
             run.pump(0)
-        run.finish()
+        try:
+            run.finish()
+        except (CaseFailed, HarnessError, UsageError) as exc:  # no collector: loss not judged
+            failure = failure or f"end phase: {exc}"
     finally:
         for party in run.parties.values():
             party.probe.disconnect()
@@ -627,26 +652,43 @@ def run_multi(target: Target, case: MultiCase, queues: QueueAdmin | None = None)
 
 
 def _judge(target: Target, case: MultiCase, run: _Run, failure: str) -> tuple[Verdict | None, str]:
+    """First the checker's credit and drain rules on any party (2.6.7: what races between
+    links show), then the invariants across connections, then the checker's other MUST
+    rules (which single-connection cases find as well: a broker that always breaks one,
+    RabbitMQ 3.10's flows without delivery-count, must not hide the others)."""
     last = max(0, len(case.actions) - 1)
+    broken: list[tuple[str, Any]] = []
     for name, party in run.parties.items():
         recording = party.probe.recording
         cut = _judged_items(recording)
-        for v in recording.violations:
-            if v.level == "MUST" and v.frame_index < cut:
-                observed = f"on {name}'s connection: {v.reason}"
-                expected = f"{v.section}: the checker's rule {v.rule_id}"
-                return Verdict(VIOLATION, v.rule_id, v.section, v.reason, last, expected,
-                               observed, MUST), name  # fmt: skip
+        must = [v for v in recording.violations if v.level == "MUST" and v.frame_index < cut]
+        broken += [(name, v) for v in must]
+    credit = [(n, v) for n, v in broken if v.rule_id.startswith(CREDIT_RULES)]
+    if credit:
+        return _checker_verdict(*credit[0], last)
     cross = judge_ledger(run.ledger)
     if cross is not None:
         level = MUST if cross.level == "MUST" else ROBUSTNESS
         return Verdict(VIOLATION, cross.rule, cross.section, cross.summary, last, cross.expected,
                        cross.observed, level, cross.sentence), ""  # fmt: skip
+    if broken:
+        return _checker_verdict(*broken[0], last)
     if failure and not alive(target):
         summary = f"a party's connection failed ({failure}) and a fresh one is refused"
         return Verdict(CRASH, "liveness", "2.4.1", summary, last,
                        "the broker goes on serving", summary, ROBUSTNESS), ""  # fmt: skip
     return None, ""
+
+
+def _checker_verdict(name: str, v: Any, last: int) -> tuple[Verdict, str]:
+    rule = RULES.get(v.rule_id)
+    quote_ = getattr(rule, "sentence", "") if rule is not None else ""
+    sentences = tuple(getattr(rule, "sentences", ()) or ())
+    expected = f"{v.section}: '{quote_}'" if quote_ else f"rule {v.rule_id} ({v.section})"
+    observed = f"on {name}'s connection, the broker's frame (trace #{v.frame_index}): {v.reason}"
+    verdict = Verdict(VIOLATION, v.rule_id, v.section, v.reason, last, expected, observed, MUST,
+                      sentences[0] if sentences else "")  # fmt: skip
+    return verdict, name
 
 
 # ----------------------------------------------------------------- triage and findings
