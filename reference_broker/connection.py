@@ -1064,7 +1064,7 @@ class BrokerConnection:
             if publisher.anonymous and condition in relay.ROUTING_ERRORS:
                 error = relay.routing_error(event.delivery_tag, condition, reason, self.faults)
                 if event.settled or not relay.rejects(link):
-                    self._anonymous_routing_error(publisher, event, error)
+                    self.anonymous_routing_error(publisher, event, error)
                     return
                 session.settle_publish(event.delivery_id, Rejected(error=error))
                 if publisher not in self._credit_checks:
@@ -1087,7 +1087,7 @@ class BrokerConnection:
             # of it against the credit, and the unconfirmed count must include them too
             self._credit_checks.append(publisher)
 
-    def _anonymous_routing_error(
+    def anonymous_routing_error(
         self, publisher: PublisherLink, event: ev.TransferReceived, error: Error
     ) -> None:
         """A message on the anonymous terminus that cannot be routed (no or a bad `to`,

@@ -28,7 +28,9 @@ Semantics (each rule next to its code):
 - posting: the message is routed when it arrives (its presumptive outcome: accepted,
   released when no queue takes it, rejected for a bad address), sent back as a settled
   disposition carrying transactional-state(txn-id, outcome) (4.4.1), and enqueued only at
-  commit; a rollback drops it without a trace (nothing reached the store).
+  commit; a rollback drops it without a trace (nothing reached the store). On the
+  anonymous relay (relay.py) a message it cannot route is rejected naming its delivery-tag,
+  or its link detached with that error when settled or the source has no rejected outcome.
 - retirement: the outcome is applied at commit; on rollback a delivery the controller
   settled gets the default outcome (released, 4.4.4.2), one it left unsettled stays
   acquired and live (4.4.2).
@@ -67,6 +69,7 @@ from amqpspec.amqp10.serial import serial_offset
 from amqpspec.amqp10.spec import Cond, RcvSettleMode, Role
 from amqpspec.amqp10.types import symbol
 
+from . import relay
 from .addressing import Address
 from .queues import RELEASED, outcome_of
 
@@ -285,7 +288,15 @@ class Transactions:
             queues = vhost.route(publisher.target, to=to, subject=subject, headers=headers)
         except Exception as exc:  # a bad `to` / a missing node: rejected at commit too
             condition = getattr(exc, "condition", Cond.INVALID_FIELD)
-            outcome = Rejected(error=Error(condition=condition, description=str(exc)))
+            error = Error(condition=condition, description=str(exc))
+            if publisher.anonymous and condition in relay.ROUTING_ERRORS:  # relay.py
+                error = relay.routing_error(
+                    event.delivery_tag, condition, str(exc), self.connection.faults
+                )
+                if event.settled or not relay.rejects(event.link):  # anonterm 2.2.2: detach
+                    self.connection.anonymous_routing_error(publisher, event, error)
+                    return
+            outcome = Rejected(error=error)
             queues = None
         if queues == []:
             outcome = Released()  # no queue takes it (as outside a transaction)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from broker_support import memory_session
 
 from amqpspec.amqp10.composites import (
+    Coordinator,
+    Declare,
     DeleteOnClose,
     DeleteOnNoLinks,
     DeleteOnNoLinksOrMessages,
@@ -16,6 +18,7 @@ from amqpspec.amqp10.composites import (
     Rejected,
     Source,
     Target,
+    TransactionalState,
 )
 from amqpspec.amqp10.engine import (
     DispositionReceived,
@@ -251,3 +254,30 @@ def test_a_suspended_link_attached_again_resumes_its_node_and_closing_it_deletes
         again.detach()
         broker.pump()
         assert not broker.vhost.has_queue(name)
+
+
+def test_a_transactional_message_the_relay_cannot_route_is_rejected_naming_the_delivery():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        control = session.attach_sender(
+            "ctl", Source(), Coordinator(capabilities=[symbol("amqp:local-transactions")])
+        )
+        broker.pump()
+        declare = control.send(Message.of(Declare()).encode(), b"d", settled=False)
+        broker.pump()
+        txn_id = _states(conn)[declare].txn_id
+        anon = session.attach_sender("anon", target=Target(address=None))
+        broker.pump()
+        state = TransactionalState(txn_id=txn_id)
+        sent = anon.send(_message("/queues/missing"), b"t-txn", False, state=state)
+        broker.pump()
+        outcome = _states(conn)[sent].outcome
+        assert isinstance(outcome, Rejected)
+        assert outcome.error.info == {TAG: b"t-txn"}
+        strict = session.attach_sender(
+            "anon-strict", Source(outcomes=[symbol("amqp:accepted:list")]), Target(address=None)
+        )
+        broker.pump()
+        strict.send(_message("/queues/missing"), b"t-2", False, state=state)
+        broker.pump()
+        (detach,) = [e for e in conn.of(RemoteDetach) if e.link is strict]
+        assert detach.error.info == {TAG: b"t-2"}

@@ -22,12 +22,24 @@ The unknown destination is a queue address of the profile that was never declare
 broker that creates nodes on demand has no unknown destination: the message is accepted
 and found at that address, UNSUPPORTED (nothing to route wrongly).
 
+The in-transaction variants (4.4.1 transactional posting through the relay) are UNSUPPORTED
+on a broker without local transactions (conformance/steps/transactions.py gates them).
+Broker-J's pre-settled in-transaction unknown-destination tests rest on text that is "not
+in spec yet" (AMQP-140: the transaction marked rollback-only): no case here.
+
 Owns the cases `3.5.4/anonymous-relay-*` (the null target of 3.5.4, routed as anonterm says).
 """
 
 from __future__ import annotations
 
-from amqpspec.amqp10.composites import Properties, Rejected, Source, Target
+from amqpspec.amqp10.composites import (
+    Accepted,
+    Properties,
+    Rejected,
+    Source,
+    Target,
+    TransactionalState,
+)
 from amqpspec.amqp10.engine import (
     DispositionReceived,
     RemoteAttach,
@@ -41,6 +53,7 @@ from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.registry import MODEL, case
 from amqpspec.conformance.steps.deliveries import collect, exactly
+from amqpspec.conformance.steps.transactions import Controller, describe
 from amqpspec.conformance.verdicts import Unsupported
 
 ANONTERM = "anonterm"  # profile.MODELS
@@ -138,9 +151,12 @@ def _error_of(probe, link, delivery_id: int, since: int):
     if isinstance(event, RemoteDetach):
         return "detach", event.error
     if isinstance(event, DispositionReceived):
-        if isinstance(event.state, Rejected):
-            return "rejected", event.state.error
-        return type(event.state).__name__.lower(), None
+        state = event.state
+        if isinstance(state, TransactionalState):  # 4.4.1: the outcome it carries
+            state = state.outcome
+        if isinstance(state, Rejected):
+            return "rejected", state.error
+        return type(state).__name__.lower() if state is not None else "no outcome", None
     return type(event).__name__, getattr(event, "error", None)
 
 
@@ -258,6 +274,118 @@ def relay_unknown_destination_no_rejected_detach(probe, ctx):
     outcomes accepted only; an unsettled message to a queue never declared: the broker
     detaches the link with an error whose info carries the delivery-tag."""
     answer, error, tag = _unroutable(probe, ctx, settled=False, outcomes=[ACCEPTED])
+    ctx.must(
+        answer == "detach",
+        f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
+    )
+    _names_tag(ctx, error, tag, "detach")
+
+
+def _txn_post(probe, link, txn_id: bytes, to: str, tag: bytes) -> int:
+    """4.4.1: one unsettled message to `to` on the relay link, inside transaction `txn_id`."""
+    delivery_id = link.send(
+        _message(to).encode(), tag, False, state=TransactionalState(txn_id=txn_id)
+    )
+    probe.flush()
+    return delivery_id
+
+
+def _relay_in_transaction(probe, ctx, *, outcomes=None):
+    """A relay link and a declared transaction on one session: (link, controller, txn-id).
+    UNSUPPORTED without ANONYMOUS-RELAY or without local transactions (Part 4 optional)."""
+    session, link = _relay(probe, ctx, outcomes=outcomes)
+    controller = Controller(probe, session)
+    return link, controller, controller.declare()
+
+
+@case(
+    "3.5.4/anonymous-relay-txn-known-destination",
+    MODEL,
+    ROUTING + " Inside a transaction (4.4.1), at its commit.",
+    model=ANONTERM,
+    requires={"queues"},
+    pipelined=False,
+)
+def relay_txn_known_destination(probe, ctx):
+    """Counters Qpid Broker-J's AnonymousTerminusTest.
+    transferUnsettledInTransactionToKnownDestination: a message to a queue through the relay
+    inside a transaction, the transaction committed: a receiver from the queue gets it.
+    UNSUPPORTED without ANONYMOUS-RELAY or local transactions."""
+    link, controller, txn_id = _relay_in_transaction(probe, ctx)
+    queue = ctx.queue()
+    _txn_post(probe, link, txn_id, ctx.target_address(queue), b"txn-known")
+    answer = controller.discharge(txn_id)
+    ctx.note(f"the commit was answered with {describe(answer)}")
+    if not isinstance(answer, Accepted):
+        raise Unsupported(f"the commit was not accepted ({describe(answer)}): nothing to route")
+    other = ctx.probe()
+    receiver = other.attach_receiver(other.open_session(), ctx.source(queue), credit=1)
+    try:
+        exactly(other, receiver, 1)
+    except AssertionError as exc:
+        ctx.check(False, f"expected the committed message routed by its to to {queue!r}; {exc}")
+
+
+@case(
+    "3.5.4/anonymous-relay-txn-unknown-destination-rejected",
+    MODEL,
+    "A transactional message whose to names no node, on a link whose source supports the "
+    "rejected outcome, is rejected (its transactional-state's outcome) with an error naming "
+    "its delivery-tag (anonterm 2.2.2, MUST).",
+    model=ANONTERM,
+    requires={"queues"},
+    pipelined=False,
+)
+def relay_txn_unknown_destination_rejected(probe, ctx):
+    """Counters Qpid Broker-J's AnonymousTerminusTest.
+    transferUnsettledInTransactionToUnknownDestinationWhenRejectedOutcomeSupportedBySource:
+    source outcomes accepted and rejected; an unsettled transactional message to a queue
+    never declared: the broker's transactional-state carries a rejected outcome whose
+    error names the delivery-tag (a detach instead FAILS: the source supports rejected)."""
+    link, controller, txn_id = _relay_in_transaction(probe, ctx, outcomes=[ACCEPTED, REJECTED])
+    queue = ctx.queue("unknown", declare=False)
+    tag = b"amqpspec-txn-unroutable"
+    since = probe.mark()
+    delivery_id = _txn_post(probe, link, txn_id, ctx.target_address(queue), tag)
+    answer, error = _error_of(probe, link, delivery_id, since)
+    ctx.note(f"the broker answered the unroutable message with {answer}: {error!r}")
+    if answer != "rejected":
+        controller.discharge(txn_id)
+        if _created_on_demand(ctx, queue):
+            raise Unsupported(f"the broker created node {queue!r} on demand: nothing unknown")
+    ctx.must(
+        answer == "rejected", f"expected the message rejected; observed {answer}. {MUST_REJECT}"
+    )
+    _names_tag(ctx, error, tag, "rejected outcome")
+
+
+@case(
+    "3.5.4/anonymous-relay-txn-unknown-destination-no-rejected-detach",
+    MODEL,
+    "A transactional message whose to names no node, on a link whose source does not "
+    "support the rejected outcome: the link is detached with an error naming its "
+    "delivery-tag (anonterm 2.2.2, MUST).",
+    model=ANONTERM,
+    requires={"queues"},
+    pipelined=False,
+)
+def relay_txn_unknown_destination_no_rejected_detach(probe, ctx):
+    """Counters Qpid Broker-J's AnonymousTerminusTest.
+    transferUnsettledInTransactionToUnknownDestinationWhenRejectedOutcomeNotSupportedBySource:
+    source outcomes accepted only; an unsettled transactional message to a queue never
+    declared: the broker detaches the link with an error whose info carries the
+    delivery-tag."""
+    link, controller, txn_id = _relay_in_transaction(probe, ctx, outcomes=[ACCEPTED])
+    queue = ctx.queue("unknown", declare=False)
+    tag = b"amqpspec-txn-unroutable"
+    since = probe.mark()
+    delivery_id = _txn_post(probe, link, txn_id, ctx.target_address(queue), tag)
+    answer, error = _error_of(probe, link, delivery_id, since)
+    ctx.note(f"the broker answered the unroutable message with {answer}: {error!r}")
+    if answer != "detach":
+        controller.discharge(txn_id)
+        if _created_on_demand(ctx, queue):
+            raise Unsupported(f"the broker created node {queue!r} on demand: nothing unknown")
     ctx.must(
         answer == "detach",
         f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
