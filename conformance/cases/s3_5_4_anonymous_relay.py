@@ -281,10 +281,10 @@ def relay_unknown_destination_no_rejected_detach(probe, ctx):
     _names_tag(ctx, error, tag, "detach")
 
 
-def _txn_post(probe, link, txn_id: bytes, to: str, tag: bytes) -> int:
-    """4.4.1: one unsettled message to `to` on the relay link, inside transaction `txn_id`."""
+def _txn_post(probe, link, txn_id: bytes, to: str, tag: bytes, settled: bool = False) -> int:
+    """4.4.1: one message to `to` on the relay link, inside transaction `txn_id`."""
     delivery_id = link.send(
-        _message(to).encode(), tag, False, state=TransactionalState(txn_id=txn_id)
+        _message(to).encode(), tag, settled, state=TransactionalState(txn_id=txn_id)
     )
     probe.flush()
     return delivery_id
@@ -308,22 +308,25 @@ def _relay_in_transaction(probe, ctx, *, outcomes=None):
 )
 def relay_txn_known_destination(probe, ctx):
     """Counters Qpid Broker-J's AnonymousTerminusTest.
-    transferUnsettledInTransactionToKnownDestination: a message to a queue through the relay
-    inside a transaction, the transaction committed: a receiver from the queue gets it.
-    UNSUPPORTED without ANONYMOUS-RELAY or local transactions."""
+    transferUnsettledInTransactionToKnownDestination and
+    transferPreSettledInTransactionToKnownDestination: two messages to a queue through the
+    relay inside a transaction, one unsettled, one settled; the transaction committed: a
+    receiver from the queue gets both. UNSUPPORTED without ANONYMOUS-RELAY or local
+    transactions."""
     link, controller, txn_id = _relay_in_transaction(probe, ctx)
     queue = ctx.queue()
     _txn_post(probe, link, txn_id, ctx.target_address(queue), b"txn-known")
+    _txn_post(probe, link, txn_id, ctx.target_address(queue), b"txn-known-settled", True)
     answer = controller.discharge(txn_id)
     ctx.note(f"the commit was answered with {describe(answer)}")
     if not isinstance(answer, Accepted):
         raise Unsupported(f"the commit was not accepted ({describe(answer)}): nothing to route")
     other = ctx.probe()
-    receiver = other.attach_receiver(other.open_session(), ctx.source(queue), credit=1)
+    receiver = other.attach_receiver(other.open_session(), ctx.source(queue), credit=2)
     try:
-        exactly(other, receiver, 1)
+        exactly(other, receiver, 2)
     except AssertionError as exc:
-        ctx.check(False, f"expected the committed message routed by its to to {queue!r}; {exc}")
+        ctx.check(False, f"expected the committed messages routed by their to to {queue!r}; {exc}")
 
 
 @case(
