@@ -914,6 +914,12 @@ class BrokerConnection:
         if permissions is not FULL:
             permissions.check(self.summary.user, kind, what, name)
 
+    def check_anonymous_to(self, to: Any) -> None:
+        """A message on the anonymous terminus: write permission on where its `to`
+        publishes (raises as _check_address)."""
+        if self.permissions is not FULL:
+            self._check_address(parse_to(to))
+
     def _check_address(self, parsed: Address, *, declare_only: bool = False) -> None:
         """The permissions an address needs: configure to declare a v1 queue; to publish,
         write on its exchange (the default exchange for a queue address). The anonymous
@@ -1053,8 +1059,8 @@ class BrokerConnection:
                 self._credit_checks.append(publisher)
             return
         try:
-            if publisher.anonymous and self.permissions is not FULL:
-                self._check_address(parse_to(to))  # write on where `to` publishes
+            if publisher.anonymous:
+                self.check_anonymous_to(to)
             result = self.vhost.publish(
                 publisher.target, event.payload, to=to, subject=subject, headers=headers
             )

@@ -285,9 +285,17 @@ class Transactions:
         vhost = self.connection.vhost
         outcome: Any = Accepted()
         try:
+            if publisher.anonymous:  # write permission where `to` publishes
+                self.connection.check_anonymous_to(to)
             queues = vhost.route(publisher.target, to=to, subject=subject, headers=headers)
-        except Exception as exc:  # a bad `to` / a missing node: rejected at commit too
+        except Exception as exc:  # a bad `to` / a missing node / no permission: rejected
             condition = getattr(exc, "condition", Cond.INVALID_FIELD)
+            reason = getattr(exc, "reason", str(exc))
+            if event.settled and txn.rollback_only is None:
+                # 4.4.4.1 Delivery Sent Settled By Controller: "Should the resource be
+                # unable to process the delivery it MUST NOT allow the successful discharge
+                # of the associated transaction"
+                txn.rollback_only = f"a settled transactional transfer was refused: {reason}"
             error = Error(condition=condition, description=str(exc))
             if publisher.anonymous and condition in relay.ROUTING_ERRORS:  # relay.py
                 error = relay.routing_error(

@@ -15,6 +15,7 @@ from amqpspec.amqp10.composites import (
     Declare,
     Declared,
     Discharge,
+    Properties,
     Released,
     Source,
     Target,
@@ -164,6 +165,21 @@ def test_unknown_id_and_rollback_conditions():
         txn_id = ctl.declare()
         post(broker, conn, sender, txn_id, b"x")
         broker.vhost.delete_queue("q")
+        broker.pump()
+        state = ctl.discharge(txn_id)
+        assert str(state.error.condition) == "amqp:transaction:rollback"
+
+
+def test_a_refused_settled_post_makes_the_commit_fail():
+    """4.4.4.1: a settled transactional transfer the resource cannot process (the anonymous
+    terminus, `to` a missing queue) MUST NOT let the transaction commit."""
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        ctl = Controller(broker, conn, session)
+        sender = session.attach_sender("anon", Source(), Target(address=None))
+        broker.pump()
+        txn_id = ctl.declare()
+        payload = Message.of(b"x", properties=Properties(to="/queues/missing")).encode()
+        sender.send(payload, settled=True, state=TransactionalState(txn_id=txn_id))
         broker.pump()
         state = ctl.discharge(txn_id)
         assert str(state.error.condition) == "amqp:transaction:rollback"

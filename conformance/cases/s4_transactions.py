@@ -9,7 +9,8 @@ a rejected outcome, or a detach of the control link when its source does not all
 rejected), a
 posted delivery gets its presumptive outcome in a transactional-state of the same
 transaction before the commit is accepted (4.4.1, 4.4.4.1) and a commit it can no longer
-apply as announced (the posting link gone) is not accepted (4.4.4.1), the txn-ids of its
+apply as announced (the posting link gone), or with a settled posting it cannot process
+(its queue deleted), is not accepted (4.4.4.1), the txn-ids of its
 frames say
 truly which transaction the work belongs to (4.4: a posted message is not available before
 the commit, a rolled-back one never; a retired message leaves at commit), a link that does
@@ -57,6 +58,7 @@ ROLLBACK_COMPLETES = "4.3/discharging-a-transaction.5"  # MUST always complete f
 DETACH_WITH_IT = "4.3/discharging-a-transaction.4"  # no rejected outcome: MUST detach with it
 SETTLED_DETACH = "4.2/declaring-a-transaction.4"  # a settled declare: should detach
 NO_LONGER_APPLY = "4.4.4.1/transactional-posting.4"  # MUST NOT allow the successful discharge
+UNABLE_TO_PROCESS = "4.4.4.1/transactional-posting.1"  # settled: MUST NOT allow it either
 WORK_TXN_IDS = "4.4/transactional-work.1"  # txn-ids MUST correctly indicate the transaction
 PRESUMPTIVE = "4.4.1/transactional-posting.5"  # must inform ... before it can discharge
 PRESUMPTIVE_STATE = "4.4.1/transactional-posting.6"  # a disposition with transactional-state
@@ -599,3 +601,36 @@ def posting_unknown_txn_id(probe, ctx):
     name = getattr(state, "NAME", type(state).__name__)
     condition = error_condition(state) or error_condition(getattr(state, "outcome", None))
     ctx.outcome(f"{name}:{condition}" if condition else str(name))
+
+
+@case(
+    "4.4.4.1/settled-post-queue-deleted-no-commit",
+    MUST,
+    "A message posted settled in a transaction whose queue is deleted before the commit: "
+    "the resource cannot process it, so the commit is not accepted.",
+    sentences=(UNABLE_TO_PROCESS,),
+    role="receiver",
+    requires={"queues", "declare-queues"},
+    pipelined=False,
+)
+def settled_post_queue_deleted_no_commit(probe, ctx):
+    """Declare, post one settled message to a fresh queue, delete the queue through the
+    admin adapter, commit: the discharge is rejected (a transaction-error) or the control
+    link destroyed, never accepted (4.4.4.1: "Should the resource be unable to process the
+    delivery it MUST NOT allow the successful discharge of the associated transaction")."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    _, sender = publisher(probe, ctx, queue, session=session)
+    post(probe, sender, txn_id, b"txn-settled", settled=True)
+    probe.pump(0.2)  # the transfer reaches the broker before the queue goes
+    ctx.admin.delete_queue(queue)
+    answer = controller.discharge(txn_id)
+    ctx.must(
+        not isinstance(answer, Accepted),
+        f"expected the commit refused (the settled message's queue was deleted before it); "
+        f"observed {describe(answer)}",
+        UNABLE_TO_PROCESS,
+    )
+    ctx.note(f"the commit was answered with {describe(answer)}")
