@@ -356,7 +356,6 @@ class _Run:
         profile = target.profile
         self.managed = profile is not None and profile.has("management-node")
         self.parties: dict[str, Party] = {}
-        self.gone: dict[str, Party] = {}
         self.ledger = Ledger()
         self.next_message = 0
         self.deadline = time.monotonic() + CASE_BUDGET
@@ -379,7 +378,7 @@ class _Run:
         return probe
 
     def attach(self, name: str) -> None:
-        if name in self.parties or name in self.gone:
+        if name in self.parties:
             return
         if name.startswith("M") and not self.managed:
             return  # the profile has no /management node: no management client
