@@ -65,6 +65,7 @@ class BoofuzzRun:
     message: str = ""  # boofuzz's failure text
     data: bytes = b""  # the fuzzed message's bytes
     restarts: int = 0
+    case_name: str = ""  # boofuzz's test-case name (the mutated primitive)
 
 
 def path_to(node: str) -> str:
@@ -103,6 +104,7 @@ def run_boofuzz(faults: list[str], budget: float, node: str | None = None) -> Bo
             recorder.message,
             recorder.data,
             broker.restarts,
+            recorder.case_name,
         )
     finally:
         broker.stop()
@@ -140,8 +142,8 @@ def report(results: Results, args: argparse.Namespace) -> str:
         f" --clean-nodes {args.clean_nodes:.0f}`: budget {args.budget:.0f} s of wall time per "
         f"fault and tool, each stopped at its first finding; amqpspec seed {args.seed}, "
         f"{args.workers} worker(s); boofuzz {version('boofuzz')} (deterministic: no seed). "
-        f"Machine: {os.cpu_count()} cores, load average at the start "
-        f"{os.getloadavg()[0]:.1f} (other jobs ran beside).",
+        f"Machine: {os.cpu_count()} cores, load average {args.load_start:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end (other jobs ran beside).",
         "",
         "| fault | amqpspec: time | amqpspec: cases | boofuzz: time | boofuzz: case # "
         "| boofuzz: fuzzed message | boofuzz: failure |",
@@ -171,7 +173,9 @@ def report(results: Results, args: argparse.Namespace) -> str:
     lines += ["", "boofuzz's failing test cases (the fuzzed message's first bytes, hex):", ""]
     for run in [theirs for _, theirs in results.rows] + results.hindsight:
         if run.index is not None:
-            lines.append(f"- `{run.fault}`: case #{run.index}, {run.node}: `{_hex(run.data)}`")
+            lines.append(
+                f"- `{run.fault}`: case #{run.index} `{run.case_name}`: `{_hex(run.data)}`"
+            )
     if results.clean is not None:
         ours, theirs = results.clean
         verdict = "0 findings" if ours.seconds is None else f"FINDING {ours.signature}"
@@ -223,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", default="reports", help="writes OUT/fuzz-vs-boofuzz-figures.md")
     args = parser.parse_args(argv)
+    args.load_start = os.getloadavg()[0]
     results = Results([], [], None, [])
     for fault in args.faults or PARSER_FAULTS:
         if fault not in CATALOG:

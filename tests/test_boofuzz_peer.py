@@ -118,4 +118,5 @@ def test_the_close_probe_reports_the_connection_that_dies(broker, tmp_path):
     session.fuzz(name=path)
     assert (recorder.index, recorder.node) == (FIRST, "flow"), recorder.message
     assert "without a close frame" in recorder.message
+    assert "link-credit" in recorder.case_name  # boofuzz names the mutated primitive
     assert recorder.cases == 6  # stopped after the failing case

@@ -279,6 +279,9 @@ class ProcessMonitor(BaseMonitor):  # type: ignore[misc]
     def alive(self) -> bool:
         return True
 
+    def __repr__(self) -> str:  # boofuzz names the monitor in its failure text
+        return "ProcessMonitor"
+
     def pre_send(
         self, target: Any = None, fuzz_data_logger: Any = None, session: Any = None
     ) -> None:
@@ -365,6 +368,7 @@ class FirstFailure(IFuzzLoggerBackend):  # type: ignore[misc]
     seconds: float | None = None
     message: str = ""
     node: str = ""
+    case_name: str = ""  # boofuzz's name of the case: the message and the mutated primitive
     data: bytes = b""
     cases: int = 0
     _current: int = 0
@@ -382,6 +386,7 @@ class FirstFailure(IFuzzLoggerBackend):  # type: ignore[misc]
         self.index = self._current
         self.seconds = time.monotonic() - self.started
         self.message = description
+        self.case_name = str(self._name)
         if self.session is not None:
             self.node = self.session.fuzz_node.name
             self.data = bytes(self.session.last_send or b"")
