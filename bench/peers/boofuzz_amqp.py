@@ -264,16 +264,21 @@ EDGES = (
 
 
 class ProcessMonitor(BaseMonitor):  # type: ignore[misc]
-    """The broker process exited during a test case (what boofuzz's procmon reports).
+    """The broker process exited (what boofuzz's procmon reports).
 
     `broker` is anything with `.broker.proc` (a Popen) and `.port`: fuzz.detection's
-    `Supervised`, which starts a new process on the same port when one exits."""
+    `Supervised`, which starts a new process on the same port when one exits. The monitor
+    watches one process id from case to case: a process that died, or was replaced by the
+    supervisor between two checks, is reported once, at the first check after its death
+    (a crash that comes after a case's checks is charged to the next case, as with
+    procmon)."""
 
     def __init__(self, broker: Any, settle: float = 20.0) -> None:
         super().__init__()
         self.broker = broker
         self.settle = settle
-        self._pid: int | None = None
+        self._pid: int | None = None  # the process watched
+        self._dead: int | None = None  # the last one reported
         self._synopsis = ""
 
     def alive(self) -> bool:
@@ -282,20 +287,27 @@ class ProcessMonitor(BaseMonitor):  # type: ignore[misc]
     def __repr__(self) -> str:  # boofuzz names the monitor in its failure text
         return "ProcessMonitor"
 
+    def _adopt(self) -> None:
+        proc = self.broker.broker.proc
+        if self._pid is None and proc.pid != self._dead and proc.poll() is None:
+            self._pid = proc.pid
+
     def pre_send(
         self, target: Any = None, fuzz_data_logger: Any = None, session: Any = None
     ) -> None:
-        self._pid = self.broker.broker.proc.pid
+        self._adopt()
 
     def post_send(
         self, target: Any = None, fuzz_data_logger: Any = None, session: Any = None
     ) -> bool:
+        self._adopt()
         proc = self.broker.broker.proc
-        status = proc.poll()
-        if status is None and proc.pid == self._pid:
+        if self._pid is None or (proc.pid == self._pid and proc.poll() is None):
             self._synopsis = ""
             return True
+        status = proc.poll() if proc.pid == self._pid else "seen restarted"
         self._synopsis = f"broker process {self._pid} exited (status {status})"
+        self._dead, self._pid = self._pid, None
         return False
 
     def get_crash_synopsis(self) -> str:
@@ -308,7 +320,7 @@ class ProcessMonitor(BaseMonitor):  # type: ignore[misc]
         again. False when the process never exited (a dropped or hung connection: nothing
         to restart, boofuzz then sleeps `restart_sleep_time`)."""
         proc = self.broker.broker.proc
-        if proc.poll() is None and proc.pid == self._pid:
+        if self._pid is not None and proc.pid == self._pid and proc.poll() is None:
             return False
         deadline = time.monotonic() + self.settle
         while time.monotonic() < deadline:
