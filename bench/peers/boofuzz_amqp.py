@@ -14,7 +14,7 @@ detach, end and close as boofuzz `Request`s of blocks with fuzzable fields), the
   seconds since the start, boofuzz's failure text, the bytes of the fuzzed message).
 
 The one documented exception to "nothing outside amqp10/ builds or parses AMQP bytes by
-hand" (docs/STYLE and ARCHITECTURE.md): this module IS the peer tool's input description,
+hand" (the project's style rules): this module IS the peer tool's input description,
 written in boofuzz primitives as its users write one (format codes as `Static`, sizes as
 `Size`, fields as `Byte`/`Word`/`DWord`/`String`), and reads replies with a byte search as
 they would. It never imports amqp10: that is the point of a peer tool. The encodings follow
