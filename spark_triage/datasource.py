@@ -6,7 +6,9 @@ partitioning (one partition per byte-range split of a capture, planned on the dr
 traces.pcap_vector.plan_splits_with_context, so captures over 2 GiB need no binaryFile and no
 pre-splitting; one per gzip'd file or frame log) and `read_input(...)` (one partition's
 Arrow batches, also used by the driver for reproducers). Columns: traces.pcap_vector's
-SEGMENT_SCHEMA plus `source` (the input path) and `broker_label`. Reads files only.
+SEGMENT_SCHEMA plus `source` (the input path or URL) and `broker_label`. Reads files only:
+local paths, or URLs through traces/urlfs.py (a split's byte range, a gzip'd file streamed
+to a temporary file, a frame log opened as a pyarrow file).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from amqpspec.spark_triage.framelog_segments import framelog_segments
 from amqpspec.spark_triage.inputs import FRAMELOG, InputFile
+from amqpspec.traces import urlfs
 from amqpspec.traces.pcap_vector import (
     SEGMENT_SCHEMA,
     plan_splits_with_context,
@@ -91,7 +94,8 @@ def read_input(split: Split, label: str | None = None) -> Iterator[pa.RecordBatc
 
 
 class _plain_file:  # noqa: N801 - used as a context manager
-    """The split's file, gunzipped into a temporary file when it is gzip'd."""
+    """The split's file, gunzipped into a temporary file (on the executor's disk, read
+    front to back, a URL's too) when it is gzip'd."""
 
     def __init__(self, split: Split) -> None:
         self.split = split
@@ -101,7 +105,9 @@ class _plain_file:  # noqa: N801 - used as a context manager
         if not self.split.gzip:
             return self.split.path
         handle, self.temp = tempfile.mkstemp(suffix=".trace")
-        with os.fdopen(handle, "wb") as out, gzip.open(self.split.path, "rb") as src:
+        path = self.split.path
+        packed = urlfs.open_stream(path) if urlfs.is_url(path) else open(path, "rb")
+        with os.fdopen(handle, "wb") as out, packed, gzip.open(packed, "rb") as src:
             shutil.copyfileobj(src, out, 1 << 20)
         return self.temp
 

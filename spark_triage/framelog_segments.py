@@ -3,7 +3,8 @@
 Owns: `framelog_segments(path)`: each connection of a traces/framelog.py log becomes one TCP
 flow (SYN, SYN-ACK, then one segment per logged item carrying its exact raw bytes, with
 per-direction sequence numbers), between the client and server the log names. The bytes
-are the log's own; nothing is encoded or decoded here. Reads the one file it is given.
+are the log's own; nothing is encoded or decoded here. Reads the one file it is given
+(a local path, or a URL opened through traces/urlfs.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from amqpspec.traces import urlfs
 from amqpspec.traces.framelog import SCHEMA_VERSION, schema_version
 from amqpspec.traces.pcap_format import TCP_ACK, TCP_PSH, TCP_SYN
 from amqpspec.traces.pcap_vector import SEGMENT_SCHEMA
@@ -58,10 +60,12 @@ class _Flow:
 
 
 def framelog_segments(path: str) -> Iterator[pa.RecordBatch]:
-    version = schema_version(path)
+    """The segments of the frame log at `path` (a local path or a URL, traces/urlfs.py)."""
+    source = urlfs.open_file(path) if urlfs.is_url(path) else path
+    version = schema_version(source)
     if version != SCHEMA_VERSION:
         raise ValueError(f"{path}: frame log schema version {version!r}, expected {SCHEMA_VERSION}")
-    table = pq.read_table(path, columns=_COLUMNS)
+    table = pq.read_table(source, columns=_COLUMNS)
     ids = table.column("connection_id").to_numpy(zero_copy_only=False)
     times = table.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False) * 1000
     directions = table.column("direction").to_pylist()

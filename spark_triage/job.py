@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import shutil
 import sys
 from collections import Counter
@@ -270,22 +269,26 @@ def _spark_type():
 _EXPANSION = 8
 
 
-def _fits(split: Any, limit: int) -> bool:
-    """The split's segments fit in one task's memory as one Arrow table (check_split)."""
-    size = os.path.getsize(split.path)
+def _fits(split: Any, size: int, limit: int) -> bool:
+    """The split's segments fit in one task's memory as one Arrow table (check_split);
+    `size`: its file's, as discovery measured it (a URL's from its listing)."""
     if split.gzip or split.kind == FRAMELOG:
         size *= _EXPANSION
     return size <= limit
 
 
 def _check_whole_splits(
-    spark, splits: list, broker_label: str | None, liveness_bound: float | None
+    spark,
+    splits: list,
+    sizes: dict[str, int],
+    broker_label: str | None,
+    liveness_bound: float | None,
 ) -> Any:
     """Result rows of `check_split` over every split, one task per split, the biggest
     files first (so a late big file does not leave the other cores idle at the end)."""
     from amqpspec.spark_triage.datasource import Split
 
-    splits = sorted(splits, key=lambda split: -os.path.getsize(split.path))
+    splits = sorted(splits, key=lambda split: -sizes[split.path])
     rows = [(s.path, s.kind, s.gzip, s.broker, s.start, s.end, broker_label) for s in splits]
     schema = (
         "path string, kind string, gzip boolean, broker string, start long, end long, label string"
@@ -348,7 +351,12 @@ def run_job(
     limit = split_bytes or DEFAULT_SPLIT_BYTES
     splits = plan(inputs, limit)
     per_file = Counter(split.path for split in splits)
-    whole = [split for split in splits if per_file[split.path] == 1 and _fits(split, limit)]
+    sizes = {item.path: item.size for item in inputs}
+    whole = [
+        split
+        for split in splits
+        if per_file[split.path] == 1 and _fits(split, sizes[split.path], limit)
+    ]
     paths = {split.path for split in whole}
     shuffled = [item for item in inputs if item.path not in paths]
     # a few groups per core, so one big connection does not leave the other cores idle
@@ -356,7 +364,7 @@ def run_job(
     spark.conf.set("spark.sql.shuffle.partitions", str(count))
     parts = []
     if whole:
-        parts.append(_check_whole_splits(spark, whole, broker_label, liveness_bound))
+        parts.append(_check_whole_splits(spark, whole, sizes, broker_label, liveness_bound))
     if shuffled:
         ordered = (
             read(shuffled)

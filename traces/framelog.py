@@ -248,7 +248,8 @@ class FrameLogWriter:
         self._writer.close()
 
 
-def schema_version(path: str) -> str | None:
+def schema_version(path: Any) -> str | None:
+    """The log's schema version; `path`: a path or an open (pyarrow or Python) file."""
     metadata = pq.read_schema(path).metadata or {}
     value = metadata.get(METADATA_KEY_VERSION)
     return value.decode() if value is not None else None

@@ -1,6 +1,9 @@
 """Vectorised capture reader: pcap / pcapng byte ranges -> Arrow batches of TCP segments.
 
-Owns: `SEGMENT_SCHEMA`, `read_segments(path, start, end)` and `plan_splits(path, bytes)`.
+Owns: `SEGMENT_SCHEMA`, `read_segments(path, start, end)` and `plan_splits(path, bytes)`,
+for a local path (mapped into memory) or a URL (traces/urlfs.py: a split's bytes, with the
+header or section blocks it needs, read by ranged reads into one buffer the size of the
+split; the planner walks the headers through one page buffer).
 The record walk (one header hop per record) is a tight struct loop; everything after it
 (link layers Ethernet with VLAN tags, Linux cooked SLL/SLL2, BSD/OpenBSD loopback and raw
 IP, IPv4/IPv6 with extension headers, TCP) is numpy over whole batches: no per-packet
@@ -21,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from amqpspec.traces import pcap_format as fmt
+from amqpspec.traces import urlfs
 from amqpspec.traces.pcap_format import CaptureFormatError
 from amqpspec.traces.pcap_reader import capture_kind
 
@@ -304,6 +308,9 @@ def read_segments(
     """TCP segments of the records (pcapng: blocks) that START in [start, end) of a capture;
     `context`: a pcapng split's section and interface blocks (`plan_splits_with_context`).
     Raises CaptureFormatError."""
+    if urlfs.is_url(path):
+        yield from _read_url_segments(path, start, end, batch_size, context)
+        return
     with open(path, "rb") as file:
         try:
             data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
@@ -343,6 +350,8 @@ def plan_splits_with_context(
     """`plan_splits`, each range with its context: for a pcapng, the offsets of the section
     header block and the interface blocks in force where the range starts (a split reads
     them, then its own blocks, and no page in between); None for a classic pcap."""
+    if urlfs.is_url(path):
+        return _plan_url(path, split_bytes)
     with open(path, "rb") as file:
         head = file.read(fmt.PCAP_GLOBAL_HEADER_SIZE)
         file.seek(0, 2)
@@ -353,22 +362,29 @@ def plan_splits_with_context(
         data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             hops = _classic_hops(data, path) if kind == "pcap" else _pcapng_hops(data)
-            splits: list[tuple[int, int, tuple[int, ...] | None]] = []
-            begin, context = 0, None
-            section: list[int] = []  # the SHB and IDBs in force at the current block
-            for offset, block_type in hops:
-                if offset - begin >= split_bytes:
-                    splits.append((begin, offset, context))
-                    begin = offset
-                    context = tuple(section) if kind == "pcapng" else None
-                if block_type == fmt.PCAPNG_SHB:
-                    section = [offset]
-                elif block_type == fmt.PCAPNG_IDB:
-                    section.append(offset)
-            splits.append((begin, size, context))
-            return splits
+            return _splits(hops, kind, size, split_bytes)
         finally:
             data.close()
+
+
+def _splits(
+    hops: Iterator[tuple[int, int]], kind: str, size: int, split_bytes: int
+) -> list[tuple[int, int, tuple[int, ...] | None]]:
+    """Ranges of about `split_bytes` from the (offset, block type) of every record."""
+    splits: list[tuple[int, int, tuple[int, ...] | None]] = []
+    begin, context = 0, None
+    section: list[int] = []  # the SHB and IDBs in force at the current block
+    for offset, block_type in hops:
+        if offset - begin >= split_bytes:
+            splits.append((begin, offset, context))
+            begin = offset
+            context = tuple(section) if kind == "pcapng" else None
+        if block_type == fmt.PCAPNG_SHB:
+            section = [offset]
+        elif block_type == fmt.PCAPNG_IDB:
+            section.append(offset)
+    splits.append((begin, size, context))
+    return splits
 
 
 def _classic_hops(data: mmap.mmap, path: str) -> Iterator[tuple[int, int]]:
@@ -390,6 +406,103 @@ def _pcapng_hops(data: mmap.mmap) -> Iterator[tuple[int, int]]:
             bom = struct.unpack_from("<I", data, offset + 8)[0]
             order = "<" if bom == fmt.PCAPNG_BYTE_ORDER_MAGIC else ">"
         length = struct.unpack_from(order + "I", data, offset + 4)[0]
+        if length < 12:
+            return
+        yield offset, block_type
+        offset += length
+
+
+# --- captures by URL (traces/urlfs.py) ----------------------------------------------------
+
+
+def _read_url_segments(
+    url: str, start: int, end: int | None, batch_size: int, context: tuple[int, ...] | None
+) -> Iterator[pa.RecordBatch]:
+    """`read_segments` of a URL: [start, end) read into one buffer, after the classic
+    header or the pcapng context blocks, and walked as a local file is. `end` is a record
+    boundary or the file's end, as `plan_splits` gives it (its records end there)."""
+    file = urlfs.open_file(url)
+    try:
+        size = file.size()
+        if size == 0:
+            raise CaptureFormatError(f"{url}: empty file")
+        end = size if end is None else min(end, size)
+        kind = capture_kind(file.read_at(min(size, 4), 0))
+        if kind is None:
+            raise CaptureFormatError(f"{url}: not a pcap or pcapng file")
+        prefix: list[tuple[int, int]] = []
+        if kind == "pcap" and start > fmt.PCAP_GLOBAL_HEADER_SIZE:
+            prefix = [(0, fmt.PCAP_GLOBAL_HEADER_SIZE)]
+        elif kind == "pcapng" and start > 0 and context:
+            prefix = _context_blocks(file, context)
+        begin = start if prefix else 0  # without a context a pcapng is read from its start
+        window = urlfs.read_ranges(file, [*prefix, (begin, max(0, end - begin))])
+    finally:
+        file.close()
+    skip = sum(length for _offset, length in prefix)  # where `begin` is in the window
+    base = begin - skip  # file offset - window offset, for the split's own records
+    within: tuple[int, ...] | None = None
+    if kind == "pcapng" and prefix:
+        within = tuple(sum(length for _o, length in prefix[:i]) for i in range(len(prefix)))
+    if kind == "pcap":
+        walk = _walk_classic(window, url, start - base, len(window), batch_size)
+    else:
+        walk = _walk_pcapng(window, url, start - base, len(window), batch_size, within)
+    buf = np.frombuffer(window, dtype=np.uint8)
+    for records in walk:
+        if base:
+            records.ordinal += base
+        yield _dissect(buf, records)
+
+
+def _context_blocks(file, context: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(offset, length) of a pcapng split's section header and interface blocks."""
+    order = "<"
+    blocks = []
+    for offset in context:
+        head = file.read_at(12, offset)
+        if struct.unpack_from("<I", head)[0] == fmt.PCAPNG_SHB:
+            bom = struct.unpack_from("<I", head, 8)[0]
+            order = "<" if bom == fmt.PCAPNG_BYTE_ORDER_MAGIC else ">"
+        blocks.append((offset, struct.unpack_from(order + "I", head, 4)[0]))
+    return blocks
+
+
+def _plan_url(url: str, split_bytes: int) -> list[tuple[int, int, tuple[int, ...] | None]]:
+    """`plan_splits_with_context` of a URL: the headers walked through `urlfs.Pages`."""
+    file = urlfs.open_file(url)
+    try:
+        size = file.size()
+        kind = capture_kind(file.read_at(min(size, 4), 0))
+        if kind is None or size <= split_bytes:
+            return [(0, size, None)]
+        pages = urlfs.Pages(file)
+        hops = _classic_hops_paged(pages, url) if kind == "pcap" else _pcapng_hops_paged(pages)
+        return _splits(hops, kind, size, split_bytes)
+    finally:
+        file.close()
+
+
+def _classic_hops_paged(pages: urlfs.Pages, path: str) -> Iterator[tuple[int, int]]:
+    """`_classic_hops` over pages of a URL."""
+    order = fmt.classic_header(pages.read(0, fmt.PCAP_GLOBAL_HEADER_SIZE), path).order
+    unpack = struct.Struct(order + "I").unpack
+    offset, size = fmt.PCAP_GLOBAL_HEADER_SIZE, pages.size
+    while offset + fmt.PCAP_RECORD_HEADER_SIZE <= size:
+        yield offset, 0
+        offset += fmt.PCAP_RECORD_HEADER_SIZE + unpack(pages.read(offset + 8, 4))[0]
+
+
+def _pcapng_hops_paged(pages: urlfs.Pages) -> Iterator[tuple[int, int]]:
+    """`_pcapng_hops` over pages of a URL."""
+    offset, size, order = 0, pages.size, "<"
+    while offset + 12 <= size:
+        head = pages.read(offset, 12)
+        block_type = struct.unpack_from(order + "I", head)[0]
+        if block_type == fmt.PCAPNG_SHB:
+            bom = struct.unpack_from("<I", head, 8)[0]
+            order = "<" if bom == fmt.PCAPNG_BYTE_ORDER_MAGIC else ">"
+        length = struct.unpack_from(order + "I", head, 4)[0]
         if length < 12:
             return
         yield offset, block_type
