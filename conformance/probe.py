@@ -188,9 +188,13 @@ class Probe:
             self.sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
             raise HarnessError(f"cannot connect to {host}:{port}: {exc}") from exc
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.setblocking(False)
-        local, remote = self.sock.getsockname(), self.sock.getpeername()
+        try:  # a broker that exits as it accepts resets the socket before we look at it
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock.setblocking(False)
+            local, remote = self.sock.getsockname(), self.sock.getpeername()
+        except OSError as exc:
+            self.sock.close()
+            raise HarnessError(f"{host}:{port} reset the connection at once: {exc}") from exc
         self.recording.client = f"{local[0]}:{local[1]}"
         self.recording.server = f"{remote[0]}:{remote[1]}"
         self.recording.start = time.time()

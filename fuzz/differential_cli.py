@@ -159,8 +159,9 @@ def campaign(args: argparse.Namespace) -> int:
     )
     if stats.kept:
         print(
-            f"amqpspec fuzz: {stats.kept} divergence(s) not triaged within the grace, kept in "
-            f"{os.path.join(args.out, 'candidates')}"
+            f"amqpspec fuzz: {stats.kept} divergence(s) of new signatures not triaged (the "
+            f"queue full, or the grace over), kept in {os.path.join(args.out, 'candidates')} "
+            "(`amqpspec fuzz replay DIR/candidates/<id> --broker URL --differential URL2`)"
         )
     for finding in findings:
         print(f"  {finding.id} [{finding.level}] {finding.summary}")
