@@ -1,10 +1,10 @@
 """Differential fuzzing: every case sent to two brokers; where they differ, a finding.
 
 Owns: `Reaction` / `reaction_of(outcome)` (what one broker did with a case, coarse enough
-to compare across brokers: refused (the first close, end or detach with an error, or a
-failed SASL outcome: its scope and condition), dropped (a TCP close without a close
-frame), accepted (no error: it answered the fuzzer's close), silent (no close and no TCP
-close at all), crashed (the oracle's crash verdict)), `compare(steps, a, b)` (the
+to compare across brokers, the strongest of: a failed SASL outcome, a close with an error,
+a TCP close without a close frame (dropped), an end, a detach with an error (refused: its
+scope and condition); else accepted (no error: it answered the fuzzer's close), silent (no
+close and no TCP close at all) or crashed (the oracle's crash verdict)), `compare(steps, a, b)` (the
 `Divergence` of two outcomes of one case, or None), `Pair` and `run_pair` (one case on
 both brokers at once), `triage_divergence` (minimise, confirm, label), `DifferentialCampaign`
 (fuzz.campaign's Campaign, each case on both brokers) and `replay_divergence`.

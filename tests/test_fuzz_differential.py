@@ -130,3 +130,39 @@ def test_the_signature_is_the_kind_the_field_and_both_reactions():
     assert "close with amqp:decode-error" in refused.text()
     assert Reaction(ACCEPTED).key == "accepted"
     assert REFUSE_VS_ACCEPT != REFUSAL_SCOPE
+
+
+def _outcome(frames, dropped=None):
+    """An Outcome whose exchange holds the broker's `frames` (built and decoded by amqp10)."""
+    from amqpspec.amqp10.builder import build_frame
+    from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+    from amqpspec.amqp10.frames import decode_frame
+    from amqpspec.amqp10.types import symbol
+    from amqpspec.fuzz.evidence import FRAME, Exchange, Received
+    from amqpspec.fuzz.oracle import Outcome
+
+    received = []
+    for at, (name, condition) in enumerate(frames):
+        error = COMPOSITE_CLASSES["error"](condition=symbol(condition)) if condition else None
+        fields = {"handle": 0} if name == "detach" else {}
+        perf = COMPOSITE_CLASSES[name](**fields, **({"error": error} if error else {}))
+        frame = decode_frame(build_frame(perf, 0))
+        received.append(Received(float(at), FRAME, frame, frame.size, 0))
+    exchange = Exchange([], received, dropped, None, 1.0, False)
+    return Outcome(None, None, 0, exchange=exchange)
+
+
+def test_the_reaction_is_the_strongest_not_the_first():
+    from amqpspec.fuzz.differential import DROPPED, SILENT, compare, reaction_of
+
+    link_then_connection = _outcome(
+        [("detach", "amqp:link:transfer-limit-exceeded"), ("close", "amqp:illegal-state")]
+    )
+    assert reaction_of(link_then_connection).key == "refused:connection:amqp:illegal-state"
+    session_then_drop = _outcome([("end", "amqp:session:window-violation")], dropped=9.0)
+    assert reaction_of(session_then_drop).outcome == DROPPED
+    assert reaction_of(_outcome([("close", None)])).key == "accepted"
+    assert reaction_of(_outcome([])).outcome == SILENT
+    found = compare([], link_then_connection, _outcome([("close", None)]))
+    assert found is not None and found.kind == REFUSE_VS_ACCEPT
+    assert compare([], link_then_connection, link_then_connection) is None
