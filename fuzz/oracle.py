@@ -49,14 +49,17 @@ from typing import Any
 from amqpspec.amqp10.builder import build_frame
 from amqpspec.amqp10.checker.rules import RULES
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
-from amqpspec.amqp10.frames import SASL_HEADER, Frame
+from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.frames import SASL_HEADER, Frame, ProtocolHeader
 from amqpspec.amqp10.origins import CLIENT
 from amqpspec.conformance.probe import Probe, Recording
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 from amqpspec.fuzz.case import FRAME, Step, mutation_label
+from amqpspec.fuzz.evidence import HEADER as HEADER_KIND
 from amqpspec.fuzz.evidence import (
     BrokerStream,
     Exchange,
+    Received,
     bad_time,
     read_exchange,
     stream_status,
@@ -354,6 +357,26 @@ def _reading(target: Target, pick: Callable, before: int | None = None) -> int |
     return pick(values) if values else None
 
 
+def _other_protocol(steps: list[Step], exchange: Exchange, first_bad: Received) -> bool:
+    """The case opened with the header of another protocol (AMQP 0-9-1, say) and the broker
+    answered in it: no AMQP 1.0 protocol header came before its bytes. Those bytes are that
+    protocol's, not AMQP 1.0 frames; 2.2 lets a broker that speaks the requested protocol
+    answer in it (RabbitMQ 3.10 sends 0-9-1's connection.start)."""
+    if not steps or not steps[0].is_header:
+        return False
+    try:
+        if ProtocolHeader.decode(steps[0].data).is_supported:
+            return False
+    except (DecodeError, ValueError):
+        return False  # not an AMQP header of any version: the broker's answer is judged
+    for item in exchange.received:
+        if item is first_bad:
+            return True
+        if item.kind == HEADER_KIND:
+            return False
+    return False
+
+
 def _judge(
     target: Target,
     steps: list[Step],
@@ -376,6 +399,8 @@ def _judge(
     if violations:
         return _rule_broken(violations[0], recording, exchange, last)
     undecodable = next((r for r in exchange.received if r.kind in ("undecodable", "raw")), None)
+    if undecodable is not None and _other_protocol(steps, exchange, undecodable):
+        return None  # it accepted the other protocol the case asked for: no AMQP 1.0 bytes
     if undecodable is not None:
         rule, section = UNDECODABLE
         sentence, text = _FRAME_SENTENCE
