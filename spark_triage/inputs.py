@@ -1,20 +1,25 @@
-"""Input discovery: command-line paths -> the trace files of a triage run, each with its kind.
+"""Input discovery: command-line paths and URLs -> the trace files of a triage run, each with
+its kind.
 
 Owns: `discover(paths) -> list[InputFile]`, `local_path`, `unreadable` and `InputError` (bad
-input: the CLI exits 2 naming the file). Paths are made absolute against the caller's working
-directory and checked readable before anything else: a Spark executor runs in its worker's
-directory, where a relative path names another file, and every input the driver cannot read
-is named at once, before a job starts. A `file:` URL is its path; a URL of another scheme
-(`hdfs:`, `s3a:`, ...) is not rewritten and is bad input (the capture readers map local
-files into memory: mount the file system at the same path on every node). Kinds are decided
-by magic bytes, never by name: classic pcap (either byte order, micro- or nanosecond),
-pcapng, Parquet frame log (traces/framelog.py schema), each possibly gzip'd. Directories are
-walked recursively. A conformance results dir (`index.json` + `traces/<broker>/`)
-contributes the captures under traces/ (not the allure copies), labelled with the broker
-named in index.json; a fuzz output dir (`findings.json`, `findings/<id>/`) is walked like
-any directory. Inside directories, files that are not traces (text traces, JSON, reports)
-are skipped, but a file whose name says it is a capture or frame log and is not one is bad
-input. Reads only file heads; writes nothing.
+input: the CLI exits 2 naming the file). Local paths are made absolute against the caller's
+working directory and checked readable before anything else: a Spark executor runs in its
+worker's directory, where a relative path names another file, and every input the driver
+cannot read is named at once, before a job starts. A `file:` URL is its path. A URL of
+another scheme (`s3a:`, `s3:`, `gs:`, `hdfs:` ...) is passed as given: the driver opens it
+through pyarrow.fs (traces/urlfs.py), lists a prefix ("directory") recursively, reads each
+object's head for its kind and takes its size from the listing; the executors open the URL
+themselves and read their splits by byte range (traces/pcap_vector.py). A scheme pyarrow
+cannot open here (`hdfs:` without libhdfs, an unknown one) is bad input, named with what is
+missing. Kinds are decided by magic bytes, never by name: classic pcap (either byte order,
+micro- or nanosecond), pcapng, Parquet frame log (traces/framelog.py schema), each possibly
+gzip'd. Directories are walked recursively. A conformance results dir (`index.json` +
+`traces/<broker>/`) contributes the captures under traces/ (not the allure copies),
+labelled with the broker named in index.json, on a file system or under a URL prefix; a
+fuzz output dir (`findings.json`, `findings/<id>/`) is walked like any directory. Inside
+directories, files that are not traces (text traces, JSON, reports) are skipped, but a file
+whose name says it is a capture or frame log and is not one is bad input. Reads only file
+heads; writes nothing.
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from amqpspec.traces import urlfs
 from amqpspec.traces.pcap_reader import capture_kind
 
 PCAP, PCAPNG, FRAMELOG = "pcap", "pcapng", "framelog"
@@ -35,8 +41,8 @@ _TRACE_SUFFIXES = tuple(
     name + gz for name in (".pcap", ".pcapng", ".cap", ".parquet") for gz in ("", ".gz")
 )
 _GZIP_MAGIC = b"\x1f\x8b"
-# a URL's scheme: two characters at least, so that a Windows drive (C:) is a path
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+_SCHEME = urlfs.SCHEME
+_HEAD_THREADS = 16  # objects whose heads are read at once under a URL prefix
 
 
 class InputError(Exception):
@@ -53,33 +59,47 @@ class InputFile:
 
 
 def kind_of(path: str) -> tuple[str, bool] | None:
-    """(kind, gzipped) from the file's magic bytes, or None when it is no trace."""
+    """(kind, gzipped) from the file's magic bytes, or None when it is no trace; `path`: a
+    local path or a URL (traces/urlfs.py)."""
     try:
+        if urlfs.is_url(path):
+            return _kind(*_url_head(path))
         with open(path, "rb") as file:
             head = file.read(4)
             gzipped = head[:2] == _GZIP_MAGIC
         if gzipped:
             with gzip.open(path, "rb") as file:
                 head = file.read(4)
-    except (OSError, EOFError, zlib.error) as exc:
+    except (OSError, EOFError, zlib.error, urlfs.UrlError) as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
+    return _kind(head, gzipped)
+
+
+def _kind(head: bytes, gzipped: bool) -> tuple[str, bool] | None:
     if head == b"PAR1":
         return FRAMELOG, gzipped
     kind = capture_kind(head)
     return (kind, gzipped) if kind else None
 
 
+def _url_head(url: str) -> tuple[bytes, bool]:
+    """The first four (gunzipped) bytes of the object at `url`, and whether it is gzip'd."""
+    with urlfs.open_stream(url) as stream:
+        head = stream.read(4)
+        if head[:2] != _GZIP_MAGIC:
+            return head, False
+        with urlfs.open_stream(url) as again, gzip.open(again, "rb") as file:
+            return file.read(4), True
+
+
 def local_path(given: str) -> str:
     """The absolute local path of a command-line input, as typed relative to the working
-    directory, or of a `file:` URL; InputError for a URL of any other scheme."""
+    directory, or of a `file:` URL; InputError for a URL of any other scheme (those are
+    passed as given: `discover`)."""
     if _SCHEME.match(given):
         parts = urlsplit(given)
         if parts.scheme.lower() != "file":
-            raise InputError(
-                f"{given}: a {parts.scheme}: URL; triage reads local paths and file: URLs "
-                "(the capture readers map files into memory): mount the file system at the "
-                "same path on the driver and every executor"
-            )
+            raise InputError(f"{given}: a {parts.scheme}: URL, not a local path")
         if parts.netloc not in ("", "localhost"):
             raise InputError(f"{given}: a file: URL must name a local path (file:///...)")
         return os.path.normpath(unquote(parts.path))
@@ -98,11 +118,15 @@ def unreadable(path: str, given: str | None = None) -> str | None:
 
 
 def discover(paths: list[str]) -> list[InputFile]:
-    """Every trace file under `paths`, by absolute path, sorted (so runs are reproducible).
-    Every input that cannot be read is named in the one InputError."""
+    """Every trace file under `paths`, by absolute path or URL, sorted (so runs are
+    reproducible). Every input that cannot be read is named in the one InputError."""
     problems: list[str] = []
     resolved: list[str] = []
+    urls: list[str] = []
     for given in paths:
+        if urlfs.is_url(given):
+            urls.append(given)
+            continue
         try:
             path = local_path(given)
         except InputError as exc:
@@ -113,6 +137,7 @@ def discover(paths: list[str]) -> list[InputFile]:
             problems.append(problem)
         else:
             resolved.append(path)
+    problems += urlfs.unreadable(urls)
     if problems:
         raise InputError("; ".join(problems))
     found: dict[str, InputFile] = {}
@@ -121,6 +146,8 @@ def discover(paths: list[str]) -> list[InputFile]:
             _walk(Path(path), found, None)
         else:
             found[path] = _explicit(path, None)
+    for url in urls:
+        _walk_url(url, found)
     if not found:
         raise InputError(f"{' '.join(paths)}: no pcap, pcapng or Parquet frame log found")
     return [found[key] for key in sorted(found)]
@@ -171,9 +198,101 @@ def _results_brokers(root: Path) -> dict[str, str]:
     if not index.is_file():
         return {}
     try:
-        brokers = json.loads(index.read_text())
-    except (OSError, ValueError) as exc:
+        text = index.read_text()
+    except OSError as exc:
+        raise InputError(f"{index}: not a readable results index ({exc})") from None
+    return _brokers(text, str(index))
+
+
+def _brokers(text: str, index: str) -> dict[str, str]:
+    """traces/ subdirectory name -> broker name, from a results index's text."""
+    try:
+        brokers = json.loads(text)
+    except ValueError as exc:
         raise InputError(f"{index}: not a readable results index ({exc})") from None
     from amqpspec.conformance.results import case_file_stem  # the results layout's own naming
 
     return {case_file_stem(name): name for name in brokers} if isinstance(brokers, dict) else {}
+
+
+def _walk_url(url: str, found: dict[str, InputFile]) -> None:
+    """The trace files at or under `url` (a prefix is listed recursively, as a directory is
+    walked), by URL spelt as the user spelt `url`."""
+    import pyarrow.fs as pafs
+
+    fs, root = urlfs.filesystem(url)
+    try:
+        info = fs.get_file_info(root)
+        if info.type == pafs.FileType.File:
+            listing = [info]
+        else:
+            listing = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+    except OSError as exc:
+        raise InputError(f"{url}: cannot list ({str(exc).splitlines()[0]})") from None
+    if info.type == pafs.FileType.File:
+        kind = kind_of(url)
+        if kind is None:
+            raise InputError(f"{url}: not a pcap, pcapng or Parquet frame log (gzip'd or not)")
+        found[url] = InputFile(url, kind[0], kind[1], None, info.size)
+        return
+    files = {entry.path: entry.size for entry in listing if entry.type == pafs.FileType.File}
+    results = _url_results_dirs(url, root, files)
+    chosen: list[tuple[str, str | None, int]] = []  # (path in fs, broker, size)
+    for path in sorted(files):
+        keep, broker = _in_results_dirs(path, results)
+        if keep:
+            chosen.append((path, broker, files[path]))
+    named = [(urlfs.child_url(url, root, path), broker, size) for path, broker, size in chosen]
+
+    def head(item: tuple[str, str | None, int]) -> tuple[str, BaseException | tuple | None]:
+        try:
+            return item[0], kind_of(item[0])
+        except InputError as exc:
+            return item[0], exc
+
+    with ThreadPoolExecutor(_HEAD_THREADS) as pool:
+        kinds = dict(pool.map(head, named))
+    for child, broker, size in named:
+        kind = kinds[child]
+        claims = child.lower().endswith(_TRACE_SUFFIXES)
+        if isinstance(kind, InputError):
+            if claims:
+                raise kind
+            continue  # an unreadable object that does not claim to be a trace
+        if kind is not None:
+            found[child] = InputFile(child, kind[0], kind[1], broker, size)
+        elif claims:
+            raise InputError(f"{child}: not a pcap, pcapng or Parquet frame log")
+
+
+def _url_results_dirs(url: str, root: str, files: dict[str, int]) -> dict[str, dict[str, str]]:
+    """Results dirs under a URL prefix (an `index.json` naming brokers): dir -> traces/
+    subdirectory name -> broker."""
+    found = {}
+    for path in files:
+        if path.rsplit("/", 1)[-1] != "index.json":
+            continue
+        child = urlfs.child_url(url, root, path)
+        try:
+            with urlfs.open_stream(child) as stream:
+                text = stream.read().decode()
+        except (OSError, urlfs.UrlError, UnicodeDecodeError) as exc:
+            raise InputError(f"{child}: not a readable results index ({exc})") from None
+        brokers = _brokers(text, child)
+        if brokers:
+            found[path.rsplit("/", 1)[0]] = brokers
+    return found
+
+
+def _in_results_dirs(path: str, results: dict[str, dict[str, str]]) -> tuple[bool, str | None]:
+    """Whether `path` is taken (a results dir contributes its traces/<broker>/ files only)
+    and its broker label, as `_walk` decides for a local tree."""
+    broker = None
+    for folder in sorted(results, key=len):
+        if not path.startswith(folder + "/"):
+            continue
+        parts = path[len(folder) + 1 :].split("/")
+        if len(parts) < 3 or parts[0] != "traces":
+            return False, None
+        broker = results[folder].get(parts[1])
+    return True, broker

@@ -4,8 +4,10 @@ before any job starts, instead of a Python traceback from a worker.
 
 Owns: `master_unreachable(master)` (a TCP connect to each host:port of a `spark://` URL,
 bounded) and `executor_problems(spark, paths)` (one small Spark job, a few tasks per core:
-each task checks on its executor that every input file is readable and that
-`amqpspec.spark_triage` imports; the problems, by host; bounded: a cluster that runs none
+each task checks on its executor that every input file is readable, a local path by
+os.access, a URL (`s3a:`, `gs:`, ...) by opening its file system and asking for the file
+with the executor's own environment (traces/urlfs.py), and that `amqpspec.spark_triage`
+imports; the problems, by host; bounded: a cluster that runs none
 of its tasks in `PREFLIGHT_TIMEOUT_S`, e.g. one whose workers lack the cores or memory the
 application asks for, where Spark would wait for ever, raises `NoExecutorsError`). A local
 master needs neither.
@@ -63,17 +65,23 @@ def executor_problems(spark: Any, paths: list[str]) -> list[str]:
 
     def probe(_rows: Any) -> Any:  # runs on an executor: builtins and its own imports only
         import os
+        import re
         import socket
 
         host = socket.gethostname()
-        missing = [path for path in shared.value if not os.access(path, os.R_OK)]
+        urls = [path for path in shared.value if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", path)]
+        paths = set(shared.value).difference(urls)
+        missing = [p for p in shared.value if p in paths and not os.access(p, os.R_OK)]
+        url_problems: list[str] = []
         try:
             import amqpspec.spark_triage.check  # noqa: F401 - the job's own import
+            from amqpspec.traces import urlfs
         except Exception as exc:
             failed = f"{type(exc).__name__}: {exc}"
         else:
             failed = ""
-        yield host, os.getcwd(), missing, failed
+            url_problems = urlfs.unreadable(urls)
+        yield host, os.getcwd(), missing, url_problems, failed
 
     answer: dict[str, Any] = {}
 
@@ -100,7 +108,7 @@ def executor_problems(spark: Any, paths: list[str]) -> list[str]:
     shared.unpersist()
     problems: list[str] = []
     seen = set()
-    for host, cwd, missing, failed in rows:
+    for host, cwd, missing, url_problems, failed in rows:
         if failed and (host, "import") not in seen:
             seen.add((host, "import"))
             problems.append(
@@ -113,5 +121,13 @@ def executor_problems(spark: Any, paths: list[str]) -> list[str]:
             problems.append(
                 f"executors on {host} (working directory {cwd}) cannot read "
                 f"{len(missing)} input file(s): {', '.join(missing[:SHOWN])}{more}"
+            )
+        if url_problems and (host, "url") not in seen:
+            seen.add((host, "url"))
+            more = f"; and {len(url_problems) - SHOWN} more" if len(url_problems) > SHOWN else ""
+            problems.append(
+                f"executors on {host} cannot read {len(url_problems)} input URL(s) with their "
+                f"environment (docs/triage.md, 'Inputs by URL'): "
+                f"{'; '.join(url_problems[:SHOWN])}{more}"
             )
     return problems

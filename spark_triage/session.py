@@ -1,6 +1,6 @@
 """The SparkSession of a triage run: local[*] by default, any master by URL.
 
-Owns: `spark_session(master, partitions)`. Sets what a local run needs and a user should
+Owns: `spark_session(master, partitions, conf)`. Sets what a local run needs and a user should
 not have to (PYSPARK_PYTHON = this interpreter, so workers import this project;
 SPARK_LOCAL_IP = 127.0.0.1 for local masters and a standalone master on loopback, whose
 executors must reach the driver there; Arrow enabled; quiet logs). Under
@@ -22,7 +22,10 @@ def _loopback(master: str) -> bool:
     )
 
 
-def spark_session(master: str | None = None, partitions: int | None = None):
+def spark_session(
+    master: str | None = None, partitions: int | None = None, conf: dict[str, str] | None = None
+):
+    """The session; `conf`: more Spark settings for a new one (`spark.executorEnv.NAME`...)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -46,6 +49,8 @@ def spark_session(master: str | None = None, partitions: int | None = None):
     )
     if partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
