@@ -27,6 +27,7 @@ from amqpspec.fuzz.multiparty import (
     Action,
     LockedAdmin,
     MultiCase,
+    chosen,
     keep_multi,
     load_multi,
     make_multi_case,
@@ -139,6 +140,12 @@ def test_rejected_and_settled_deliveries_are_not_lost():
 
 
 # ----------------------------------------------------------------- cases
+
+
+def test_kind_both_makes_every_other_case_multi_party():
+    assert [chosen("both", i) for i in range(4)] == [False, True, False, True]
+    assert all(chosen("multi", i) for i in range(4))
+    assert not any(chosen("single", i) for i in range(4))
 
 
 def test_cases_are_a_function_of_seed_and_index_and_round_trip(tmp_path):
