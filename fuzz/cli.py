@@ -338,13 +338,19 @@ def _campaign(args: argparse.Namespace) -> int:
 
 def chosen_workers(workers: int | str, configs: list, quiet: bool) -> int:
     """--workers as given, or (auto) from the answer time of the slowest broker of
-    `configs` (fuzz.pace)."""
+    `configs` (fuzz.pace; fewer for multi-party cases, which hold several connections)."""
     if workers != "auto":
         return int(workers)
-    from amqpspec.fuzz.pace import PROBE_CASES, choose_workers, measure_case_latency
+    from amqpspec.fuzz.pace import (
+        MULTI_PARTY_CONNECTIONS,
+        PROBE_CASES,
+        choose_workers,
+        measure_case_latency,
+    )
 
     latency = max(measure_case_latency(config) for config in configs)
-    chosen = choose_workers(latency)
+    multi = any(getattr(config, "kind", "single") != "single" for config in configs)
+    chosen = choose_workers(latency, MULTI_PARTY_CONNECTIONS if multi else 1)
     if not quiet:
         print(
             f"amqpspec fuzz: the broker takes {latency:.3f} s per case (median of its first "

@@ -26,12 +26,16 @@ CASES_PER_S = 200.0  # cases/s one campaign can drive when answers are instant (
 MIN_WORKERS = 2  # the campaign's own CPU: one per core of this 2-core reference machine
 MAX_WORKERS = 128  # threads and sockets at once; beyond, the broker's accept queue is the limit
 PROBE_CASES = 6  # the campaign's first cases, run at once to time the broker's answers
+MULTI_PARTY_CONNECTIONS = 5  # a multi-party case's parties (fuzz.multiparty: S1, R1-R3, M1)
 
 
-def choose_workers(latency: float) -> int:
-    """Workers for cases that each take `latency` seconds of wall time."""
+def choose_workers(latency: float, connections: int = 1) -> int:
+    """Workers for cases that each take `latency` seconds of wall time and hold
+    `connections` connections at once (a multi-party case: up to MULTI_PARTY_CONNECTIONS):
+    at most MAX_WORKERS connections in flight."""
     wanted = math.ceil(max(0.0, latency) * CASES_PER_S)
-    return max(MIN_WORKERS, min(MAX_WORKERS, wanted))
+    most = max(MIN_WORKERS, MAX_WORKERS // max(1, connections))
+    return max(MIN_WORKERS, min(most, wanted))
 
 
 def measure_case_latency(config) -> float:  # type: ignore[no-untyped-def]

@@ -21,6 +21,7 @@ def test_workers_follow_the_answer_time() -> None:
     assert choose_workers(0.05) == 10
     assert choose_workers(1.5) == MAX_WORKERS  # RabbitMQ 3.10's delayed error answers
     assert choose_workers(-1.0) == MIN_WORKERS
+    assert choose_workers(1.5, connections=5) == MAX_WORKERS // 5  # multi-party: 5 parties
 
 
 def test_a_behaviour_is_triaged_once_and_its_other_signatures_are_kept(tmp_path) -> None:
