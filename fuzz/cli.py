@@ -122,9 +122,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--times", type=int, default=3, help="replay: how many times")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
-    from amqpspec.fuzz.differential_cli import add_arguments as differential_arguments
-
-    differential_arguments(parser)  # --differential URL2 --profile2 --admin2
+    # the differential campaign's (fuzz.differential_cli), defined here: building the
+    # parser must not import the campaign, whose corpus readers need the fuzz extra
+    parser.add_argument(
+        "--differential",
+        metavar="URL2",
+        help="a second broker: every case goes to both, where they differ is a finding "
+        "(kind divergence); the case's bytes are --broker's profile's, so URL2 must take "
+        "its login and addresses",
+    )
+    parser.add_argument(
+        "--profile2", help="the second broker's profile (default: --profile's); its timeouts"
+    )
+    parser.add_argument("--admin2", help="the second broker's management API (queue set-up)")
 
 
 # ----------------------------------------------------------------- target

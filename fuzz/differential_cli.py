@@ -45,20 +45,6 @@ from amqpspec.fuzz.oracle import Bounds, Target, alive
 from amqpspec.fuzz.pace import MAX_WORKERS
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--differential",
-        metavar="URL2",
-        help="a second broker: every case goes to both, where they differ is a finding "
-        "(kind divergence); the case's bytes are --broker's profile's, so URL2 must take "
-        "its login and addresses",
-    )
-    parser.add_argument(
-        "--profile2", help="the second broker's profile (default: --profile's); its timeouts"
-    )
-    parser.add_argument("--admin2", help="the second broker's management API (queue set-up)")
-
-
 def pair_from(args: argparse.Namespace, workers: int = 1) -> Pair:
     """Both targets; FuzzUsageError when either is unusable or the second does not take
     the first's login and addresses."""
