@@ -3,6 +3,7 @@
     python -m amqpspec.bench.fuzz_bench [--seconds 10]
     python -m amqpspec.bench.fuzz_bench --broker URL|reference [--profile NAME] [--admin URL]
                                         [--seconds 120] [--seed 3] [--workers auto,1,32]
+                                        [--keep DIR]
 
 Owns: the measurements bench/README.md quotes for the fuzzer, against a
 reference broker it starts on free ports (reference_broker.process.BrokerProcess):
@@ -142,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workers", default="auto", help="with --broker: auto or N, comma-separated"
     )
+    parser.add_argument(
+        "--keep", metavar="DIR", help="with --broker: each campaign's directory under DIR"
+    )
     args = parser.parse_args(argv)
     if args.broker:
         return _campaigns(args)
@@ -184,10 +188,16 @@ def _campaigns(args: argparse.Namespace) -> int:
     if args.broker == "reference":
         with BrokerProcess(admin=False) as broker:
             target = target_for(f"amqp://127.0.0.1:{broker.port}", "reference", None)
-            rows = [run_campaign(target, seconds, args.seed, w).row("reference") for w in entries]
+            rows = [
+                run_campaign(target, seconds, args.seed, w, args.keep).row("reference")
+                for w in entries
+            ]
     else:
         target = target_for(args.broker, args.profile, args.admin)
-        rows = [run_campaign(target, seconds, args.seed, w).row(args.profile) for w in entries]
+        rows = [
+            run_campaign(target, seconds, args.seed, w, args.keep).row(args.profile)
+            for w in entries
+        ]
     _print(rows)
     return 0
 

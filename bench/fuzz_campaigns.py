@@ -16,6 +16,7 @@ bench/README.md ("Fuzzer speed") quotes them with the command and the machine's 
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -71,11 +72,17 @@ def target_for(broker: str, profile: str, admin: str | None) -> Target:
     return target
 
 
-def run_campaign(target: Target, seconds: float, seed: int, workers: str) -> CampaignFigures:
-    """One whole campaign of `seconds` (`workers`: a number or auto)."""
+def run_campaign(
+    target: Target, seconds: float, seed: int, workers: str, keep: str | None = None
+) -> CampaignFigures:
+    """One whole campaign of `seconds` (`workers`: a number or auto), in a temporary
+    directory, or under `keep` (its findings kept: `amqpspec fuzz report` reads it)."""
     from amqpspec.fuzz.pace import choose_workers, measure_case_latency
 
-    with tempfile.TemporaryDirectory(prefix="fuzz-bench-") as out:
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="fuzz-bench-", dir=keep) as scratch:
+        out = os.path.join(keep, f"workers-{workers}-seed-{seed}") if keep else scratch
         config = CampaignConfig(target, out, seed=seed, duration=seconds, workers=1)
         if workers == "auto":
             config.workers = choose_workers(measure_case_latency(config))

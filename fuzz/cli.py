@@ -363,8 +363,8 @@ def chosen_workers(workers: int | str, configs: list, quiet: bool) -> int:
     chosen = choose_workers(latency, MULTI_PARTY_CONNECTIONS if multi else 1)
     if not quiet:
         print(
-            f"amqpspec fuzz: the broker takes {latency:.3f} s per case (median of its first "
-            f"{PROBE_CASES}, run at once): {chosen} workers (--workers N to choose)",
+            f"amqpspec fuzz: the broker takes {latency:.3f} s per case (mean of the first "
+            f"{PROBE_CASES} at most, one by one): {chosen} workers (--workers N to choose)",
             file=sys.stderr,
         )
     return chosen
