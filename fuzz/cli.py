@@ -250,11 +250,8 @@ def _strategies(text: str) -> tuple[str, ...]:
 # ----------------------------------------------------------------- actions
 
 
-def _campaign(args: argparse.Namespace) -> int:
-    from amqpspec.fuzz.campaign import WORKER_FAILED, Campaign, CampaignConfig
-    from amqpspec.fuzz.oracle import alive
-    from amqpspec.fuzz.seeds import load_corpus
-
+def check_budget(args: argparse.Namespace) -> None:
+    """--out and a positive --duration or --cases, as every network campaign needs."""
     if not args.out:
         raise FuzzUsageError("--out DIR is required for a campaign")
     if args.duration is None and args.cases is None:
@@ -263,6 +260,14 @@ def _campaign(args: argparse.Namespace) -> int:
         args.cases is not None and args.cases <= 0
     ):
         raise FuzzUsageError("--duration and --cases must be positive")
+
+
+def _campaign(args: argparse.Namespace) -> int:
+    from amqpspec.fuzz.campaign import WORKER_FAILED, Campaign, CampaignConfig
+    from amqpspec.fuzz.oracle import alive
+    from amqpspec.fuzz.seeds import load_corpus
+
+    check_budget(args)
     if args.triage_per_behaviour is not None and args.triage_per_behaviour < 0:
         raise FuzzUsageError("--triage-per-behaviour must be 0 or more")
     strategies = _strategies(args.strategy)

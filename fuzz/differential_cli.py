@@ -31,6 +31,7 @@ from amqpspec.fuzz.cli import (
     _strategies,
     _target,
     _write_findings_md,
+    check_budget,
     chosen_workers,
     target_from,
 )
@@ -89,14 +90,7 @@ def campaign(args: argparse.Namespace) -> int:
     from amqpspec.fuzz.campaign import WORKER_FAILED, CampaignConfig
     from amqpspec.fuzz.seeds import load_corpus
 
-    if not args.out:
-        raise FuzzUsageError("--out DIR is required for a campaign")
-    if args.duration is None and args.cases is None:
-        raise FuzzUsageError("give --duration SECONDS or --cases N")
-    if (args.duration is not None and args.duration <= 0) or (
-        args.cases is not None and args.cases <= 0
-    ):
-        raise FuzzUsageError("--duration and --cases must be positive")
+    check_budget(args)
     strategies = _strategies(args.strategy)
     auto = args.workers == "auto"
     pair = pair_from(args, MAX_WORKERS if auto else args.workers)

@@ -16,7 +16,11 @@ node MUST reject the message."; "If the source of the link does not support the 
 outcome, [...] then the routing node MUST detach the link with an error", as when "the
 message has already been settled by the sender"; "the info field of error MUST contain an
 entry with symbolic key delivery-tag and binary value of the delivery-tag of the message
-which caused the failure." A broker that claims the relay and breaks one is FAILED.
+which caused the failure." The anonterm text itself is not among the specification texts
+the suite grades against (the normative manifest covers the core specification: ../shared
+spec/amqp-1.0), and these quotes come second-hand: a broker that claims the relay and
+breaks one DIFFERS from the anonterm model, never FAILED, until that text is in the
+manifest.
 
 The unknown destination is a queue address of the profile that was never declared. A
 broker that creates nodes on demand has no unknown destination: the message is accepted
@@ -163,7 +167,7 @@ def _error_of(probe, link, delivery_id: int, since: int):
 def _names_tag(ctx, error, tag: bytes, what: str) -> None:
     info = getattr(error, "info", None)
     named = info.get(DELIVERY_TAG) if isinstance(info, dict) else None
-    ctx.must(
+    ctx.model(
         error is not None and named is not None and bytes(named) == tag,
         f"expected the {what}'s error to name delivery-tag {tag!r} in its info; observed "
         f"error {error!r}. {MUST_NAME_TAG}",
@@ -231,7 +235,7 @@ def relay_unknown_destination_rejected(probe, ctx):
     broker rejects it (FAILED otherwise, a MUST of the relay it offers), the error's info
     carrying the delivery-tag."""
     answer, error, tag = _unroutable(probe, ctx, settled=False, outcomes=[ACCEPTED, REJECTED])
-    ctx.must(
+    ctx.model(
         answer == "rejected", f"expected the message rejected; observed {answer}. {MUST_REJECT}"
     )
     _names_tag(ctx, error, tag, "rejected outcome")
@@ -251,7 +255,7 @@ def relay_unknown_destination_settled_detach(probe, ctx):
     a settled message to a queue never declared: the broker detaches the link with an
     error whose info carries the delivery-tag."""
     answer, error, tag = _unroutable(probe, ctx, settled=True)
-    ctx.must(
+    ctx.model(
         answer == "detach",
         f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
     )
@@ -274,7 +278,7 @@ def relay_unknown_destination_no_rejected_detach(probe, ctx):
     outcomes accepted only; an unsettled message to a queue never declared: the broker
     detaches the link with an error whose info carries the delivery-tag."""
     answer, error, tag = _unroutable(probe, ctx, settled=False, outcomes=[ACCEPTED])
-    ctx.must(
+    ctx.model(
         answer == "detach",
         f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
     )
@@ -356,7 +360,7 @@ def relay_txn_unknown_destination_rejected(probe, ctx):
         controller.discharge(txn_id)
         if _created_on_demand(ctx, queue):
             raise Unsupported(f"the broker created node {queue!r} on demand: nothing unknown")
-    ctx.must(
+    ctx.model(
         answer == "rejected", f"expected the message rejected; observed {answer}. {MUST_REJECT}"
     )
     _names_tag(ctx, error, tag, "rejected outcome")
@@ -389,7 +393,7 @@ def relay_txn_unknown_destination_no_rejected_detach(probe, ctx):
         controller.discharge(txn_id)
         if _created_on_demand(ctx, queue):
             raise Unsupported(f"the broker created node {queue!r} on demand: nothing unknown")
-    ctx.must(
+    ctx.model(
         answer == "detach",
         f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
     )
