@@ -453,6 +453,7 @@ class Campaign:
         self._queue: queue.Queue[tuple[Case, Outcome, str] | None] = queue.Queue(TRIAGE_QUEUE)
         self._waiting: set[str] = set()  # signatures queued or in triage
         self._examples: set[str] = set()  # signatures kept untriaged as further examples
+        self._kept: set[str] = set()  # signatures the grace left untriaged, written once
         self._behaviour_of: dict[str, str] = {}  # a queued signature's behaviour key
         self._behaviour_triages: dict[str, int] = {}  # behaviour -> signatures queued/triaged
         self._draining = False  # the cases are done: the triage threads empty the queue
@@ -603,12 +604,14 @@ class Campaign:
         self._keep(case, outcome, sig)  # the budget ran out or the campaign stopped meanwhile
 
     def _seen(self, sig: str) -> bool:
-        """Confirmed, triaged, queued, kept as an example or rejected twice (under the lock)."""
+        """Confirmed, triaged, queued, kept (as an example or untriaged) or rejected twice
+        (under the lock)."""
         return (
             self.store.known(sig)
             or sig in self._triaged
             or sig in self._waiting
             or sig in self._examples
+            or sig in self._kept
             or self._rejected.get(sig, 0) >= 2
         )
 
@@ -640,6 +643,7 @@ class Campaign:
             self.stats.queued -= 1
             self.stats.kept += 1
             self._waiting.discard(sig)
+            self._kept.add(sig)
 
     def _write_candidate(self, case: Case, verdict: Verdict, sig: str, behaviour: str) -> None:
         """DIR/candidates/<id>/reproducer.json: an untriaged case, replayable."""

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqpspec.amqp10.builder import build_frame
+from amqpspec.amqp10.checker.fields import FRAME_CONTENT_RULES
 from amqpspec.amqp10.checker.rules import RULES
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
 from amqpspec.amqp10.errors import DecodeError
@@ -406,7 +407,7 @@ def _judge(
     violations = [
         v
         for v in recording.violations
-        if v.level == "MUST" and (v.frame_index < judged or v.rule_id == _OWN_CLOSE_RULE)
+        if v.level == "MUST" and (v.frame_index < judged or v.rule_id in _JUDGED_PAST_CUT)
     ]
     if violations:
         return _rule_broken(violations[0], recording, exchange, last)
@@ -555,6 +556,9 @@ _ENDINGS = frozenset({"close", "end", "detach"})
 # what the broker writes after its OWN close races with nothing of ours (2.4.3: "This
 # frame MUST be the last thing ever written onto a Connection"): judged past the cut
 _OWN_CLOSE_RULE = "connection.frame-after-close"
+# judged past the cut too: what a frame's own fields show (amqp10.checker.fields): our
+# ending, unread yet, cannot excuse them
+_JUDGED_PAST_CUT = FRAME_CONTENT_RULES | {_OWN_CLOSE_RULE}
 
 
 def _judged_items(recording: Recording) -> int:
@@ -562,8 +566,9 @@ def _judged_items(recording: Recording) -> int:
     first close, end or detach (after it, what the broker sends races with what it had
     not read yet: work started before, answered after), or up to where the client side
     became undecodable (raw: the checker no longer knows what the broker answers).
-    Violations cite trace indices (`amqp10.monitor`); the recording holds only the
-    broker's."""
+    The frame-content rules and the broker's frames after its own close are judged past it
+    (`_JUDGED_PAST_CUT`). Violations cite trace indices (`amqp10.monitor`); the recording
+    holds only the broker's."""
     for item in recording.items:
         if item.direction != CLIENT:
             continue

@@ -510,6 +510,10 @@ class BrokerConnection:
         more = engine.receive_data(data, now, MAX_FRAMES_PER_STEP)
         self._after_step(now)
         while more and self.open:
+            if engine.paused_for_answer:
+                # our open, begin or attach (and a link's first credit) go out before the
+                # frames behind the peer's: pipelined input meets what stepwise input meets
+                self.flush(now)
             more = engine.receive_buffered(now, MAX_FRAMES_PER_STEP)
             self._after_step(now)
         summary.frames_in = engine.frames_received

@@ -41,8 +41,22 @@ FLOW_77 = Flow(handle=77, incoming_window=10, next_outgoing_id=0, outgoing_windo
                link_credit=5)  # fmt: skip
 ATTACH = Attach(name="r", handle=0, role=Role.RECEIVER, source=Source(address="/queues/q"),
                 target=Target())  # fmt: skip
+PUBLISHER = Attach(name="p", handle=0, role=Role.SENDER, source=Source(),
+                   target=Target(address="/queues/q"), initial_delivery_count=0)  # fmt: skip
+ATTACH_PAST_MAX = Attach(name="r", handle=2**31 + 1, role=Role.RECEIVER,
+                         source=Source(address="/queues/q"), target=Target())  # fmt: skip
 # frames after open + begin on channel 0, and what the broker answers after its begin
 SHAPES = {
+    # the transfer meets the credit the broker grants on attach, not a link still unanswered
+    "a publisher's attach then a transfer": (
+        [PUBLISHER, Transfer(handle=0, delivery_id=0, delivery_tag=b"t", settled=True)],
+        ["attach"],
+    ),
+    # 2.7.2 / 2.5.1: the handle-max of the broker's begin holds for the attach behind it
+    "an attach past handle-max": (
+        [ATTACH_PAST_MAX],
+        ["close:amqp:connection:framing-error"],
+    ),
     "flow on an unattached handle": ([FLOW_77], ["end:amqp:session:unattached-handle"]),
     "transfer on an unattached handle": (
         [Transfer(handle=99, delivery_id=0, delivery_tag=b"t", message_format=0)],

@@ -41,6 +41,21 @@ if TYPE_CHECKING:
 
 _LINK_FIELDS = ("delivery_count", "link_credit", "available")
 
+# the rules of this module that judge a frame by its own fields alone (and, for a receiver's
+# flow, the sender's attach it answered: a fact no later frame undoes), so no frame of the
+# other peer sent meanwhile (a detach, an end, a close still unread) can excuse it. Not here:
+# receiver-delivery-count-before-attach and -behind, and first-frame-message-format, which
+# rest on link and delivery state that such a frame changes in the checker's view
+FRAME_CONTENT_RULES = frozenset(
+    {
+        "link.attach.initial-delivery-count",
+        "link.attach.unsettled-null-key",
+        "link.flow.receiver-delivery-count-missing",
+        "link.flow.sender-delivery-count-missing",
+        "session.flow.link-fields",
+    }
+)
+
 
 class FieldRules:
     # --- attach (2.7.3) -------------------------------------------------------------------

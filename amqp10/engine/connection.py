@@ -170,6 +170,10 @@ class Connection:
         self._sent_open = False
         self._input_broken = False
         self._sasl_failed = False
+        # an event the application must answer was raised (a new open, begin or attach):
+        # with `max_frames` the input pauses after that frame (see _handle_input)
+        self._answer_due = False
+        self.paused_for_answer = False  # the last _handle_input stopped for such an answer
         self.sasl_outcome: int | None = None
         self.sasl_username: str | None = None
         self.remote_open: Open | None = None
@@ -237,7 +241,12 @@ class Connection:
         With `max_frames` at most that many frames (and headers) are handled; the rest
         stays buffered and True is returned: take the events, act on them (e.g. send a
         credit re-grant), then call `receive_buffered(now, max_frames)` until it returns
-        False. Without it the whole buffer is handled (returns False)."""
+        False. With it, handling also stops (True) right after a frame whose event waits
+        for the application's answer (RemoteOpen before our open, RemoteBegin in
+        BEGIN_RCVD, RemoteAttach in ATTACH_RCVD): the frames behind it are handled after
+        the answer, however the bytes were split into reads (`paused_for_answer` says so:
+        write the answer out before going on, as a peer reading one frame at a time
+        would have). Without it the whole buffer is handled (returns False)."""
         self._now = now
         if not data:
             self._on_transport_closed()
@@ -258,6 +267,7 @@ class Connection:
 
     def _handle_input(self, max_frames: int | None) -> bool:
         budget = -1 if max_frames is None else max_frames
+        self.paused_for_answer = False
         next_item, on_frame, machine = self._decoder.next_item, self._on_frame, self._machine
         # `finished`, inlined: handling a frame may end the connection
         while not (machine.state is _ENDED or self._sasl_failed or self._input_broken):
@@ -276,6 +286,14 @@ class Connection:
                 self._on_header(item)
             else:
                 on_frame(item)
+            if self._answer_due:
+                # h11's pause: the frames after a new open, begin or attach wait until the
+                # application has answered it, so that what they meet (the session's
+                # handle-max, the link's credit) never depends on where the reads split
+                self._answer_due = False
+                if max_frames is not None:
+                    self.paused_for_answer = True
+                    return True
         return False
 
     def _undecodable(self, exc: DecodeError) -> None:
@@ -746,6 +764,8 @@ class Connection:
                 f"max-frame-size {open_.max_frame_size} < {MIN_MAX_FRAME_SIZE}",
                 "connection",
             )
+        if not self._sent_open:
+            self._answer_due = True  # the application opens (or refuses) first
         self._emit(ev.RemoteOpen(open_))
 
     def _on_close(self, close: Close) -> None:

@@ -202,6 +202,8 @@ class Link:
         if problem is not None:  # refused here: the application never sees the link
             self._fail(ProtocolError(Cond.INVALID_FIELD, problem, "link"))
             return
+        if self.state is LinkState.ATTACH_RCVD:
+            self.session.connection._answer_due = True  # accept() or reject() first
         self.session.connection._emit(ev.RemoteAttach(self, attach))
 
     def _learn_initial_delivery_count(self, attach: Attach) -> None:

@@ -493,6 +493,8 @@ class Session:
         )
         if self.state is SessState.MAPPED:
             self._grant_window(seen=True)  # the peer answers our begin: it has our window
+        if self.state is SessState.BEGIN_RCVD:
+            self.connection._answer_due = True  # accept() or end() before what follows
         self.connection._emit(ev.RemoteBegin(self, begin))
 
     def _receive(self, frame: Frame) -> None:
