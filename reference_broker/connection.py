@@ -75,6 +75,7 @@ from .permissions import CONFIGURE, FULL, READ, WRITE, Permissions
 from .queues import CreditReply, Delivery
 from .scheduler import Scheduler, Timer
 from .sessions import RELEASED_STATE, BrokerSession
+from .sole_connection import SoleConnections
 from .store import GroupCommit
 from .streams import OffsetSpecError, StreamQueue, offset_spec_from_filter
 from .transactions import CoordinatorLink, Transactions, is_transactional
@@ -114,6 +115,7 @@ class BrokerContext:
         self.commit = GroupCommit(store, scheduler) if store is not None else None
         self.faults: Faults = config.faults
         self.dynamic = DynamicNodes(vhost, self.faults)  # dynamic_nodes.py (3.5.10)
+        self.sole = SoleConnections(self.faults)  # sole_connection.py (soleconn)
         self.connections: set[BrokerConnection] = set()
         self.dirty: list[BrokerConnection] = []
         self.alarm_active = bool(alarms and alarms.any_active)
@@ -668,6 +670,7 @@ class BrokerConnection:
         self.sessions.clear()
         self.vhost.release_owner(self)
         self.context.dynamic.connection_gone(self)
+        self.context.sole.gone(self, self.summary.container_id)
         self.vhost.unregister_connection(self.name)
         self.context.forget_connection_waiters(self)
         self.context.connections.discard(self)
@@ -709,17 +712,43 @@ class BrokerConnection:
         if isinstance(props, dict):
             self.summary.client_properties = {str(k): str(v) for k, v in props.items()}
         engine = self.engine
-        engine.open(
-            properties={"product": "amqpspec reference broker"},
-            offered_capabilities=relay.offered_capabilities(),  # relay.py (anonterm)
-        )
         refusal = self._connection_limit_refusal()
+        # sole_connection.py (soleconn): refuse this one, or close the container's others
+        admission = self.context.sole.admit(self, event.open) if refusal is None else None
+        properties: dict[Any, Any] = {"product": "amqpspec reference broker"}
+        properties.update(admission.properties if admission is not None else {})
+        engine.open(
+            properties=properties,
+            offered_capabilities=relay.offered_capabilities()  # relay.py (anonterm)
+            + SoleConnections.offered_capabilities(),
+        )
         if refusal is not None:  # open, then close at once with the reason (2.4.1)
             log.info("%s: %s", self.name, refusal)
             engine.close(Cond.RESOURCE_LIMIT_EXCEEDED, refusal)
             self._schedule_hard_close()
             return
+        assert admission is not None
+        if admission.refuse:  # open, then close at once with the reason (2.4.1)
+            log.info("%s: %s", self.name, admission.error)
+            engine.close(admission.error)
+            self._schedule_hard_close()
+            return
+        for other in admission.close:
+            other.close_with(admission.error)
         self.vhost.register_connection(self.summary)
+
+    def close_with(self, error: Any) -> None:
+        """Close this connection with `error` from another connection's turn (written at
+        the turn's end); the peer gets CLOSE_GRACE_S to answer."""
+        engine = self.engine
+        if not self.open or engine is None:
+            return
+        try:
+            engine.close(error)
+        except UsageError:
+            return  # already closing
+        self._schedule_hard_close()
+        self.mark_dirty()
 
     def _connection_limit_refusal(self) -> str | None:
         """Limits max_connections (in all) and max_connections_per_user (0 = none, as

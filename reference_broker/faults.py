@@ -16,7 +16,8 @@ Where each fault lives:
 - protocol layer (the connection/session code that drives the engine; wired there):
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
   skip-window-check, insert-properties, relay-error-without-delivery-tag (relay.py),
-  keep-dynamic-nodes (dynamic_nodes.py); the transaction faults (Part 4, in
+  keep-dynamic-nodes (dynamic_nodes.py), sole-connection-weak-detection
+  (sole_connection.py); the transaction faults (Part 4, in
   `reference_broker.transactions`): txn-post-immediately, txn-discharge-unknown-accepted.
 - parser layer (`reference_broker.parser_faults`, called for every engine event while one
   is on): the parser and state-machine faults modelled on fuzzers' findings —
@@ -330,6 +331,16 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "temporary destinations are, whatever policy the attach reported)",
                 PROTOCOL_LAYER,
                 "dynamic_nodes.DynamicNodes.sweep",
+            ),
+            _fault(
+                "sole-connection-weak-detection",
+                "the broker reports strong sole-connection detection but lets a connection "
+                "that does not ask for sole-connection-for-container through unchecked and "
+                "uncounted (soleconn)",
+                "OASIS soleconn v1.0 detection policy (a broker detecting weakly while it "
+                "says strong; Qpid Broker-J's strongDetection tests check it)",
+                PROTOCOL_LAYER,
+                "sole_connection.SoleConnections.admit",
             ),
             _fault(
                 "attach-without-initial-delivery-count",

@@ -329,6 +329,22 @@ def keep_dynamic_nodes(b, c) -> bool:
     link.detach()
     c.wait_event(RemoteDetach, where=lambda e: e.link is link)
     return b.call(lambda: b.server.vhost.has_queue(name))
+
+
+def sole_connection_weak_detection(b, c) -> bool:
+    """c's open did not ask for sole-connection-for-container; a second connection of its
+    container asks for it (refuse-connection, sole_connection.py): it is not refused."""
+    from amqpspec.reference_broker.sole_connection import CAPABILITY, ESTABLISHMENT_FAILED
+
+    other = EngineClient(b.port, desired_capabilities=[symbol(CAPABILITY)])
+    other.conn.container_id = c.conn.container_id
+    try:
+        other.open()
+        return not (other.conn.remote_open.properties or {}).get(ESTABLISHMENT_FAILED)
+    finally:
+        other.close()
+
+
 def _controller(c: EngineClient, session):
     """A control link to the transaction coordinator (Part 4) and a request function:
     body -> the broker's disposition state for it."""
@@ -387,6 +403,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "transfer-without-message-format": (transfer_without_message_format, {}),
     "relay-error-without-delivery-tag": (relay_error_without_delivery_tag, {}),
     "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
+    "sole-connection-weak-detection": (sole_connection_weak_detection, {}),
     "txn-post-immediately": (txn_post_immediately, {}),
     "txn-discharge-unknown-accepted": (txn_discharge_unknown_accepted, {}),
 }

@@ -230,6 +230,7 @@ BROKER_FAULTS = {
     "insert-properties",
     "relay-error-without-delivery-tag",
     "keep-dynamic-nodes",
+    "sole-connection-weak-detection",
     "txn-post-immediately",
     "txn-discharge-unknown-accepted",
     # only two consumers of one queue show these (tests/test_fuzz_multiparty.py)
