@@ -41,6 +41,7 @@ PARTS = ("amqp10", "reference_broker", "conformance", "fuzz", "traces", "spark_t
 DATA = (
     "conformance/suite.ini",
     "conformance/aliases.toml",
+    "conformance/anchor_parity.toml",
     "conformance/profiles/reference.toml",
     "conformance/profiles/rabbitmq3.toml",
     "conformance/expectations/reference.toml",
