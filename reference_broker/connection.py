@@ -73,6 +73,7 @@ from .management_links import ManagementPair
 from .parser_faults import DIE, FaultTriggeredError, inspect
 from .permissions import CONFIGURE, FULL, READ, WRITE, Permissions
 from .queues import CreditReply, Delivery
+from .recovery import CLOSED, CONNECTION_ENDED, SESSION_ENDED, SUSPENDED, Recovery, reported_source
 from .scheduler import Scheduler, Timer
 from .sessions import RELEASED_STATE, BrokerSession
 from .sole_connection import SoleConnections
@@ -116,6 +117,7 @@ class BrokerContext:
         self.faults: Faults = config.faults
         self.dynamic = DynamicNodes(vhost, self.faults)  # dynamic_nodes.py (3.5.10)
         self.sole = SoleConnections(self.faults)  # sole_connection.py (soleconn)
+        self.recovery = Recovery(vhost, self.faults, scheduler.now)  # recovery.py (2.6.13)
         self.connections: set[BrokerConnection] = set()
         self.dirty: list[BrokerConnection] = []
         self.alarm_active = bool(alarms and alarms.any_active)
@@ -222,6 +224,7 @@ class BrokerContext:
     def housekeep(self, now: float) -> None:
         if self.alarms is not None:
             self.alarms.check(now)
+        self.recovery.expire(now)  # 3.5.3 timeout of kept termini (recovery.py)
         store = self.vhost.store
         if store is not None and self.commit is not None:
             if store.has_pending:
@@ -666,11 +669,12 @@ class BrokerConnection:
             return
         self.open = False
         for session in list(self.sessions.values()):
-            self._release_session(session)
+            self._release_session(session, CONNECTION_ENDED)
         self.sessions.clear()
         self.vhost.release_owner(self)
         self.context.dynamic.connection_gone(self)
         self.context.sole.gone(self, self.summary.container_id)
+        self.context.recovery.connection_gone(self)
         self.vhost.unregister_connection(self.name)
         self.context.forget_connection_waiters(self)
         self.context.connections.discard(self)
@@ -769,7 +773,7 @@ class BrokerConnection:
 
     def _on_close(self, event: ev.RemoteClose) -> None:
         for session in list(self.sessions.values()):
-            self._release_session(session)
+            self._release_session(session, CONNECTION_ENDED)
         self.sessions.clear()
 
     def _on_idle_timeout(self, event: ev.IdleTimeout) -> None:
@@ -789,7 +793,7 @@ class BrokerConnection:
         if session is None:
             return
         if engine_session.state not in _LIVE_SESSION:
-            self._release_session(session)
+            self._release_session(session, SESSION_ENDED)
             del self.sessions[engine_session]
             self.summary.channels = len(self.sessions)
         elif event.link is not None and event.link.state in _GONE_LINK:
@@ -825,12 +829,12 @@ class BrokerConnection:
     def _on_end(self, event: ev.RemoteEnd) -> None:
         session = self.sessions.pop(event.session, None)
         if session is not None:
-            self._release_session(session)
+            self._release_session(session, SESSION_ENDED)
         self.summary.channels = len(self.sessions)
 
-    def _release_session(self, session: BrokerSession) -> None:
+    def _release_session(self, session: BrokerSession, why: str = CLOSED) -> None:
         for link in list(session.links):
-            self._release_link(session, link)
+            self._release_link(session, link, why=why)
         session.pending_accepts = []
 
     def set_windows(self, window: int) -> None:
@@ -886,7 +890,10 @@ class BrokerConnection:
             return
         if source is not None and source.dynamic:  # 3.5.3, 3.5.10: dynamic_nodes.py
             queue, source = self.context.dynamic.create(self, link, source)
+        elif self._resume_consumer(session, link, attach):  # 2.6.13: recovery.py
+            return
         else:
+            source = reported_source(source)  # 3.5.3 expiry-policy as applied (recovery.py)
             address = source.address if source is not None else None
             queue = self.context.dynamic.subscribe(self, link, address)  # a temporary topic
             if queue is None:
@@ -904,12 +911,42 @@ class BrokerConnection:
         link.accept(source=source, rcv_settle_mode=RcvSettleMode.FIRST, initial_delivery_count=0)
         tag = f"{self.context.next_id()}"
         consumer = ConsumerLink(session, link, queue, tag)
+        consumer.resume_only = bool(attach.incomplete_unsettled)  # 2.7.3: nothing new
         if offset is None:
             queue.add_consumer(tag, consumer, settled=consumer.settled, initial_delivery_count=0)
         else:
             queue.add_consumer(tag, consumer, settled=consumer.settled, offset=offset)
         session.links[link] = consumer
         session.consumers[link] = consumer
+
+    def _resume_consumer(self, session: BrokerSession, link: Any, attach: Any) -> bool:
+        """A consumer link attached again whose terminus was kept (recovery.py): resumed on
+        its queue consumer record, the broker's unsettled map in the attach, the
+        receiver's compared with it (2.6.13). False when there is no such terminus."""
+        recovery = self.context.recovery
+        kept = recovery.take((self.summary.container_id, link.name, True))
+        if kept is None:
+            return False
+        queue = kept.queue
+        self._permit(READ, "queue", queue.name)
+        link.accept(
+            source=kept.source,  # 2.6.3: the sender holds the authoritative source
+            rcv_settle_mode=RcvSettleMode.FIRST,
+            initial_delivery_count=0,
+            unsettled=recovery.unsettled_map(kept),
+        )
+        consumer = ConsumerLink(session, link, queue, kept.tag)
+        record = queue.consumer(kept.tag)
+        record.owner = consumer
+        record.settled = consumer.settled
+        record.delivery_count = record.initial_delivery_count = 0
+        incomplete = bool(attach.incomplete_unsettled)
+        consumer.resume_only = incomplete
+        consumer.resumes = recovery.plan(kept, attach.unsettled, incomplete)
+        session.links[link] = consumer
+        session.consumers[link] = consumer
+        self.mark_dirty()
+        return True
 
     def _attach_publisher(self, session: BrokerSession, link: Any, attach: Any) -> None:
         target = attach.target  # a Target, a Coordinator or None (checked by the engine)
@@ -1029,10 +1066,14 @@ class BrokerConnection:
         if session is not None:
             self._release_link(session, event.link, suspended=not event.closed)
 
-    def _release_link(self, session: BrokerSession, link: Any, *, suspended: bool = False) -> None:
+    def _release_link(
+        self, session: BrokerSession, link: Any, *, suspended: bool = False, why: str = CLOSED
+    ) -> None:
         """Detach/end/close/loss: requeue every delivery still unsettled (2.6.6, RabbitMQ
-        PR #9022 item 27) and drop the dynamic nodes whose lifetime policy ends with the
-        link (dynamic_nodes.py; `suspended`: detached with closed=false, not gone)."""
+        PR #9022 item 27) unless the link's terminus outlives it (recovery.py, `why` the
+        link goes: 3.5.3 expiry-policy), and drop the dynamic nodes whose lifetime policy
+        ends with the link (dynamic_nodes.py; `suspended`: detached with closed=false, not
+        gone)."""
         key = (self.summary.container_id, link.name, link.is_sender)
         if self.context.attached_links.get(key, (None, None))[1] is link:
             del self.context.attached_links[key]
@@ -1052,7 +1093,8 @@ class BrokerConnection:
         if isinstance(state, ConsumerLink):
             session.consumers.pop(link, None)
             queue = state.queue
-            if queue.has_consumer(state.tag):
+            kept = self.context.recovery.release(key, state, SUSPENDED if suspended else why)
+            if not kept and queue.has_consumer(state.tag):
                 self.vhost.cancel_consumer(queue, state.tag)
             session.forget_consumer(state)
         self.vhost.release_owner(link)

@@ -17,8 +17,9 @@ Where each fault lives:
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
   skip-window-check, insert-properties, relay-error-without-delivery-tag (relay.py),
   keep-dynamic-nodes (dynamic_nodes.py), sole-connection-weak-detection
-  (sole_connection.py); the transaction faults (Part 4, in
-  `reference_broker.transactions`): txn-post-immediately, txn-discharge-unknown-accepted.
+  (sole_connection.py), forget-unsettled-on-reattach (recovery.py); the transaction faults
+  (Part 4, in `reference_broker.transactions`): txn-post-immediately,
+  txn-discharge-unknown-accepted.
 - parser layer (`reference_broker.parser_faults`, called for every engine event while one
   is on): the parser and state-machine faults modelled on fuzzers' findings —
   die-on-nested-descriptor, exit-on-compound-overrun, leak-on-declared-count,
@@ -341,6 +342,16 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "says strong; Qpid Broker-J's strongDetection tests check it)",
                 PROTOCOL_LAYER,
                 "sole_connection.SoleConnections.admit",
+            ),
+            _fault(
+                "forget-unsettled-on-reattach",
+                "a suspended consumer link attached again resumes its kept terminus but its "
+                "attach carries a null unsettled map and its unsettled deliveries are never "
+                "resumed (2.6.13, 2.6.3)",
+                "2.6.3 / 2.6.13 link recovery (a broker that keeps the terminus and forgets "
+                "its unsettled state; Qpid Broker-J's resume tests are disabled upstream)",
+                PROTOCOL_LAYER,
+                "recovery.Recovery.unsettled_map / plan",
             ),
             _fault(
                 "attach-without-initial-delivery-count",

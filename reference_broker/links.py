@@ -8,7 +8,9 @@ redelivered messages (3.2.1). May touch: the engine Link given to it (send, flow
 set_flow_state / send_flow_state for the queue's replies to drain and echo,
 disposition), the queue of a consumer, the session state (sessions.py) to record
 unsettled deliveries and confirms, and the connection's transactions (transactions.py) to
-send a consumer's deliveries in the transaction it acquires in (4.4.3).
+send a consumer's deliveries in the transaction it acquires in (4.4.3). A consumer link
+that resumes a kept terminus (recovery.py, 2.6.13) sends its resumed deliveries first, as
+credit allows, and nothing new while the receiver's unsettled map was incomplete.
 
 Credit of a consumer link lives twice: in the queue (credit API v2, authoritative for
 what to dispatch) and in the engine Link, which applies the same 2.6.7 rules to the same
@@ -32,6 +34,7 @@ from . import wire_faults
 from .addressing import Address, AddressKind
 from .credit import initial_publisher_credit, publisher_regrant
 from .queues import RELEASED, ClassicQueue, CreditReply, Delivery, QueuedMessage
+from .recovery import Resume, delivery_tag, recoverable
 
 if TYPE_CHECKING:
     from .sessions import BrokerSession
@@ -65,8 +68,12 @@ class ConsumerLink:
         "faults",
         "link",
         "queue",
+        "recoverable",
+        "resume_only",
+        "resumes",
         "session",
         "settled",
+        "source",
         "tag",
         "unsettled",
     )
@@ -80,25 +87,34 @@ class ConsumerLink:
         self.tag = tag
         self.settled = link.snd_settle_mode == SndSettleMode.SETTLED
         self.faults = session.connection.faults
+        self.source = link.source  # as the broker reported it (recovery.reported_source)
+        self.recoverable = recoverable(link.source)  # its terminus can outlive the link
+        self.resumes: list[Resume] = []  # 2.6.13: to send before anything new
+        self.resume_only = False  # 2.7.3: the receiver's unsettled map was incomplete
 
-    def deliver(self, event: Delivery) -> None:
-        """Send one Delivery from the queue as a transfer (split by the engine at the
-        peer's max-frame-size). The queue already counted it against the link credit."""
-        link = self.link
-        msg = event.message
+    def _payload(self, msg: QueuedMessage) -> bytes:
         if msg.first_acquirer and not msg.delivery_count and not msg.annotations:
             payload = msg.payload
         else:  # redelivered (3.2.1) or modified with annotations (3.4.5)
             payload = redelivered_payload(msg)
         if self.faults.insert_properties:
             payload = wire_faults.insert_properties(payload)  # fault (RabbitMQ 3.10), 3.2
+        return payload
+
+    def deliver(self, event: Delivery) -> None:
+        """Send one Delivery from the queue as a transfer (split by the engine at the
+        peer's max-frame-size). The queue already counted it against the link credit."""
+        link = self.link
+        msg = event.message
+        payload = self._payload(msg)
         acquiring = self.connection.transactions.acquiring  # 4.4.3 (transactions.py)
         txn = acquiring.get(self) if acquiring else None
+        tag = delivery_tag(msg.msg_id) if self.recoverable else None
         try:
             if txn is None:
-                delivery_id = link.send(payload, settled=event.settled)
+                delivery_id = link.send(payload, tag, settled=event.settled)
             else:
-                delivery_id = link.send(payload, settled=event.settled, state=txn.state)
+                delivery_id = link.send(payload, tag, settled=event.settled, state=txn.state)
         except UsageError as exc:  # too big for the peer, or the link is going away
             log.debug("cannot send on %r: %s", link, exc)
             if not event.settled and self.queue.has_consumer(self.tag):
@@ -161,11 +177,51 @@ class ConsumerLink:
             return
         self.session.connection.mark_dirty()
 
+    def send_resumes(self) -> None:
+        """2.6.13: the deliveries of a resumed link, as far as the link-credit goes (the
+        engine has the receiver's flow): each a resuming transfer under its old tag, the
+        message again or the receiver's outcome restated (recovery.py). They advance the
+        queue's delivery-count as any delivery does (2.6.7)."""
+        record = self.queue.find_consumer(self.tag)
+        link = self.link
+        while self.resumes and record is not None and link.link_credit > 0:
+            resume = self.resumes.pop(0)
+            try:
+                if resume.state is not None:  # applied at the queue: restated
+                    settled = self.link.snd_settle_mode != SndSettleMode.UNSETTLED
+                    delivery_id = link.send(
+                        b"", resume.tag, settled=settled, state=resume.state, resume=True
+                    )
+                    if not settled:
+                        self.unsettled[delivery_id] = (self, resume.msg_id)
+                else:
+                    msg = record.unacked.get(resume.msg_id)
+                    if msg is None:
+                        continue
+                    delivery_id = link.send(
+                        self._payload(msg), resume.tag, settled=False, resume=True
+                    )
+                    self.unsettled[delivery_id] = (self, resume.msg_id)
+            except UsageError as exc:
+                log.debug("cannot resume on %r: %s", link, exc)
+                self.resumes.insert(0, resume)
+                return
+            record.delivery_count = serial_add(record.delivery_count, 1)
+            self.connection.mark_dirty()
+
     def receiver_flow(self, flow: Any) -> None:
         """The receiver's flow for this link: hand it to the queue (credit API v2), which
-        answers drain and echo with a CreditReply (the engine has auto_echo off)."""
+        answers drain and echo with a CreditReply (the engine has auto_echo off). Resumed
+        deliveries go first (2.6.13); while resume-only, the queue gets no credit."""
         consumer = self.queue.find_consumer(self.tag)
         if consumer is None:
+            return
+        if self.resumes:
+            self.send_resumes()
+        if self.resume_only:  # 2.7.3 incomplete-unsettled: no new deliveries
+            if flow.echo and not self.faults.no_echo:
+                self.link.send_flow_state()
+                self.connection.mark_dirty()
             return
         link_credit = flow.link_credit
         delivery_count = flow.delivery_count

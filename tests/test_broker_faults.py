@@ -345,6 +345,24 @@ def sole_connection_weak_detection(b, c) -> bool:
         other.close()
 
 
+def forget_unsettled_on_reattach(b, c) -> bool:
+    """A receiver from a source with expiry-policy never (recovery.py) takes one message
+    unsettled, detaches with closed=false and attaches again: the broker's attach has no
+    unsettled map (it should name the kept delivery, 2.6.13)."""
+    _publish(b, 1)
+    session = _session(c)
+    source = Source(address=QUEUE, expiry_policy="never")
+    link = session.attach_receiver("kept", source=source)
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    link.flow(link_credit=1)
+    c.wait_for(lambda: _transfers(c, link), "transfer")
+    link.detach(closed=False)
+    c.wait_event(RemoteDetach, where=lambda e: e.link is link)
+    again = session.attach_receiver("kept", source=source, unsettled={})
+    c.wait_event(RemoteAttach, where=lambda e: e.link is again)
+    return not again.remote_attach.unsettled
+
+
 def _controller(c: EngineClient, session):
     """A control link to the transaction coordinator (Part 4) and a request function:
     body -> the broker's disposition state for it."""
@@ -404,6 +422,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "relay-error-without-delivery-tag": (relay_error_without_delivery_tag, {}),
     "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
     "sole-connection-weak-detection": (sole_connection_weak_detection, {}),
+    "forget-unsettled-on-reattach": (forget_unsettled_on_reattach, {}),
     "txn-post-immediately": (txn_post_immediately, {}),
     "txn-discharge-unknown-accepted": (txn_discharge_unknown_accepted, {}),
 }

@@ -231,6 +231,7 @@ BROKER_FAULTS = {
     "relay-error-without-delivery-tag",
     "keep-dynamic-nodes",
     "sole-connection-weak-detection",
+    "forget-unsettled-on-reattach",
     "txn-post-immediately",
     "txn-discharge-unknown-accepted",
     # only two consumers of one queue show these (tests/test_fuzz_multiparty.py)

@@ -384,11 +384,15 @@ class Link:
         *,
         state: Any = None,
         batchable: bool = False,
+        resume: bool = False,
     ) -> int:
         """Send one delivery (split into frames at the peer's max-frame-size, 2.6.14).
         Needs link-credit (2.6.7); returns its delivery-id. `settled` defaults from
         snd-settle-mode (settled for SETTLED, else unsettled). A connection whose policy
-        has check_credit off sends even without credit (deliberate misbehaviour)."""
+        has check_credit off sends even without credit (deliberate misbehaviour).
+        `resume`: a delivery of a resumed link sent again under its old `delivery_tag`
+        (2.6.13: "The resume flag of the transfer frame MUST be set to true when resuming a
+        delivery")."""
         if self.role != Role.SENDER:  # not is_sender
             raise UsageError("send() on a receiving link")
         session = self.session
@@ -418,6 +422,7 @@ class Link:
         if (
             state is None
             and not batchable
+            and not resume
             and type(delivery_tag) is bytes
             and len(delivery_tag) <= MAX_FAST_TAG
             and type(message_format) is int
@@ -443,6 +448,7 @@ class Link:
                 settled=settled,
                 state=state,
                 batchable=batchable,
+                resume=resume or None,
             )
         if not lane:
             self._machine.process(LinkInput.SEND_TRANSFER)

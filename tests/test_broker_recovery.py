@@ -1,0 +1,131 @@
+"""The reference broker's link recovery (reference_broker/recovery.py, 2.6.13): a consumer
+link from a source with expiry-policy never, suspended (detach closed=false) or cut off by a
+dropped connection, attached again: the attach carries the kept unsettled deliveries, and
+the receiver's unsettled map decides what is settled, resumed or sent again. Over a real
+socket (tests/broker_support.EngineClient); with the forget-unsettled-on-reattach fault."""
+
+from __future__ import annotations
+
+from broker_support import EngineClient, body, connected_client, running_broker_with_queue
+
+from amqpspec.amqp10.composites import Accepted, Source
+from amqpspec.amqp10.engine import RemoteAttach, TransferReceived
+from amqpspec.amqp10.message import Message
+
+NAME = "recovered"
+
+
+def _fill(broker, count: int) -> None:
+    def put() -> None:
+        queue = broker.server.vhost.get_queue("q")
+        for n in range(count):
+            queue.publish(Message.of(f"m{n}".encode()).encode())
+
+    broker.call(put)
+
+
+def _attach(client: EngineClient, session, **fields):
+    start = len(client.events)
+    link = session.attach_receiver(
+        NAME, source=Source(address="/queues/q", expiry_policy="never"), **fields
+    )
+    client.wait_event(RemoteAttach, where=lambda e: e.link is link, start=start)
+    return link
+
+
+def _take(client: EngineClient, link, count: int, start: int = 0) -> list[TransferReceived]:
+    return client.wait_for(
+        lambda: (got := [e for e in client.of(TransferReceived, start) if e.link is link])[
+            count - 1 :
+        ]
+        and got,
+        f"{count} transfers",
+    )
+
+
+def _three_unsettled(broker, client: EngineClient):
+    _fill(broker, 3)
+    session = client.conn.begin()
+    link = _attach(client, session)
+    link.flow(link_credit=3)
+    return session, link, _take(client, link, 3)
+
+
+def test_suspended_link_resumes_settles_and_resends_as_the_receiver_map_says():
+    with running_broker_with_queue() as broker, connected_client(broker) as client:
+        session, link, sent = _three_unsettled(broker, client)
+        tags = [bytes(t.delivery_tag) for t in sent]
+        assert len(set(tags)) == 3
+        link.detach(closed=False)
+        client.settle(0.2)
+        assert broker.call(lambda: broker.server.vhost.get_queue("q").messages_ready) == 0
+        start = len(client.events)
+        theirs = {tags[0]: Accepted(), tags[1]: None}  # tags[2]: unknown to the receiver
+        again = _attach(client, session, unsettled=theirs)
+        assert set(again.remote_attach.unsettled) == set(tags)  # 2.6.3 / 2.7.3
+        again.flow(link_credit=5)
+        got = _take(client, again, 3, start)
+        settled, resent, anew = got
+        assert (bytes(settled.delivery_tag), settled.resume, settled.settled) == (
+            tags[0],
+            True,
+            True,
+        )
+        assert isinstance(settled.state, Accepted)
+        assert (bytes(resent.delivery_tag), resent.resume) == (tags[1], True)
+        assert body(resent) == b"m1"
+        assert (anew.resume, body(anew)) == (False, b"m2")  # sent again as a new delivery
+        client.settle(0.2)
+        assert len([e for e in client.of(TransferReceived, start) if e.link is again]) == 3
+        queue = broker.call(lambda: broker.server.vhost.get_queue("q"))
+        assert broker.call(lambda: queue.messages) == 2  # m0 accepted, m1 and m2 held
+        assert client.violations == []
+
+
+def test_the_terminus_outlives_a_dropped_connection():
+    with running_broker_with_queue() as broker:
+        client = EngineClient(broker.port)
+        client.open()
+        _, _, sent = _three_unsettled(broker, client)
+        tags = {bytes(t.delivery_tag) for t in sent}
+        client.sock.close()  # no close frame: the transport is lost
+        with connected_client(broker) as other:  # the same container-id
+            link = _attach(other, other.conn.begin(), unsettled={})
+            assert set(link.remote_attach.unsettled) == tags
+            link.flow(link_credit=3)
+            again = _take(other, link, 3)
+            assert [e.resume for e in again] == [False] * 3  # none known to the receiver
+            assert sorted(body(e) for e in again) == [b"m0", b"m1", b"m2"]
+
+
+def test_an_incomplete_unsettled_map_stops_new_deliveries():
+    with running_broker_with_queue() as broker, connected_client(broker) as client:
+        _fill(broker, 1)
+        link = _attach(client, client.conn.begin(), unsettled={}, incomplete_unsettled=True)
+        link.flow(link_credit=2)
+        client.settle(0.3)
+        assert [e for e in client.of(TransferReceived) if e.link is link] == []  # 2.7.3
+
+
+def test_the_default_expiry_policy_is_reported_and_applied_as_link_detach():
+    with running_broker_with_queue() as broker, connected_client(broker) as client:
+        _fill(broker, 1)
+        session = client.conn.begin()
+        link = session.attach_receiver(NAME, source="/queues/q")
+        client.wait_event(RemoteAttach, where=lambda e: e.link is link)
+        assert str(link.remote_attach.source.expiry_policy) == "link-detach"  # 2.6.3
+        link.flow(link_credit=1)
+        _take(client, link, 1)
+        link.detach(closed=False)
+        client.settle(0.2)
+        assert broker.call(lambda: broker.server.vhost.get_queue("q").messages_ready) == 1
+
+
+def test_fault_forget_unsettled_on_reattach():
+    faults = ("forget-unsettled-on-reattach",)
+    with running_broker_with_queue(faults=faults) as broker, connected_client(broker) as client:
+        session, link, _ = _three_unsettled(broker, client)
+        link.detach(closed=False)
+        client.settle(0.2)
+        again = _attach(client, session, unsettled={})
+        assert again.remote_attach.unsettled is None
