@@ -597,9 +597,12 @@ class Probe:
         sasl: bool = True,
         container_id: str | None = None,
         wait_open: bool = True,
+        desired_capabilities: list[str] | None = None,
+        properties: dict[Any, Any] | None = None,
     ) -> RemoteOpen | None:
-        """Start the engine: headers, SASL (when `sasl` and the profile says so), open;
-        waits for the broker's open unless `wait_open` is False."""
+        """Start the engine: headers, SASL (when `sasl` and the profile says so), open (with
+        `desired_capabilities` and connection `properties` when given, 2.7.1); waits for
+        the broker's open unless `wait_open` is False."""
         if self.conn is not None:
             raise HarnessError("probe already opened")
         client_sasl = None
@@ -621,6 +624,8 @@ class Probe:
             idle_timeout_ms=idle_timeout_ms,
             sasl=client_sasl,
             record_transitions=True,
+            desired_capabilities=desired_capabilities,
+            properties=properties,
         )
         assert self.conn.transitions is not None
         self.recording.transitions = self.conn.transitions  # filled as the engine goes

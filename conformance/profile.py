@@ -66,6 +66,9 @@ CAPABILITIES: dict[str, str] = {
     "(restricted_user / delete_user)",
     "anonymous-terminus": "a sender attached with a null target is routed per message by its "
     "`to` (the anonymous terminus; RabbitMQ 4's v2 `to` addresses)",
+    "sole-connection": "the broker enforces one connection per client container-id when "
+    "asked (OASIS soleconn v1.0: sole-connection-for-container offered in its open, the "
+    "refuse-connection and close-existing enforcement policies)",
     "management-node": "RabbitMQ 4's /management node (HTTP-over-AMQP on a link pair) on the "
     "AMQP port: queues declared exclusive to the asking connection, 409 to a conflicting "
     "redeclaration",
@@ -87,6 +90,11 @@ MODELS: dict[str, str] = {
     "anonterm": "OASIS 'Using the AMQP Anonymous Terminus for Message Routing' v1.0 (CS01, "
     "2018), which a broker claims by offering ANONYMOUS-RELAY in its open: a sender with a "
     "null target has each message routed to the node its properties.to names",
+    "soleconn": "OASIS 'AMQP Enforcing Connection Uniqueness' v1.0 (CS01, 2018), which a "
+    "broker claims with the sole-connection capability: sole-connection-for-container "
+    "offered in its open, a second connection of a client container-id refused "
+    "(refuse-connection) or the first closed (close-existing), as Qpid Broker-J's soleconn "
+    "tests check it",
 }
 
 ADMIN_ADAPTERS = ("rabbitmq-http", "management-node", "rabbitmqctl", "none")

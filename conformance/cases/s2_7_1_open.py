@@ -4,7 +4,8 @@ framing-error on a channel above its own (MUST, the broker bound as the receiver
 frames); how it answers an open announcing less than 512 (the probe breaks the MUST) is
 recorded (MAY).
 
-Owns the cases `2.7.1/*`.
+Owns the cases `2.7.1/*` (except `2.7.1/open-every-field`, s2_7_fields.py, and
+`2.7.1/sole-connection-*`, s2_7_1_sole_connection.py).
 """
 
 from __future__ import annotations
