@@ -69,6 +69,9 @@ CAPABILITIES: dict[str, str] = {
     "sole-connection": "the broker enforces one connection per client container-id when "
     "asked (OASIS soleconn v1.0: sole-connection-for-container offered in its open, the "
     "refuse-connection and close-existing enforcement policies)",
+    "properties-filter": "the OASIS AMQP Filter Expressions property filters "
+    "(amqp:properties-filter, amqp:application-properties-filter) in a receiver's source "
+    "filter-set on a stream queue (RabbitMQ 4.1+)",
     "management-node": "RabbitMQ 4's /management node (HTTP-over-AMQP on a link pair) on the "
     "AMQP port: queues declared exclusive to the asking connection, 409 to a conflicting "
     "redeclaration",
@@ -87,6 +90,10 @@ MODELS: dict[str, str] = {
     "incoming-window 0 on every publishing session, reopened when the alarm clears) and "
     "everything else keeps working, transfers beyond the session's incoming-window end it "
     "with amqp:session:window-violation, and a flow with echo=true is answered",
+    "filtex": "OASIS 'AMQP Filter Expressions' v1.0 (CSD01) property filters, which a "
+    "broker claims with the properties-filter capability: a receiver whose source carries "
+    "amqp:properties-filter / amqp:application-properties-filter gets exactly the messages "
+    "whose fields match every entry (filtex 4.1.1, 4.2.4, 4.2.5)",
     "anonterm": "OASIS 'Using the AMQP Anonymous Terminus for Message Routing' v1.0 (CS01, "
     "2018), which a broker claims by offering ANONYMOUS-RELAY in its open: a sender with a "
     "null target has each message routed to the node its properties.to names",

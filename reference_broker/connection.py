@@ -66,6 +66,7 @@ from .alarms import ResourceAlarms, alarms_from_config
 from .config import BrokerConfig
 from .dynamic_nodes import DynamicNodes
 from .faults import Faults
+from .filters import in_place
 from .links import ConsumerLink, PublisherLink
 from .management import MANAGEMENT_ADDRESS
 from .management import answer as management_answer
@@ -903,19 +904,25 @@ class BrokerConnection:
                 self.vhost.check_exclusive(queue.name, self)  # RabbitMQ 4: resource-locked
                 self.context.dynamic.attached(link, queue.name)
         offset = None
-        if isinstance(queue, StreamQueue):  # where the consumer starts reading the log
+        stream = isinstance(queue, StreamQueue)
+        if stream:  # where the consumer starts reading the log
             try:
                 offset = offset_spec_from_filter(source.filter if source is not None else None)
             except OffsetSpecError as exc:
                 raise AddressError(queue.name, str(exc), Cond.INVALID_FIELD) from None
-        link.accept(source=source, rcv_settle_mode=RcvSettleMode.FIRST, initial_delivery_count=0)
+        filters = in_place(source, stream=stream, faults=self.faults)  # 3.5.3: filters.py
+        link.accept(
+            source=filters.source, rcv_settle_mode=RcvSettleMode.FIRST, initial_delivery_count=0
+        )
         tag = f"{self.context.next_id()}"
         consumer = ConsumerLink(session, link, queue, tag)
         consumer.resume_only = bool(attach.incomplete_unsettled)  # 2.7.3: nothing new
         if offset is None:
             queue.add_consumer(tag, consumer, settled=consumer.settled, initial_delivery_count=0)
         else:
-            queue.add_consumer(tag, consumer, settled=consumer.settled, offset=offset)
+            queue.add_consumer(
+                tag, consumer, settled=consumer.settled, offset=offset, accepts=filters.accepts
+            )
         session.links[link] = consumer
         session.consumers[link] = consumer
 

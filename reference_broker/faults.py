@@ -17,9 +17,10 @@ Where each fault lives:
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
   skip-window-check, insert-properties, relay-error-without-delivery-tag (relay.py),
   keep-dynamic-nodes (dynamic_nodes.py), sole-connection-weak-detection
-  (sole_connection.py), forget-unsettled-on-reattach (recovery.py); the transaction faults
-  (Part 4, in `reference_broker.transactions`): txn-post-immediately,
-  txn-discharge-unknown-accepted.
+  (sole_connection.py), forget-unsettled-on-reattach (recovery.py),
+  report-unknown-filters and properties-filter-ignores-subject (filters.py); the
+  transaction faults (Part 4, in `reference_broker.transactions`):
+  txn-post-immediately, txn-discharge-unknown-accepted.
 - parser layer (`reference_broker.parser_faults`, called for every engine event while one
   is on): the parser and state-machine faults modelled on fuzzers' findings —
   die-on-nested-descriptor, exit-on-compound-overrun, leak-on-declared-count,
@@ -352,6 +353,23 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "its unsettled state; Qpid Broker-J's resume tests are disabled upstream)",
                 PROTOCOL_LAYER,
                 "recovery.Recovery.unsettled_map / plan",
+            ),
+            _fault(
+                "report-unknown-filters",
+                "the broker's attach echoes every filter of the receiver's source, those it "
+                "does not apply too (3.5.3 filter, 2.6.3: report the terminus as created)",
+                "3.5.3 filter (a broker that copies the source it was asked for into its "
+                "attach; Qpid Broker-J's FilterTest.unsupportedFilter checks it)",
+                PROTOCOL_LAYER,
+                "filters.in_place",
+            ),
+            _fault(
+                "properties-filter-ignores-subject",
+                "an amqp:properties-filter is applied without its subject entry: messages "
+                "with any subject pass (OASIS Filter Expressions 4.2.4)",
+                "filtex 4.2.4 (an evaluator that skips one field of the expression)",
+                PROTOCOL_LAYER,
+                "filters.in_place",
             ),
             _fault(
                 "attach-without-initial-delivery-count",

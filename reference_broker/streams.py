@@ -3,7 +3,8 @@ removing anything; every consumer has its own position.
 
 Owns: the log of one stream (offsets, publish timestamps, retained bytes), retention by
 size (`x-max-length-bytes`) and age (`x-max-age`), each consumer's next offset and the
-`rabbitmq:stream-offset-spec` attach filter (first, last, next, an offset, a timestamp).
+`rabbitmq:stream-offset-spec` attach filter (first, last, next, an offset, a timestamp);
+a consumer's other filters (filters.py) skip the entries they refuse.
 May touch: the consumer and flow-control machinery it inherits from `queues.ClassicQueue`
 (credit API v2: credit, drain and echo exactly as for classic queues, 2.6.7), the durable
 message log given by the caller (a publish is appended; a retention truncation is an ack).
@@ -96,6 +97,7 @@ class StreamConsumer(Consumer):
     """A consumer of a stream: the classic flow-control state plus its next offset."""
 
     position: int = 0
+    accepts: Callable[[bytes], bool] | None = None  # its source's filters (filters.py)
 
 
 class StreamQueue(ClassicQueue):
@@ -275,6 +277,7 @@ class StreamQueue(ClassicQueue):
         settled: bool = False,
         initial_delivery_count: int = 0,
         offset: OffsetSpec = NEXT,
+        accepts: Callable[[bytes], bool] | None = None,
     ) -> Consumer:
         if tag in self._consumers:
             return super().add_consumer(tag)  # raises QueueError
@@ -282,6 +285,7 @@ class StreamQueue(ClassicQueue):
         consumer = StreamConsumer(tag, owner, settled, delivery_count=initial_delivery_count)
         consumer.initial_delivery_count = initial_delivery_count
         consumer.position = self.start_offset(offset)
+        consumer.accepts = accepts
         if self.faults.transfer_before_credit:
             consumer.credit = 1  # fault: an unrequested credit (rabbitmq-amqp1.0#43)
         self._consumers[tag] = consumer
@@ -334,6 +338,8 @@ class StreamQueue(ClassicQueue):
             budget -= 1
             msg = entries[self._head + consumer.position - first]
             consumer.position += 1
+            if consumer.accepts is not None and not consumer.accepts(msg.payload):
+                continue  # filtered out (3.5.1): no credit spent
             consumer.credit -= 1
             consumer.delivery_count = serial_add(consumer.delivery_count, 1)
             consumer.delivered_total += 1

@@ -44,7 +44,7 @@ from amqpspec.amqp10.engine import TransferReceived as Transfer
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond
-from amqpspec.amqp10.types import symbol
+from amqpspec.amqp10.types import Described, symbol
 from amqpspec.reference_broker.transactions import LOCAL_TRANSACTIONS
 
 QUEUE = "/queues/q"
@@ -363,6 +363,38 @@ def forget_unsettled_on_reattach(b, c) -> bool:
     return not again.remote_attach.unsettled
 
 
+UNKNOWN_FILTER = {symbol("x"): Described(symbol("amqpspec:no-such-filter:string"), "y")}
+
+
+def report_unknown_filters(b, c) -> bool:
+    """A receiver whose source has a filter of an unknown type (filters.py): the broker's
+    attach reports it as in place."""
+    link = _session(c).attach_receiver("f", source=Source(address=QUEUE, filter=UNKNOWN_FILTER))
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    return symbol("x") in (link.remote_attach.source.filter or {})
+
+
+def properties_filter_ignores_subject(b, c) -> bool:
+    """Two messages on a stream, subjects a and b; a receiver from the first offset with
+    amqp:properties-filter {subject: a}: the message with subject b comes through too."""
+    management(b).declare_queue("s", arguments={"x-queue-type": "stream"})
+
+    def fill() -> None:
+        queue = b.server.vhost.get_queue("s")
+        for subject in ("a", "b"):
+            queue.publish(Message.of(b"m", properties=Properties(subject=subject)).encode())
+
+    b.call(fill)
+    wanted = {symbol("subject"): "a"}
+    filters = {
+        symbol("rabbitmq:stream-offset-spec"): "first",
+        symbol("p"): Described(symbol("amqp:properties-filter"), wanted),
+    }
+    link = _session(c).attach_receiver("f", source=Source(address="/queues/s", filter=filters))
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    link.flow(link_credit=5, drain=True)
+    c.wait_for(lambda: link.link_credit == 0 and c.of(FlowReceived), "drain reply")
+    return len(c.of(Transfer)) == 2
 def _controller(c: EngineClient, session):
     """A control link to the transaction coordinator (Part 4) and a request function:
     body -> the broker's disposition state for it."""
@@ -423,6 +455,8 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
     "sole-connection-weak-detection": (sole_connection_weak_detection, {}),
     "forget-unsettled-on-reattach": (forget_unsettled_on_reattach, {}),
+    "report-unknown-filters": (report_unknown_filters, {}),
+    "properties-filter-ignores-subject": (properties_filter_ignores_subject, {}),
     "txn-post-immediately": (txn_post_immediately, {}),
     "txn-discharge-unknown-accepted": (txn_discharge_unknown_accepted, {}),
 }

@@ -232,6 +232,8 @@ BROKER_FAULTS = {
     "keep-dynamic-nodes",
     "sole-connection-weak-detection",
     "forget-unsettled-on-reattach",
+    "report-unknown-filters",
+    "properties-filter-ignores-subject",
     "txn-post-immediately",
     "txn-discharge-unknown-accepted",
     # only two consumers of one queue show these (tests/test_fuzz_multiparty.py)

@@ -1,0 +1,126 @@
+"""Source filters: the reference broker's (reference_broker/filters.py) over a real socket
+(an unknown filter left out of the attach, property filters on a stream applied), the
+suite's own evaluator (conformance/filter_expressions.py) on the filtex rules, and the two
+evaluators against each other on generated messages and filters."""
+
+from __future__ import annotations
+
+from broker_support import EngineClient, connected_client, management, running_broker
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amqpspec.amqp10.composites import Properties, Source
+from amqpspec.amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.types import Described, symbol
+from amqpspec.conformance.filter_expressions import (
+    application_properties_filter,
+    properties_filter,
+    reference_matches,
+    selects,
+)
+from amqpspec.reference_broker.faults import Faults
+from amqpspec.reference_broker.filters import in_place
+
+OFFSET = symbol("rabbitmq:stream-offset-spec")
+UNKNOWN = symbol("unknown")
+SUBJECTS = ["apple", "apricot", "banana", None]
+
+
+def _message(index: int, subject: str | None, app: dict | None = None) -> Message:
+    return Message.of(
+        f"m{index}".encode(), properties=Properties(subject=subject), application_properties=app
+    )
+
+
+def _drained(c: EngineClient, filters: dict, address: str) -> tuple[dict, list[bytes]]:
+    session = c.conn.begin()
+    c.wait_for(lambda: session.remote_channel is not None, "begin")
+    link = session.attach_receiver(address, source=Source(address=address, filter=filters))
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    flows = len(c.of(FlowReceived))
+    link.flow(link_credit=10, drain=True)
+    c.wait_for(lambda: link.link_credit == 0 and len(c.of(FlowReceived)) > flows, "drain")
+    got = [Message.decode(t.payload).value for t in c.of(TransferReceived) if t.link is link]
+    return dict(link.remote_attach.source.filter or {}), got
+
+
+def test_filters_over_a_socket():
+    """A stream of four messages; one receiver with an unknown filter, a properties filter
+    on the subject prefix `ap` and the offset-spec: its attach reports the last two only,
+    and it gets m0 and m1. A receiver from a classic queue with a property filter: the
+    filter is not in place (reported without it) and every message comes."""
+    with running_broker() as b:
+        management(b).declare_queue("s", arguments={"x-queue-type": "stream"})
+        management(b).declare_queue("q", durable=False)
+
+        def fill() -> None:
+            for name in ("s", "q"):
+                queue = b.server.vhost.get_queue(name)
+                for i, subject in enumerate(SUBJECTS):
+                    queue.publish(_message(i, subject).encode())
+
+        b.call(fill)
+        wanted = properties_filter({"subject": "&p:ap"})
+        filters = {
+            UNKNOWN: Described(symbol("amqpspec:no-such-filter:string"), "x"),
+            symbol("p"): wanted,
+            OFFSET: Described(OFFSET, "first"),
+        }
+        with connected_client(b) as c:
+            reported, got = _drained(c, filters, "/queues/s")
+            assert set(reported) == {symbol("p"), OFFSET}
+            assert got == [b"m0", b"m1"]
+            reported, got = _drained(c, {symbol("p"): wanted}, "/queues/q")
+            assert reported == {}
+            assert got == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_suite_evaluator_follows_filtex():
+    m = _message(0, "apple", {"n": 2, "s": "&x", "b": True})
+    assert reference_matches("&p:ap", True, "apple")
+    assert reference_matches("&s:le", True, "apple")
+    assert not reference_matches("&s:ap", True, "apple")
+    assert reference_matches(2.0, True, 2)  # numbers across types
+    assert not reference_matches(1, True, True)  # a boolean is no number
+    assert reference_matches(None, False, None)  # null matches even a missing field
+    assert not reference_matches("a", False, None)
+    assert selects({"a": application_properties_filter({"s": "&&x"})}, m)
+    assert not selects({"a": application_properties_filter({"missing": 1})}, m)
+    both = {
+        "p": properties_filter({"subject": "apple"}),
+        "a": application_properties_filter({"n": 3}),
+    }
+    assert not selects(both, m)  # 3.5.8: every filter of the set
+    assert selects({"x": None, "o": Described(OFFSET, "first")}, m)
+
+
+WORDS = ["apple", "apricot", "banana", "&amp"]
+VALUES = st.sampled_from([*WORDS, 0, 1, 2, 1.0, 2.5, True, False, b"\x00"])
+REFS = (
+    st.sampled_from(["apple", "&&amp", "&p:ap", "&s:na", "&s:le", "&p:&a"])
+    | st.sampled_from([0, 1, 2, 1.0, 2.5, True, False, b"\x00"])
+    | st.none()
+)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(
+    st.none() | st.sampled_from(WORDS),
+    st.dictionaries(st.sampled_from("abc"), VALUES, max_size=3),
+    st.none() | st.dictionaries(st.just("subject"), REFS, min_size=1),
+    st.none() | st.dictionaries(st.sampled_from("abc"), REFS, min_size=1, max_size=2),
+)
+def test_broker_and_suite_evaluators_agree(subject, app, props_filter, app_filter):
+    """The broker's evaluator (filters.py) and the suite's (filter_expressions.py), written
+    apart, decide the same for every generated message and filter-set."""
+    filters: dict = {OFFSET: Described(OFFSET, "first")}
+    if props_filter is not None:
+        filters[symbol("p")] = properties_filter(props_filter)
+    if app_filter is not None:
+        filters[symbol("a")] = application_properties_filter(app_filter)
+    message = _message(0, subject, app or None)
+    placed = in_place(Source(address="s", filter=filters), stream=True, faults=Faults())
+    assert set(placed.source.filter) == set(filters)
+    broker = placed.accepts is None or placed.accepts(message.encode())
+    assert broker == selects(filters, message)
