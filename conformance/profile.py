@@ -72,6 +72,9 @@ CAPABILITIES: dict[str, str] = {
     "properties-filter": "the OASIS AMQP Filter Expressions property filters "
     "(amqp:properties-filter, amqp:application-properties-filter) in a receiver's source "
     "filter-set on a stream queue (RabbitMQ 4.1+)",
+    "link-recovery": "a source with expiry-policy never outlives its link (detach with "
+    "closed=false) and its connection with its unsettled deliveries, and the same link "
+    "attached again resumes them (2.6.13)",
     "management-node": "RabbitMQ 4's /management node (HTTP-over-AMQP on a link pair) on the "
     "AMQP port: queues declared exclusive to the asking connection, 409 to a conflicting "
     "redeclaration",
