@@ -65,7 +65,13 @@ from amqpspec.fuzz.evidence import (
     read_exchange,
     stream_status,
 )
-from amqpspec.fuzz.model import FUZZ_CONTAINER, Conversation, Handshake, ServerModel
+from amqpspec.fuzz.model import (
+    FUZZ_CONTAINER,
+    Conversation,
+    Handshake,
+    ServerModel,
+    with_container_id,
+)
 
 CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
     "crash",
@@ -114,6 +120,7 @@ class Target:
     memory: Callable[[], int | None] | None = None  # the broker's memory in bytes
     profile: Any = None  # the conformance Profile it was made from, if any
     quiet_until: float = 0.0  # careful runs wait for memory a grown case may still hold
+    _liveness: list[Step] | None = field(default=None, repr=False)  # liveness_steps' template
 
     @property
     def url(self) -> str:
@@ -121,11 +128,13 @@ class Target:
 
     def liveness_steps(self) -> list[Step]:
         """A fresh connection's open, begin and attach, under a container-id of its own
-        (2.6.1: never the link of a case running beside it)."""
-        container_id = f"{FUZZ_CONTAINER}-liveness-{next(_liveness)}"
-        conv = Conversation(self.handshake, container_id=container_id).open()
-        conv.attach_sender(conv.begin())
-        return conv.steps()
+        (2.6.1: never the link of a case running beside it): the conversation built once
+        (an engine pair's work), its container-id set per check."""
+        if self._liveness is None:
+            conv = Conversation(self.handshake, container_id=f"{FUZZ_CONTAINER}-liveness").open()
+            conv.attach_sender(conv.begin())
+            self._liveness = conv.steps()
+        return with_container_id(self._liveness, f"{FUZZ_CONTAINER}-liveness-{next(_liveness)}")
 
 
 @dataclass(frozen=True, slots=True)
