@@ -155,6 +155,8 @@ class Recovery:
             return False
         if isinstance(consumer.queue, StreamQueue):
             return False  # a stream consumer re-attaches by its offset, not its deliveries
+        if source.dynamic:
+            return False  # a dynamic node's own rule (dynamic_nodes.py) resumes its links
         queue, record = consumer.queue, consumer.queue.find_consumer(consumer.tag)
         if record is None or self.vhost.queues.get(queue.name) is not queue:
             return False

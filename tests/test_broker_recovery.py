@@ -1,8 +1,9 @@
 """The reference broker's link recovery (reference_broker/recovery.py, 2.6.13): a consumer
 link from a source with expiry-policy never, suspended (detach closed=false) or cut off by a
 dropped connection, attached again: the attach carries the kept unsettled deliveries, and
-the receiver's unsettled map decides what is settled, resumed or sent again. Over a real
-socket (tests/broker_support.EngineClient); with the forget-unsettled-on-reattach fault."""
+the receiver's unsettled map decides what is settled, resumed or sent again; the
+link-detach timeout and connection-close policies (3.5.3). Over a real socket
+(tests/broker_support.EngineClient); with the forget-unsettled-on-reattach fault."""
 
 from __future__ import annotations
 
@@ -129,3 +130,35 @@ def test_fault_forget_unsettled_on_reattach():
         client.settle(0.2)
         again = _attach(client, session, unsettled={})
         assert again.remote_attach.unsettled is None
+
+
+def _ready(broker) -> int:
+    return broker.call(lambda: broker.server.vhost.get_queue("q").messages_ready)
+
+
+def _suspend_one(broker, client: EngineClient, source: Source) -> None:
+    _fill(broker, 1)
+    link = client.conn.begin().attach_receiver(NAME, source=source)
+    client.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    link.flow(link_credit=1)
+    _take(client, link, 1)
+    link.detach(closed=False)
+    client.settle(0.2)
+
+
+def test_a_link_detach_timeout_keeps_the_terminus_that_long():
+    source = Source(address="/queues/q", expiry_policy="link-detach", timeout=1)
+    with running_broker_with_queue() as broker, connected_client(broker) as client:
+        _suspend_one(broker, client, source)
+        assert _ready(broker) == 0  # kept: 3.5.3 timeout
+        client.wait_for(lambda: _ready(broker) == 1, "the terminus expired", timeout=5.0)
+
+
+def test_a_connection_close_terminus_goes_with_its_connection():
+    source = Source(address="/queues/q", expiry_policy="connection-close")
+    with running_broker_with_queue() as broker:
+        with connected_client(broker) as client:
+            _suspend_one(broker, client, source)
+            assert _ready(broker) == 0  # suspended, its connection still open
+        with connected_client(broker) as other:
+            other.wait_for(lambda: _ready(broker) == 1, "requeued at connection close")
