@@ -1,24 +1,33 @@
 """Source filters: the reference broker's (reference_broker/filters.py) over a real socket
 (an unknown filter left out of the attach, property filters on a stream applied), the
-suite's own evaluator (conformance/filter_expressions.py) on the filtex rules, and the two
-evaluators against each other on generated messages and filters."""
+suite's own evaluator (conformance/filter_expressions.py) on the filtex rules, the two
+evaluators against each other on generated messages and filters, and the conformance cases
+(conformance/cases/s3_5_filters.py) against the broker: OK clean, FAILED / DIFFERS with
+each of the two filter faults, UNSUPPORTED on a profile without properties-filter."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from broker_support import EngineClient, connected_client, management, running_broker
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from amqpspec.amqp10.composites import Properties, Source
 from amqpspec.amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described, symbol
+from amqpspec.conformance.admin import make_admin
+from amqpspec.conformance.cases import s3_5_filters as filter_cases
 from amqpspec.conformance.filter_expressions import (
     application_properties_filter,
     properties_filter,
     reference_matches,
     selects,
 )
+from amqpspec.conformance.profile import load_profile
+from amqpspec.conformance.registry import load_cases
+from amqpspec.conformance.runner import BrokerTarget, run_case
+from amqpspec.conformance.verdicts import Verdict
 from amqpspec.reference_broker.faults import Faults
 from amqpspec.reference_broker.filters import in_place
 
@@ -95,32 +104,55 @@ def test_suite_evaluator_follows_filtex():
     assert selects({"x": None, "o": Described(OFFSET, "first")}, m)
 
 
-WORDS = ["apple", "apricot", "banana", "&amp"]
-VALUES = st.sampled_from([*WORDS, 0, 1, 2, 1.0, 2.5, True, False, b"\x00"])
-REFS = (
-    st.sampled_from(["apple", "&&amp", "&p:ap", "&s:na", "&s:le", "&p:&a"])
-    | st.sampled_from([0, 1, 2, 1.0, 2.5, True, False, b"\x00"])
-    | st.none()
-)
-
-
-@settings(max_examples=200, deadline=None, database=None)
-@given(
-    st.none() | st.sampled_from(WORDS),
-    st.dictionaries(st.sampled_from("abc"), VALUES, max_size=3),
-    st.none() | st.dictionaries(st.just("subject"), REFS, min_size=1),
-    st.none() | st.dictionaries(st.sampled_from("abc"), REFS, min_size=1, max_size=2),
-)
-def test_broker_and_suite_evaluators_agree(subject, app, props_filter, app_filter):
+@settings(max_examples=300, deadline=None, database=None)
+@given(filter_cases.MESSAGES, filter_cases.FILTERS)
+def test_broker_and_suite_evaluators_agree(drawn, pair):
     """The broker's evaluator (filters.py) and the suite's (filter_expressions.py), written
-    apart, decide the same for every generated message and filter-set."""
+    apart, decide the same for every message and filter-set the generated case draws."""
+    props_filter, app_filter = pair
     filters: dict = {OFFSET: Described(OFFSET, "first")}
     if props_filter is not None:
         filters[symbol("p")] = properties_filter(props_filter)
     if app_filter is not None:
         filters[symbol("a")] = application_properties_filter(app_filter)
-    message = _message(0, subject, app or None)
     placed = in_place(Source(address="s", filter=filters), stream=True, faults=Faults())
     assert set(placed.source.filter) == set(filters)
-    broker = placed.accepts is None or placed.accepts(message.encode())
-    assert broker == selects(filters, message)
+    for subject, app, group, message_id in drawn:
+        message = _message(0, subject, app or None)
+        message.properties = Properties(subject=subject, group_id=group, message_id=message_id)
+        broker = placed.accepts is None or placed.accepts(message.encode())
+        assert broker == selects(filters, message)
+
+UNKNOWN_CASE = "3.5.3/filter-unknown-not-reported"
+SUBJECT_CASE = "3.5.3/properties-filter-subject"
+GENERATED_CASE = "3.5.3/filter-expressions-generated"
+CASES = (UNKNOWN_CASE, SUBJECT_CASE, "3.5.3/properties-filter-application-properties")
+
+
+def _verdicts(broker, *case_ids: str, profile_name: str = "reference") -> dict:
+    """The conformance cases `case_ids` against `broker` (profile `profile_name`, waits of
+    1 s): case id -> (verdict, reason)."""
+    cases = {case.case_id: case for case in load_cases()}
+    profile = dataclasses.replace(load_profile(profile_name), wait=1.0)
+    admin = make_admin(profile.admin, f"http://guest:guest@127.0.0.1:{broker.admin_port}")
+    target = BrokerTarget.parse(f"amqp://127.0.0.1:{broker.port}")
+    try:
+        results = [run_case(cases[c], target, profile, admin) for c in case_ids]
+    finally:
+        admin.close()
+    return {r.case_id: (r.verdict, r.reason) for r in results}
+
+
+def test_the_cases_grade_the_clean_broker_ok_and_each_fault():
+    with running_broker() as b:
+        clean = _verdicts(b, *CASES, GENERATED_CASE)
+        assert {v for v, _ in clean.values()} == {Verdict.OK}, clean
+        other = _verdicts(b, *CASES[1:], profile_name="rabbitmq3")
+        assert {v for v, _ in other.values()} == {Verdict.UNSUPPORTED}, other
+    with running_broker(faults=("report-unknown-filters",)) as b:
+        echoed = _verdicts(b, UNKNOWN_CASE)[UNKNOWN_CASE]
+    assert echoed[0] is Verdict.FAILED and "2.6.3/establishing-or-resuming-a-link.3" in echoed[1]
+    with running_broker(faults=("properties-filter-ignores-subject",)) as b:
+        ignored = _verdicts(b, SUBJECT_CASE, GENERATED_CASE)
+    assert {v for v, _ in ignored.values()} == {Verdict.DIFFERS}, ignored
+    assert "filtex" in ignored[SUBJECT_CASE][1]

@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from amqpspec.amqp10.composites import Properties, Source, Target
 from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
 from amqpspec.amqp10.message import Message
-from amqpspec.amqp10.types import Described, symbol
+from amqpspec.amqp10.types import Described, symbol, ulong
 from amqpspec.conformance.filter_expressions import (
     application_properties_filter,
     properties_filter,
@@ -143,14 +143,23 @@ def _received(probe, ctx, queue: str, filters: dict[Any, Any], most: int):
     return reported, texts(got)
 
 
+def _fields(message: Message) -> tuple:
+    """What a generated message's filters can see: (subject, group-id, message-id,
+    application-properties)."""
+    p = message.properties
+    return (p.subject, p.group_id, p.message_id, message.application_properties)
+
+
 def _expected(filters: dict[Any, Any], messages: list[Message]) -> list[bytes]:
     return sorted(bytes(m.body[0].value) for m in messages if selects(filters, m))
 
 
-def _message(index: int, subject: str | None, application: dict[str, Any]) -> Message:
+def _message(
+    index: int, subject: str | None, application: dict[str, Any], **properties: Any
+) -> Message:
     return Message.of(
         f"m{index}".encode(),
-        properties=Properties(subject=subject),
+        properties=Properties(subject=subject, **properties),
         application_properties=application or None,
     )
 
@@ -213,34 +222,54 @@ def application_properties_filter_case(probe, ctx):
 # --- generated messages and filters, judged by the suite's evaluator ---------------------
 WORDS = ["apple", "apricot", "banana", "band", "&amp", "grape"]
 NUMBERS: list[Any] = [0, 1, 2, 1.0, 2.5]
-VALUES = st.sampled_from(WORDS) | st.sampled_from(NUMBERS) | st.booleans()
+VALUES = st.sampled_from(["apple", "banana", "&amp", 1, 2, 1.0, True])
 KEYS = ["color", "size", "flag"]
+GROUPS = ["g1", "g2", "group"]
+MESSAGE_IDS: list[Any] = [ulong(1), ulong(2), "id-1", "id-2"]
 
 
-def _string_reference(word: str) -> st.SearchStrategy[str]:
-    escaped = "&" + word if word.startswith("&") else word
-    return st.sampled_from([escaped, "&p:" + word[:2], "&s:" + word[-2:]])
+def _string_references(words: list[str]) -> list[str]:
+    """Each word exactly ('&&' escaping a leading '&'), by a 2-character prefix and by a
+    2-character suffix (filtex 4.1.1)."""
+    out: list[str] = []
+    for word in words:
+        out += ["&" + word if word.startswith("&") else word, "&p:" + word[:2], "&s:" + word[-2:]]
+    return sorted(set(out))
 
 
-REFERENCES = (
-    st.sampled_from(WORDS).flatmap(_string_reference)
-    | st.sampled_from(NUMBERS)
-    | st.booleans()
-    | st.none()
+# references drawn from flat pools: a null reference (matching everything) is one in many
+REFERENCES = st.sampled_from(
+    [*_string_references(["apple", "banana", "&amp"]), *NUMBERS, True, False, None]
 )
 MESSAGES = st.lists(
     st.tuples(
-        st.none() | st.sampled_from(WORDS),
-        st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=3),
+        st.sampled_from([*WORDS, None]),
+        st.dictionaries(st.sampled_from(KEYS), VALUES, min_size=1, max_size=3),
+        st.sampled_from([*GROUPS, None]),
+        st.sampled_from([*MESSAGE_IDS, None]),
     ),
-    min_size=3,
+    min_size=5,
     max_size=10,
 )
-SUBJECT_REFERENCES = st.sampled_from(WORDS).flatmap(_string_reference) | st.none()
-FILTERS = st.tuples(
-    st.none() | st.dictionaries(st.just("subject"), SUBJECT_REFERENCES, min_size=1),
-    st.none() | st.dictionaries(st.sampled_from(KEYS), REFERENCES, min_size=1, max_size=2),
-).filter(lambda pair: pair != (None, None))
+# a properties filter's entries: the field, then its reference (filtex 4.2.4: a string
+# field takes the string modifiers; message-id a ulong or a string, as 3.2.4 types it)
+PROPERTY_REFERENCES = {
+    "subject": st.sampled_from([*_string_references(WORDS), None]),
+    "group-id": st.sampled_from([*_string_references(GROUPS), None]),
+    "message-id": st.sampled_from([*MESSAGE_IDS, "&p:id", None]),
+}
+PROPERTY_FILTERS = st.lists(
+    st.sampled_from(sorted(PROPERTY_REFERENCES)), min_size=1, max_size=2, unique=True
+).flatmap(
+    lambda names: st.fixed_dictionaries({name: PROPERTY_REFERENCES[name] for name in names})
+)
+APPLICATION_FILTERS = st.dictionaries(st.sampled_from(KEYS), REFERENCES, min_size=1, max_size=2)
+# (properties filter, application-properties filter): either one, or both
+FILTERS = st.one_of(
+    st.tuples(PROPERTY_FILTERS, st.none()),
+    st.tuples(st.none(), APPLICATION_FILTERS),
+    st.tuples(PROPERTY_FILTERS, APPLICATION_FILTERS),
+)
 
 
 @case(
@@ -254,10 +283,11 @@ FILTERS = st.tuples(
     budget=60.0,
 )
 def filter_expressions_generated(probe, ctx):
-    """Hypothesis (seed 20261127, 25 examples, no shrinking): 3 to 10 messages with a
-    subject and application-properties drawn from small pools (strings, one starting '&',
-    integers, floats, booleans), and a filter-set of a properties filter on the subject
-    and / or an application-properties filter (exact, '&p:' prefix, '&s:' suffix, '&&'
+    """Hypothesis (seed 20261127, 25 examples, no shrinking): 5 to 10 messages with a
+    subject, group-id, message-id (ulong or string) and application-properties drawn from
+    small pools (strings, one starting '&', integers, floats, booleans), and a filter-set
+    of a properties filter on one or two of those fields and / or an application-properties
+    filter (exact, '&p:' prefix, '&s:' suffix, '&&'
     escape, null references, numbers across types); each example a fresh queue, its
     receiver drained: the bodies received must equal the evaluator's selection."""
     state: dict[str, Any] = {"runs": 0, "failure": None}
@@ -274,11 +304,14 @@ def filter_expressions_generated(probe, ctx):
     def example(drawn, pair):
         if state["failure"] is not None:
             return
-        messages = [_message(i, subject, app) for i, (subject, app) in enumerate(drawn)]
-        subject_filter, app_filter = pair
+        messages = [
+            _message(i, subject, app, group_id=group, message_id=message_id)
+            for i, (subject, app, group, message_id) in enumerate(drawn)
+        ]
+        props_filter, app_filter = pair
         filters: dict[Any, Any] = {}
-        if subject_filter is not None:
-            filters[symbol("props")] = properties_filter(subject_filter)
+        if props_filter is not None:
+            filters[symbol("props")] = properties_filter(props_filter)
         if app_filter is not None:
             filters[symbol("app-props")] = application_properties_filter(app_filter)
         want = _expected(filters, messages)
@@ -288,8 +321,7 @@ def filter_expressions_generated(probe, ctx):
             ctx.check(
                 got == want,
                 f"expected {want} (the suite's evaluator) through filter-set {filters!r} over "
-                f"messages {[(m.properties.subject, m.application_properties) for m in messages]}"
-                f"; observed {got}",
+                f"messages {[_fields(m) for m in messages]}; observed {got}",
             )
         except CaseFailed as exc:
             state["failure"] = exc
