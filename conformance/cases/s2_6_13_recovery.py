@@ -343,6 +343,50 @@ def resume_after_connection_loss(probe, ctx):
 
 
 @case(
+    "2.6.13/resume-incomplete-map",
+    MUST,
+    "A suspended link resumed with an incomplete unsettled map: the deliveries it lists are "
+    "resumed (2.6.13) and nothing new is sent, neither the deliveries it does not list nor "
+    "messages queued since (2.7.3 incomplete-unsettled MUST NOT).",
+    sentences=(BOTH_RESUMED, RESUME_FLAG, INCOMPLETE),
+    requires=RECOVERY,
+    role="sender",
+)
+def resume_incomplete_map(probe, ctx):
+    """After Broker-J's ResumeDeliveriesTest.incompleteUnsettledReceiving: 3 deliveries
+    unsettled, detach closed=false, one more message queued; the link attached again with an
+    unsettled map naming only the first delivery (null state), incomplete-unsettled=true:
+    that delivery is resumed (resume=true, its tag), and no transfer with resume not set
+    comes."""
+    session, queue, source, name, got = _kept(probe, ctx)
+    fill(probe, ctx, queue, 1)
+    tags = _tags(got)
+    link, attach = _attach(
+        probe, session, name, source, unsettled={tags[0]: None}, incomplete_unsettled=True
+    )
+    _broker_map(ctx, attach, tags)
+    probe.grant(link, COUNT + 1)
+    again = collect(probe, link, 0.5)
+    _settle_all(probe, link, again)
+    first = [d for d in again if bytes(d.delivery_tag) == tags[0]]
+    ctx.must(
+        bool(first) and first[0].resume,
+        f"expected the delivery both maps hold ({tags[0]!r}) resumed with resume=true; "
+        f"observed {[(bytes(d.delivery_tag), d.resume) for d in again]}",
+        BOTH_RESUMED,
+        RESUME_FLAG,
+    )
+    new = [d for d in again if not d.resume]
+    ctx.must(
+        not new,
+        f"expected no new delivery (resume not set) after an attach with "
+        f"incomplete-unsettled=true; observed {len(new)}: "
+        f"{[(bytes(d.delivery_tag), message_text(d)) for d in new]}",
+        INCOMPLETE,
+    )
+
+
+@case(
     "2.7.3/incomplete-unsettled-no-new-deliveries",
     MUST,
     "On receipt of an incomplete unsettled map a sending endpoint MUST NOT send any new "
