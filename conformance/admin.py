@@ -27,6 +27,7 @@ from amqpspec.reference_broker.admin_client import ManagementClient, ManagementE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _RESTORED_WATERMARK = "0.4"
+WS_LISTENER = "amqp/ws"  # the reference broker's AMQP-over-WebSocket listener (websocket.py)
 
 
 class Admin:
@@ -64,6 +65,11 @@ class Admin:
 
     def delete_user(self, name: str) -> None:
         raise Unsupported(f"admin adapter {self.name!r} cannot delete users")
+
+    def websocket_url(self) -> str:
+        """The ws:// URL of the broker's AMQP-over-WebSocket listener, as its admin API lists
+        it (the WebSocket binding's cases in a run over TCP: steps/websocket.py)."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot list the broker's listeners")
 
     def close(self) -> None:
         pass
@@ -151,6 +157,21 @@ class RabbitMqHttpAdmin(Admin):
             if time.monotonic() > end:
                 raise HarnessError(f"admin lists no connection from port {peer_port}")
             time.sleep(0.25)
+
+    def websocket_url(self) -> str:
+        """The `amqp/ws` listener of /api/overview (the reference broker's with --ws-port;
+        `path` is its own field, "/" when absent)."""
+        overview = self._call("overview", self.client.overview)
+        for listener in overview.get("listeners") or ():
+            if listener.get("protocol") == WS_LISTENER:
+                host = str(listener.get("ip_address") or "")
+                if host in ("", "0.0.0.0", "::"):
+                    host = self.client.host
+                host = f"[{host}]" if ":" in host else host
+                return f"ws://{host}:{listener['port']}{listener.get('path') or '/'}"
+        raise Unsupported(
+            f"the broker's admin API lists no {WS_LISTENER} listener (AMQP over WebSocket)"
+        )
 
     def restricted_user(self, name: str) -> tuple[str, str]:
         password = f"{name}-pw"

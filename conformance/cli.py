@@ -11,7 +11,9 @@ verdict is OK / NON-STRICT / UNSUPPORTED / DIFFERS (with --expect: when every ve
 matches the expectations file), 1 otherwise, 2 on bad usage or when no broker passes the
 preflight (`preflight.check_broker`: one clear line, every case ERROR in index.json);
 --strict also fails on NON-STRICT, --gate-differs on a DIFFERS of a model the profile
-claims (its broker's own documentation promises the behaviour).
+claims (its broker's own documentation promises the behaviour). A ws:// or wss:// --broker
+runs every case through a loopback TCP <-> WebSocket bridge (`ws_bridge`, the OASIS
+WebSocket binding; docs/websocket.md).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from amqpspec.conformance.registry import suite_cases
 from amqpspec.conformance.results import ResultsDir
 from amqpspec.conformance.runner import BrokerTarget, CaseResult
 from amqpspec.conformance.verdicts import Verdict
+from amqpspec.conformance.ws_bridge import WebSocketBridge
 from amqpspec.exit_status import BAD_INPUT, JOB_FAILED
 
 SUITE = Path(__file__).with_name("suite.py")
@@ -37,7 +40,12 @@ PLUGIN = "amqpspec.conformance.plugin"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--broker", required=True, help="amqp://[user:pass@]HOST:PORT")
+    parser.add_argument(
+        "--broker",
+        required=True,
+        help="amqp://[user:pass@]HOST:PORT, or ws[s]://[user:pass@]HOST:PORT/PATH for AMQP "
+        "over WebSocket (docs/websocket.md)",
+    )
     parser.add_argument(
         "--profile",
         default="generic",
@@ -160,7 +168,13 @@ def preflight(args: argparse.Namespace, profile: Profile, broker_name: str) -> s
         target = BrokerTarget.parse(args.broker)
     except ValueError as exc:
         return str(exc)
-    reason = check_broker(target, profile, args.preflight_timeout)
+    if target.websocket:  # through a bridge of its own (ws_bridge.py), as the cases will
+        with WebSocketBridge(target.websocket) as bridge:
+            reason = check_broker(target.bridged(bridge.port), profile, args.preflight_timeout)
+            if reason is not None and bridge.refusals:
+                reason = f"{target}: {bridge.last_refusal}"
+    else:
+        reason = check_broker(target, profile, args.preflight_timeout)
     if reason is None:
         return None
     results = ResultsDir(args.results, broker_name)

@@ -9,7 +9,9 @@ tests/test_conformance.py starts its brokers with it too), running
 `amqpspec report DIR` shows faults x cases), and writing `<out>/fault-detection.md`: for
 every fault, the cases that FAILED, were NON-STRICT or DIFFERS (the reference profile
 claims RabbitMQ 4's model, so a fault against that model shows as DIFFERS; a fault no case
-catches is listed as such). Exit status 1 when a fault goes undetected.
+catches is listed as such). The WebSocket listener's faults (faults.WEBSOCKET_FAULTS) are
+run over ws:// (the brokers serve it on `--ws-port 0`), the others over TCP. Exit status 1
+when a fault goes undetected.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from amqpspec.conformance.checker_rows import is_checker_row
 from amqpspec.conformance.results import load_index
-from amqpspec.reference_broker.faults import CATALOG, PARSER_LAYER
+from amqpspec.reference_broker.faults import CATALOG, PARSER_LAYER, WEBSOCKET_FAULTS
 from amqpspec.reference_broker.process import BrokerProcess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +35,7 @@ def reference_broker(*faults: str) -> BrokerProcess:
     """A reference broker subprocess with `faults` on, its admin API, and the idle-time-out
     CI and the quickstart use (10 s), so `2.4.5/idle-broker-closes-silent-peer` runs rather
     than being UNSUPPORTED; stop() ends it."""
-    return BrokerProcess(faults=faults, admin=True, idle_timeout=IDLE_TIMEOUT_S)
+    return BrokerProcess("--ws-port", "0", faults=faults, admin=True, idle_timeout=IDLE_TIMEOUT_S)
 
 
 def run_fault(fault: str | None, results: Path, keyword: str | None) -> str:
@@ -41,7 +43,9 @@ def run_fault(fault: str | None, results: Path, keyword: str | None) -> str:
     name = f"reference+{fault}" if fault else "reference"
     broker = reference_broker(*([fault] if fault else []))
     try:
-        command = [sys.executable, "-m", "amqpspec.cli", "run", "--broker", broker.url]
+        # a fault of the WebSocket listener shows only over it (docs/websocket.md)
+        url = broker.ws_url if fault in WEBSOCKET_FAULTS else broker.url
+        command = [sys.executable, "-m", "amqpspec.cli", "run", "--broker", url]
         command += ["--profile", "reference", "--admin", broker.admin_url]
         command += ["--results", str(results)]
         command += ["--broker-name", name, "-q"] + (["-k", keyword] if keyword else [])

@@ -50,6 +50,7 @@ def run_properties(info: RunInfo) -> list[tuple[str, str]]:
         ("broker.platform", info.identity.get("platform", "")),
         ("broker.container-id", info.identity.get("container-id", "")),
         ("broker.url", info.broker_url),
+        ("broker.transport", info.transport),
         ("profile", info.profile),
         ("expectations", info.expectations),
         ("command", info.command),

@@ -69,6 +69,7 @@ from amqpspec.conformance.results import (
 from amqpspec.conformance.run_info import RunInfo, broker_identity, iso_now, start_info
 from amqpspec.conformance.runner import BrokerTarget, CaseResult, run_case
 from amqpspec.conformance.verdicts import PASSING, Verdict
+from amqpspec.conformance.ws_bridge import WebSocketBridge
 
 DEFAULT_RESULTS = "reports/_conformance"  # reports/_*/ is git-ignored
 
@@ -119,6 +120,12 @@ class _Session:
     def __init__(self, config: pytest.Config) -> None:
         option = config.getoption
         self.target = BrokerTarget.parse(option("amqp_broker"))
+        # ws:// or wss://: every case connects to a loopback TCP <-> WebSocket bridge
+        # (ws_bridge.py), so the suite runs over WebSocket unchanged
+        self.bridge: WebSocketBridge | None = None
+        if self.target.websocket:
+            self.bridge = WebSocketBridge(self.target.websocket).start()
+            self.target = self.target.bridged(self.bridge.port)
         self.profile: Profile = load_profile(option("amqp_profile"))
         self.admin_url: str | None = option("amqp_admin")
         # one admin adapter per thread (an HTTP admin holds one connection)
@@ -314,6 +321,8 @@ class _Session:
             _allure_environment(Path(self.allure_dir), self.run_info)
         for admin in self._admins:
             admin.close()
+        if self.bridge is not None:
+            self.bridge.stop()
 
 
 def _allure_environment(directory: Path, info: RunInfo) -> None:

@@ -75,6 +75,8 @@ CAPABILITIES: dict[str, str] = {
     "link-recovery": "a source with expiry-policy never outlives its link (detach with "
     "closed=false) and its connection with its unsettled deliveries, and the same link "
     "attached again resumes them (2.6.13)",
+    "websocket": "AMQP over WebSocket (OASIS AMQP WebSocket Binding v1.0, subprotocol amqp): "
+    "the binding's cases run when the run's --broker is a ws:// or wss:// URL",
     "management-node": "RabbitMQ 4's /management node (HTTP-over-AMQP on a link pair) on the "
     "AMQP port: queues declared exclusive to the asking connection, 409 to a conflicting "
     "redeclaration",
@@ -97,6 +99,10 @@ MODELS: dict[str, str] = {
     "broker claims with the properties-filter capability: a receiver whose source carries "
     "amqp:properties-filter / amqp:application-properties-filter gets exactly the messages "
     "whose fields match every entry (filtex 4.1.1, 4.2.4, 4.2.5)",
+    "wsb": "OASIS 'AMQP WebSocket Binding (WSB)' v1.0 (CS01, 2016), which a broker claims by "
+    "serving AMQP over WebSocket: the upgrade names the subprotocol amqp (one without it is "
+    "refused), the AMQP byte stream travels in binary messages whatever their boundaries "
+    "(a frame split across many messages, many frames in one), a text message is refused",
     "anonterm": "OASIS 'Using the AMQP Anonymous Terminus for Message Routing' v1.0 (CS01, "
     "2018), which a broker claims by offering ANONYMOUS-RELAY in its open: a sender with a "
     "null target has each message routed to the node its properties.to names",

@@ -274,7 +274,7 @@ def _header(matrix: Matrix) -> str:
                     version or "?",
                     info.started or "?",
                     info.finished or "?",
-                    info.broker_url or "?",
+                    (info.broker_url or "?") + f" ({info.transport})",
                     matrix.expectation_files.get(broker, "") or "(none)",
                 )
             )

@@ -6,7 +6,8 @@ so several brokers share one DIR; `DIR/traces/<broker>/<case>.txt|.pcap`;
 `DIR/coverage/<broker>.transitions.json`: the (machine, state, input) pairs of the engine's
 tables each case's probes used; `DIR/runs/<broker>.json`: the run's header, a
 `run_info.RunInfo`, and in each index.json entry the added fields `broker_product` and
-`broker_version`, as the broker's open announced them; index.json keeps its shape, a
+`broker_version`, as the broker's open announced them, and `transport` = "websocket" in a
+run over ws:// or wss:// (none over TCP); index.json keeps its shape, a
 broker per top-level key), writing a
 case's trace as text and pcap (`traces.pcap_writer.PcapWriter`), and expectations files
 (`conformance/expectations/<broker>.toml`: one line per case with its verdict and, for
@@ -95,6 +96,8 @@ class ResultsDir:
             for field_name, key in (("broker_product", "product"), ("broker_version", "version")):
                 if identity.get(key):
                     entry[field_name] = identity[key]
+            if (self.run_info or {}).get("transport") == "websocket":  # ws_bridge.py
+                entry["transport"] = "websocket"
         index[self.broker] = dict(sorted(self.entries.items()))
         if self.run_info is not None:
             runs = self.root / RUNS_DIR

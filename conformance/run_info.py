@@ -1,7 +1,8 @@
 """What a report says about the run behind a results directory: the run header.
 
 Owns: `RunInfo` (amqpspec's version and commit, when the run started and ended, the command,
-the profile, the expectations file, the broker URL without its password, and the broker's
+the profile, the expectations file, the broker URL without its password, the transport
+(tcp, or websocket for a ws:// or wss:// URL), and the broker's
 product, version and platform as its own open frame announced them: 2.7.1 open
 `properties`, whose keys `product`, `version` and `platform` are the connection
 properties AMQP's registry names) and `broker_identity()`, which reads them from a case's
@@ -38,6 +39,8 @@ class RunInfo:
     command: str = ""
     expectations: str = ""
     broker_url: str = ""
+    # how the run reached the broker: "tcp" or "websocket" (ws:// / wss://, ws_bridge.py)
+    transport: str = "tcp"
     # from the broker's open: product, version, platform, container-id
     identity: dict[str, str] = field(default_factory=dict)
 
@@ -125,6 +128,7 @@ def start_info(broker: str, profile: str, broker_url: str, expectations: str | N
         command=command_line(sys.argv),
         expectations=expectations or "",
         broker_url=public_url(broker_url),
+        transport="websocket" if broker_url.startswith(("ws://", "wss://")) else "tcp",
     )
 
 

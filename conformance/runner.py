@@ -16,6 +16,7 @@ it. Touches nothing on disk: `results` writes files.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import threading
 import time
@@ -72,21 +73,44 @@ class BrokerTarget:
     port: int
     username: str | None = None
     password: str | None = None
+    # the broker's ws:// or wss:// URL when the run goes over WebSocket (OASIS WebSocket
+    # binding): host and port are then the loopback bridge's (ws_bridge.py), once started
+    websocket: str | None = None
 
     @classmethod
     def parse(cls, url: str) -> BrokerTarget:
-        """amqp://[user:pass@]HOST[:PORT] (port 5672 by default)."""
+        """amqp://[user:pass@]HOST[:PORT] (port 5672 by default), or
+        ws[s]://[user:pass@]HOST[:PORT][/PATH] (AMQP over WebSocket, port 80 / 443 by
+        default), whose host and port stand until `bridged` names the bridge's."""
         parts = urlsplit(url if "://" in url else f"amqp://{url}")
-        if parts.scheme not in ("amqp", ""):
-            raise ValueError(f"unsupported broker URL scheme {parts.scheme!r} (amqp:// only)")
+        if parts.scheme not in ("amqp", "", "ws", "wss"):
+            raise ValueError(
+                f"unsupported broker URL scheme {parts.scheme!r} (amqp://, ws:// or wss://)"
+            )
+        websocket = url if parts.scheme in ("ws", "wss") else None
+        default_port = {"ws": 80, "wss": 443}.get(parts.scheme, 5672)
         return cls(
             parts.hostname or "127.0.0.1",
-            parts.port or 5672,
+            parts.port or default_port,
             unquote(parts.username) if parts.username else None,
             unquote(parts.password) if parts.password else None,
+            websocket,
         )
 
+    @property
+    def transport(self) -> str:
+        """How the run reaches the broker: "tcp", or "websocket" (index.json, run header)."""
+        return "websocket" if self.websocket else "tcp"
+
+    def bridged(self, port: int) -> BrokerTarget:
+        """This target reached through the loopback bridge listening on `port`."""
+        return dataclasses.replace(self, host="127.0.0.1", port=port)
+
     def __str__(self) -> str:
+        if self.websocket:
+            from amqpspec.conformance.ws_bridge import websocket_url  # aiohttp: only here
+
+            return websocket_url(self.websocket)
         return f"amqp://{self.host}:{self.port}"
 
 
@@ -143,6 +167,7 @@ class CaseContext:
         self.notes: list[str] = []
         self.should_failures: list[str] = []
         self._stoppers: list[Callable[[], object]] = []
+        self._closers: list[Callable[[], object]] = []  # on_close: after the probes close
         # the sentences a FAILED or NON-STRICT of the case's own checks rests on, and the
         # level its failure was graded at (a MUST case's SHORTFALL is recorded as MAY)
         self.resting_on: tuple[str, ...] = case.sentences
@@ -166,6 +191,16 @@ class CaseContext:
         )
         self.probes.append(probe)
         return probe
+
+    def broker_side_port(self, probe: Probe) -> int:
+        """The port the broker sees `probe` connect from (an admin API lists connections by
+        it): the probe's own, or over WebSocket the bridge's connection's (ws_bridge.py)."""
+        port = int(probe.sock.getsockname()[1])
+        if not self.target.websocket:
+            return port
+        from amqpspec.conformance.ws_bridge import broker_side_port
+
+        return broker_side_port(port)
 
     def relay(self) -> Relay:
         """A recording relay to the broker for a real client library (its traffic is judged
@@ -281,6 +316,12 @@ class CaseContext:
         client library's event loop that the runner cannot reach through a probe."""
         self._stoppers.append(stop)
 
+    def on_close(self, stop: Callable[[], object]) -> None:
+        """Call `stop()` when the case ends, after its connections are closed (and when it
+        overruns its budget): e.g. a WebSocket bridge of its own (steps/websocket.py)."""
+        self._closers.append(stop)
+        self._stoppers.append(stop)
+
     def abort(self) -> None:
         """The case overran its budget: stop what it registered, drop its connections."""
         for stop in self._stoppers:
@@ -311,6 +352,9 @@ class CaseContext:
                         probe.disconnect()
             except Exception:
                 probe.disconnect()
+        for stop in self._closers:
+            with contextlib.suppress(Exception):
+                stop()
         for queue in self.queues:
             if self.profile.declare_queues:
                 try:

@@ -18,6 +18,8 @@ TOML layout (every key optional)::
     tls_key = "key.pem"
     tls_ca = "ca.pem"             # verify client certificates: SASL EXTERNAL, user = the CN
     tls_port = 5671
+    ws_port = 15673               # AMQP over WebSocket (websocket.py); -1 = none (default)
+    ws_path = "/"
     idle_timeout = 60             # seconds advertised in open.idle-time-out; 0 = none
     [users.guest]
     password = "guest"
@@ -143,6 +145,9 @@ class BrokerConfig:
     # one and offers SASL EXTERNAL, whose user is the certificate's subject CN
     tls_ca: str | None = None
     tls_port: int = 5671
+    # AMQP over WebSocket (websocket.py): -1 = no WebSocket listener, 0 = any free port
+    ws_port: int = -1
+    ws_path: str = "/"
     fsync: bool = True
     faults: Faults = field(default_factory=Faults)
     limits: Limits = field(default_factory=Limits)
@@ -156,6 +161,8 @@ class BrokerConfig:
         _check(self.sasl_anonymous in ANONYMOUS_MODES, f"sasl_anonymous: one of {ANONYMOUS_MODES}")
         _check(0 <= self.port <= 65535, "port must be 0..65535")
         _check(-1 <= self.admin_port <= 65535, "admin_port must be -1..65535")
+        _check(-1 <= self.ws_port <= 65535, "ws_port must be -1..65535")
+        _check(self.ws_path.startswith("/"), "ws_path must start with /")
         _check(self.limits.max_frame_size >= 512, "max_frame_size must be at least 512 (2.7.1)")
         _check(1 <= self.limits.channel_max <= 65535, "channel_max must be 1..65535")
         _check(self.limits.handle_max >= 1, "handle_max must be at least 1")
@@ -241,6 +248,8 @@ _TOP_LEVEL = {
     "tls_key",
     "tls_ca",
     "tls_port",
+    "ws_port",
+    "ws_path",
     "fsync",
     "faults",
     "users",
@@ -321,6 +330,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "SASL EXTERNAL (the user is the certificate's CN)",
     )
     add("--tls-port", type=int, help="amqps port (default 5671)")
+    add(
+        "--ws-port",
+        type=int,
+        help="AMQP over WebSocket port (OASIS WebSocket binding, subprotocol amqp; default -1 "
+        "= none, 0 = any free port)",
+    )
+    add("--ws-path", help="the WebSocket listener's path (default /)")
     add("--log-level", choices=LOG_LEVELS)
     add(
         "--fault",
@@ -418,6 +434,8 @@ def from_args(args: argparse.Namespace | Sequence[str]) -> BrokerConfig:
         "tls_key",
         "tls_ca",
         "tls_port",
+        "ws_port",
+        "ws_path",
         "log_level",
     ):
         if get(key) is not None:

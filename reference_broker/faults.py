@@ -18,7 +18,8 @@ Where each fault lives:
   skip-window-check, insert-properties, relay-error-without-delivery-tag (relay.py),
   keep-dynamic-nodes (dynamic_nodes.py), sole-connection-weak-detection
   (sole_connection.py), forget-unsettled-on-reattach (recovery.py),
-  report-unknown-filters and properties-filter-ignores-subject (filters.py); the
+  report-unknown-filters and properties-filter-ignores-subject (filters.py),
+  ws-drop-short-messages (websocket.py); the
   transaction faults (Part 4, in `reference_broker.transactions`):
   txn-post-immediately, txn-discharge-unknown-accepted.
 - parser layer (`reference_broker.parser_faults`, called for every engine event while one
@@ -48,6 +49,8 @@ QUEUE_LAYER = "queue"
 PROTOCOL_LAYER = "protocol"
 PARSER_LAYER = "parser"
 WIRE_LAYER = "wire"
+# faults of the WebSocket listener (websocket.py): they show only in a run over ws://
+WEBSOCKET_FAULTS = ("ws-drop-short-messages",)
 # queue-layer faults that only two consumers of one queue can show (fuzz.multiparty cases)
 CONCURRENCY_FAULTS = (
     "shared-credit-across-links",
@@ -324,6 +327,15 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "delivery; Qpid Broker-J's AnonymousTerminusTest checks it)",
                 PROTOCOL_LAYER,
                 "connection.BrokerConnection._on_transfer via relay.routing_error",
+            ),
+            _fault(
+                "ws-drop-short-messages",
+                "over WebSocket, a binary message shorter than a frame header (8 bytes) is "
+                "dropped, as by a broker that takes each message for the start of a frame",
+                "OASIS AMQP WebSocket Binding v1.0 (frames need not align with WebSocket "
+                "messages; clients that write small pieces, e.g. browsers' per-write sends)",
+                PROTOCOL_LAYER,
+                "websocket._serve",
             ),
             _fault(
                 "keep-dynamic-nodes",

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent  # where the `reference_broker` package is
 # server.py's ready line: "... ready on HOST:PORT (admin HOST:PORT)" or "(no admin)"
 _READY = re.compile(r"ready on (?P<host>\S+):(?P<port>\d+) \((?:admin \S+:(?P<admin>\d+))?")
+_WS_READY = re.compile(r"ws://[^\s:]+:(?P<port>\d+)(?P<path>/[^\s,)]*)")  # with --ws-port
 
 
 def free_port(avoid: Collection[int] = (), host: str = "127.0.0.1") -> int:
@@ -74,6 +75,8 @@ class BrokerProcess:
         self._log = open(log, "w", encoding="utf-8") if log is not None else None  # noqa: SIM115
         self._ready = threading.Event()
         self._ports: tuple[int, int | None] | None = None
+        self.ws_port: int | None = None  # with --ws-port in `options` (websocket.py)
+        self.ws_path = "/"
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         self.port, self.admin_port = self._wait_ready()
@@ -81,6 +84,12 @@ class BrokerProcess:
     @property
     def url(self) -> str:
         return f"amqp://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        """AMQP over WebSocket (started with `--ws-port 0`)."""
+        assert self.ws_port is not None, "the broker was started without --ws-port"
+        return f"ws://127.0.0.1:{self.ws_port}{self.ws_path}"
 
     @property
     def admin_url(self) -> str:
@@ -112,6 +121,9 @@ class BrokerProcess:
                 if found:
                     admin = found.group("admin")
                     self._ports = int(found.group("port")), int(admin) if admin else None
+                    ws = _WS_READY.search(line)
+                    if ws is not None:
+                        self.ws_port, self.ws_path = int(ws.group("port")), ws.group("path")
                     self._ready.set()
         self._ready.set()  # the end of its output: it will not get ready
 

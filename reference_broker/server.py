@@ -2,7 +2,8 @@
 
 Owns: building the broker from a `BrokerConfig` on the running loop (the shared
 `BrokerContext` with a pump.LoopScheduler, whose housekeeping it starts), the AMQP
-listener (and the amqps one when a TLS cert/key is configured), the admin HTTP API, the
+listener (and the amqps one when a TLS cert/key is configured, the WebSocket one, websocket.py,
+when a ws port is), the admin HTTP API, the
 "ready" log line, and a clean stop. `BrokerThread` runs one broker in a background
 thread for tests and tools. May touch: everything it builds, through their APIs;
 nothing of the protocol (connection.py does that).
@@ -27,6 +28,7 @@ from .config import BrokerConfig
 from .connection import BrokerContext
 from .pump import AmqpProtocol, LoopScheduler
 from .vhost import VirtualHost
+from .websocket import start_websocket
 
 log = logging.getLogger("reference_broker")
 
@@ -51,6 +53,8 @@ class BrokerServer:
         self.port: int | None = None
         self.tls_port: int | None = None
         self.admin_port: int | None = None
+        self.ws_port: int | None = None
+        self._ws_runner: Any = None
         self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()
 
@@ -83,6 +87,18 @@ class BrokerServer:
             listeners.append(
                 {"protocol": "amqp/ssl", "ip_address": config.host, "port": self.tls_port}
             )
+        if config.ws_port >= 0:
+            self._ws_runner, self.ws_port = await start_websocket(
+                self.context, config.host, config.ws_port, config.ws_path
+            )
+            listeners.append(
+                {
+                    "protocol": "amqp/ws",
+                    "ip_address": config.host,
+                    "port": self.ws_port,
+                    "path": config.ws_path,
+                }
+            )
         if config.admin_port >= 0:
             self.admin, self.admin_port = await start_admin(
                 self.vhost, self.alarms, config, listeners=listeners
@@ -90,6 +106,8 @@ class BrokerServer:
         self.context.start_housekeeping()
         admin = f"admin {config.admin_host}:{self.admin_port}" if self.admin else "no admin"
         tls_text = f", amqps {config.host}:{self.tls_port}" if self.tls_port else ""
+        if self.ws_port is not None:
+            tls_text += f", ws://{config.host}:{self.ws_port}{config.ws_path}"
         log.info(
             "amqpspec reference broker ready on %s:%s (%s%s)",
             config.host,
@@ -110,6 +128,9 @@ class BrokerServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(server.wait_closed(), 2)
         self._servers.clear()
+        if self._ws_runner is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._ws_runner.cleanup(), 2)
         if self.admin is not None:
             await self.admin.close()
         if self.vhost is not None:
@@ -173,6 +194,10 @@ class BrokerThread:
     @property
     def admin_port(self) -> int | None:
         return self.server.admin_port if self.server else None
+
+    @property
+    def ws_port(self) -> int | None:
+        return self.server.ws_port if self.server else None
 
     def call(self, fn: Any, *args: Any, timeout: float = 10.0) -> Any:
         """Run fn(*args) in the broker's loop and return its result."""

@@ -13,7 +13,7 @@ set -uo pipefail  # pipefail: `amqpspec run | tee` keeps amqpspec's exit status
 cd "$(dirname "$0")/.."
 OUT="${CONFORMANCE_RESULTS:-reports/_ci}"
 JOBS="${CONFORMANCE_JOBS:-8}"
-REF_PORT=5673 REF_ADMIN=15673 RMQ_PORT=5672 RMQ_ADMIN=15672 PROTON_PORT=5680 PROTON_PY_PORT=5681
+REF_PORT=5673 REF_ADMIN=15673 REF_WS=15683 RMQ_PORT=5672 RMQ_ADMIN=15672 PROTON_PORT=5680 PROTON_PY_PORT=5681
 rm -rf "$OUT"; mkdir -p "$OUT"
 status=0
 ref_pid=""
@@ -53,7 +53,8 @@ run_suite() {  # name profile url admin retries
 
 # 1. the bundled reference broker
 data=$(mktemp -d)
-python3 -m amqpspec.reference_broker --port $REF_PORT --admin-port $REF_ADMIN --data-dir "$data" --idle-timeout 10 \
+python3 -m amqpspec.reference_broker --port $REF_PORT --admin-port $REF_ADMIN --ws-port $REF_WS \
+    --data-dir "$data" --idle-timeout 10 \
     >"$OUT/reference-broker.log" 2>&1 &
 ref_pid=$!
 wait_port $REF_PORT && run_suite reference reference "amqp://127.0.0.1:$REF_PORT" \

@@ -261,7 +261,7 @@ def connection_forced(probe, ctx):
     the broker's close carries amqp:connection:forced."""
     probe.open_session()
     since = probe.mark()
-    ctx.admin.close_connection(probe.sock.getsockname()[1])
+    ctx.admin.close_connection(ctx.broker_side_port(probe))
     if not probe.wait_closed():  # the admin did not close it: nothing to judge
         ctx.note(f"the connection stayed open; {probe.observed(since)}")
         return

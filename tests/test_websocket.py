@@ -1,0 +1,89 @@
+"""AMQP over WebSocket (docs/websocket.md): the reference broker's WebSocket listener
+(reference_broker/websocket.py), `amqpspec run --broker ws://...` through the loopback bridge
+(conformance/ws_bridge.py) with the same verdicts as over TCP, the run recording its
+transport, the binding's own cases (2.1/websocket-*), and the fault they catch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.runner import BrokerTarget
+from amqpspec.reference_broker.process import BrokerProcess
+
+REPO = Path(__file__).resolve().parent.parent
+# headers, SASL, open, credit, drain, an admin-closed connection and the binding's own cases
+SELECTION = (
+    "2.2/header or credit-single-grant or drain-empty-queue or 2.7.1/open-every-field "
+    "or connection-forced or websocket"
+)
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[BrokerProcess]:
+    running = reference_broker()  # with --ws-port 0, as the fault matrix starts it
+    yield running
+    running.stop()
+
+
+def _run(url: str, broker: BrokerProcess, results: Path, *extra: str) -> dict[str, dict]:
+    done = subprocess.run(
+        [sys.executable, "-m", "amqpspec.cli", "run", "--broker", url, "--profile", "reference",
+         "--admin", broker.admin_url, "--results", str(results), "-q", "--jobs", "4", *extra],
+        cwd=REPO, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((results / "index.json").read_text())["reference"]
+
+
+def test_the_suite_over_websocket_gives_the_verdicts_it_gives_over_tcp(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    assert broker.ws_port is not None
+    over_tcp = _run(broker.url, broker, tmp_path / "tcp", "-k", SELECTION)
+    over_ws = _run(broker.ws_url, broker, tmp_path / "ws", "-k", SELECTION)
+    verdicts = {case: entry["verdict"] for case, entry in over_ws.items()}
+    assert verdicts == {case: entry["verdict"] for case, entry in over_tcp.items()}
+    assert len(verdicts) >= 20 and set(verdicts.values()) == {"OK"}, verdicts
+    binding = [case for case in verdicts if case.startswith("2.1/websocket-")]
+    assert len(binding) == 5  # run in both: over TCP through the admin API's ws listener
+    # the run records its transport: the run header, each entry, the JUnit properties
+    assert {entry.get("transport") for entry in over_ws.values()} == {"websocket"}
+    assert {entry.get("transport") for entry in over_tcp.values()} == {None}
+    header = json.loads((tmp_path / "ws" / "runs" / "reference.json").read_text())
+    assert header["transport"] == "websocket" and header["broker_url"].startswith("ws://")
+    junit = (tmp_path / "ws" / "junit-reference.xml").read_text()
+    assert 'name="broker.transport" value="websocket"' in junit
+    trace = (tmp_path / "ws" / over_ws["2.1/websocket-byte-per-message"]["trace"]).read_text()
+    assert "binary WebSocket messages carried" in trace and "<- @transfer" in trace
+
+
+def test_the_short_message_fault_is_caught_over_websocket(tmp_path: Path) -> None:
+    faulty = reference_broker("ws-drop-short-messages")
+    try:
+        entries = _run(faulty.ws_url, faulty, tmp_path, "-k", "websocket", "--pipelined", "never")
+    finally:
+        faulty.stop()
+    verdicts = {case: entry["verdict"] for case, entry in entries.items()}
+    assert verdicts["2.1/websocket-byte-per-message"] == "DIFFERS", entries
+    assert "binary WebSocket messages sent" in entries["2.1/websocket-byte-per-message"]["reason"]
+    others = {v for case, v in verdicts.items() if case != "2.1/websocket-byte-per-message"}
+    assert others == {"OK"}, verdicts
+
+
+def test_broker_urls_name_their_transport() -> None:
+    ws = BrokerTarget.parse("ws://user:pw@example.test:8080/amqp")
+    assert (ws.host, ws.port, ws.username, ws.password) == ("example.test", 8080, "user", "pw")
+    assert ws.transport == "websocket" and str(ws) == "ws://example.test:8080/amqp"
+    bridged = ws.bridged(40000)
+    assert (bridged.host, bridged.port, bridged.websocket) == ("127.0.0.1", 40000, ws.websocket)
+    assert BrokerTarget.parse("wss://h/").port == 443
+    assert BrokerTarget.parse("amqp://h").transport == "tcp"
+    with pytest.raises(ValueError, match="ws://"):
+        BrokerTarget.parse("http://h")
