@@ -333,7 +333,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "over WebSocket, a binary message shorter than a frame header (8 bytes) is "
                 "dropped, as by a broker that takes each message for the start of a frame",
                 "OASIS AMQP WebSocket Binding v1.0 (frames need not align with WebSocket "
-                "messages; clients that write small pieces, e.g. browsers' per-write sends)",
+                "messages; Qpid Broker-J's WebSocketTest.amqpFramesSplitOverManyWebSocketFrames)",
                 PROTOCOL_LAYER,
                 "websocket._serve",
             ),

@@ -487,12 +487,18 @@ def test_fault_is_caught(fault):
 
 
 def test_every_protocol_and_queue_fault_has_a_scenario():
-    from amqpspec.reference_broker.faults import CATALOG, CONCURRENCY_FAULTS, PARSER_LAYER
+    from amqpspec.reference_broker.faults import (
+        CATALOG,
+        CONCURRENCY_FAULTS,
+        PARSER_LAYER,
+        WEBSOCKET_FAULTS,
+    )
 
     # parser-layer faults are the fuzzer's: tests/test_fuzz_faults.py; the concurrency
-    # faults the multi-party fuzzer's, scripted against each: tests/test_fuzz_multiparty.py
+    # faults the multi-party fuzzer's, scripted against each: tests/test_fuzz_multiparty.py;
+    # the WebSocket listener's over ws://: tests/test_websocket.py
     missing = {name for name, info in CATALOG.items() if info.layer != PARSER_LAYER}
-    missing -= set(SCENARIOS) | set(CONCURRENCY_FAULTS)
+    missing -= set(SCENARIOS) | set(CONCURRENCY_FAULTS) | set(WEBSOCKET_FAULTS)
     assert missing == set()
 
 
