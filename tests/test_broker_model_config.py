@@ -234,6 +234,7 @@ BROKER_FAULTS = {
     "forget-unsettled-on-reattach",
     "report-unknown-filters",
     "properties-filter-ignores-subject",
+    "ws-drop-short-messages",  # the WebSocket listener's (tests/test_websocket.py)
     "txn-post-immediately",
     "txn-discharge-unknown-accepted",
     # only two consumers of one queue show these (tests/test_fuzz_multiparty.py)
