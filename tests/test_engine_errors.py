@@ -311,12 +311,27 @@ def test_garbage_in_sasl_ends_the_exchange():
     from amqpspec.amqp10.frames import SASL_HEADER, FrameType
 
     peer = Peer(Connection("server", "engine", sasl=ServerSasl()))
-    peer.send(SASL_HEADER.encode(), encode_frame(None, frame_type=FrameType.SASL))
-    assert not peer.engine.finished  # an empty frame is harmless
+    peer.send(SASL_HEADER.encode())
+    assert not peer.engine.finished
     init = encode_frame(SaslInit(mechanism="ANONYMOUS"), frame_type=FrameType.SASL)
     peer.send(init[:11] + b"\x40" + init[12:])  # the list constructor replaced by null
     assert peer.engine.finished
     assert [e.condition for e in peer.errors()] == [Cond.DECODE_ERROR]
+
+
+def test_empty_frame_in_sasl_ends_the_exchange():
+    """5.3.1: receipt of an empty frame is an irrecoverable error (no heartbeats in SASL):
+    a valid sasl-init after it gets no outcome."""
+    from amqpspec.amqp10.composites import SaslInit, SaslOutcome
+    from amqpspec.amqp10.engine import ServerSasl
+    from amqpspec.amqp10.frames import SASL_HEADER, FrameType
+
+    peer = Peer(Connection("server", "engine", sasl=ServerSasl()))
+    peer.send(SASL_HEADER.encode(), encode_frame(None, frame_type=FrameType.SASL))
+    assert peer.engine.finished
+    assert [e.condition for e in peer.errors()] == [Cond.FRAMING_ERROR]
+    peer.send(encode_frame(SaslInit(mechanism="ANONYMOUS"), frame_type=FrameType.SASL))
+    assert peer.performatives(SaslOutcome) == []
 
 
 def test_amqp_header_after_sasl_is_required():

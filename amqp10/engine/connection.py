@@ -657,8 +657,14 @@ class Connection:
             self._emit(ev.ProtocolErrorRaised(error.condition, str(error), "connection"))
             self._sasl_failed = True
             return
-        if frame.performative is not None:  # an empty frame carries nothing
-            self._sasl_handlers[type(frame.performative)](frame.performative)
+        if frame.performative is None:  # 5.3.1: receipt of an empty frame is an
+            # irrecoverable error (SASL has no heartbeats: 2.4.5's empty frames come after open)
+            self._emit(
+                ev.ProtocolErrorRaised(Cond.FRAMING_ERROR, "empty frame during SASL", "connection")
+            )
+            self._sasl_failed = True
+            return
+        self._sasl_handlers[type(frame.performative)](frame.performative)
 
     def _on_sasl_mechanisms(self, mechanisms: SaslMechanisms) -> None:
         if not self._sasl_step(SaslInput.RECV_MECHANISMS):

@@ -6,7 +6,12 @@ with its own (5.3: each peer MUST start by sending a protocol header; 2.2's rule
 announces a non-empty list of mechanisms (5.3.2 "must", 5.3.3.1), it closes the connection
 when the selected mechanism is not supported (5.3.3.2 MUST) and sends its AMQP header after
 a successful outcome (5.3.3.5 "must"); which credentials succeed and what an open too early
-gets have no normative sentence and are recorded.
+gets have no normative sentence and are recorded. Frames the suite must not send: an empty
+frame during the exchange (5.3.1 calls its receipt an irrecoverable error but no MUST says
+what the receiver does: the answer is recorded) and the server-only frames sasl-mechanisms,
+sasl-challenge and sasl-outcome from the client (5.3.2 MUST: the SASL client and server are
+the TCP client and server, so the broker never answers as a SASL client; how it refuses
+is recorded).
 
 Owns the cases `5.3.*/*`.
 """
@@ -14,12 +19,23 @@ Owns the cases `5.3.*/*`.
 from __future__ import annotations
 
 from amqpspec.amqp10.builder import build_frame, sasl_frame
-from amqpspec.amqp10.composites import Open, SaslInit
+from amqpspec.amqp10.composites import (
+    Open,
+    SaslChallenge,
+    SaslInit,
+    SaslMechanisms,
+    SaslOutcome,
+)
 from amqpspec.amqp10.engine import ClientSasl
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.registry import MAY, MUST, case
-from amqpspec.conformance.steps.refusals import offered_mechanisms, refused_sasl_init, sasl_outcome
+from amqpspec.conformance.steps.refusals import (
+    check_no_open_after,
+    offered_mechanisms,
+    refused_sasl_init,
+    sasl_outcome,
+)
 from amqpspec.conformance.verdicts import Unsupported
 
 SASL_HEADER_FIRST = "5.3/sasl.1"  # each peer MUST start by sending a protocol header
@@ -28,6 +44,8 @@ MECHANISM_UNSUPPORTED = "5.3.3.2/sasl-init.mechanism.1"  # close with authentica
 ANNOUNCE = "5.3.2/sasl-negotiation.1"  # the SASL server must announce its mechanisms
 MECHANISMS_NOT_EMPTY = "5.3.3.1/sasl-mechanisms.sasl-server-mechanisms.1"  # invalid if empty
 HEADERS_AFTER_OK = "5.3.3.5/sasl-outcome.1"  # after success the peers exchange headers
+EMPTY_FRAME = "5.3.1/sasl-frames.4"  # receipt of an empty frame is an irrecoverable error
+ROLES = "5.3.2/sasl-negotiation.3"  # SASL client/server MUST be the TCP client/server
 
 
 @case(
@@ -231,3 +249,114 @@ def anonymous_trace(probe, ctx):
         return
     probe.send_header(AMQP_HEADER)
     _header_after_ok(probe, ctx)
+
+
+@case(
+    "5.3.1/sasl-empty-frame",
+    MAY,
+    "Receipt of an empty frame is an irrecoverable error (5.3.1; no MUST says what the "
+    "receiver does): after an empty SASL frame and a valid sasl-init, how the broker "
+    "answers is recorded (Qpid Broker-J refuses; a broker that completes the exchange is "
+    "noted).",
+    sentences=(EMPTY_FRAME,),  # the probe's side: the empty frame it sends
+    outcomes=REFUSED | {"timeout"},  # silence completes nothing either
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+)
+def empty_frame(probe, ctx):
+    """SASL header; after sasl-mechanisms an empty SASL frame (8 octets, type 1), then a
+    valid sasl-init with the profile's mechanism (PLAIN or ANONYMOUS): no sasl-outcome ok,
+    and no open after it."""
+    mechanism = ctx.profile.sasl
+    if mechanism == "none":
+        ctx.require("sasl-plain")
+    probe.send_header(SASL_HEADER)
+    probe.wait_for_frame("sasl-mechanisms")
+    probe.send_raw(sasl_frame(None))
+    init = ClientSasl(mechanism, probe.username or "guest", probe.password or "guest")
+    if not probe.closed:
+        probe.send_frame(init.init_for((mechanism,)))
+    ctx.outcome(sasl_outcome(probe, timeout=1.0))
+    check_no_open_after(probe, ctx)
+
+
+def _server_frame_from_client(probe, ctx, frame) -> None:
+    """SASL header; after sasl-mechanisms, the server-only `frame` from us: the broker
+    stays the SASL server (5.3.2: no sasl-init or sasl-response from it); how it refuses
+    (the TCP close, a failing outcome) or that it ignores the frame is recorded, and so is
+    an open it answers our AMQP header and open with afterwards."""
+    probe.send_header(SASL_HEADER)
+    probe.wait_for_frame("sasl-mechanisms")
+    since = probe.mark()
+    probe.send_frame(frame)
+    probe.idle(1.0)  # returns at the TCP close
+    as_client = [
+        t for t in probe.frames_since(since) if t.item.name in ("sasl-init", "sasl-response")
+    ]
+    ctx.check(
+        not as_client,
+        f"expected the broker to stay the SASL server after our {frame.NAME} (5.3.2); "
+        f"observed its {as_client[0].item.name if as_client else ''} ({probe.observed(since)})",
+    )
+    outcomes = [t.item for t in probe.frames_since(since, "sasl-outcome")]
+    if outcomes:
+        observed = f"sasl-outcome:{outcomes[0].performative.code}"
+    else:
+        observed = "tcp-close" if probe.closed else "ignored"
+    ctx.outcome(observed)
+    if not probe.closed:
+        opened = probe.mark()
+        probe.send_raw(AMQP_HEADER.encode() + build_frame(Open(container_id="amqpspec-sasl")))
+        probe.idle(0.5)
+        if any(t.item.name == "open" for t in probe.frames_since(opened)):
+            ctx.note(f"the broker opened after our {frame.NAME} without a sasl-outcome ok")
+
+
+SERVER_ONLY_ANSWERS = {"tcp-close", "sasl-outcome:*", "ignored"}
+
+
+@case(
+    "5.3.2/sasl-client-sends-mechanisms",
+    MUST,
+    "The peer playing the role of the SASL Client and the peer playing the role of the SASL "
+    "server MUST correspond to the TCP client and server respectively: a sasl-mechanisms "
+    "from the client does not make the broker answer with a sasl-init (its refusal recorded).",
+    sentences=(ROLES,),
+    outcomes=SERVER_ONLY_ANSWERS,
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+)
+def client_sends_mechanisms(probe, ctx):
+    """After the broker's sasl-mechanisms, our own sasl-mechanisms [PLAIN]: no sasl-init
+    from the broker."""
+    _server_frame_from_client(probe, ctx, SaslMechanisms(sasl_server_mechanisms=[symbol("PLAIN")]))
+
+
+@case(
+    "5.3.2/sasl-client-sends-challenge",
+    MUST,
+    "The peer playing the role of the SASL Client and the peer playing the role of the SASL "
+    "server MUST correspond to the TCP client and server respectively: a sasl-challenge from "
+    "the client does not make the broker answer with a sasl-response (its refusal recorded).",
+    sentences=(ROLES,),
+    outcomes=SERVER_ONLY_ANSWERS,
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+)
+def client_sends_challenge(probe, ctx):
+    """After the broker's sasl-mechanisms, a sasl-challenge from us: no sasl-response."""
+    _server_frame_from_client(probe, ctx, SaslChallenge(challenge=b"amqpspec"))
+
+
+@case(
+    "5.3.2/sasl-client-sends-outcome",
+    MUST,
+    "The peer playing the role of the SASL Client and the peer playing the role of the SASL "
+    "server MUST correspond to the TCP client and server respectively: a sasl-outcome ok "
+    "from the client does not make the broker act as the SASL client (its refusal, and an "
+    "open it answers our header and open with, recorded).",
+    sentences=(ROLES,),
+    outcomes=SERVER_ONLY_ANSWERS,
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+)
+def client_sends_outcome(probe, ctx):
+    """After the broker's sasl-mechanisms, a sasl-outcome ok from us, then the AMQP header
+    and an open: no sasl-init or sasl-response from the broker."""
+    _server_frame_from_client(probe, ctx, SaslOutcome(code=0))

@@ -121,10 +121,10 @@ def offered_mechanisms(probe: Probe) -> list[str]:
     return [str(m) for m in (offered if isinstance(offered, list | tuple) else [offered])]
 
 
-def sasl_outcome(probe: Probe) -> str:
+def sasl_outcome(probe: Probe, timeout: float | None = None) -> str:
     """The broker's sasl-outcome as an outcome string (or tcp-close / timeout)."""
     try:
-        outcome = probe.wait_for_frame("sasl-outcome")
+        outcome = probe.wait_for_frame("sasl-outcome", timeout=timeout)
     except CaseFailed:
         return "tcp-close" if probe.closed else "timeout"
     return f"sasl-outcome:{outcome.performative.code}"
