@@ -836,6 +836,7 @@ class BrokerConnection:
     def _release_session(self, session: BrokerSession, why: str = CLOSED) -> None:
         for link in list(session.links):
             self._release_link(session, link, why=why)
+        self.context.recovery.session_gone(session)  # 3.5.3 session-end (recovery.py)
         session.pending_accepts = []
 
     def set_windows(self, window: int) -> None:
@@ -965,6 +966,12 @@ class BrokerConnection:
             return
         if target is not None and target.dynamic:  # 3.5.4, 3.5.10: dynamic_nodes.py
             target = self.context.dynamic.create(self, link, target)[1]
+        recovery = self.context.recovery
+        kept = None
+        if target is None or not target.dynamic:
+            kept = recovery.take_target((self.summary.container_id, link.name, False))
+            if kept is not None:
+                target = kept.target  # 2.6.3: the receiver holds the authoritative target
         self._check_address(parse_target(target.address if target is not None else None))
         address = self.vhost.resolve_target(target.address if target is not None else None)
         if address.kind is not AddressKind.ANONYMOUS:  # a dynamic node's links are counted
@@ -973,6 +980,7 @@ class BrokerConnection:
             target=target,
             rcv_settle_mode=RcvSettleMode.FIRST,
             max_message_size=self.config.limits.max_message_size,
+            unsettled=recovery.target_unsettled_map() if kept is not None else None,  # 2.6.3
         )
         publisher = PublisherLink(session, link, address)
         session.links[link] = publisher
@@ -1097,6 +1105,9 @@ class BrokerConnection:
             self.transactions.release(state)
             return
         self.publishers.pop(link, None)
+        if isinstance(state, PublisherLink):  # its target may outlive it (recovery.py)
+            why = SUSPENDED if suspended else why
+            self.context.recovery.release_target(key, link.target, why, self, session)
         if isinstance(state, ConsumerLink):
             session.consumers.pop(link, None)
             queue = state.queue

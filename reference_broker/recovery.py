@@ -1,5 +1,5 @@
-"""The reference broker's link recovery for consumer links (the broker as sender): source
-termini that outlive their link, the deliveries they keep unsettled while the link is
+"""The reference broker's link recovery, mainly for consumer links (the broker as sender):
+source termini that outlive their link, the deliveries they keep unsettled while the link is
 suspended, and how attaching the same link again resumes them (2.6.13 Resuming Deliveries,
 3.4.x the table of "Resuming Deliveries Using Delivery States").
 
@@ -41,8 +41,16 @@ An incomplete `theirs` (2.7.3 incomplete-unsettled: "a sending endpoint MUST NOT
 new deliveries") makes the link resume-only: its resumes go out, nothing new is dispatched.
 Resumed transfers are deliveries: each waits for link-credit (2.6.7).
 
+Publisher links (the broker as receiver): their target is kept as its expiry-policy says,
+every policy applied as the text says (the broker settles each publish it receives, so a kept
+target holds no deliveries); attached again, the link gets the kept target back ("the
+Receiver is considered to hold the authoritative version of the Target properties", 2.6.3)
+and an attach with an empty unsettled map (its state: nothing unsettled). A resumed transfer
+of a delivery not in that map is ignored (connection.py, 2.7.5).
+
 The `forget-unsettled-on-reattach` fault resumes the terminus but answers with a null
-unsettled map and never resumes its deliveries (they stay acquired until the link closes).
+unsettled map and never resumes its deliveries (they stay acquired until the link closes);
+a resumed publisher link's attach carries a null unsettled map too.
 """
 
 from __future__ import annotations
@@ -127,6 +135,33 @@ class KeptTerminus:
     expires_at: float | None = None
 
 
+@dataclass(slots=True, eq=False)
+class KeptTarget:
+    """A target whose publisher link went away while the terminus did not. It holds no
+    deliveries: the broker settles every publish it receives (rcv-settle-mode first), so
+    its unsettled map, resumed, is empty."""
+
+    key: LinkKey
+    target: Any
+    policy: str
+    timeout: int
+    connection: Any
+    session: Any
+    expires_at: float | None = None
+
+
+def _target_expiry_started(policy: str, why: str) -> bool:
+    """3.5.3 terminus-expiry-policy, every policy as the text says (a target holds nothing
+    the broker must give back, so none is adjusted)."""
+    if policy == LINK_DETACH:
+        return True
+    if policy == SESSION_END:
+        return why in (SESSION_ENDED, CONNECTION_ENDED)
+    if policy == CONNECTION_CLOSE:
+        return why == CONNECTION_ENDED
+    return False
+
+
 @dataclass(slots=True, frozen=True)
 class Resume:
     """One delivery to resume on the new link: the message again (`state` None) or the
@@ -145,6 +180,7 @@ class Recovery:
         self.faults = faults
         self.clock = clock
         self.termini: dict[LinkKey, KeptTerminus] = {}
+        self.targets: dict[LinkKey, KeptTarget] = {}  # publisher links (the broker receives)
 
     # ------------------------------------------------------------------ a link goes
     def release(self, key: LinkKey, consumer: ConsumerLink, why: str) -> bool:
@@ -186,6 +222,7 @@ class Recovery:
         """3.5.3 connection-close: the expiry of the termini last attached on `connection`
         starts now."""
         now = self.clock()
+        self._targets_expiring(lambda t: t.connection is connection, CONNECTION_ENDED, now)
         for key, kept in list(self.termini.items()):
             if kept.connection is not connection or kept.policy != CONNECTION_CLOSE:
                 continue
@@ -199,10 +236,62 @@ class Recovery:
 
     def expire(self, now: float) -> None:
         """Housekeeping: termini past their timeout go, their deliveries back to the queue."""
+        for key, target in list(self.targets.items()):
+            if target.expires_at is not None and target.expires_at <= now:
+                del self.targets[key]
         for key, kept in list(self.termini.items()):
             if kept.expires_at is not None and kept.expires_at <= now:
                 del self.termini[key]
                 self._drop(kept)
+
+    # ------------------------------------------------------------------ publisher links
+    def release_target(
+        self, key: LinkKey, target: Any, why: str, connection: Any, session: Any
+    ) -> None:
+        """A publisher link goes (`why`): its target is kept unless its expiry-policy
+        (3.5.3) ends it now with timeout 0; a closed link ends it (2.6.6)."""
+        self.targets.pop(key, None)
+        if why == CLOSED or target is None or getattr(target, "dynamic", False):
+            return
+        policy = getattr(target, "expiry_policy", None)
+        policy = SESSION_END if policy is None else str(policy)
+        timeout = timeout_of(target)
+        started = _target_expiry_started(policy, why)
+        if started and not timeout:
+            return
+        kept = KeptTarget(key, target, policy, timeout, connection, session)
+        if started:
+            kept.expires_at = self.clock() + timeout
+        self.targets[key] = kept
+
+    def session_gone(self, session: Any) -> None:
+        """3.5.3 session-end: the expiry of the targets last attached on `session` starts."""
+        self._targets_expiring(lambda t: t.session is session, SESSION_ENDED, self.clock())
+
+    def _targets_expiring(
+        self, owned: Callable[[KeptTarget], bool], why: str, now: float
+    ) -> None:
+        for key, target in list(self.targets.items()):
+            if not owned(target) or target.expires_at is not None:
+                continue
+            if not _target_expiry_started(target.policy, why):
+                continue
+            if target.timeout:
+                target.expires_at = now + target.timeout
+            else:
+                del self.targets[key]
+
+    def take_target(self, key: LinkKey) -> KeptTarget | None:
+        """The kept target of a publisher link attached again, if it still lives."""
+        kept = self.targets.pop(key, None)
+        if kept is None or (kept.expires_at is not None and kept.expires_at <= self.clock()):
+            return None
+        return kept
+
+    def target_unsettled_map(self) -> dict[bytes, Any] | None:
+        """The broker's unsettled map resuming a publisher link: empty (every publish it
+        received is settled); null with the forget-unsettled-on-reattach fault."""
+        return None if self.faults.forget_unsettled_on_reattach else {}
 
     def _drop(self, kept: KeptTerminus) -> None:
         queue = kept.queue

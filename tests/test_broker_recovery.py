@@ -2,15 +2,16 @@
 link from a source with expiry-policy never, suspended (detach closed=false) or cut off by a
 dropped connection, attached again: the attach carries the kept unsettled deliveries, and
 the receiver's unsettled map decides what is settled, resumed or sent again; the
-link-detach timeout and connection-close policies (3.5.3). Over a real socket
-(tests/broker_support.EngineClient); with the forget-unsettled-on-reattach fault."""
+link-detach timeout and connection-close policies (3.5.3); a publisher link's kept target.
+Over a real socket (tests/broker_support.EngineClient); with the
+forget-unsettled-on-reattach fault."""
 
 from __future__ import annotations
 
 from broker_support import EngineClient, body, connected_client, running_broker_with_queue
 
-from amqpspec.amqp10.composites import Accepted, Source
-from amqpspec.amqp10.engine import RemoteAttach, TransferReceived
+from amqpspec.amqp10.composites import Accepted, Source, Target
+from amqpspec.amqp10.engine import DispositionReceived, RemoteAttach, TransferReceived
 from amqpspec.amqp10.message import Message
 
 NAME = "recovered"
@@ -36,10 +37,10 @@ def _attach(client: EngineClient, session, **fields):
 
 def _take(client: EngineClient, link, count: int, start: int = 0) -> list[TransferReceived]:
     return client.wait_for(
-        lambda: (got := [e for e in client.of(TransferReceived, start) if e.link is link])[
-            count - 1 :
-        ]
-        and got,
+        lambda: (
+            (got := [e for e in client.of(TransferReceived, start) if e.link is link])[count - 1 :]
+            and got
+        ),
         f"{count} transfers",
     )
 
@@ -162,3 +163,25 @@ def test_a_connection_close_terminus_goes_with_its_connection():
             assert _ready(broker) == 0  # suspended, its connection still open
         with connected_client(broker) as other:
             other.wait_for(lambda: _ready(broker) == 1, "requeued at connection close")
+
+
+def test_a_publisher_link_resumed_gets_its_target_and_an_empty_map():
+    target = Target(address="/queues/q", expiry_policy="never")
+    with running_broker_with_queue() as broker, connected_client(broker) as client:
+        session = client.conn.begin()
+        link = session.attach_sender("pub", target=target)
+        client.wait_for(lambda: link.link_credit > 0, "credit")
+        sent = link.send(Message.of(b"once").encode(), b"tag-1", settled=False)
+        client.wait_event(
+            DispositionReceived, where=lambda e: e.first <= sent <= (e.last or e.first)
+        )
+        link.detach(closed=False)
+        client.settle(0.2)
+        again = session.attach_sender("pub", target=Target(), unsettled={b"tag-1": None})
+        client.wait_event(RemoteAttach, where=lambda e: e.link is again)
+        assert again.remote_attach.unsettled == {}  # 2.6.3: resumed, nothing unsettled
+        assert again.remote_attach.target.address == "/queues/q"  # the kept target
+        client.wait_for(lambda: again.link_credit > 0, "credit")
+        again.send(Message.of(b"once").encode(), b"tag-1", settled=False, resume=True)
+        client.settle(0.3)
+        assert broker.call(lambda: broker.server.vhost.get_queue("q").messages) == 1  # 2.7.5

@@ -38,6 +38,11 @@ broker keeping termini reports (the reference broker applies session-end as link
 reference_broker/recovery.py). Its sending-link rows (the broker as receiver) are not
 covered yet.
 
+The broker as receiver (a publisher link from a target asking for expiry-policy never, same
+gate): its resuming attach carries its unsettled map (2.6.3), and a resumed transfer of a
+delivery not in it "MUST be ignored by the receiver" (2.6.13; 2.7.5 "The receiver MUST
+ignore resumed deliveries that are not in its local unsettled map").
+
 Owns the cases `2.6.13/*` of link recovery and `2.7.3/incomplete-unsettled-*`.
 """
 
@@ -46,7 +51,14 @@ from __future__ import annotations
 import uuid
 
 from amqpspec.amqp10.composites import Accepted, Source, Target
-from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
+from amqpspec.amqp10.engine import (
+    DispositionReceived,
+    RemoteAttach,
+    RemoteClose,
+    RemoteDetach,
+    RemoteEnd,
+)
+from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import SndSettleMode
 from amqpspec.conformance.registry import MUST, case
 from amqpspec.conformance.steps.deliveries import collect
@@ -62,6 +74,8 @@ RESEND_NOT_RESUMED = "3.4.6/resuming-deliveries-using-delivery-states.1"  # tag 
 RESUMING_TRANSFER = "3.4.6/resuming-deliveries-using-delivery-states.3"  # tag 3
 RESEND_RESUMED = "3.4.6/resuming-deliveries-using-delivery-states.6"  # tag 4
 INCOMPLETE = "2.7.3/attach.incomplete-unsettled.1"  # no new deliveries
+SOURCE_ONLY_RESUMED = "2.6.13/resuming-deliveries.1"  # a resumed one the receiver lacks: ignored
+RESUME_IGNORED = "2.7.5/transfer.resume.1"  # not in its local unsettled map: ignored
 RECOVERY = {"queues", "unsettled-deliveries", "link-recovery"}
 COUNT = 3
 UNKNOWN_TAG = b"amqpspec-unknown-tag"
@@ -422,4 +436,66 @@ def incomplete_unsettled_no_new_deliveries(probe, ctx):
         f"incomplete-unsettled=true; observed {len(new)}: "
         f"{[(bytes(d.delivery_tag), message_text(d)) for d in new]}",
         INCOMPLETE,
+    )
+
+
+@case(
+    "2.6.13/publisher-resume-not-in-map-ignored",
+    MUST,
+    "A publisher link suspended and attached again: the broker's attach carries its "
+    "unsettled map (2.6.3), and a resumed transfer of a delivery it settled (not in that map) "
+    "MUST be ignored by the receiver (2.6.13, 2.7.5): the message is not queued twice.",
+    sentences=(ATTACH_UNSETTLED, SOURCE_ONLY_RESUMED, RESUME_IGNORED),
+    requires={"queues", "link-recovery"},
+    role="receiver",
+)
+def publisher_resume_not_in_map_ignored(probe, ctx):
+    """After Broker-J's ResumeDeliveriesTest.resumeSendingLinkSingleUnsettledDelivery (which
+    needs rcv-settle-mode second: amqpspec takes the broker's settlement as it comes): a
+    sender to a target with expiry-policy never sends one message, the broker settles it;
+    detach closed=false; the same link attached again with its tag in the unsettled map: the
+    broker's attach carries an unsettled map; the message sent again as resumed
+    (resume=true, same tag) is ignored: a receiver from the queue gets it once."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    name = f"amqpspec-recovery-pub-{uuid.uuid4().hex[:12]}"
+    target = Target(address=ctx.target_address(queue), expiry_policy="never")
+    link = session.attach_sender(name, Source(), target)
+    probe.flush()
+    probe.wait_attached(link)
+    tag = b"amqpspec-resumed-publish"
+    body = Message.of(b"amqpspec-once")
+    sent = probe.send_message(link, body, settled=False, tag=tag)
+    probe.expect(
+        lambda e: isinstance(e, DispositionReceived) and e.settled and e.first <= sent <= e.last,
+        what="the broker's settlement of the publish",
+    )
+    probe.detach(link, closed=False)
+    again = session.attach_sender(name, Source(), Target(), unsettled={tag: None})
+    probe.flush()
+    attach = probe.wait_attached(again)
+    ctx.must(
+        attach.unsettled is not None,
+        "expected the broker's attach resuming the publisher link (its target kept: "
+        f"expiry-policy never) to carry its unsettled map; observed unsettled={attach.unsettled!r}",
+        ATTACH_UNSETTLED,
+    )
+    if attach.target is None or attach.target.address != target.address:
+        raise Unsupported(f"the broker did not resume the target {target.address!r}: {attach}")
+    if again.link_credit <= 0:
+        probe.expect(
+            lambda e: again.link_credit > 0, what="link-credit for the resumed publisher link"
+        )
+    again.send(body.encode(), tag, settled=False, resume=True)
+    probe.flush()
+    receiver = probe.attach_receiver(session, ctx.source(queue), credit=2)
+    got = collect(probe, receiver, 0.5)
+    _settle_all(probe, receiver, got)
+    ctx.must(
+        len(got) == 1,
+        f"expected the resumed transfer of the delivery the broker had settled ignored (the "
+        f"message queued once); a receiver from the queue got {len(got)}: "
+        f"{[message_text(d) for d in got]}",
+        SOURCE_ONLY_RESUMED,
+        RESUME_IGNORED,
     )
