@@ -57,6 +57,8 @@ CAPABILITIES: dict[str, str] = {
     "multi-frame": "deliveries larger than max-frame-size are accepted and delivered",
     "sender-spends-credit": "a sender's flow that spends its link-credit (delivery-count "
     "advanced, 2.6.7) leaves the broker granting credit to other links",
+    "empty-transfer": "a transfer carrying no payload at all (no message section) leaves "
+    "the broker serving other connections",
     "streams": "stream queues (x-queue-type stream, declared through the admin adapter) read "
     "from the rabbitmq:stream-offset-spec filter's offset",
     "quorum": "quorum queues (x-queue-type quorum, declared through the admin adapter): "
