@@ -2,9 +2,9 @@
 octets before the open exchange closes the connection with framing-error (2.7.1 MUST: the
 maximum before negotiation is 512, 2.4.1), a close with an error answered with a close
 (2.4.3 MUST: a close frame before closing) and nothing sent after the broker's close
-(2.4.3, 2.7.9 MUST), the broker's heartbeats (2.4.5 SHOULD); how it answers a second open
-and a begin before open (the probe breaks the spec there; no sentence binds the answer:
-MAY).
+(2.4.3, 2.7.9 MUST), the broker's heartbeats (2.4.5 SHOULD); how it answers a second open,
+a begin before open and an open on channel 1 (the probe breaks the spec there; no sentence
+binds the answer: MAY; an open the broker answers with is on channel 0, 2.4.1 "can only").
 
 Owns the cases `2.4.1/*`, `2.4.6/*` and `2.4.5/broker-heartbeats` (the idle time-out
 cases are in s2_4_5_idle.py, the open's limits in s2_7_1_open.py).
@@ -27,6 +27,7 @@ from amqpspec.conformance.verdicts import CaseFailed
 
 OPEN_FIRST = "2.7.1/open.1"  # the first frame in either direction MUST be an open
 OPEN_BEFORE_OTHERS = "2.4.1/opening-a-connection.1"  # each peer must send open first
+OPEN_ON_ZERO = "2.4.1/opening-a-connection.2"  # the open frame can only be sent on channel 0
 OVERSIZED = "2.7.1/open.max-frame-size.2"  # an oversized frame: close with framing-error
 CLOSE_LAST = "2.4.3/closing-a-connection.2"  # the close is the last thing ever written
 NOTHING_AFTER_CLOSE = "2.7.9/close.2"  # illegal to send anything after a close
@@ -98,6 +99,35 @@ def second_open(probe, ctx):
     """After the open exchange, a second (crafted) open: the broker closes the connection."""
     probe.open()
     ctx.outcome(sent_frame_outcome(probe, Open(container_id="amqpspec-again"), timeout=2.0))
+
+
+@case(
+    "2.4.1/open-on-channel-1",
+    MUST,
+    "The open frame can only be sent on channel 0 (2.4.1; binds the probe's open here, and "
+    "the broker's: an open it answers with is on channel 0); no sentence says how the "
+    "receiver answers an open on another channel (recorded).",
+    sentences=(OPEN_ON_ZERO,),
+    outcomes=REFUSE | {"opened", "timeout"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+)
+def open_on_channel_1(probe, ctx):
+    """Headers (and SASL), then our open on channel 1: the broker's answer is recorded (a
+    close, the TCP close, its own open); an open it sends is on channel 0."""
+    probe.raw_handshake()
+    since = probe.mark()
+    opening = Open(container_id="amqpspec-channel-1")
+    observed = sent_frame_outcome(probe, opening, channel=1, timeout=1.0)
+    opens = [t.item for t in probe.frames_since(since, "open")]
+    if observed == "timeout" and opens:
+        observed = "opened"
+    ctx.check(
+        all(frame.channel == 0 for frame in opens),
+        f"expected the broker's open on channel 0; observed it on channel {opens[0].channel}"
+        if opens
+        else "",
+    )
+    ctx.outcome(observed)
 
 
 @case(

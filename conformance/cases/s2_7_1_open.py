@@ -2,7 +2,8 @@
 it keeps to ours, it keeps to our channel-max (also 0) and closes the connection with
 framing-error on a channel above its own (MUST, the broker bound as the receiver of
 frames); how it answers an open announcing less than 512 (the probe breaks the MUST) is
-recorded (MAY).
+recorded (MAY), and so is how it answers an open to a hostname it does not serve (2.7.1
+hostname: no sentence binds the receiver beyond a default when none is given).
 
 Owns the cases `2.7.1/*` (except `2.7.1/open-every-field`, s2_7_fields.py, and
 `2.7.1/sole-connection-*`, s2_7_1_sole_connection.py).
@@ -153,3 +154,24 @@ def channel_above_max(probe, ctx):
         raise Unsupported(f"broker channel-max {channel_max}: no channel above it")
     begin = Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=100)
     ctx.outcome(sent_frame_outcome(probe, begin, channel_max + 1))
+
+
+@case(
+    "2.7.1/open-unknown-hostname",
+    MAY,
+    "hostname: the dns name of the host to which the sending peer is connecting (2.7.1); no "
+    "sentence says how a receiver answers a name it does not serve (a close with "
+    "amqp:not-found, as Qpid Broker-J does, or its default host: recorded).",
+    outcomes={"close:amqp:not-found", "opened"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+)
+def open_unknown_hostname(probe, ctx):
+    """Headers (and SASL), then an open with hostname amqpspec-no-such-host.invalid (RFC
+    2606 reserves .invalid): the broker's answer is recorded."""
+    probe.raw_handshake()
+    since = probe.mark()
+    opening = Open(container_id="amqpspec-hostname", hostname="amqpspec-no-such-host.invalid")
+    observed = sent_frame_outcome(probe, opening, timeout=1.0)
+    if observed == "timeout" and list(probe.frames_since(since, "open")):
+        observed = "opened"
+    ctx.outcome(observed)
