@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from amqpspec.amqp10.composites import Coordinator, Error, Rejected
+from amqpspec.amqp10.composites import Attach, Coordinator, Error, Rejected
 from amqpspec.amqp10.engine import Connection, ConnState, ServerSasl, UsageError
 from amqpspec.amqp10.engine import events as ev
 from amqpspec.amqp10.engine.transitions import LinkState, SessState
@@ -74,7 +74,15 @@ from .management_links import ManagementPair
 from .parser_faults import DIE, FaultTriggeredError, inspect
 from .permissions import CONFIGURE, FULL, READ, WRITE, Permissions
 from .queues import CreditReply, Delivery
-from .recovery import CLOSED, CONNECTION_ENDED, SESSION_ENDED, SUSPENDED, Recovery, reported_source
+from .recovery import (
+    CLOSED,
+    CONNECTION_ENDED,
+    SESSION_ENDED,
+    SUSPENDED,
+    Recovery,
+    map_room,
+    reported_source,
+)
 from .scheduler import Scheduler, Timer
 from .sessions import RELEASED_STATE, BrokerSession
 from .sole_connection import SoleConnections
@@ -937,11 +945,26 @@ class BrokerConnection:
             return False
         queue = kept.queue
         self._permit(READ, "queue", queue.name)
+        answer = Attach(  # ours with an empty map: what room its entries have (2.7.1)
+            name=link.name,
+            handle=0xFFFFFFFF,
+            role=Role.SENDER,
+            snd_settle_mode=link.snd_settle_mode,
+            rcv_settle_mode=RcvSettleMode.FIRST,
+            source=kept.source,
+            target=attach.target,
+            unsettled={},
+            incomplete_unsettled=True,
+            initial_delivery_count=0,
+        )
+        room = map_room(answer, self.engine.remote_max_frame_size)
+        ours, ours_incomplete = recovery.unsettled_map(kept, room)
         link.accept(
             source=kept.source,  # 2.6.3: the sender holds the authoritative source
             rcv_settle_mode=RcvSettleMode.FIRST,
             initial_delivery_count=0,
-            unsettled=recovery.unsettled_map(kept),
+            unsettled=ours,
+            incomplete_unsettled=True if ours_incomplete else None,
         )
         consumer = ConsumerLink(session, link, queue, kept.tag)
         record = queue.consumer(kept.tag)
@@ -949,8 +972,8 @@ class BrokerConnection:
         record.settled = consumer.settled
         record.delivery_count = record.initial_delivery_count = 0
         incomplete = bool(attach.incomplete_unsettled)
-        consumer.resume_only = incomplete
-        consumer.resumes = recovery.plan(kept, attach.unsettled, incomplete)
+        consumer.resume_only = incomplete or ours_incomplete  # 2.7.3, 2.6.13
+        consumer.resumes = recovery.plan(kept, attach.unsettled, incomplete, ours)
         session.links[link] = consumer
         session.consumers[link] = consumer
         self.mark_dirty()

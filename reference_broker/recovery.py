@@ -39,6 +39,11 @@ Resuming (2.6.13, the broker's map `ours`, the receiver's `theirs`):
 - only in `theirs`: "MUST be ignored by the Sender".
 An incomplete `theirs` (2.7.3 incomplete-unsettled: "a sending endpoint MUST NOT send any
 new deliveries") makes the link resume-only: its resumes go out, nothing new is dispatched.
+So does an incomplete `ours`: a map too large for the peer's max-frame-size is cut to the
+oldest deliveries that fit and marked incomplete (2.7.3 SHOULD), and "Only when both sides
+have complete unsettled maps may new unsettled state be created" (2.6.13): the receiver
+suspends and attaches again to see the rest. Deliveries the broker listed that a complete
+map of the receiver's lacks go back to the queue meanwhile (less unsettled state).
 Resumed transfers are deliveries: each waits for link-credit (2.6.7).
 
 Publisher links (the broker as receiver): their target is kept as its expiry-policy says,
@@ -60,7 +65,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from amqpspec.amqp10.composites import Accepted, Modified, Rejected, Released, Source
+from amqpspec.amqp10.composites import Accepted, Attach, Modified, Rejected, Released, Source
+from amqpspec.amqp10.frames import encode_frame
 
 from .faults import Faults
 from .queues import RELEASED, ClassicQueue, outcome_of
@@ -83,6 +89,10 @@ CONNECTION_ENDED = "connection"  # close, loss of the transport, broker shutdown
 CLOSED = "closed"  # detach closed=true or an error: the terminus is destroyed
 
 TERMINAL = (Accepted, Rejected, Released, Modified)
+# one entry of the broker's unsettled map, encoded: an 8-octet delivery-tag (vbin8: 10
+# octets) and a null state (1 octet)
+ENTRY_OCTETS = 11
+MAP_HEADROOM = 16  # a map32 header instead of the map8 measured, with some to spare
 _TAG = struct.Struct(">Q")
 LinkKey = tuple[Any, str, bool]
 
@@ -112,6 +122,12 @@ def reported_source(source: Source | None) -> Source | None:
 def recoverable(source: Source | None) -> bool:
     """Whether a consumer link from `source` can leave a terminus behind."""
     return source is not None and (applied_policy(source) != LINK_DETACH or timeout_of(source) > 0)
+
+
+def map_room(attach: Attach, max_frame_size: int) -> int:
+    """Octets left for unsettled-map entries in `attach` (carrying an empty map) under the
+    peer's max-frame-size (2.7.1: no frame above it)."""
+    return max_frame_size - len(encode_frame(attach, 0xFFFF)) - MAP_HEADROOM
 
 
 def delivery_tag(msg_id: int) -> bytes:
@@ -268,9 +284,7 @@ class Recovery:
         """3.5.3 session-end: the expiry of the targets last attached on `session` starts."""
         self._targets_expiring(lambda t: t.session is session, SESSION_ENDED, self.clock())
 
-    def _targets_expiring(
-        self, owned: Callable[[KeptTarget], bool], why: str, now: float
-    ) -> None:
+    def _targets_expiring(self, owned: Callable[[KeptTarget], bool], why: str, now: float) -> None:
         for key, target in list(self.targets.items()):
             if not owned(target) or target.expires_at is not None:
                 continue
@@ -312,19 +326,27 @@ class Recovery:
             return None
         return kept
 
-    def unsettled_map(self, kept: KeptTerminus) -> dict[bytes, Any] | None:
+    def unsettled_map(self, kept: KeptTerminus, room: int) -> tuple[dict[bytes, Any] | None, bool]:
         """The broker's unsettled map for its resuming attach (2.7.3 unsettled: delivery-tag
-        -> delivery state; null for every one: it keeps no outcome unsettled)."""
+        -> delivery state; null for every one: it keeps no outcome unsettled) and whether it
+        is incomplete: as many of the oldest deliveries as `room` octets of the attach
+        frame hold (2.7.3: "The endpoint SHOULD make use of the ability to send an
+        incomplete unsettled map [...] to avoid sending an error")."""
         if self.faults.forget_unsettled_on_reattach:
-            return None  # fault: the terminus is resumed, its unsettled state forgotten
+            return None, False  # fault: the terminus is resumed, its unsettled state forgotten
         record = kept.queue.find_consumer(kept.tag)
-        held = record.unacked if record is not None else {}
-        return {delivery_tag(msg_id): None for msg_id in held}
+        held = sorted(record.unacked) if record is not None else []
+        fits = max(0, room // ENTRY_OCTETS)
+        return {delivery_tag(msg_id): None for msg_id in held[:fits]}, len(held) > fits
 
-    def plan(self, kept: KeptTerminus, theirs: Any, incomplete: bool) -> list[Resume]:
-        """Compare the receiver's unsettled map with the terminus's (2.6.13, module doc):
-        apply what is settled, release what only the broker holds, and return the
-        deliveries to resume, in their original order."""
+    def plan(
+        self, kept: KeptTerminus, theirs: Any, incomplete: bool, ours: dict[bytes, Any] | None
+    ) -> list[Resume]:
+        """Compare the receiver's unsettled map (`incomplete` as it says) with the broker's
+        (`ours`, as sent) (2.6.13, module doc): apply what is settled, release what only the
+        broker holds (a delivery the broker listed and a complete map of the receiver's
+        lacks: less unsettled state, 2.6.13), and return the deliveries to resume, in their
+        original order."""
         if self.faults.forget_unsettled_on_reattach:
             return []
         record = kept.queue.find_consumer(kept.tag)
@@ -337,7 +359,7 @@ class Recovery:
         for msg_id in sorted(record.unacked):
             tag = delivery_tag(msg_id)
             if tag not in by_tag:
-                if not incomplete:
+                if not incomplete and ours is not None and tag in ours:
                     released.append(msg_id)  # tag 1: sent again as a new delivery
                 continue
             state = by_tag[tag]

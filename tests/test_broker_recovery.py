@@ -185,3 +185,26 @@ def test_a_publisher_link_resumed_gets_its_target_and_an_empty_map():
         again.send(Message.of(b"once").encode(), b"tag-1", settled=False, resume=True)
         client.settle(0.3)
         assert broker.call(lambda: broker.server.vhost.get_queue("q").messages) == 1  # 2.7.5
+
+
+def test_a_map_too_large_for_the_frame_is_sent_incomplete_and_stops_new_deliveries():
+    with running_broker_with_queue() as broker, connected_client(broker, max_frame_size=512) as c:
+        _fill(broker, 200)
+        session = c.conn.begin()
+        link = _attach(c, session)
+        link.flow(link_credit=200)
+        _take(c, link, 200)
+        link.detach(closed=False)
+        c.settle(0.2)
+        start = len(c.events)
+        again = _attach(c, session, unsettled={})
+        listed = again.remote_attach.unsettled
+        assert again.remote_attach.incomplete_unsettled is True  # 2.7.3 SHOULD
+        assert 0 < len(listed) < 200
+        again.flow(link_credit=10)
+        c.settle(0.3)
+        assert [e for e in c.of(TransferReceived, start) if e.link is again] == []  # 2.6.13
+        # the listed deliveries the receiver's complete map lacks went back to the queue
+        assert _ready(broker) == len(listed)
+        c.end_trace()
+        assert c.violations == []  # no frame above the client's max-frame-size (2.7.1)
