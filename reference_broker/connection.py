@@ -43,7 +43,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from amqpspec.amqp10.composites import Attach, Coordinator, Error, Rejected
+from amqpspec.amqp10.composites import (
+    Attach,
+    Coordinator,
+    Error,
+    Rejected,
+    SaslInit,
+    SaslResponse,
+)
 from amqpspec.amqp10.engine import Connection, ConnState, ServerSasl, UsageError
 from amqpspec.amqp10.engine import events as ev
 from amqpspec.amqp10.engine.transitions import LinkState, SessState
@@ -52,6 +59,7 @@ from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, Protoco
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond, RcvSettleMode, Role
+from amqpspec.amqp10.types import symbol
 
 from . import relay, wire_faults
 from .addressing import (
@@ -793,6 +801,8 @@ class BrokerConnection:
 
     def _on_protocol_error(self, event: ev.ProtocolErrorRaised) -> None:
         log.info("%s: %s %s: %s", self.name, event.scope, event.condition, event.description)
+        if self.faults.sasl_answers_as_client:
+            self._answer_as_sasl_client(event.description)
         if event.scope == "connection":
             self._schedule_hard_close()
             return
@@ -807,6 +817,17 @@ class BrokerConnection:
             self.summary.channels = len(self.sessions)
         elif event.link is not None and event.link.state in _GONE_LINK:
             self._release_link(session, event.link)
+
+    def _answer_as_sasl_client(self, description: str) -> None:
+        """Fault sasl-answers-as-client: the server-only frame the engine refused (5.3.2)
+        answered as a SASL client would, written past the engine's tables."""
+        answer: SaslInit | SaslResponse | None = None
+        if description.startswith("RECV_MECHANISMS"):
+            answer = SaslInit(mechanism=symbol("ANONYMOUS"))
+        elif description.startswith("RECV_CHALLENGE"):
+            answer = SaslResponse(response=b"")
+        if answer is not None and self.engine is not None:
+            self.engine.send_performative(answer, 0, strict=False)
 
     def _schedule_hard_close(self) -> None:
         if self._hard_close_due is None:

@@ -15,7 +15,8 @@ Where each fault lives:
   deliver-to-two-consumers.
 - protocol layer (the connection/session code that drives the engine; wired there):
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
-  skip-window-check, insert-properties, relay-error-without-delivery-tag (relay.py),
+  skip-window-check, insert-properties, sasl-answers-as-client,
+  relay-error-without-delivery-tag (relay.py),
   keep-dynamic-nodes (dynamic_nodes.py), sole-connection-weak-detection
   (sole_connection.py), forget-unsettled-on-reattach (recovery.py),
   report-unknown-filters and properties-filter-ignores-subject (filters.py),
@@ -336,6 +337,16 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "messages; Qpid Broker-J's WebSocketTest.amqpFramesSplitOverManyWebSocketFrames)",
                 PROTOCOL_LAYER,
                 "websocket._serve",
+            ),
+            _fault(
+                "sasl-answers-as-client",
+                "the SASL layer plays whichever role the peer's frame calls for: a client's "
+                "sasl-mechanisms is answered with a sasl-init, its sasl-challenge with a "
+                "sasl-response (5.3.2: the SASL server MUST be the TCP server)",
+                "a SASL layer shared by both roles, the confusion Qpid Broker-J's "
+                "SaslTest.clientSendsSaslMechanisms / clientSendsSaslChallenge guard against",
+                PROTOCOL_LAYER,
+                "connection.BrokerConnection._on_protocol_error",
             ),
             _fault(
                 "keep-dynamic-nodes",

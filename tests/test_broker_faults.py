@@ -430,6 +430,36 @@ def txn_discharge_unknown_accepted(b, c) -> bool:
     return isinstance(request(Discharge(txn_id=b"\xff\xff")), Accepted)
 
 
+def sasl_answers_as_client(b, c) -> bool:
+    """A second connection sends the SASL header and, after the broker's sasl-mechanisms,
+    a sasl-mechanisms of its own: the broker answers it with a sasl-init (5.3.2)."""
+    import socket
+    import time
+
+    from amqpspec.amqp10.builder import sasl_frame
+    from amqpspec.amqp10.composites import SaslMechanisms
+    from amqpspec.amqp10.frames import SASL_HEADER, Frame, decode_stream
+
+    received = b""
+    with socket.create_connection(("127.0.0.1", b.port), timeout=0.5) as sock:
+        sock.sendall(SASL_HEADER.encode())
+        deadline = time.monotonic() + 3.0
+        sent = False
+        while time.monotonic() < deadline:
+            if not sent and b"\x00\x53\x40" in received:  # sasl-mechanisms arrived
+                sock.sendall(sasl_frame(SaslMechanisms(sasl_server_mechanisms=[symbol("PLAIN")])))
+                sent = True
+            try:
+                chunk = sock.recv(4096)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            received += chunk
+    frames = [item for item in decode_stream(received) if isinstance(item, Frame)]
+    return any(frame.name == "sasl-init" for frame in frames)
+
+
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "overdeliver-on-regrant": (overdeliver_on_regrant, {}),
     "transfer-before-credit": (transfer_before_credit, {}),
@@ -455,6 +485,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
     "sole-connection-weak-detection": (sole_connection_weak_detection, {}),
     "forget-unsettled-on-reattach": (forget_unsettled_on_reattach, {}),
+    "sasl-answers-as-client": (sasl_answers_as_client, {}),
     "report-unknown-filters": (report_unknown_filters, {}),
     "properties-filter-ignores-subject": (properties_filter_ignores_subject, {}),
     "txn-post-immediately": (txn_post_immediately, {}),

@@ -232,6 +232,7 @@ BROKER_FAULTS = {
     "keep-dynamic-nodes",
     "sole-connection-weak-detection",
     "forget-unsettled-on-reattach",
+    "sasl-answers-as-client",
     "report-unknown-filters",
     "properties-filter-ignores-subject",
     "ws-drop-short-messages",  # the WebSocket listener's (tests/test_websocket.py)
