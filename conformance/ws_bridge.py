@@ -15,6 +15,7 @@ the TCP connection at once (`refusals` counts them, with the reason in `last_ref
 `broker_side_port(port)`: the port the broker sees for the TCP client on `port` (a case
 that closes its connection through the admin API names it by that port).
 A text message from the broker closes both (the binding carries AMQP in binary messages).
+`broker_closes`: how the broker ended each WebSocket it ended first (its close code).
 
     with WebSocketBridge("ws://127.0.0.1:15673/") as bridge:
         Probe("127.0.0.1", bridge.port, ...)
@@ -81,6 +82,9 @@ class WebSocketBridge:
         self.refusals = 0
         self.last_refusal = ""
         self.messages_sent = 0  # binary WebSocket messages written to the broker
+        # the close code of each WebSocket the broker ended (before the TCP client did):
+        # 1000 after a close handshake, 1006 (abnormal closure) when it dropped the TCP
+        self.broker_closes: list[int | None] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._ready = threading.Event()
@@ -168,6 +172,8 @@ class WebSocketBridge:
                     upstream = asyncio.create_task(self._upstream(reader, ws))
                     try:
                         await self._downstream(ws, writer)
+                        if not upstream.done():  # the broker ended the WebSocket first
+                            self.broker_closes.append(ws.close_code)
                     finally:
                         with _PORTS_LOCK:
                             _UPSTREAM_PORTS.pop(client[1], None)

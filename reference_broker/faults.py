@@ -20,7 +20,7 @@ Where each fault lives:
   keep-dynamic-nodes (dynamic_nodes.py), sole-connection-weak-detection
   (sole_connection.py), forget-unsettled-on-reattach (recovery.py),
   report-unknown-filters and properties-filter-ignores-subject (filters.py),
-  ws-drop-short-messages (websocket.py); the
+  ws-drop-short-messages and ws-close-without-handshake (websocket.py); the
   transaction faults (Part 4, in `reference_broker.transactions`):
   txn-post-immediately, txn-discharge-unknown-accepted.
 - parser layer (`reference_broker.parser_faults`, called for every engine event while one
@@ -51,7 +51,7 @@ PROTOCOL_LAYER = "protocol"
 PARSER_LAYER = "parser"
 WIRE_LAYER = "wire"
 # faults of the WebSocket listener (websocket.py): they show only in a run over ws://
-WEBSOCKET_FAULTS = ("ws-drop-short-messages",)
+WEBSOCKET_FAULTS = ("ws-drop-short-messages", "ws-close-without-handshake")
 # queue-layer faults that only two consumers of one queue can show (fuzz.multiparty cases)
 CONCURRENCY_FAULTS = (
     "shared-credit-across-links",
@@ -347,6 +347,15 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "SaslTest.clientSendsSaslMechanisms / clientSendsSaslChallenge guard against",
                 PROTOCOL_LAYER,
                 "connection.BrokerConnection._on_protocol_error",
+            ),
+            _fault(
+                "ws-close-without-handshake",
+                "over WebSocket, the broker ends a connection by closing the TCP connection, "
+                "without the WebSocket close handshake (no close frame)",
+                "OASIS AMQP WebSocket Binding v1.0 4 Closing a Connection (the WebSocket "
+                "closing handshake of RFC 6455 7.1.2)",
+                PROTOCOL_LAYER,
+                "websocket._write",
             ),
             _fault(
                 "keep-dynamic-nodes",

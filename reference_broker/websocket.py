@@ -13,9 +13,10 @@ Owns: `start_websocket(context, host, port, path)` (an aiohttp server on the bro
 and `_serve` (one WebSocket connection -> one BrokerConnection, the same sans-IO connection
 the TCP listener, pump.AmqpProtocol, feeds). An upgrade that does not offer the `amqp`
 subprotocol is refused (HTTP 400: no AMQP without it); a text message is answered with the
-close code 1003 (RFC 6455 7.4.1: a type of data the endpoint cannot accept). The fault
-ws-drop-short-messages (faults.py) lives here. May touch: connection.py through
-BrokerConnection's entry points; nothing of the protocol.
+close code 1003 (RFC 6455 7.4.1: a type of data the endpoint cannot accept). When the
+connection ends the WebSocket close handshake is started (close code 1000). The faults
+ws-drop-short-messages and ws-close-without-handshake (faults.py) live here. May touch:
+connection.py through BrokerConnection's entry points; nothing of the protocol.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -78,7 +80,10 @@ async def _serve(context: BrokerContext, request: web.Request) -> web.StreamResp
         tuple((local or ("?", 0))[:2]),  # type: ignore[arg-type]
         connected_at=time.time(),
     )
-    writer = asyncio.create_task(_write(ws, outgoing))
+    drop = None
+    if context.faults.ws_close_without_handshake and request.transport is not None:
+        drop = request.transport.close  # the TCP connection closed, no WebSocket close frame
+    writer = asyncio.create_task(_write(ws, outgoing, drop))
     faults = context.faults
     try:
         async for message in ws:
@@ -105,9 +110,14 @@ async def _serve(context: BrokerContext, request: web.Request) -> web.StreamResp
     return ws
 
 
-async def _write(ws: web.WebSocketResponse, outgoing: asyncio.Queue[bytes | None]) -> None:
+async def _write(
+    ws: web.WebSocketResponse,
+    outgoing: asyncio.Queue[bytes | None],
+    drop: Callable[[], object] | None = None,
+) -> None:
     """The broker's bytes as binary messages, in order; None: the WebSocket close
-    handshake (WSB: the connection ends with it)."""
+    handshake (WSB: the connection ends with it), or `drop()` under the fault
+    ws-close-without-handshake."""
     while True:
         data = await outgoing.get()
         if data is None:
@@ -123,5 +133,8 @@ async def _write(ws: web.WebSocketResponse, outgoing: asyncio.Queue[bytes | None
             await ws.send_bytes(b"".join(chunks))
         except (ConnectionError, RuntimeError):
             return
+    if drop is not None:
+        drop()
+        return
     with contextlib.suppress(Exception):
         await ws.close()

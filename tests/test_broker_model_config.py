@@ -236,6 +236,7 @@ BROKER_FAULTS = {
     "report-unknown-filters",
     "properties-filter-ignores-subject",
     "ws-drop-short-messages",  # the WebSocket listener's (tests/test_websocket.py)
+    "ws-close-without-handshake",
     "txn-post-immediately",
     "txn-discharge-unknown-accepted",
     # only two consumers of one queue show these (tests/test_fuzz_multiparty.py)

@@ -52,7 +52,7 @@ def test_the_suite_over_websocket_gives_the_verdicts_it_gives_over_tcp(
     assert verdicts == {case: entry["verdict"] for case, entry in over_tcp.items()}
     assert len(verdicts) >= 20 and set(verdicts.values()) == {"OK"}, verdicts
     binding = [case for case in verdicts if case.startswith("2.1/websocket-")]
-    assert len(binding) == 5  # run in both: over TCP through the admin API's ws listener
+    assert len(binding) == 6  # run in both: over TCP through the admin API's ws listener
     # the run records its transport: the run header, each entry, the JUnit properties
     assert {entry.get("transport") for entry in over_ws.values()} == {"websocket"}
     assert {entry.get("transport") for entry in over_tcp.values()} == {None}
@@ -64,16 +64,24 @@ def test_the_suite_over_websocket_gives_the_verdicts_it_gives_over_tcp(
     assert "binary WebSocket messages carried" in trace and "<- @transfer" in trace
 
 
-def test_the_short_message_fault_is_caught_over_websocket(tmp_path: Path) -> None:
-    faulty = reference_broker("ws-drop-short-messages")
+@pytest.mark.parametrize(
+    ("fault", "catcher", "reason"),
+    [
+        ("ws-drop-short-messages", "2.1/websocket-byte-per-message", "binary WebSocket messages"),
+        ("ws-close-without-handshake", "2.1/websocket-close-handshake", "close codes [1006]"),
+    ],
+)
+def test_each_websocket_fault_is_caught_over_websocket(
+    fault: str, catcher: str, reason: str, tmp_path: Path
+) -> None:
+    faulty = reference_broker(fault)
     try:
         entries = _run(faulty.ws_url, faulty, tmp_path, "-k", "websocket", "--pipelined", "never")
     finally:
         faulty.stop()
     verdicts = {case: entry["verdict"] for case, entry in entries.items()}
-    assert verdicts["2.1/websocket-byte-per-message"] == "DIFFERS", entries
-    assert "binary WebSocket messages sent" in entries["2.1/websocket-byte-per-message"]["reason"]
-    others = {v for case, v in verdicts.items() if case != "2.1/websocket-byte-per-message"}
+    assert verdicts[catcher] == "DIFFERS" and reason in entries[catcher]["reason"], entries
+    others = {v for case, v in verdicts.items() if case != catcher}
     assert others == {"OK"}, verdicts
 
 

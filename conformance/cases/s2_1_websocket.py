@@ -20,6 +20,11 @@ Owns the cases `2.1/websocket-*` (2.1 Transport: the byte stream AMQP runs over)
 
 from __future__ import annotations
 
+import time
+
+from aiohttp import WSCloseCode
+
+from amqpspec.amqp10.engine import RemoteClose
 from amqpspec.amqp10.frames import SASL_HEADER
 from amqpspec.amqp10.message import Message
 from amqpspec.conformance.registry import MODEL, case
@@ -164,3 +169,35 @@ def websocket_protocol_header(probe, ctx):
             f"expected sasl-mechanisms after the broker's SASL header; "
             f"{header_probe.observed(since)}"
         ) from exc
+
+
+@case(
+    "2.1/websocket-close-handshake",
+    MODEL,
+    "After the AMQP close exchange the broker ends the WebSocket with the close handshake "
+    "(a close frame, code 1000), not by dropping the TCP connection (WSB 4, Closing a "
+    "Connection).",
+    model=WSB,
+    requires={"websocket"},
+    pipelined=False,
+)
+def websocket_close_handshake(probe, ctx):
+    """An open connection closed with an AMQP close: once the broker answered it, the
+    WebSocket ends, and the bridge reads the broker's WebSocket close code."""
+    close_probe, bridge = bridged_probe(ctx)
+    close_probe.open()
+    close_probe.conn.close(None)
+    close_probe.flush()
+    close_probe.expect_type(RemoteClose)
+    ended = close_probe.wait_closed(ctx.profile.wait)
+    deadline = time.monotonic() + 1.0  # the bridge records the code as it closes the TCP
+    while ended and not bridge.broker_closes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    codes = [None if code is None else int(code) for code in bridge.broker_closes]
+    ctx.note(f"the broker's WebSocket close codes: {codes}")
+    ctx.check(
+        ended and codes == [WSCloseCode.OK],
+        f"expected the WebSocket closed by the broker with code {int(WSCloseCode.OK)} after its "
+        f"AMQP close; observed {'close codes ' + str(codes) if ended else 'it still open'} "
+        f"within {ctx.profile.wait:g} s",
+    )
