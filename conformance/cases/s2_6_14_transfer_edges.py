@@ -15,24 +15,30 @@ duplicate unsettled tag, rcv-settle-mode second on a link negotiated first) or d
 the text does not address (a changed message-format on a continuation, a transfer without
 any section), no sentence says how the receiver answers: its answer is recorded (MAY).
 
+The broker as sender: a consumer's non-terminal delivery state (received, 3.4.1) before
+its accepted outcome; the broker MUST NOT send the received state back (3.4.1) and MUST
+NOT send the accepted message again (3.5.2).
+
 Owns the cases `2.6.14/interleaved-*`, `2.6.14/continuation-without-payload`,
 `2.7.5/transfer-without-payload`, `2.7.5/message-format-changed`,
-`2.7.5/transfer-rcv-settle-*` and `2.6.12/delivery-tag-*`.
+`2.7.5/transfer-rcv-settle-*`, `2.6.12/delivery-tag-*` and
+`3.4.1/received-state-then-accepted`.
 """
 
 from __future__ import annotations
 
 import time
 
-from amqpspec.amqp10.composites import Transfer
+from amqpspec.amqp10.composites import Accepted, Received, Transfer
 from amqpspec.amqp10.engine import DispositionReceived, Link, Session
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import RcvSettleMode, Role
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.registry import MAY, MUST, case
 from amqpspec.conformance.runner import CaseContext
-from amqpspec.conformance.steps.deliveries import collect
-from amqpspec.conformance.steps.links import consumer, publisher
+from amqpspec.conformance.steps.deliveries import collect, queued_receiver
+from amqpspec.conformance.steps.links import consumer, publisher, unsettled_consumer
+from amqpspec.conformance.steps.sentences import NOT_RESENT
 
 BARE_ENCODING = "3.2/message-format.2"  # the bare message's exact encoding not modified
 SETTLE_FIRST = "2.7.5/transfer.rcv-settle-mode.1"  # receiver settles once it has arrived
@@ -40,6 +46,7 @@ SECOND_ILLEGAL = "2.7.5/transfer.rcv-settle-mode.3"  # second on a link negotiat
 NOT_INTERLEAVED = "2.6.14/transferring-large-messages.1"  # one link: not interleaved
 TAG_UNIQUE = "2.6.12/transferring-a-message.2"  # unique amongst unsettled deliveries
 FORMAT_FIRST = "2.7.5/transfer.message-format.1"  # specified on the first transfer
+RECEIVED_NOT_SENT = "3.4.1/received.1"  # the Sender never sends the received state
 ENDINGS = {"detach:*", "end:*", "close:*"}
 SETTLE_WAIT = 2.0  # seconds for the broker's dispositions (a local broker answers in ms)
 ANSWER_WAIT = 0.5  # seconds for the broker to end something after an illegal frame
@@ -423,3 +430,52 @@ def delivery_tag_duplicate_unsettled(probe, ctx):
         _first(sender, base + 1, b"twice", _body("twice-1")),
     ])  # fmt: skip
     _recorded(probe, ctx, since, {base, base + 1})
+
+
+@case(
+    "3.4.1/received-state-then-accepted",
+    MUST,
+    "The Sender MUST NOT send the received state on transfer or disposition performatives "
+    "except on the first transfer performative on a resumed delivery; a delivery the "
+    "receiver marks received (non-terminal), then accepts and settles, is not sent again.",
+    sentences=(RECEIVED_NOT_SENT, NOT_RESENT),
+    role="sender",
+    requires={"queues", "unsettled-deliveries", "requeue-on-detach"},
+)
+def received_state_then_accepted(probe, ctx):
+    """One message taken unsettled; our disposition states received (section 0, offset 0)
+    unsettled; the broker's frames after it carry no received state (an ending is
+    recorded); then accepted and settled, the link detached: a new consumer gets nothing."""
+    queue, link = queued_receiver(probe, ctx, 1, unsettled=True, credit=1)
+    delivery = probe.receive(link, 1, settle=False)[0]
+    since = probe.mark()
+    link.disposition(delivery.delivery_id, state=Received(section_number=0, section_offset=0))
+    probe.flush()
+    ending = probe.error_outcome(timeout=0.2, since=since)
+    echoed = [
+        item.item
+        for name in ("disposition", "transfer")
+        for item in probe.frames_since(since, name)
+        if isinstance(item.item.performative.state, Received)
+    ]
+    ctx.must(
+        not echoed,
+        f"expected no received state from the broker (the sender); observed {echoed[0]}"
+        if echoed
+        else "",
+        RECEIVED_NOT_SENT,
+    )
+    if ending not in ("timeout",):
+        ctx.note(f"the broker ended something after the received state: {ending} (recorded)")
+        return
+    link.disposition(delivery.delivery_id, settled=True, state=Accepted())
+    probe.flush()
+    probe.detach(link)
+    other = ctx.probe()
+    _, again = unsettled_consumer(other, ctx, queue, credit=5)
+    back = collect(other, again, 0.4)
+    ctx.must(
+        not back,
+        f"expected the accepted message not sent again; observed {len(back)} resent",
+        NOT_RESENT,
+    )
