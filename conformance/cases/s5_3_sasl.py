@@ -11,7 +11,9 @@ frame during the exchange (5.3.1 calls its receipt an irrecoverable error but no
 what the receiver does: the answer is recorded) and the server-only frames sasl-mechanisms,
 sasl-challenge and sasl-outcome from the client (5.3.2 MUST: the SASL client and server are
 the TCP client and server, so the broker never answers as a SASL client; how it refuses
-is recorded).
+is recorded). A sasl-init of exactly 512 octets (the SASL frame maximum, 5.3.1) is answered
+with an outcome (2.7.1 MUST: frames up to 512 octets are accepted); one of 2,048 octets, as
+long OAuth2 tokens make, is the client's break of 5.3.1 and its answer is recorded.
 
 Owns the cases `5.3.*/*`.
 """
@@ -46,6 +48,8 @@ MECHANISMS_NOT_EMPTY = "5.3.3.1/sasl-mechanisms.sasl-server-mechanisms.1"  # inv
 HEADERS_AFTER_OK = "5.3.3.5/sasl-outcome.1"  # after success the peers exchange headers
 EMPTY_FRAME = "5.3.1/sasl-frames.4"  # receipt of an empty frame is an irrecoverable error
 ROLES = "5.3.2/sasl-negotiation.3"  # SASL client/server MUST be the TCP client/server
+FRAME_FLOOR = "2.7.1/open.max-frame-size.3"  # frames up to 512 octets MUST be accepted
+SASL_FRAME_MAX = 512  # 5.3.1: the maximum size of a SASL frame is MIN-MAX-FRAME-SIZE
 
 
 @case(
@@ -360,3 +364,67 @@ def client_sends_outcome(probe, ctx):
     """After the broker's sasl-mechanisms, a sasl-outcome ok from us, then the AMQP header
     and an open: no sasl-init or sasl-response from the broker."""
     _server_frame_from_client(probe, ctx, SaslOutcome(code=0))
+
+
+def _long_init(ctx, probe, frame_size: int) -> SaslInit:
+    """A sasl-init whose SASL frame is `frame_size` octets: ANONYMOUS with long trace
+    information when the profile has it (an instant outcome; RabbitMQ delays a failed one
+    by seconds), else PLAIN with a long wrong password."""
+    mechanism = "ANONYMOUS" if ctx.profile.has("sasl-anonymous") else ctx.profile.sasl
+    if mechanism == "none":
+        ctx.require("sasl-plain")
+    user = probe.username or "guest"
+
+    def init(pad: int) -> SaslInit:
+        if mechanism == "PLAIN":
+            return SaslInit(
+                mechanism=symbol("PLAIN"),
+                initial_response=b"\0%s\0%s" % (user.encode(), b"x" * pad),
+            )
+        return SaslInit(mechanism=symbol(mechanism), initial_response=b"x" * pad)
+
+    pad = frame_size
+    while pad > 0 and len(sasl_frame(init(pad))) > frame_size:
+        pad -= 1
+    made = init(pad)
+    if len(sasl_frame(made)) != frame_size:
+        raise Unsupported(f"no {mechanism} sasl-init of exactly {frame_size} octets")
+    return made
+
+
+@case(
+    "5.3.1/sasl-init-512-octets",
+    MUST,
+    "Both peers MUST accept frames of up to MIN-MAX-FRAME-SIZE (512) octets large, the "
+    "maximum size of a SASL frame (5.3.1): a 512-octet sasl-init is answered with a "
+    "sasl-outcome (its code recorded: the trace is long or the password wrong).",
+    sentences=(FRAME_FLOOR,),
+    outcomes={"sasl-outcome:*"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+)
+def init_512_octets(probe, ctx):
+    """SASL header; after sasl-mechanisms a sasl-init of exactly 512 octets (ANONYMOUS with
+    long trace information, or PLAIN with a long wrong password): a sasl-outcome."""
+    init = _long_init(ctx, probe, SASL_FRAME_MAX)
+    probe.send_header(SASL_HEADER)
+    probe.wait_for_frame("sasl-mechanisms")
+    probe.send_frame(init)
+    ctx.outcome(sasl_outcome(probe))
+
+
+@case(
+    "5.3.1/sasl-init-over-512",
+    MAY,
+    "The maximum size of a SASL frame is MIN-MAX-FRAME-SIZE (5.3.1; no normative word): a "
+    "2,048-octet sasl-init (a long OAuth2 token) breaks it; the broker's answer is recorded "
+    "(Qpid Broker-J accepts ~100 kB tokens).",
+    outcomes={"sasl-outcome:*"},
+    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+)
+def init_over_512(probe, ctx):
+    """SASL header; after sasl-mechanisms a 2,048-octet sasl-init: recorded."""
+    init = _long_init(ctx, probe, 2048)
+    probe.send_header(SASL_HEADER)
+    probe.wait_for_frame("sasl-mechanisms")
+    probe.send_frame(init)
+    ctx.outcome(sasl_outcome(probe, timeout=1.0))
