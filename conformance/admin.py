@@ -28,6 +28,7 @@ from amqpspec.reference_broker.admin_client import ManagementClient, ManagementE
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _RESTORED_WATERMARK = "0.4"
 WS_LISTENER = "amqp/ws"  # the reference broker's AMQP-over-WebSocket listener (websocket.py)
+WS_LISTENERS = {WS_LISTENER: "ws", "amqp/wss": "wss"}  # listener protocol -> URL scheme
 
 
 class Admin:
@@ -159,16 +160,17 @@ class RabbitMqHttpAdmin(Admin):
             time.sleep(0.25)
 
     def websocket_url(self) -> str:
-        """The `amqp/ws` listener of /api/overview (the reference broker's with --ws-port;
-        `path` is its own field, "/" when absent)."""
+        """The `amqp/ws` (`amqp/wss`) listener of /api/overview (the reference broker's with
+        --ws-port; `path` is its own field, "/" when absent)."""
         overview = self._call("overview", self.client.overview)
         for listener in overview.get("listeners") or ():
-            if listener.get("protocol") == WS_LISTENER:
+            scheme = WS_LISTENERS.get(str(listener.get("protocol")))
+            if scheme is not None:
                 host = str(listener.get("ip_address") or "")
                 if host in ("", "0.0.0.0", "::"):
                     host = self.client.host
                 host = f"[{host}]" if ":" in host else host
-                return f"ws://{host}:{listener['port']}{listener.get('path') or '/'}"
+                return f"{scheme}://{host}:{listener['port']}{listener.get('path') or '/'}"
         raise Unsupported(
             f"the broker's admin API lists no {WS_LISTENER} listener (AMQP over WebSocket)"
         )

@@ -20,6 +20,7 @@ TOML layout (every key optional)::
     tls_port = 5671
     ws_port = 15673               # AMQP over WebSocket (websocket.py); -1 = none (default)
     ws_path = "/"
+    ws_tls = false                # true: wss:// with tls_cert / tls_key
     idle_timeout = 60             # seconds advertised in open.idle-time-out; 0 = none
     [users.guest]
     password = "guest"
@@ -148,6 +149,7 @@ class BrokerConfig:
     # AMQP over WebSocket (websocket.py): -1 = no WebSocket listener, 0 = any free port
     ws_port: int = -1
     ws_path: str = "/"
+    ws_tls: bool = False  # the WebSocket listener over TLS (wss://) with tls_cert / tls_key
     fsync: bool = True
     faults: Faults = field(default_factory=Faults)
     limits: Limits = field(default_factory=Limits)
@@ -163,6 +165,7 @@ class BrokerConfig:
         _check(-1 <= self.admin_port <= 65535, "admin_port must be -1..65535")
         _check(-1 <= self.ws_port <= 65535, "ws_port must be -1..65535")
         _check(self.ws_path.startswith("/"), "ws_path must start with /")
+        _check(not self.ws_tls or self.tls_cert is not None, "ws_tls needs tls_cert and tls_key")
         _check(self.limits.max_frame_size >= 512, "max_frame_size must be at least 512 (2.7.1)")
         _check(1 <= self.limits.channel_max <= 65535, "channel_max must be 1..65535")
         _check(self.limits.handle_max >= 1, "handle_max must be at least 1")
@@ -250,6 +253,7 @@ _TOP_LEVEL = {
     "tls_port",
     "ws_port",
     "ws_path",
+    "ws_tls",
     "fsync",
     "faults",
     "users",
@@ -337,6 +341,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "= none, 0 = any free port)",
     )
     add("--ws-path", help="the WebSocket listener's path (default /)")
+    add(
+        "--ws-tls",
+        action="store_true",
+        default=None,
+        help="serve the WebSocket listener over TLS (wss://) with --tls-cert / --tls-key",
+    )
     add("--log-level", choices=LOG_LEVELS)
     add(
         "--fault",
@@ -436,6 +446,7 @@ def from_args(args: argparse.Namespace | Sequence[str]) -> BrokerConfig:
         "tls_port",
         "ws_port",
         "ws_path",
+        "ws_tls",
         "log_level",
     ):
         if get(key) is not None:

@@ -27,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent  # where the `reference_broker` package is
 # server.py's ready line: "... ready on HOST:PORT (admin HOST:PORT)" or "(no admin)"
 _READY = re.compile(r"ready on (?P<host>\S+):(?P<port>\d+) \((?:admin \S+:(?P<admin>\d+))?")
-_WS_READY = re.compile(r"ws://[^\s:]+:(?P<port>\d+)(?P<path>/[^\s,)]*)")  # with --ws-port
+# with --ws-port (wss:// with --ws-tls)
+_WS_READY = re.compile(r"(?P<scheme>wss?)://[^\s:]+:(?P<port>\d+)(?P<path>/[^\s,)]*)")
 
 
 def free_port(avoid: Collection[int] = (), host: str = "127.0.0.1") -> int:
@@ -77,6 +78,7 @@ class BrokerProcess:
         self._ports: tuple[int, int | None] | None = None
         self.ws_port: int | None = None  # with --ws-port in `options` (websocket.py)
         self.ws_path = "/"
+        self.ws_scheme = "ws"
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         self.port, self.admin_port = self._wait_ready()
@@ -87,9 +89,9 @@ class BrokerProcess:
 
     @property
     def ws_url(self) -> str:
-        """AMQP over WebSocket (started with `--ws-port 0`)."""
+        """AMQP over WebSocket (started with `--ws-port 0`; wss:// with `--ws-tls`)."""
         assert self.ws_port is not None, "the broker was started without --ws-port"
-        return f"ws://127.0.0.1:{self.ws_port}{self.ws_path}"
+        return f"{self.ws_scheme}://127.0.0.1:{self.ws_port}{self.ws_path}"
 
     @property
     def admin_url(self) -> str:
@@ -124,6 +126,7 @@ class BrokerProcess:
                     ws = _WS_READY.search(line)
                     if ws is not None:
                         self.ws_port, self.ws_path = int(ws.group("port")), ws.group("path")
+                        self.ws_scheme = ws.group("scheme")
                     self._ready.set()
         self._ready.set()  # the end of its output: it will not get ready
 

@@ -88,12 +88,16 @@ class BrokerServer:
                 {"protocol": "amqp/ssl", "ip_address": config.host, "port": self.tls_port}
             )
         if config.ws_port >= 0:
+            ws_tls = None
+            if config.ws_tls:  # wss://: the amqps listener's certificate and key
+                ws_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                ws_tls.load_cert_chain(config.tls_cert, config.tls_key)
             self._ws_runner, self.ws_port = await start_websocket(
-                self.context, config.host, config.ws_port, config.ws_path
+                self.context, config.host, config.ws_port, config.ws_path, ws_tls
             )
             listeners.append(
                 {
-                    "protocol": "amqp/ws",
+                    "protocol": "amqp/wss" if config.ws_tls else "amqp/ws",
                     "ip_address": config.host,
                     "port": self.ws_port,
                     "path": config.ws_path,
@@ -107,7 +111,8 @@ class BrokerServer:
         admin = f"admin {config.admin_host}:{self.admin_port}" if self.admin else "no admin"
         tls_text = f", amqps {config.host}:{self.tls_port}" if self.tls_port else ""
         if self.ws_port is not None:
-            tls_text += f", ws://{config.host}:{self.ws_port}{config.ws_path}"
+            scheme = "wss" if config.ws_tls else "ws"
+            tls_text += f", {scheme}://{config.host}:{self.ws_port}{config.ws_path}"
         log.info(
             "amqpspec reference broker ready on %s:%s (%s%s)",
             config.host,

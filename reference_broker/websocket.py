@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable
 
@@ -44,15 +45,19 @@ MAX_MESSAGE = 4 * 1024 * 1024  # one WebSocket message at most (aiohttp's max_ms
 
 
 async def start_websocket(
-    context: BrokerContext, host: str, port: int, path: str = DEFAULT_PATH
+    context: BrokerContext,
+    host: str,
+    port: int,
+    path: str = DEFAULT_PATH,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[web.AppRunner, int]:
-    """Serve AMQP over WebSocket on host:port at `path`; (the runner to clean up, the bound
-    port)."""
+    """Serve AMQP over WebSocket on host:port at `path` (wss:// with `tls`); (the runner to
+    clean up, the bound port)."""
     app = web.Application()
     app.router.add_get(path, lambda request: _serve(context, request))
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=tls)
     await site.start()
     server = site._server  # aiohttp keeps the asyncio server here; its socket has the port
     bound = server.sockets[0].getsockname()[1] if server is not None else port

@@ -6,6 +6,7 @@ transport, the binding's own cases (2.1/websocket-*), and the fault they catch."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,11 +33,13 @@ def broker() -> Iterator[BrokerProcess]:
     running.stop()
 
 
-def _run(url: str, broker: BrokerProcess, results: Path, *extra: str) -> dict[str, dict]:
+def _run(
+    url: str, broker: BrokerProcess, results: Path, *extra: str, env: dict | None = None
+) -> dict[str, dict]:
     done = subprocess.run(
         [sys.executable, "-m", "amqpspec.cli", "run", "--broker", url, "--profile", "reference",
          "--admin", broker.admin_url, "--results", str(results), "-q", "--jobs", "4", *extra],
-        cwd=REPO, capture_output=True, text=True, timeout=240,
+        cwd=REPO, capture_output=True, text=True, timeout=240, env=env,
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads((results / "index.json").read_text())["reference"]
@@ -95,3 +98,34 @@ def test_broker_urls_name_their_transport() -> None:
     assert BrokerTarget.parse("amqp://h").transport == "tcp"
     with pytest.raises(ValueError, match="ws://"):
         BrokerTarget.parse("http://h")
+
+
+def test_the_suite_runs_over_wss_with_a_trusted_certificate(tmp_path: Path) -> None:
+    """--ws-tls: wss:// with the amqps certificate; the run verifies it (SSL_CERT_FILE
+    trusts this self-signed one), and without that trust the preflight says why."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-days", "1", "-keyout", str(key),
+         "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    broker = BrokerProcess(
+        "--ws-port", "0", "--ws-tls", "--tls-cert", str(cert), "--tls-key", str(key),
+        "--tls-port", "0", admin=True,
+    )  # fmt: skip
+    try:
+        assert broker.ws_url.startswith("wss://")
+        env = {**os.environ, "SSL_CERT_FILE": str(cert)}
+        selection = "websocket or 2.2/header-amqp-answered or credit-single-grant"
+        entries = _run(broker.ws_url, broker, tmp_path / "r", "-k", selection, env=env)
+        assert len(entries) >= 7 and {e["verdict"] for e in entries.values()} == {"OK"}
+        untrusted = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
+        refused = subprocess.run(
+            [sys.executable, "-m", "amqpspec.cli", "run", "--broker", broker.ws_url,
+             "--profile", "reference", "--results", str(tmp_path / "u"), "-k", "2.2/header"],
+            cwd=REPO, capture_output=True, text=True, timeout=120, env=untrusted,
+        )  # fmt: skip
+        assert refused.returncode == 2 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr
+    finally:
+        broker.stop()
