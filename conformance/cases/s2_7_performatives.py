@@ -1,8 +1,11 @@
 """2.6.3 / 2.7.x: a link to a missing node is attached with a null terminus and then
-detached at once (2.6.3 MUST), a close is answered with a close before the connection
-ends (2.4.3 MUST), the bare message of a multi-frame or ordinary delivery comes out with
-its exact encoding (3.2 MUST); how the broker answers a detach and an end, and whether it
-grants a publisher credit, are recorded (MAY: no keyword sentence binds it).
+detached at once (2.6.3 MUST), and so is a link whose attach (a receiver without a target,
+a sender without a source: the probe's own terminus absent) the broker answers with a null
+terminus (what it answers otherwise is recorded), a close is answered with a close before
+the connection ends (2.4.3 MUST), the bare message of a multi-frame or ordinary delivery
+comes out with its exact encoding (3.2 MUST); how the broker answers a detach and an end,
+and whether it grants a publisher credit, are recorded (MAY: no keyword sentence binds
+it).
 
 Owns the cases `2.6.3/*`, `2.7.7/*`, `2.7.8/*`, `2.7.9/*`, `2.6.14/*` and `3.2/*`.
 """
@@ -54,6 +57,79 @@ def attach_missing_node(probe, ctx):
         f"{probe.observed(since)}",
     )
     ctx.note(f"outcome {observed}")
+
+
+def _null_terminus_answer(probe, ctx, attach, ours: str) -> None:
+    """`attach()` sends our attach without our own terminus (`ours`: target or source):
+    the broker's attach with a null terminus of its own must be followed by its detach
+    (2.6.3 MUST); an attach with its terminus, and what follows, is recorded."""
+    session = probe.open_session()
+    since = probe.mark()
+    attach(session)
+    probe.flush()
+    observed = probe.error_outcome(timeout=1.0, since=since)
+    attaches = [f.item.performative for f in probe.frames_since(since, "attach")]
+    if not attaches:
+        ctx.note(f"no attach answered our attach without a {ours}; {probe.observed(since)}")
+        ctx.note(f"outcome {observed}")
+        return
+    theirs = attaches[0].source if ours == "target" else attaches[0].target
+    null_side = "source" if ours == "target" else "target"
+    ctx.note(f"the broker's attach: {null_side} {'null' if theirs is None else 'set'}")
+    ctx.note(f"outcome {'attached' if observed == 'timeout' else observed}")
+    if theirs is not None:
+        return
+    ctx.check(
+        bool(list(probe.frames_since(since, "detach"))),
+        f"expected a detach right after the broker's attach with a null {null_side}; "
+        f"{probe.observed(since)}",
+    )
+
+
+@case(
+    "2.6.3/attach-receiver-null-target",
+    MUST,
+    "If the application chooses not to create a Terminus, the Session Endpoint will still "
+    "issue an attach indicating that the Link Endpoint has no associated local terminus; "
+    "it MUST immediately detach the newly created Link Endpoint: a receiver attached "
+    "without a target, answered with a null source, is detached (an attach with a source "
+    "is recorded).",
+    sentences=(NULL_TERMINUS,),
+    requires={"queues"},
+    pipelined=False,  # reads the broker's attach before grading
+)
+def attach_receiver_null_target(probe, ctx):
+    """A receiver from a queue whose attach carries no target: if the broker's attach
+    has a null source, its detach follows."""
+    queue = ctx.queue()
+
+    def attach(session):
+        session.attach_receiver("null-target", Source(address=ctx.source(queue)), None)
+
+    _null_terminus_answer(probe, ctx, attach, "target")
+
+
+@case(
+    "2.6.3/attach-sender-null-source",
+    MUST,
+    "If the application chooses not to create a Terminus, the Session Endpoint will still "
+    "issue an attach indicating that the Link Endpoint has no associated local terminus; "
+    "it MUST immediately detach the newly created Link Endpoint: a sender attached without "
+    "a source, answered with a null target, is detached (an attach with a target is "
+    "recorded).",
+    sentences=(NULL_TERMINUS,),
+    requires={"queues"},
+    pipelined=False,  # reads the broker's attach before grading
+)
+def attach_sender_null_source(probe, ctx):
+    """A sender to a queue whose attach carries no source: if the broker's attach has a
+    null target, its detach follows."""
+    queue = ctx.queue()
+
+    def attach(session):
+        session.attach_sender("null-source", None, Target(address=ctx.target_address(queue)))
+
+    _null_terminus_answer(probe, ctx, attach, "source")
 
 
 @case(
