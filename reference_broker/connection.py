@@ -345,6 +345,8 @@ class BrokerConnection:
         self.management_pairs: dict[tuple[BrokerSession, str], ManagementPair] = {}
         self.management_links: dict[Any, ManagementPair] = {}
         self._credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
+        # fault session-scoped-delivery-tags: the tags each session's publishers used
+        self._fault_session_tags: dict[BrokerSession, set[bytes]] = {}
         self.transactions = Transactions(self)  # Part 4: coordinators, transactions
         self.sessions_with_confirms: list[BrokerSession] = []
         self._dirty = False
@@ -1177,6 +1179,8 @@ class BrokerConnection:
             # 2.7.5 resume / 2.6.13: "The receiver MUST ignore resumed deliveries that are
             # not in its local unsettled map" - this broker keeps none across attaches
             return
+        if self.faults.session_scoped_delivery_tags and self._seen_tag(session, event):
+            return  # fault: a tag seen on the session taken for a duplicate, never settled
         if self.context.alarm_active:
             self._transfer_during_alarm(session)
         to = subject = headers = None
@@ -1229,6 +1233,17 @@ class BrokerConnection:
             # decided after the whole read: the engine has already counted every transfer
             # of it against the credit, and the unconfirmed count must include them too
             self._credit_checks.append(publisher)
+
+    def _seen_tag(self, session: BrokerSession, event: ev.TransferReceived) -> bool:
+        """Fault session-scoped-delivery-tags: has a publisher of `session` used this tag
+        before (on any link, settled or not)? 2.6.12 makes a tag unique only among the
+        unsettled deliveries of one link; the fault keeps every tag of the session."""
+        seen = self._fault_session_tags.setdefault(session, set())
+        tag = bytes(event.delivery_tag)
+        if tag in seen:
+            return True
+        seen.add(tag)
+        return False
 
     def anonymous_routing_error(
         self, publisher: PublisherLink, event: ev.TransferReceived, error: Error

@@ -20,6 +20,7 @@ Where each fault lives:
   keep-dynamic-nodes (dynamic_nodes.py), sole-connection-weak-detection
   (sole_connection.py), forget-unsettled-on-reattach (recovery.py),
   report-unknown-filters and properties-filter-ignores-subject (filters.py),
+  session-scoped-delivery-tags (connection.py, publishers' transfers),
   ws-drop-short-messages and ws-close-without-handshake (websocket.py); the
   transaction faults (Part 4, in `reference_broker.transactions`):
   txn-post-immediately, txn-discharge-unknown-accepted.
@@ -385,6 +386,17 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "its unsettled state; Qpid Broker-J's resume tests are disabled upstream)",
                 PROTOCOL_LAYER,
                 "recovery.Recovery.unsettled_map / plan",
+            ),
+            _fault(
+                "session-scoped-delivery-tags",
+                "the broker remembers every delivery-tag its publishers used on a session and "
+                "drops, never settling, a delivery whose tag it has seen on that session: "
+                "the same tag on another link, or again after settlement (2.6.12 scopes a "
+                "tag to the unsettled deliveries of one link)",
+                "2.6.12 delivery-tag uniqueness (a receiver deduplicating by tag across its "
+                "session; Qpid Broker-J's TransferTest checks both reuses are taken)",
+                PROTOCOL_LAYER,
+                "connection.BrokerConnection._on_transfer",
             ),
             _fault(
                 "report-unknown-filters",

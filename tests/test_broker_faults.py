@@ -345,6 +345,22 @@ def sole_connection_weak_detection(b, c) -> bool:
         other.close()
 
 
+def session_scoped_delivery_tags(b, c) -> bool:
+    """Two unsettled deliveries with one tag on two senders of one session (2.6.12: a tag
+    is unique among one link's unsettled deliveries): is either left unsettled?"""
+    session = _session(c)
+    first = _sender(c, session)
+    second = session.attach_sender("s2", target=QUEUE)
+    c.wait_event(RemoteAttach, where=lambda e: e.link is second)
+    c.wait_for(lambda: second.link_credit > 0, "credit")
+    ids = {link.send(Message.of(b"x").encode(), b"same", settled=False) for link in (first, second)}
+    c.settle(0.4)
+    settled = {
+        i for e in c.of(DispositionReceived) if e.settled for i in range(e.first, e.last + 1)
+    }
+    return not ids <= settled
+
+
 def forget_unsettled_on_reattach(b, c) -> bool:
     """A receiver from a source with expiry-policy never (recovery.py) takes one message
     unsettled, detaches with closed=false and attaches again: the broker's attach has no
@@ -395,6 +411,8 @@ def properties_filter_ignores_subject(b, c) -> bool:
     link.flow(link_credit=5, drain=True)
     c.wait_for(lambda: link.link_credit == 0 and c.of(FlowReceived), "drain reply")
     return len(c.of(Transfer)) == 2
+
+
 def _controller(c: EngineClient, session):
     """A control link to the transaction coordinator (Part 4) and a request function:
     body -> the broker's disposition state for it."""
@@ -485,6 +503,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
     "sole-connection-weak-detection": (sole_connection_weak_detection, {}),
     "forget-unsettled-on-reattach": (forget_unsettled_on_reattach, {}),
+    "session-scoped-delivery-tags": (session_scoped_delivery_tags, {}),
     "sasl-answers-as-client": (sasl_answers_as_client, {}),
     "report-unknown-filters": (report_unknown_filters, {}),
     "properties-filter-ignores-subject": (properties_filter_ignores_subject, {}),

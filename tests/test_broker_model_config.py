@@ -232,6 +232,7 @@ BROKER_FAULTS = {
     "keep-dynamic-nodes",
     "sole-connection-weak-detection",
     "forget-unsettled-on-reattach",
+    "session-scoped-delivery-tags",
     "sasl-answers-as-client",
     "report-unknown-filters",
     "properties-filter-ignores-subject",
