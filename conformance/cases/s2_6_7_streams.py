@@ -7,6 +7,11 @@ profile's broker declares stream queues through its admin adapter). Credit and d
 the spec's (MUST, the broker as sender); which messages an offset-spec reads is RabbitMQ
 4's stream model (DIFFERS); a filter in place is reported in the broker's attach (2.6.3:
 "the endpoint MUST report the actual properties of the terminus as created").
+
+The credit and drain cases publish after the consumer attached, so that the messages are
+there whichever offset the broker reads from: RabbitMQ 3.10's AMQP 1.0 plugin echoes the
+offset-spec filter but reads from the next message (docs/conformance.md, What the runs
+found), and a case that waited for older messages would grade nothing of its flow control.
 """
 
 from __future__ import annotations
@@ -60,6 +65,15 @@ def stream(probe, ctx, count: int) -> str:
     return queue
 
 
+def attached_then_filled(probe, ctx, count: int, *, credit: int = 0):
+    """A new stream, a consumer from its first offset, then `count` numbered messages:
+    (the consumer link). Offset `first` and `next` read the same messages here."""
+    queue = ctx.queue("stream", STREAM)
+    link = stream_consumer(probe, ctx, queue, "first", credit=credit)
+    fill(probe, ctx, queue, count)
+    return link
+
+
 def numbered(indices) -> list[bytes]:
     return [f"amqpspec-{i}".encode() for i in indices]
 
@@ -74,10 +88,9 @@ def numbered(indices) -> list[bytes]:
     requires=NEEDS,
 )
 def stream_credit(probe, ctx):
-    """10 in a stream, read from the first offset with link-credit 3: exactly 3 (the first
-    three); 2 more granted: exactly the next 2."""
-    queue = stream(probe, ctx, 10)
-    link = stream_consumer(probe, ctx, queue, "first", credit=3)
+    """A consumer from the first offset with link-credit 3, then 10 in the stream: exactly
+    3 (the first three); 2 more granted: exactly the next 2."""
+    link = attached_then_filled(probe, ctx, 10, credit=3)
     got = texts(exactly(probe, link, 3))
     ctx.model(got == numbered(range(3)), f"expected offsets 0..2; observed {got}")
     probe.grant(link, 2)
@@ -95,10 +108,9 @@ def stream_credit(probe, ctx):
     requires=NEEDS | {"drain-reply"},
 )
 def stream_drain(probe, ctx):
-    """3 in a stream, read from the first offset with link-credit 10 and drain: the 3, then
-    a flow with delivery-count +10 and link-credit 0 (as for a classic queue)."""
-    queue = stream(probe, ctx, 3)
-    link = stream_consumer(probe, ctx, queue, "first")
+    """A consumer from the first offset, 3 in the stream, then link-credit 10 and drain:
+    the 3, then a flow with delivery-count +10 and link-credit 0 (as for a classic queue)."""
+    link = attached_then_filled(probe, ctx, 3)
     dc0 = link.delivery_count
     reply, got = drain(probe, link, 10, receive=3)
     check_advanced(ctx, reply, dc0, 10)
