@@ -2,11 +2,12 @@
 Broker-J's TransferTest, MultiTransferTest and MessageFormatTest rows): multi-frame
 deliveries interleaved across two links of one session (2.6.14: MAY be interleaved) and
 illegally on one link (2.6.14: MUST NOT, binds the sender), a continuation transfer
-without payload, a transfer carrying no message at all, delivery-tags reused on another
-link, after settlement and (illegally, 2.6.12) among unsettled deliveries, a continuation
-whose message-format differs from the first frame's, and a transfer's own
-rcv-settle-mode: first (the receiver MUST settle on arrival, 2.7.5) and second on a link
-negotiated first (illegal for the sender, 2.7.5).
+without payload, continuations repeating the delivery-id or the tag, a first transfer
+lacking one of them (2.7.5: a MUST on the sender), a transfer carrying no message at all,
+delivery-tags reused on another link, after settlement and (illegally, 2.6.12) among
+unsettled deliveries, a continuation whose message-format differs from the first frame's,
+and a transfer's own rcv-settle-mode: first (the receiver MUST settle on arrival, 2.7.5)
+and second on a link negotiated first (illegal for the sender, 2.7.5).
 
 What binds the broker here: a message it delivers keeps the exact bytes of its bare
 message (3.2), and a delivery in rcv-settle-mode first is settled by it once it has
@@ -19,8 +20,9 @@ The broker as sender: a consumer's non-terminal delivery state (received, 3.4.1)
 its accepted outcome; the broker MUST NOT send the received state back (3.4.1) and MUST
 NOT send the accepted message again (3.5.2).
 
-Owns the cases `2.6.14/interleaved-*`, `2.6.14/continuation-without-payload`,
+Owns the cases `2.6.14/interleaved-*`, `2.6.14/continuation-*`,
 `2.7.5/transfer-without-payload`, `2.7.5/message-format-changed`,
+`2.7.5/first-transfer-without-*`,
 `2.7.5/transfer-rcv-settle-*`, `2.6.12/delivery-tag-*` and
 `3.4.1/received-state-then-accepted`.
 """
@@ -46,6 +48,8 @@ SECOND_ILLEGAL = "2.7.5/transfer.rcv-settle-mode.3"  # second on a link negotiat
 NOT_INTERLEAVED = "2.6.14/transferring-large-messages.1"  # one link: not interleaved
 TAG_UNIQUE = "2.6.12/transferring-a-message.2"  # unique amongst unsettled deliveries
 FORMAT_FIRST = "2.7.5/transfer.message-format.1"  # specified on the first transfer
+FIRST_ID = "2.7.5/transfer.delivery-id.1"  # delivery-id on the first transfer (sender)
+FIRST_TAG = "2.7.5/transfer.delivery-tag.1"  # delivery-tag on the first transfer (sender)
 RECEIVED_NOT_SENT = "3.4.1/received.1"  # the Sender never sends the received state
 ENDINGS = {"detach:*", "end:*", "close:*"}
 SETTLE_WAIT = 2.0  # seconds for the broker's dispositions (a local broker answers in ms)
@@ -233,6 +237,81 @@ def continuation_without_payload(probe, ctx):
     if _ended(probe, ctx, {base}):
         return
     _check_unchanged(ctx, _queued(probe, ctx, queue), Message.decode(whole).body[0].value)
+
+
+@case(
+    "2.6.14/continuation-with-id-or-tag",
+    MUST,
+    "On continuation transfers the delivery-id MAY be omitted and the delivery-tag may be "
+    "(2.7.5): continuations that repeat one of them (the same values) carry the same "
+    "delivery, which comes out unchanged (3.2) and settled (rcv-settle-mode first).",
+    sentences=(BARE_ENCODING, SETTLE_FIRST),
+    role="receiver",
+    requires={"queues", "multi-frame"},
+)
+def continuation_with_id_or_tag(probe, ctx):
+    """A delivery in three frames: the first with delivery-id and tag (more=true), the
+    second repeating the delivery-id only (more=true), the last repeating the tag only
+    (more=false): settled and delivered with the same body."""
+    queue = ctx.queue()
+    session, sender = publisher(probe, ctx, queue)
+    whole = _body("id-or-tag-" + "i" * 40)
+    base = session.next_outgoing_id
+    _send(probe, session, [
+        _first(sender, base, b"id-or-tag", whole[:20], more=True),
+        (Transfer(handle=sender.handle, delivery_id=base, more=True), whole[20:40]),
+        (Transfer(handle=sender.handle, delivery_tag=b"id-or-tag", more=False), whole[40:]),
+    ])  # fmt: skip
+    if _ended(probe, ctx, {base}):
+        return
+    _check_unchanged(ctx, _queued(probe, ctx, queue), Message.decode(whole).body[0].value)
+
+
+def _first_without(probe: Probe, ctx: CaseContext, field: str) -> None:
+    """A whole delivery in one unsettled transfer lacking `field` (delivery_id or
+    delivery_tag): the broker's answer recorded."""
+    queue = ctx.queue()
+    session, sender = publisher(probe, ctx, queue)
+    base = session.next_outgoing_id
+    fields = {"delivery_id": base, "delivery_tag": b"half-named", field: None}
+    transfer = Transfer(handle=sender.handle, message_format=0, settled=False, **fields)
+    since = probe.mark()
+    _send(probe, session, [(transfer, _body("half-named"))])
+    _recorded(probe, ctx, since, {base})
+
+
+@case(
+    "2.7.5/first-transfer-without-delivery-id",
+    MAY,
+    "The delivery-id MUST be supplied on the first transfer of a multi-transfer delivery "
+    "(binds the sender, the probe here); a single transfer with a tag and no delivery-id: "
+    "no sentence says how the receiver answers (amqp:invalid-field names the error).",
+    sentences=(FIRST_ID,),
+    role="receiver",
+    requires={"queues"},
+    outcomes=ENDINGS,
+)
+def first_transfer_without_delivery_id(probe, ctx):
+    """One unsettled transfer with a delivery-tag and no delivery-id: the broker's answer
+    (Broker-J detaches the link with invalid-field)."""
+    _first_without(probe, ctx, "delivery_id")
+
+
+@case(
+    "2.7.5/first-transfer-without-delivery-tag",
+    MAY,
+    "The delivery-tag MUST be specified for the first transfer of a multi transfer message "
+    "(binds the sender, the probe here); a single transfer with a delivery-id and no tag: "
+    "no sentence says how the receiver answers (amqp:invalid-field names the error).",
+    sentences=(FIRST_TAG,),
+    role="receiver",
+    requires={"queues"},
+    outcomes=ENDINGS,
+)
+def first_transfer_without_delivery_tag(probe, ctx):
+    """One unsettled transfer with a delivery-id and no delivery-tag: the broker's answer
+    (Broker-J detaches the link with invalid-field)."""
+    _first_without(probe, ctx, "delivery_tag")
 
 
 @case(
