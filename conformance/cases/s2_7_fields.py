@@ -10,21 +10,22 @@ ignored (2.7.5: "The receiver MUST ignore resumed deliveries that are not in its
 unsettled map"), and an accepted message is not sent again (3.5.2); the rest is recorded.
 
 Owns the cases `2.7.1/open-every-field`, `2.7.2/begin-every-field`,
-`2.7.3/attach-every-field`, `2.7.3/rcv-settle-second`, `2.7.5/transfer-aborted-discarded`,
+`2.7.3/attach-every-field`, `2.7.3/rcv-settle-second`, `2.7.3/rcv-settle-second-rejected`,
+`2.7.5/transfer-aborted-discarded`,
 `2.6.13/resume-unknown-delivery`.
 """
 
 from __future__ import annotations
 
-from amqpspec.amqp10.composites import Accepted, Close, Open, Transfer
+from amqpspec.amqp10.composites import Accepted, Close, Error, Open, Rejected, Transfer
 from amqpspec.amqp10.engine import DispositionReceived
 from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
 from amqpspec.amqp10.types import symbol
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.registry import MAY, MODEL, MUST, case
 from amqpspec.conformance.steps.deliveries import collect, exactly
 from amqpspec.conformance.steps.links import consumer, link_flow, publisher
 from amqpspec.conformance.steps.queues import body, fill, message_text
-from amqpspec.conformance.steps.sentences import NOT_RESENT
+from amqpspec.conformance.steps.sentences import NOT_RESENT, RABBITMQ4
 from amqpspec.conformance.steps.sessions import end_session
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError, Unsupported
 
@@ -223,6 +224,59 @@ def rcv_settle_second(probe, ctx):
         f"expected the accepted message not sent again; observed {len(resent)}",
         NOT_RESENT,
     )
+
+
+@case(
+    "2.7.3/rcv-settle-second-rejected",
+    MODEL,
+    "In rcv-settle-mode second the receiver settles only after the sender settled (2.7.5 "
+    "binds the receiver, the probe here); a message the receiver rejects leaves the queue "
+    "(3.4.3 rejected is terminal: RabbitMQ 4's model). A broker without mode second "
+    "refuses the link with amqp:not-implemented.",
+    model=RABBITMQ4,
+    requires={"queues", "unsettled-deliveries", "rejected-outcome"},
+)
+def rcv_settle_second_rejected(probe, ctx):
+    """A receiver in rcv-settle-mode second, unsettled deliveries: one message, rejected by
+    an unsettled disposition; the broker settles it, then we do; it is not delivered
+    again."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 1)
+    session = probe.open_session()
+    link = refused_unless_implemented(
+        probe,
+        lambda: probe.attach_receiver(
+            session,
+            ctx.source(queue),
+            credit=1,
+            snd_settle_mode=SndSettleMode.UNSETTLED,
+            rcv_settle_mode=RcvSettleMode.SECOND,
+        ),
+    )
+    delivery = probe.next_transfer(link)
+    ctx.check(
+        not delivery.settled,
+        "expected the delivery unsettled (snd-settle-mode unsettled); observed it settled",
+    )
+    rejected = Rejected(error=Error(condition="amqp:internal-error"))
+    link.disposition(delivery.delivery_id, settled=False, state=rejected)
+    probe.flush()
+    settled = probe.expect(
+        lambda e: (
+            isinstance(e, DispositionReceived)
+            and e.role == Role.SENDER
+            and e.settled
+            and e.first <= delivery.delivery_id <= e.last
+        ),
+        what="the broker's settlement (mode second)",
+    )
+    ctx.note(f"settled by the broker with {settled.state}")
+    link.disposition(delivery.delivery_id, settled=True, state=rejected)
+    probe.flush()
+    probe.detach(link)
+    _, again = consumer(probe, ctx, queue, session=session, credit=1)
+    back = collect(probe, again, 0.5)
+    ctx.check(not back, f"expected the rejected message gone; observed {len(back)} resent")
 
 
 @case(
