@@ -530,6 +530,10 @@ class Session:
             flow.next_incoming_id, flow.incoming_window, self.initial_outgoing_id
         )
         self.remote_outgoing_window = flow.outgoing_window
+        if flow.next_outgoing_id is not None and self.next_incoming_id is not None:
+            # 2.5.6: the next-incoming-id is updated directly from the flow's
+            # next-outgoing-id (equal to ours unless the peer rewound or skipped ids)
+            self.next_incoming_id = flow.next_outgoing_id
         link = None
         if flow.handle is not None:
             link = self._link_for(flow.handle, "flow")

@@ -6,7 +6,9 @@ deliveries), handles transfer-ids that wrap at 2^32 (a publisher session whose
 next-outgoing-id starts just below it, rhea#426) and starts its next-incoming-id at our
 begin's next-outgoing-id: 2.5.6's MUSTs on the remote-incoming-window a sender keeps
 (session-flow-control.1) and the next-incoming-id taken from the partner's
-next-outgoing-id (.3), as the manifest links them.
+next-outgoing-id (.3), as the manifest links them; a session flow whose next-outgoing-id
+goes backwards (Qpid Broker-J ends the session) either ends the session (recorded) or
+moves the broker's next-incoming-id to it (.3: "update ... directly").
 
 Owns the cases `2.5.6/window-*` and `2.5.6/session-*` (the alarm cases are in
 s2_5_6_alarms.py).
@@ -14,6 +16,7 @@ s2_5_6_alarms.py).
 
 from __future__ import annotations
 
+from amqpspec.amqp10.composites import Flow
 from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.serial import serial_add, serial_offset
 from amqpspec.conformance.registry import MODEL, MUST, case
@@ -28,6 +31,7 @@ from amqpspec.conformance.steps.links import (
     wait_credit,
 )
 from amqpspec.conformance.steps.queues import body, fill
+from amqpspec.conformance.steps.refusals import sent_frame_outcome
 from amqpspec.conformance.steps.sentences import RABBITMQ4
 from amqpspec.conformance.verdicts import Unsupported
 
@@ -254,3 +258,45 @@ def begin_next_incoming_id(probe, ctx):
         f"expected next-incoming-id 1000000 (our begin's next-outgoing-id) in the broker's "
         f"first flow; observed {flows[0].next_incoming_id}",
     )
+
+
+REWOUND_START = 10  # our begin's next-outgoing-id
+REWOUND_TO = 5  # the next-outgoing-id of our rewound flow (no transfer sent in between)
+
+
+@case(
+    "2.5.6/session-flow-rewound-next-outgoing-id",
+    MUST,
+    IDS,
+    sentences=(NEXT_INCOMING,),
+    outcomes={"end:*", "close:*", "updated", "ignored"},
+)
+def flow_rewound_next_outgoing_id(probe, ctx):
+    """A session begun with next-outgoing-id 10, then (no transfer sent) a session flow
+    with next-outgoing-id 5 and echo: the broker ends the session or closes (recorded), or
+    its answering flow says next-incoming-id 5."""
+    session = probe.begin(initial_outgoing_id=REWOUND_START)
+    since = probe.mark()
+    rewound = Flow(
+        next_incoming_id=session.next_incoming_id,
+        incoming_window=2048,
+        next_outgoing_id=REWOUND_TO,
+        outgoing_window=2048,
+        echo=True,
+    )
+    observed = sent_frame_outcome(probe, rewound, session.channel, timeout=1.0)
+    flows = server_flows(probe, since, session_only=False)
+    if observed == "timeout":
+        if not flows:
+            ctx.note("no flow answered our echo (2.7.4 echo: SHOULD)")
+            ctx.outcome("ignored")
+            return
+        ids = [flow.next_incoming_id for flow in flows]
+        ctx.check(
+            ids[-1] == REWOUND_TO,
+            f"expected the broker's next-incoming-id {REWOUND_TO}, taken directly from our "
+            f"flow's next-outgoing-id; observed its flow(s) after ours with next-incoming-id "
+            f"{ids}",
+        )
+        observed = "updated"
+    ctx.outcome(observed)

@@ -96,7 +96,6 @@ def _null_terminus_answer(probe, ctx, attach, ours: str) -> None:
     "is recorded).",
     sentences=(NULL_TERMINUS,),
     requires={"queues"},
-    pipelined=False,  # reads the broker's attach before grading
 )
 def attach_receiver_null_target(probe, ctx):
     """A receiver from a queue whose attach carries no target: if the broker's attach
@@ -119,7 +118,6 @@ def attach_receiver_null_target(probe, ctx):
     "recorded).",
     sentences=(NULL_TERMINUS,),
     requires={"queues"},
-    pipelined=False,  # reads the broker's attach before grading
 )
 def attach_sender_null_source(probe, ctx):
     """A sender to a queue whose attach carries no source: if the broker's attach has a
