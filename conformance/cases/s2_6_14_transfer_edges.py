@@ -22,7 +22,7 @@ NOT send the accepted message again (3.5.2).
 
 Owns the cases `2.6.14/interleaved-*`, `2.6.14/continuation-*`,
 `2.7.5/transfer-without-payload`, `2.7.5/message-format-changed`,
-`2.7.5/first-transfer-without-*`,
+`2.7.5/first-transfer-without-*`, `2.7.5/transfer-handle-null`,
 `2.7.5/transfer-rcv-settle-*`, `2.6.12/delivery-tag-*` and
 `3.4.1/received-state-then-accepted`.
 """
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 
+from amqpspec.amqp10.builder import mutate
 from amqpspec.amqp10.composites import Accepted, Received, Transfer
 from amqpspec.amqp10.engine import DispositionReceived, Link, Session
 from amqpspec.amqp10.message import Message
@@ -40,6 +41,7 @@ from amqpspec.conformance.registry import MAY, MUST, case
 from amqpspec.conformance.runner import CaseContext
 from amqpspec.conformance.steps.deliveries import collect, queued_receiver
 from amqpspec.conformance.steps.links import consumer, publisher, unsettled_consumer
+from amqpspec.conformance.steps.refusals import sent_bytes_outcome
 from amqpspec.conformance.steps.sentences import NOT_RESENT
 
 BARE_ENCODING = "3.2/message-format.2"  # the bare message's exact encoding not modified
@@ -312,6 +314,28 @@ def first_transfer_without_delivery_tag(probe, ctx):
     """One unsettled transfer with a delivery-id and no delivery-tag: the broker's answer
     (Broker-J detaches the link with invalid-field)."""
     _first_without(probe, ctx, "delivery_tag")
+
+
+@case(
+    "2.7.5/transfer-handle-null",
+    MAY,
+    "transfer handle is mandatory (null is not permitted, 1.3: binds the sender, the probe "
+    "here); no sentence says how the receiver answers a transfer with a null handle.",
+    role="receiver",
+    requires={"queues"},
+    outcomes=ENDINGS,
+)
+def transfer_handle_null(probe, ctx):
+    """A sender granted credit, then a transfer (0x14) naming its delivery but with a null
+    handle, carrying a message: the broker's answer (Broker-J ends the session or
+    connection with an error)."""
+    session, _ = publisher(probe, ctx, ctx.queue())
+    transfer = Transfer(
+        handle=None, delivery_id=session.next_outgoing_id, delivery_tag=b"no-handle",
+        message_format=0, settled=True,
+    )  # fmt: skip
+    data = mutate(transfer).frame(session.channel, payload=_body("no-handle"))
+    ctx.outcome(sent_bytes_outcome(probe, data, timeout=ANSWER_WAIT, silence="no-error"))
 
 
 @case(
