@@ -117,7 +117,7 @@ def open_on_channel_1(probe, ctx):
     probe.raw_handshake()
     since = probe.mark()
     opening = Open(container_id="amqpspec-channel-1")
-    observed = sent_frame_outcome(probe, opening, channel=1, timeout=1.0)
+    observed = sent_frame_outcome(probe, opening, channel=1, timeout=0.5)
     opens = [t.item for t in probe.frames_since(since, "open")]
     if observed == "timeout" and opens:
         observed = "opened"

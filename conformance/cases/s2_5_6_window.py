@@ -284,7 +284,7 @@ def flow_rewound_next_outgoing_id(probe, ctx):
         outgoing_window=2048,
         echo=True,
     )
-    observed = sent_frame_outcome(probe, rewound, session.channel, timeout=1.0)
+    observed = sent_frame_outcome(probe, rewound, session.channel, timeout=0.5)
     flows = server_flows(probe, since, session_only=False)
     if observed == "timeout":
         if not flows:

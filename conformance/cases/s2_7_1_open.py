@@ -171,7 +171,7 @@ def open_unknown_hostname(probe, ctx):
     probe.raw_handshake()
     since = probe.mark()
     opening = Open(container_id="amqpspec-hostname", hostname="amqpspec-no-such-host.invalid")
-    observed = sent_frame_outcome(probe, opening, timeout=1.0)
+    observed = sent_frame_outcome(probe, opening, timeout=0.5)
     if observed == "timeout" and list(probe.frames_since(since, "open")):
         observed = "opened"
     ctx.outcome(observed)

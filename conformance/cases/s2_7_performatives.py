@@ -67,7 +67,7 @@ def _null_terminus_answer(probe, ctx, attach, ours: str) -> None:
     since = probe.mark()
     attach(session)
     probe.flush()
-    observed = probe.error_outcome(timeout=1.0, since=since)
+    observed = probe.error_outcome(timeout=0.5, since=since)
     attaches = [f.item.performative for f in probe.frames_since(since, "attach")]
     if not attaches:
         ctx.note(f"no attach answered our attach without a {ours}; {probe.observed(since)}")
