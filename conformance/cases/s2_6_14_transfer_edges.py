@@ -23,6 +23,7 @@ NOT send the accepted message again (3.5.2).
 Owns the cases `2.6.14/interleaved-*`, `2.6.14/continuation-*`,
 `2.7.5/transfer-without-payload`, `2.7.5/message-format-changed`,
 `2.7.5/first-transfer-without-*`, `2.7.5/transfer-handle-null`,
+`2.7.5/transfer-settled-flag-*`,
 `2.7.5/transfer-rcv-settle-*`, `2.6.12/delivery-tag-*` and
 `3.4.1/received-state-then-accepted`.
 """
@@ -35,7 +36,7 @@ from amqpspec.amqp10.builder import mutate
 from amqpspec.amqp10.composites import Accepted, Received, Transfer
 from amqpspec.amqp10.engine import DispositionReceived, Link, Session
 from amqpspec.amqp10.message import Message
-from amqpspec.amqp10.spec import RcvSettleMode, Role
+from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.registry import MAY, MUST, case
 from amqpspec.conformance.runner import CaseContext
@@ -50,6 +51,8 @@ SECOND_ILLEGAL = "2.7.5/transfer.rcv-settle-mode.3"  # second on a link negotiat
 NOT_INTERLEAVED = "2.6.14/transferring-large-messages.1"  # one link: not interleaved
 TAG_UNIQUE = "2.6.12/transferring-a-message.2"  # unique amongst unsettled deliveries
 FORMAT_FIRST = "2.7.5/transfer.message-format.1"  # specified on the first transfer
+SETTLED_ON_SETTLED_LINK = "2.7.5/transfer.settled.3"  # snd-settle-mode settled: true
+UNSETTLED_ON_UNSETTLED_LINK = "2.7.5/transfer.settled.4"  # unsettled: false on every frame
 FIRST_ID = "2.7.5/transfer.delivery-id.1"  # delivery-id on the first transfer (sender)
 FIRST_TAG = "2.7.5/transfer.delivery-tag.1"  # delivery-tag on the first transfer (sender)
 RECEIVED_NOT_SENT = "3.4.1/received.1"  # the Sender never sends the received state
@@ -63,11 +66,15 @@ def _body(text: str) -> bytes:
     return Message.of(text.encode()).encode()
 
 
-def _first(link: Link, delivery_id: int, tag: bytes, payload: bytes, **fields: object):
-    """The first (or only) transfer of a delivery, unsettled, message-format 0."""
+def _first(
+    link: Link, delivery_id: int, tag: bytes, payload: bytes, **fields: object
+) -> tuple[Transfer, bytes]:
+    """The first (or only) transfer of a delivery, message-format 0, unsettled unless
+    `fields` says settled."""
+    fields.setdefault("settled", False)
     transfer = Transfer(
         handle=link.handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0,
-        settled=False, **fields,
+        **fields,
     )  # fmt: skip
     return transfer, payload
 
@@ -336,6 +343,56 @@ def transfer_handle_null(probe, ctx):
     )  # fmt: skip
     data = mutate(transfer).frame(session.channel, payload=_body("no-handle"))
     ctx.outcome(sent_bytes_outcome(probe, data, timeout=ANSWER_WAIT, silence="no-error"))
+
+
+def _settle_flag_against_mode(
+    probe: Probe, ctx: CaseContext, mode: SndSettleMode, settled: bool
+) -> None:
+    """A sender attached with snd-settle-mode `mode`, then one transfer whose settled flag
+    contradicts it: the broker's answer recorded (its attach's mode noted)."""
+    queue = ctx.queue()
+    session, sender = publisher(probe, ctx, queue, snd_settle_mode=mode)
+    answered = sender.remote_attach.snd_settle_mode
+    if answered != mode:
+        ctx.note(f"the broker's attach says snd-settle-mode {answered}, ours {mode}")
+    base = session.next_outgoing_id
+    since = probe.mark()
+    _send(probe, session, [_first(sender, base, b"flag", _body("settle-flag"), settled=settled)])
+    _recorded(probe, ctx, since, {base})
+
+
+@case(
+    "2.7.5/transfer-settled-flag-unsettled-link",
+    MAY,
+    "If the negotiated value for snd-settle-mode at attachment is unsettled, then this field "
+    "MUST be false (or unset) on every transfer frame for a delivery (binds the sender, the "
+    "probe here); no sentence says how the receiver answers a settled one.",
+    sentences=(UNSETTLED_ON_UNSETTLED_LINK,),
+    role="receiver",
+    requires={"queues"},
+    outcomes=ENDINGS,
+)
+def transfer_settled_flag_unsettled_link(probe, ctx):
+    """A sender attached with snd-settle-mode unsettled, then a transfer with settled=true:
+    the broker's answer (RabbitMQ 4 detaches the link with invalid-field)."""
+    _settle_flag_against_mode(probe, ctx, SndSettleMode.UNSETTLED, True)
+
+
+@case(
+    "2.7.5/transfer-settled-flag-settled-link",
+    MAY,
+    "If the negotiated value for snd-settle-mode at attachment is settled, then this field "
+    "MUST be true on at least one transfer frame for a delivery (binds the sender, the probe "
+    "here); no sentence says how the receiver answers an unsettled one.",
+    sentences=(SETTLED_ON_SETTLED_LINK,),
+    role="receiver",
+    requires={"queues"},
+    outcomes=ENDINGS,
+)
+def transfer_settled_flag_settled_link(probe, ctx):
+    """A sender attached with snd-settle-mode settled, then a transfer with settled=false:
+    the broker's answer (RabbitMQ 4 detaches the link with invalid-field)."""
+    _settle_flag_against_mode(probe, ctx, SndSettleMode.SETTLED, False)
 
 
 @case(
