@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT="${QUICKSTART_PORT:-5673}"
 ADMIN="${QUICKSTART_ADMIN_PORT:-15673}"
+WS="${QUICKSTART_WS_PORT:-15683}"  # AMQP over WebSocket (the 2.1/websocket-* cases)
 OUT="${QUICKSTART_RESULTS:-reports/_quickstart}"
 INSTALL=1
 for arg in "$@"; do
@@ -50,9 +51,9 @@ if command -v amqpspec >/dev/null; then AMQPSPEC=(amqpspec); else AMQPSPEC=(pyth
 rm -rf "$OUT"
 mkdir -p "$OUT"
 LOG="$OUT/broker.log"
-step "starting the reference broker on 127.0.0.1:$PORT (admin API $ADMIN), log in $LOG"
-python3 -m amqpspec.reference_broker --port "$PORT" --admin-port "$ADMIN" --idle-timeout 10 \
-    --log-level warning >"$LOG" 2>&1 &
+step "starting the reference broker on 127.0.0.1:$PORT (admin API $ADMIN, WebSocket $WS), log in $LOG"
+python3 -m amqpspec.reference_broker --port "$PORT" --admin-port "$ADMIN" --ws-port "$WS" \
+    --idle-timeout 10 --log-level warning >"$LOG" 2>&1 &
 broker=$!
 stop_broker() {
     if kill -0 "$broker" 2>/dev/null; then
