@@ -200,6 +200,7 @@ def interleaved_links(probe, ctx):
     sentences=(NOT_INTERLEAVED,),
     role="receiver",
     requires={"queues", "multi-frame"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS,
 )
 def interleaved_same_link(probe, ctx):
@@ -298,6 +299,7 @@ def _first_without(probe: Probe, ctx: CaseContext, field: str) -> None:
     sentences=(FIRST_ID,),
     role="receiver",
     requires={"queues"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS,
 )
 def first_transfer_without_delivery_id(probe, ctx):
@@ -315,6 +317,7 @@ def first_transfer_without_delivery_id(probe, ctx):
     sentences=(FIRST_TAG,),
     role="receiver",
     requires={"queues"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS,
 )
 def first_transfer_without_delivery_tag(probe, ctx):
@@ -330,6 +333,7 @@ def first_transfer_without_delivery_tag(probe, ctx):
     "here); no sentence says how the receiver answers a transfer with a null handle.",
     role="receiver",
     requires={"queues"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS,
 )
 def transfer_handle_null(probe, ctx):
@@ -370,6 +374,7 @@ def _settle_flag_against_mode(
     sentences=(UNSETTLED_ON_UNSETTLED_LINK,),
     role="receiver",
     requires={"queues"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS,
 )
 def transfer_settled_flag_unsettled_link(probe, ctx):
@@ -387,6 +392,7 @@ def transfer_settled_flag_unsettled_link(probe, ctx):
     sentences=(SETTLED_ON_SETTLED_LINK,),
     role="receiver",
     requires={"queues"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS,
 )
 def transfer_settled_flag_settled_link(probe, ctx):
@@ -403,6 +409,7 @@ def transfer_settled_flag_settled_link(probe, ctx):
     "recorded.",
     role="receiver",
     requires={"queues", "empty-transfer"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS | {"no-error"},
 )
 def transfer_without_payload(probe, ctx):
@@ -428,6 +435,7 @@ def transfer_without_payload(probe, ctx):
     sentences=(FORMAT_FIRST,),
     role="receiver",
     requires={"queues", "multi-frame"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS,
 )
 def message_format_changed(probe, ctx):
@@ -482,6 +490,7 @@ def transfer_rcv_settle_first(probe, ctx):
     sentences=(SECOND_ILLEGAL,),
     role="receiver",
     requires={"queues"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS,
 )
 def transfer_rcv_settle_second_on_first_link(probe, ctx):
@@ -575,6 +584,7 @@ def _settled_and_queued(
     sentences=(TAG_UNIQUE,),
     role="receiver",
     requires={"queues"},
+    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS,
 )
 def delivery_tag_duplicate_unsettled(probe, ctx):
