@@ -27,6 +27,7 @@ import logging
 import ssl
 import time
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
@@ -91,7 +92,13 @@ async def _serve(context: BrokerContext, request: web.Request) -> web.StreamResp
     writer = asyncio.create_task(_write(ws, outgoing, drop))
     faults = context.faults
     try:
-        async for message in ws:
+        while True:
+            message = await _next_message(ws, writer)
+            if message is None:  # the broker's side is done: the close handshake, from here
+                if drop is None:
+                    with contextlib.suppress(Exception):
+                        await ws.close()
+                break
             if message.type == WSMsgType.BINARY:
                 data: bytes = message.data
                 if faults.ws_drop_short_messages and len(data) < FRAME_HEADER_SIZE:
@@ -104,7 +111,7 @@ async def _serve(context: BrokerContext, request: web.Request) -> web.StreamResp
                 # WSB: AMQP travels in binary messages only; RFC 6455 7.4.1 code 1003
                 await ws.close(code=WSCloseCode.UNSUPPORTED_DATA, message=b"binary only")
                 break
-            else:  # an error: aiohttp ends the iteration on close
+            else:  # the peer's close (answered by aiohttp), or an error
                 break
     finally:
         connection.transport_lost(context.scheduler.now())
@@ -115,14 +122,30 @@ async def _serve(context: BrokerContext, request: web.Request) -> web.StreamResp
     return ws
 
 
+async def _next_message(ws: web.WebSocketResponse, writer: asyncio.Task[None]) -> Any:
+    """The peer's next message, or None once the writer is done (the broker closed the
+    connection). The close handshake is then started by this, the reading task, with no
+    receive() pending: aiohttp's close() from another task while one is would close the
+    TCP connection right after its close frame, before the peer's answer, and the peer's
+    answer arriving at a closed socket can reset the connection, its close frame unread."""
+    receiving = asyncio.ensure_future(ws.receive())
+    done, _ = await asyncio.wait({receiving, writer}, return_when=asyncio.FIRST_COMPLETED)
+    if receiving in done:
+        return receiving.result()
+    receiving.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await receiving
+    return None
+
+
 async def _write(
     ws: web.WebSocketResponse,
     outgoing: asyncio.Queue[bytes | None],
     drop: Callable[[], object] | None = None,
 ) -> None:
-    """The broker's bytes as binary messages, in order; None: the WebSocket close
-    handshake (WSB: the connection ends with it), or `drop()` under the fault
-    ws-close-without-handshake."""
+    """The broker's bytes as binary messages, in order, until None (the connection is
+    over: the reading task then starts the WebSocket close handshake, WSB: the connection
+    ends with it), or `drop()` instead under the fault ws-close-without-handshake."""
     while True:
         data = await outgoing.get()
         if data is None:
@@ -140,6 +163,3 @@ async def _write(
             return
     if drop is not None:
         drop()
-        return
-    with contextlib.suppress(Exception):
-        await ws.close()
