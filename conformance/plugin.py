@@ -631,7 +631,7 @@ def probe(request: pytest.FixtureRequest) -> Iterator[Probe]:
         username=target.username or profile.username,
         password=target.password or profile.password,
         sasl_mechanism=None if profile.sasl == "none" else profile.sasl,
-        hostname=profile.hostname,
+        hostname=profile.hostname or target.open_hostname,
         wait=profile.wait,
     )
     yield client

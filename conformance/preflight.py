@@ -40,7 +40,7 @@ def check_broker(
             username=target.username or profile.username,
             password=target.password or profile.password,
             sasl_mechanism=mechanism,
-            hostname=profile.hostname,
+            hostname=profile.hostname or target.open_hostname,
             wait=timeout,
             deadline=time.monotonic() + timeout,
             connect_timeout=timeout,

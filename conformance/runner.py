@@ -98,6 +98,12 @@ class BrokerTarget:
         )
 
     @property
+    def open_hostname(self) -> str | None:
+        """The hostname an open names (2.7.1 hostname) when the profile sets none: over
+        WebSocket the broker's own host, not the bridge's 127.0.0.1; None: the probe's host."""
+        return urlsplit(self.websocket).hostname if self.websocket else None
+
+    @property
     def transport(self) -> str:
         """How the run reaches the broker: "tcp", or "websocket" (index.json, run header)."""
         return "websocket" if self.websocket else "tcp"
@@ -183,7 +189,7 @@ class CaseContext:
             username=self.target.username or self.profile.username,
             password=self.target.password or self.profile.password,
             sasl_mechanism=None if mechanism == "none" else mechanism,
-            hostname=self.profile.hostname,
+            hostname=self.profile.hostname or self.target.open_hostname,
             wait=self.profile.wait,
             deadline=self.deadline,
             pipelined=self.pipelined,

@@ -94,8 +94,11 @@ def test_broker_urls_name_their_transport() -> None:
     assert ws.transport == "websocket" and str(ws) == "ws://example.test:8080/amqp"
     bridged = ws.bridged(40000)
     assert (bridged.host, bridged.port, bridged.websocket) == ("127.0.0.1", 40000, ws.websocket)
+    # the open names the broker's host, not the bridge's (2.7.1 hostname)
+    assert bridged.open_hostname == "example.test"
     assert BrokerTarget.parse("wss://h/").port == 443
     assert BrokerTarget.parse("amqp://h").transport == "tcp"
+    assert BrokerTarget.parse("amqp://h").open_hostname is None
     with pytest.raises(ValueError, match="ws://"):
         BrokerTarget.parse("http://h")
 

@@ -55,7 +55,7 @@ def bridged_probe(
         username=target.username or ctx.profile.username,
         password=target.password or ctx.profile.password,
         sasl_mechanism=None if ctx.profile.sasl == "none" else ctx.profile.sasl,
-        hostname=ctx.profile.hostname,
+        hostname=ctx.profile.hostname or ctx.target.open_hostname,
         wait=ctx.profile.wait,
         deadline=ctx.deadline,
         pipelined=pipelined,
