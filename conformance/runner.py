@@ -170,6 +170,9 @@ class CaseContext:
         self.deadline = deadline
         self.probes: list[Probe] = []
         self.queues: list[str] = []
+        # the arguments `queue()` declares a queue with when the case names none (a queue
+        # type variant of a classic-queue case: conformance/cases/s3_4_quorum_variants.py)
+        self.queue_arguments: dict[str, Any] | None = None
         self.notes: list[str] = []
         self.should_failures: list[str] = []
         self._stoppers: list[Callable[[], object]] = []
@@ -226,6 +229,8 @@ class CaseContext:
         self.require("queues")
         slug = "".join(ch if ch.isalnum() else "-" for ch in self.case.case_id)
         name = f"amqpspec-{slug}-{tag}-{next(_queue_counter)}-{int(time.time() * 1000) % 100000}"
+        if arguments is None:
+            arguments = self.queue_arguments
         if not declare:
             pass
         elif arguments is not None:

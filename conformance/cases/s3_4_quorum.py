@@ -3,7 +3,9 @@ failed deliveries (3.2.1, raised by modified delivery-failed, 3.4.5), and past
 `x-delivery-limit` the message is dead-lettered through `x-dead-letter-exchange` instead of
 coming back; a rejected message (3.4.3) is dead-lettered too.
 
-Owns the cases `3.4.*/quorum-*`, under the `quorum` capability (the profile's broker
+Owns the cases `3.4.5/quorum-delivery-limit-dead-letters` and
+`3.4.3/quorum-rejected-dead-letters` (conformance/cases/s3_4_quorum_variants.py owns the
+other `*/quorum-*`), under the `quorum` capability (the profile's broker
 declares quorum queues through its admin adapter). Delivery limits and dead-lettering are
 RabbitMQ 4's model (no sentence: MODEL, DIFFERS when the broker does otherwise); the
 delivery-count a modified(delivery-failed) adds is 3.4.5's MUST.
