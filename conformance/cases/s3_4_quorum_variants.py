@@ -9,9 +9,10 @@ sentences (its own and those conformance/manifest/links.toml links to it), role 
 under the base's capabilities plus `quorum`, without a pipelined variant (the base case's
 `/pipelined` grades pipelining; the queue type does not change which frames go in one
 write, and the reference run stays within its time budget). A variant that declares no
-queue is a harness error (the run would grade a classic queue under a quorum name). Stream variants are not
-made this way: a stream consumer reads from the offset its filter names, which a classic
-case's consumer does not ask for (conformance/cases/s2_6_7_streams.py has the stream cases).
+queue is a harness error (the run would grade a classic queue under a quorum name).
+Stream variants are not made this way: a stream consumer reads from the offset its filter
+names, which a classic case's consumer does not ask for (conformance/cases/s2_6_7_streams.py
+has the stream cases).
 """
 
 from __future__ import annotations
