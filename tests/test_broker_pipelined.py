@@ -193,8 +193,9 @@ def test_the_pipelined_mode_chooses_the_cases_of_a_run() -> None:
     }
     variant = suite_cases("only")[0]
     assert variant.variant == "pipelined" and variant.base_id + "/pipelined" == variant.case_id
-    # read the open, begin or the coordinator's attach before their next frame (the
+    # some read the open, begin or the coordinator's attach before their next frame (the
     # anonymous relay's offered capability, Part 4's gate, sole connection's negotiation in
-    # the open: the eleven 2.7.1/sole-connection-* cases), or nothing to pipeline (a
-    # protocol header, the SASL exchange or an open alone: the 5.3 cases among them)
-    assert 0 < len(cases) - len(variants) < 90
+    # the open), have nothing to pipeline (a protocol header, the SASL exchange or an open
+    # alone), only record an answer, or re-run a base case that has its twin (the quorum
+    # variants); most cases have a pipelined twin
+    assert 0 < len(cases) - len(variants) < len(variants)
