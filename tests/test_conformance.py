@@ -193,7 +193,7 @@ def _amqpspec(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-SELECTION = "2.2/header-unsupported-version or credit-single-grant or drain-empty-queue"
+SELECTION = "2.2/header-unsupported-version or 2.6.7/credit-single-grant or 2.6.7/drain-empty-queue"
 
 
 def test_run_writes_index_junit_traces_and_report(broker: BrokerProcess, tmp_path: Path) -> None:
