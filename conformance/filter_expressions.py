@@ -1,6 +1,6 @@
 """The suite's own evaluator of OASIS "AMQP Filter Expressions Version 1.0" property filters
 (Committee Specification Draft 01, https://docs.oasis-open.org/amqp/filtex/v1.0/csd01/
-filtex-v1.0-csd01.html; not in ../shared/spec, so what it decides is a model, never a
+filtex-v1.0-csd01.html; not in conformance/spec, so what it decides is a model, never a
 verdict of the core specification), written apart from the reference broker's
 (reference_broker/filters.py is never imported here): the filter cases compare what a
 broker delivers with `selects(filter_set, message)`.

@@ -73,7 +73,7 @@ def _roundtrip(probe, ctx, bridge) -> None:
 )
 def websocket_byte_per_message(probe, ctx):
     """Counters Qpid Broker-J's WebSocketTest.amqpFramesSplitOverManyWebSocketFrames (WSB
-    2.4 as ../shared/ANCHOR-SUITES-MAP.md quotes it: "[...] a single AMQP frame MAY be split
+    2.4 as Broker-J's test quotes it: "[...] a single AMQP frame MAY be split
     over one or more consecutive WebSocket messages."): a probe whose every written byte
     goes out as its own WebSocket message publishes a 512-byte message and consumes it."""
     split_probe, bridge = bridged_probe(ctx, split=1)

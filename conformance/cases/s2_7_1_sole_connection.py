@@ -24,7 +24,7 @@ to, each case countering one of those tests:
   capability (a broker that reports weak detection is UNSUPPORTED on those cases);
 - the policy of the connection already open decides (MixedPolicyTest).
 The soleconn text is not among the specification texts the suite grades against (the
-normative manifest covers the core specification: ../shared spec/amqp-1.0) and these rules
+normative manifest covers the core specification: conformance/spec/amqp-1.0) and these rules
 come second-hand, from Broker-J's tests: a broker that claims the capability and breaks one
 DIFFERS from the soleconn model, never FAILED, until that text is in the manifest.
 

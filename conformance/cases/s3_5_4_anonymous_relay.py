@@ -17,8 +17,8 @@ outcome, [...] then the routing node MUST detach the link with an error", as whe
 message has already been settled by the sender"; "the info field of error MUST contain an
 entry with symbolic key delivery-tag and binary value of the delivery-tag of the message
 which caused the failure." The anonterm text itself is not among the specification texts
-the suite grades against (the normative manifest covers the core specification: ../shared
-spec/amqp-1.0), and these quotes come second-hand: a broker that claims the relay and
+the suite grades against (the normative manifest covers the core specification:
+conformance/spec/amqp-1.0), and these quotes come second-hand: a broker that claims the relay and
 breaks one DIFFERS from the anonterm model, never FAILED, until that text is in the
 manifest.
 

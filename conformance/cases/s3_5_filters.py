@@ -17,7 +17,7 @@ source then a detach, 2.6.3; Qpid Broker-J answers amqp:not-implemented): OK too
 FAILS is an attach whose source lists the unknown filter as in place.
 
 The property filters (`3.5.3/properties-filter-*`, `3.5.3/filter-expressions-*`): the
-filtex text is not in ../shared/spec (its rules are quoted through RabbitMQ 4.1's
+filtex text is not in conformance/spec (its rules are quoted through RabbitMQ 4.1's
 implementation), so a broker that claims them (profile capability `properties-filter`)
 and delivers otherwise DIFFERS from the `filtex` model, never FAILED; a broker whose
 profile lacks the capability is UNSUPPORTED. The deliveries are judged by the suite's own
