@@ -184,39 +184,7 @@ def rcv_settle_second(probe, ctx):
     """A receiver in rcv-settle-mode second, unsettled deliveries: one message, accepted by
     an unsettled batchable disposition; the broker settles it, then we do; it is not
     delivered again."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    session = probe.open_session()
-    link = refused_unless_implemented(
-        probe,
-        lambda: probe.attach_receiver(
-            session,
-            ctx.source(queue),
-            credit=1,
-            snd_settle_mode=SndSettleMode.UNSETTLED,
-            rcv_settle_mode=RcvSettleMode.SECOND,
-        ),
-    )
-    delivery = probe.next_transfer(link)
-    ctx.check(
-        not delivery.settled,
-        "expected the delivery unsettled (snd-settle-mode unsettled); observed it settled",
-    )
-    link.disposition(delivery.delivery_id, settled=False, state=Accepted(), batchable=True)
-    probe.flush()
-    settled = probe.expect(
-        lambda e: (
-            isinstance(e, DispositionReceived)
-            and e.role == Role.SENDER
-            and e.settled
-            and e.first <= delivery.delivery_id <= e.last
-        ),
-        what="the broker's settlement (mode second)",
-    )
-    ctx.note(f"settled by the broker with {settled.state}")
-    link.disposition(delivery.delivery_id, settled=True, state=Accepted())
-    probe.flush()
-    probe.detach(link)
+    queue, session = _settled_in_mode_second(probe, ctx, Accepted(), batchable=True)
     _, again = consumer(probe, ctx, queue, session=session, credit=1)
     resent = collect(probe, again, 0.5)
     ctx.must(
@@ -240,40 +208,8 @@ def rcv_settle_second_rejected(probe, ctx):
     """A receiver in rcv-settle-mode second, unsettled deliveries: one message, rejected by
     an unsettled disposition; the broker settles it, then we do; it is not delivered
     again."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
-    session = probe.open_session()
-    link = refused_unless_implemented(
-        probe,
-        lambda: probe.attach_receiver(
-            session,
-            ctx.source(queue),
-            credit=1,
-            snd_settle_mode=SndSettleMode.UNSETTLED,
-            rcv_settle_mode=RcvSettleMode.SECOND,
-        ),
-    )
-    delivery = probe.next_transfer(link)
-    ctx.check(
-        not delivery.settled,
-        "expected the delivery unsettled (snd-settle-mode unsettled); observed it settled",
-    )
     rejected = Rejected(error=Error(condition="amqp:internal-error"))
-    link.disposition(delivery.delivery_id, settled=False, state=rejected)
-    probe.flush()
-    settled = probe.expect(
-        lambda e: (
-            isinstance(e, DispositionReceived)
-            and e.role == Role.SENDER
-            and e.settled
-            and e.first <= delivery.delivery_id <= e.last
-        ),
-        what="the broker's settlement (mode second)",
-    )
-    ctx.note(f"settled by the broker with {settled.state}")
-    link.disposition(delivery.delivery_id, settled=True, state=rejected)
-    probe.flush()
-    probe.detach(link)
+    queue, session = _settled_in_mode_second(probe, ctx, rejected)
     _, again = consumer(probe, ctx, queue, session=session, credit=1)
     back = collect(probe, again, 0.5)
     ctx.check(not back, f"expected the rejected message gone; observed {len(back)} resent")
@@ -360,3 +296,45 @@ def resume_unknown_delivery(probe, ctx):
         f"expected the resumed delivery ignored (not in the broker's unsettled map {known!r}); "
         f"observed it queued ({[message_text(d) for d in got]})",
     )
+
+
+def _settled_in_mode_second(
+    probe, ctx, state: object, batchable: bool = False
+) -> tuple[str, object]:
+    """One message to a receiver in rcv-settle-mode second (unsettled deliveries): our
+    unsettled disposition with `state`, the broker's settlement, then ours, and the link
+    detached. Returns the queue and the session (for a second consumer)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 1)
+    session = probe.open_session()
+    link = refused_unless_implemented(
+        probe,
+        lambda: probe.attach_receiver(
+            session,
+            ctx.source(queue),
+            credit=1,
+            snd_settle_mode=SndSettleMode.UNSETTLED,
+            rcv_settle_mode=RcvSettleMode.SECOND,
+        ),
+    )
+    delivery = probe.next_transfer(link)
+    ctx.check(
+        not delivery.settled,
+        "expected the delivery unsettled (snd-settle-mode unsettled); observed it settled",
+    )
+    link.disposition(delivery.delivery_id, settled=False, state=state, batchable=batchable)
+    probe.flush()
+    settled = probe.expect(
+        lambda e: (
+            isinstance(e, DispositionReceived)
+            and e.role == Role.SENDER
+            and e.settled
+            and e.first <= delivery.delivery_id <= e.last
+        ),
+        what="the broker's settlement (mode second)",
+    )
+    ctx.note(f"settled by the broker with {settled.state}")
+    link.disposition(delivery.delivery_id, settled=True, state=state)
+    probe.flush()
+    probe.detach(link)
+    return queue, session
