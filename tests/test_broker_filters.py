@@ -7,16 +7,14 @@ each of the two filter faults, UNSUPPORTED on a profile without properties-filte
 
 from __future__ import annotations
 
-import dataclasses
-
 from broker_support import EngineClient, connected_client, management, running_broker
+from broker_support.case_verdicts import case_verdicts
 from hypothesis import given, settings
 
 from amqpspec.amqp10.composites import Properties, Source
 from amqpspec.amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described, symbol
-from amqpspec.conformance.admin import make_admin
 from amqpspec.conformance.cases import s3_5_filters as filter_cases
 from amqpspec.conformance.filter_expressions import (
     application_properties_filter,
@@ -24,9 +22,6 @@ from amqpspec.conformance.filter_expressions import (
     reference_matches,
     selects,
 )
-from amqpspec.conformance.profile import load_profile
-from amqpspec.conformance.registry import load_cases
-from amqpspec.conformance.runner import BrokerTarget, run_case
 from amqpspec.conformance.verdicts import Verdict
 from amqpspec.reference_broker.faults import Faults
 from amqpspec.reference_broker.filters import in_place
@@ -123,36 +118,23 @@ def test_broker_and_suite_evaluators_agree(drawn, pair):
         broker = placed.accepts is None or placed.accepts(message.encode())
         assert broker == selects(filters, message)
 
+
 UNKNOWN_CASE = "3.5.3/filter-unknown-not-reported"
 SUBJECT_CASE = "3.5.3/properties-filter-subject"
 GENERATED_CASE = "3.5.3/filter-expressions-generated"
 CASES = (UNKNOWN_CASE, SUBJECT_CASE, "3.5.3/properties-filter-application-properties")
 
 
-def _verdicts(broker, *case_ids: str, profile_name: str = "reference") -> dict:
-    """The conformance cases `case_ids` against `broker` (profile `profile_name`, waits of
-    1 s): case id -> (verdict, reason)."""
-    cases = {case.case_id: case for case in load_cases()}
-    profile = dataclasses.replace(load_profile(profile_name), wait=1.0)
-    admin = make_admin(profile.admin, f"http://guest:guest@127.0.0.1:{broker.admin_port}")
-    target = BrokerTarget.parse(f"amqp://127.0.0.1:{broker.port}")
-    try:
-        results = [run_case(cases[c], target, profile, admin) for c in case_ids]
-    finally:
-        admin.close()
-    return {r.case_id: (r.verdict, r.reason) for r in results}
-
-
 def test_the_cases_grade_the_clean_broker_ok_and_each_fault():
     with running_broker() as b:
-        clean = _verdicts(b, *CASES, GENERATED_CASE)
+        clean = case_verdicts(b, *CASES, GENERATED_CASE)
         assert {v for v, _ in clean.values()} == {Verdict.OK}, clean
-        other = _verdicts(b, *CASES[1:], profile_name="rabbitmq3")
+        other = case_verdicts(b, *CASES[1:], profile_name="rabbitmq3")
         assert {v for v, _ in other.values()} == {Verdict.UNSUPPORTED}, other
     with running_broker(faults=("report-unknown-filters",)) as b:
-        echoed = _verdicts(b, UNKNOWN_CASE)[UNKNOWN_CASE]
+        echoed = case_verdicts(b, UNKNOWN_CASE)[UNKNOWN_CASE]
     assert echoed[0] is Verdict.FAILED and "2.6.3/establishing-or-resuming-a-link.3" in echoed[1]
     with running_broker(faults=("properties-filter-ignores-subject",)) as b:
-        ignored = _verdicts(b, SUBJECT_CASE, GENERATED_CASE)
+        ignored = case_verdicts(b, SUBJECT_CASE, GENERATED_CASE)
     assert {v for v, _ in ignored.values()} == {Verdict.DIFFERS}, ignored
     assert "filtex" in ignored[SUBJECT_CASE][1]

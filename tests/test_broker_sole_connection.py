@@ -9,18 +9,14 @@ capability."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Iterator
 
 from broker_support import EngineClient, running_broker
+from broker_support.case_verdicts import case_verdicts
 
 from amqpspec.amqp10.engine import RemoteClose, RemoteOpen
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import symbol, uint
-from amqpspec.conformance.admin import make_admin
-from amqpspec.conformance.profile import load_profile
-from amqpspec.conformance.registry import load_cases
-from amqpspec.conformance.runner import BrokerTarget, run_case
 from amqpspec.conformance.verdicts import Verdict
 from amqpspec.reference_broker.sole_connection import (
     CAPABILITY,
@@ -144,20 +140,6 @@ def test_the_weak_detection_fault_lets_a_connection_without_the_capability_throu
         assert _still_open(second) and _still_open(first)
 
 
-def _verdicts(broker, *case_ids: str, profile_name: str = "reference") -> dict:
-    """The conformance cases `case_ids` against `broker` (profile `profile_name`, waits of
-    1 s): case id -> (verdict, reason)."""
-    cases = {case.case_id: case for case in load_cases()}
-    profile = dataclasses.replace(load_profile(profile_name), wait=1.0)
-    admin = make_admin(profile.admin, f"http://guest:guest@127.0.0.1:{broker.admin_port}")
-    target = BrokerTarget.parse(f"amqp://127.0.0.1:{broker.port}")
-    try:
-        results = [run_case(cases[c], target, profile, admin) for c in case_ids]
-    finally:
-        admin.close()
-    return {r.case_id: (r.verdict, r.reason) for r in results}
-
-
 DETECTION_CASES = (
     "2.7.1/sole-connection-strong-detection-refuse",
     "2.7.1/sole-connection-strong-detection-first-without-capability-close-existing",
@@ -166,12 +148,12 @@ DETECTION_CASES = (
 
 def test_the_conformance_cases_grade_the_clean_broker_ok_and_the_fault_differs():
     with _broker() as b:
-        clean = _verdicts(b, "2.7.1/sole-connection-mixed-close-then-refuse", *DETECTION_CASES)
+        clean = case_verdicts(b, "2.7.1/sole-connection-mixed-close-then-refuse", *DETECTION_CASES)
         assert {v for v, _ in clean.values()} == {Verdict.OK}, clean
-        other = _verdicts(b, *DETECTION_CASES, profile_name="rabbitmq3")
+        other = case_verdicts(b, *DETECTION_CASES, profile_name="rabbitmq3")
         assert {v for v, _ in other.values()} == {Verdict.UNSUPPORTED}, other
     with _broker("sole-connection-weak-detection") as b:
-        faulty = _verdicts(b, *DETECTION_CASES)
+        faulty = case_verdicts(b, *DETECTION_CASES)
     assert {v for v, _ in faulty.values()} == {Verdict.DIFFERS}, faulty
     reason = faulty[DETECTION_CASES[0]][1]
     assert "expected the second connection refused" in reason and "soleconn" in reason
