@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.errors import DecodeError, EncodeError, ErrorKind
 from amqpspec.amqp10.types import (
     INT_RANGES,
     Array,
@@ -144,7 +144,13 @@ TYPE_OF_CODE: dict[int, str] = {c: t for t, codes in CODES_OF_TYPE.items() for c
 
 def _need(pos: int, n: int, end: int, what: str) -> None:
     if pos + n > end:
-        raise DecodeError(pos, f"{n} byte(s) of {what}, only {max(end - pos, 0)} left")
+        raise DecodeError(
+            pos,
+            f"{n} byte(s) of {what}, only {max(end - pos, 0)} left",
+            kind=ErrorKind.SHORT_INPUT,
+            declared=n,
+            limit=max(end - pos, 0),
+        )
 
 
 def _fixed(unpacker: struct.Struct, wrap: type | None, what: str) -> Decoder:
@@ -180,7 +186,9 @@ def _dec_bool(buf: bytes, pos: int, end: int, depth: int) -> tuple[bool, int]:
         _need(pos, 1, end, "boolean")
     octet = buf[pos]
     if octet > 1:
-        raise DecodeError(pos, f"boolean 0x00 or 0x01, got 0x{octet:02x}")
+        raise DecodeError(
+            pos, f"boolean 0x00 or 0x01, got 0x{octet:02x}", kind=ErrorKind.INVALID_VALUE
+        )
     return octet == 1, pos + 1
 
 
@@ -198,7 +206,9 @@ def _dec_char(buf: bytes, pos: int, end: int, depth: int) -> tuple[char, int]:
         _need(pos, 4, end, "char")
     code_point = _I.unpack_from(buf, pos)[0]
     if code_point > 0x10FFFF or 0xD800 <= code_point <= 0xDFFF:
-        raise DecodeError(pos, f"a Unicode scalar value, got 0x{code_point:x}")
+        raise DecodeError(
+            pos, f"a Unicode scalar value, got 0x{code_point:x}", kind=ErrorKind.INVALID_VALUE
+        )
     return char(chr(code_point)), pos + 4
 
 
@@ -219,14 +229,22 @@ def _variable(width: int, kind: str) -> Decoder:
         start = pos + width
         stop = start + length
         if stop > end:
-            raise DecodeError(pos, f"{length} byte(s) of {kind}, only {end - start} left")
+            raise DecodeError(
+                pos,
+                f"{length} byte(s) of {kind}, only {end - start} left",
+                kind=ErrorKind.SHORT_INPUT,
+                declared=length,
+                limit=end - start,
+            )
         raw = bytes(buf[start:stop])
         if kind == "binary":
             return raw, stop
         try:
             text = raw.decode("utf-8" if kind == "string" else "ascii")
         except UnicodeDecodeError as exc:
-            raise DecodeError(start + exc.start, f"valid {kind} bytes") from None
+            raise DecodeError(
+                start + exc.start, f"valid {kind} bytes", kind=ErrorKind.INVALID_ENCODING
+            ) from None
         return (text if kind == "string" else symbol(text)), stop
 
     return dec
@@ -243,7 +261,13 @@ def _compound_header(buf: bytes, pos: int, end: int, width: int, what: str) -> t
         size, count = _II.unpack_from(buf, pos)
     stop = pos + width + size
     if size < width or stop > end:
-        raise DecodeError(pos, f"{what} size {size} within {end - pos - width} byte(s)")
+        raise DecodeError(
+            pos,
+            f"{what} size {size} within {end - pos - width} byte(s)",
+            kind=ErrorKind.COMPOUND_OVERRUN,
+            declared=size,
+            limit=end - pos - width,
+        )
     return count, pos + header, stop
 
 
@@ -255,9 +279,20 @@ def _list(width: int) -> Decoder:
     def dec(buf: bytes, pos: int, end: int, depth: int) -> tuple[list, int]:
         count, pos, stop = _compound_header(buf, pos, end, width, "list")
         if count > stop - pos:
-            raise DecodeError(pos, f"list of {count} items in {stop - pos} byte(s)")
+            raise DecodeError(
+                pos,
+                f"list of {count} items in {stop - pos} byte(s)",
+                kind=ErrorKind.COUNT_EXCEEDS_SIZE,
+                declared=count,
+                limit=stop - pos,
+            )
         if depth >= MAX_DEPTH:
-            raise DecodeError(pos, f"nesting under {MAX_DEPTH} levels")
+            raise DecodeError(
+                pos,
+                f"nesting under {MAX_DEPTH} levels",
+                kind=ErrorKind.NESTING_TOO_DEEP,
+                allowed=MAX_DEPTH,
+            )
         items = []
         append = items.append
         table = DECODERS
@@ -267,7 +302,7 @@ def _list(width: int) -> Decoder:
             value, pos = table[buf[pos]](buf, pos + 1, stop, depth + 1)
             append(value)
         if pos != stop:
-            raise DecodeError(pos, f"list to end at byte {stop}")
+            raise DecodeError(pos, f"list to end at byte {stop}", kind=ErrorKind.COMPOUND_END)
         return items, pos
 
     return dec
@@ -277,11 +312,27 @@ def _map(width: int) -> Decoder:
     def dec(buf: bytes, pos: int, end: int, depth: int) -> tuple[dict, int]:
         count, pos, stop = _compound_header(buf, pos, end, width, "map")
         if count % 2:
-            raise DecodeError(pos, f"an even number of map items, got {count}")
+            raise DecodeError(
+                pos,
+                f"an even number of map items, got {count}",
+                kind=ErrorKind.ODD_MAP_COUNT,
+                declared=count,
+            )
         if count > stop - pos:
-            raise DecodeError(pos, f"map of {count} items in {stop - pos} byte(s)")
+            raise DecodeError(
+                pos,
+                f"map of {count} items in {stop - pos} byte(s)",
+                kind=ErrorKind.COUNT_EXCEEDS_SIZE,
+                declared=count,
+                limit=stop - pos,
+            )
         if depth >= MAX_DEPTH:
-            raise DecodeError(pos, f"nesting under {MAX_DEPTH} levels")
+            raise DecodeError(
+                pos,
+                f"nesting under {MAX_DEPTH} levels",
+                kind=ErrorKind.NESTING_TOO_DEEP,
+                allowed=MAX_DEPTH,
+            )
         result: dict = {}
         table = DECODERS
         for _ in range(count // 2):
@@ -294,12 +345,18 @@ def _map(width: int) -> Decoder:
             value, pos = table[buf[pos]](buf, pos + 1, stop, depth + 1)
             try:
                 if key in result:
-                    raise DecodeError(key_pos, f"unique map keys, {key!r} repeats")
+                    raise DecodeError(
+                        key_pos,
+                        f"unique map keys, {key!r} repeats",
+                        kind=ErrorKind.DUPLICATE_MAP_KEY,
+                    )
                 result[key] = value
             except TypeError:
-                raise DecodeError(key_pos, "a hashable map key") from None
+                raise DecodeError(
+                    key_pos, "a hashable map key", kind=ErrorKind.UNHASHABLE_MAP_KEY
+                ) from None
         if pos != stop:
-            raise DecodeError(pos, f"map to end at byte {stop}")
+            raise DecodeError(pos, f"map to end at byte {stop}", kind=ErrorKind.COMPOUND_END)
         return result, pos
 
     return dec
@@ -309,7 +366,12 @@ def _array(width: int) -> Decoder:
     def dec(buf: bytes, pos: int, end: int, depth: int) -> tuple[Array, int]:
         count, pos, stop = _compound_header(buf, pos, end, width, "array")
         if depth >= MAX_DEPTH:
-            raise DecodeError(pos, f"nesting under {MAX_DEPTH} levels")
+            raise DecodeError(
+                pos,
+                f"nesting under {MAX_DEPTH} levels",
+                kind=ErrorKind.NESTING_TOO_DEEP,
+                allowed=MAX_DEPTH,
+            )
         if pos >= stop:
             _need(pos, 1, stop, "array element constructor")
         descriptor = None
@@ -325,11 +387,21 @@ def _array(width: int) -> Decoder:
             pos += 1
         element_type = TYPE_OF_CODE.get(code)
         if element_type is None:
-            raise DecodeError(pos - 1, f"a primitive element constructor, got 0x{code:02x}")
+            raise DecodeError(
+                pos - 1,
+                f"a primitive element constructor, got 0x{code:02x}",
+                kind=ErrorKind.ARRAY_ELEMENT_CONSTRUCTOR,
+            )
         if code in _ZERO_WIDTH:
             return _zero_width_array(code, element_type, count, descriptor, pos, stop)
         if count > stop - pos:
-            raise DecodeError(pos, f"array of {count} items in {stop - pos} byte(s)")
+            raise DecodeError(
+                pos,
+                f"array of {count} items in {stop - pos} byte(s)",
+                kind=ErrorKind.COUNT_EXCEEDS_SIZE,
+                declared=count,
+                limit=stop - pos,
+            )
         element = DECODERS[code]
         items = []
         append = items.append
@@ -337,7 +409,7 @@ def _array(width: int) -> Decoder:
             value, pos = element(buf, pos, stop, depth + 1)
             append(value)
         if pos != stop:
-            raise DecodeError(pos, f"array to end at byte {stop}")
+            raise DecodeError(pos, f"array to end at byte {stop}", kind=ErrorKind.COMPOUND_END)
         if descriptor is not None:
             items = [_described_value(descriptor, item, pos) for item in items]
         return Array(element_type, items, descriptor), pos
@@ -352,9 +424,15 @@ def _zero_width_array(
     input, so it is capped (an implementation limit, MAX_ZERO_WIDTH_ARRAY) to keep the
     work of decoding proportional to the input, and the one value is shared."""
     if count > MAX_ZERO_WIDTH_ARRAY:
-        raise DecodeError(pos, f"at most {MAX_ZERO_WIDTH_ARRAY} zero-width array items")
+        raise DecodeError(
+            pos,
+            f"at most {MAX_ZERO_WIDTH_ARRAY} zero-width array items",
+            kind=ErrorKind.ZERO_WIDTH_ARRAY_LIMIT,
+            declared=count,
+            allowed=MAX_ZERO_WIDTH_ARRAY,
+        )
     if pos != stop:
-        raise DecodeError(pos, f"array to end at byte {stop}")
+        raise DecodeError(pos, f"array to end at byte {stop}", kind=ErrorKind.COMPOUND_END)
     if not count:
         return Array(element_type, (), descriptor), pos
     value = DECODERS[code](b"", 0, 0, 0)[0]
@@ -378,13 +456,18 @@ def _described_value(descriptor: Any, value: Any, pos: int) -> Any:
         try:
             return Described(descriptor, value)
         except TypeError:  # pragma: no cover - dataclass never raises on construction
-            raise DecodeError(pos, "a described value") from None
+            raise DecodeError(pos, "a described value", kind=ErrorKind.INVALID_DESCRIBED) from None
     return builder(value, pos)
 
 
 def _dec_described(buf: bytes, pos: int, end: int, depth: int) -> tuple[Any, int]:
     if depth >= MAX_DEPTH:
-        raise DecodeError(pos, f"nesting under {MAX_DEPTH} levels")
+        raise DecodeError(
+            pos,
+            f"nesting under {MAX_DEPTH} levels",
+            kind=ErrorKind.NESTING_TOO_DEEP,
+            allowed=MAX_DEPTH,
+        )
     if pos + 2 < end and buf[pos] == SMALLULONG:
         # Fast path: every spec type has a descriptor code < 256, sent as smallulong.
         fast = SMALL_DESCRIBED_DECODERS.get(buf[pos + 1])
@@ -394,7 +477,9 @@ def _dec_described(buf: bytes, pos: int, end: int, depth: int) -> tuple[Any, int
         _need(pos, 1, end, "descriptor constructor")
     code = buf[pos]
     if code == DESCRIBED:
-        raise DecodeError(pos, "a descriptor that is not itself described")
+        raise DecodeError(
+            pos, "a descriptor that is not itself described", kind=ErrorKind.NESTED_DESCRIPTOR
+        )
     descriptor, pos = DECODERS[code](buf, pos + 1, end, depth + 1)
     if pos >= end:
         _need(pos, 1, end, "described value constructor")
@@ -415,7 +500,11 @@ SMALL_DESCRIBED_DECODERS: dict[int, Decoder] = {}
 
 
 def _invalid(buf: bytes, pos: int, end: int, depth: int) -> tuple[Any, int]:
-    raise DecodeError(pos - 1, f"a constructor byte, got reserved 0x{buf[pos - 1]:02x}")
+    raise DecodeError(
+        pos - 1,
+        f"a constructor byte, got reserved 0x{buf[pos - 1]:02x}",
+        kind=ErrorKind.RESERVED_CONSTRUCTOR,
+    )
 
 
 DECODERS: list[Decoder] = [_invalid] * 256
@@ -477,11 +566,18 @@ def decode_value(buf: bytes, pos: int = 0, end: int | None = None) -> tuple[Any,
     if end is None:
         end = len(buf)
     if pos >= end:
-        raise DecodeError(pos, "a constructor byte, got end of input")
+        raise DecodeError(
+            pos, "a constructor byte, got end of input", kind=ErrorKind.MISSING_CONSTRUCTOR
+        )
     try:
         return DECODERS[buf[pos]](buf, pos + 1, end, 0)
     except RecursionError:  # defensive: MAX_DEPTH keeps us far from the limit
-        raise DecodeError(pos, f"nesting under {MAX_DEPTH} levels") from None
+        raise DecodeError(
+            pos,
+            f"nesting under {MAX_DEPTH} levels",
+            kind=ErrorKind.NESTING_TOO_DEEP,
+            allowed=MAX_DEPTH,
+        ) from None
 
 
 _FIXED_WIDTH = {0x4: 0, 0x5: 1, 0x6: 2, 0x7: 4, 0x8: 8, 0x9: 16}  # subcategory -> bytes
@@ -499,11 +595,18 @@ def value_end(buf: bytes, pos: int = 0, end: int | None = None) -> int:
 
 def _value_end(buf: bytes, pos: int, end: int, depth: int) -> int:
     if pos >= end:
-        raise DecodeError(pos, "a constructor byte, got end of input")
+        raise DecodeError(
+            pos, "a constructor byte, got end of input", kind=ErrorKind.MISSING_CONSTRUCTOR
+        )
     code = buf[pos]
     if code == DESCRIBED:
         if depth >= MAX_DEPTH:
-            raise DecodeError(pos, f"nesting under {MAX_DEPTH} levels")
+            raise DecodeError(
+                pos,
+                f"nesting under {MAX_DEPTH} levels",
+                kind=ErrorKind.NESTING_TOO_DEEP,
+                allowed=MAX_DEPTH,
+            )
         descriptor_end = _value_end(buf, pos + 1, end, depth + 1)
         return _value_end(buf, descriptor_end, end, depth + 1)
     nibble = code >> 4
@@ -515,9 +618,18 @@ def _value_end(buf: bytes, pos: int, end: int, depth: int) -> int:
         size = (_B if width == 1 else _I).unpack_from(buf, pos + 1)[0]
         stop = pos + 1 + width + size
     else:
-        raise DecodeError(pos, f"a constructor byte, got reserved 0x{code:02x}")
+        raise DecodeError(
+            pos,
+            f"a constructor byte, got reserved 0x{code:02x}",
+            kind=ErrorKind.RESERVED_CONSTRUCTOR,
+        )
     if stop > end:
-        raise DecodeError(pos, f"a value ending at byte {stop}, input ends at {end}")
+        raise DecodeError(
+            pos,
+            f"a value ending at byte {stop}, input ends at {end}",
+            kind=ErrorKind.VALUE_OVERRUN,
+            limit=end,
+        )
     return stop
 
 
@@ -525,7 +637,12 @@ def decode(buf: bytes) -> Any:
     """Decode exactly one value that fills `buf`."""
     value, pos = decode_value(buf)
     if pos != len(buf):
-        raise DecodeError(pos, f"end of input, {len(buf) - pos} byte(s) remain")
+        raise DecodeError(
+            pos,
+            f"end of input, {len(buf) - pos} byte(s) remain",
+            kind=ErrorKind.TRAILING_BYTES,
+            declared=len(buf) - pos,
+        )
     return value
 
 

@@ -31,7 +31,7 @@ from amqpspec.amqp10.codec import (
     Decoder,
     Encoder,
 )
-from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.errors import DecodeError, EncodeError, ErrorKind
 from amqpspec.amqp10.spec import (
     COMPOSITES,
     SECTION_TYPES,
@@ -264,11 +264,30 @@ def _make_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
             stop = pos + 5 + size
             pos += 9
         else:
-            raise DecodeError(pos, f"{name} as a list, got constructor 0x{code:02x}")
+            raise DecodeError(
+                pos,
+                f"{name} as a list, got constructor 0x{code:02x}",
+                kind=ErrorKind.NOT_A_LIST,
+                performative=name,
+            )
         if stop > end or stop < pos:
-            raise DecodeError(start, f"{name} list within {end - start} byte(s)")
+            raise DecodeError(
+                start,
+                f"{name} list within {end - start} byte(s)",
+                kind=ErrorKind.COMPOUND_OVERRUN,
+                performative=name,
+                declared=stop - start,
+                limit=end - start,
+            )
         if count > count_max:
-            raise DecodeError(start, f"at most {count_max} fields of {name}, got {count}")
+            raise DecodeError(
+                start,
+                f"at most {count_max} fields of {name}, got {count}",
+                kind=ErrorKind.TOO_MANY_FIELDS,
+                performative=name,
+                declared=count,
+                allowed=count_max,
+            )
         values: list[Any] = [None] * count_max
         for index in range(count):
             if pos >= stop:
@@ -280,13 +299,27 @@ def _make_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
                     f"{name}.{fields[index].name} of type {fields[index].type}, "
                     f"got constructor 0x{item_code:02x}",
                     "amqp:decode-error",
+                    ErrorKind.FIELD_TYPE,
+                    performative=name,
+                    field=fields[index].name,
                 )
             values[index], pos = tables[index][item_code](buf, pos + 1, stop, depth + 1)
         if pos != stop:
-            raise DecodeError(pos, f"{name} list to end at byte {stop}")
+            raise DecodeError(
+                pos,
+                f"{name} list to end at byte {stop}",
+                kind=ErrorKind.COMPOUND_END,
+                performative=name,
+            )
         for index in mandatory:
             if values[index] is None:
-                raise DecodeError(start, f"mandatory field {name}.{fields[index].name}")
+                raise DecodeError(
+                    start,
+                    f"mandatory field {name}.{fields[index].name}",
+                    kind=ErrorKind.MANDATORY_FIELD,
+                    performative=name,
+                    field=fields[index].name,
+                )
         for index in multiple:
             value = values[index]
             if value is not None:
@@ -294,7 +327,13 @@ def _make_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
         for index, archetype in requires:
             value = values[index]
             if isinstance(value, Composite) and archetype not in value.SPEC.provides:
-                raise DecodeError(start, f"{name}.{fields[index].name} to be a {archetype}")
+                raise DecodeError(
+                    start,
+                    f"{name}.{fields[index].name} to be a {archetype}",
+                    kind=ErrorKind.FIELD_ARCHETYPE,
+                    performative=name,
+                    field=fields[index].name,
+                )
         obj = new(cls)
         for index in range(count_max):
             value = values[index]
@@ -309,7 +348,9 @@ def _build_from_list(cls: type[Composite], body_decoder: Decoder) -> codec.Descr
 
     def build(value: Any, pos: int) -> Composite:
         if not isinstance(value, list):
-            raise DecodeError(pos, f"{cls.NAME} as a list")
+            raise DecodeError(
+                pos, f"{cls.NAME} as a list", kind=ErrorKind.NOT_A_LIST, performative=cls.NAME
+            )
         if not value:
             return body_decoder(b"\x45", 0, 1, 1)[0]
         body = bytearray()
@@ -382,6 +423,7 @@ def _generated(source: str, scope: dict[str, Any], name: str) -> Any:
     COMPILED_TWINS.append(name)
     return factory(scope, function)
 
+
 # The fast path (bench/README.md "The fast path"): every
 # composite class gets an encode and a decode function generated from its spec fields,
 # with the common field types (uint, ulong, boolean, binary, symbol, string) inlined and
@@ -421,6 +463,13 @@ _INLINE_ENCODE = {
         "out += raw\n"
     ),
 }
+
+
+def _facts(performative: str, field: str | None = None) -> str:
+    """The structured facts of a generated raise site, as keyword arguments' source."""
+    if field is None:
+        return f"performative={performative!r}"
+    return f"performative={performative!r}, field={field!r}"
 
 
 def _indent(code: str, spaces: int) -> str:
@@ -535,14 +584,18 @@ def _decode_field_code(i: int, field: Field, spec: CompositeType, what: str) -> 
         out.append(f"        _need(pos + 1, 1, stop, '{what} length')")
         out.append("    n = pos + 2 + buf[pos + 1]")
         out.append("    if n > stop:")
-        out.append(f"        raise DecodeError(pos + 1, '{what} within its list')")
+        out.append(
+            f"        raise DecodeError(pos + 1, '{what} within its list', "
+            f"kind={ErrorKind.SHORT_INPUT.value!r}, {_facts(spec.name, field.name)})"
+        )
         out.append(f"    v{i} = bytes(buf[pos + 2 : n])")
         out.append("    pos = n")
     out.append(f"elif c in _allowed{i}:")
     out.append(f"    v{i}, pos = _table{i}[c](buf, pos + 1, stop, depth + 1)")
     out.append("else:")
     out.append(
-        f"    raise DecodeError(pos, f'{what} of type {field.type}, got constructor 0x{{c:02x}}')"
+        f"    raise DecodeError(pos, f'{what} of type {field.type}, got constructor 0x{{c:02x}}', "
+        f"kind={ErrorKind.FIELD_TYPE.value!r}, {_facts(spec.name, field.name)})"
     )
     return "\n".join(out)
 
@@ -575,11 +628,16 @@ def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decode
         "        stop = pos + 5 + size",
         "        pos += 9",
         "    else:",
-        f"        raise DecodeError(pos, f'{name} as a list, got constructor 0x{{code:02x}}')",
+        f"        raise DecodeError(pos, f'{name} as a list, got constructor 0x{{code:02x}}', "
+        f"kind={ErrorKind.NOT_A_LIST.value!r}, {_facts(name)})",
         "    if stop > end or stop < pos:",
-        f"        raise DecodeError(start, f'{name} list within {{end - start}} byte(s)')",
+        f"        raise DecodeError(start, f'{name} list within {{end - start}} byte(s)', "
+        f"kind={ErrorKind.COMPOUND_OVERRUN.value!r}, {_facts(name)}, "
+        "declared=stop - start, limit=end - start)",
         f"    if count > {count_max}:",
-        f"        raise DecodeError(start, f'at most {count_max} fields of {name}, got {{count}}')",
+        f"        raise DecodeError(start, f'at most {count_max} fields of {name}, got {{count}}', "
+        f"kind={ErrorKind.TOO_MANY_FIELDS.value!r}, {_facts(name)}, "
+        f"declared=count, allowed={count_max})",
     ]
     if count_max:
         lines.append("    " + " = ".join(f"v{i}" for i in range(count_max)) + " = None")
@@ -590,11 +648,17 @@ def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decode
         lines.append(f"            _need(pos, 1, stop, '{what}')")
         lines.append(_indent(_decode_field_code(i, field, spec, what), 8).rstrip("\n"))
     lines.append("    if pos != stop:")
-    lines.append(f"        raise DecodeError(pos, f'{name} list to end at byte {{stop}}')")
+    lines.append(
+        f"        raise DecodeError(pos, f'{name} list to end at byte {{stop}}', "
+        f"kind={ErrorKind.COMPOUND_END.value!r}, {_facts(name)})"
+    )
     for i, field in enumerate(fields):
         if field.mandatory:
             lines.append(f"    if v{i} is None:")
-            lines.append(f"        raise DecodeError(start, 'mandatory field {name}.{field.name}')")
+            lines.append(
+                f"        raise DecodeError(start, 'mandatory field {name}.{field.name}', "
+                f"kind={ErrorKind.MANDATORY_FIELD.value!r}, {_facts(name, field.name)})"
+            )
         if field.multiple:
             lines.append(f"    if v{i} is not None:")
             lines.append(f"        v{i} = list(v{i}.items) if type(v{i}) is Array else [v{i}]")
@@ -604,7 +668,8 @@ def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decode
                 f"    if isinstance(v{i}, Composite) and {archetype} not in v{i}.SPEC.provides:"
             )
             lines.append(
-                f"        raise DecodeError(start, '{name}.{field.name} to be a {field.requires}')"
+                f"        raise DecodeError(start, '{name}.{field.name} to be a {field.requires}', "
+                f"kind={ErrorKind.FIELD_ARCHETYPE.value!r}, {_facts(name, field.name)})"
             )
     lines.append("    obj = _new(_cls)")
     for i, attr in enumerate(names):
@@ -710,7 +775,12 @@ def _section_builder(cls: type[Section]) -> codec.DescribedBuilder:
 
     def build(value: Any, pos: int) -> Section:
         if expected is not None and not isinstance(value, expected):
-            raise DecodeError(pos, f"{cls.NAME} to carry a {cls.SOURCE}")
+            raise DecodeError(
+                pos,
+                f"{cls.NAME} to carry a {cls.SOURCE}",
+                kind=ErrorKind.SECTION_TYPE,
+                performative=cls.NAME,
+            )
         return cls(value)
 
     return build
@@ -726,7 +796,12 @@ def _section_decoder(cls: type[Section]) -> Decoder:
         value_pos = pos
         value, pos = decoders[buf[pos]](buf, pos + 1, end, depth)
         if expected is not None and not isinstance(value, expected):
-            raise DecodeError(value_pos, f"{cls.NAME} to carry a {cls.SOURCE}")
+            raise DecodeError(
+                value_pos,
+                f"{cls.NAME} to carry a {cls.SOURCE}",
+                kind=ErrorKind.SECTION_TYPE,
+                performative=cls.NAME,
+            )
         section = new(cls)
         section.value = value
         return section, pos

@@ -18,7 +18,7 @@ from typing import Any
 
 from amqpspec.amqp10 import codec
 from amqpspec.amqp10.composites import CLASS_BY_CODE, Composite, Transfer
-from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.errors import DecodeError, EncodeError, ErrorKind
 from amqpspec.amqp10.spec import Cond
 
 FRAME_HEADER = struct.Struct(">IBBH")
@@ -55,10 +55,15 @@ class ProtocolHeader:
     @classmethod
     def decode(cls, data: bytes) -> ProtocolHeader:
         if len(data) < PROTOCOL_HEADER_SIZE:
-            raise DecodeError(len(data), "an 8-byte protocol header")
+            raise DecodeError(
+                len(data), "an 8-byte protocol header", kind=ErrorKind.SHORT_PROTOCOL_HEADER
+            )
         if bytes(data[:4]) != b"AMQP":
             raise DecodeError(
-                0, f"protocol header 'AMQP', got {bytes(data[:4])!r}", Cond.FRAMING_ERROR
+                0,
+                f"protocol header 'AMQP', got {bytes(data[:4])!r}",
+                Cond.FRAMING_ERROR,
+                ErrorKind.BAD_PROTOCOL_HEADER,
             )
         return cls(data[4], data[5], data[6], data[7])
 
@@ -193,13 +198,20 @@ def encode_transfer_frame(
 def decode_frame(data: bytes, max_frame_size: int = 0xFFFFFFFF) -> Frame:
     """Decode exactly one whole frame held in `data`."""
     if len(data) < FRAME_HEADER_SIZE:
-        raise DecodeError(len(data), "an 8-byte frame header", Cond.FRAMING_ERROR)
+        raise DecodeError(
+            len(data), "an 8-byte frame header", Cond.FRAMING_ERROR, ErrorKind.SHORT_FRAME_HEADER
+        )
     size, doff, frame_type, channel = FRAME_HEADER.unpack_from(data, 0)
     if size < FRAME_HEADER_SIZE or doff < 2 or 4 * doff > size or size > max_frame_size:
         _check_header(size, doff, max_frame_size)
     if size != len(data):
         raise DecodeError(
-            0, f"frame SIZE {size} to equal the {len(data)} bytes given", Cond.FRAMING_ERROR
+            0,
+            f"frame SIZE {size} to equal the {len(data)} bytes given",
+            Cond.FRAMING_ERROR,
+            ErrorKind.FRAME_SIZE_MISMATCH,
+            declared=size,
+            limit=len(data),
         )
     return _frame_from(bytes(data), size, doff, frame_type, channel)
 
@@ -207,14 +219,34 @@ def decode_frame(data: bytes, max_frame_size: int = 0xFFFFFFFF) -> Frame:
 def _check_header(size: int, doff: int, max_frame_size: int) -> None:
     """2.3.1: SIZE >= 8, DOFF >= 2, 4*DOFF <= SIZE; SIZE within the agreed max."""
     if size < FRAME_HEADER_SIZE:
-        raise DecodeError(0, f"frame SIZE >= 8, got {size}", Cond.FRAMING_ERROR)
+        raise DecodeError(
+            0,
+            f"frame SIZE >= 8, got {size}",
+            Cond.FRAMING_ERROR,
+            ErrorKind.FRAME_SIZE_TOO_SMALL,
+            declared=size,
+        )
     if doff < 2:
-        raise DecodeError(4, f"DOFF >= 2, got {doff}", Cond.FRAMING_ERROR)
+        raise DecodeError(
+            4, f"DOFF >= 2, got {doff}", Cond.FRAMING_ERROR, ErrorKind.DOFF_TOO_SMALL, declared=doff
+        )
     if 4 * doff > size:
-        raise DecodeError(4, f"DOFF*4 ({4 * doff}) <= SIZE ({size})", Cond.FRAMING_ERROR)
+        raise DecodeError(
+            4,
+            f"DOFF*4 ({4 * doff}) <= SIZE ({size})",
+            Cond.FRAMING_ERROR,
+            ErrorKind.DOFF_BEYOND_SIZE,
+            declared=doff,
+            limit=size,
+        )
     if size > max_frame_size:
         raise DecodeError(
-            0, f"frame SIZE {size} <= max-frame-size {max_frame_size}", Cond.FRAMING_ERROR
+            0,
+            f"frame SIZE {size} <= max-frame-size {max_frame_size}",
+            Cond.FRAMING_ERROR,
+            ErrorKind.FRAME_SIZE_OVER_MAX,
+            declared=size,
+            limit=max_frame_size,
         )
 
 
@@ -267,17 +299,37 @@ def _frame_from(raw: bytes, size: int, doff: int, frame_type: int, channel: int)
         try:
             performative, end = decode(raw, body_start + 3, size, 1)
         except RecursionError:  # as codec.decode_value
-            raise DecodeError(body_start, f"nesting under {codec.MAX_DEPTH} levels") from None
+            raise DecodeError(
+                body_start,
+                f"nesting under {codec.MAX_DEPTH} levels",
+                kind=ErrorKind.NESTING_TOO_DEEP,
+                allowed=codec.MAX_DEPTH,
+            ) from None
     else:
         if frame_type not in (FrameType.AMQP, FrameType.SASL):
-            raise DecodeError(5, f"frame type 0 or 1, got {frame_type}", Cond.FRAMING_ERROR)
+            raise DecodeError(
+                5,
+                f"frame type 0 or 1, got {frame_type}",
+                Cond.FRAMING_ERROR,
+                ErrorKind.FRAME_TYPE,
+                declared=frame_type,
+            )
         performative, end = codec.decode_value(raw, body_start, size)
         if not isinstance(performative, Composite) or not _provides_frame(performative, frame_type):
-            kind = "an AMQP performative" if frame_type == FrameType.AMQP else "a SASL frame body"
-            raise DecodeError(body_start, f"{kind}, got {type(performative).__name__}")
+            if frame_type == FrameType.AMQP:
+                kind, what = ErrorKind.NOT_A_PERFORMATIVE, "an AMQP performative"
+            else:
+                kind, what = ErrorKind.NOT_A_SASL_BODY, "a SASL frame body"
+            raise DecodeError(body_start, f"{what}, got {type(performative).__name__}", kind=kind)
     payload = raw[end:size] if end < size else b""
     if payload and performative.NAME != "transfer":
-        raise DecodeError(end, f"nothing after {performative.NAME}, got {len(payload)} byte(s)")
+        raise DecodeError(
+            end,
+            f"nothing after {performative.NAME}, got {len(payload)} byte(s)",
+            kind=ErrorKind.TRAILING_BYTES,
+            performative=performative.NAME,
+            declared=len(payload),
+        )
     return _frame(frame_type, channel, performative, payload, extended, size, raw)
 
 
@@ -321,7 +373,13 @@ class FrameDecoder:
         if self._expect_header:
             if available < PROTOCOL_HEADER_SIZE:
                 if available and not b"AMQP".startswith(bytes(buffer[base : base + 4])):
-                    self._raise_at(0, DecodeError(0, "protocol header 'AMQP'", Cond.FRAMING_ERROR))
+                    bad = DecodeError(
+                        0,
+                        "protocol header 'AMQP'",
+                        Cond.FRAMING_ERROR,
+                        ErrorKind.BAD_PROTOCOL_HEADER,
+                    )
+                    self._raise_at(0, bad)
                 return None
             try:
                 header = ProtocolHeader.decode(buffer[base : base + PROTOCOL_HEADER_SIZE])
@@ -343,14 +401,14 @@ class FrameDecoder:
         try:
             frame = _frame_from(raw, size, doff, frame_type, channel)
         except DecodeError as exc:
-            error = DecodeError(self.offset + exc.offset, exc.expected, exc.condition)
+            error = exc.moved(self.offset + exc.offset)
             self._consume(size)  # the frame is whole: skip it so a lenient caller can go on
             raise error from None
         self._consume(size)
         return frame
 
     def _raise_at(self, base: int, exc: DecodeError) -> None:
-        raise DecodeError(self.offset + base + exc.offset, exc.expected, exc.condition) from None
+        raise exc.moved(self.offset + base + exc.offset) from None
 
     def _consume(self, count: int) -> None:
         self._pos += count

@@ -26,7 +26,7 @@ from amqpspec.amqp10.composites import (
     Section,
     Transfer,
 )
-from amqpspec.amqp10.errors import DecodeError, EncodeError
+from amqpspec.amqp10.errors import DecodeError, EncodeError, ErrorKind
 from amqpspec.amqp10.frames import encode_frame
 
 # 3.2: the order sections must appear in; body sections share one slot.
@@ -167,12 +167,21 @@ def split_sections(payload: bytes) -> list[RawSection]:
         kind = type(section)
         rank = _RANK_OF_CLASS.get(kind)
         if rank is None:
-            raise DecodeError(start, f"a message section, got {kind.__name__}")
+            raise DecodeError(
+                start, f"a message section, got {kind.__name__}", kind=ErrorKind.NOT_A_SECTION
+            )
         if rank < last_rank or (rank == last_rank and rank != 5):
-            raise DecodeError(start, f"section {section.NAME} in 3.2 order")
+            raise DecodeError(
+                start,
+                f"section {section.NAME} in 3.2 order",
+                kind=ErrorKind.SECTION_ORDER,
+                performative=section.NAME,
+            )
         if rank == 5:
             if body_kind is not None and (body_kind is not kind or body_kind is AmqpValue):
-                raise DecodeError(start, "one kind of body section (3.2)")
+                raise DecodeError(
+                    start, "one kind of body section (3.2)", kind=ErrorKind.BODY_KINDS
+                )
             body_kind = kind
         last_rank = rank
         sections.append(RawSection(section.NAME, bytes(payload[start:pos]), section))

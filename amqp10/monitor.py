@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from amqpspec.amqp10.checker import Checker, Violation
-from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.errors import DecodeError, ErrorKind
 from amqpspec.amqp10.frames import Frame, FrameDecoder, FrameType, ProtocolHeader
 from amqpspec.amqp10.origins import CLIENT, ORIGINS, SERVER, other
 
@@ -190,7 +190,9 @@ class ConnectionMonitor:
         out = MonitorOutput()
         if not side.raw_mode:
             side.raw_mode = True
-            side.error = DecodeError(side.decoder.offset, "contiguous bytes (capture gap)")
+            side.error = DecodeError(
+                side.decoder.offset, "contiguous bytes (capture gap)", kind=ErrorKind.CAPTURE_GAP
+            )
             self._flush_pending(direction, now, out)
         return out
 

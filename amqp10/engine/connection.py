@@ -54,7 +54,7 @@ from amqpspec.amqp10.engine.transitions import (
     connection_machine,
     sasl_machine,
 )
-from amqpspec.amqp10.errors import DecodeError, ProtocolError
+from amqpspec.amqp10.errors import DecodeError, ErrorKind, ProtocolError
 from amqpspec.amqp10.frames import (
     AMQP_HEADER,
     EMPTY_FRAME,
@@ -145,9 +145,7 @@ class Connection:
         self.sasl = sasl
         # record_transitions: every (machine, state, input) its tables applied, for
         # coverage of the transition tables (this connection's sessions and links too)
-        self.transitions: set[tuple[str, str, str]] | None = (
-            set() if record_transitions else None
-        )
+        self.transitions: set[tuple[str, str, str]] | None = set() if record_transitions else None
         self._machine = connection_machine()
         self._machine.visited = self.transitions
         # the fast lanes (Session._fast_transfer, Link.send): the common one-frame transfer
@@ -300,7 +298,7 @@ class Connection:
         if self._awaiting_header:
             self._on_bad_header(None)
         else:
-            self._fail(ProtocolError(exc.condition, str(exc), "connection"))
+            self._fail(ProtocolError.of_decode(exc, "connection"))
             if exc.condition == Cond.FRAMING_ERROR:
                 self._input_broken = True  # frame boundaries are lost
 
@@ -624,9 +622,10 @@ class Connection:
             self._out += ours.encode()
         self._input_broken = True
         what = "unreadable" if header is None else f"protocol id {header.protocol_id}"
-        self._emit(
-            ev.ProtocolErrorRaised(Cond.FRAMING_ERROR, f"unsupported header: {what}", "connection")
+        error = ProtocolError(
+            Cond.FRAMING_ERROR, f"unsupported header: {what}", kind=ErrorKind.UNSUPPORTED_HEADER
         )
+        self._emit(ev.ProtocolErrorRaised.of(error, "connection"))
 
     # --- SASL (5.3) -----------------------------------------------------------------
 
@@ -635,7 +634,7 @@ class Connection:
         try:
             self._sasl_machine.process(inp)
         except ProtocolError as exc:
-            self._emit(ev.ProtocolErrorRaised(exc.condition, exc.description, "connection"))
+            self._emit(ev.ProtocolErrorRaised.of(exc, "connection"))
             self._sasl_failed = True
             return False
         return True
@@ -653,15 +652,25 @@ class Connection:
 
     def _on_sasl_frame(self, frame: Frame) -> None:
         if frame.type != FrameType.SASL:
-            error = ProtocolError(Cond.ILLEGAL_STATE, "AMQP frame during SASL", "connection")
-            self._emit(ev.ProtocolErrorRaised(error.condition, str(error), "connection"))
+            error = ProtocolError(
+                Cond.ILLEGAL_STATE,
+                "AMQP frame during SASL",
+                kind=ErrorKind.AMQP_FRAME_DURING_SASL,
+            )
+            # the description is the error's whole text (condition: description), as sent
+            self._emit(
+                ev.ProtocolErrorRaised(error.condition, str(error), "connection", error=error)
+            )
             self._sasl_failed = True
             return
         if frame.performative is None:  # 5.3.1: receipt of an empty frame is an
             # irrecoverable error (SASL has no heartbeats: 2.4.5's empty frames come after open)
-            self._emit(
-                ev.ProtocolErrorRaised(Cond.FRAMING_ERROR, "empty frame during SASL", "connection")
+            error = ProtocolError(
+                Cond.FRAMING_ERROR,
+                "empty frame during SASL",
+                kind=ErrorKind.EMPTY_FRAME_DURING_SASL,
             )
+            self._emit(ev.ProtocolErrorRaised.of(error, "connection"))
             self._sasl_failed = True
             return
         self._sasl_handlers[type(frame.performative)](frame.performative)
@@ -674,7 +683,7 @@ class Connection:
         try:
             init = self.sasl.init_for(offered)
         except ProtocolError as exc:
-            self._emit(ev.ProtocolErrorRaised(exc.condition, exc.description, "connection"))
+            self._emit(ev.ProtocolErrorRaised.of(exc, "connection"))
             self._sasl_failed = True
             return
         self._sasl_machine.process(SaslInput.SEND_INIT)
@@ -709,11 +718,10 @@ class Connection:
         """ANONYMOUS and PLAIN never challenge (RFC 4505, 4616): a legal challenge or
         response is still one our mechanisms cannot answer, so the exchange fails."""
         if self._sasl_step(inp):
-            self._emit(
-                ev.ProtocolErrorRaised(
-                    Cond.NOT_IMPLEMENTED, f"{inp.value} unsupported", "connection"
-                )
+            error = ProtocolError(
+                Cond.NOT_IMPLEMENTED, f"{inp.value} unsupported", kind=ErrorKind.SASL_UNSUPPORTED
             )
+            self._emit(ev.ProtocolErrorRaised.of(error, "connection"))
             self._sasl_failed = True
 
     def _after_sasl(self, code: int) -> None:
@@ -747,7 +755,12 @@ class Connection:
             return  # empty frame: a heartbeat (2.4.5); receiving it reset the idle clock
         try:
             if frame.type != FrameType.AMQP:
-                raise ProtocolError(Cond.ILLEGAL_STATE, f"{frame.name} after SASL", "connection")
+                raise ProtocolError(
+                    Cond.ILLEGAL_STATE,
+                    f"{frame.name} after SASL",
+                    kind=ErrorKind.SASL_FRAME_AFTER_SASL,
+                    performative=frame.name,
+                )
             handler = self._handlers.get(type(performative))
             if handler is not None:
                 handler(performative)
@@ -769,6 +782,9 @@ class Connection:
                 Cond.FRAME_SIZE_TOO_SMALL,
                 f"max-frame-size {open_.max_frame_size} < {MIN_MAX_FRAME_SIZE}",
                 "connection",
+                ErrorKind.MAX_FRAME_SIZE_TOO_SMALL,
+                declared=open_.max_frame_size,
+                allowed=MIN_MAX_FRAME_SIZE,
             )
         if not self._sent_open:
             self._answer_due = True  # the application opens (or refuses) first
@@ -790,23 +806,42 @@ class Connection:
         session = self._sessions_by_remote.get(frame.channel)
         if session is None:  # 2.5.1: no session is mapped to this incoming channel
             raise ProtocolError(
-                Cond.ILLEGAL_STATE, f"{frame.name} on unmapped channel {frame.channel}"
+                Cond.ILLEGAL_STATE,
+                f"{frame.name} on unmapped channel {frame.channel}",
+                kind=ErrorKind.UNMAPPED_CHANNEL,
+                performative=frame.name,
+                channel=frame.channel,
             )
         session._receive(frame)
 
     def _on_begin(self, channel: int, begin: Begin) -> None:
         if channel > self.channel_max:  # 2.7.1: outside our channel-max
             raise ProtocolError(
-                Cond.FRAMING_ERROR, f"channel {channel} > channel-max {self.channel_max}"
+                Cond.FRAMING_ERROR,
+                f"channel {channel} > channel-max {self.channel_max}",
+                kind=ErrorKind.CHANNEL_OVER_MAX,
+                performative="begin",
+                channel=channel,
+                allowed=self.channel_max,
             )
         session = self._sessions_by_remote.get(channel)
         if session is not None:  # 2.5.1: the channel is in use by a session
-            raise ProtocolError(Cond.ILLEGAL_STATE, f"begin on channel {channel} in use")
+            raise ProtocolError(
+                Cond.ILLEGAL_STATE,
+                f"begin on channel {channel} in use",
+                kind=ErrorKind.CHANNEL_IN_USE,
+                performative="begin",
+                channel=channel,
+            )
         if begin.remote_channel is not None:
             session = self.sessions_by_channel.get(begin.remote_channel)
             if session is None or session.remote_channel is not None:
                 raise ProtocolError(
-                    Cond.ILLEGAL_STATE, f"begin answers channel {begin.remote_channel} (2.5.2)"
+                    Cond.ILLEGAL_STATE,
+                    f"begin answers channel {begin.remote_channel} (2.5.2)",
+                    kind=ErrorKind.BEGIN_UNKNOWN_CHANNEL,
+                    performative="begin",
+                    channel=begin.remote_channel,
                 )
         if session is None:
             session = Session(self, incoming=True)
@@ -822,7 +857,7 @@ class Connection:
 
     def _fail(self, exc: ProtocolError) -> None:
         """The peer broke a connection rule: report it and close with its condition."""
-        self._emit(ev.ProtocolErrorRaised(exc.condition, exc.description, "connection"))
+        self._emit(ev.ProtocolErrorRaised.of(exc, "connection"))
         if self._in_sasl:
             self._sasl_failed = True  # SASL has no close: the exchange just ends (5.3.2)
             return

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from amqpspec.amqp10.composites import Attach, Begin, Error, Flow, Open
+from amqpspec.amqp10.errors import ErrorKind, ProtocolError
 
 if TYPE_CHECKING:
     from amqpspec.amqp10.engine.link import Link
@@ -160,13 +161,33 @@ class ProtocolErrorRaised(Event):
     """The peer broke a rule; the engine has sent close/end/detach with `condition`
     (or, when already closing, only reports it). scope: connection, session, link.
     `session` is the Session it concerns (None for connection scope); `link` the Link
-    (None unless scope is link), so a driver can release exactly what went with it."""
+    (None unless scope is link), so a driver can release exactly what went with it.
+    `error` is the ProtocolError itself: its `kind` (ErrorKind) and structured facts
+    (performative, field, counts, channel) are what a driver keys on; `description` is
+    for humans."""
 
     condition: str
     description: str
     scope: str
     session: Session | None = None
     link: Link | None = None
+    error: ProtocolError | None = None
+
+    @property
+    def kind(self) -> str:
+        """The error's ErrorKind (UNSPECIFIED when raised without one)."""
+        return ErrorKind.UNSPECIFIED if self.error is None else self.error.kind
+
+    @classmethod
+    def of(
+        cls,
+        exc: ProtocolError,
+        scope: str,
+        session: Session | None = None,
+        link: Link | None = None,
+    ) -> ProtocolErrorRaised:
+        """The event reporting `exc` (its condition, description, kind and facts)."""
+        return cls(exc.condition, exc.description, scope, session, link, exc)
 
 
 @dataclass(frozen=True, slots=True)

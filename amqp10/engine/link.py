@@ -40,7 +40,7 @@ from amqpspec.amqp10.engine.transitions import (
     UsageError,
     link_machine,
 )
-from amqpspec.amqp10.errors import ProtocolError
+from amqpspec.amqp10.errors import ErrorKind, ProtocolError
 from amqpspec.amqp10.frames import MAX_FAST_TAG, Frame, encode_transfer_frame
 from amqpspec.amqp10.message import TransferAssembler
 from amqpspec.amqp10.serial import HALF, serial_add, serial_gt, serial_lt, serial_max
@@ -200,7 +200,15 @@ class Link:
             self._learn_initial_delivery_count(attach)
         problem = terminus_problem(attach)
         if problem is not None:  # refused here: the application never sees the link
-            self._fail(ProtocolError(Cond.INVALID_FIELD, problem, "link"))
+            self._fail(
+                ProtocolError(
+                    Cond.INVALID_FIELD,
+                    problem,
+                    "link",
+                    ErrorKind.INVALID_TERMINUS,
+                    performative="attach",
+                )
+            )
             return
         if self.state is LinkState.ATTACH_RCVD:
             self.session.connection._answer_due = True  # accept() or reject() first
@@ -493,7 +501,13 @@ class Link:
     def _accept_transfer(self, frame: Frame) -> None:
         transfer: Transfer = frame.performative
         if self.is_sender:
-            raise ProtocolError(Cond.ILLEGAL_STATE, "transfer sent to a sender", "link")
+            raise ProtocolError(
+                Cond.ILLEGAL_STATE,
+                "transfer sent to a sender",
+                "link",
+                ErrorKind.TRANSFER_TO_SENDER,
+                performative="transfer",
+            )
         starting = not self._assembler.in_progress
         if starting:
             self._first_frame(transfer)
@@ -505,6 +519,10 @@ class Link:
                 Cond.MESSAGE_SIZE_EXCEEDED,
                 f"delivery larger than max-message-size {self.max_message_size}",
                 "link",
+                ErrorKind.MESSAGE_SIZE_EXCEEDED,
+                performative="transfer",
+                declared=self._bytes_in_delivery,
+                limit=self.max_message_size,
             )
         if starting and not transfer.more and not transfer.aborted:
             first, payload = transfer, frame.payload  # a whole delivery in one frame
@@ -538,7 +556,11 @@ class Link:
         """2.7.5: the first frame of a delivery names it; 2.6.7: it takes one credit."""
         if transfer.delivery_id is None or transfer.delivery_tag is None:
             raise ProtocolError(
-                Cond.INVALID_FIELD, "first transfer of a delivery without id or tag", "link"
+                Cond.INVALID_FIELD,
+                "first transfer of a delivery without id or tag",
+                "link",
+                ErrorKind.DELIVERY_WITHOUT_ID,
+                performative="transfer",
             )
         horizon = self._granted_horizon  # no credit: serial_ge(delivery-count, horizon), inlined
         if horizon is None or not 0 < ((horizon - self.delivery_count) & SERIAL_MASK) <= HALF:
@@ -546,6 +568,8 @@ class Link:
                 Cond.TRANSFER_LIMIT_EXCEEDED,
                 f"delivery {transfer.delivery_id} with no link-credit",
                 "link",
+                ErrorKind.NO_LINK_CREDIT,
+                performative="transfer",
             )
         self.delivery_count = (self.delivery_count + 1) & SERIAL_MASK  # serial_add(..., 1)
         self.link_credit = max(0, self.link_credit - 1)
@@ -593,9 +617,7 @@ class Link:
 
     def _fail(self, exc: ProtocolError) -> None:
         """The peer broke a link rule: report it and detach with its condition."""
-        self.session.connection._emit(
-            ev.ProtocolErrorRaised(exc.condition, exc.description, "link", self.session, self)
-        )
+        self.session.connection._emit(ev.ProtocolErrorRaised.of(exc, "link", self.session, self))
         session = self.session
         session.connection._reply_when_sendable(lambda: self._send_error(exc), session)
 
@@ -607,7 +629,7 @@ class Link:
         if self._machine.allows(LinkInput.SEND_DETACH):
             self.detach(closed=True, error=exc.condition, description=exc.description)
         else:  # the link cannot be detached (2.6.3): the session goes with it
-            session._fail(ProtocolError(exc.condition, exc.description, "session"))
+            session._fail(exc.rescoped("session"))
 
 
 _CAN_REPLY = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})

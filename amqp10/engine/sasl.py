@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from amqpspec.amqp10.composites import SaslInit, SaslMechanisms
-from amqpspec.amqp10.errors import ProtocolError
+from amqpspec.amqp10.errors import ErrorKind, ProtocolError
 from amqpspec.amqp10.spec import Cond, SaslCode
 from amqpspec.amqp10.types import symbol
 
@@ -46,6 +46,7 @@ class ClientSasl:
                 Cond.NOT_IMPLEMENTED,
                 f"server offers {list(offered)}, not {self.mechanism}",
                 "connection",
+                ErrorKind.SASL_MECHANISM,
             )
         response = None
         if self.mechanism == PLAIN:  # RFC 4616: authzid NUL authcid NUL passwd

@@ -51,7 +51,7 @@ from amqpspec.amqp10.engine.transitions import (
     UsageError,
     session_machine,
 )
-from amqpspec.amqp10.errors import ProtocolError
+from amqpspec.amqp10.errors import ErrorKind, ProtocolError
 from amqpspec.amqp10.frames import Frame, encode_frame
 from amqpspec.amqp10.message import transfer_frames
 from amqpspec.amqp10.serial import HALF, serial_add, serial_max
@@ -513,7 +513,12 @@ class Session:
         attach: Attach = frame.performative
         if attach.handle > self.handle_max:  # 2.7.2 handle-max: close with framing-error
             raise ProtocolError(
-                Cond.FRAMING_ERROR, f"handle {attach.handle} > handle-max {self.handle_max}"
+                Cond.FRAMING_ERROR,
+                f"handle {attach.handle} > handle-max {self.handle_max}",
+                kind=ErrorKind.HANDLE_OVER_MAX,
+                performative="attach",
+                declared=attach.handle,
+                allowed=self.handle_max,
             )
         link = self._remote_links.get(attach.handle)
         if link is None:
@@ -551,7 +556,14 @@ class Session:
     def _link_for(self, handle: int, what: str) -> Link:
         link = self._remote_links.get(handle)
         if link is None:  # 2.8.16 (session-error): not currently attached
-            raise ProtocolError(Cond.UNATTACHED_HANDLE, f"{what} on handle {handle}", "session")
+            raise ProtocolError(
+                Cond.UNATTACHED_HANDLE,
+                f"{what} on handle {handle}",
+                "session",
+                ErrorKind.UNATTACHED_HANDLE,
+                performative=what,
+                declared=handle,
+            )
         return link
 
     def _on_transfer(self, frame: Frame) -> None:
@@ -561,13 +573,14 @@ class Session:
         link = self._link_for(transfer.handle, "transfer")
         horizon = self._enforced_horizon  # beyond it: serial_ge(next-incoming-id, horizon)
         if self.connection.policy.enforce_window and (
-            horizon is None
-            or not 0 < ((horizon - self.next_incoming_id) & SERIAL_MASK) <= HALF
+            horizon is None or not 0 < ((horizon - self.next_incoming_id) & SERIAL_MASK) <= HALF
         ):
             raise ProtocolError(
                 Cond.WINDOW_VIOLATION,
                 f"transfer-id {self.next_incoming_id} beyond the incoming-window",
                 "session",
+                ErrorKind.WINDOW_VIOLATION,
+                performative="transfer",
             )
         self.next_incoming_id = (self.next_incoming_id + 1) & SERIAL_MASK  # serial_add(..., 1)
         self.incoming_window = max(0, self.incoming_window - 1)
@@ -675,7 +688,7 @@ class Session:
 
     def _fail(self, exc: ProtocolError) -> None:
         """The peer broke a session rule: report it and end the session with it."""
-        error = ev.ProtocolErrorRaised(exc.condition, exc.description, "session", self)
+        error = ev.ProtocolErrorRaised.of(exc, "session", self)
         self.connection._emit(error)
         self.connection._reply_when_sendable(lambda: self._send_error(exc))
 

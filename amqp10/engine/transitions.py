@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 from itertools import product
 
-from amqpspec.amqp10.errors import AMQPError, ProtocolError
+from amqpspec.amqp10.errors import AMQPError, ErrorKind, ProtocolError
 from amqpspec.amqp10.spec import Cond
 
 
@@ -451,7 +451,10 @@ class StateMachine:
         if error is not None:
             condition, scope = error
             raise ProtocolError(
-                condition, f"{inp.value} in {self.kind} state {self.state.value}", scope
+                condition,
+                f"{inp.value} in {self.kind} state {self.state.value}",
+                scope,
+                ErrorKind.STATE_REFUSED,
             )
         raise UsageError(f"{self.kind} cannot {inp.value} in state {self.state.value}")
 
