@@ -124,14 +124,14 @@ def outcome(data: bytes, split: int) -> list[str]:
                     seen.append(encoded.hex())
                 if isinstance(item, frames.Frame) and item.name == "sasl-outcome":
                     decoder.expect_protocol_header()
-    except (DecodeError, EncodeError) as exc:
-        seen.append(f"{type(exc).__name__} {exc}")
+    except (DecodeError, EncodeError) as exc:  # the kind and facts too (amqp10/errors.py)
+        seen.append(f"{type(exc).__name__} {exc} {exc.facts()}")
     for start in range(min(len(data), 12)):
         try:
             value, end = codec.decode_value(data, start)
             seen.append(f"{start}: {value!r} {end} {codec.encode(value).hex()}")
         except (DecodeError, EncodeError) as exc:
-            seen.append(f"{start}: {type(exc).__name__} {exc}")
+            seen.append(f"{start}: {type(exc).__name__} {exc} {exc.facts()}")
     return seen
 
 
