@@ -1,7 +1,8 @@
 """Broker behaviours: which findings of a campaign are one thing the broker does.
 
 Owns: `InputClass` and `input_class(steps, bad)` (what is wrong with the bad frame, by the
-core decoder's reason and the mutation's label: a field of the wrong type, a composite whose
+kind of the core decoder's error (amqp10.errors.ErrorKind, never its message text) and
+the mutation's label: a field of the wrong type, a composite whose
 size or count lies, a framing error, a protocol header out of place, or a well-formed frame
 of a performative), `Behaviour` and `behaviour_of(kind, rule, section, sentence, input)`
 (one entry of `DIR/findings.md`: its key, its title in broker terms, what was expected,
@@ -28,9 +29,12 @@ import re
 from dataclasses import dataclass
 
 from amqpspec.amqp10.checker.rules import RULES
+from amqpspec.amqp10.errors import DecodeError, ErrorKind
+from amqpspec.amqp10.frames import decode_frame
+from amqpspec.amqp10.spec import Cond
 from amqpspec.conformance import manifest
 from amqpspec.fuzz.case import Step, mutation_label
-from amqpspec.fuzz.evidence import stream_status
+from amqpspec.fuzz.evidence import stream_error
 from amqpspec.fuzz.oracle import (
     _CLOSE_SENTENCE,
     _FRAME_SENTENCE,
@@ -68,9 +72,11 @@ def input_class(steps: list[Step], bad: int) -> InputClass:
     step = steps[bad]
     label = mutation_label(step.label)
     mutation = label.partition("[")[2].rstrip("]")
-    status, where, reason = stream_status(steps[: bad + 1])
-    if status != "malformed" or where != bad:
-        reason = step.malformed or ""
+    status, where, error = stream_error(steps[: bad + 1])
+    if status == "malformed" and where == bad and error is not None:
+        reason = f"{error.condition}: {error.expected}"  # for humans: the detail
+    else:
+        reason, error = step.malformed or "", _step_error(step)
     if step.is_header or label.startswith("protocol-header"):
         return InputClass(
             "protocol-header",
@@ -78,15 +84,16 @@ def input_class(steps: list[Step], bad: int) -> InputClass:
             label,
             "2.2/version-negotiation.2",
         )
-    if FRAMING.match(mutation) or "framing-error" in reason:
+    framing = error is not None and error.condition == Cond.FRAMING_ERROR
+    if FRAMING.match(mutation) or framing:
         return InputClass(
             "framing",
             "a frame whose header or length is malformed (a framing error)",
             f"{label}: {reason}" if reason else label,
-            _framing_sentence(reason, mutation),
+            _framing_sentence(error, mutation),
         )
     if reason:
-        return _decode_class(reason, label)
+        return _decode_class(error, reason, label)
     if "+" in step.label:
         label = step.label
     performative = label.partition("[")[0] or "frame"
@@ -97,26 +104,23 @@ def input_class(steps: list[Step], bad: int) -> InputClass:
     )
 
 
-_DECODE_CLASSES = (
-    (
-        r"descriptor that is not itself described",
+# the core decoder's error kind -> (input class, its text); any other kind is "malformed"
+_DECODE_CLASSES = {
+    ErrorKind.NESTED_DESCRIPTOR: (
         "described-descriptor",
         "a described type whose descriptor is itself described",
     ),
-    (r" of type \S+, got constructor", "mistyped-field", "a field of the wrong type"),
-    (
-        r"(list|map|array) to end at byte|byte\(s\) of .*only \d+ left|as a list, got",
-        "composite-shape",
-        "a composite whose size or count disagrees with its bytes",
+    ErrorKind.FIELD_TYPE: ("mistyped-field", "a field of the wrong type"),
+    **dict.fromkeys(
+        (ErrorKind.COMPOUND_END, ErrorKind.SHORT_INPUT, ErrorKind.NOT_A_LIST),
+        ("composite-shape", "a composite whose size or count disagrees with its bytes"),
     ),
-    (r"(?i)utf-?8", "encoding", "a string that is not valid UTF-8"),
-    (r"(?i)mandatory|null", "null-mandatory", "a mandatory field left null"),
-    (
-        r"(?i)descriptor|frame body, got|performative",
-        "descriptor",
-        "a frame body that is not a performative its frame type allows",
+    ErrorKind.MANDATORY_FIELD: ("null-mandatory", "a mandatory field left null"),
+    **dict.fromkeys(
+        (ErrorKind.NOT_A_PERFORMATIVE, ErrorKind.NOT_A_SASL_BODY),
+        ("descriptor", "a frame body that is not a performative its frame type allows"),
     ),
-)
+}
 
 
 _DECODE_SENTENCES = {
@@ -125,21 +129,35 @@ _DECODE_SENTENCES = {
 }
 
 
-def _decode_class(reason: str, label: str) -> InputClass:
-    for pattern, key, text in _DECODE_CLASSES:
-        if re.search(pattern, reason):
-            sentence = _DECODE_SENTENCES.get(key, AMQP_FRAMES)
-            return InputClass(key, text, f"{label}: {reason}", sentence)
+def _step_error(step: Step) -> DecodeError | None:
+    """The core decoder's error on the step's bytes alone (what `step.malformed` says in
+    words), or None when they decode or the step is not malformed."""
+    if step.malformed is None:
+        return None
+    try:
+        decode_frame(step.data)
+    except DecodeError as exc:
+        return exc
+    return None
+
+
+def _decode_class(error: DecodeError | None, reason: str, label: str) -> InputClass:
+    found = _DECODE_CLASSES.get(error.kind) if error is not None else None
+    if found is not None:
+        key, text = found
+        sentence = _DECODE_SENTENCES.get(key, AMQP_FRAMES)
+        return InputClass(key, text, f"{label}: {reason}", sentence)
     return InputClass("malformed", "bytes the decoder rejects", f"{label}: {reason}", AMQP_FRAMES)
 
 
-def _framing_sentence(reason: str, mutation: str) -> str:
+def _framing_sentence(error: DecodeError | None, mutation: str) -> str:
     """2.3.1's sentence that the frame header breaks."""
-    if "SIZE >= 8" in reason or re.search(r"SIZE=[0-7]$", mutation):
+    kind = error.kind if error is not None else None
+    if kind == ErrorKind.FRAME_SIZE_TOO_SMALL or re.search(r"SIZE=[0-7]$", mutation):
         return "2.3.1/frame-layout.2"  # size below the 8-byte header
-    if "DOFF" in reason or "DOFF=" in mutation:
+    if kind in (ErrorKind.DOFF_TOO_SMALL, ErrorKind.DOFF_BEYOND_SIZE) or "DOFF=" in mutation:
         return "2.3.1/frame-layout.3"  # data offset below 2
-    if "TYPE=" in mutation or "SASL frame body" in reason:
+    if "TYPE=" in mutation or kind == ErrorKind.NOT_A_SASL_BODY:
         return AMQP_FRAMES
     return "2.3.1/frame-layout.1"  # SIZE is the total frame size
 

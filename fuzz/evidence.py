@@ -6,10 +6,10 @@ on with the next one, since AMQP frames are length-prefixed (2.3.1); only a fram
 that cannot be read ends it), `Exchange` / `read_exchange(...)` (the fuzzer's bytes split
 into the case's steps and its own teardown close, the broker's frames, the drop, all timed
 from the bad frame), `stream_status(steps)` (the client's stream as a spec-following peer
-decodes it), `bad_step(steps, sent)` (the frame the case is about: the first undecodable
-one, else the last mutated one, else the last sent) and the renderings a
-finding carries: `Exchange.record()` (findings.json `evidence`) and `Exchange.lines()`
-(reproducer.txt).
+decodes it; `stream_error` the same with the core's DecodeError and its kind),
+`bad_step(steps, sent)` (the frame the case is about: the first undecodable one, else the
+last mutated one, else the last sent) and the renderings a finding carries:
+`Exchange.record()` (findings.json `evidence`) and `Exchange.lines()` (reproducer.txt).
 
 The oracle (fuzz.oracle) decides; this module only reads the recording. Decoding is
 amqp10's (`FrameDecoder`, which skips a whole frame whose body fails); nothing here parses
@@ -168,7 +168,17 @@ class BrokerStream:
 def stream_status(steps: list[Step]) -> tuple[str, int | None, str]:
     """('ok' | 'malformed' | 'pending', step index, reason) of the client's byte stream
     as a spec-following peer decodes it (the core's connection monitor: SASL and
-    pipelined headers followed)."""
+    pipelined headers followed). The reason is for humans; `stream_error` has the kind."""
+    status, index, error = stream_error(steps)
+    if error is not None:
+        return status, index, f"{error.condition}: {error.expected}"
+    if status == "pending":
+        return status, index, "the stream ends inside a frame"
+    return status, index, ""
+
+
+def stream_error(steps: list[Step]) -> tuple[str, int | None, DecodeError | None]:
+    """stream_status with the DecodeError itself (its kind and facts) for 'malformed'."""
     monitor = ConnectionMonitor(check=False)
     ends, total = [], 0
     for s in steps:
@@ -178,10 +188,10 @@ def stream_status(steps: list[Step]) -> tuple[str, int | None, str]:
     error = monitor.decode_error(CLIENT)
     if error is not None:
         index = next((i for i, end in enumerate(ends) if error.offset < end), len(steps) - 1)
-        return "malformed", index, f"{error.condition}: {error.expected}"
+        return "malformed", index, error
     if monitor.finish(0.0).items:
-        return "pending", len(steps) - 1, "the stream ends inside a frame"
-    return "ok", None, ""
+        return "pending", len(steps) - 1, None
+    return "ok", None, None
 
 
 def bad_step(steps: list[Step], sent: int) -> int:

@@ -11,7 +11,8 @@ signal the connection acts on. Each fault behaves as the real bug it is modelled
 - LEAK: the broker holds memory in proportion to a count the peer declared
   (allocation before validation), for LEAK_HELD_S after the frame.
 The triggers read only the engine's events (decoded performatives and the engine's own
-protocol errors with the core decoder's description); no bytes are parsed here.
+protocol errors, by their kind and facts: amqp10/errors.py; never by the message text);
+no bytes are parsed here.
 Touches: nothing but its own held leaks; `os._exit` for EXIT.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
 from collections import deque
 from typing import Any
 
@@ -30,6 +30,7 @@ from amqpspec.amqp10.engine import (
     RemoteBegin,
     TransferReceived,
 )
+from amqpspec.amqp10.errors import ErrorKind
 from amqpspec.amqp10.serial import serial_count
 from amqpspec.amqp10.spec import Cond
 
@@ -41,7 +42,6 @@ LEAK_PER_DECLARED_FIELD = 512 * 1024
 LEAK_CAP = 64 * 1024 * 1024  # per declaration
 LEAK_HELD_S = 2.0  # a leak outlives its connection this long (a heap that shrinks late)
 _held: deque[tuple[float, mmap.mmap]] = deque()
-_DECLARED_COUNT = re.compile(r"at most \d+ fields of [\w-]+, got (\d+)")
 
 
 class FaultTriggeredError(Exception):
@@ -78,23 +78,25 @@ def _release(now: float) -> None:
 
 
 def _protocol_error(faults: Any, connection: Any, event: ProtocolErrorRaised) -> None:
-    description, condition = event.description, event.condition
-    if faults.die_on_nested_descriptor and "descriptor that is not itself described" in (
-        description
-    ):
+    kind, condition, error = event.kind, event.condition, event.error
+    if faults.die_on_nested_descriptor and kind == ErrorKind.NESTED_DESCRIPTOR:
         _fire("die-on-nested-descriptor", DIE)
+    # a composite's list (a performative's, or one inside it) whose size runs past its
+    # bytes; the codec's own list/map/array overrun (no performative) never fired it
     if (
         faults.exit_on_compound_overrun
         and condition == Cond.DECODE_ERROR
-        and (re.search(r"(list|map|array|value) within \d+ byte", description))
+        and kind == ErrorKind.COMPOUND_OVERRUN
+        and error is not None
+        and error.performative is not None
     ):
         _fire("exit-on-compound-overrun", EXIT)
-    if faults.leak_on_declared_count and (match := _DECLARED_COUNT.search(description)):
-        _leak(connection.scheduler, int(match.group(1)) * LEAK_PER_DECLARED_FIELD)
+    if faults.leak_on_declared_count and kind == ErrorKind.TOO_MANY_FIELDS and error is not None:
+        _leak(connection.scheduler, (error.declared or 0) * LEAK_PER_DECLARED_FIELD)
     if (
         faults.die_on_channel_reuse
         and condition == Cond.ILLEGAL_STATE
-        and (re.search(r"begin on channel \d+ in use", description))
+        and kind == ErrorKind.CHANNEL_IN_USE
     ):
         _fire("die-on-channel-reuse", DIE)
     engine = connection.engine
