@@ -6,11 +6,12 @@
 Owns: `run_campaign(target, seconds, seed, workers)` and the rows `bench.fuzz_bench` prints
 for `--broker`: one campaign per entry of `--workers` (`auto`: fuzz.pace's choice, as the
 CLI's default), each `fuzz.campaign.Campaign` exactly as `amqpspec fuzz --duration S --seed N`
-runs it (generation, oracle, state coverage, the triage queue and its grace; no memory
-watch), in a fresh temporary directory. `reference` starts a reference broker on free
-ports (profile reference). Figures: cases / wall time of the whole campaign (the budget
-plus the triage's grace: what a user waits), cases / budget, findings, candidates triaged,
-kept untriaged (grace over, or further examples of a behaviour), state coverage.
+runs it (generation, oracle, state coverage, the triage queue and its grace, the workers
+spread over `--processes auto`'s worker processes; no memory watch), in a fresh temporary
+directory. `reference` starts a reference broker on free ports (profile reference).
+Figures: cases / wall time of the whole campaign (the budget plus the triage's grace: what
+a user waits), cases / budget, findings, candidates triaged, kept untriaged (grace over, or
+further examples of a behaviour), state coverage.
 bench/README.md ("Fuzzer speed") quotes them with the command and the machine's load.
 """
 
@@ -28,6 +29,7 @@ from amqpspec.fuzz.oracle import Bounds, Target
 @dataclass(slots=True)
 class CampaignFigures:
     workers: int
+    processes: int
     cases: int
     budget: float
     wall: float
@@ -46,7 +48,7 @@ class CampaignFigures:
 
     def row(self, label: str) -> tuple[str, str]:
         return (
-            f"{label}, {self.workers} workers",
+            f"{label}, {self.workers} workers in {self.processes} process(es)",
             f"{self.whole_rate:,.1f}/s whole ({self.cases} cases in {self.wall:.0f} s), "
             f"{self.budget_rate:,.1f}/s in the budget; {self.findings} findings, "
             f"{self.triaged} triaged, {self.kept} kept; state coverage "
@@ -77,7 +79,7 @@ def run_campaign(
 ) -> CampaignFigures:
     """One whole campaign of `seconds` (`workers`: a number or auto), in a temporary
     directory, or under `keep` (its findings kept: `amqpspec fuzz report` reads it)."""
-    from amqpspec.fuzz.pace import choose_workers, measure_case_latency
+    from amqpspec.fuzz.pace import choose_processes, choose_workers, measure_case_latency
 
     if keep:
         os.makedirs(keep, exist_ok=True)
@@ -88,11 +90,13 @@ def run_campaign(
             config.workers = choose_workers(measure_case_latency(config))
         else:
             config.workers = int(workers)
+        config.processes = choose_processes(config.workers)  # as `amqpspec fuzz` by default
         started = time.monotonic()
         stats = Campaign(config).run()
         wall = time.monotonic() - started
     return CampaignFigures(
         workers=config.workers,
+        processes=config.processes,
         cases=stats.cases,
         budget=seconds,
         wall=wall,

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from amqpspec.fuzz import multiparty
+from amqpspec.fuzz import multiparty, processes
 from amqpspec.fuzz.behaviour import behaviour_key, input_class
 from amqpspec.fuzz.case import Case, Step
 from amqpspec.fuzz.findings import Finding, FindingStore, finding_id, signature
@@ -115,6 +115,7 @@ class CampaignConfig:
     kind: str = "single"  # single, multi or both: multi-party cases (fuzz.multiparty)
     queues: Any = None  # multi-party: declares and deletes each run's queue (None: the broker
     # makes queues on attach)
+    processes: int = 1  # worker processes the workers are spread over (fuzz.processes)
 
     @property
     def triage_grace(self) -> float | None:
@@ -149,23 +150,29 @@ class Stats:
 
 
 class Gate:
-    """Many cases at once, or one triage alone (a readers-writer lock)."""
+    """Many cases at once, or one triage alone (a readers-writer lock). With a
+    multiprocessing `context` its state is shared by the worker processes too
+    (fuzz.processes): a triage alone then pauses the cases of every process."""
 
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._active = 0
-        self._exclusive = False
+    def __init__(self, context: Any = None) -> None:
+        if context is None:
+            self._cond: Any = threading.Condition()
+            self._state: Any = [0, 0]  # cases in flight, a triage alone holds the gate
+        else:
+            self._cond = context.Condition()
+            self._state = context.Array("i", 2, lock=False)
 
     def enter(self) -> None:
         with self._cond:
-            while self._exclusive:
+            while self._state[1]:
                 self._cond.wait()
-            self._active += 1
+            self._state[0] += 1
 
     def leave(self) -> None:
         with self._cond:
-            self._active -= 1
-            self._cond.notify_all()
+            self._state[0] -= 1
+            if self._state[1]:  # only a triage alone waits for the cases to leave
+                self._cond.notify_all()
 
     def exclusive(self) -> _Exclusive:
         return _Exclusive(self)
@@ -176,17 +183,17 @@ class _Exclusive:
         self.gate = gate
 
     def __enter__(self) -> None:
-        cond = self.gate._cond
+        cond, state = self.gate._cond, self.gate._state
         with cond:
-            while self.gate._exclusive:
+            while state[1]:
                 cond.wait()
-            self.gate._exclusive = True
-            while self.gate._active:
+            state[1] = 1
+            while state[0]:
                 cond.wait()
 
     def __exit__(self, *exc: object) -> None:
         with self.gate._cond:
-            self.gate._exclusive = False
+            self.gate._state[1] = 0
             self.gate._cond.notify_all()
 
 
@@ -433,6 +440,42 @@ def growth_bound(target: Target, workers: int) -> int:
     return target.bounds.memory_growth + max(0, workers - 1) * MEMORY_PER_CONNECTION
 
 
+def _behaviour_of(case: Case | multiparty.MultiCase, verdict: Verdict) -> str:
+    """The broker behaviour a verdict groups under (fuzz.behaviour; '' for a multi-party
+    case: every signature of those is triaged)."""
+    if isinstance(case, multiparty.MultiCase):
+        return ""
+    position = verdict.step if verdict.step is not None else len(case.steps) - 1
+    return behaviour_key(verdict.kind, verdict.rule, input_class(case.steps, position))
+
+
+@dataclass(slots=True)
+class CaseResult:
+    """What the campaign counts of one case run: all a worker process sends back
+    (fuzz.processes drops `case` and `outcome`, which the parent makes again from the
+    index when the verdict is a new candidate)."""
+
+    index: int
+    covered: set
+    multi: bool = False
+    verdict: Verdict | None = None
+    inconclusive: str = ""
+    sent: int = 0
+    signature: str = ""
+    behaviour: str | None = None
+    case: Any = None
+    outcome: Any = None
+
+    def describe(self, case: Case | multiparty.MultiCase, outcome: Outcome) -> None:
+        """The verdict's signature and behaviour, computed where the case ran."""
+        assert outcome.verdict is not None
+        self.verdict = outcome.verdict
+        self.inconclusive = getattr(outcome, "inconclusive", "")
+        self.sent = getattr(outcome, "sent", 0)
+        self.signature = _signature_of(case, outcome.verdict)
+        self.behaviour = _behaviour_of(case, outcome.verdict)
+
+
 class Campaign:
     def __init__(
         self, config: CampaignConfig, on_progress: Callable[[Stats], None] | None = None
@@ -440,14 +483,17 @@ class Campaign:
         self.config = config
         self.store = FindingStore(config.out)
         self.stats = Stats()
-        self.gate = Gate()
-        self._next = 0
+        self._shares = self._process_shares()
+        ctx = processes.context() if len(self._shares) > 1 else None
+        self.gate = Gate(ctx)
+        self._counter = processes.Counter(ctx)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._stop: Any = ctx.Event() if ctx is not None else threading.Event()
         self._on_progress = on_progress
         self._rejected: dict[str, int] = {}
         self._triaged: set[str] = set()  # signatures (as first seen) already triaged
-        self._recent: deque[Case] = deque(maxlen=MEMORY_SUSPECTS)  # since the last sample
+        self._recent: deque[int] = deque(maxlen=MEMORY_SUSPECTS)  # case indices since the last
+        # memory sample
         self._sampled: tuple[float, int | None] = (0.0, None)
         self._deadline = time.monotonic() + config.duration if config.duration is not None else None
         self._queue: queue.Queue[tuple[Case, Outcome, str] | None] = queue.Queue(TRIAGE_QUEUE)
@@ -459,17 +505,22 @@ class Campaign:
         self._draining = False  # the cases are done: the triage threads empty the queue
         self._grace_end: float | None = None  # then, until when (None: no bound)
 
+    def _process_shares(self) -> list[int]:
+        """The workers of each worker process (fuzz.processes): [workers] for threads in
+        this process alone (one process asked for, a subclass with its own `_work`, or
+        multi-party runs that declare queues through one shared admin connection)."""
+        config = self.config
+        wanted = config.processes
+        if type(self)._work is not Campaign._work or config.queues is not None:
+            wanted = 1
+        return processes.split(max(1, config.workers), max(1, wanted))
+
     def _take(self) -> int | None:
-        with self._lock:
-            if self._stop.is_set():
-                return None
-            if self.config.cases is not None and self._next >= self.config.cases:
-                return None
-            if self._deadline is not None and time.monotonic() >= self._deadline:
-                return None
-            index = self._next
-            self._next += 1
-            return index
+        if self._stop.is_set():
+            return None
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            return None
+        return self._counter.take(self.config.cases)
 
     def stop(self, reason: str = "stopped") -> None:
         self.stats.stopped = self.stats.stopped or reason
@@ -485,29 +536,29 @@ class Campaign:
 
     def _work(self) -> None:
         while (index := self._take()) is not None:
-            if multiparty.chosen(self.config.kind, index):
-                self._work_multi(index)
-                continue
-            case = make_case(self.config, index)
-            self.gate.enter()
-            try:
-                outcome = run_case(self.config.target, case.steps, quick=True)
-            finally:
-                self.gate.leave()
-            model = ServerModel()
-            for s in case.steps[: outcome.sent or len(case.steps)]:
-                model.feed(s)
-            with self._lock:
-                self.stats.cases += 1
-                self.stats.covered |= model.covered
-                self._recent.append(case)
-            if outcome.verdict is not None:
-                self._candidate(case, outcome)
-            self._sample_memory()
-            if self._on_progress is not None:
-                self._on_progress(self.stats)
+            self._account(self._run_index(index))
 
-    def _work_multi(self, index: int) -> None:
+    def _run_index(self, index: int) -> CaseResult:
+        """Make case `index`, run it, and what the campaign counts of it: its state
+        coverage and, for a verdict, its signature and broker behaviour (no campaign state
+        is read or changed here: a worker process runs this, fuzz.processes)."""
+        if multiparty.chosen(self.config.kind, index):
+            return self._run_multi(index)
+        case = make_case(self.config, index)
+        self.gate.enter()
+        try:
+            outcome = run_case(self.config.target, case.steps, quick=True)
+        finally:
+            self.gate.leave()
+        model = ServerModel()
+        for s in case.steps[: outcome.sent or len(case.steps)]:
+            model.feed(s)
+        result = CaseResult(index, model.covered, case=case, outcome=outcome)
+        if outcome.verdict is not None:
+            result.describe(case, outcome)
+        return result
+
+    def _run_multi(self, index: int) -> CaseResult:
         """Case `index` as a multi-party case (fuzz.multiparty): no state coverage."""
         case = multiparty.make_multi_case(self.config.seed, index)
         self.gate.enter()
@@ -515,12 +566,37 @@ class Campaign:
             outcome = multiparty.run_multi(self.config.target, case, self.config.queues)
         finally:
             self.gate.leave()
+        result = CaseResult(index, set(), multi=True, case=case, outcome=outcome)
+        if outcome.verdict is not None:
+            result.describe(case, outcome)  # type: ignore[arg-type]
+        return result
+
+    def _account(self, result: CaseResult) -> None:
+        """Count one case run (here or in a worker process), queue its candidate, sample
+        the broker's memory, report progress."""
         with self._lock:
             self.stats.cases += 1
-        if outcome.verdict is not None:
-            self._candidate(case, outcome)  # type: ignore[arg-type]
+            self.stats.covered |= result.covered
+            if not result.multi:
+                self._recent.append(result.index)
+        if result.verdict is not None:
+            self._candidate(*self._case_outcome(result), result.signature, result.behaviour)
+        if not result.multi:
+            self._sample_memory()
         if self._on_progress is not None:
             self._on_progress(self.stats)
+
+    def _case_outcome(self, result: CaseResult) -> tuple[Any, Outcome]:
+        """The case and outcome of a result, made again from its index when a worker
+        process sent only the verdict (a case is a function of (seed, index))."""
+        if result.case is not None and result.outcome is not None:
+            return result.case, result.outcome
+        if result.multi:
+            case: Any = multiparty.make_multi_case(self.config.seed, result.index)
+        else:
+            case = make_case(self.config, result.index)
+        outcome = Outcome(result.verdict, None, result.sent, result.inconclusive)
+        return case, outcome
 
     def _sample_memory(self) -> None:
         """Every MEMORY_SAMPLE_S: the broker's memory; if it grew past the bound since the
@@ -535,7 +611,7 @@ class Campaign:
             if time.monotonic() - last_time < MEMORY_SAMPLE_S:
                 return
             self._sampled = (time.monotonic(), last_value)
-            suspects = list(self._recent)
+            indices = list(self._recent)
             self._recent.clear()
         value = target.memory()
         self._sampled = (time.monotonic(), value)
@@ -549,7 +625,7 @@ class Campaign:
         found = None
         with self.gate.exclusive():
             deadline = time.monotonic() + MEMORY_SEARCH_S
-            batch = suspects[-MEMORY_SUSPECTS:]
+            batch = [make_case(self.config, i) for i in indices[-MEMORY_SUSPECTS:]]
             for case in _bisect_growth(target, batch, min(workers, 16), deadline):
                 if time.monotonic() >= deadline:
                     break  # bounded: the workers wait for this search
@@ -561,22 +637,22 @@ class Campaign:
             self._candidate(*found)
         self._sampled = (time.monotonic(), target.memory())
 
-    def _candidate(self, case: Case, outcome: Outcome) -> None:
+    def _candidate(
+        self, case: Case, outcome: Outcome, sig: str = "", behaviour: str | None = None
+    ) -> None:
         """A case with a verdict: counted when its signature is known; kept as an example
         when its behaviour has been triaged enough; else queued for the triage thread
-        (waiting while the queue is full, unless the campaign stops)."""
+        (waiting while the queue is full, unless the campaign stops). `sig`, `behaviour`:
+        as `CaseResult.describe` found them, if it did."""
         verdict = outcome.verdict
         assert verdict is not None
-        sig = _signature_of(case, verdict)
+        sig = sig or _signature_of(case, verdict)
         with self._lock:
             if self._seen(sig):
                 self.stats.duplicates += 1
                 return
-        behaviour = ""  # a multi-party case: every signature is triaged
-        if not isinstance(case, multiparty.MultiCase):
-            position = verdict.step if verdict.step is not None else len(case.steps) - 1
-            given = input_class(case.steps, position)
-            behaviour = behaviour_key(verdict.kind, verdict.rule, given)
+        if behaviour is None:
+            behaviour = _behaviour_of(case, verdict)
         with self._lock:
             if self._seen(sig):  # another worker queued it meanwhile
                 self.stats.duplicates += 1
@@ -721,14 +797,26 @@ class Campaign:
     def run(self) -> Stats:
         workers = max(1, self.config.workers)
         count = self.config.triagers or max(1, min(TRIAGERS_MAX, workers // 4))
+        pool = None
+        if len(self._shares) > 1:  # forked before this process starts any thread of its own
+            pool = processes.WorkerProcesses(self, self._shares)
+            threads = [threading.Thread(target=pool.serve, name="fuzz-workers", daemon=True)]
+        else:
+            threads = [
+                threading.Thread(target=self._worker, name=f"fuzz-worker-{n}", daemon=True)
+                for n in range(workers)
+            ]
         triagers = [
             threading.Thread(target=self._triager, name=f"fuzz-triage-{n}", daemon=True)
             for n in range(count)
         ]
-        threads = [
-            threading.Thread(target=self._worker, name=f"fuzz-worker-{n}", daemon=True)
-            for n in range(workers)
-        ]
+        try:
+            return self._run(threads, triagers)
+        finally:
+            if pool is not None:
+                pool.end()
+
+    def _run(self, threads: list[threading.Thread], triagers: list[threading.Thread]) -> Stats:
         for thread in triagers + threads:
             thread.start()
         try:

@@ -2,8 +2,8 @@
 
     amqpspec fuzz --broker amqp://HOST:PORT [--profile NAME] [--admin URL]
                   [--duration SECONDS | --cases N] [--seed N] [--strategy bytes,fields,sequences]
-                  [--corpus DIR] [--workers N] [--restart-wait S] [--kind single|multi|both]
-                  --out DIR
+                  [--corpus DIR] [--workers N] [--processes N] [--restart-wait S]
+                  [--kind single|multi|both] --out DIR
     amqpspec fuzz replay FINDING_DIR|FILE --broker URL [--times N]
     amqpspec fuzz --broker URL --differential URL2 [--profile2 NAME] [--admin2 URL] ...
                   (every case on both brokers; divergences: fuzz.differential_cli)
@@ -89,6 +89,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="cases in flight at once, each on its own connection; auto (the default): "
         "from the time the broker takes to answer the first cases (fuzz.pace: 2 for an "
         "instant broker, up to 128 for one that answers errors seconds later)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=_workers,
+        default="auto",
+        help="processes the workers are spread over, each with its own interpreter lock "
+        "(fuzz.processes); auto (the default): one per CPU core, at most one per worker; "
+        "1 for threads in one process. Not for --differential, nor for multi-party cases "
+        "with --admin (one process there)",
     )
     parser.add_argument(
         "--triage-per-behaviour",
@@ -295,6 +304,7 @@ def _campaign(args: argparse.Namespace) -> int:
     if args.triage_per_behaviour is not None:
         config.per_behaviour = args.triage_per_behaviour
     config.workers = chosen_workers(args.workers, [config], args.quiet)
+    config.processes = chosen_processes(args.processes, config.workers)
     progress = _Progress(args.quiet)
     campaign = Campaign(config, progress.update)
     store = campaign.store
@@ -349,6 +359,13 @@ def _campaign(args: argparse.Namespace) -> int:
         )
         return exit_status.JOB_FAILED
     return 1 if total else 0
+
+
+def chosen_processes(processes: int | str, workers: int) -> int:
+    """--processes as given, or (auto) one per CPU core, at most one per worker (fuzz.pace)."""
+    from amqpspec.fuzz.pace import choose_processes
+
+    return choose_processes(workers) if processes == "auto" else int(processes)
 
 
 def chosen_workers(workers: int | str, configs: list, quiet: bool) -> int:

@@ -629,3 +629,11 @@ def _refused(frames: list[Frame]) -> bool:
         if frame.name == "sasl-outcome" and frame.performative.code != 0:
             return True
     return False
+
+
+def number_liveness_checks(start: int, step: int) -> None:
+    """Number this process's liveness checks start, start + step, ...: worker process k
+    of n (fuzz.processes) takes k + 1 and step n, so no two checks of one campaign share a
+    container-id, hence a link (2.6.1)."""
+    global _liveness
+    _liveness = itertools.count(start, step)

@@ -1,8 +1,9 @@
 """How many cases a network campaign keeps in flight: measured from the broker's answers.
 
 Owns: `measure_case_latency(config)` (the mean wall time of the campaign's first cases,
-run one by one, each on its own connection) and `choose_workers(latency)` (`--workers auto`,
-the default of `amqpspec fuzz`).
+run one by one, each on its own connection), `choose_workers(latency)` (`--workers auto`,
+the default of `amqpspec fuzz`) and `choose_processes(workers)` (`--processes auto`: the
+workers spread over one process per CPU core, fuzz.processes).
 
 A worker is a thread with one case in flight; a case costs the fuzzer a few milliseconds of
 CPU and the broker's answer time of wall time. The reference broker answers in
@@ -16,6 +17,7 @@ MAX_WORKERS]. bench/README.md ("Fuzzer speed") holds the figures this rests on.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 
@@ -36,6 +38,17 @@ def choose_workers(latency: float, connections: int = 1) -> int:
     wanted = math.ceil(max(0.0, latency) * CASES_PER_S)
     most = max(MIN_WORKERS, MAX_WORKERS // max(1, connections))
     return max(MIN_WORKERS, min(most, wanted))
+
+
+def choose_processes(workers: int) -> int:
+    """One worker process per CPU core this process may run on, at most one per worker:
+    a case costs the fuzzer milliseconds of CPU, and threads under one interpreter lock
+    use one core (bench/README.md)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, workers))
 
 
 def measure_case_latency(config) -> float:  # type: ignore[no-untyped-def]

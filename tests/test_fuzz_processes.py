@@ -1,0 +1,73 @@
+"""Worker processes (fuzz.processes): a campaign whose workers run in two processes finds,
+minimises and writes a fault's finding as a threaded one does, counts every case and its
+state coverage in the parent, stops on a worker's failure (WORKER_FAILED), and its children
+end with it. Reference broker with one parser fault, free ports, fixed seed, bounded."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from amqpspec.fuzz import campaign as campaign_module
+from amqpspec.fuzz import processes
+from amqpspec.fuzz.campaign import WORKER_FAILED, Campaign, CampaignConfig
+from amqpspec.fuzz.detection import Supervised, target_for
+
+FAULT = "die-on-channel-reuse"
+
+
+@pytest.fixture(scope="module")
+def broker():
+    running = Supervised([FAULT])
+    yield running
+    running.stop()
+
+
+def test_split_and_counter() -> None:
+    assert processes.split(5, 2) == [3, 2]
+    assert processes.split(1, 2) == [1]
+    assert processes.split(128, 2) == [64, 64]
+    counter = processes.Counter(processes.context())
+    assert [counter.take(3) for _ in range(4)] == [0, 1, 2, None]
+
+
+def test_two_processes_find_and_keep_the_fault(broker, tmp_path) -> None:
+    config = CampaignConfig(
+        target_for(broker),
+        str(tmp_path),
+        strategies=("sequences",),
+        seed=1,
+        duration=8.0,
+        workers=2,
+        processes=2,
+    )
+    campaign = Campaign(config)
+    assert campaign._shares == [1, 1]
+    stats = campaign.run()
+    assert not stats.stopped, stats.stopped
+    assert stats.cases >= 50 and stats.coverage > 0.05, (stats.cases, stats.coverage)
+    findings = json.loads((tmp_path / "findings.json").read_text())
+    found = [f for f in findings if f["rule"] == "connection.close-missing"]
+    assert found, findings
+    assert found[0]["replays"] == "3/3"
+    assert os.path.isfile(tmp_path / "findings" / found[0]["id"] / "reproducer.json")
+
+
+def test_a_worker_process_failure_stops_the_campaign(broker, tmp_path, monkeypatch) -> None:
+    made = campaign_module.make_case
+
+    def failing(config, index):  # type: ignore[no-untyped-def]
+        if index == 20:
+            raise RuntimeError("planted in a worker process")
+        return made(config, index)
+
+    monkeypatch.setattr(campaign_module, "make_case", failing)  # inherited by the fork
+    config = CampaignConfig(
+        target_for(broker), str(tmp_path), seed=1, duration=20.0, workers=2, processes=2
+    )
+    stats = Campaign(config).run()
+    assert stats.stopped.startswith(WORKER_FAILED), stats.stopped
+    assert "planted in a worker process" in stats.stopped
+    assert stats.cases < 2000
