@@ -5,29 +5,32 @@ is drawn from `random.Random(f"{S}:{N}")` alone (a legal conversation from `fuzz
 pool for seed S or the corpus, its open given the case's own container-id, then one
 `fuzz.mutators` strategy), so any case can be made again from its seed whatever the number
 of workers, and cases running at once never share a link (2.6.1). Workers are threads, each
-on its own connections. A case whose verdict has a signature (kind + rule + triggering
-performative + the state it arrived in) not yet confirmed, rejected twice or waiting is a
-candidate: it goes to the triage queue (bounded: a full queue makes the worker wait) and the
-workers go on; a candidate of a known signature is only counted. A candidate whose broker
-behaviour (`fuzz.behaviour`: kind, rule and class of input, the grouping of findings.md)
-already has `per_behaviour` signatures triaged or queued is not triaged: it is kept at once
-under DIR/candidates/ as a further example (`amqpspec fuzz replay` runs it), so a broker
-that breaks one rule from a hundred inputs costs two triages, not a hundred. The triage
-thread minimises each on its own connections with `traces.minimize.ddmin` to a 1-minimal
-sequence of steps (protocol headers kept), then field by field within the frames left
-(`fuzz.shrink`, keeping the signature), replays it `confirm` times (every replay must
-reproduce it) and, if its bucket is new, has the `FindingStore` write it at once. Beside the
-cases for most kinds; alone (the workers pause at the `Gate`) for the kinds whose proof
-other traffic would spoil: a crash (the broker restarts), a hang or a missing error (the
-broker's silence within a bound), a resource reading (the broker's memory). At the end of a
-campaign the queue is triaged before `run()` returns; an interrupted one abandons what is
-still queued (no candidate is a finding until it is confirmed). State coverage: the
-(machine, state, input) pairs of the engine's tables the sent steps exercised in the
-reference model (`fuzz.model.ServerModel`). With `kind` multi (or both: every other
-case), case N is a multi-party case instead (`fuzz.multiparty`: several peers on one queue
-of its own, judged per connection and across them by `fuzz.cross_oracle`), triaged by
-`triage_multi` and kept by `keep_multi` through the same queue, gate and store (its
-candidates are not grouped by behaviour: each multi-party signature is triaged).
+on its own connections, spread over `processes` worker processes (fuzz.processes: cases run
+and judged there, counted, triaged and kept here; `_run_index` is what a worker does,
+`_account` what the campaign counts of it). A case whose verdict has a signature (kind +
+rule + triggering performative + the state it arrived in) not yet confirmed, rejected twice
+or waiting is a candidate: it goes to the triage queue (bounded: a full queue makes the
+worker wait) and the workers go on; a candidate of a known signature is only counted. A
+candidate whose broker behaviour (`fuzz.behaviour`: kind, rule and class of input, the
+grouping of findings.md) already has `per_behaviour` signatures triaged or queued is not
+triaged: it is kept at once under DIR/candidates/ as a further example (`amqpspec fuzz
+replay` runs it), so a broker that breaks one rule from a hundred inputs costs two triages,
+not a hundred. The triage thread minimises each on its own connections with
+`traces.minimize.ddmin` to a 1-minimal sequence of steps (protocol headers kept), then field
+by field within the frames left (`fuzz.shrink`, keeping the signature), replays it `confirm`
+times (every replay must reproduce it) and, if its bucket is new, has the `FindingStore`
+write it at once. Beside the cases for most kinds; alone (the workers pause at the `Gate`)
+for the kinds whose proof other traffic would spoil: a crash (the broker restarts), a hang
+or a missing error (the broker's silence within a bound), a resource reading (the broker's
+memory). At the end of a campaign the queue is triaged before `run()` returns; an
+interrupted one abandons what is still queued (no candidate is a finding until it is
+confirmed). State coverage: the (machine, state, input) pairs of the engine's tables the
+sent steps exercised in the reference model (`fuzz.model.ServerModel`). With `kind` multi
+(or both: every other case), case N is a multi-party case instead (`fuzz.multiparty`:
+several peers on one queue of its own, judged per connection and across them by
+`fuzz.cross_oracle`), triaged by `triage_multi` and kept by `keep_multi` through the same
+queue, gate and store (its candidates are not grouped by behaviour: each multi-party
+signature is triaged).
 """
 
 from __future__ import annotations
