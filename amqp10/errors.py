@@ -6,7 +6,7 @@ AMQP error condition (2.8.15-2.8.18) for the engine to send to the peer, and `Er
 the machine-readable name of what went wrong. The message text (`expected`,
 `description`, `str(exc)`) is for humans and may be reworded at any time; code that acts
 on an error keys on `kind`, `condition` and the structured facts (`performative`,
-`field`, `declared`, `allowed`, `limit`, `channel`), never on the text
+`field`, `declared`, `allowed`, `limit`, `channel`, `refused_input`), never on the text
 (tests/test_error_kinds.py rewords every message and checks nothing else changes).
 Errors are off the hot path: nothing here runs while decoding succeeds.
 """
@@ -90,7 +90,7 @@ class ErrorKind(StrEnum):
 
 
 # the structured facts an error may carry besides its kind (None: not known / not relevant)
-FACTS = ("performative", "field", "declared", "allowed", "limit", "channel")
+FACTS = ("performative", "field", "declared", "allowed", "limit", "channel", "refused_input")
 
 
 class AMQPError(Exception):
@@ -103,6 +103,7 @@ class AMQPError(Exception):
     allowed: int | None = None  # the most the rule allows for it
     limit: int | None = None  # the bytes (or value) available or permitted
     channel: int | None = None
+    refused_input: str | None = None  # STATE_REFUSED: the state table's input ("RECV_OPEN")
 
     def facts(self) -> dict[str, Any]:
         """kind and the structured facts that are known, e.g. for a log record."""

@@ -6,7 +6,10 @@ partitioning (one partition per byte-range split of a capture, planned on the dr
 traces.pcap_vector.plan_splits_with_context, so captures over 2 GiB need no binaryFile and no
 pre-splitting; one per gzip'd file or frame log) and `read_input(...)` (one partition's
 Arrow batches, also used by the driver for reproducers). Columns: traces.pcap_vector's
-SEGMENT_SCHEMA plus `source` (the input path or URL) and `broker_label`. Reads files only:
+SEGMENT_SCHEMA plus `source` (the input path or URL), `broker_label` and `error`: bad input
+found while reading (BAD_INPUT_ERRORS, by type) is carried to the driver as data, one row
+with only `source`, `broker_label` and `error` set (`bad_input_batch`), never as the text
+of an executor's exception (Spark does not keep its type). Reads files only:
 local paths, or URLs through traces/urlfs.py (a split's byte range, a gzip'd file streamed
 to a temporary file, a frame log opened as a pyarrow file).
 """
@@ -27,6 +30,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from amqpspec.spark_triage.framelog_segments import framelog_segments
 from amqpspec.spark_triage.inputs import FRAMELOG, InputFile
 from amqpspec.traces import urlfs
+from amqpspec.traces.framelog import FrameLogSchemaError
+from amqpspec.traces.pcap_format import CaptureFormatError
 from amqpspec.traces.pcap_vector import (
     SEGMENT_SCHEMA,
     plan_splits_with_context,
@@ -35,13 +40,17 @@ from amqpspec.traces.pcap_vector import (
 
 NAME = "amqpspec-pcap"
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
-SCHEMA = SEGMENT_SCHEMA.append(pa.field("source", pa.string())).append(
-    pa.field("broker_label", pa.string())
+SCHEMA = (
+    SEGMENT_SCHEMA.append(pa.field("source", pa.string()))
+    .append(pa.field("broker_label", pa.string()))
+    .append(pa.field("error", pa.string()))
 )
+# the readers' refusals of a file's content: bad input (exit 2), not a failed job
+BAD_INPUT_ERRORS = (CaptureFormatError, FrameLogSchemaError)
 SCHEMA_DDL = (
     "ordinal long, time_ns long, src_ip binary, src_port int, dst_ip binary, dst_port int, "
     "seq long, ack long, flags short, payload binary, truncated boolean, source string, "
-    "broker_label string"
+    "broker_label string, error string"
 )
 
 
@@ -88,9 +97,17 @@ def read_input(split: Split, label: str | None = None) -> Iterator[pa.RecordBatc
                     *batch.columns,
                     pa.array([split.path] * rows, pa.string()),
                     pa.array([broker] * rows, pa.string()),
+                    pa.nulls(rows, pa.string()),
                 ],
                 schema=SCHEMA,
             )
+
+
+def bad_input_batch(split: Split, label: str | None, error: Exception) -> pa.RecordBatch:
+    """The one row that says a split is bad input: its source, label and the reader's
+    message (for humans: the driver knows it by the `error` column being set)."""
+    row = {"source": split.path, "broker_label": split.broker or label, "error": str(error)}
+    return pa.RecordBatch.from_pylist([row], schema=SCHEMA)
 
 
 class _plain_file:  # noqa: N801 - used as a context manager
@@ -140,4 +157,7 @@ class _Reader(DataSourceReader):
         return plan(self.inputs, self.split_bytes)
 
     def read(self, partition: Split) -> Iterator[pa.RecordBatch]:
-        return read_input(partition, self.label)
+        try:
+            yield from read_input(partition, self.label)
+        except BAD_INPUT_ERRORS as exc:
+            yield bad_input_batch(partition, self.label, exc)

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from amqpspec.traces import urlfs
-from amqpspec.traces.framelog import SCHEMA_VERSION, schema_version
+from amqpspec.traces.framelog import SCHEMA_VERSION, FrameLogSchemaError, schema_version
 from amqpspec.traces.pcap_format import TCP_ACK, TCP_PSH, TCP_SYN
 from amqpspec.traces.pcap_vector import SEGMENT_SCHEMA
 
@@ -64,7 +64,9 @@ def framelog_segments(path: str) -> Iterator[pa.RecordBatch]:
     source = urlfs.open_file(path) if urlfs.is_url(path) else path
     version = schema_version(source)
     if version != SCHEMA_VERSION:
-        raise ValueError(f"{path}: frame log schema version {version!r}, expected {SCHEMA_VERSION}")
+        raise FrameLogSchemaError(
+            f"{path}: frame log schema version {version!r}, expected {SCHEMA_VERSION}"
+        )
     table = pq.read_table(source, columns=_COLUMNS)
     ids = table.column("connection_id").to_numpy(zero_copy_only=False)
     times = table.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False) * 1000

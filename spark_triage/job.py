@@ -38,7 +38,7 @@ from amqpspec.spark_triage.check import DEFAULT_GAP_SECONDS, check_flow, segment
 from amqpspec.spark_triage.inputs import FRAMELOG
 
 RESULT_FIELDS = [
-    ("kind", pa.string()),  # "violation" or "connection"
+    ("kind", pa.string()),  # VIOLATION, CONNECTION or BAD_INPUT (then only source, reason)
     ("source", pa.string()),
     ("flow", pa.string()),
     ("connection_key", pa.string()),
@@ -71,6 +71,11 @@ RESULT_FIELDS = [
     ("notes", pa.list_(pa.string())),
 ]
 RESULT_SCHEMA = pa.schema(RESULT_FIELDS)
+VIOLATION, CONNECTION = "violation", "connection"
+# an input the readers refused (datasource.BAD_INPUT_ERRORS): the executor says so as a
+# result row (reason: the reader's message), which the driver knows by its kind, since
+# Spark hands the driver an executor's exception as text only
+BAD_INPUT = "bad-input"
 VIOLATION_COLUMNS = [
     "source",
     "connection_key",
@@ -136,6 +141,9 @@ def check_group(
     first = next(batches, None)
     if first is None or first.num_rows == 0:
         return
+    if first.column("error").null_count < first.num_rows:  # datasource.bad_input_batch
+        yield _bad_input_batch(key[0].as_py(), first.column("error")[0].as_py())
+        return
     source = key[0].as_py()
     flow = key[1].as_py()
     label = first.column("broker_label")[0].as_py()
@@ -149,13 +157,18 @@ def check_group(
     yield _result_batch(flow, violations, connections)
 
 
+def _bad_input_batch(source: str, message: str) -> pa.RecordBatch:
+    row = {"kind": BAD_INPUT, "source": source, "reason": message}
+    return pa.RecordBatch.from_pylist([row], schema=RESULT_SCHEMA)
+
+
 def _result_batch(flow: str, violations: list, connections: list) -> pa.RecordBatch:
     """One flow's violation and connection rows in RESULT_SCHEMA."""
     rows: list[dict] = []
     for v in violations:
         rows.append(
             {
-                "kind": "violation",
+                "kind": VIOLATION,
                 "source": v.source,
                 "flow": flow,
                 "connection_key": v.connection_key,
@@ -177,7 +190,7 @@ def _result_batch(flow: str, violations: list, connections: list) -> pa.RecordBa
     for c in connections:
         rows.append(
             {
-                "kind": "connection",
+                "kind": CONNECTION,
                 "source": c.source,
                 "flow": flow,
                 "connection_key": c.connection_key,
@@ -225,9 +238,13 @@ def check_split(
     checked in the task that read it: the same rows `check_group` gives for each flow,
     without shuffling the file's segments through Spark. The split's segments sit in
     one Arrow table (about the split's size), grouped by flow in capture order."""
-    from amqpspec.spark_triage.datasource import read_input
+    from amqpspec.spark_triage.datasource import BAD_INPUT_ERRORS, read_input
 
-    batches = list(read_input(split, label))
+    try:
+        batches = list(read_input(split, label))
+    except BAD_INPUT_ERRORS as exc:
+        yield _bad_input_batch(split.path, str(exc))
+        return
     table = pa.Table.from_batches(batches).sort_by("ordinal") if batches else None
     if table is None or table.num_rows == 0:
         return
@@ -380,25 +397,18 @@ def run_job(
         parts.append(spark.createDataFrame([], _spark_type()))
     results = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     work = out / "_results.parquet"
-    try:
-        results.write.mode("overwrite").parquet(str(work))
-    except Exception as exc:  # an executor's error: bad input shows as CaptureFormatError
-        message = str(exc)
-        if "CaptureFormatError" in message or "frame log schema" in message:
-            line = next(
-                (x for x in message.splitlines() if "CaptureFormatError" in x or "schema" in x),
-                message,
-            )
-            raise BadInputError(line.split("Error: ", 1)[-1].strip()) from None
-        raise
+    results.write.mode("overwrite").parquet(str(work))  # any executor error: a failed job
     progress.update(step, total=1, completed=1)
     # What follows works on the result rows (one per connection and violation, small next
     # to the segments): one shuffle partition per core, not four, saves tasks.
     small = partitions or spark.sparkContext.defaultParallelism
     spark.conf.set("spark.sql.shuffle.partitions", str(small))
     rows = spark.read.parquet(str(work))
-    violations = rows.filter(F.col("kind") == "violation")
-    connections = rows.filter(F.col("kind") == "connection")
+    refused = rows.filter(F.col("kind") == BAD_INPUT).select("reason").limit(1).collect()
+    if refused:  # bad input, by the row's kind (the reason is the reader's message)
+        raise BadInputError(refused[0]["reason"])
+    violations = rows.filter(F.col("kind") == VIOLATION)
+    connections = rows.filter(F.col("kind") == CONNECTION)
     step = progress.add_task("write violations, connections, clusters", total=None)
     for frame, columns, name in (
         (violations, VIOLATION_COLUMNS, "violations.parquet"),

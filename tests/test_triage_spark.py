@@ -253,9 +253,7 @@ def test_the_flow_name_is_the_same_whole_split_or_shuffled(spark):
         (v6a, 5672, v6b, 1),
         (v6b, 65535, v6a, 0),
     ]
-    frame = spark.createDataFrame(
-        ends, "src_ip binary, src_port int, dst_ip binary, dst_port int"
-    )
+    frame = spark.createDataFrame(ends, "src_ip binary, src_port int, dst_ip binary, dst_port int")
     in_spark = [row["flow"] for row in with_flow(frame).collect()]
     assert in_spark == [flow_of(*end) for end in ends]
     assert in_spark[0] == in_spark[1] and in_spark[0] != in_spark[2]
@@ -343,3 +341,39 @@ def test_a_failed_job_exits_3_naming_the_step_and_the_executor_error(
     assert f"(full trace: {log})" in line
     assert "IsADirectoryError" in log.read_text() and "Traceback" in log.read_text()
     assert "Traceback" not in err
+
+
+def _old_frame_log(tmp_path: Path) -> Path:
+    """A frame log of the clean capture whose schema version is one the readers refuse: it
+    passes discovery (a Parquet file) and is refused by the executor that reads it."""
+    from amqpspec.traces.framelog import METADATA_KEY_VERSION
+
+    capture = _clean_capture(tmp_path / "clean.pcap")
+    log = tmp_path / "old.parquet"
+    subprocess.run(
+        [sys.executable, "-m", "amqpspec.cli", "trace", "convert", str(capture), str(log)],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    capture.unlink()
+    table = pq.read_table(log)
+    metadata = dict(table.schema.metadata) | {METADATA_KEY_VERSION: b"0"}
+    pq.write_table(table.replace_schema_metadata(metadata), log)
+    return log
+
+
+@pytest.mark.parametrize("split_bytes", [None, "4096"])  # the whole-split and shuffled paths
+def test_bad_input_found_by_an_executor_exits_2(spark, tmp_path, capsys, split_bytes):
+    """The executor's reader refuses the file (traces.framelog.FrameLogSchemaError): the
+    refusal reaches the driver as a result row of kind BAD_INPUT (its text is only shown),
+    exit 2 naming the file, in the task that reads a whole file and through the shuffle.
+    (tests/test_error_kinds.py: the same with the message reworded.)"""
+    log = _old_frame_log(tmp_path)
+    argv = [str(log), "--out", str(tmp_path / "out")]
+    if split_bytes:
+        argv += ["--split-bytes", split_bytes]  # 4 kB: the log goes through the shuffle
+    code = _triage_in_process(*argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"amqpspec triage: bad input: {log}: frame log schema version '0'" in err

@@ -1,9 +1,10 @@
 """Parquet frame log: one row per header / frame / raw run, with flattened key fields.
 
 Owns: `SCHEMA` and `SCHEMA_VERSION` (documented in docs/traces.md; bump the version on
-any incompatible change), `row_of(item)` (TraceItem -> flat dict), `FrameLogWriter`
-(streams row groups to a file, bounded memory), and `read_frame_log(path)` (rows back to
-TraceItems by decoding the stored raw bytes with the core). Column types avoid unsigned
+any incompatible change; a log of another version is refused with `FrameLogSchemaError`),
+`row_of(item)` (TraceItem -> flat dict), `FrameLogWriter` (streams row groups to a file,
+bounded memory), and `read_frame_log(path)` (rows back to TraceItems by decoding the
+stored raw bytes with the core). Column types avoid unsigned
 and nanosecond types so Spark reads them as they are.
 """
 
@@ -27,6 +28,12 @@ METADATA_KEY_TRACE_ID = b"amqpspec.traces.trace_id"
 METADATA_KEY_CONNECTIONS = b"amqpspec.traces.connections"
 
 _INT = pa.int64()
+
+
+class FrameLogSchemaError(ValueError):
+    """A frame log whose schema version is not SCHEMA_VERSION (bad input, by its type)."""
+
+
 SCHEMA = pa.schema(
     [
         ("trace_id", pa.string()),
@@ -277,7 +284,9 @@ def read_frame_log(path: str) -> Iterator[TraceItem]:
     """TraceItems of a frame log, in file order, decoded again from their raw bytes."""
     version = schema_version(path)
     if version != SCHEMA_VERSION:
-        raise ValueError(f"{path}: frame log schema version {version!r}, expected {SCHEMA_VERSION}")
+        raise FrameLogSchemaError(
+            f"{path}: frame log schema version {version!r}, expected {SCHEMA_VERSION}"
+        )
     columns = ["connection_id", "frame_index", "direction", "timestamp", "kind", "raw"]
     parquet = pq.ParquetFile(path)
     for batch in parquet.iter_batches(columns=columns, batch_size=8192):
@@ -306,6 +315,7 @@ __all__ = [
     "COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "FrameLogSchemaError",
     "FrameLogWriter",
     "read_frame_log",
     "row_of",

@@ -455,6 +455,7 @@ class StateMachine:
                 f"{inp.value} in {self.kind} state {self.state.value}",
                 scope,
                 ErrorKind.STATE_REFUSED,
+                refused_input=inp.value,
             )
         raise UsageError(f"{self.kind} cannot {inp.value} in state {self.state.value}")
 
