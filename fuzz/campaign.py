@@ -93,6 +93,9 @@ TRIAGERS_MAX = 8  # triage threads: one per four workers, at most this many
 # reading, which concurrent cases would disturb (a silence is judged against a bound of
 # seconds, which the cases beside it do not approach)
 TRIAGED_ALONE = (CRASH, RESOURCE)
+CRASH_REPLY_COLD = 1.0  # a crash's triage test waits this for an answer while this process
+# has too few answers to learn a bound from (fuzz.answers): a crash shows in milliseconds
+OUTAGE_SUSPECTS = 256  # the crash candidates of one outage replayed alone, at most
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
 MEMORY_PER_CONNECTION = 1024 * 1024  # what one open connection of a case may hold (RabbitMQ
 # 3.10: a reader, a writer and a session process each; bench/README.md "Fuzzer speed")
@@ -142,6 +145,7 @@ class Stats:
     triaged: int = 0  # candidates triaged so far
     kept: int = 0  # candidates left untriaged after the grace, kept in DIR/candidates/
     examples: int = 0  # new signatures of a behaviour triaged enough, kept in DIR/candidates/
+    suspects: int = 0  # crash candidates that joined the outage of an earlier one (Outage)
 
     @property
     def rate(self) -> float:
@@ -150,6 +154,18 @@ class Stats:
     @property
     def coverage(self) -> float:
         return len(self.covered) / len(COVERAGE_UNIVERSE)
+
+
+@dataclass(slots=True)
+class Outage:
+    """The crash candidates of one outage of the broker. Every case in flight when the
+    broker went down saw a drop and a refused connection; at most one of them (the first
+    queued, or another) caused it. The outage is triaged once, alone: each suspect
+    replayed until one brings the broker down again (`Campaign._triage_outage`), instead of
+    a triage alone, the workers paused, per case that was merely in flight."""
+
+    suspects: list = field(default_factory=list)  # (case, outcome, sig); the first queued
+    explained: bool = False  # a suspect's signature is a crash confirmed already
 
 
 class Gate:
@@ -214,6 +230,33 @@ def make_case(config: CampaignConfig, index: int) -> Case:
     return Case(steps, strategy, seed, f"from {origin}")
 
 
+def recheck_short(target: Target, case: Case, outcome: Outcome) -> Outcome:
+    """A quick run the broker left silent for the quick bound only (`Outcome.short`,
+    fuzz.answers) is no hang: it is run again with the full reply bound, whose outcome
+    stands (a slow answer it gets is learnt, so the quick bound grows to cover it). Unless
+    this process has already seen that silence (the hang's signature) last the full bound:
+    this process has already seen a silence of the same broker behaviour (`fuzz.behaviour`:
+    the hang and the class of the bad frame) last the full bound: then the broker is known
+    to stay silent there, and the case is its candidate as it is (the triage still holds
+    the close for the full bound before anything is a finding). Keyed by behaviour, not
+    signature: the Proton C example broker leaves a few classes of bad frame unanswered,
+    in dozens of states each, and each key costs one full bound."""
+    verdict = outcome.verdict
+    if not outcome.short or verdict is None or verdict.kind != HANG:
+        return outcome
+    if target.answers.known_silent(_silence_key(case, verdict)):
+        return outcome
+    again = run_case(target, case.steps, quick=True, reply=target.bounds.reply)
+    if again.verdict is not None and again.verdict.kind == HANG:
+        target.answers.silent(_silence_key(case, again.verdict))
+    return again
+
+
+def _silence_key(case: Case, verdict: Verdict) -> str:
+    position = verdict.step if verdict.step is not None else len(case.steps) - 1
+    return behaviour_key(verdict.kind, verdict.rule, input_class(case.steps, position))
+
+
 class TriageAbandonedError(Exception):
     """A triage stopped between two tests (the campaign's grace is over)."""
 
@@ -260,16 +303,22 @@ def triage(
     test enters it as one case (a triage alone waits for tests, never for whole triages)."""
     wanted = outcome.verdict
     assert wanted is not None
+    # a quick test waits the full reply bound for the broker's answer, but a crash's tests
+    # (alone, the workers paused) the bound learnt from its answers (fuzz.answers): a
+    # crash shows as a drop and a refused connection, at once
+    reply = target.bounds.reply
+    if wanted.kind == CRASH:
+        reply = target.answers.bound(reply, cold=min(reply, CRASH_REPLY_COLD))
 
     def attempt(steps: list[Step], careful: bool, quick: bool = False) -> Outcome:
         """One test of the triage, unless the campaign abandons it first."""
         if abandon is not None and abandon():
             raise TriageAbandonedError(case.seed)
         if gate is None:
-            return run_case(target, steps, careful, quick=quick)
+            return run_case(target, steps, careful, quick=quick, reply=reply)
         gate.enter()
         try:
-            return run_case(target, steps, careful, quick=quick)
+            return run_case(target, steps, careful, quick=quick, reply=reply)
         finally:
             gate.leave()
 
@@ -506,6 +555,7 @@ class Campaign:
         self._behaviour_of: dict[str, str] = {}  # a queued signature's behaviour key
         self._behaviour_triages: dict[str, int] = {}  # behaviour -> signatures queued/triaged
         self._draining = False  # the cases are done: the triage threads empty the queue
+        self._outage: Outage | None = None  # the crash candidates of one outage, queued
         self._grace_end: float | None = None  # then, until when (None: no bound)
 
     def _process_shares(self) -> list[int]:
@@ -551,6 +601,7 @@ class Campaign:
         self.gate.enter()
         try:
             outcome = run_case(self.config.target, case.steps, quick=True)
+            outcome = recheck_short(self.config.target, case, outcome)
         finally:
             self.gate.leave()
         model = ServerModel()
@@ -650,6 +701,9 @@ class Campaign:
         verdict = outcome.verdict
         assert verdict is not None
         sig = sig or _signature_of(case, verdict)
+        if verdict.kind == CRASH and not isinstance(case, multiparty.MultiCase):
+            self._crash_candidate(case, outcome, sig)
+            return
         with self._lock:
             if self._seen(sig):
                 self.stats.duplicates += 1
@@ -674,13 +728,41 @@ class Campaign:
         if example:
             self._write_candidate(case, verdict, sig, behaviour)
             return
+        self._enqueue(case, outcome, sig)
+
+    def _enqueue(self, case: Case, outcome: Outcome, sig: str) -> None:
+        """Into the triage queue, waiting while it is full; kept under DIR/candidates/ if
+        the budget runs out or the campaign stops meanwhile."""
         while not self._stop.is_set() and not self._budget_spent():
             try:
                 self._queue.put((case, outcome, sig), timeout=0.2)
                 return
             except queue.Full:
                 continue
-        self._keep(case, outcome, sig)  # the budget ran out or the campaign stopped meanwhile
+        self._keep(case, outcome, sig)
+
+    def _crash_candidate(self, case: Case, outcome: Outcome, sig: str) -> None:
+        """A case that saw the broker go down: counted when its signature is a crash
+        confirmed already (and then that explains the outage queued, if any); a suspect of
+        the outage queued for triage, if there is one; else the first of a new outage,
+        queued. Never rejected one by one: most of an outage's cases were only in flight."""
+        with self._lock:
+            outage = self._outage
+            if self.store.known(sig) or sig in self._triaged:
+                self.stats.duplicates += 1
+                if outage is not None:
+                    outage.explained = True
+                return
+            if outage is not None:
+                if len(outage.suspects) < OUTAGE_SUSPECTS:
+                    outage.suspects.append((case, outcome, sig))
+                self.stats.suspects += 1
+                return
+            self._outage = Outage([(case, outcome, sig)])
+            self._waiting.add(sig)
+            self.stats.candidates += 1
+            self.stats.queued += 1
+        self._enqueue(case, outcome, sig)
 
     def _seen(self, sig: str) -> bool:
         """Confirmed, triaged, queued, kept (as an example or untriaged) or rejected twice
@@ -723,6 +805,12 @@ class Campaign:
             self.stats.kept += 1
             self._waiting.discard(sig)
             self._kept.add(sig)
+        outage = self._take_outage(sig)  # an outage untriaged: its other suspects kept too
+        for suspect, seen, suspect_sig in outage.suspects[1:] if outage is not None else ():
+            assert seen.verdict is not None
+            self._write_candidate(suspect, seen.verdict, suspect_sig, "")
+            with self._lock:
+                self.stats.kept += 1
 
     def _write_candidate(self, case: Case, verdict: Verdict, sig: str, behaviour: str) -> None:
         """DIR/candidates/<id>/reproducer.json: an untriaged case, replayable."""
@@ -743,16 +831,66 @@ class Campaign:
         with open(os.path.join(folder, "reproducer.json"), "w", encoding="utf-8") as file:
             json.dump(record, file, indent=2)
 
+    def _take_outage(self, sig: str) -> Outage | None:
+        """The outage `sig` leads, taken (a crash seen from now on is of a later outage)."""
+        with self._lock:
+            outage = self._outage
+            if outage is None or outage.suspects[0][2] != sig:
+                return None
+            self._outage = None
+            return outage
+
+    def _triage_outage(self, case: Case, outcome: Outcome, sig: str) -> tuple[Any, str] | None:
+        """Alone (the workers paused, so every case of the outage is in): its suspects
+        replayed one by one until one brings the broker down again and confirms (then
+        minimised: `triage`), or a suspect's signature is a confirmed crash already.
+        Returns the triage's result and the culprit's signature, or None."""
+        outage = self._take_outage(sig) or Outage([(case, outcome, sig)])
+        suspects = outage.suspects
+        if outage.explained:
+            with self._lock:
+                self.stats.duplicates += len(suspects)
+            return None
+        for index, (suspect, seen, suspect_sig) in enumerate(suspects):
+            with self._lock:
+                if self.store.known(suspect_sig) or suspect_sig in self._triaged:
+                    self.stats.duplicates += len(suspects) - index
+                    return None
+            try:
+                result = triage(
+                    self.config.target,
+                    suspect,
+                    seen,
+                    self.config.confirm,
+                    abandon=self._grace_over,
+                )
+            except TriageAbandonedError:
+                for later, kept, later_sig in suspects[max(1, index) :]:  # the first: _keep
+                    assert kept.verdict is not None
+                    self._write_candidate(later, kept.verdict, later_sig, "")
+                    with self._lock:
+                        self.stats.kept += 1
+                raise
+            if result is not None:
+                return result, suspect_sig
+        return None
+
     def _triage_one(self, case: Case, outcome: Outcome, sig: str) -> None:
         """Minimise, confirm and keep one candidate (alone for the TRIAGED_ALONE kinds)."""
         assert outcome.verdict is not None
         alone = outcome.verdict.kind in TRIAGED_ALONE
+        outage = outcome.verdict.kind == CRASH and not isinstance(case, multiparty.MultiCase)
         args = (self.config.target, case, outcome, self.config.confirm)
         triage_one: Any = triage
         if isinstance(case, multiparty.MultiCase):
             triage_one = partial(multiparty.triage_multi, queues=self.config.queues)
+        culprit = sig
         try:
-            if alone:
+            if outage:
+                with self.gate.exclusive():
+                    found = self._triage_outage(case, outcome, sig)
+                result, culprit = found if found is not None else (None, sig)
+            elif alone:
                 with self.gate.exclusive():
                     result = triage_one(*args, abandon=self._grace_over)
             elif isinstance(case, multiparty.MultiCase):  # beside the cases, as one of them
@@ -778,12 +916,15 @@ class Campaign:
         with self._lock:
             self._waiting.discard(sig)
             if result is None:
+                if outage:
+                    return  # no suspect brought it down again: none is rejected for it
                 self._rejected[sig] = self._rejected.get(sig, 0) + 1
                 behaviour = self._behaviour_of.get(sig)
                 if behaviour:  # not confirmed: another example may be tried
                     self._behaviour_triages[behaviour] -= 1
                 return
             self._triaged.add(sig)
+            self._triaged.add(culprit)
         finding, small, final = result
         if isinstance(small, multiparty.MultiCase):
             added = multiparty.keep_multi(self.store, finding, small, final)

@@ -41,6 +41,7 @@ named as such; fuzz.evidence reads the recording). Builds bytes only through amq
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from amqpspec.amqp10.frames import SASL_HEADER, Frame, ProtocolHeader, decode_fr
 from amqpspec.amqp10.origins import CLIENT
 from amqpspec.conformance.probe import Probe, Recording
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
+from amqpspec.fuzz.answers import AnswerTimes
 from amqpspec.fuzz.case import FRAME, Step, mutation_label
 from amqpspec.fuzz.evidence import HEADER as HEADER_KIND
 from amqpspec.fuzz.evidence import (
@@ -106,6 +108,9 @@ class Bounds:
     connect: float = 3.0
     sasl: float = 1.0  # per SASL round trip
     restart_wait: float = 30.0  # after a crash, how long to wait for the broker to return
+    restart_poll: float = 0.05  # while it is down, a fresh connection is tried at most this
+    # far apart (from 0.01 s, doubling: a refused connect costs microseconds, and a broker
+    # under a restart loop is back in 0.25-0.4 s)
     memory_growth: int = 32 * 1024 * 1024  # bytes one connection may add to the broker's
     memory_settle: float = 0.6  # how long a memory reading takes to show a change
     memory_quiet: float = 3.5  # after growth, how long a broker may take to free it
@@ -120,7 +125,10 @@ class Target:
     memory: Callable[[], int | None] | None = None  # the broker's memory in bytes
     profile: Any = None  # the conformance Profile it was made from, if any
     quiet_until: float = 0.0  # careful runs wait for memory a grown case may still hold
+    answers: AnswerTimes = field(default_factory=AnswerTimes, repr=False)  # quick bound
     _liveness: list[Step] | None = field(default=None, repr=False)  # liveness_steps' template
+    _restart: threading.Lock = field(default_factory=threading.Lock, repr=False)  # wait_back
+    _back_at: float = field(default=-1.0, repr=False)  # when wait_back last saw it serve
 
     @property
     def url(self) -> str:
@@ -157,6 +165,8 @@ class Outcome:
     sent: int  # steps sent before the broker went away
     inconclusive: str = ""  # why the verdict is only a candidate (quick: the close raced)
     exchange: Exchange | None = None  # the connection in broker terms (fuzz.evidence)
+    short: float = 0.0  # the broker was silent for this quick bound only, shorter than the
+    # full reply bound (fuzz.answers): no hang until a run with the full bound says so
 
 
 # ----------------------------------------------------------------- one connection
@@ -231,13 +241,30 @@ def alive(target: Target, timeout: float | None = None) -> bool:
 
 
 def wait_back(target: Target) -> bool:
-    """After a crash: poll until the broker serves again or `restart_wait` passes."""
-    end = time.monotonic() + target.bounds.restart_wait
-    while time.monotonic() < end:
-        if alive(target, min(2.0, target.bounds.liveness)):
+    """After a crash, or a connection refused: poll until the broker serves again or
+    `restart_wait` passes. One thread of a process polls (a fresh connection from 0.01 s
+    apart, doubling up to `Bounds.restart_poll`: a refused connect fails at once); the
+    others wait for it, and a thread that asked before it saw the broker back returns at
+    once, so a restart costs the workers one poller's wait, not a storm of checks."""
+    asked = time.monotonic()
+    end = asked + target.bounds.restart_wait
+    if not target._restart.acquire(timeout=target.bounds.restart_wait):
+        return False
+    try:
+        if target._back_at >= asked:
             return True
-        time.sleep(0.2)
-    return False
+        pause = 0.01
+        while True:
+            if alive(target, min(2.0, target.bounds.liveness)):
+                target._back_at = time.monotonic()
+                return True
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, target.bounds.restart_poll)
+    finally:
+        target._restart.release()
 
 
 def run_case(
@@ -246,11 +273,14 @@ def run_case(
     careful: bool = False,
     pace: float = 0.0,
     quick: bool = False,
+    reply: float | None = None,
 ) -> Outcome:
     """Send `steps` on a new connection, then close; judge the broker (see module doc).
     `careful`: also measure the broker's memory around the case (slow); `pace`: after
     each step wait up to that long for an answer (a recorded conversation's rhythm);
-    `quick`: send the fuzzer's close at once instead of holding it for the bound."""
+    `quick`: send the fuzzer's close at once instead of holding it for the bound, then
+    wait `reply` for the broker's answer (None: the quick bound learnt from its answers,
+    `fuzz.answers`; a silence for a bound shorter than `Bounds.reply` is `Outcome.short`)."""
     bounds = target.bounds
     before = None
     if careful and target.memory is not None:
@@ -262,7 +292,7 @@ def run_case(
         # down before this case started (restarting after an earlier one): not this case's
         # doing; wait for it, and call it a crash only if it never comes back
         if wait_back(target):
-            return run_case(target, steps, careful, pace, quick)
+            return run_case(target, steps, careful, pace, quick, reply)
         summary = f"broker unreachable: {exc}; not back within {bounds.restart_wait}s"
         return Outcome(_unreachable(summary), None, 0)
     during = None
@@ -288,16 +318,22 @@ def run_case(
             probe.send_raw(_CLOSING)
         # event-driven: done as soon as the broker's close is in (it may have come
         # before ours), or the socket closes
-        _wait_broker(
-            probe, stream, min(bounds.reply, 0.05) if pending else bounds.reply, lambda s: s.closed
-        )
+        wait = bounds.reply
+        if quick:
+            wait = reply if reply is not None else target.answers.bound(bounds.reply)
+        started = time.monotonic()
+        _wait_broker(probe, stream, min(wait, 0.05) if pending else wait, lambda s: s.closed)
         if stream.closed:
             probe.pump(0)  # what is already there (a drop) goes in the recording
+            if quick and not pending:
+                target.answers.add(time.monotonic() - started)
+        short = wait if quick and not pending and wait < bounds.reply else 0.0
     finally:
         peer_closed = probe.peer_closed
         probe.disconnect()
+    bound = wait if quick else bounds.reply
     exchange = read_exchange(
-        probe.recording, steps, sent, peer_closed, bounds.reply, not quick and not pending, stream
+        probe.recording, steps, sent, peer_closed, bound, not quick and not pending, stream
     )
     outcome = Outcome(None, probe.recording, sent, exchange=exchange)
     growth = during - before if during is not None and before is not None else None
@@ -305,7 +341,13 @@ def run_case(
         target.quiet_until = time.monotonic() + bounds.memory_quiet
     outcome.verdict = _judge(target, steps, probe.recording, sent, growth, status, exchange)
     racy = outcome.verdict is not None and outcome.verdict.kind in (HANG, ERROR_MISSING)
-    if quick and racy and exchange.closed_first():
+    if short and outcome.verdict is not None and outcome.verdict.kind == HANG:
+        outcome.short = short
+        outcome.inconclusive = (
+            f"silent for the quick bound of {short:.2f}s only (learnt from its answers), "
+            f"not the full {bounds.reply}s"
+        )
+    elif quick and racy and exchange.closed_first():
         ours = exchange.teardown
         at = exchange.when(ours.time) if ours is not None else "after the bad frame"
         outcome.inconclusive = f"the fuzzer closed {at}, before the {bounds.reply}s bound"
@@ -342,7 +384,8 @@ def _wait_broker(
             return
         left = end - time.monotonic()
         if left <= 0:
-            return
+            probe.pump(0)  # what came while this thread waited for a core is not late
+            break
         probe.pump(min(0.05, left))
     stream.update(probe.recording)
 
@@ -507,7 +550,7 @@ def _rule_broken(v: Any, recording: Recording, exchange: Exchange, last: int) ->
 
 
 def _hang(target: Target, last: int, exchange: Exchange) -> Verdict:
-    bound = target.bounds.reply
+    bound = exchange.bound  # the full reply bound, or a quick run's (Outcome.short)
     held = (
         "the fuzzer held its close until the broker reacted or the bound passed"
         if exchange.strict

@@ -1,0 +1,186 @@
+"""The campaign's waits against a fast broker (fuzz.answers, fuzz.oracle.wait_back,
+fuzz.campaign's outages): a quick run waits a bound learnt from the broker's answers, a
+silence for that bound only is run again with the full bound before it is a candidate (a
+slow but legal answer is no hang, and is learnt), the waits for a restart are shared and
+bounded, and the cases in flight at one outage are triaged as one."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+from amqpspec.amqp10.builder import build_frame
+from amqpspec.amqp10.composites import COMPOSITE_CLASSES
+from amqpspec.amqp10.frames import ProtocolHeader
+from amqpspec.fuzz import oracle
+from amqpspec.fuzz.answers import FLOOR, WARMUP, AnswerTimes
+from amqpspec.fuzz.campaign import Campaign, CampaignConfig, recheck_short
+from amqpspec.fuzz.case import Case
+from amqpspec.fuzz.model import Conversation, Handshake
+from amqpspec.fuzz.oracle import CRASH, HANG, Bounds, Outcome, Target, Verdict, run_case, wait_back
+
+C = COMPOSITE_CLASSES
+FULL = 2.0
+
+
+class LateCloser:
+    """Answers the protocol header with its own and an open at once; our close with a
+    close `delay` seconds later (None: never), holding the socket meanwhile."""
+
+    def __init__(self, delay: float | None) -> None:
+        self.delay = delay
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.stop = threading.Event()
+        self.closing = build_frame(C["close"]())
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        self.server.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        conn.settimeout(0.1)
+        got, opened = b"", False
+        with conn:
+            while not self.stop.is_set():
+                try:
+                    data = conn.recv(4096)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                if not data:
+                    return
+                got += data
+                if not opened:
+                    opened = True
+                    header = ProtocolHeader(0, 1, 0, 0).encode()
+                    conn.sendall(header + build_frame(C["open"](container_id="late")))
+                if self.closing in got and self.delay is not None:
+                    time.sleep(self.delay)
+                    conn.sendall(self.closing)
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.close()
+
+
+def _serves(target: Target, timeout: float | None = None) -> bool:
+    """The liveness check, for a stub that answers no begin or attach: it serves."""
+    return True
+
+
+def _warm(target: Target, seconds: float = 0.01) -> None:
+    for _ in range(WARMUP):
+        target.answers.add(seconds)
+
+
+def _case() -> Case:
+    conv = Conversation(Handshake(sasl="none")).open()
+    return Case(conv.steps(), "none", "test:0", "")
+
+
+def test_the_quick_bound_is_the_full_one_until_answers_are_in_then_follows_them() -> None:
+    answers = AnswerTimes()
+    assert answers.bound(FULL) == FULL
+    for _ in range(WARMUP):
+        answers.add(0.001)
+    assert answers.bound(FULL) == FLOOR  # a broker that answers in a millisecond
+    for _ in range(WARMUP):
+        answers.add(1.6)  # RabbitMQ 3.10's late error answers, often
+    assert answers.bound(FULL) == FULL
+    answers.silent("hang|reply-bound|framing")
+    assert answers.known_silent("hang|reply-bound|framing")
+    assert not answers.known_silent("hang|reply-bound|malformed")
+
+
+def test_a_slow_but_legal_answer_is_no_hang_and_is_learnt(monkeypatch) -> None:
+    monkeypatch.setattr(oracle, "alive", _serves)
+    broker = LateCloser(delay=0.8)  # slower than the quick bound, within the full one
+    try:
+        target = Target("127.0.0.1", broker.port, Handshake(sasl="none"), Bounds(reply=FULL))
+        _warm(target)
+        case = _case()
+        first = run_case(target, case.steps, quick=True)
+        assert first.verdict is not None and first.verdict.kind == HANG
+        assert first.short == FLOOR and "quick bound" in first.inconclusive
+        settled = recheck_short(target, case, first)
+        assert settled.verdict is None  # the full bound got its close: no hang, no candidate
+        assert not settled.short
+        assert target.answers.bound(FULL) == FULL  # 4 x 0.8 s, within the full bound
+    finally:
+        broker.close()
+
+
+def test_a_silence_that_lasts_the_full_bound_is_learnt_per_behaviour(monkeypatch) -> None:
+    monkeypatch.setattr(oracle, "alive", _serves)
+    broker = LateCloser(delay=None)  # never answers our close
+    try:
+        target = Target(
+            "127.0.0.1", broker.port, Handshake(sasl="none"), Bounds(reply=1.0, liveness=1.0)
+        )
+        _warm(target)
+        case = _case()
+        first = run_case(target, case.steps, quick=True)
+        assert first.short == FLOOR
+        settled = recheck_short(target, case, first)
+        assert settled.verdict is not None and settled.verdict.kind == HANG
+        assert not settled.short  # proved with the full bound
+        again = run_case(target, case.steps, quick=True)
+        started = time.monotonic()
+        assert recheck_short(target, case, again) is again  # known silent: not run again
+        assert time.monotonic() - started < 0.5
+    finally:
+        broker.close()
+
+
+def test_the_waits_for_a_restart_are_shared_and_bounded() -> None:
+    spare = socket.create_server(("127.0.0.1", 0))
+    port = spare.getsockname()[1]
+    spare.close()  # nothing listens there: every connection is refused at once
+    target = Target("127.0.0.1", port, bounds=Bounds(restart_wait=0.4, liveness=0.3))
+    results: list[bool] = []
+    started = time.monotonic()
+    threads = [threading.Thread(target=lambda: results.append(wait_back(target))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert results == [False] * 8
+    assert time.monotonic() - started < 8 * 0.4  # each within its own bound, not in turn
+
+
+def _crash(label: str) -> tuple[Case, Outcome]:
+    case = _case()
+    verdict = Verdict(CRASH, "liveness", "2.4.1", f"dropped ({label})", len(case.steps) - 1)
+    return case, Outcome(verdict, None, len(case.steps))
+
+
+def test_the_cases_in_flight_at_one_outage_are_one_triage(tmp_path) -> None:
+    target = Target("127.0.0.1", 1, Handshake(sasl="none"))
+    campaign = Campaign(CampaignConfig(target, str(tmp_path), cases=0))
+    for n in range(5):
+        case, outcome = _crash(str(n))
+        case.seed = f"test:{n}"
+        campaign._candidate(case, outcome)
+    assert campaign.stats.candidates == 1 and campaign._queue.qsize() == 1
+    assert campaign.stats.suspects == 4
+    outage = campaign._outage
+    assert outage is not None and len(outage.suspects) == 5
+    # a suspect whose crash is confirmed explains the outage: nothing is replayed
+    sig = outage.suspects[0][2]
+    campaign._triaged.add(sig)
+    case, outcome = _crash("known")
+    campaign._candidate(case, outcome)
+    assert outage.explained
+    lead = outage.suspects[0]
+    assert campaign._triage_outage(*lead) is None  # no case run (the target is port 1)
+    assert campaign._outage is None  # taken: a later crash is a later outage
