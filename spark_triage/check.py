@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
-import zlib
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,14 +26,11 @@ from amqpspec.amqp10.checker.signature import CLOSE_SENT, OPENED, endpoint_state
 from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.monitor import KIND_RAW, ConnectionMonitor, TraceItem
 from amqpspec.amqp10.origins import CLIENT, SERVER
-from amqpspec.traces.pcap_format import TCP_SYN
 from amqpspec.traces.pcap_reader import TcpSegment
 from amqpspec.traces.reassembly import PcapTraceReader, format_endpoint
 
 DEFAULT_GAP_SECONDS = 600.0
-_CONFLICT_MEMORY = 4096  # recent segments per direction kept to spot conflicting resends
 _RECENT_ITEMS = 65536  # items remembered per connection to name a violation's frame
-_MAX_HOLES = 64  # unfilled holes remembered per direction; older ones count as gaps
 _BATCH_ITEMS = 256  # items reassembled before they are judged, at most (and _BATCH_BYTES)
 _BATCH_BYTES = 1 << 20
 _YOUNG_GC_THRESHOLD = 10_000  # allocations between young-generation collections in a check
@@ -101,101 +96,28 @@ def connection_key(source: str, a: tuple[bytes, int], b: tuple[bytes, int], epoc
     return f"{source}|{format_endpoint(low)}<>{format_endpoint(high)}|{epoch}"
 
 
-class _Half:
-    """One direction's defect bookkeeping (see `_Defects`)."""
-
-    __slots__ = ("high", "holes", "last", "recent")
-
-    def __init__(self) -> None:
-        self.high: int | None = None  # unwrapped end of the highest byte
-        self.last: int | None = None  # last raw seq
-        self.holes: list[list[int]] = []  # [start, end) not seen
-        self.recent: OrderedDict[int, tuple[int, int]] = OrderedDict()  # start -> (len, crc)
-
-
 class _Defects:
-    """Segment-level capture defects of one 4-tuple (per direction, 32-bit serial seq):
-    a segment below the highest byte seen fills a hole (out-of-order, not a defect), or
-    repeats bytes (retransmit; conflicting when the bytes differ) or partly does (overlap);
-    a hole never filled is a gap."""
+    """The capture defects of one 4-tuple: what its connections' sequence trackers counted
+    (traces/tcp_stream.py: out-of-order, retransmits, overlaps, conflicting retransmits,
+    sequence wrap, gaps), plus the snap-length cuts seen here and the connections whose
+    start the capture missed."""
+
+    __slots__ = ("counts", "cuts")
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
-        self._halves: dict[tuple, _Half] = {}  # direction -> its bookkeeping
         self.cuts: list[float] = []  # capture times of the snap-length-cut segments
 
     def add(self, name: str, count: int = 1) -> None:
         self.counts[name] = self.counts.get(name, 0) + count
 
-    def segment(self, segment: TcpSegment, truncated: bool) -> None:
-        if truncated:
-            self.add("snaplen-truncated")
-            self.cuts.append(segment.time)
-        direction = (segment.src, segment.dst)
-        half = self._halves.get(direction)
-        if half is None:
-            half = self._halves[direction] = _Half()
-        seq = segment.seq
-        if segment.flags & TCP_SYN:
-            half.high = seq + 1
-            half.last = seq
-            half.recent = OrderedDict()
-            half.holes = []
-            return
-        payload = segment.payload
-        if not payload:
-            return
-        last = half.last
-        if last is not None and seq < last and last - seq > 0x80000000:
-            self.add("sequence-wrap")
-        half.last = seq
-        high = half.high
-        size = len(payload)
-        start = seq
-        if high is not None:  # unwrapped: high + the 32-bit signed distance seq - high
-            start = high + (((seq - high + 0x80000000) & 0xFFFFFFFF) - 0x80000000)
-        end = start + size
-        recent = half.recent
-        if high is not None and start != high:
-            holes = half.holes
-            if start > high:
-                holes.append([high, start])
-                if len(holes) > _MAX_HOLES:
-                    holes.pop(0)
-                    self.add("gap")
-            elif self._fill(holes, start, end):
-                self.add("out-of-order")
-            else:
-                seen = recent.get(start)
-                self.add("retransmit" if end <= high else "overlap")
-                if seen and seen[0] == size and seen[1] != zlib.crc32(payload):
-                    self.add("conflicting-retransmit")
-        if start not in recent:
-            recent[start] = (size, zlib.crc32(payload))
-            if len(recent) > _CONFLICT_MEMORY:
-                recent.popitem(last=False)
-        half.high = max(end, high or end)
+    def cut(self, segment: TcpSegment) -> None:
+        self.add("snaplen-truncated")
+        self.cuts.append(segment.time)
 
-    @staticmethod
-    def _fill(holes: list[list[int]], start: int, end: int) -> bool:
-        """Take [start, end) out of the holes; True if it filled any of one."""
-        filled = False
-        for hole in list(holes):
-            if start < hole[1] and end > hole[0]:
-                filled = True
-                holes.remove(hole)
-                if hole[0] < start:
-                    holes.append([hole[0], start])
-                if end < hole[1]:
-                    holes.append([end, hole[1]])
-        return filled
-
-    def finish(self) -> None:
-        gaps = sum(len(half.holes) for half in self._halves.values())
-        if gaps:
-            self.add("gap", gaps)
-        for half in self._halves.values():
-            half.holes = []
+    def merge(self, counts: dict[str, int]) -> None:
+        for name, count in counts.items():
+            self.add(name, count)
 
 
 class _Tracker:
@@ -274,17 +196,18 @@ def _runs(
     segments: Iterable[tuple[TcpSegment, bool]], gap_seconds: float, defects: _Defects
 ) -> Iterator[tuple[list[tuple], Iterator[TcpSegment]]]:
     """Runs of segments separated by a silence longer than `gap_seconds`, lazily: (the
-    run's ends, filled at its first segment; its segments, each counted by `defects` as
-    it passes). Each run must be consumed before the next is asked for."""
+    run's ends, filled at its first segment; its segments, each snap-length cut counted
+    by `defects` as it passes). Each run must be consumed before the next is asked for."""
     entries = iter(segments)
     state = [next(entries, None)]  # the first segment of the next run
 
     def run(ends: list[tuple]) -> Iterator[TcpSegment]:
         segment, truncated = state[0]
         ends.extend((segment.src, segment.dst))
-        see = defects.segment
+        cut = defects.cut
         while True:
-            see(segment, truncated)
+            if truncated:
+                cut(segment)
             yield segment
             last = segment.time
             entry = next(entries, None)
@@ -307,7 +230,7 @@ def _stream(
     """(connection key, ConnectionInfo, items) for the items of one 4-tuple's connections
     as reassembly produces them, a segment's worth at a time (one connection at a time: a
     4-tuple carries one live connection), then (key, info, None) when a connection is
-    complete."""
+    complete (its sequence defects then merged into `defects`)."""
     epoch = 0
     for ends, run in _runs(segments, gap_seconds, defects):
         reader = PcapTraceReader("")
@@ -318,6 +241,7 @@ def _stream(
             for connection_id, info in list(reader.connections.items()):
                 if connection_id not in done and (upto is None or connection_id < upto):
                     done.add(connection_id)
+                    defects.merge(info.defects)
                     yield _key(source, ends, epoch, connection_id), info, None
 
         key = info = None
@@ -542,7 +466,6 @@ def check_flow(
                 defects.add("start-not-captured")
             connections.append(row)
             judge = None
-    defects.finish()
     if connections:  # segment-level defects belong to the 4-tuple: put them on its first row
         for name, count in defects.counts.items():
             connections[0].defects[name] = connections[0].defects.get(name, 0) + count

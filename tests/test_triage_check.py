@@ -66,18 +66,43 @@ def test_crafted_capture_defects_are_counted_not_dropped(tmp_path):
 
 
 def test_sequence_wrap_is_reported_and_not_mistaken_for_a_retransmit():
-    from amqpspec.spark_triage.check import _Defects
-    from amqpspec.traces.pcap_reader import TcpSegment
+    from amqpspec.traces.tcp_stream import LOST, HalfStream
 
-    a, b = (bytes(4), 1), (bytes(4), 2)
-    defects = _Defects()
-    defects.segment(TcpSegment(0.0, a, b, 0xFFFFFFF0, 0, 0x02, b""), False)
-    defects.segment(TcpSegment(0.1, a, b, 0xFFFFFFF1, 0, 0x18, b"x" * 32), False)
-    defects.segment(TcpSegment(0.2, a, b, 0x11, 0, 0x18, b"y" * 8), False)
-    assert defects.counts == {"sequence-wrap": 1}
-    defects.segment(TcpSegment(0.3, a, b, 0x40, 0, 0x18, b"z" * 8), False)  # bytes 0x19-0x3f lost
-    defects.finish()
-    assert defects.counts == {"sequence-wrap": 1, "gap": 1}
+    defects: dict[str, int] = {}
+    half = HalfStream(defects)
+    half.syn(0xFFFFFFF0)
+    assert half.accept(0xFFFFFFF1, b"x" * 32, 0.1) == [(b"x" * 32, 0.1)]
+    assert half.accept(0x11, b"y" * 8, 0.2) == [(b"y" * 8, 0.2)]
+    assert defects == {"sequence-wrap": 1}
+    assert half.accept(0x40, b"z" * 8, 0.3) == []  # bytes 0x19-0x3f lost: held
+    assert half.finish(0.4) == [(LOST, 0.4), (b"z" * 8, 0.3)]
+    assert defects == {"sequence-wrap": 1, "gap": 1}
+
+
+def test_each_defect_is_named_by_the_one_sequence_tracker():
+    """Out-of-order, retransmit, overlap and a conflicting resend, each once; the bytes
+    come out in order, the first copy kept."""
+    from amqpspec.traces.tcp_stream import HalfStream
+
+    defects: dict[str, int] = {}
+    half = HalfStream(defects)
+    half.syn(99)
+    out = [half.accept(100, b"aaaa", 0.0)]  # 100-103
+    out.append(half.accept(108, b"cccc", 0.1))  # ahead: a hole at 104-107
+    assert defects == {}
+    out.append(half.accept(104, b"bbbb", 0.2))  # fills it
+    assert defects == {"out-of-order": 1}
+    out.append(half.accept(100, b"aaaa", 0.3))  # the same bytes again
+    out.append(half.accept(100, b"AAAA", 0.4))  # the same place, other bytes
+    out.append(half.accept(110, b"ccdd", 0.5))  # half old, half new
+    delivered = b"".join(p for chunks in out for p, _t in chunks if p is not None)
+    assert delivered == b"aaaabbbbccccdd"
+    assert defects == {
+        "out-of-order": 1,
+        "retransmit": 2,
+        "conflicting-retransmit": 1,
+        "overlap": 1,
+    }
 
 
 def test_port_reuse_gives_two_connections_with_distinct_keys(tmp_path):

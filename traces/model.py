@@ -23,3 +23,5 @@ class ConnectionInfo:
     start_time: float = 0.0
     end_time: float | None = None
     byte_counts: dict[str, int] = field(default_factory=lambda: {CLIENT: 0, SERVER: 0})
+    # capture defects met reassembling it, by name (traces/tcp_stream.py): pcaps only
+    defects: dict[str, int] = field(default_factory=dict)

@@ -1,11 +1,12 @@
 """TCP reassembly: capture segments -> per-connection, in-order byte streams -> TraceItems.
 
 Owns: `PcapTraceReader`, which follows every TCP connection of a capture, orders each
-direction's bytes by sequence number (retransmissions and overlaps trimmed, keeping the
-bytes seen first; out-of-order segments held until the gap fills, within a bound), and
-feeds them to an `amqp10.monitor.ConnectionMonitor` that only decodes (`check=False`):
-one that saw the SYN expects protocol headers, any other sniffs where its streams start.
-The client is the side that sent the first SYN; for
+direction's bytes with `traces.tcp_stream.HalfStream` (retransmissions and overlaps
+trimmed, keeping the bytes seen first; out-of-order segments held until the gap fills,
+within a bound; the capture defects met counted on the connection's
+`ConnectionInfo.defects`), and feeds them to an `amqp10.monitor.ConnectionMonitor` that
+only decodes (`check=False`): one that saw the SYN expects protocol headers, any other
+sniffs where its streams start. The client is the side that sent the first SYN; for
 a connection whose start was not captured, the side talking to a known AMQP port, else
 the first to send. A gap that never fills turns the rest of that direction into raw
 items. A SYN on a finished 4-tuple starts a new connection.
@@ -21,30 +22,15 @@ from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.traces.model import ConnectionInfo
 from amqpspec.traces.pcap_format import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
 from amqpspec.traces.pcap_reader import TcpSegment, iter_tcp_segments
+from amqpspec.traces.tcp_stream import LOST, HalfStream
 
 AMQP_PORTS = frozenset((5672, 5671))
-MAX_OUT_OF_ORDER_BYTES = 16 * 1024 * 1024
 
 
 def format_endpoint(endpoint: tuple[bytes, int]) -> str:
     address = ipaddress.ip_address(endpoint[0])
     host = str(address) if address.version == 4 else f"[{address}]"
     return f"{host}:{endpoint[1]}"
-
-
-def _seq_diff(a: int, b: int) -> int:
-    """a - b in 32-bit serial arithmetic (RFC 1982 style), as a signed int."""
-    return ((a - b + 0x80000000) & 0xFFFFFFFF) - 0x80000000
-
-
-class _HalfStream:
-    __slots__ = ("fin", "next_seq", "out_of_order", "out_of_order_bytes")
-
-    def __init__(self) -> None:
-        self.next_seq: int | None = None
-        self.out_of_order: dict[int, tuple[bytes, float]] = {}
-        self.out_of_order_bytes = 0
-        self.fin = False
 
 
 class _Connection:
@@ -54,7 +40,7 @@ class _Connection:
         self.info = info
         self.client = client
         self.monitor: ConnectionMonitor | None = None  # made at the first payload
-        self.halves = {CLIENT: _HalfStream(), SERVER: _HalfStream()}
+        self.halves = {CLIENT: HalfStream(info.defects), SERVER: HalfStream(info.defects)}
         self.finished = False
         self.started = False
         self.saw_syn = False
@@ -139,79 +125,18 @@ class PcapTraceReader:
         half = connection.halves[direction]
         if flags & TCP_SYN:
             connection.saw_syn = True
-            half.next_seq = (segment.seq + 1) & 0xFFFFFFFF
-            half.out_of_order.clear()
+            half.syn(segment.seq)
             return items
         payload = segment.payload
         if payload:
-            items.extend(
-                self._data(connection, direction, half, segment.seq, payload, segment.time)
-            )
+            chunks = half.accept(segment.seq, payload, segment.time)
+            if chunks:
+                items.extend(self._deliver(connection, direction, chunks))
         if flags & (TCP_FIN | TCP_RST):
             half.fin = True
             if flags & TCP_RST or connection.halves[CLIENT if direction == SERVER else SERVER].fin:
                 connection.finished = True
                 connection.info.end_time = segment.time
-        return items
-
-    def _data(
-        self,
-        connection: _Connection,
-        direction: str,
-        half: _HalfStream,
-        seq: int,
-        payload: bytes,
-        time: float,
-    ) -> list[TraceItem]:
-        if half.next_seq is None:
-            half.next_seq = seq  # the start of this direction was not captured
-        diff = _seq_diff(seq, half.next_seq)
-        if diff > 0:
-            if seq not in half.out_of_order or len(half.out_of_order[seq][0]) < len(payload):
-                half.out_of_order[seq] = (payload, time)
-                half.out_of_order_bytes += len(payload)
-            if half.out_of_order_bytes > MAX_OUT_OF_ORDER_BYTES:
-                return self._give_up_gap(connection, direction, half, time)
-            return []
-        if -diff >= len(payload):
-            return []  # a retransmission of bytes already delivered
-        if diff < 0:
-            payload = payload[-diff:]
-        items = self._deliver(connection, direction, payload, time)
-        half.next_seq = (half.next_seq + len(payload)) & 0xFFFFFFFF
-        if half.out_of_order:
-            items.extend(self._drain_out_of_order(connection, direction, half))
-        return items
-
-    def _drain_out_of_order(
-        self, connection: _Connection, direction: str, half: _HalfStream
-    ) -> list[TraceItem]:
-        items: list[TraceItem] = []
-        progress = True
-        while half.out_of_order and progress:
-            progress = False
-            for seq in sorted(half.out_of_order, key=lambda s: _seq_diff(s, half.next_seq)):
-                diff = _seq_diff(seq, half.next_seq)
-                if diff > 0:
-                    break
-                payload, time = half.out_of_order.pop(seq)
-                half.out_of_order_bytes -= len(payload)
-                if -diff < len(payload):
-                    payload = payload[-diff:] if diff else payload
-                    items.extend(self._deliver(connection, direction, payload, time))
-                    half.next_seq = (half.next_seq + len(payload)) & 0xFFFFFFFF
-                    progress = True
-                    break
-        return items
-
-    def _give_up_gap(
-        self, connection: _Connection, direction: str, half: _HalfStream, time: float
-    ) -> list[TraceItem]:
-        """Bytes never arrived: decode no further; the rest of this direction is raw."""
-        items = self._monitor(connection).lose(direction, time).items
-        first = min(half.out_of_order, key=lambda s: _seq_diff(s, half.next_seq or s))
-        half.next_seq = first
-        items.extend(self._drain_out_of_order(connection, direction, half))
         return items
 
     def _monitor(self, connection: _Connection) -> ConnectionMonitor:
@@ -225,17 +150,27 @@ class PcapTraceReader:
         return connection.monitor
 
     def _deliver(
-        self, connection: _Connection, direction: str, payload: bytes, time: float
+        self, connection: _Connection, direction: str, chunks: list[tuple[bytes | None, float]]
     ) -> list[TraceItem]:
-        connection.started = True
-        connection.info.byte_counts[direction] += len(payload)
-        return self._monitor(connection).feed(direction, payload, time).items
+        """Feed in-order chunks to the connection's monitor; a LOST chunk (a capture gap)
+        makes the rest of that direction raw."""
+        monitor = self._monitor(connection)
+        counts = connection.info.byte_counts
+        items: list[TraceItem] = []
+        for payload, time in chunks:
+            if payload is LOST:
+                items.extend(monitor.lose(direction, time).items)
+                continue
+            connection.started = True
+            counts[direction] += len(payload)
+            items.extend(monitor.feed(direction, payload, time).items)
+        return items
 
     def _finish(self, connection: _Connection, time: float) -> list[TraceItem]:
         items: list[TraceItem] = []
         for direction, half in connection.halves.items():
-            if half.out_of_order:
-                items.extend(self._give_up_gap(connection, direction, half, time))
+            if half.held:
+                items.extend(self._deliver(connection, direction, half.finish(time)))
         if connection.monitor is not None:
             items.extend(connection.monitor.finish(time).items)
         if connection.info.end_time is None:
