@@ -20,13 +20,13 @@ from typing import Any
 # subcommand -> (module providing add_arguments/run, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("amqpspec.reference_broker.cli", "run the bundled reference AMQP 1.0 broker"),
-    "run": ("amqpspec.conformance.cli", "run the conformance suite against a broker"),
+    "run": ("amqpspec.conformance.run.cli", "run the conformance suite against a broker"),
     "report": (
-        "amqpspec.conformance.report_cli",
+        "amqpspec.conformance.report.cli",
         "render results directories as a brokers x cases matrix",
     ),
     "coverage": (
-        "amqpspec.conformance.coverage_cli",
+        "amqpspec.conformance.report.coverage_cli",
         "spec coverage of a conformance run (fields, "
         "error conditions, engine transitions, checker rules, the normative manifest)",
     ),

@@ -56,7 +56,7 @@ from amqpspec.amqp10.engine import (
 from amqpspec.amqp10.errors import AMQPError
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
-from amqpspec.conformance.management_admin import ManagementNodeAdmin
+from amqpspec.conformance.admin.management_node import ManagementNodeAdmin
 from amqpspec.conformance.probe import Probe, Recording
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 from amqpspec.fuzz.case import REPRODUCER_FORMAT, REPRODUCER_VERSION

@@ -35,7 +35,7 @@ def _known_issue(rule: str, brokers: list[str]) -> dict | None:
 
 def _header(findings: list[dict[str, Any]]) -> list[tuple[str, str]]:
     from amqpspec import __version__
-    from amqpspec.conformance.run_info import current_commit, public_url
+    from amqpspec.conformance.run.run_info import current_commit, public_url
 
     commit = current_commit()
     brokers = sorted({public_url(str(f.get("broker", ""))) for f in findings if f.get("broker")})

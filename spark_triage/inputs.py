@@ -210,7 +210,7 @@ def _brokers(text: str, index: str) -> dict[str, str]:
         brokers = json.loads(text)
     except ValueError as exc:
         raise InputError(f"{index}: not a readable results index ({exc})") from None
-    from amqpspec.conformance.results import case_file_stem  # the results layout's own naming
+    from amqpspec.conformance.run.results import case_file_stem  # the results layout's own naming
 
     return {case_file_stem(name): name for name in brokers} if isinstance(brokers, dict) else {}
 

@@ -164,7 +164,7 @@ def _per_rule_rows(violations: pd.DataFrame) -> tuple[list[str], list[list[str]]
 
 def _header(summary: dict) -> tuple[list[tuple[str, str]], list[list[str]]]:
     from amqpspec import __version__
-    from amqpspec.conformance.run_info import current_commit
+    from amqpspec.conformance.run.run_info import current_commit
 
     commit = current_commit()
     header = [

@@ -218,8 +218,8 @@ def _run_scenarios(work: Path, cases_per_kind: int | None) -> list[_Connection]:
     that shows its kind exactly becomes a template. Cases that did not (a timing-dependent
     fault that did not fire, a clean case slowed past the liveness bound on a loaded
     machine) run again, up to RUN_ATTEMPTS runs in all."""
-    from amqpspec.conformance.fault_matrix import run_fault
-    from amqpspec.conformance.results import load_index
+    from amqpspec.conformance.audit.fault_matrix import run_fault
+    from amqpspec.conformance.run.results import load_index
 
     found: list[_Connection] = []
     for fault, cases in _runs(cases_per_kind).items():

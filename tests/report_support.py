@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from amqpspec.conformance.results import case_file_stem, format_expectations
+from amqpspec.conformance.run.results import case_file_stem, format_expectations
 
 BROKER = "acme"
 OPEN_LINE = (

@@ -1,5 +1,5 @@
-"""Anchor-suite parity (conformance/anchor_parity.py): the data file cites only case ids of the
-registry, every row not covered says why, Broker-J's 166 broker tests are all there, and
+"""Anchor-suite parity (conformance/audit/anchor_parity.py): the data file cites only case ids
+of the registry, every row not covered says why, Broker-J's 166 broker tests are all there, and
 docs/anchor-parity.md is what the data renders to; and each of these checks can fail."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from amqpspec.conformance import anchor_parity
-from amqpspec.conformance.anchor_parity import Row
+from amqpspec.conformance.audit import anchor_parity
+from amqpspec.conformance.audit.anchor_parity import Row
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "anchor-parity.md"

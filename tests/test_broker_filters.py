@@ -1,6 +1,6 @@
 """Source filters: the reference broker's (reference_broker/filters.py) over a real socket
 (an unknown filter left out of the attach, property filters on a stream applied), the
-suite's own evaluator (conformance/filter_expressions.py) on the filtex rules, the two
+suite's own evaluator (conformance/steps/filter_expressions.py) on the filtex rules, the two
 evaluators against each other on generated messages and filters, and the conformance cases
 (conformance/cases/s3_5_filters.py) against the broker: OK clean, FAILED / DIFFERS with
 each of the two filter faults, UNSUPPORTED on a profile without properties-filter."""
@@ -16,7 +16,7 @@ from amqpspec.amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described, symbol
 from amqpspec.conformance.cases import s3_5_filters as filter_cases
-from amqpspec.conformance.filter_expressions import (
+from amqpspec.conformance.steps.filter_expressions import (
     application_properties_filter,
     properties_filter,
     reference_matches,

@@ -15,7 +15,7 @@ import pytest
 from amqpspec.amqp10.composites import Properties, Source, Target
 from amqpspec.amqp10.engine import Connection, TransferReceived
 from amqpspec.amqp10.message import Message
-from amqpspec.conformance.management_admin import ManagementNodeAdmin
+from amqpspec.conformance.admin.management_node import ManagementNodeAdmin
 from amqpspec.conformance.verdicts import HarnessError
 from amqpspec.reference_broker.management import answer, route
 from amqpspec.reference_broker.memory import MemoryBroker

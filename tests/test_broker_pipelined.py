@@ -30,10 +30,11 @@ from amqpspec.amqp10.frames import Frame, FrameDecoder
 from amqpspec.amqp10.origins import CLIENT
 from amqpspec.amqp10.spec import Role
 from amqpspec.conformance.admin import make_admin
-from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.conformance.profile import load_profile
-from amqpspec.conformance.registry import Case, load_cases, suite_cases
-from amqpspec.conformance.runner import BrokerTarget, CaseResult, run_case
+from amqpspec.conformance.run.context import BrokerTarget, CaseResult
+from amqpspec.conformance.run.registry import Case, load_cases, suite_cases
+from amqpspec.conformance.run.runner import run_case
 from amqpspec.reference_broker.memory import MemoryBroker
 from amqpspec.reference_broker.process import BrokerProcess
 

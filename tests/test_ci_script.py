@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from amqpspec.conformance.fault_matrix import reference_broker
-from amqpspec.conformance.results import format_expectations
+from amqpspec.conformance.audit.fault_matrix import reference_broker
+from amqpspec.conformance.run.results import format_expectations
 from amqpspec.reference_broker.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent

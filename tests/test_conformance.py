@@ -25,17 +25,18 @@ import pytest
 
 from amqpspec.amqp10.composites import End
 from amqpspec.conformance.admin import NoAdmin, make_admin
-from amqpspec.conformance.fault_matrix import reference_broker
-from amqpspec.conformance.management_admin import ManagementNodeAdmin
+from amqpspec.conformance.admin.management_node import ManagementNodeAdmin
+from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.conformance.profile import ProfileError, available_profiles, load_profile
-from amqpspec.conformance.registry import load_cases, suite_cases
-from amqpspec.conformance.results import (
+from amqpspec.conformance.run.context import BrokerTarget
+from amqpspec.conformance.run.registry import load_cases, suite_cases
+from amqpspec.conformance.run.results import (
     Expectation,
     compare,
     format_expectations,
     load_expectations,
 )
-from amqpspec.conformance.runner import BrokerTarget, run_case
+from amqpspec.conformance.run.runner import run_case
 from amqpspec.conformance.verdicts import Unsupported, Verdict
 from amqpspec.reference_broker.admin_client import ManagementClient
 from amqpspec.reference_broker.process import BrokerProcess, free_port
@@ -405,7 +406,7 @@ def test_committed_expectations_name_known_cases() -> None:
     """Each line is a case, a pipelined variant or the row of a checker rule in the catalog
     (`checker/<section>/<rule id>`)."""
     from amqpspec.amqp10.checker import RULES
-    from amqpspec.conformance.checker_rows import row_id
+    from amqpspec.conformance.run.checker_rows import row_id
 
     known = {case.case_id for case in suite_cases("also")}  # the cases and pipelined variants
     known |= {row_id(rule_id) for rule_id in RULES}
@@ -415,7 +416,7 @@ def test_committed_expectations_name_known_cases() -> None:
 
 
 def test_fault_detection_table_names_undetected_faults() -> None:
-    from amqpspec.conformance.fault_matrix import detection_table
+    from amqpspec.conformance.audit.fault_matrix import detection_table
 
     index = {
         "reference": {"2.2/a": {"verdict": "OK"}, "2.2/b": {"verdict": "FAILED"}},

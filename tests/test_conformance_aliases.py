@@ -11,11 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from amqpspec.conformance.fault_matrix import detection_table
-from amqpspec.conformance.registry import aliases, current_id, load_cases, old_ids
-from amqpspec.conformance.report import Matrix, render_markdown
-from amqpspec.conformance.results import ResultsDir, compare, load_expectations, load_index
-from amqpspec.conformance.runner import CaseResult
+from amqpspec.conformance.audit.fault_matrix import detection_table
+from amqpspec.conformance.report.matrix import Matrix, render_markdown
+from amqpspec.conformance.run.context import CaseResult
+from amqpspec.conformance.run.registry import aliases, current_id, load_cases, old_ids
+from amqpspec.conformance.run.results import ResultsDir, compare, load_expectations, load_index
 from amqpspec.conformance.verdicts import Verdict
 
 REPO = Path(__file__).resolve().parent.parent

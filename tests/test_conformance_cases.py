@@ -16,7 +16,7 @@ import pytest
 
 import amqpspec.conformance.cases
 from amqpspec.conformance.profile import CAPABILITIES
-from amqpspec.conformance.registry import LEVELS, MODEL, Case, load_cases
+from amqpspec.conformance.run.registry import LEVELS, MODEL, Case, load_cases
 
 CASES = load_cases()
 MODULES = sorted(

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from amqpspec.amqp10.checker import RULES
-from amqpspec.conformance.coverage import measure
-from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.audit.fault_matrix import reference_broker
+from amqpspec.conformance.report.coverage import measure
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,8 @@ import pytest
 
 from amqpspec.amqp10.composites import Flow
 from amqpspec.amqp10.frames import Frame
-from amqpspec.conformance.facts import RunFacts
 from amqpspec.conformance.probe import WaitTimeout
+from amqpspec.conformance.run.facts import RunFacts
 from amqpspec.conformance.steps.alarms import AFTER_MISS_S, ALARM_WINDOW_0, window_closed
 from amqpspec.conformance.verdicts import CaseFailed
 
@@ -24,8 +24,9 @@ class LateBroker:
 
     def __init__(self, delay: float | None, channel: int = 0) -> None:
         self.delay = delay
-        self.flow = Frame(0, channel, Flow(incoming_window=0, next_outgoing_id=0,
-                                           outgoing_window=0))
+        self.flow = Frame(
+            0, channel, Flow(incoming_window=0, next_outgoing_id=0, outgoing_window=0)
+        )
         self.waited: list[float] = []
 
     def _sent_within(self, bound: float) -> bool:

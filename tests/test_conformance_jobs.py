@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from amqpspec.conformance.fault_matrix import reference_broker
-from amqpspec.conformance.jobs import CaseScheduler
+from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.conformance.profile import load_profile
-from amqpspec.conformance.registry import (
+from amqpspec.conformance.run.jobs import CaseScheduler
+from amqpspec.conformance.run.registry import (
     BROKER_GLOBAL,
     Case,
     beside_others,
@@ -198,7 +198,7 @@ def test_jobs_n_gives_the_verdicts_of_a_sequential_run(
     }
     junit = ET.parse(tmp_path / "six" / "junit-reference.xml").getroot()
     for testcase in junit.iter("testcase"):
-        case_id = testcase.get("name", "")  # the case id (conformance/junit.py)
+        case_id = testcase.get("name", "")  # the case id (conformance/report/junit.py)
         spent = float(testcase.get("time", "-1")) - six[case_id]["duration"]  # + setup, teardown
         assert -0.001 <= spent < 0.5, case_id
         if case_id.startswith("checker/"):  # a checker row: in JUnit, not a progress line

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from report_support import BROKER, CELLS, synthetic_results
 
-from amqpspec.conformance.fault_matrix import reference_broker
-from amqpspec.conformance.junit import render_junit
-from amqpspec.conformance.results import load_index, load_runs
-from amqpspec.conformance.run_info import RunInfo
+from amqpspec.conformance.audit.fault_matrix import reference_broker
+from amqpspec.conformance.report.junit import render_junit
+from amqpspec.conformance.run.results import load_index, load_runs
+from amqpspec.conformance.run.run_info import RunInfo
 from amqpspec.reference_broker.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent

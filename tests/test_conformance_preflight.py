@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from amqpspec.conformance.preflight import check_broker
 from amqpspec.conformance.profile import load_profile
-from amqpspec.conformance.registry import suite_cases
-from amqpspec.conformance.runner import BrokerTarget
+from amqpspec.conformance.run.context import BrokerTarget
+from amqpspec.conformance.run.preflight import check_broker
+from amqpspec.conformance.run.registry import suite_cases
 from amqpspec.reference_broker.process import BrokerProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent

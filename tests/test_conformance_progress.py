@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.reference_broker.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent

@@ -25,7 +25,13 @@ from report_support import (
     synthetic_results,
 )
 
-from amqpspec.conformance.report import OPTED_OUT, PALETTE, Matrix, render_html, render_markdown
+from amqpspec.conformance.report.matrix import (
+    OPTED_OUT,
+    PALETTE,
+    Matrix,
+    render_html,
+    render_markdown,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 ARTEFACTS = Path(os.environ.get("AMQPSPEC_ARTEFACTS", REPO / "reports" / "_artefacts"))
@@ -193,7 +199,7 @@ rationale = "reviewed for another verdict: not quoted"
 def test_statement_quotes_the_ledger_lists_unsupported_once_counts_parts(
     results: Path, tmp_path: Path
 ) -> None:
-    from amqpspec.conformance.statement import (
+    from amqpspec.conformance.report.statement import (
         Statement,
         render_statement_html,
         render_statement_markdown,
@@ -304,7 +310,7 @@ def _earlier(root: Path, verdicts: dict[str, str], name: str = BROKER) -> Path:
     """A synthetic run whose verdicts are `verdicts` where given, under broker `name`."""
     import json
 
-    from amqpspec.conformance.results import case_file_stem
+    from amqpspec.conformance.run.results import case_file_stem
 
     synthetic_results(root)
     index = json.loads((root / "index.json").read_text())
@@ -353,7 +359,7 @@ def test_history_opens_the_report_with_what_changed(results: Path, tmp_path: Pat
 
 
 def test_a_page_shows_the_checkers_hex_numbers_in_decimal() -> None:
-    from amqpspec.conformance.case_page import decimal
+    from amqpspec.conformance.report.case_page import decimal
 
     assert decimal("delivery-id 0x6 beyond (horizon 0x1F)") == (
         "delivery-id 6 (0x6) beyond (horizon 31 (0x1F))"

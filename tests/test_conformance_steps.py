@@ -16,10 +16,10 @@ from amqpspec.amqp10.builder import mutate
 from amqpspec.amqp10.composites import Begin
 from amqpspec.amqp10.engine import RemoteBegin
 from amqpspec.conformance.admin import make_admin
-from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.profile import load_profile
-from amqpspec.conformance.registry import load_cases
+from amqpspec.conformance.run.registry import load_cases
 from amqpspec.conformance.steps.frames import send_one_delivery, send_transfers
 from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.refusals import sent_frame_outcome

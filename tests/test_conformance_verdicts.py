@@ -28,12 +28,13 @@ from amqpspec.amqp10.frames import Frame, FrameType
 from amqpspec.amqp10.monitor import TraceItem
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.conformance.admin import NoAdmin
-from amqpspec.conformance.fault_matrix import reference_broker
-from amqpspec.conformance.observed import broker_did
-from amqpspec.conformance.plugin import RunState
+from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.conformance.probe import Recording
+from amqpspec.conformance.probe.observed import broker_did
 from amqpspec.conformance.profile import ProfileError, load_profile, profile_from_dict
-from amqpspec.conformance.registry import (
+from amqpspec.conformance.run.context import BrokerTarget, CaseResult
+from amqpspec.conformance.run.plugin import RunState
+from amqpspec.conformance.run.registry import (
     MAY,
     MODEL,
     MUST,
@@ -41,11 +42,9 @@ from amqpspec.conformance.registry import (
     load_cases,
     sentence_problems,
 )
-from amqpspec.conformance.runner import (
+from amqpspec.conformance.run.runner import (
     ABORT_GRACE_S,
     OVERRUN_S,
-    BrokerTarget,
-    CaseResult,
     broker_violations,
     run_case,
     ungraded_violations,
@@ -450,7 +449,7 @@ def test_a_rule_broken_in_setup_traffic_is_its_own_row(
 def test_a_rule_enforcing_the_cases_sentence_grades_the_case() -> None:
     """`grades_case`: the 2.7.4 delivery-count rule grades a case that checks that sentence,
     not a 3.2 case whose publishing step happens to carry the flow."""
-    from amqpspec.conformance.runner import grades_case
+    from amqpspec.conformance.run.runner import grades_case
 
     rule = "link.flow.receiver-delivery-count-missing"
     checking = [c for c in CASES.values() if "2.7.4/flow.delivery-count.3" in c.sentences]

@@ -9,7 +9,7 @@ import pytest
 
 from amqpspec import engine_cli, exit_status
 from amqpspec.cli import main
-from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.spark_triage.failure import first_error
 
 
@@ -100,7 +100,7 @@ def test_the_first_executor_error_is_found_in_sparks_text():
 def test_a_conformance_run_that_judged_nothing_never_exits_1(capsys) -> None:
     """`amqpspec run` with no case result: pytest's usage error is bad input, an
     interrupted or broken session the job failing, an empty selection pytest's 5."""
-    from amqpspec.conformance.cli import _no_results
+    from amqpspec.conformance.run.cli import _no_results
     from amqpspec.exit_status import BAD_INPUT, JOB_FAILED
 
     assert _no_results(0) == 0 and _no_results(5) == 5

@@ -10,7 +10,7 @@ import pytest
 from fuzz_support import run_campaign, run_fuzz
 
 from amqpspec.cli import main
-from amqpspec.conformance.fault_matrix import reference_broker
+from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.reference_broker.process import free_port
 
 

@@ -1,4 +1,4 @@
-"""The reviewed ledger (conformance/ledger.py): every non-OK verdict of each real broker's
+"""The reviewed ledger (conformance/audit/ledger.py): every non-OK verdict of each real broker's
 expectations file has its entry, with the sentence that gives the verdict, the evidence and
 a rationale; and the ledger's checks can fail."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from amqpspec.conformance import ledger
-from amqpspec.conformance.results import format_expectations
+from amqpspec.conformance.audit import ledger
+from amqpspec.conformance.run.results import format_expectations
 
 REAL_BROKERS = ("rabbitmq3", "proton-example", "proton-python")
 

@@ -120,7 +120,7 @@ def test_classify_levels() -> None:
 
 
 def _registry_cases():
-    from amqpspec.conformance.registry import load_cases
+    from amqpspec.conformance.run.registry import load_cases
 
     return {c.case_id: c for c in load_cases()}
 
@@ -204,8 +204,9 @@ def test_manifest_coverage_counts_add_up() -> None:
     coverage = measure_manifest()
     counts = coverage.counts()
     assert counts["sentences"] == len(manifest.sentences())
-    assert sum(coverage.counts(e)["sentences"] for e in coverage.by_part().values()) == (
-        counts["sentences"]
+    assert (
+        sum(coverage.counts(e)["sentences"] for e in coverage.by_part().values())
+        == (counts["sentences"])
     )
     tested = {e.sentence.id for e in coverage.entries if e.cases or e.sentence.rules}
     untestable = {e.sentence.id for e in coverage.entries if e.untestable}

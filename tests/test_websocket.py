@@ -1,6 +1,6 @@
 """AMQP over WebSocket (docs/websocket.md): the reference broker's WebSocket listener
 (reference_broker/websocket.py), `amqpspec run --broker ws://...` through the loopback bridge
-(conformance/ws_bridge.py) with the same verdicts as over TCP, the run recording its
+(conformance/run/ws_bridge.py) with the same verdicts as over TCP, the run recording its
 transport, the binding's own cases (2.1/websocket-*), and the fault they catch."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from amqpspec.conformance.fault_matrix import reference_broker
-from amqpspec.conformance.runner import BrokerTarget
+from amqpspec.conformance.audit.fault_matrix import reference_broker
+from amqpspec.conformance.run.context import BrokerTarget
 from amqpspec.reference_broker.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent

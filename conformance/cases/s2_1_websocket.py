@@ -12,7 +12,7 @@ DIFFERS from the model, never FAILED, until that text is in the manifest.
 Capability-gated: a profile without `websocket` is UNSUPPORTED on every case here. The
 cases need the broker's ws:// URL: the run's own (`amqpspec run --broker
 ws://HOST:PORT/PATH`, which runs every other case over WebSocket too, through
-conformance/ws_bridge.py), or in a run over TCP the `amqp/ws` listener the admin API lists
+conformance/run/ws_bridge.py), or in a run over TCP the `amqp/ws` listener the admin API lists
 (the reference broker started with --ws-port); UNSUPPORTED with neither.
 
 Owns the cases `2.1/websocket-*` (2.1 Transport: the byte stream AMQP runs over).
@@ -27,7 +27,8 @@ from aiohttp import WSCloseCode
 from amqpspec.amqp10.engine import RemoteClose
 from amqpspec.amqp10.frames import SASL_HEADER
 from amqpspec.amqp10.message import Message
-from amqpspec.conformance.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, case
+from amqpspec.conformance.run.ws_bridge import SUBPROTOCOL
 from amqpspec.conformance.steps.deliveries import roundtrip
 from amqpspec.conformance.steps.websocket import (
     bridged_probe,
@@ -36,7 +37,6 @@ from amqpspec.conformance.steps.websocket import (
     websocket_url,
 )
 from amqpspec.conformance.verdicts import CaseFailed
-from amqpspec.conformance.ws_bridge import SUBPROTOCOL
 
 WSB = "wsb"  # profile.MODELS
 BODY = bytes(range(256)) * 2  # a message larger than one byte and than one small frame
@@ -121,8 +121,7 @@ def websocket_subprotocol_required(probe, ctx):
     ctx.note(f"upgrade offering only mqtt: {wrong.detail}")
     ctx.check(
         not wrong.accepted,
-        "expected the upgrade offering only the subprotocol mqtt refused; observed "
-        f"{wrong.detail}",
+        f"expected the upgrade offering only the subprotocol mqtt refused; observed {wrong.detail}",
     )
 
 

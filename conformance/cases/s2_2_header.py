@@ -11,7 +11,7 @@ Owns the cases `2.2/*`.
 from __future__ import annotations
 
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, TLS_HEADER, ProtocolHeader
-from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.run.registry import MUST, case
 from amqpspec.conformance.steps.refusals import header_refused, refused_header_case
 from amqpspec.conformance.steps.sentences import (
     PROTOCOL_ID_UNACCEPTABLE,

@@ -21,7 +21,7 @@ from amqpspec.amqp10.builder import build_frame, mutate
 from amqpspec.amqp10.composites import Attach, Begin, Flow, Transfer
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import Described, ulong
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.refusals import (
     refused_after_open,

@@ -16,7 +16,7 @@ import itertools
 from amqpspec.amqp10.composites import Open
 from amqpspec.amqp10.frames import EMPTY_FRAME
 from amqpspec.amqp10.origins import SERVER
-from amqpspec.conformance.registry import MAY, SHOULD, case
+from amqpspec.conformance.run.registry import MAY, SHOULD, case
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.verdicts import Unsupported
 

@@ -17,8 +17,8 @@ import itertools
 from amqpspec.amqp10.composites import Begin, Error, Open
 from amqpspec.amqp10.engine import RemoteClose
 from amqpspec.amqp10.origins import SERVER
-from amqpspec.conformance.observed import brief
-from amqpspec.conformance.registry import MAY, MUST, SHOULD, case
+from amqpspec.conformance.probe.observed import brief
+from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.steps.refusals import sent_frame_outcome

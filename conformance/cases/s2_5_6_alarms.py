@@ -19,7 +19,7 @@ clears the alarm it raised, whatever happens.
 
 from __future__ import annotations
 
-from amqpspec.conformance.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, case
 from amqpspec.conformance.steps.alarms import (
     memory_alarm,
     window_closed,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from amqpspec.amqp10.composites import Flow
 from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.serial import serial_add, serial_offset
-from amqpspec.conformance.registry import MODEL, MUST, case
+from amqpspec.conformance.run.registry import MODEL, MUST, case
 from amqpspec.conformance.steps.alarms import memory_alarm, window_closed_or_unsupported
 from amqpspec.conformance.steps.credit import server_flows
 from amqpspec.conformance.steps.deliveries import check_split, collect, exactly

@@ -17,7 +17,7 @@ from __future__ import annotations
 from amqpspec.amqp10.composites import Accepted
 from amqpspec.amqp10.engine import DispositionReceived
 from amqpspec.amqp10.spec import Role, SndSettleMode
-from amqpspec.conformance.registry import MAY, MODEL, MUST, case
+from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
 from amqpspec.conformance.steps.deliveries import (
     collect,
     collect_again,

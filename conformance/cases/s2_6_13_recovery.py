@@ -60,7 +60,7 @@ from amqpspec.amqp10.engine import (
 )
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import SndSettleMode
-from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.run.registry import MUST, case
 from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.queues import fill, message_text
 from amqpspec.conformance.steps.sentences import NOT_RESENT

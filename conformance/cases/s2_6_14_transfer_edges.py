@@ -38,8 +38,8 @@ from amqpspec.amqp10.engine import DispositionReceived, Link, Session
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
 from amqpspec.conformance.probe import Probe
-from amqpspec.conformance.registry import MAY, MUST, case
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.deliveries import collect, queued_receiver
 from amqpspec.conformance.steps.links import consumer, publisher, unsettled_consumer
 from amqpspec.conformance.steps.refusals import sent_bytes_outcome

@@ -15,7 +15,7 @@ from __future__ import annotations
 from amqpspec.amqp10.composites import Attach, Detach, Source, Target, Transfer
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.links import link_flow, session_flow
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
 from amqpspec.conformance.steps.sentences import (

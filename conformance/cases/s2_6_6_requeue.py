@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from amqpspec.amqp10.composites import Error
 from amqpspec.amqp10.spec import SndSettleMode
-from amqpspec.conformance.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, case
 from amqpspec.conformance.steps.deliveries import (
     check_requeued,
     collect,

@@ -15,7 +15,7 @@ formula, flow-control.2), fewer are recorded (no sentence makes a sender use its
 from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_offset
-from amqpspec.conformance.registry import MUST, case, case_function
+from amqpspec.conformance.run.registry import MUST, case, case_function
 from amqpspec.conformance.steps.credit import drain_reply, echo_reply
 from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,

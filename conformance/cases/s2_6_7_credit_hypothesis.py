@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from amqpspec.amqp10.serial import serial_offset
-from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.run.registry import MUST, case
 from amqpspec.conformance.steps.credit import broker_violated, check_drains_answered
 from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.links import consumer

@@ -13,8 +13,8 @@ publisher's credit (`2.6.7/publisher-gets-credit` is in s2_7_performatives.py).
 from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_add, serial_gt, serial_offset
-from amqpspec.conformance.observed import brief
-from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.probe.observed import brief
+from amqpspec.conformance.run.registry import MUST, case
 from amqpspec.conformance.steps.credit import drain
 from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,

@@ -13,7 +13,7 @@ echo answered is RabbitMQ 4's model (DIFFERS without one).
 
 from __future__ import annotations
 
-from amqpspec.conformance.registry import MUST, case, case_function
+from amqpspec.conformance.run.registry import MUST, case, case_function
 from amqpspec.conformance.steps.credit import (
     broker_violated,
     check_drains_answered,

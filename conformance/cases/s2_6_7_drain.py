@@ -14,7 +14,7 @@ Owns the cases `2.6.7/drain-*`.
 from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_offset
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.credit import check_advanced, drain, drain_reply
 from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,

@@ -15,8 +15,8 @@ import contextlib
 import time
 from typing import Any
 
-from amqpspec.conformance.observed import broker_did
-from amqpspec.conformance.registry import MUST, case
+from amqpspec.conformance.probe.observed import broker_did
+from amqpspec.conformance.run.registry import MUST, case
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.steps.sentences import CREDIT_FORMULA, LINK_CREDIT_ILLEGAL
 from amqpspec.conformance.verdicts import HarnessError, NoDelivery, Unsupported

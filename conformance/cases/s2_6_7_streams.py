@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from amqpspec.amqp10.composites import Source
 from amqpspec.amqp10.types import Described, symbol
-from amqpspec.conformance.registry import MODEL, MUST, case
+from amqpspec.conformance.run.registry import MODEL, MUST, case
 from amqpspec.conformance.steps.credit import check_advanced, drain
 from amqpspec.conformance.steps.deliveries import exactly
 from amqpspec.conformance.steps.queues import fill, texts

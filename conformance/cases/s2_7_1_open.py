@@ -14,7 +14,7 @@ from __future__ import annotations
 from amqpspec.amqp10.composites import Begin, Open
 from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.origins import SERVER
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.links import consumer, small_frame_probe
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.steps.refusals import sent_frame_outcome

@@ -45,7 +45,7 @@ from amqpspec.amqp10.engine import RemoteBegin, RemoteClose, RemoteOpen
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import symbol, uint
 from amqpspec.conformance.probe import Probe, WaitTimeout
-from amqpspec.conformance.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, case
 from amqpspec.conformance.verdicts import Unanswered, Unsupported
 
 SOLECONN = "soleconn"  # profile.MODELS

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from amqpspec.amqp10.composites import Begin, End, Error
 from amqpspec.amqp10.engine import RemoteEnd
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
 from amqpspec.conformance.steps.sessions import REMOTE_CHANNEL, end_session, must_name_our_channel
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError

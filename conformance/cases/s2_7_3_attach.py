@@ -11,7 +11,7 @@ from __future__ import annotations
 from amqpspec.amqp10.engine import DispositionReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.deliveries import exactly, queued_receiver
 from amqpspec.conformance.steps.links import consumer, wait_credit
 from amqpspec.conformance.steps.queues import body, fill

@@ -13,7 +13,7 @@ Owns the cases `2.7.4/*` (echo) and `2.6.7/available-*`.
 from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_offset
-from amqpspec.conformance.registry import MAY, MODEL, MUST, case
+from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
 from amqpspec.conformance.steps.credit import available_after, echo_reply, server_flows
 from amqpspec.conformance.steps.deliveries import queued_receiver
 from amqpspec.conformance.steps.links import consumer, publisher, session_flow

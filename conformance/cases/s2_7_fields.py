@@ -21,7 +21,7 @@ from amqpspec.amqp10.composites import Accepted, Close, Error, Open, Rejected, T
 from amqpspec.amqp10.engine import DispositionReceived
 from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
 from amqpspec.amqp10.types import symbol
-from amqpspec.conformance.registry import MAY, MODEL, MUST, case
+from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
 from amqpspec.conformance.steps.deliveries import collect, exactly
 from amqpspec.conformance.steps.links import consumer, link_flow, publisher
 from amqpspec.conformance.steps.queues import body, fill, message_text

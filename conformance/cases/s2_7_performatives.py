@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from amqpspec.amqp10.composites import Data, Properties, Source, Target
 from amqpspec.amqp10.message import Message
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.links import consumer, small_frame_probe
 from amqpspec.conformance.steps.queues import fill
 

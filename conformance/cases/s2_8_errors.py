@@ -30,9 +30,9 @@ from urllib.parse import quote
 from amqpspec.amqp10.composites import Coordinator, Target, Transfer
 from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteEnd, TransportClosed
 from amqpspec.amqp10.message import Message
-from amqpspec.conformance.management_admin import ManagementNodeAdmin
+from amqpspec.conformance.admin.management_node import ManagementNodeAdmin
 from amqpspec.conformance.probe import WaitTimeout
-from amqpspec.conformance.registry import MAY, MODEL, MUST, case
+from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
 from amqpspec.conformance.steps.links import link_flow, publisher
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
 from amqpspec.conformance.steps.sentences import (
@@ -148,8 +148,10 @@ def not_implemented_coordinator(probe, ctx):
     link = probe.attach_sender(session, Coordinator(), wait=False)
     try:  # the broker's first answer: an attach, or the end of the session or connection
         first = probe.expect(
-            lambda e: (isinstance(e, RemoteAttach) and e.link is link)
-            or isinstance(e, RemoteEnd | RemoteClose | TransportClosed),
+            lambda e: (
+                (isinstance(e, RemoteAttach) and e.link is link)
+                or isinstance(e, RemoteEnd | RemoteClose | TransportClosed)
+            ),
             2.0,
             "an answer to the coordinator attach",
         )

@@ -9,7 +9,7 @@ Owns the cases `3.2.1/redelivery-*`.
 
 from __future__ import annotations
 
-from amqpspec.conformance.registry import MAY, MODEL, case
+from amqpspec.conformance.run.registry import MAY, MODEL, case
 from amqpspec.conformance.steps.deliveries import (
     check_requeued,
     consume_again,

@@ -23,7 +23,7 @@ from amqpspec.amqp10.composites import (
 )
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import symbol, timestamp, ubyte, uint, ulong
-from amqpspec.conformance.registry import MAY, MUST, SHOULD, case, case_function
+from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case, case_function
 from amqpspec.conformance.steps.deliveries import roundtrip
 from amqpspec.conformance.steps.messages import INSERTED, MODIFIED, Encoded, check_bare_unchanged
 

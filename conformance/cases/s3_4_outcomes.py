@@ -18,7 +18,7 @@ from __future__ import annotations
 from amqpspec.amqp10.composites import Accepted, Error, Modified, Rejected, Released
 from amqpspec.amqp10.engine import DispositionReceived
 from amqpspec.amqp10.spec import Role
-from amqpspec.conformance.registry import MODEL, MUST, case
+from amqpspec.conformance.run.registry import MODEL, MUST, case
 from amqpspec.conformance.steps.deliveries import (
     check_rejected_gone,
     collect,

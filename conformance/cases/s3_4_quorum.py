@@ -14,7 +14,7 @@ delivery-count a modified(delivery-failed) adds is 3.4.5's MUST.
 from __future__ import annotations
 
 from amqpspec.amqp10.composites import Modified, Rejected
-from amqpspec.conformance.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, case
 from amqpspec.conformance.steps.deliveries import check_nothing_more
 from amqpspec.conformance.steps.links import unsettled_consumer
 from amqpspec.conformance.steps.queues import fill, header_of, message_text

@@ -17,7 +17,7 @@ has the stream cases).
 
 from __future__ import annotations
 
-from amqpspec.conformance.registry import (
+from amqpspec.conformance.run.registry import (
     RunFunction,
     case,
     case_function,

@@ -55,7 +55,7 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
-from amqpspec.conformance.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, case
 from amqpspec.conformance.steps.deliveries import collect, exactly
 from amqpspec.conformance.steps.transactions import Controller, describe
 from amqpspec.conformance.verdicts import Unsupported

@@ -46,7 +46,7 @@ from amqpspec.amqp10.engine import (
 )
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.deliveries import collect, exactly
 from amqpspec.conformance.verdicts import Unsupported
 

@@ -21,7 +21,7 @@ filtex text is not in conformance/spec (its rules are quoted through RabbitMQ 4.
 implementation), so a broker that claims them (profile capability `properties-filter`)
 and delivers otherwise DIFFERS from the `filtex` model, never FAILED; a broker whose
 profile lacks the capability is UNSUPPORTED. The deliveries are judged by the suite's own
-evaluator (conformance/filter_expressions.py), never the broker's: on a stream queue when
+evaluator (conformance/steps/filter_expressions.py), never the broker's: on a stream queue when
 the profile has streams (RabbitMQ 4.1 applies them on streams only), read from the first
 offset, each drained (2.6.7) so that nothing a filter let through is missed.
 
@@ -43,14 +43,14 @@ from amqpspec.amqp10.composites import Properties, Source, Target
 from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described, symbol, ulong
-from amqpspec.conformance.filter_expressions import (
+from amqpspec.conformance.probe import WaitTimeout
+from amqpspec.conformance.run.registry import MODEL, MUST, case
+from amqpspec.conformance.steps.credit import drain
+from amqpspec.conformance.steps.filter_expressions import (
     application_properties_filter,
     properties_filter,
     selects,
 )
-from amqpspec.conformance.probe import WaitTimeout
-from amqpspec.conformance.registry import MODEL, MUST, case
-from amqpspec.conformance.steps.credit import drain
 from amqpspec.conformance.steps.queues import publish_messages, texts
 from amqpspec.conformance.verdicts import CaseFailed
 
@@ -212,9 +212,7 @@ def application_properties_filter_case(probe, ctx):
         _message(3, None, {"color": "green", "size": 2}),
     ]
     queue = _filtered_queue(probe, ctx, messages)
-    filters = {
-        symbol("app-filter"): application_properties_filter({"color": "red", "size": 2.0})
-    }
+    filters = {symbol("app-filter"): application_properties_filter({"color": "red", "size": 2.0})}
     _, got = _received(probe, ctx, queue, filters, len(messages))
     ctx.check(got == [b"m0"], f"expected [b'm0'] through {filters!r}; observed {got}")
 
@@ -260,9 +258,7 @@ PROPERTY_REFERENCES = {
 }
 PROPERTY_FILTERS = st.lists(
     st.sampled_from(sorted(PROPERTY_REFERENCES)), min_size=1, max_size=2, unique=True
-).flatmap(
-    lambda names: st.fixed_dictionaries({name: PROPERTY_REFERENCES[name] for name in names})
-)
+).flatmap(lambda names: st.fixed_dictionaries({name: PROPERTY_REFERENCES[name] for name in names}))
 APPLICATION_FILTERS = st.dictionaries(st.sampled_from(KEYS), REFERENCES, min_size=1, max_size=2)
 # (properties filter, application-properties filter): either one, or both
 FILTERS = st.one_of(

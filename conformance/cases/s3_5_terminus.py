@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from amqpspec.amqp10.composites import Source, Target
 from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.deliveries import exactly
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.verdicts import Unsupported

@@ -36,7 +36,7 @@ from amqpspec.amqp10.engine import DispositionReceived, RemoteDetach, TransferRe
 from amqpspec.amqp10.spec import SndSettleMode
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
-from amqpspec.conformance.registry import MAY, MUST, SHOULD, case
+from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case
 from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.links import consumer, publisher
 from amqpspec.conformance.steps.queues import fill, message_text
@@ -437,9 +437,7 @@ def acquisition_refused_or_transactional(probe, ctx):
     session = probe.open_session()
     controller = Controller(probe, session)
     txn_id = controller.declare()
-    _, link = consumer(
-        probe, ctx, queue, session=session, snd_settle_mode=SndSettleMode.UNSETTLED
-    )
+    _, link = consumer(probe, ctx, queue, session=session, snd_settle_mode=SndSettleMode.UNSETTLED)
     link.flow(link_credit=1, properties={TXN_ID: txn_id})
     probe.flush()
     event = probe.expect(
@@ -582,11 +580,13 @@ def posting_unknown_txn_id(probe, ctx):
     delivery_id = post(probe, sender, unknown, b"txn-unknown")
     try:
         answer = probe.expect(
-            lambda e: (isinstance(e, RemoteDetach) and e.link is sender)
-            or (
-                isinstance(e, DispositionReceived)
-                and e.first <= delivery_id <= e.last
-                and e.state is not None
+            lambda e: (
+                (isinstance(e, RemoteDetach) and e.link is sender)
+                or (
+                    isinstance(e, DispositionReceived)
+                    and e.first <= delivery_id <= e.last
+                    and e.state is not None
+                )
             ),
             ctx.profile.wait,
             "an answer to the transfer",

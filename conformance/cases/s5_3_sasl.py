@@ -31,7 +31,7 @@ from amqpspec.amqp10.composites import (
 from amqpspec.amqp10.engine import ClientSasl
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER
 from amqpspec.amqp10.types import symbol
-from amqpspec.conformance.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.refusals import (
     check_no_open_after,
     offered_mechanisms,

@@ -89,7 +89,7 @@ def _key(number: str) -> tuple[int, ...]:
 
 def measure_manifest() -> ManifestCoverage:
     """The manifest against the registered cases and the checker's rule catalog."""
-    from amqpspec.conformance.registry import load_cases
+    from amqpspec.conformance.run.registry import load_cases
 
     cases = load_cases()
     own: dict[str, list[str]] = {}

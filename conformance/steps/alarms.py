@@ -22,7 +22,7 @@ from typing import Any
 
 from amqpspec.amqp10.composites import Flow
 from amqpspec.conformance.probe import Probe
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.verdicts import CaseFailed, Unsupported
 
 ALARM_WINDOW_0 = "a flow with incoming-window 0 after a memory alarm"  # the facts' key

@@ -15,8 +15,8 @@ from amqpspec.amqp10.monitor import TraceItem
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.amqp10.serial import serial_offset
 from amqpspec.conformance.probe import Probe
-from amqpspec.conformance.registry import MUST
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
+from amqpspec.conformance.run.registry import MUST
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.verdicts import MODEL_LEVEL, CaseFailed, NoDelivery

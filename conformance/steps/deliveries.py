@@ -14,7 +14,7 @@ from typing import Any
 from amqpspec.amqp10.engine import Link, Session, TransferReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.conformance.probe import Probe
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.steps.links import consumer, unsettled_consumer
 from amqpspec.conformance.steps.queues import fill, message_text, publish_messages, texts
 from amqpspec.conformance.verdicts import CaseFailed

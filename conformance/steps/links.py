@@ -13,7 +13,7 @@ from amqpspec.amqp10.composites import Flow
 from amqpspec.amqp10.engine import FlowReceived, Link, Session
 from amqpspec.amqp10.spec import SndSettleMode
 from amqpspec.conformance.probe import Probe
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.verdicts import CaseFailed, NoDelivery
 
 

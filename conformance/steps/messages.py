@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.message import Message, RawSection, split_sections
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
 
 INSERTED = (
     "If a section of the bare message is omitted, one may not be inserted by an intermediary."

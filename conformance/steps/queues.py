@@ -13,7 +13,7 @@ from typing import Any
 from amqpspec.amqp10.engine import TransferReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.conformance.probe import Probe
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
 
 
 def body(index: int, size: int = 0) -> Message:

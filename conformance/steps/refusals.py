@@ -15,8 +15,8 @@ from typing import Any
 
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, ProtocolHeader
 from amqpspec.conformance.probe import Probe
-from amqpspec.conformance.registry import MUST, RunFunction, case, case_function
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
+from amqpspec.conformance.run.registry import MUST, RunFunction, case, case_function
 from amqpspec.conformance.steps.sentences import (
     NEGOTIATION,
     SUPPORTED_HEADERS,

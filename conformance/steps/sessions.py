@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from amqpspec.amqp10.engine import Session
 from amqpspec.conformance.probe import Probe
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.verdicts import CaseFailed
 
 REMOTE_CHANNEL = "2.7.2/begin.remote-channel.2"  # the answering begin names our channel

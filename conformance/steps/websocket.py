@@ -3,7 +3,7 @@
 Owns: `websocket_url(ctx)` (the run's ws:// URL, or the ws listener the admin API lists in
 a run over TCP, or UNSUPPORTED),
 `bridged_probe(ctx, split=..., pipelined=...)` (a probe through a WebSocket bridge of the
-case's own, conformance/ws_bridge.py, that cuts the stream into messages as the case asks;
+case's own, conformance/run/ws_bridge.py, that cuts the stream into messages as the case asks;
 stopped when the case ends), and the two exchanges that carry no AMQP: `upgrade(url,
 protocols)` (the opening handshake alone: the HTTP status and the subprotocol the broker
 chose) and `text_message(url, text)` (a text message after an `amqp` upgrade: how the
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import aiohttp
 
 from amqpspec.conformance.probe import Probe
-from amqpspec.conformance.runner import CaseContext
+from amqpspec.conformance.run.context import CaseContext
+from amqpspec.conformance.run.ws_bridge import SUBPROTOCOL, WebSocketBridge
+from amqpspec.conformance.run.ws_bridge import websocket_url as bare_url
 from amqpspec.conformance.verdicts import Unsupported
-from amqpspec.conformance.ws_bridge import SUBPROTOCOL, WebSocketBridge
-from amqpspec.conformance.ws_bridge import websocket_url as bare_url
 
 
 def websocket_url(ctx: CaseContext) -> str:

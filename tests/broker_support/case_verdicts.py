@@ -11,8 +11,9 @@ from typing import Any
 
 from amqpspec.conformance.admin import make_admin
 from amqpspec.conformance.profile import load_profile
-from amqpspec.conformance.registry import load_cases
-from amqpspec.conformance.runner import BrokerTarget, run_case
+from amqpspec.conformance.run.context import BrokerTarget
+from amqpspec.conformance.run.registry import load_cases
+from amqpspec.conformance.run.runner import run_case
 
 
 def case_verdicts(broker: Any, *case_ids: str, profile_name: str = "reference") -> dict:

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amqpspec.conformance.registry import case_sentences, load_cases, manifest
-from amqpspec.conformance.results import Expectation, load_expectations, load_index, load_runs
-from amqpspec.conformance.run_info import RunInfo
+from amqpspec.conformance.run.registry import case_sentences, load_cases, manifest
+from amqpspec.conformance.run.results import Expectation, load_expectations, load_index, load_runs
+from amqpspec.conformance.run.run_info import RunInfo
 from amqpspec.conformance.verdicts import Verdict
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXPECTATIONS_DIR = REPO / "conformance" / "expectations"
 
 # verdict -> (background, text colour): every pair at least 4.5:1 (WCAG 2.1 AA, tested)
@@ -408,7 +408,7 @@ def render_markdown(matrix: Matrix, out_dir: Path) -> str:
     for broker in matrix.brokers:
         lines.append(f"> {matrix.summary_line(broker)}  ")
     if matrix.history is not None:
-        from amqpspec.conformance.history import render_history_markdown
+        from amqpspec.conformance.report.history import render_history_markdown
 
         lines += ["", *render_history_markdown(matrix.history, matrix)]
     lines += ["", "## Run", "", *run_header_markdown(matrix), ""]
@@ -453,6 +453,6 @@ def render_markdown(matrix: Matrix, out_dir: Path) -> str:
 
 
 def render_html(matrix: Matrix, out_dir: Path) -> str:
-    from amqpspec.conformance.report_html import render_html as render
+    from amqpspec.conformance.report.html import render_html as render
 
     return render(matrix, out_dir)

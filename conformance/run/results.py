@@ -27,8 +27,8 @@ from typing import Any
 
 from amqpspec.amqp10.origins import CLIENT
 from amqpspec.conformance.probe import Recording
-from amqpspec.conformance.registry import by_current_id
-from amqpspec.conformance.runner import CaseResult
+from amqpspec.conformance.run.context import CaseResult
+from amqpspec.conformance.run.registry import by_current_id
 from amqpspec.conformance.verdicts import Verdict
 from amqpspec.traces.pcap_writer import PcapWriter
 

@@ -24,7 +24,6 @@ import select
 import socket
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from amqpspec.amqp10.builder import build_frame, sasl_frame
@@ -51,10 +50,11 @@ from amqpspec.amqp10.engine import (
 )
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, Frame, ProtocolHeader
 from amqpspec.amqp10.message import Message
-from amqpspec.amqp10.monitor import ConnectionMonitor, MonitorOutput, TraceItem
+from amqpspec.amqp10.monitor import TraceItem
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.amqp10.spec import Role
-from amqpspec.conformance.observed import broker_did
+from amqpspec.conformance.probe.observed import broker_did
+from amqpspec.conformance.probe.recording import Chunk, Recording, broker_monitor
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError, NoDelivery, Unanswered
 
 DEFAULT_WAIT = 5.0
@@ -100,48 +100,6 @@ def _article(label: str) -> str:
     if label.startswith(("a ", "an ", "the ", "no ")) or label[:1].isupper():
         return label
     return ("an " if label[:1] in "aeiou" else "a ") + label
-
-
-@dataclass(slots=True)
-class Chunk:
-    """Bytes as they crossed the socket (for the pcap)."""
-
-    direction: str
-    data: bytes
-    time: float
-
-
-@dataclass(slots=True)
-class Recording:
-    """Everything one probe connection saw, in order."""
-
-    connection_id: int
-    client: str = "127.0.0.1:0"
-    server: str = "127.0.0.1:0"
-    start: float = 0.0
-    end: float | None = None
-    items: list[TraceItem] = field(default_factory=list)
-    chunks: list[Chunk] = field(default_factory=list)
-    violations: list[Violation] = field(default_factory=list)  # the broker's (SERVER's)
-    # the probe's own (CLIENT's): a negative case breaks rules on purpose; the runner does
-    # not grade the broker's frames that follow one (the checker's view of the probe's
-    # state is unreliable from there: runner.unjudgeable_after)
-    probe_violations: list[Violation] = field(default_factory=list)
-    # (machine, state, input) of the probe engine's transition tables this connection used
-    transitions: set[tuple[str, str, str]] = field(default_factory=set)
-
-    def add(self, output: MonitorOutput) -> None:
-        """What the connection monitor made of the latest bytes."""
-        self.items += output.items
-        for violation in output.violations:
-            mine = violation.origin == SERVER
-            (self.violations if mine else self.probe_violations).append(violation)
-
-
-def broker_monitor(recording: Recording) -> ConnectionMonitor:
-    """The monitor of a recorded connection: judges both peers' frames (the recording
-    keeps the broker's violations and the probe's apart)."""
-    return ConnectionMonitor(recording.connection_id)
 
 
 class Probe:

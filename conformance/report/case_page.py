@@ -20,8 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from amqpspec.conformance.registry import quote
-from amqpspec.conformance.report import (
+from amqpspec.conformance.report.matrix import (
     OPTED_OUT,
     PALETTE,
     Matrix,
@@ -30,7 +29,8 @@ from amqpspec.conformance.report import (
     section_of,
     section_title,
 )
-from amqpspec.conformance.results import case_file_stem
+from amqpspec.conformance.run.registry import quote
+from amqpspec.conformance.run.results import case_file_stem
 
 MAX_LINES = 4000  # frame lines shown on a page; the whole trace is one link away
 _FRAME = re.compile(r"\[conn (?P<conn>\d+)\] #(?P<n>\d+) ")

@@ -1,14 +1,9 @@
-"""Admin adapters: how the suite manages a broker out of band (queues, alarms, closing a
-client connection).
-
-Owns: `Admin` (the interface), `RabbitMqHttpAdmin` (RabbitMQ management HTTP API — the
-reference broker serves the same subset), `RabbitMqCtlAdmin` (rabbitmqctl, with the
-environment of tools/brokers/rabbitmq.sh), `NoAdmin` (every operation Unsupported) and
-`make_admin(settings, url_override)`. Restricted users (`restricted_user`/`delete_user`):
-PUT /api/users, PUT /api/permissions/%2F/{user}, DELETE /api/users on both. Memory alarms:
-`PUT/DELETE /api/alarms/memory` on the reference broker;
-`rabbitmqctl set_vm_memory_high_watermark 0.00001` / restore on RabbitMQ. Touches nothing
-else.
+"""The RabbitMQ admin adapters: `RabbitMqHttpAdmin` (the management HTTP API; the reference
+broker serves the same subset) and `RabbitMqCtlAdmin` (rabbitmqctl, with the environment of
+tools/brokers/rabbitmq.sh, through `RabbitMqCtl`). Restricted users (`restricted_user` /
+`delete_user`): PUT /api/users, PUT /api/permissions/%2F/{user}, DELETE /api/users. Memory
+alarms: `PUT/DELETE /api/alarms/memory` on the reference broker;
+`rabbitmqctl set_vm_memory_high_watermark 0.00001` / restore on RabbitMQ. Touches nothing else.
 """
 
 from __future__ import annotations
@@ -21,66 +16,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from amqpspec.conformance.profile import AdminSettings
+from amqpspec.conformance.admin.base import WS_LISTENER, WS_LISTENERS, Admin
 from amqpspec.conformance.verdicts import HarnessError, Unsupported
 from amqpspec.reference_broker.admin_client import ManagementClient, ManagementError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 _RESTORED_WATERMARK = "0.4"
-WS_LISTENER = "amqp/ws"  # the reference broker's AMQP-over-WebSocket listener (websocket.py)
-WS_LISTENERS = {WS_LISTENER: "ws", "amqp/wss": "wss"}  # listener protocol -> URL scheme
 
 
-class Admin:
-    """Out-of-band broker management; every method may raise Unsupported."""
-
-    name = "none"
-
-    def declare_queue(self, queue: str, arguments: dict[str, Any] | None = None) -> None:
-        """Declare `queue` (durable) with RabbitMQ's queue `arguments` (x-queue-type...)."""
-        raise Unsupported(f"admin adapter {self.name!r} cannot declare queues")
-
-    def delete_queue(self, queue: str) -> None:
-        raise Unsupported(f"admin adapter {self.name!r} cannot delete queues")
-
-    def purge_queue(self, queue: str) -> None:
-        raise Unsupported(f"admin adapter {self.name!r} cannot purge queues")
-
-    def queue_depth(self, queue: str) -> int:
-        raise Unsupported(f"admin adapter {self.name!r} cannot report queue depth")
-
-    def raise_alarm(self, kind: str = "memory") -> None:
-        raise Unsupported(f"admin adapter {self.name!r} cannot raise alarms")
-
-    def clear_alarm(self, kind: str = "memory") -> None:
-        raise Unsupported(f"admin adapter {self.name!r} cannot clear alarms")
-
-    def close_connection(self, peer_port: int) -> None:
-        """Close the client connection from local port `peer_port` as an operator does."""
-        raise Unsupported(f"admin adapter {self.name!r} cannot close connections")
-
-    def restricted_user(self, name: str) -> tuple[str, str]:
-        """Create user `name` with no rights on the vhost "/" (configure, write and read all
-        "^$"); returns (username, password) for a SASL PLAIN login. Undo with delete_user."""
-        raise Unsupported(f"admin adapter {self.name!r} cannot create users")
-
-    def delete_user(self, name: str) -> None:
-        raise Unsupported(f"admin adapter {self.name!r} cannot delete users")
-
-    def websocket_url(self) -> str:
-        """The ws:// URL of the broker's AMQP-over-WebSocket listener, as its admin API lists
-        it (the WebSocket binding's cases in a run over TCP: steps/websocket.py)."""
-        raise Unsupported(f"admin adapter {self.name!r} cannot list the broker's listeners")
-
-    def close(self) -> None:
-        pass
-
-
-class NoAdmin(Admin):
-    name = "none"
-
-
-class _Ctl:
+class RabbitMqCtl:
     """rabbitmqctl with the node environment of tools/brokers/rabbitmq.sh."""
 
     def __init__(self, command: str, env_script: str | None) -> None:
@@ -113,7 +57,7 @@ class _Ctl:
 class RabbitMqHttpAdmin(Admin):
     name = "rabbitmq-http"
 
-    def __init__(self, url: str, alarm: str = "http", ctl: _Ctl | None = None) -> None:
+    def __init__(self, url: str, alarm: str = "http", ctl: RabbitMqCtl | None = None) -> None:
         parts = urlsplit(url)
         base = f"{parts.scheme or 'http'}://{parts.hostname or '127.0.0.1'}:{parts.port or 15672}"
         self.client = ManagementClient(
@@ -200,7 +144,7 @@ class RabbitMqHttpAdmin(Admin):
         self.client.close()
 
 
-def _ctl_alarm(ctl: _Ctl, kind: str, on: bool) -> None:
+def _ctl_alarm(ctl: RabbitMqCtl, kind: str, on: bool) -> None:
     if kind == "memory":
         ctl("set_vm_memory_high_watermark", "0.00001" if on else _RESTORED_WATERMARK)
     elif kind == "disk":
@@ -214,7 +158,7 @@ class RabbitMqCtlAdmin(Admin):
 
     name = "rabbitmqctl"
 
-    def __init__(self, ctl: _Ctl) -> None:
+    def __init__(self, ctl: RabbitMqCtl) -> None:
         self.ctl = ctl
 
     def delete_queue(self, queue: str) -> None:
@@ -235,35 +179,3 @@ class RabbitMqCtlAdmin(Admin):
 
     def clear_alarm(self, kind: str = "memory") -> None:
         _ctl_alarm(self.ctl, kind, False)
-
-
-def make_admin(
-    settings: AdminSettings, url_override: str | None = None, broker_url: str | None = None
-) -> Admin:
-    """The profile's admin adapter; `url_override` (--admin) wins over the profile's url (an
-    http:// one selects rabbitmq-http); `broker_url` (amqp://user:pass@host:port) is where
-    the management-node adapter goes when neither names an amqp:// url."""
-    adapter = settings.adapter
-    if url_override and (adapter == "none" or url_override.startswith("http")):
-        adapter = "rabbitmq-http"
-    if adapter == "management-node":
-        from amqpspec.conformance.management_admin import ManagementNodeAdmin  # it needs the probe
-
-        url = url_override or settings.url or broker_url or "amqp://127.0.0.1:5672"
-        alarms = (
-            RabbitMqCtlAdmin(_Ctl(settings.rabbitmqctl, settings.env_script))
-            if settings.alarm == "rabbitmqctl"
-            else None
-        )
-        return ManagementNodeAdmin(url, alarms)
-    if adapter == "rabbitmq-http":
-        url = url_override or settings.url or "http://guest:guest@127.0.0.1:15672"
-        ctl = (
-            _Ctl(settings.rabbitmqctl, settings.env_script)
-            if settings.alarm == "rabbitmqctl"
-            else None
-        )
-        return RabbitMqHttpAdmin(url, settings.alarm, ctl)
-    if adapter == "rabbitmqctl":
-        return RabbitMqCtlAdmin(_Ctl(settings.rabbitmqctl, settings.env_script))
-    return NoAdmin()

@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from amqpspec.amqp10.checker import RULES
-from amqpspec.conformance.registry import quote
-from amqpspec.conformance.runner import ROW_PREFIX, CaseResult, CheckerFinding, row_id
+from amqpspec.conformance.run.context import CaseResult, CheckerFinding
+from amqpspec.conformance.run.registry import quote
+from amqpspec.conformance.run.runner import ROW_PREFIX, row_id
 from amqpspec.conformance.verdicts import Verdict
 
 __all__ = ["ROW_PREFIX", "checker_rows", "is_checker_row", "row_id"]

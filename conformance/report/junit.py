@@ -23,8 +23,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from amqpspec.conformance.report import CHECKER, section_of, section_title
-from amqpspec.conformance.run_info import RunInfo
+from amqpspec.conformance.report.matrix import CHECKER, section_of, section_title
+from amqpspec.conformance.run.run_info import RunInfo
 
 PASSING_SHOWN = ("NON-STRICT", "DIFFERS")  # passed tests whose remark goes to system-out
 

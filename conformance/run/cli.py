@@ -24,18 +24,18 @@ import sys
 import time
 from pathlib import Path
 
-from amqpspec.conformance.jobs import DEFAULT_JOBS
-from amqpspec.conformance.preflight import PREFLIGHT_TIMEOUT_S, check_broker
 from amqpspec.conformance.profile import Profile, ProfileError, available_profiles, load_profile
-from amqpspec.conformance.progress import RunProgress
-from amqpspec.conformance.registry import suite_cases
-from amqpspec.conformance.results import ResultsDir
-from amqpspec.conformance.runner import BrokerTarget, CaseResult
+from amqpspec.conformance.run.context import BrokerTarget, CaseResult
+from amqpspec.conformance.run.jobs import DEFAULT_JOBS
+from amqpspec.conformance.run.preflight import PREFLIGHT_TIMEOUT_S, check_broker
+from amqpspec.conformance.run.progress import RunProgress
+from amqpspec.conformance.run.registry import suite_cases
+from amqpspec.conformance.run.results import ResultsDir
+from amqpspec.conformance.run.ws_bridge import WebSocketBridge
 from amqpspec.conformance.verdicts import Verdict
-from amqpspec.conformance.ws_bridge import WebSocketBridge
 from amqpspec.exit_status import BAD_INPUT, JOB_FAILED
 
-SUITE = Path(__file__).with_name("suite.py")
+SUITE = Path(__file__).parents[1] / "suite.py"
 PLUGIN = "amqpspec.conformance.plugin"
 
 
@@ -136,7 +136,7 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         args.pipelined,
         "--amqp-jobs",
         str(getattr(args, "jobs", DEFAULT_JOBS)),
-        "--amqp-junit",  # a suite per section, the case id as the name (conformance/junit.py)
+        "--amqp-junit",  # a suite per section, the case id as its name (report/junit.py)
         str(results / f"junit-{broker_name}.xml"),
         "-rN",
     ]
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
     # a progress bar with the tally (plain lines when stdout is no terminal), unless -v or -q
     progress = [] if args.verbose or args.quiet else [RunProgress()]
     code = int(pytest.main(pytest_args(args, broker_name), plugins=progress))
-    from amqpspec.conformance import plugin
+    from amqpspec.conformance.run import plugin
 
     state = plugin.LAST_RUN
     elapsed = time.monotonic() - started

@@ -20,7 +20,7 @@ from amqpspec.traces.render import describe
 
 if TYPE_CHECKING:
     from amqpspec.amqp10.monitor import TraceItem
-    from amqpspec.conformance.probe import Recording
+    from amqpspec.conformance.probe.recording import Recording
 
 ENDINGS = ("close", "end", "detach")
 LONGEST = 200  # characters of a frame's description in a reason

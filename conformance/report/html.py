@@ -17,7 +17,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from amqpspec.conformance.report import (
+from amqpspec.conformance.report.matrix import (
     DIFFERS,
     FAILURE_HEADINGS,
     OPTED_OUT,
@@ -345,7 +345,7 @@ def _filters(matrix: Matrix) -> str:
 def _history(matrix: Matrix) -> str:
     if matrix.history is None:
         return ""
-    from amqpspec.conformance.history import render_history_html
+    from amqpspec.conformance.report.history import render_history_html
 
     return render_history_html(matrix.history, matrix)
 

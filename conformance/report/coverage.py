@@ -41,7 +41,7 @@ from amqpspec.conformance.manifest.report import (
     render_manifest_html,
     render_manifest_markdown,
 )
-from amqpspec.conformance.results import TRANSITIONS_DIR, case_file_stem, load_index
+from amqpspec.conformance.run.results import TRANSITIONS_DIR, case_file_stem, load_index
 from amqpspec.traces.check import check_trace
 from amqpspec.traces.load import open_trace
 

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amqpspec.conformance.ledger import ledger_path, load_ledger
-from amqpspec.conformance.registry import quote
-from amqpspec.conformance.report import (
+from amqpspec.conformance.audit.ledger import ledger_path, load_ledger
+from amqpspec.conformance.report.matrix import (
     CHECKER,
     DIFFERS,
     PIPELINED,
@@ -37,6 +36,7 @@ from amqpspec.conformance.report import (
     section_title,
     shown_path,
 )
+from amqpspec.conformance.run.registry import quote
 
 PARTS = {"1": "Types", "2": "Transport", "3": "Messaging", "4": "Transactions", "5": "Security"}
 DEVIATIONS = ("FAILED", "ERROR", "NON-STRICT")

@@ -21,7 +21,7 @@ from amqpspec.amqp10.composites import Properties, Source, Target
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import SndSettleMode
 from amqpspec.amqp10.types import symbol
-from amqpspec.conformance.admin import Admin
+from amqpspec.conformance.admin.base import Admin
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.verdicts import HarnessError
 

@@ -101,7 +101,7 @@ def command_line(argv: list[str]) -> str:
 
 def current_commit() -> str:
     """The git commit of the amqpspec source checkout that runs, or "" (an installed wheel)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return ""
     try:

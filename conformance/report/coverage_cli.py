@@ -13,7 +13,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from amqpspec.conformance.coverage import measure, render_html, render_markdown
 from amqpspec.conformance.manifest.report import (
     ManifestCoverage,
     measure_manifest,
@@ -21,6 +20,7 @@ from amqpspec.conformance.manifest.report import (
     render_manifest_markdown,
 )
 from amqpspec.conformance.manifest.spec import PART_TITLES
+from amqpspec.conformance.report.coverage import measure, render_html, render_markdown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

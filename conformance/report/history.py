@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amqpspec.conformance.report import Matrix, is_flaky
+from amqpspec.conformance.report.matrix import Matrix, is_flaky
 
 BAD = ("FAILED", "ERROR", "NON-STRICT")
 RANK = {"NON-STRICT": 1, "ERROR": 2, "FAILED": 3}  # worse is larger
@@ -163,7 +163,7 @@ def render_history_markdown(history: History, current: Matrix) -> list[str]:
 def render_history_html(history: History, current: Matrix) -> str:
     import html
 
-    from amqpspec.conformance.report import anchor
+    from amqpspec.conformance.report.matrix import anchor
 
     esc = html.escape
     out = ['<h2 id="changes">What changed</h2>']

@@ -20,7 +20,7 @@ from amqpspec.amqp10.frames import Frame, ProtocolHeader
 from amqpspec.amqp10.origins import SERVER
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.profile import Profile
-from amqpspec.conformance.runner import BrokerTarget
+from amqpspec.conformance.run.context import BrokerTarget
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError, Verdict
 
 PREFLIGHT_TIMEOUT_S = 5.0  # before the run

@@ -14,15 +14,15 @@ import re
 import sys
 from pathlib import Path
 
-from amqpspec.conformance.case_page import page_path, render_case_page
-from amqpspec.conformance.history import History
-from amqpspec.conformance.report import SEVERITY, Matrix, render_html, render_markdown
-from amqpspec.conformance.results import case_file_stem
-from amqpspec.conformance.statement import (
+from amqpspec.conformance.report.case_page import page_path, render_case_page
+from amqpspec.conformance.report.history import History
+from amqpspec.conformance.report.matrix import SEVERITY, Matrix, render_html, render_markdown
+from amqpspec.conformance.report.statement import (
     Statement,
     render_statement_html,
     render_statement_markdown,
 )
+from amqpspec.conformance.run.results import case_file_stem
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor, wait
 from typing import Generic, TypeVar
 
-from amqpspec.conformance.registry import Case
+from amqpspec.conformance.run.registry import Case
 
 T = TypeVar("T")
 DEFAULT_JOBS = 8  # measured: docs/conformance.md "Concurrent cases"

@@ -58,7 +58,7 @@ def application_properties_filter(
 
 
 def kind_of(entry: Any) -> str | None:
-    """"properties" / "application-properties" for a property filter, else None."""
+    """ "properties" / "application-properties" for a property filter, else None."""
     if not isinstance(entry, Described):
         return None
     descriptor = entry.descriptor
@@ -91,8 +91,10 @@ def reference_matches(reference: Any, present: bool, value: Any) -> bool:
         if modifier == "&p:":
             return isinstance(value, str) and value[: len(rest)] == rest
         if modifier == "&s:":
-            return isinstance(value, str) and len(value) >= len(rest) and (
-                value[len(value) - len(rest) :] == rest
+            return (
+                isinstance(value, str)
+                and len(value) >= len(rest)
+                and (value[len(value) - len(rest) :] == rest)
             )
         if reference[:2] != "&&":
             raise ValueError(f"{reference!r}: no such string modifier (filtex 4.1.1)")

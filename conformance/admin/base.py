@@ -1,0 +1,65 @@
+"""The admin interface: how the suite manages a broker out of band (queues, alarms, closing a
+client connection, restricted users, listeners).
+
+Owns: `Admin` (every operation raises Unsupported unless an adapter implements it) and
+`NoAdmin`; the adapters are `rabbitmq.py` (HTTP API, rabbitmqctl) and `management_node.py`
+(RabbitMQ 4's /management node over AMQP). Touches nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amqpspec.conformance.verdicts import Unsupported
+
+WS_LISTENER = "amqp/ws"  # the reference broker's AMQP-over-WebSocket listener (websocket.py)
+WS_LISTENERS = {WS_LISTENER: "ws", "amqp/wss": "wss"}  # listener protocol -> URL scheme
+
+
+class Admin:
+    """Out-of-band broker management; every method may raise Unsupported."""
+
+    name = "none"
+
+    def declare_queue(self, queue: str, arguments: dict[str, Any] | None = None) -> None:
+        """Declare `queue` (durable) with RabbitMQ's queue `arguments` (x-queue-type...)."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot declare queues")
+
+    def delete_queue(self, queue: str) -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot delete queues")
+
+    def purge_queue(self, queue: str) -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot purge queues")
+
+    def queue_depth(self, queue: str) -> int:
+        raise Unsupported(f"admin adapter {self.name!r} cannot report queue depth")
+
+    def raise_alarm(self, kind: str = "memory") -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot raise alarms")
+
+    def clear_alarm(self, kind: str = "memory") -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot clear alarms")
+
+    def close_connection(self, peer_port: int) -> None:
+        """Close the client connection from local port `peer_port` as an operator does."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot close connections")
+
+    def restricted_user(self, name: str) -> tuple[str, str]:
+        """Create user `name` with no rights on the vhost "/" (configure, write and read all
+        "^$"); returns (username, password) for a SASL PLAIN login. Undo with delete_user."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot create users")
+
+    def delete_user(self, name: str) -> None:
+        raise Unsupported(f"admin adapter {self.name!r} cannot delete users")
+
+    def websocket_url(self) -> str:
+        """The ws:// URL of the broker's AMQP-over-WebSocket listener, as its admin API lists
+        it (the WebSocket binding's cases in a run over TCP: steps/websocket.py)."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot list the broker's listeners")
+
+    def close(self) -> None:
+        pass
+
+
+class NoAdmin(Admin):
+    name = "none"
