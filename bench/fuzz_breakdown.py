@@ -217,7 +217,7 @@ def measure(target: Any, seconds: float, seed: int, workers: str) -> Breakdown:
 
     with ExitStack() as stack:
         # one process: the timers count in this one (fuzz.processes forks the workers)
-        stack.enter_context(_patched(pace, "choose_processes", lambda workers: 1))
+        stack.enter_context(_patched(pace, "choose_processes", lambda _: lambda workers: 1))
         stack.enter_context(_patched(oracle, "_connect", connect))
         stack.enter_context(_patched(oracle, "_wait_broker", wait_broker))
         stack.enter_context(_patched(oracle, "alive", timed("liveness")))
