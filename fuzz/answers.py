@@ -29,7 +29,7 @@ WARMUP = 32  # answers before the quick bound is shortened (the full bound until
 WINDOW = 1024  # the bound follows the last this many answers ...
 QUANTILE = 0.99  # ... this quantile of them (one late answer, a pause of the machine's,
 FACTOR = 4.0  # does not hold every later case), times this ...
-FLOOR = 0.25  # ... but never less (a loaded 2-core machine delays a thread this long)
+FLOOR = 0.1  # ... but never less (what came while a thread waited for a core is still read)
 REFRESH = 32  # the quantile is computed again after this many new answers
 KNOWN_SILENT = 4096  # silence keys remembered per process, at most
 

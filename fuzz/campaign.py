@@ -96,6 +96,7 @@ TRIAGED_ALONE = (CRASH, RESOURCE)
 CRASH_REPLY_COLD = 1.0  # a crash's triage test waits this for an answer while this process
 # has too few answers to learn a bound from (fuzz.answers): a crash shows in milliseconds
 OUTAGE_SUSPECTS = 256  # the crash candidates of one outage replayed alone, at most
+OUTAGE_GAP_S = 0.25  # drops further apart are two outages (a restart takes longer)
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
 MEMORY_PER_CONNECTION = 1024 * 1024  # what one open connection of a case may hold (RabbitMQ
 # 3.10: a reader, a writer and a session process each; bench/README.md "Fuzzer speed")
@@ -165,7 +166,35 @@ class Outage:
     a triage alone, the workers paused, per case that was merely in flight."""
 
     suspects: list = field(default_factory=list)  # (case, outcome, sig); the first queued
-    explained: bool = False  # a suspect's signature is a crash confirmed already
+
+    def clusters(self) -> list[list]:
+        """The suspects split into the broker's outages (drops more than OUTAGE_GAP_S
+        apart: the broker came back and went down again while this one was queued), in
+        time order, each with the likeliest culprit first: the case whose last step went
+        out last before the drop (`Verdict.lag`, smallest first; a case that saw no drop,
+        or whose bytes went out after it, last, in the last outage)."""
+
+        def down(suspect: tuple) -> float:
+            return suspect[1].verdict.down
+
+        def lag(suspect: tuple) -> float:
+            value = suspect[1].verdict.lag
+            return value if value is not None and value >= 0 else float("inf")
+
+        dated = sorted((s for s in self.suspects if s[1].verdict.down is not None), key=down)
+        groups: list[list] = []
+        last = None
+        for suspect in dated:
+            if last is None or down(suspect) - last > OUTAGE_GAP_S:
+                groups.append([])
+            groups[-1].append(suspect)
+            last = down(suspect)
+        undated = [s for s in self.suspects if s[1].verdict.down is None]
+        if undated:
+            if not groups:
+                groups.append([])
+            groups[-1].extend(undated)
+        return [sorted(group, key=lag) for group in groups]
 
 
 class Gate:
@@ -742,17 +771,12 @@ class Campaign:
         self._keep(case, outcome, sig)
 
     def _crash_candidate(self, case: Case, outcome: Outcome, sig: str) -> None:
-        """A case that saw the broker go down: counted when its signature is a crash
-        confirmed already (and then that explains the outage queued, if any); a suspect of
-        the outage queued for triage, if there is one; else the first of a new outage,
-        queued. Never rejected one by one: most of an outage's cases were only in flight."""
+        """A case that saw the broker go down: a suspect of the outage queued for triage,
+        if there is one (it may hold several outages of the broker: `Outage.clusters`);
+        else the first of a new outage, queued. Never rejected one by one: most of an
+        outage's cases were only in flight."""
         with self._lock:
             outage = self._outage
-            if self.store.known(sig) or sig in self._triaged:
-                self.stats.duplicates += 1
-                if outage is not None:
-                    outage.explained = True
-                return
             if outage is not None:
                 if len(outage.suspects) < OUTAGE_SUSPECTS:
                     outage.suspects.append((case, outcome, sig))
@@ -831,6 +855,24 @@ class Campaign:
         with open(os.path.join(folder, "reproducer.json"), "w", encoding="utf-8") as file:
             json.dump(record, file, indent=2)
 
+    def _known_crash(self, sig: str) -> bool:
+        """A crash signature confirmed already (under the lock)."""
+        return self.store.known(sig) or sig in self._triaged
+
+    def _explained(self, sig: str) -> bool:
+        """The outage(s) `sig` leads are confirmed crashes again: the likeliest culprit of
+        each has a confirmed crash signature. Then they are counted and taken, and nothing
+        pauses the workers."""
+        with self._lock:
+            outage = self._outage
+            if outage is None or outage.suspects[0][2] != sig:
+                return False
+            if not all(self._known_crash(group[0][2]) for group in outage.clusters()):
+                return False
+            self._outage = None
+            self.stats.duplicates += len(outage.suspects)
+            return True
+
     def _take_outage(self, sig: str) -> Outage | None:
         """The outage `sig` leads, taken (a crash seen from now on is of a later outage)."""
         with self._lock:
@@ -840,40 +882,47 @@ class Campaign:
             self._outage = None
             return outage
 
-    def _triage_outage(self, case: Case, outcome: Outcome, sig: str) -> tuple[Any, str] | None:
-        """Alone (the workers paused, so every case of the outage is in): its suspects
-        replayed one by one until one brings the broker down again and confirms (then
-        minimised: `triage`), or a suspect's signature is a confirmed crash already.
-        Returns the triage's result and the culprit's signature, or None."""
+    def _triage_outage(self, case: Case, outcome: Outcome, sig: str) -> list[tuple[Any, str]]:
+        """Alone (the workers paused, so every case of the outage is in): per outage of
+        the broker among the suspects, none replayed if the likeliest culprit's signature is
+        a confirmed crash; else the suspects replayed one by one, likeliest first, until one
+        brings the broker down again and confirms (then minimised: `triage`, and kept at
+        once). Returns each finding's triage result with the culprit's signature."""
         outage = self._take_outage(sig) or Outage([(case, outcome, sig)])
-        suspects = outage.suspects
-        if outage.explained:
+        found: list[tuple[Any, str]] = []
+        for group in outage.clusters():
             with self._lock:
-                self.stats.duplicates += len(suspects)
-            return None
-        for index, (suspect, seen, suspect_sig) in enumerate(suspects):
-            with self._lock:
-                if self.store.known(suspect_sig) or suspect_sig in self._triaged:
-                    self.stats.duplicates += len(suspects) - index
-                    return None
-            try:
-                result = triage(
-                    self.config.target,
-                    suspect,
-                    seen,
-                    self.config.confirm,
-                    abandon=self._grace_over,
-                )
-            except TriageAbandonedError:
-                for later, kept, later_sig in suspects[max(1, index) :]:  # the first: _keep
-                    assert kept.verdict is not None
-                    self._write_candidate(later, kept.verdict, later_sig, "")
+                if self._known_crash(group[0][2]):  # the likeliest culprit: that crash again
+                    self.stats.duplicates += len(group)
+                    continue
+            for index, (suspect, seen, suspect_sig) in enumerate(group):
+                with self._lock:
+                    if self._known_crash(suspect_sig):
+                        continue  # a confirmed crash, less likely the culprit: not replayed
+                try:
+                    result = triage(
+                        self.config.target,
+                        suspect,
+                        seen,
+                        self.config.confirm,
+                        abandon=self._grace_over,
+                    )
+                except TriageAbandonedError:
+                    for later, kept, later_sig in group[index:]:
+                        if later is case:
+                            continue  # the one queued: kept by _keep
+                        assert kept.verdict is not None
+                        self._write_candidate(later, kept.verdict, later_sig, "")
+                        with self._lock:
+                            self.stats.kept += 1
+                    raise
+                if result is not None:
                     with self._lock:
-                        self.stats.kept += 1
-                raise
-            if result is not None:
-                return result, suspect_sig
-        return None
+                        self._triaged.add(suspect_sig)
+                    self._keep_finding(result)  # at once, before the next outage's replays
+                    found.append((result, suspect_sig))
+                    break
+        return found
 
     def _triage_one(self, case: Case, outcome: Outcome, sig: str) -> None:
         """Minimise, confirm and keep one candidate (alone for the TRIAGED_ALONE kinds)."""
@@ -884,12 +933,17 @@ class Campaign:
         triage_one: Any = triage
         if isinstance(case, multiparty.MultiCase):
             triage_one = partial(multiparty.triage_multi, queues=self.config.queues)
-        culprit = sig
+        if outage and self._explained(sig):  # counted, the workers never paused
+            with self._lock:
+                self.stats.queued -= 1
+                self._waiting.discard(sig)
+            return
+        found: list[tuple[Any, str]] = []
+        result = None
         try:
             if outage:
                 with self.gate.exclusive():
                     found = self._triage_outage(case, outcome, sig)
-                result, culprit = found if found is not None else (None, sig)
             elif alone:
                 with self.gate.exclusive():
                     result = triage_one(*args, abandon=self._grace_over)
@@ -915,16 +969,24 @@ class Campaign:
             self.stats.triaged += 1
         with self._lock:
             self._waiting.discard(sig)
-            if result is None:
-                if outage:
-                    return  # no suspect brought it down again: none is rejected for it
+            if outage:  # kept as confirmed; none rejected for an outage none reproduced
+                found = []
+            elif result is None:
                 self._rejected[sig] = self._rejected.get(sig, 0) + 1
                 behaviour = self._behaviour_of.get(sig)
                 if behaviour:  # not confirmed: another example may be tried
                     self._behaviour_triages[behaviour] -= 1
                 return
-            self._triaged.add(sig)
-            self._triaged.add(culprit)
+            else:
+                self._triaged.add(sig)
+                found = [(result, sig)]
+        for item, _ in found:
+            self._keep_finding(item)
+        if outcome.verdict.kind == CRASH and "not back" in outcome.verdict.summary:
+            self.stop("the broker did not come back after a crash")
+
+    def _keep_finding(self, result: Any) -> None:
+        """A confirmed finding, written at once (FindingStore)."""
         finding, small, final = result
         if isinstance(small, multiparty.MultiCase):
             added = multiparty.keep_multi(self.store, finding, small, final)
@@ -935,8 +997,6 @@ class Campaign:
                 self.stats.findings += 1
         if self._on_progress is not None:
             self._on_progress(self.stats)
-        if outcome.verdict.kind == CRASH and "not back" in outcome.verdict.summary:
-            self.stop("the broker did not come back after a crash")
 
     def run(self) -> Stats:
         workers = max(1, self.config.workers)

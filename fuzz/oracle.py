@@ -156,6 +156,9 @@ class Verdict:
     observed: str = ""  # what this broker did: its frames and TCP close, timed
     level: str = ""  # MUST (a MUST / MUST NOT of the text binds the broker) or robustness
     sentence: str = ""  # the manifest id of that sentence (conformance.manifest)
+    lag: float | None = None  # a crash: seconds from the case's last step to the broker's
+    # drop (None: no drop seen); the cases of one outage are replayed in this order
+    down: float | None = None  # a crash: when the broker dropped the case (wall clock)
 
 
 @dataclass(slots=True)
@@ -656,7 +659,22 @@ def _crash(target: Target, step: int, summary: str, exchange: Exchange) -> Verdi
         f"the broker goes on serving: a fresh connection opens, begins and attaches within "
         f"{target.bounds.liveness}s"
     )
-    return Verdict(CRASH, "liveness", "2.4.1", summary + note, step, expected, observed, ROBUSTNESS)
+    steps = [s.time for s in exchange.sent if s.index is not None]
+    lag = None
+    if exchange.dropped is not None:
+        lag = exchange.dropped - (steps[-1] if steps else exchange.start)
+    return Verdict(
+        CRASH,
+        "liveness",
+        "2.4.1",
+        summary + note,
+        step,
+        expected,
+        observed,
+        ROBUSTNESS,
+        lag=lag,
+        down=exchange.dropped,
+    )
 
 
 def _login_refused(frames: list[Frame]) -> bool:

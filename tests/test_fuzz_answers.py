@@ -83,8 +83,10 @@ def _warm(target: Target, seconds: float = 0.01) -> None:
         target.answers.add(seconds)
 
 
-def _case() -> Case:
+def _case(begin: bool = False) -> Case:
     conv = Conversation(Handshake(sasl="none")).open()
+    if begin:
+        conv.begin()
     return Case(conv.steps(), "none", "test:0", "")
 
 
@@ -158,29 +160,45 @@ def test_the_waits_for_a_restart_are_shared_and_bounded() -> None:
     assert time.monotonic() - started < 8 * 0.4  # each within its own bound, not in turn
 
 
-def _crash(label: str) -> tuple[Case, Outcome]:
-    case = _case()
-    verdict = Verdict(CRASH, "liveness", "2.4.1", f"dropped ({label})", len(case.steps) - 1)
+def _crash(label: str, down: float, lag: float) -> tuple[Case, Outcome]:
+    case = _case(begin=label in "be")  # the culprits end with a begin, the others an open
+    case.seed = f"test:{label}"
+    last = len(case.steps) - 1
+    verdict = Verdict(CRASH, "liveness", "2.4.1", f"dropped ({label})", last, lag=lag, down=down)
     return case, Outcome(verdict, None, len(case.steps))
 
 
 def test_the_cases_in_flight_at_one_outage_are_one_triage(tmp_path) -> None:
     target = Target("127.0.0.1", 1, Handshake(sasl="none"))
     campaign = Campaign(CampaignConfig(target, str(tmp_path), cases=0))
-    for n in range(5):
-        case, outcome = _crash(str(n))
-        case.seed = f"test:{n}"
-        campaign._candidate(case, outcome)
+    now = time.time()
+    # two outages of the broker while the first waits for triage: drops 1 s apart; in each,
+    # the culprit is the case whose last step went out last before the drop
+    for label, down, lag in [
+        ("a", now, 0.3),
+        ("b", now + 0.01, 0.001),
+        ("c", now, 0.05),
+        ("d", now + 1.0, 0.2),
+        ("e", now + 1.01, 0.002),
+    ]:
+        campaign._candidate(*_crash(label, down, lag))
     assert campaign.stats.candidates == 1 and campaign._queue.qsize() == 1
     assert campaign.stats.suspects == 4
     outage = campaign._outage
-    assert outage is not None and len(outage.suspects) == 5
-    # a suspect whose crash is confirmed explains the outage: nothing is replayed
-    sig = outage.suspects[0][2]
-    campaign._triaged.add(sig)
-    case, outcome = _crash("known")
-    campaign._candidate(case, outcome)
-    assert outage.explained
+    assert outage is not None
+    clusters = outage.clusters()
+    assert [[s[0].seed for s in group] for group in clusters] == [
+        ["test:b", "test:c", "test:a"],
+        ["test:e", "test:d"],
+    ]
+    culprit, other = clusters[0][0][2], clusters[0][1][2]
+    assert culprit != other
     lead = outage.suspects[0]
-    assert campaign._triage_outage(*lead) is None  # no case run (the target is port 1)
+    campaign._triaged.add(other)  # a case only in flight has a confirmed crash signature
+    assert not campaign._explained(lead[2])  # that explains nothing
+    # the likeliest culprits' crash is confirmed: both outages are counted, nothing is
+    # replayed (the target is port 1) and nothing pauses the workers
+    campaign._triaged.add(culprit)
+    assert campaign._explained(lead[2])
     assert campaign._outage is None  # taken: a later crash is a later outage
+    assert campaign.stats.duplicates == 5
