@@ -5,8 +5,8 @@ header (SIZE u32, DOFF u8 >= 2, TYPE u8, channel u16) with its extended header, 
 (heartbeat) frames, AMQP and SASL frame bodies (performative + payload), and
 `FrameDecoder`, which turns bytes in any chunking into the same frames. Frames built
 deliberately wrong (any header field, any field of a performative) come from
-amqp10.builder, re-exported here: `build_frame`, `sasl_frame`, `protocol_header`,
-`mutate`.
+amqp10.builder (`build_frame`, `sasl_frame`, `protocol_header`, `mutate`), which builds
+on this module.
 """
 
 from __future__ import annotations
@@ -438,14 +438,3 @@ def decode_stream(data: bytes, expect_header: bool = True) -> list[ProtocolHeade
             decoder.expect_protocol_header()
     return items
 
-
-_BUILDER = frozenset({"build_frame", "sasl_frame", "protocol_header", "mutate"})
-
-
-def __getattr__(name: str) -> Any:
-    """amqp10.builder's names, loaded on first use (amqp10.builder imports this module)."""
-    if name in _BUILDER:
-        from amqpspec.amqp10 import builder
-
-        return getattr(builder, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

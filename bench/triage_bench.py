@@ -157,7 +157,7 @@ def bench_corpus(args: argparse.Namespace) -> None:
     shutil.rmtree(out, ignore_errors=True)
 
 
-def _tree_rss(root: int) -> dict[int, tuple[str, int]]:
+def tree_rss(root: int) -> dict[int, tuple[str, int]]:
     """pid -> (command name, resident bytes) for `root` and every descendant."""
     children: dict[int, list[int]] = defaultdict(list)
     names: dict[int, tuple[str, int]] = {}
@@ -198,7 +198,7 @@ def bench_huge(args: argparse.Namespace) -> None:
     )
     peak_tree = peak_jvm = peak_python = 0
     while process.poll() is None:
-        tree = _tree_rss(process.pid)
+        tree = tree_rss(process.pid)
         peak_tree = max(peak_tree, sum(rss for _name, rss in tree.values()))
         peak_jvm = max([peak_jvm] + [rss for name, rss in tree.values() if name == "java"])
         workers = [rss for pid, (name, rss) in tree.items() if name.startswith("python")]

@@ -136,7 +136,7 @@ def check_splits(path: Path) -> str:
 
 
 def _tree_rss(roots: list[int]) -> dict[int, tuple[str, int]]:
-    from amqpspec.bench.triage_bench import _tree_rss as one
+    from amqpspec.bench.triage_bench import tree_rss as one
 
     found: dict[int, tuple[str, int]] = {}
     for root in roots:

@@ -388,15 +388,6 @@ def test_frame_decoder_reads_built_frames_in_any_chunking():
     assert [i.name for i in items] == ["begin", "empty", "flow"]
 
 
-def test_frames_re_exports_the_builder():
-    from amqpspec.amqp10 import builder, frames
-
-    assert frames.build_frame is builder.build_frame and frames.mutate is builder.mutate
-    assert frames.sasl_frame is builder.sasl_frame
-    assert frames.protocol_header is builder.protocol_header
-    with pytest.raises(AttributeError):
-        frames.no_such_name  # noqa: B018
-
 
 # ---------------------------------------------------------------- reading bytes back (fields)
 

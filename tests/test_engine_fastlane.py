@@ -27,6 +27,7 @@ from amqpspec.amqp10.engine import Connection, RemoteAttach, RemoteBegin, Remote
 from amqpspec.amqp10.engine.link import Link
 from amqpspec.amqp10.engine.policy import EndpointPolicy
 from amqpspec.amqp10.engine.session import Session
+from amqpspec.amqp10.errors import ProtocolError
 from amqpspec.amqp10.frames import AMQP_HEADER, encode_frame
 
 HANDLES = st.sampled_from([0, 0, 0, 0, 0, 1, 2])
@@ -106,6 +107,8 @@ def _plain(value):
         return ("link", value.name, value.handle, value.is_sender)
     if isinstance(value, Session):
         return ("session", value.channel)
+    if isinstance(value, ProtocolError):  # an exception compares by identity: compare its facts
+        return ("error", value.kind, value.condition, value.description, value.scope)
     return value
 
 

@@ -37,6 +37,7 @@ from amqpspec.amqp10.composites import (
 )
 from amqpspec.amqp10.engine import crafted
 from amqpspec.amqp10.engine import events as ev
+from amqpspec.amqp10.engine.conditions import as_error
 from amqpspec.amqp10.engine.link import Link
 from amqpspec.amqp10.engine.policy import STRICT, EndpointPolicy
 from amqpspec.amqp10.engine.sasl import ClientSasl, ServerSasl
@@ -93,13 +94,6 @@ _OPENED = ConnState.OPENED
 _ENDED = ConnState.END
 _SASL_DONE = SaslState.DONE
 _AMQP_FRAME = int(FrameType.AMQP)
-
-
-def as_error(error: Error | str | None, description: str | None = None) -> Error | None:
-    """An Error composite from a condition symbol (or an Error, or None)."""
-    if error is None or isinstance(error, Error):
-        return error
-    return Error(condition=error, description=description)
 
 
 class Connection:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from amqpspec.amqp10.composites import Attach, Coordinator, Detach, Flow, Source, Target, Transfer
 from amqpspec.amqp10.engine import events as ev
+from amqpspec.amqp10.engine.conditions import as_error
 from amqpspec.amqp10.engine.flowcontrol import credit_horizon, sender_link_credit, window_left
 from amqpspec.amqp10.engine.transitions import (
     ATTACH_THEN_DETACH,
@@ -580,8 +581,6 @@ class Link:
         self, closed: bool = True, error: Error | str | None = None, description: str | None = None
     ) -> None:
         """Send detach (2.7.7); closed=False only suspends the link."""
-        from amqpspec.amqp10.engine.connection import as_error
-
         self._check(LinkInput.SEND_DETACH, SessInput.SEND_DETACH)
         never_attached = self.handle is None  # the peer's attach is still unanswered
         if never_attached:  # refusing it: our attach needs a handle

@@ -39,6 +39,7 @@ from amqpspec.amqp10.composites import (
     Transfer,
 )
 from amqpspec.amqp10.engine import events as ev
+from amqpspec.amqp10.engine.conditions import as_error
 from amqpspec.amqp10.engine.flowcontrol import remote_incoming_horizon, window_left
 from amqpspec.amqp10.engine.link import Link
 from amqpspec.amqp10.engine.transitions import (
@@ -224,8 +225,6 @@ class Session:
     def end(self, error: Error | str | None = None, description: str | None = None) -> None:
         """Send end (2.7.8). Pending transfer frames are dropped; with an error, frames
         from the peer are discarded until its end (2.5.5 DISCARDING)."""
-        from amqpspec.amqp10.engine.connection import as_error
-
         err = as_error(error, description)
         self.connection._check_can_send()
         action = self._machine.process(
