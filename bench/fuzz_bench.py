@@ -3,6 +3,7 @@
     python -m amqpspec.bench.fuzz_bench [--seconds 10]
     python -m amqpspec.bench.fuzz_bench --broker URL|reference [--profile NAME] [--admin URL]
                                         [--seconds 120] [--seed 3] [--workers auto,1,32]
+                                        [--processes auto,1]
                                         [--keep DIR]
 
 Owns: the measurements bench/README.md quotes for the fuzzer, against a
@@ -17,7 +18,8 @@ reference broker it starts on free ports (reference_broker.process.BrokerProcess
 - the minimiser: seconds to minimise and confirm one finding of the `die-on-channel-reuse`
   fault (ddmin over the network, replay 3x).
 With `--broker`: whole campaigns against that broker instead (bench.fuzz_campaigns: cases/s
-as `amqpspec fuzz` gets them, triage included), one per `--workers` entry.
+as `amqpspec fuzz` gets them, triage included), one per `--workers` entry and
+`--processes` entry (`amqpspec fuzz --processes`; auto, the default, as the CLI's).
 Prints a table; not a test (times are never asserted).
 """
 
@@ -144,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", default="auto", help="with --broker: auto or N, comma-separated"
     )
     parser.add_argument(
+        "--processes",
+        default="auto",
+        help="with --broker: worker processes, auto or N, comma-separated (default auto)",
+    )
+    parser.add_argument(
         "--keep", metavar="DIR", help="with --broker: each campaign's directory under DIR"
     )
     args = parser.parse_args(argv)
@@ -184,19 +191,26 @@ def _campaigns(args: argparse.Namespace) -> int:
     from amqpspec.bench.fuzz_campaigns import run_campaign, target_for
 
     seconds = args.seconds or 120.0
-    entries = [w.strip() for w in args.workers.split(",") if w.strip()]
+    entries = [
+        (w.strip(), p.strip())
+        for w in args.workers.split(",")
+        if w.strip()
+        for p in args.processes.split(",")
+        if p.strip()
+    ]
     if args.broker == "reference":
         with BrokerProcess(admin=False) as broker:
             target = target_for(f"amqp://127.0.0.1:{broker.port}", "reference", None)
+            pid = broker.proc.pid
             rows = [
-                run_campaign(target, seconds, args.seed, w, args.keep).row("reference")
-                for w in entries
+                run_campaign(target, seconds, args.seed, w, args.keep, pid, p).row("reference")
+                for w, p in entries
             ]
     else:
         target = target_for(args.broker, args.profile, args.admin)
         rows = [
-            run_campaign(target, seconds, args.seed, w, args.keep).row(args.profile)
-            for w in entries
+            run_campaign(target, seconds, args.seed, w, args.keep, None, p).row(args.profile)
+            for w, p in entries
         ]
     _print(rows)
     return 0

@@ -11,13 +11,15 @@ spread over `--processes auto`'s worker processes; no memory watch), in a fresh 
 directory. `reference` starts a reference broker on free ports (profile reference).
 Figures: cases / wall time of the whole campaign (the budget plus the triage's grace: what
 a user waits), cases / budget, findings, candidates triaged, kept untriaged (grace over, or
-further examples of a behaviour), state coverage.
+further examples of a behaviour), state coverage, and the CPU per case of the fuzzer (its
+process and its worker processes) and of the broker (reference only).
 bench/README.md ("Fuzzer speed") quotes them with the command and the machine's load.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import tempfile
 import time
 from dataclasses import dataclass
@@ -37,6 +39,8 @@ class CampaignFigures:
     triaged: int
     kept: int
     coverage: float
+    fuzzer_cpu: float = 0.0  # CPU seconds of the campaign's process and its worker processes
+    broker_cpu: float | None = None  # CPU seconds of the broker's process (reference only)
 
     @property
     def whole_rate(self) -> float:
@@ -52,8 +56,12 @@ class CampaignFigures:
             f"{self.whole_rate:,.1f}/s whole ({self.cases} cases in {self.wall:.0f} s), "
             f"{self.budget_rate:,.1f}/s in the budget; {self.findings} findings, "
             f"{self.triaged} triaged, {self.kept} kept; state coverage "
-            f"{100 * self.coverage:.1f}%",
+            f"{100 * self.coverage:.1f}%; CPU per case: fuzzer {self.per_case(self.fuzzer_cpu)}"
+            + ("" if self.broker_cpu is None else f", broker {self.per_case(self.broker_cpu)}"),
         )
+
+    def per_case(self, seconds: float) -> str:
+        return f"{1000 * seconds / max(1, self.cases):.2f} ms"
 
 
 def target_for(broker: str, profile: str, admin: str | None) -> Target:
@@ -74,26 +82,64 @@ def target_for(broker: str, profile: str, admin: str | None) -> Target:
     return target
 
 
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) process `pid` used so far (Linux /proc; None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process and of its children waited for (the worker processes)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def run_campaign(
-    target: Target, seconds: float, seed: int, workers: str, keep: str | None = None
+    target: Target,
+    seconds: float,
+    seed: int,
+    workers: str,
+    keep: str | None = None,
+    broker_pid: int | None = None,
+    processes: str = "auto",
 ) -> CampaignFigures:
     """One whole campaign of `seconds` (`workers`: a number or auto), in a temporary
-    directory, or under `keep` (its findings kept: `amqpspec fuzz report` reads it)."""
+    directory, or under `keep` (its findings kept: `amqpspec fuzz report` reads it);
+    `processes`: worker processes, a number or auto (`amqpspec fuzz --processes`).
+    CPU per case: the campaign's (getrusage: this process and its worker processes) and,
+    with `broker_pid`, the broker's (/proc): load distorts them less than the rates."""
     from amqpspec.fuzz.pace import choose_processes, choose_workers, measure_case_latency
 
     if keep:
         os.makedirs(keep, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fuzz-bench-", dir=keep) as scratch:
-        out = os.path.join(keep, f"workers-{workers}-seed-{seed}") if keep else scratch
+        name = f"workers-{workers}-seed-{seed}"
+        if processes != "auto":
+            name = f"workers-{workers}-processes-{processes}-seed-{seed}"
+        out = os.path.join(keep, name) if keep else scratch
         config = CampaignConfig(target, out, seed=seed, duration=seconds, workers=1)
         if workers == "auto":
             config.workers = choose_workers(measure_case_latency(config))
         else:
             config.workers = int(workers)
-        config.processes = choose_processes(config.workers)  # as `amqpspec fuzz` by default
-        started = time.monotonic()
+        if processes == "auto":
+            config.processes = choose_processes(config.workers)  # `amqpspec fuzz`'s default
+        else:
+            config.processes = int(processes)
+        broker_before = process_cpu(broker_pid) if broker_pid else None
+        cpu_before, started = own_cpu(), time.monotonic()
         stats = Campaign(config).run()
         wall = time.monotonic() - started
+        fuzzer_cpu = own_cpu() - cpu_before
+        broker_after = process_cpu(broker_pid) if broker_pid else None
+    broker_cpu = None
+    if broker_before is not None and broker_after is not None:
+        broker_cpu = broker_after - broker_before
     return CampaignFigures(
         workers=config.workers,
         processes=config.processes,
@@ -104,4 +150,6 @@ def run_campaign(
         triaged=stats.triaged,
         kept=stats.kept + stats.examples,
         coverage=stats.coverage,
+        fuzzer_cpu=fuzzer_cpu,
+        broker_cpu=broker_cpu,
     )
