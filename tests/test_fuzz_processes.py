@@ -1,14 +1,20 @@
 """Worker processes (fuzz.processes): a campaign whose workers run in two processes finds,
 minimises and writes a fault's finding as a threaded one does, counts every case and its
 state coverage in the parent, stops on a worker's failure (WORKER_FAILED), and its children
-end with it. Reference broker with one parser fault, free ports, fixed seed, bounded."""
+end with it: after Ctrl-C, and when the campaign's process is SIGKILLed. Reference broker
+with one parser fault, free ports, fixed seed, bounded."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
+from fuzz_support import REPO
 
 from amqpspec.fuzz import campaign as campaign_module
 from amqpspec.fuzz import processes
@@ -71,3 +77,54 @@ def test_a_worker_process_failure_stops_the_campaign(broker, tmp_path, monkeypat
     assert stats.stopped.startswith(WORKER_FAILED), stats.stopped
     assert "planted in a worker process" in stats.stopped
     assert stats.cases < 2000
+
+
+def _campaign_with_children(broker, out):  # type: ignore[no-untyped-def]
+    """`amqpspec fuzz` with two worker processes, SIGINT at its default (a shell's
+    background job ignores it), once its children are up: (process, children's pids)."""
+    command = [sys.executable, "-m", "amqpspec.cli", "fuzz", "--broker", broker.url]
+    command += ["--profile", "reference", "--duration", "60", "--processes", "2"]
+    command += ["--workers", "2", "--quiet", "--out", str(out)]
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 30
+    children: list[str] = []
+    while len(children) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children", encoding="ascii") as file:
+            children = file.read().split()
+    assert len(children) == 2, "the worker processes did not start"
+    return proc, children
+
+
+def _gone(pids: list[str], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(os.path.exists(f"/proc/{pid}") for pid in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_ctrl_c_ends_the_campaign_and_its_worker_processes(broker, tmp_path) -> None:
+    proc, children = _campaign_with_children(broker, tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert "[interrupted]" in out, out
+    assert _gone(children, 10), "a worker process outlived the interrupted campaign"
+
+
+def test_worker_processes_end_when_the_campaign_is_killed(broker, tmp_path) -> None:
+    proc, children = _campaign_with_children(broker, tmp_path)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert _gone(children, 10), "a worker process outlived its SIGKILLed campaign"
