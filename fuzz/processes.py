@@ -23,7 +23,8 @@ triage alone (crash, resource) still pauses every case. A child that fails print
 traceback and stops the campaign (`WORKER_FAILED`, CLI exit 3); one that dies without a
 word does too. Children ignore SIGINT: the parent's stop (Ctrl-C) ends them after their
 case. Each child numbers its liveness checks apart (`fuzz.oracle.number_liveness_checks`),
-so their container-ids stay unique (2.6.1).
+so their container-ids stay unique (2.6.1). What a process learns of the broker's answer
+times (`fuzz.answers`, on the target) it learns from its own cases, from the fork on.
 """
 
 from __future__ import annotations
