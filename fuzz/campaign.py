@@ -93,10 +93,12 @@ TRIAGERS_MAX = 8  # triage threads: one per four workers, at most this many
 # reading, which concurrent cases would disturb (a silence is judged against a bound of
 # seconds, which the cases beside it do not approach)
 TRIAGED_ALONE = (CRASH, RESOURCE)
-CRASH_REPLY_COLD = 1.0  # a crash's triage test waits this for an answer while this process
+CRASH_REPLY_COLD = 0.25  # a crash's triage test waits this for an answer while this process
 # has too few answers to learn a bound from (fuzz.answers): a crash shows in milliseconds
 OUTAGE_SUSPECTS = 256  # the crash candidates of one outage replayed alone, at most
 OUTAGE_GAP_S = 0.25  # drops further apart are two outages (a restart takes longer)
+OUTAGE_REPLAYS = 8  # the likeliest culprits of one outage replayed alone, at most (with 128
+# cases in flight, most are not it; a crash missed here comes again)
 MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
 MEMORY_PER_CONNECTION = 1024 * 1024  # what one open connection of a case may hold (RabbitMQ
 # 3.10: a reader, a writer and a session process each; bench/README.md "Fuzzer speed")
@@ -585,6 +587,7 @@ class Campaign:
         self._behaviour_triages: dict[str, int] = {}  # behaviour -> signatures queued/triaged
         self._draining = False  # the cases are done: the triage threads empty the queue
         self._outage: Outage | None = None  # the crash candidates of one outage, queued
+        self._crashes: dict[str, int] = {}  # crash behaviour -> crashes confirmed of it
         self._grace_end: float | None = None  # then, until when (None: no bound)
 
     def _process_shares(self) -> list[int]:
@@ -859,19 +862,48 @@ class Campaign:
         """A crash signature confirmed already (under the lock)."""
         return self.store.known(sig) or sig in self._triaged
 
+    def _settled(self, group: list) -> str:
+        """How one outage of the broker is settled without replaying it (under the lock):
+        'known' when its likeliest culprit's signature is a confirmed crash, 'example'
+        when its crash behaviour (fuzz.behaviour) has `per_behaviour` crashes confirmed
+        already (it is then kept as a further example, as for other candidates), '' when
+        it must be replayed."""
+        case, outcome, sig = group[0]
+        if self._known_crash(sig):
+            return "known"
+        cap = self.config.per_behaviour
+        behaviour = _behaviour_of(case, outcome.verdict)
+        if cap > 0 and self._crashes.get(behaviour, 0) >= cap:
+            return "example"
+        return ""
+
+    def _settle(self, group: list, how: str) -> None:
+        """Count a settled outage (`_settled`); an example's likeliest culprit is written
+        under DIR/candidates/ (replayable)."""
+        case, outcome, sig = group[0]
+        with self._lock:
+            self.stats.duplicates += len(group) - (how == "example")
+            self.stats.examples += how == "example"
+        if how == "example":
+            behaviour = _behaviour_of(case, outcome.verdict)
+            self._write_candidate(case, outcome.verdict, sig, behaviour)
+
     def _explained(self, sig: str) -> bool:
-        """The outage(s) `sig` leads are confirmed crashes again: the likeliest culprit of
-        each has a confirmed crash signature. Then they are counted and taken, and nothing
-        pauses the workers."""
+        """The outage(s) `sig` leads are all settled without a replay (`_settled`): then
+        they are counted (and kept as examples) and taken, and nothing pauses the
+        workers."""
         with self._lock:
             outage = self._outage
             if outage is None or outage.suspects[0][2] != sig:
                 return False
-            if not all(self._known_crash(group[0][2]) for group in outage.clusters()):
+            groups = outage.clusters()
+            settled = [self._settled(group) for group in groups]
+            if not all(settled):
                 return False
             self._outage = None
-            self.stats.duplicates += len(outage.suspects)
-            return True
+        for group, how in zip(groups, settled, strict=True):
+            self._settle(group, how)
+        return True
 
     def _take_outage(self, sig: str) -> Outage | None:
         """The outage `sig` leads, taken (a crash seen from now on is of a later outage)."""
@@ -884,18 +916,22 @@ class Campaign:
 
     def _triage_outage(self, case: Case, outcome: Outcome, sig: str) -> list[tuple[Any, str]]:
         """Alone (the workers paused, so every case of the outage is in): per outage of
-        the broker among the suspects, none replayed if the likeliest culprit's signature is
-        a confirmed crash; else the suspects replayed one by one, likeliest first, until one
-        brings the broker down again and confirms (then minimised: `triage`, and kept at
-        once). Returns each finding's triage result with the culprit's signature."""
+        the broker among the suspects, none replayed if it is settled (`_settled`: the
+        likeliest culprit's signature is a confirmed crash, or its behaviour has enough
+        confirmed crashes); else its OUTAGE_REPLAYS likeliest suspects replayed one by one
+        until one brings the broker down again and confirms (then minimised: `triage`, and
+        kept at once). Returns each finding's triage result with the culprit's signature."""
         outage = self._take_outage(sig) or Outage([(case, outcome, sig)])
         found: list[tuple[Any, str]] = []
         for group in outage.clusters():
             with self._lock:
-                if self._known_crash(group[0][2]):  # the likeliest culprit: that crash again
-                    self.stats.duplicates += len(group)
-                    continue
+                how = self._settled(group)
+            if how:  # the likeliest culprit: that crash again, or its behaviour's
+                self._settle(group, how)
+                continue
             for index, (suspect, seen, suspect_sig) in enumerate(group):
+                if index >= OUTAGE_REPLAYS:
+                    break  # not rejected: none of its suspects is
                 with self._lock:
                     if self._known_crash(suspect_sig):
                         continue  # a confirmed crash, less likely the culprit: not replayed
@@ -917,8 +953,10 @@ class Campaign:
                             self.stats.kept += 1
                     raise
                 if result is not None:
+                    behaviour = _behaviour_of(suspect, seen.verdict)
                     with self._lock:
                         self._triaged.add(suspect_sig)
+                        self._crashes[behaviour] = self._crashes.get(behaviour, 0) + 1
                     self._keep_finding(result)  # at once, before the next outage's replays
                     found.append((result, suspect_sig))
                     break
