@@ -553,7 +553,7 @@ def _rule_broken(v: Any, recording: Recording, exchange: Exchange, last: int) ->
 
 
 def _hang(target: Target, last: int, exchange: Exchange) -> Verdict:
-    bound = exchange.bound  # the full reply bound, or a quick run's (Outcome.short)
+    bound = round(exchange.bound, 2)  # the full reply bound, or a quick run's (Outcome.short)
     held = (
         "the fuzzer held its close until the broker reacted or the bound passed"
         if exchange.strict
