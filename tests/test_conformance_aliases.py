@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from amqpspec.conformance.audit.fault_matrix import detection_table
-from amqpspec.conformance.report.matrix import Matrix, render_markdown
+from amqpspec.conformance.report.markdown import render_markdown
+from amqpspec.conformance.report.matrix import Matrix
 from amqpspec.conformance.run.context import CaseResult
 from amqpspec.conformance.run.registry import aliases, current_id, load_cases, old_ids
 from amqpspec.conformance.run.results import ResultsDir, compare, load_expectations, load_index

@@ -25,13 +25,9 @@ from report_support import (
     synthetic_results,
 )
 
-from amqpspec.conformance.report.matrix import (
-    OPTED_OUT,
-    PALETTE,
-    Matrix,
-    render_html,
-    render_markdown,
-)
+from amqpspec.conformance.report.html import render_html
+from amqpspec.conformance.report.markdown import render_markdown
+from amqpspec.conformance.report.matrix import OPTED_OUT, PALETTE, Matrix
 
 REPO = Path(__file__).resolve().parent.parent
 ARTEFACTS = Path(os.environ.get("AMQPSPEC_ARTEFACTS", REPO / "reports" / "_artefacts"))

@@ -190,6 +190,15 @@ def render(rows: list[Row]) -> str:
         f"## {SUITES['broker-j']}",
         "",
     ]
+    lines += _broker_j_tables(broker_j)
+    lines += _rabbitmq_tables([row for row in rows if row.suite == "rabbitmq"])
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _broker_j_tables(broker_j: list[Row]) -> list[str]:
+    """The Broker-J rows of docs/anchor-parity.md: a table per area (its heading is the
+    section's, written by `render`)."""
+    lines: list[str] = []
     flag_letters = {"disabled": "D", "broker-j-specific": "J", "parameterized": "P"}
     for area in dict.fromkeys(row.area for row in broker_j):
         mine = [row for row in broker_j if row.area == area]
@@ -206,8 +215,12 @@ def render(rows: list[Row]) -> str:
                 f"{_cases(row)} | {_cell(row.reason)} |"
             )
         lines.append("")
-    rabbitmq = [row for row in rows if row.suite == "rabbitmq"]
-    lines += [f"## {SUITES['rabbitmq']}", ""]
+    return lines
+
+
+def _rabbitmq_tables(rabbitmq: list[Row]) -> list[str]:
+    """The RabbitMQ section of docs/anchor-parity.md: its heading, a table per area."""
+    lines = [f"## {SUITES['rabbitmq']}", ""]
     for area in dict.fromkeys(row.area for row in rabbitmq):
         mine = [row for row in rabbitmq if row.area == area]
         lines += [
@@ -222,7 +235,7 @@ def render(rows: list[Row]) -> str:
                 f"{_cell(row.reason)} |"
             )
         lines.append("")
-    return "\n".join(lines).rstrip("\n") + "\n"
+    return lines
 
 
 def registry_ids() -> set[str]:

@@ -149,8 +149,15 @@ def render_manifest_markdown(coverage: ManifestCoverage, heading: str = "#") -> 
     lines += ["", f"{sub} Per section", "", *HEADER]
     for number, entries in coverage.by_section().items():
         lines.append(_row(f"{number} {titles.get(number, '')}", coverage.counts(entries)))
+    lines += _what_is_missing(coverage, sub)
+    return "\n".join(lines) + "\n"
+
+
+def _what_is_missing(coverage: ManifestCoverage, sub: str) -> list[str]:
+    """The lists after the tables: sentences not yet tested, checker rules with no sentence,
+    cases that check no sentence binding the broker, paraphrasing cases."""
     gaps = coverage.gaps()
-    lines += [
+    lines = [
         "",
         f"{sub} Not yet tested, binding a role a broker plays ({len(gaps)})",
         "",
@@ -182,7 +189,7 @@ def render_manifest_markdown(coverage: ManifestCoverage, heading: str = "#") -> 
         f"Cases whose quoted sentence is not in the XML (a paraphrase): "
         f"{len(coverage.paraphrasing_cases)}.",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 _LEVELS = ("MUST", "MUST NOT", "SHALL", "SHALL NOT", "REQUIRED", "PROHIBITED", "SHOULD",

@@ -87,25 +87,13 @@ def _header(lines: list[str]) -> dict[str, str]:
     return fields
 
 
-def render_case_page(
-    matrix: Matrix, broker: str, case_id: str, page: Path, known_expectation: str = ""
-) -> str:
+def _exchange(
+    lines: list[str], pairs: set[tuple[str, str]], numbers: set[str], trace_link: str
+) -> tuple[list[str], list[str], str]:
+    """The trace's lines as HTML (connections bold, findings marked, the frames the reason
+    names highlighted, at most MAX_LINES frames), the links to those frames, and the
+    broker's port as the trace names it ("" when it does not)."""
     esc = html.escape
-    cell: dict[str, Any] = matrix.cells[(broker, case_id)]
-    trace_path = matrix.roots[broker] / cell["trace"]
-    try:
-        text = trace_path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        text = ""
-    lines = text.splitlines()
-    fields = _header(lines)
-    reason = cell.get("reason", "")
-    findings = "\n".join(line for line in lines if line.startswith("!!"))
-    pairs, numbers = named_frames(reason + "\n" + findings)
-    here = page.parent
-    trace_link = os.path.relpath(trace_path, here)
-    pcap = matrix.roots[broker] / cell["pcap"] if cell.get("pcap") else None
-
     body: list[str] = []
     hits: list[str] = []
     port = ""
@@ -137,15 +125,15 @@ def render_case_page(
             f'<span>... {shown - MAX_LINES} more frames: <a href="{esc(trace_link)}">the whole '
             "trace</a></span>"
         )
+    return body, hits, port
 
-    verdict = cell["verdict"]
-    bg, fg = OPTED_OUT if is_opted_out(cell) else PALETTE.get(verdict, ("#000", "#fff"))
-    ids = matrix.sentence_ids.get(case_id, ())
-    sentences = "".join(f"<li>{esc(quote(s))}</li>" for s in ids) or (
-        f"<li>{esc(fields.get('spec', matrix.sentences.get(case_id, '')))}</li>"
-    )
-    section = section_of(case_id)
-    expected = fields.get("expects", "") or known_expectation
+
+def _facts(matrix: Matrix, broker: str, case_id: str, *, expected: str) -> str:
+    """The table at the top of a case's page: the broker, what was expected and observed,
+    the expectations file's entry on a regression, the attempts of a retried case."""
+    esc = html.escape
+    cell: dict[str, Any] = matrix.cells[(broker, case_id)]
+    reason = cell.get("reason", "")
     regression = matrix.regression(broker, case_id)
     rows = [
         ("broker", f"{broker}: {matrix.runs[broker].announced}"),
@@ -156,7 +144,36 @@ def render_case_page(
         rows.append(("expectations file", regression))
     if cell.get("attempts"):
         rows.append(("attempts", ", ".join(cell["attempts"])))
-    table = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    return "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+
+
+def render_case_page(
+    matrix: Matrix, broker: str, case_id: str, page: Path, known_expectation: str = ""
+) -> str:
+    esc = html.escape
+    cell: dict[str, Any] = matrix.cells[(broker, case_id)]
+    trace_path = matrix.roots[broker] / cell["trace"]
+    try:
+        text = trace_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    lines = text.splitlines()
+    fields = _header(lines)
+    reason = cell.get("reason", "")
+    findings = "\n".join(line for line in lines if line.startswith("!!"))
+    pairs, numbers = named_frames(reason + "\n" + findings)
+    here = page.parent
+    trace_link = os.path.relpath(trace_path, here)
+    pcap = matrix.roots[broker] / cell["pcap"] if cell.get("pcap") else None
+    body, hits, port = _exchange(lines, pairs, numbers, trace_link)
+    verdict = cell["verdict"]
+    bg, fg = OPTED_OUT if is_opted_out(cell) else PALETTE.get(verdict, ("#000", "#fff"))
+    ids = matrix.sentence_ids.get(case_id, ())
+    sentences = "".join(f"<li>{esc(quote(s))}</li>" for s in ids) or (
+        f"<li>{esc(fields.get('spec', matrix.sentences.get(case_id, '')))}</li>"
+    )
+    section = section_of(case_id)
+    table = _facts(matrix, broker, case_id, expected=fields.get("expects", "") or known_expectation)
     tshark = ""
     if pcap is not None:
         rel = os.path.relpath(pcap, here)

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from amqpspec.conformance.report.case_page import page_path, render_case_page
 from amqpspec.conformance.report.history import History
-from amqpspec.conformance.report.matrix import SEVERITY, Matrix, render_html, render_markdown
+from amqpspec.conformance.report.html import render_html
+from amqpspec.conformance.report.markdown import render_markdown
+from amqpspec.conformance.report.matrix import SEVERITY, Matrix
 from amqpspec.conformance.report.statement import (
     Statement,
     render_statement_html,

@@ -8,8 +8,8 @@ broker, the new failures (a case now FAILED, ERROR or NON-STRICT that was not, o
 one than before), the fixed cases (FAILED, ERROR or NON-STRICT before, OK now), the newly
 flaky (retried attempts that differ now, not before), the other verdict changes, and the
 cases new or gone; `timeline()`: every case whose verdict changed across all the runs, a
-verdict per run. Its renderings are the first section of the matrix (report.py,
-report_html.py). Pure apart from loading the results directories it is given.
+verdict per run. Its renderings are the first section of the matrix (markdown.py,
+html.py). Pure apart from loading the results directories it is given.
 """
 
 from __future__ import annotations

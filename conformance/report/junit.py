@@ -90,38 +90,8 @@ def render_junit(
         counts = {"tests": 0, "failures": 0, "skipped": 0, "time": 0.0}
         for case_id in case_ids:
             entry = entries[case_id]
-            verdict = entry["verdict"]
-            ET.SubElement(properties, "property", name=f"verdict:{case_id}", value=verdict)
-            duration = float(entry.get("duration", 0.0))
-            case = ET.SubElement(
-                suite,
-                "testcase",
-                name=case_id,
-                classname=classname(broker, case_id),
-                time=_time(duration),
-            )
-            counts["tests"] += 1
-            counts["time"] += duration
-            reason = entry.get("reason", "")
-            trace = str((root / entry["trace"]).resolve()) if entry.get("trace") else ""
-            pcap = str((root / entry["pcap"]).resolve()) if entry.get("pcap") else ""
-            evidence = "".join(f"\n{k}: {v}" for k, v in (("trace", trace), ("pcap", pcap)) if v)
-            label = _failing_label(verdict, case_id, strict, gated)
-            if label is not None:
-                failure = ET.SubElement(case, "failure", type=verdict, message=f"{label}: {reason}")
-                failure.text = f"{label}: {reason}{evidence}"
-                counts["failures"] += 1
-            elif verdict == "UNSUPPORTED":
-                ET.SubElement(case, "skipped", type="UNSUPPORTED", message=f"UNSUPPORTED: {reason}")
-                counts["skipped"] += 1
-            out = [f"verdict: {verdict} [{entry.get('level', '')}]"]
-            if verdict in PASSING_SHOWN and label is None:
-                out.append(f"{verdict}: {reason}")
-            if evidence:
-                out.append(evidence.strip())
-            if trace:
-                out.append(f"[[ATTACHMENT|{trace}]]")
-            ET.SubElement(case, "system-out").text = "\n".join(out)
+            ET.SubElement(properties, "property", name=f"verdict:{case_id}", value=entry["verdict"])
+            _testcase(suite, broker, case_id, entry, root, counts, strict=strict, gated=gated)
         suite.set("tests", str(counts["tests"]))
         suite.set("failures", str(counts["failures"]))
         suite.set("errors", "0")
@@ -138,6 +108,52 @@ def render_junit(
     suites.set("time", _time(float(totals["time"])))
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode")
+
+
+def _testcase(
+    suite: ET.Element,
+    broker: str,
+    case_id: str,
+    entry: dict[str, Any],
+    root: Path,
+    counts: dict[str, Any],
+    *,
+    strict: bool,
+    gated: frozenset[str] | set[str],
+) -> None:
+    """One case's `<testcase>` in `suite` (its failure or skip, its system-out with the
+    verdict and the evidence paths); `counts` (tests, failures, skipped, time) adds it."""
+    verdict = entry["verdict"]
+    duration = float(entry.get("duration", 0.0))
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        name=case_id,
+        classname=classname(broker, case_id),
+        time=_time(duration),
+    )
+    counts["tests"] += 1
+    counts["time"] += duration
+    reason = entry.get("reason", "")
+    trace = str((root / entry["trace"]).resolve()) if entry.get("trace") else ""
+    pcap = str((root / entry["pcap"]).resolve()) if entry.get("pcap") else ""
+    evidence = "".join(f"\n{k}: {v}" for k, v in (("trace", trace), ("pcap", pcap)) if v)
+    label = _failing_label(verdict, case_id, strict, gated)
+    if label is not None:
+        failure = ET.SubElement(case, "failure", type=verdict, message=f"{label}: {reason}")
+        failure.text = f"{label}: {reason}{evidence}"
+        counts["failures"] += 1
+    elif verdict == "UNSUPPORTED":
+        ET.SubElement(case, "skipped", type="UNSUPPORTED", message=f"UNSUPPORTED: {reason}")
+        counts["skipped"] += 1
+    out = [f"verdict: {verdict} [{entry.get('level', '')}]"]
+    if verdict in PASSING_SHOWN and label is None:
+        out.append(f"{verdict}: {reason}")
+    if evidence:
+        out.append(evidence.strip())
+    if trace:
+        out.append(f"[[ATTACHMENT|{trace}]]")
+    ET.SubElement(case, "system-out").text = "\n".join(out)
 
 
 def _failing_label(

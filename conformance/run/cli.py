@@ -40,6 +40,15 @@ PLUGIN = "amqpspec.conformance.plugin"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `run` subcommand's options, in the order `--help` lists them."""
+    _target_options(parser)
+    _verdict_options(parser)
+    _output_options(parser)
+    _pace_options(parser)
+
+
+def _target_options(parser: argparse.ArgumentParser) -> None:
+    """Which broker, which profile, which cases, the admin endpoint, where results go."""
     parser.add_argument(
         "--broker",
         required=True,
@@ -58,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="reports/_conformance",
         help="results directory (default reports/_conformance, not committed)",
     )
+
+
+def _verdict_options(parser: argparse.ArgumentParser) -> None:
+    """What the verdicts are held to: expectations files, strictness."""
     parser.add_argument("--expect", help="expectations TOML; any difference fails the run")
     parser.add_argument(
         "--expect-retries",
@@ -76,6 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fail on DIFFERS too (behaviour the spec does not require, differing from a model "
         "the profile claims, e.g. RabbitMQ 4's requeue on detach; docs/conformance.md)",
     )
+
+
+def _output_options(parser: argparse.ArgumentParser) -> None:
+    """What a person sees while the run goes."""
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress: pytest's dots and the summary"
     )
@@ -85,6 +102,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="pytest's line per case instead of the progress bar (and NON-STRICT reasons)",
     )
+
+
+def _pace_options(parser: argparse.ArgumentParser) -> None:
+    """How the cases run: pipelined variants, concurrency, the preflight bound."""
     parser.add_argument(
         "--pipelined",
         choices=("only", "also", "never"),

@@ -144,16 +144,8 @@ def case(
     nothing after its open before its first wait (headers, SASL, an open alone).
     `serial=True`: never run beside another case under `--jobs N` (implied by a
     BROKER_GLOBAL capability in `requires`)."""
-    if "/" not in case_id:
-        raise ValueError(f"case id {case_id!r} must be '<section>/<slug>'")
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
-    if level == MODEL and model is None:
-        raise ValueError(f"{case_id}: a MODEL case names its model")
-    if role not in (None, "sender", "receiver"):
-        raise ValueError(f"{case_id}: role must be sender, receiver or None, got {role!r}")
-    required = frozenset(requires)
-    named = tuple(sentences)
+    _check_declaration(case_id, level, role, model)
+    required, named = frozenset(requires), tuple(sentences)
 
     def register(run: RunFunction) -> RunFunction:
         if case_id in _REGISTRY and _REGISTRY[case_id].run.__qualname__ != run.__qualname__:
@@ -181,6 +173,18 @@ def case(
         return run
 
     return register
+
+
+def _check_declaration(case_id: str, level: str, role: str | None, model: str | None) -> None:
+    """ValueError for a case declared wrong: its id, level, role, a MODEL case's model."""
+    if "/" not in case_id:
+        raise ValueError(f"case id {case_id!r} must be '<section>/<slug>'")
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+    if level == MODEL and model is None:
+        raise ValueError(f"{case_id}: a MODEL case names its model")
+    if role not in (None, "sender", "receiver"):
+        raise ValueError(f"{case_id}: role must be sender, receiver or None, got {role!r}")
 
 
 def _quoted(sentence_ids: tuple[str, ...]) -> str:
