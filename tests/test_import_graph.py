@@ -19,7 +19,15 @@ sys.modules["import_graph"] = import_graph
 _spec.loader.exec_module(import_graph)
 
 # The parts whose files import each other without a cycle and without private names.
-CLEAN = ("amqp10", "traces", "reference_broker", "spark_triage", "bench", "amqpspec")
+CLEAN = (
+    "amqp10",
+    "traces",
+    "reference_broker",
+    "spark_triage",
+    "bench",
+    "amqpspec",
+    "conformance",
+)
 
 
 @pytest.fixture(scope="module")

@@ -189,6 +189,16 @@ def test_one_top_level_package_with_its_data(installed: Install) -> None:
     assert not missing, f"package data missing from the wheel: {missing} (pyproject.toml)"
     corpus = list((package / "fuzz" / "corpus").rglob("*"))
     assert any(p.is_file() for p in corpus), "fuzz/corpus missing from the wheel"
+    # every module of the checkout's parts, subpackages too (a folder without __init__.py
+    # would be left out of the wheel: setup.py finds packages by their __init__.py)
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", *(f"{part}/*.py" for part in PARTS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.split()
+    absent = [module for module in tracked if not (package / module).is_file()]
+    assert not absent, f"modules missing from the wheel: {absent[:10]}"
 
 
 def test_broker_and_run_from_another_folder(installed: Install) -> None:
