@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 
 from amqpspec import amqp10
 from amqpspec.bench.table import print_table
-from amqpspec.reference_broker.process import BrokerProcess, free_port
+from amqpspec.reference_broker.runtime.process import BrokerProcess, free_port
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools" / "brokers"
@@ -224,13 +224,13 @@ class Broker:
     def queue_depth(self, queue: str = QUEUE) -> int | None:
         if self.admin_url is None:
             return None
-        from amqpspec.reference_broker.admin_client import ManagementClient
+        from amqpspec.reference_broker.admin.client import ManagementClient
 
         with ManagementClient(self.admin_url) as admin:
             return int(admin.queue(queue).get("messages") or 0)
 
     def purge(self, queue: str = QUEUE) -> None:
-        from amqpspec.reference_broker.admin_client import ManagementClient
+        from amqpspec.reference_broker.admin.client import ManagementClient
 
         with ManagementClient(self.admin_url) as admin:
             admin.purge_queue(queue)
@@ -248,7 +248,7 @@ def reference_broker(work: pathlib.Path, *options: str) -> Iterator[Broker]:
         wait=30.0,
     )
     try:
-        from amqpspec.reference_broker.admin_client import ManagementClient
+        from amqpspec.reference_broker.admin.client import ManagementClient
 
         admin_url = f"http://127.0.0.1:{process.admin_port}"
         with ManagementClient(admin_url) as admin:

@@ -7,8 +7,8 @@ One "session" is what an in-process fuzzer starts per case: an amqp10 engine cli
 connection, begins a session, attaches a sender to a queue, sends one settled transfer once
 the broker granted credit, and closes; done when the broker has dropped the connection.
 The client code is the same both ways; only the transport differs:
-- memory: reference_broker.memory.MemoryBroker in this process (no socket, manual clock);
-- socket: reference_broker.process.BrokerProcess (the broker as users run it) on 127.0.0.1,
+- memory: reference_broker.runtime.memory.MemoryBroker in this process (no socket, manual clock);
+- socket: reference_broker.runtime.process.BrokerProcess (the broker as users run it) on 127.0.0.1,
   the client on a blocking TCP socket in this process.
 Rates are best of `--rounds` runs of `--seconds` each; memory and socket runs alternate, so
 machine load hits both alike. Owns nothing but the measurement.
@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 from amqpspec.amqp10.engine import Connection
 from amqpspec.amqp10.message import Message
-from amqpspec.reference_broker.memory import MemoryBroker
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 QUEUE = "bench"
 PAYLOAD = Message.of(b"x" * 16).encode()
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     memory.vhost.declare_queue(QUEUE, durable=False)
     best = {"memory": 0.0, "socket": 0.0}
     with BrokerProcess(admin=True) as process:
-        from amqpspec.reference_broker.admin_client import ManagementClient
+        from amqpspec.reference_broker.admin.client import ManagementClient
 
         with ManagementClient(f"http://127.0.0.1:{process.admin_port}") as admin:
             admin.declare_queue(QUEUE, durable=False)

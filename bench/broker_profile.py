@@ -43,8 +43,8 @@ from amqpspec.bench.broker_bench import (
     process_cpu_seconds,
     run_c_client,
 )
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODES = ("send", "receive", "concurrent", "durable")

@@ -7,7 +7,7 @@
                                         [--keep DIR]
 
 Owns: the measurements bench/README.md quotes for the fuzzer, against a
-reference broker it starts on free ports (reference_broker.process.BrokerProcess):
+reference broker it starts on free ports (reference_broker.runtime.process.BrokerProcess):
 - network, new connection per case: `fuzz.oracle.run_case` on mutated legal
   conversations, one and two workers (threads); and a whole campaign
   (`fuzz.campaign.Campaign`, seed 1: generation, oracle, coverage), one and two workers;
@@ -41,7 +41,7 @@ from amqpspec.fuzz.model import Conversation
 from amqpspec.fuzz.mutators import STRATEGIES, mutate_case
 from amqpspec.fuzz.oracle import Target, run_case
 from amqpspec.fuzz.seeds import scenario
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 
 def _cases(count: int) -> list[list]:

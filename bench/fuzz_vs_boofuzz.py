@@ -6,7 +6,7 @@
 Owns: `run_boofuzz(faults, budget)` (the boofuzz session of bench/peers/boofuzz_amqp.py
 against a supervised reference broker with `faults` on, until its first failure or the
 budget) and writing `<out>/fuzz-vs-boofuzz.md`: per parser fault of the catalog
-(reference_broker/faults.py, PARSER_LAYER), time and cases to the first finding of each
+(reference_broker/faults/catalog.py, PARSER_LAYER), time and cases to the first finding of each
 tool and what each reports. amqpspec's side is fuzz.detection's `detect` as it is; the
 faulty broker is fuzz.detection's `Supervised` (restarted on the same port when it exits)
 for both tools.
@@ -27,7 +27,7 @@ from importlib.metadata import version
 from amqpspec.bench.peers.boofuzz_amqp import EDGES, build_session
 from amqpspec.fuzz.cli import QUEUE
 from amqpspec.fuzz.detection import PARSER_FAULTS, Detection, Supervised, detect, target_for
-from amqpspec.reference_broker.faults import CATALOG
+from amqpspec.reference_broker.faults.catalog import CATALOG
 
 # where each fault's trigger lives in the model: the message boofuzz is pointed at when its
 # whole-graph run missed the fault (hindsight a user would not have; see the report)

@@ -44,7 +44,7 @@ from amqpspec.amqp10.frames import AMQP_HEADER, encode_frame  # noqa: E402
 from amqpspec.amqp10.message import Message  # noqa: E402
 from amqpspec.amqp10.origins import CLIENT, SERVER  # noqa: E402
 from amqpspec.amqp10.spec import Role  # noqa: E402
-from amqpspec.reference_broker.process import free_port  # noqa: E402
+from amqpspec.reference_broker.runtime.process import free_port  # noqa: E402
 from amqpspec.traces.pcap_writer import PcapWriter  # noqa: E402
 from amqpspec.traces.reassembly import PcapTraceReader  # noqa: E402
 

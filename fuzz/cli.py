@@ -196,7 +196,7 @@ def _target(args: argparse.Namespace) -> Target:
 
 def _memory_reader(url: str):  # type: ignore[no-untyped-def]
     """The broker's memory (mem_used of GET /api/nodes), or None when it cannot say."""
-    from amqpspec.reference_broker.admin_client import ManagementClient
+    from amqpspec.reference_broker.admin.client import ManagementClient
 
     parts = urlsplit(url)
     client = ManagementClient(

@@ -31,9 +31,9 @@ from amqpspec.fuzz.cli import QUEUE, _memory_reader
 from amqpspec.fuzz.model import Handshake
 from amqpspec.fuzz.multiparty import LockedAdmin
 from amqpspec.fuzz.oracle import Bounds, Target
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.faults import CATALOG, CONCURRENCY_FAULTS, PARSER_LAYER
-from amqpspec.reference_broker.process import BrokerProcess, free_port
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.faults.catalog import CATALOG, CONCURRENCY_FAULTS, PARSER_LAYER
+from amqpspec.reference_broker.runtime.process import BrokerProcess, free_port
 
 PARSER_FAULTS = [name for name, info in CATALOG.items() if info.layer == PARSER_LAYER]
 

@@ -16,7 +16,7 @@ Contracts judged:
   over the engine's legal conversations.
 - engine: a server `amqp10.engine.Connection` fed a mutated client conversation step by
   step never raises: peer misbehaviour becomes a ProtocolErrorRaised and a close.
-- broker: the same steps through `reference_broker.memory.MemoryBroker` end with no
+- broker: the same steps through `reference_broker.runtime.memory.MemoryBroker` end with no
   internal error of the broker (`MemoryBroker.failures`) and nothing raised.
 """
 
@@ -101,7 +101,7 @@ def engine_one(steps: list[Step]) -> str | None:
 
 def broker_one(steps: list[Step]) -> str | None:
     """The steps through the in-memory reference broker: no internal error, no raise."""
-    from amqpspec.reference_broker.memory import MemoryBroker
+    from amqpspec.reference_broker.runtime.memory import MemoryBroker
 
     try:
         with MemoryBroker(housekeeping=False) as broker:

@@ -2,7 +2,7 @@
 
 Owns: the command-line entry (options from config.add_arguments, `--fault help`),
 logging set-up, the event loop (uvloop when installed) and SIGINT/SIGTERM handling.
-May touch: server.py (builds and stops the broker).
+May touch: runtime/server.py (builds and stops the broker).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import sys
 
 from .config import ConfigError, from_args
 from .config import add_arguments as add_config_arguments
-from .faults import describe_catalog
-from .server import BrokerServer, install_uvloop
+from .faults.catalog import describe_catalog
+from .runtime.server import BrokerServer, install_uvloop
 
 log = logging.getLogger("reference_broker")
 

@@ -18,7 +18,7 @@ TOML layout (every key optional)::
     tls_key = "key.pem"
     tls_ca = "ca.pem"             # verify client certificates: SASL EXTERNAL, user = the CN
     tls_port = 5671
-    ws_port = 15673               # AMQP over WebSocket (websocket.py); -1 = none (default)
+    ws_port = 15673               # AMQP over WebSocket (runtime/websocket.py); -1 = none (default)
     ws_path = "/"
     ws_tls = false                # true: wss:// with tls_cert / tls_key
     idle_timeout = 60             # seconds advertised in open.idle-time-out; 0 = none
@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .faults import Faults, parse_faults
-from .permissions import FULL, NOTHING, Permissions
+from .faults.catalog import Faults, parse_faults
+from .protocol.permissions import FULL, NOTHING, Permissions
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ANONYMOUS_MODES = ("loopback", "always", "never")
@@ -91,7 +91,7 @@ class Limits:
     alarm_window_margin: int = 400  # transfers tolerated after incoming-window 0
     admin_max_body: int = 1 << 20  # admin API request body, bytes (413 beyond)
     # seconds: an admin connection idle this long, or a request head not complete, is closed;
-    # a request body not complete within it gets 408 (admin_http.py)
+    # a request body not complete within it gets 408 (admin/http_server.py)
     admin_timeout: float = 30.0
     # open connections in all / per user (0 = no limit); beyond: open then close with
     # amqp:resource-limit-exceeded (RabbitMQ's connection_max, per-user max-connections)
@@ -102,7 +102,7 @@ class Limits:
     # headers were exchanged, with a bare TCP close before (RabbitMQ's handshake_timeout)
     handshake_timeout: float = 10.0
     # seconds a transaction may live before its commit is refused with
-    # amqp:transaction:timeout (4.5.8; 0 = none): reference_broker/transactions.py
+    # amqp:transaction:timeout (4.5.8; 0 = none): reference_broker/features/transactions.py
     transaction_timeout: float = 0.0
 
     @property
@@ -146,7 +146,7 @@ class BrokerConfig:
     # one and offers SASL EXTERNAL, whose user is the certificate's subject CN
     tls_ca: str | None = None
     tls_port: int = 5671
-    # AMQP over WebSocket (websocket.py): -1 = no WebSocket listener, 0 = any free port
+    # AMQP over WebSocket (runtime/websocket.py): -1 = no WebSocket listener, 0 = any free port
     ws_port: int = -1
     ws_path: str = "/"
     ws_tls: bool = False  # the WebSocket listener over TLS (wss://) with tls_cert / tls_key
@@ -177,9 +177,7 @@ class BrokerConfig:
         )
         _check(self.limits.admin_timeout > 0, "admin_timeout must be positive (seconds)")
         _check(self.limits.handshake_timeout >= 0, "handshake_timeout must be >= 0 (seconds)")
-        _check(
-            self.limits.transaction_timeout >= 0, "transaction_timeout must be >= 0 (seconds)"
-        )
+        _check(self.limits.transaction_timeout >= 0, "transaction_timeout must be >= 0 (seconds)")
         _check((self.tls_cert is None) == (self.tls_key is None), "tls_cert needs tls_key")
         _check(self.tls_ca is None or self.tls_cert is not None, "tls_ca needs tls_cert")
 

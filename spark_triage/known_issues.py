@@ -3,7 +3,7 @@
 Owns: `KNOWN_ISSUES` and `known_issue(rule, brokers)`. A cluster links to an entry when its
 rule matches and (if the entry names a product) one of the cluster's brokers is that
 product. Add rows here, nothing else changes. The fault-injection catalog of the reference
-broker (reference_broker/faults.py) names the same bugs by their origin.
+broker (reference_broker/faults/catalog.py) names the same bugs by their origin.
 """
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from amqpspec.reference_broker.admin import AdminApi, HttpError, authenticate, parse_target
-from amqpspec.reference_broker.admin_client import ManagementClient, ManagementError
-from amqpspec.reference_broker.admin_http import AdminServer
-from amqpspec.reference_broker.alarms import ResourceAlarms
+from amqpspec.reference_broker.admin.api import AdminApi, HttpError, authenticate, parse_target
+from amqpspec.reference_broker.admin.client import ManagementClient, ManagementError
+from amqpspec.reference_broker.admin.http_server import AdminServer
 from amqpspec.reference_broker.config import BrokerConfig, User
-from amqpspec.reference_broker.queues import Delivery
-from amqpspec.reference_broker.vhost import ConnectionSummary, VirtualHost
+from amqpspec.reference_broker.features.alarms import ResourceAlarms
+from amqpspec.reference_broker.queues.classic import Delivery
+from amqpspec.reference_broker.queues.vhost import ConnectionSummary, VirtualHost
 
 
 @dataclass

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from amqpspec.reference_broker.admin import AdminApi
-from amqpspec.reference_broker.admin_client import ManagementClient, ManagementError
-from amqpspec.reference_broker.admin_http import AdminServer
-from amqpspec.reference_broker.alarms import ResourceAlarms
+from amqpspec.reference_broker.admin.api import AdminApi
+from amqpspec.reference_broker.admin.client import ManagementClient, ManagementError
+from amqpspec.reference_broker.admin.http_server import AdminServer
 from amqpspec.reference_broker.config import BrokerConfig
-from amqpspec.reference_broker.process import free_port
-from amqpspec.reference_broker.vhost import VirtualHost
+from amqpspec.reference_broker.features.alarms import ResourceAlarms
+from amqpspec.reference_broker.queues.vhost import VirtualHost
+from amqpspec.reference_broker.runtime.process import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "brokers" / "rabbitmq.sh"

@@ -16,7 +16,7 @@ from amqpspec.amqp10.message import Message, split_sections
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.steps.messages import bare_changes, check_bare_unchanged, short_hex
 from amqpspec.conformance.verdicts import CaseFailed
-from amqpspec.reference_broker.wire_faults import insert_properties
+from amqpspec.reference_broker.faults.wire import insert_properties
 
 BODY_ONLY = Message(body=[Data(b"only a body")])
 FULL = Message(

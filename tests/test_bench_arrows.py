@@ -17,8 +17,8 @@ import pytest
 from amqpspec.bench.arrows import python_arrow, run, spec, trends
 from amqpspec.bench.arrows.build import MISSING, c_arrow_available
 from amqpspec.bench.arrows.results import RESULT_KEYS, per_second, percentile, summarise
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.process import BrokerProcess, free_port
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.runtime.process import BrokerProcess, free_port
 
 ARROWS = [
     "python",

@@ -13,7 +13,7 @@ from amqpspec.amqp10.composites import Properties, Target
 from amqpspec.amqp10.engine import DispositionReceived, RemoteDetach
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import symbol
-from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
 
 
 def _message(to: str | None) -> bytes:

@@ -1,4 +1,4 @@
-"""Every fault of reference_broker/faults.py is caught: one scenario per fault observes the
+"""Every fault of reference_broker/faults/catalog.py is caught: one scenario per fault observes the
 misbehaviour with the fault on and does NOT observe it with the fault off.
 
 Scenarios run an amqp10 engine client over a real socket (tests/broker_support). The
@@ -45,7 +45,7 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import Described, symbol
-from amqpspec.reference_broker.transactions import LOCAL_TRANSACTIONS
+from amqpspec.reference_broker.features.transactions import LOCAL_TRANSACTIONS
 
 QUEUE = "/queues/q"
 
@@ -334,7 +334,7 @@ def keep_dynamic_nodes(b, c) -> bool:
 def sole_connection_weak_detection(b, c) -> bool:
     """c's open did not ask for sole-connection-for-container; a second connection of its
     container asks for it (refuse-connection, sole_connection.py): it is not refused."""
-    from amqpspec.reference_broker.sole_connection import CAPABILITY, ESTABLISHMENT_FAILED
+    from amqpspec.reference_broker.features.sole_connection import CAPABILITY, ESTABLISHMENT_FAILED
 
     other = EngineClient(b.port, desired_capabilities=[symbol(CAPABILITY)])
     other.conn.container_id = c.conn.container_id
@@ -537,7 +537,7 @@ def test_fault_is_caught(fault):
 
 
 def test_every_protocol_and_queue_fault_has_a_scenario():
-    from amqpspec.reference_broker.faults import (
+    from amqpspec.reference_broker.faults.catalog import (
         CATALOG,
         CONCURRENCY_FAULTS,
         PARSER_LAYER,

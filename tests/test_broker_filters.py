@@ -1,4 +1,4 @@
-"""Source filters: the reference broker's (reference_broker/filters.py) over a real socket
+"""Source filters: the reference broker's (reference_broker/features/filters.py) over a real socket
 (an unknown filter left out of the attach, property filters on a stream applied), the
 suite's own evaluator (conformance/steps/filter_expressions.py) on the filtex rules, the two
 evaluators against each other on generated messages and filters, and the conformance cases
@@ -23,8 +23,8 @@ from amqpspec.conformance.steps.filter_expressions import (
     selects,
 )
 from amqpspec.conformance.verdicts import Verdict
-from amqpspec.reference_broker.faults import Faults
-from amqpspec.reference_broker.filters import in_place
+from amqpspec.reference_broker.faults.catalog import Faults
+from amqpspec.reference_broker.features.filters import in_place
 
 OFFSET = symbol("rabbitmq:stream-offset-spec")
 UNKNOWN = symbol("unknown")

@@ -4,7 +4,7 @@ windows and alarms (2.5.6), detach requeue (2.6.6), outcomes (3.4), confirms, li
 An amqp10 engine client on a real socket (tests/broker_support.EngineClient) drives the
 broker and every assertion is on the frames it got. The engine client is a strict
 receiver: a transfer beyond its grant is `amqp:link:transfer-limit-exceeded`, so the
-credit tests fail on any over-delivery. Some faults of reference_broker/faults.py are
+credit tests fail on any over-delivery. Some faults of reference_broker/faults/catalog.py are
 switched on to prove the same assertions catch them.
 """
 

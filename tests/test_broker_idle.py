@@ -19,7 +19,7 @@ from amqpspec.amqp10.composites import Begin, Close
 from amqpspec.amqp10.frames import EMPTY_FRAME, encode_frame
 from amqpspec.amqp10.spec import Cond
 from amqpspec.reference_broker.config import ConfigError, from_args, from_mapping
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 BROKER_IDLE_S = 1  # --idle-timeout: advertised 1,000 ms, a silent peer closed after 2 s
 

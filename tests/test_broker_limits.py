@@ -23,7 +23,7 @@ from amqpspec.amqp10.composites import Attach, Begin, Close, Source
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, encode_frame
 from amqpspec.amqp10.spec import Cond
 from amqpspec.reference_broker.config import ConfigError, from_args, from_mapping
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 HANDSHAKE_S = 1  # --handshake-timeout of the broker under test
 SESSIONS, LINKS = 2, 2  # --channel-max, --handle-max

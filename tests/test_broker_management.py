@@ -1,4 +1,4 @@
-"""The /management node (reference_broker.management, management_links): its routes on a
+"""The /management node (reference_broker.admin.management, management_links): its routes on a
 vhost, the link pair over the protocol in memory (replies wait for credit), and the
 conformance suite's `management-node` admin adapter against a broker with no HTTP port.
 """
@@ -17,10 +17,10 @@ from amqpspec.amqp10.engine import Connection, TransferReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.conformance.admin.management_node import ManagementNodeAdmin
 from amqpspec.conformance.verdicts import HarnessError
-from amqpspec.reference_broker.management import answer, route
-from amqpspec.reference_broker.memory import MemoryBroker
-from amqpspec.reference_broker.process import BrokerProcess
-from amqpspec.reference_broker.vhost import ResourceLockedError, VirtualHost
+from amqpspec.reference_broker.admin.management import answer, route
+from amqpspec.reference_broker.queues.vhost import ResourceLockedError, VirtualHost
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The reference broker in memory (reference_broker.memory): the same flows the socket tests
+"""The reference broker in memory (reference_broker.runtime.memory): the same flows the socket tests
 check (test_broker_flow.py), with no socket and a clock that moves only when told.
 
 Each test runs an amqp10 engine client against a MemoryBroker; the whole conversation of
@@ -27,11 +27,11 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.amqp10.spec import Cond
 from amqpspec.reference_broker.config import BrokerConfig, Limits
-from amqpspec.reference_broker.connection import CLOSE_GRACE_S
-from amqpspec.reference_broker.faults import Faults
-from amqpspec.reference_broker.memory import MemoryBroker, MemoryConnection
-from amqpspec.reference_broker.scheduler import ManualScheduler
-from amqpspec.reference_broker.store import MessageStore
+from amqpspec.reference_broker.faults.catalog import Faults
+from amqpspec.reference_broker.protocol.connection import CLOSE_GRACE_S
+from amqpspec.reference_broker.queues.store import MessageStore
+from amqpspec.reference_broker.runtime.memory import MemoryBroker, MemoryConnection
+from amqpspec.reference_broker.runtime.scheduler import ManualScheduler
 
 QUEUE = "/queues/q"
 

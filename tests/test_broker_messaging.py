@@ -22,7 +22,7 @@ from broker_support import (
 from proton import ConnectionException, Message
 from proton.utils import BlockingConnection
 
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 pytestmark = pytest.mark.proton
 

@@ -8,7 +8,6 @@ import argparse
 import pytest
 
 from amqpspec.amqp10.engine import EndpointPolicy
-from amqpspec.reference_broker.alarms import DISK, MEMORY, ResourceAlarms, read_process_rss
 from amqpspec.reference_broker.config import (
     BrokerConfig,
     ConfigError,
@@ -17,7 +16,7 @@ from amqpspec.reference_broker.config import (
     from_args,
     load_toml,
 )
-from amqpspec.reference_broker.faults import (
+from amqpspec.reference_broker.faults.catalog import (
     CATALOG,
     NO_FAULTS,
     PARSER_LAYER,
@@ -29,6 +28,7 @@ from amqpspec.reference_broker.faults import (
     describe_catalog,
     parse_faults,
 )
+from amqpspec.reference_broker.features.alarms import DISK, MEMORY, ResourceAlarms, read_process_rss
 
 
 # ---------------------------------------------------------------------- alarms
@@ -320,8 +320,8 @@ def test_unknown_fault_is_a_clear_error():
 def test_alarms_from_config_uses_absolute_or_relative_watermark(tmp_path):
     from dataclasses import asdict
 
-    from amqpspec.reference_broker.alarms import alarms_from_config, read_total_memory
     from amqpspec.reference_broker.config import AlarmConfig
+    from amqpspec.reference_broker.features.alarms import alarms_from_config, read_total_memory
 
     absolute = alarms_from_config(
         **asdict(AlarmConfig(memory_high_watermark_bytes=5000)), data_dir=tmp_path

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amqpspec.amqp10.composites import Accepted, Modified, Released
-from amqpspec.reference_broker.faults import Faults
-from amqpspec.reference_broker.queues import (
+from amqpspec.reference_broker.faults.catalog import Faults
+from amqpspec.reference_broker.queues.classic import (
     ACCEPTED,
     MODIFIED,
     REJECTED,
@@ -441,7 +441,10 @@ def test_on_ready_callback_marks_work():
 
 # ---------------------------------------------------------------------- publisher credit
 def test_publisher_regrant_rule():
-    from amqpspec.reference_broker.credit import initial_publisher_credit, publisher_regrant
+    from amqpspec.reference_broker.protocol.credit import (
+        initial_publisher_credit,
+        publisher_regrant,
+    )
 
     assert initial_publisher_credit() == 170
     assert publisher_regrant(85, 0) is None  # not below half yet
@@ -452,7 +455,7 @@ def test_publisher_regrant_rule():
 
 
 def test_vhost_cancel_consumer_requeues_and_redispatches_with_drain_reply():
-    from amqpspec.reference_broker.vhost import VirtualHost
+    from amqpspec.reference_broker.queues.vhost import VirtualHost
 
     v = VirtualHost()
     q, _ = v.declare_queue("q", durable=False)

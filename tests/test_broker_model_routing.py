@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from amqpspec.reference_broker.addressing import (
+from amqpspec.reference_broker.queues.addressing import (
     AddressError,
     AddressKind,
     encode_segment,
@@ -15,7 +15,8 @@ from amqpspec.reference_broker.addressing import (
     parse_to,
     queue_address,
 )
-from amqpspec.reference_broker.exchanges import (
+from amqpspec.reference_broker.queues.classic import ACCEPTED, Delivery
+from amqpspec.reference_broker.queues.exchanges import (
     Binding,
     DefaultExchange,
     Exchange,
@@ -24,8 +25,7 @@ from amqpspec.reference_broker.exchanges import (
     headers_match,
     topic_matches,
 )
-from amqpspec.reference_broker.queues import ACCEPTED, Delivery
-from amqpspec.reference_broker.vhost import (
+from amqpspec.reference_broker.queues.vhost import (
     NotAllowedError,
     NotFoundError,
     PreconditionFailedError,

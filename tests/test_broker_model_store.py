@@ -13,9 +13,7 @@ import textwrap
 
 import pytest
 
-from amqpspec.reference_broker.pump import LoopScheduler
-from amqpspec.reference_broker.scheduler import ManualScheduler
-from amqpspec.reference_broker.store import (
+from amqpspec.reference_broker.queues.store import (
     LOG_NAME,
     DefinitionsFile,
     GroupCommit,
@@ -23,6 +21,8 @@ from amqpspec.reference_broker.store import (
     encode_record,
     read_records,
 )
+from amqpspec.reference_broker.runtime.pump import LoopScheduler
+from amqpspec.reference_broker.runtime.scheduler import ManualScheduler
 
 
 def test_records_round_trip_and_crc_detects_damage():
@@ -147,7 +147,7 @@ def test_definitions_file_atomic_round_trip(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from amqpspec.reference_broker.store import MessageStore
+    from amqpspec.reference_broker.queues.store import MessageStore
     store = MessageStore.open(sys.argv[1])
     msg_id = 0
     while True:

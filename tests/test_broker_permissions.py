@@ -1,4 +1,4 @@
-"""Per-user permissions (reference_broker.permissions): the three expressions, the config
+"""Per-user permissions (reference_broker.protocol.permissions): the three expressions, the config
 that gives them, and their enforcement at attach, on publish to the anonymous terminus and
 on the /management node, over the protocol in memory.
 """
@@ -19,11 +19,11 @@ from amqpspec.amqp10.engine import (
     TransferReceived,
 )
 from amqpspec.amqp10.message import Message
+from amqpspec.reference_broker.admin.management import route
 from amqpspec.reference_broker.config import BrokerConfig, ConfigError, User, from_mapping
-from amqpspec.reference_broker.management import route
-from amqpspec.reference_broker.memory import MemoryBroker
-from amqpspec.reference_broker.permissions import FULL, Permissions, UnauthorizedError
-from amqpspec.reference_broker.vhost import VirtualHost
+from amqpspec.reference_broker.protocol.permissions import FULL, Permissions, UnauthorizedError
+from amqpspec.reference_broker.queues.vhost import VirtualHost
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
 
 UNAUTHORIZED = "amqp:unauthorized-access"
 READER = Permissions(configure="^$", write="^$", read="^orders$")
@@ -180,7 +180,7 @@ def test_connection_limits_refuse_with_resource_limit_exceeded(limits, refused_u
 
 
 def admin_call(api, user: str, method: str, path: str, body: bytes = b""):
-    from amqpspec.reference_broker.admin import Request, parse_target
+    from amqpspec.reference_broker.admin.api import Request, parse_target
 
     token = base64.b64encode(f"{user}:pw".encode()).decode()
     path_only, segments, query = parse_target(path)
@@ -189,7 +189,7 @@ def admin_call(api, user: str, method: str, path: str, body: bytes = b""):
 
 
 def test_admin_api_needs_a_management_tag_and_the_permissions():
-    from amqpspec.reference_broker.admin import AdminApi
+    from amqpspec.reference_broker.admin.api import AdminApi
 
     users = (
         User("boss", "pw"),  # administrator, everything
@@ -211,8 +211,8 @@ def test_admin_api_needs_a_management_tag_and_the_permissions():
 def test_admin_api_closes_ones_own_connection_or_any_as_administrator():
     """DELETE /api/connections/{name}: the connection's own user or an administrator, as
     RabbitMQ's management plugin; anyone else is refused and the connection stays."""
-    from amqpspec.reference_broker.admin import AdminApi
-    from amqpspec.reference_broker.vhost import ConnectionSummary
+    from amqpspec.reference_broker.admin.api import AdminApi
+    from amqpspec.reference_broker.queues.vhost import ConnectionSummary
 
     users = (
         User("boss", "pw"),

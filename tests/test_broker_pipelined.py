@@ -35,8 +35,8 @@ from amqpspec.conformance.profile import load_profile
 from amqpspec.conformance.run.context import BrokerTarget, CaseResult
 from amqpspec.conformance.run.registry import Case, load_cases, suite_cases
 from amqpspec.conformance.run.runner import run_case
-from amqpspec.reference_broker.memory import MemoryBroker
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 FLOW_77 = Flow(handle=77, incoming_window=10, next_outgoing_id=0, outgoing_window=10,
                link_credit=5)  # fmt: skip

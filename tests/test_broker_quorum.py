@@ -1,4 +1,4 @@
-"""Quorum-queue semantics (reference_broker.quorum): the delivery limit counted by the
+"""Quorum-queue semantics (reference_broker.queues.quorum): the delivery limit counted by the
 header delivery-count, dead-lettering at the limit and on rejected, at-most-once and
 at-least-once, durable; then over the protocol on an in-memory broker.
 """
@@ -12,10 +12,10 @@ from amqpspec.amqp10.composites import Modified, Rejected
 from amqpspec.amqp10.engine import TransferReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import symbol
-from amqpspec.reference_broker.memory import MemoryBroker
-from amqpspec.reference_broker.queues import MODIFIED, REJECTED, RELEASED, Delivery
-from amqpspec.reference_broker.quorum import DEFAULT_DELIVERY_LIMIT, QuorumQueue
-from amqpspec.reference_broker.vhost import PreconditionFailedError, VirtualHost
+from amqpspec.reference_broker.queues.classic import MODIFIED, REJECTED, RELEASED, Delivery
+from amqpspec.reference_broker.queues.quorum import DEFAULT_DELIVERY_LIMIT, QuorumQueue
+from amqpspec.reference_broker.queues.vhost import PreconditionFailedError, VirtualHost
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
 
 QUORUM = {"x-queue-type": "quorum"}
 DLQ_ARGS = {**QUORUM, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}

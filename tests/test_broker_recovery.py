@@ -1,4 +1,4 @@
-"""The reference broker's link recovery (reference_broker/recovery.py, 2.6.13): a consumer
+"""The reference broker's link recovery (reference_broker/features/recovery.py, 2.6.13): a consumer
 link from a source with expiry-policy never, suspended (detach closed=false) or cut off by a
 dropped connection, attached again: the attach carries the kept unsettled deliveries, and
 the receiver's unsettled map decides what is settled, resumed or sent again; the

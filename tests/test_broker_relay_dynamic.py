@@ -1,7 +1,8 @@
-"""The reference broker's anonymous relay (reference_broker/relay.py: ANONYMOUS-RELAY in its
-open, routing errors naming the delivery, rejected or detached as the sender's source
-allows) and its dynamic nodes with lifetime policies (reference_broker/dynamic_nodes.py,
-3.5.9 / 3.5.10), in memory, with the two faults of those areas."""
+"""The reference broker's anonymous relay (reference_broker/features/relay.py:
+ANONYMOUS-RELAY in its open, routing errors naming the delivery, rejected or detached as the
+sender's source allows) and its dynamic nodes with lifetime policies
+(reference_broker/features/dynamic_nodes.py, 3.5.9 / 3.5.10), in memory, with the two faults
+of those areas."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ from amqpspec.amqp10.engine import (
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import symbol
 from amqpspec.reference_broker.config import BrokerConfig
-from amqpspec.reference_broker.faults import Faults
-from amqpspec.reference_broker.memory import MemoryBroker
+from amqpspec.reference_broker.faults.catalog import Faults
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
 
 TAG = symbol("delivery-tag")
 LIFETIME = symbol("lifetime-policy")

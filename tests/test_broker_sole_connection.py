@@ -1,4 +1,5 @@
-"""The reference broker's sole connection for container (reference_broker/sole_connection.py,
+"""The reference broker's sole connection for container
+(reference_broker/features/sole_connection.py,
 OASIS soleconn v1.0 as Qpid Broker-J checks it) over real sockets: the capability and
 policies in its open, refuse-connection and close-existing per container-id, the policy of
 the connection already open deciding, strong detection, and the
@@ -18,7 +19,7 @@ from amqpspec.amqp10.engine import RemoteClose, RemoteOpen
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import symbol, uint
 from amqpspec.conformance.verdicts import Verdict
-from amqpspec.reference_broker.sole_connection import (
+from amqpspec.reference_broker.features.sole_connection import (
     CAPABILITY,
     CONTAINER_ID,
     DETECTION_POLICY,

@@ -1,4 +1,4 @@
-"""Stream queues (reference_broker.streams): the log model alone, then consumers of an
+"""Stream queues (reference_broker.queues.streams): the log model alone, then consumers of an
 in-memory broker attaching with the `rabbitmq:stream-offset-spec` filter, then recovery of a
 durable stream after `kill -9` over a real socket.
 """
@@ -12,11 +12,9 @@ from amqpspec.amqp10.composites import Accepted, Source
 from amqpspec.amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described, symbol, timestamp
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.memory import MemoryBroker
-from amqpspec.reference_broker.process import BrokerProcess
-from amqpspec.reference_broker.queues import ACCEPTED, RELEASED, CreditReply, Delivery
-from amqpspec.reference_broker.streams import (
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.queues.classic import ACCEPTED, RELEASED, CreditReply, Delivery
+from amqpspec.reference_broker.queues.streams import (
     OFFSET_ANNOTATION,
     OFFSET_SPEC_FILTER,
     OffsetSpec,
@@ -25,7 +23,9 @@ from amqpspec.reference_broker.streams import (
     offset_spec_from_filter,
     parse_max_age,
 )
-from amqpspec.reference_broker.vhost import PreconditionFailedError, VirtualHost
+from amqpspec.reference_broker.queues.vhost import PreconditionFailedError, VirtualHost
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 STREAM = {"x-queue-type": "stream"}
 

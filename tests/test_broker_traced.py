@@ -43,8 +43,8 @@ from broker_support import ROUTE_IDS, ROUTES
 from traces_support.processes import Capture, start_capture
 
 from amqpspec.bench.broker_bench import build_c_clients, c_examples_available, run_c_client
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 pytestmark = [pytest.mark.proton]
 

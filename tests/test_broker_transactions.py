@@ -30,8 +30,8 @@ from amqpspec.amqp10.engine import (
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role, SndSettleMode
 from amqpspec.amqp10.types import symbol
-from amqpspec.reference_broker.memory import MemoryBroker
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 LOCAL = "amqp:local-transactions"
 

@@ -17,7 +17,7 @@ import pytest
 
 from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.conformance.run.results import format_expectations
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "amqpspec-ci.sh"

@@ -38,8 +38,8 @@ from amqpspec.conformance.run.results import (
 )
 from amqpspec.conformance.run.runner import run_case
 from amqpspec.conformance.verdicts import Unsupported, Verdict
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.process import BrokerProcess, free_port
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.runtime.process import BrokerProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = {case.case_id: case for case in load_cases()}

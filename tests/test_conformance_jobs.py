@@ -27,7 +27,7 @@ from amqpspec.conformance.run.registry import (
     load_cases,
     suite_cases,
 )
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = load_cases()[0]

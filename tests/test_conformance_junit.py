@@ -22,7 +22,7 @@ from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.conformance.report.junit import render_junit
 from amqpspec.conformance.run.results import load_index, load_runs
 from amqpspec.conformance.run.run_info import RunInfo
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "tests" / "data" / "junit.xsd"

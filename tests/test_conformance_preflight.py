@@ -24,7 +24,7 @@ from amqpspec.conformance.profile import load_profile
 from amqpspec.conformance.run.context import BrokerTarget
 from amqpspec.conformance.run.preflight import check_broker
 from amqpspec.conformance.run.registry import suite_cases
-from amqpspec.reference_broker.process import BrokerProcess, free_port
+from amqpspec.reference_broker.runtime.process import BrokerProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = load_profile("reference")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from amqpspec.conformance.audit.fault_matrix import reference_broker
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 SELECTION = "2.6.2/unattached or credit-single-grant"

@@ -23,7 +23,7 @@ from amqpspec.conformance.run.registry import load_cases
 from amqpspec.conformance.steps.frames import send_one_delivery, send_transfers
 from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 PROFILE = load_profile("reference")
 

@@ -50,7 +50,7 @@ from amqpspec.conformance.run.runner import (
     ungraded_violations,
 )
 from amqpspec.conformance.verdicts import PASSING, CaseFailed, NoDelivery, Verdict
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = {case.case_id: case for case in load_cases()}

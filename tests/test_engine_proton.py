@@ -39,7 +39,7 @@ from amqpspec.amqp10.engine import (  # noqa: E402
 )
 from amqpspec.amqp10.message import Message  # noqa: E402
 from amqpspec.amqp10.spec import SaslCode  # noqa: E402
-from amqpspec.reference_broker.process import free_port  # noqa: E402
+from amqpspec.reference_broker.runtime.process import free_port  # noqa: E402
 
 pytestmark = [pytest.mark.proton, pytest.mark.timeout(60)]
 WAIT = 15.0  # seconds: the bound on every wait in this file

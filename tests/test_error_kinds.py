@@ -23,7 +23,7 @@ from amqpspec.amqp10.errors import DecodeError, ErrorKind, ProtocolError
 from amqpspec.amqp10.frames import decode_frame, decode_stream
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import Described, symbol, ulong
-from amqpspec.reference_broker import parser_faults
+from amqpspec.reference_broker.faults import parser as parser_faults
 
 ROOT = Path(__file__).resolve().parents[1]
 # (class, the position of its kind among the positional arguments)

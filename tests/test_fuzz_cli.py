@@ -11,7 +11,7 @@ from fuzz_support import run_campaign, run_fuzz
 
 from amqpspec.cli import main
 from amqpspec.conformance.audit.fault_matrix import reference_broker
-from amqpspec.reference_broker.process import free_port
+from amqpspec.reference_broker.runtime.process import free_port
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from amqpspec.fuzz.model import (
     with_container_id,
 )
 from amqpspec.fuzz.oracle import Bounds, Outcome, Target, run_case
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 STOLEN = "amqp:link:stolen"

@@ -23,7 +23,7 @@ from amqpspec.fuzz.differential import (
     Reaction,
     input_name,
 )
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 FAULT = "die-on-channel-reuse"
 

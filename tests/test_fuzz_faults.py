@@ -15,11 +15,11 @@ from amqpspec.amqp10.composites import COMPOSITE_CLASSES
 from amqpspec.amqp10.frames import decode_stream
 from amqpspec.amqp10.types import Described, symbol, ulong
 from amqpspec.fuzz.model import Conversation, Handshake
-from amqpspec.reference_broker import parser_faults
 from amqpspec.reference_broker.config import BrokerConfig
-from amqpspec.reference_broker.faults import CATALOG, PARSER_LAYER, Faults
-from amqpspec.reference_broker.memory import MemoryBroker
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.faults import parser as parser_faults
+from amqpspec.reference_broker.faults.catalog import CATALOG, PARSER_LAYER, Faults
+from amqpspec.reference_broker.runtime.memory import MemoryBroker
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 C = COMPOSITE_CLASSES
 

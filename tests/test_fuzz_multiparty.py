@@ -34,10 +34,10 @@ from amqpspec.fuzz.multiparty import (
     run_multi,
     triage_multi,
 )
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.faults import CATALOG, CONCURRENCY_FAULTS, Faults
-from amqpspec.reference_broker.process import BrokerProcess
-from amqpspec.reference_broker.queues import ACCEPTED, ClassicQueue, Delivery
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.faults.catalog import CATALOG, CONCURRENCY_FAULTS, Faults
+from amqpspec.reference_broker.queues.classic import ACCEPTED, ClassicQueue, Delivery
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 # ----------------------------------------------------------------- the ledger, by hand
 

@@ -137,7 +137,7 @@ def test_every_sentence_has_a_reviewed_entry_and_no_entry_is_stray() -> None:
 
 def test_entries_name_only_cases_and_rules_that_exist() -> None:
     from amqpspec.amqp10.checker.rules import RULES
-    from amqpspec.reference_broker.faults import CATALOG
+    from amqpspec.reference_broker.faults.catalog import CATALOG
 
     cases = _registry_cases()
     for item in manifest.sentences().values():

@@ -114,8 +114,8 @@ def gap_then_cut(flow: list[Packet]) -> list[Packet]:
 @pytest.fixture(scope="module")
 def templates(tmp_path_factory) -> dict[str, list[Packet]]:
     """The three recorded connections: faulty client, clean sender, clean receiver."""
-    from amqpspec.reference_broker.admin_client import ManagementClient
-    from amqpspec.reference_broker.process import BrokerProcess
+    from amqpspec.reference_broker.admin.client import ManagementClient
+    from amqpspec.reference_broker.runtime.process import BrokerProcess
 
     root = tmp_path_factory.mktemp("recorded")
     address = f"/queues/{QUEUE}"

@@ -299,7 +299,7 @@ def test_exit_2_names_every_unreadable_input_and_an_absent_master(tmp_path, monk
     err = capsys.readouterr().err
     assert f"../gone (= {tmp_path.parent / 'gone'}): no such file or directory" in err
     assert "hdfs://nowhere/x.pcap" in err and "Traceback" not in err
-    from amqpspec.reference_broker.process import free_port
+    from amqpspec.reference_broker.runtime.process import free_port
 
     port = free_port()  # nothing listens there
     code = _triage_in_process("clean.pcap", "--out", "o", "--master", f"spark://127.0.0.1:{port}")

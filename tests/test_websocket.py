@@ -1,7 +1,7 @@
 """AMQP over WebSocket (docs/websocket.md): the reference broker's WebSocket listener
-(reference_broker/websocket.py), `amqpspec run --broker ws://...` through the loopback bridge
-(conformance/run/ws_bridge.py) with the same verdicts as over TCP, the run recording its
-transport, the binding's own cases (2.1/websocket-*), and the fault they catch."""
+(reference_broker/runtime/websocket.py), `amqpspec run --broker ws://...` through the loopback
+bridge (conformance/run/ws_bridge.py) with the same verdicts as over TCP, the run recording
+its transport, the binding's own cases (2.1/websocket-*), and the fault they catch."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.conformance.run.context import BrokerTarget
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 # headers, SASL, open, credit, drain, an admin-closed connection and the binding's own cases

@@ -12,7 +12,7 @@ import itertools
 import threading
 import time
 
-from amqpspec.reference_broker.admin_client import ManagementClient, ManagementError
+from amqpspec.reference_broker.admin.client import ManagementClient, ManagementError
 
 INTERVAL = 0.5  # seconds between polls
 

@@ -44,7 +44,7 @@ from amqpspec.bench.arrows.procstat import ProcessSampler, pid_listening_on
 from amqpspec.bench.arrows.results import summarise
 from amqpspec.bench.arrows.spec import MIN_BODY, ArrowSpec, read_records, split_url
 from amqpspec.bench.table import print_table
-from amqpspec.reference_broker.process import free_port
+from amqpspec.reference_broker.runtime.process import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 TARGETS = ("reference", "rabbitmq", "proton-c", "peer-to-peer")

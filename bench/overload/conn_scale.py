@@ -28,8 +28,8 @@ from amqpspec.amqp10.composites import Accepted
 from amqpspec.amqp10.engine import DispositionReceived, RemoteBegin
 from amqpspec.amqp10.message import Message
 from amqpspec.bench.overload.peer import Peer, Pump, rss, write_report
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 QUEUE = "scale-probe"
 PAYLOAD = Message.of(b"probe").encode()

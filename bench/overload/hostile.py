@@ -44,8 +44,8 @@ from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.frames import AMQP_HEADER, Frame, decode_stream, encode_frame
 from amqpspec.amqp10.message import Message
 from amqpspec.bench.overload.peer import Peer, Pump, write_report
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 QUEUE = "hostile-normal"
 IN_FLIGHT = 100

@@ -50,8 +50,8 @@ from amqpspec.amqp10.types import Described, symbol
 from amqpspec.bench.overload import kill_soak_txn
 from amqpspec.bench.overload.kill_soak_txn import TXN_QUEUE, TxnPublisher, TxnTally
 from amqpspec.bench.overload.peer import WAIT, Peer, Pump, ended, write_report
-from amqpspec.reference_broker.admin_client import ManagementClient
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.admin.client import ManagementClient
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 CLASSIC = "soak-classic"
 STREAM = "soak-stream"

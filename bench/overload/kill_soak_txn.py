@@ -10,7 +10,7 @@ the next one, until the kill. What the final clean start must find (`verdict`):
 - no message of a transaction rolled back, or whose rollback was in flight at the kill -
   `rolled_back_seen` must be 0;
 - a transaction whose commit was in flight at the kill (no answer) all there or none of it
-  (the commit's records are one store batch, reference_broker/transactions.py) -
+  (the commit's records are one store batch, reference_broker/features/transactions.py) -
   `partial` must be 0.
 Owns its connection (one `Peer`) and the transaction bookkeeping (`TxnTally`).
 """

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 from amqpspec.conformance.admin.base import WS_LISTENER, WS_LISTENERS, Admin
 from amqpspec.conformance.verdicts import HarnessError, Unsupported
-from amqpspec.reference_broker.admin_client import ManagementClient, ManagementError
+from amqpspec.reference_broker.admin.client import ManagementClient, ManagementError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _RESTORED_WATERMARK = "0.4"

@@ -3,7 +3,7 @@
     python -m amqpspec.conformance.fault_matrix [--results DIR] [--out reports] [-k EXPR] [FAULT...]
 
 Owns: starting one reference broker per fault (`reference_broker()`: a
-reference_broker.process.BrokerProcess with CI's settings, stopped after its run;
+reference_broker.runtime.process.BrokerProcess with CI's settings, stopped after its run;
 tests/test_conformance.py starts its brokers with it too), running
 `amqpspec run` against it with `--broker-name reference+<fault>` into one results DIR (so
 `amqpspec report DIR` shows faults x cases), and writing `<out>/fault-detection.md`: for
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from amqpspec.conformance.run.checker_rows import is_checker_row
 from amqpspec.conformance.run.results import load_index
-from amqpspec.reference_broker.faults import CATALOG, PARSER_LAYER, WEBSOCKET_FAULTS
-from amqpspec.reference_broker.process import BrokerProcess
+from amqpspec.reference_broker.faults.catalog import CATALOG, PARSER_LAYER, WEBSOCKET_FAULTS
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IDLE_TIMEOUT_S = 10.0  # what CI and the quickstart use

@@ -2,7 +2,7 @@
 (Committee Specification Draft 01, https://docs.oasis-open.org/amqp/filtex/v1.0/csd01/
 filtex-v1.0-csd01.html; not in conformance/spec, so what it decides is a model, never a
 verdict of the core specification), written apart from the reference broker's
-(reference_broker/filters.py is never imported here): the filter cases compare what a
+(reference_broker/features/filters.py is never imported here): the filter cases compare what a
 broker delivers with `selects(filter_set, message)`.
 
 Owns: the filter descriptors (`amqp:properties-filter` 0x173, `amqp:application-properties-

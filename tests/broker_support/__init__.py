@@ -21,10 +21,10 @@ from amqpspec.amqp10.engine import ClientSasl, Connection, Event
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.monitor import ConnectionMonitor
 from amqpspec.amqp10.origins import CLIENT, ORIGINS, SERVER
-from amqpspec.reference_broker.admin_client import ManagementClient
+from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.config import BrokerConfig, Limits
-from amqpspec.reference_broker.faults import Faults
-from amqpspec.reference_broker.server import BrokerThread
+from amqpspec.reference_broker.faults.catalog import Faults
+from amqpspec.reference_broker.runtime.server import BrokerThread
 
 WAIT = 10.0
 
@@ -246,7 +246,7 @@ def connected_client(broker: BrokerThread, **options: Any) -> Iterator[EngineCli
 
 @contextlib.contextmanager
 def memory_session(broker: Any, name: str = "memory-client", **options: Any) -> Iterator[Any]:
-    """On a reference_broker.memory.MemoryBroker: a monitored engine client (Connection
+    """On a reference_broker.runtime.memory.MemoryBroker: a monitored engine client (Connection
     options, e.g. sasl=...), opened, with one session begun: yields (connection, session);
     closes on leaving and asserts the checker found nothing either way."""
     conn = broker.connect(Connection("client", name, **options), monitor=True)

@@ -11,7 +11,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from amqpspec.reference_broker.process import free_port
+from amqpspec.reference_broker.runtime.process import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = sys.executable

@@ -1,0 +1,642 @@
+"""Admin HTTP API: a subset of RabbitMQ's management API, as plain functions of a `Request`.
+
+Owns: Basic authentication against the configured users (loopback-only users such as guest,
+like RabbitMQ), the management tags and permissions, and the routes below, which read and
+change the shared `VirtualHost` and `ResourceAlarms`. No sockets and no HTTP wire format:
+`http_server.py` serves this over aiohttp in the broker's loop. No AMQP.
+
+Routes (vhost is always "/", written %2F; names are percent-decoded per path segment):
+  GET    /api/overview | /api/whoami | /api/nodes | /api/connections | /api/health/checks/alarms
+  GET|DELETE /api/connections/{name}        (DELETE: close with amqp:connection:forced)
+  GET    /api/queues[/%2F]                  GET|PUT|DELETE /api/queues/%2F/{name}
+  DELETE /api/queues/%2F/{name}/contents    GET /api/queues/%2F/{name}/bindings
+  GET    /api/exchanges[/%2F]               GET|PUT|DELETE /api/exchanges/%2F/{name}
+  GET    /api/bindings[/%2F]                GET|POST /api/bindings/%2F/e/{exchange}/q/{queue}
+  GET|DELETE /api/bindings/%2F/e/{exchange}/q/{queue}/{props}
+  GET    /api/alarms                        PUT|DELETE /api/alarms/{memory|disk}
+  GET    /api/users                         GET|PUT|DELETE /api/users/{name}
+  GET|PUT|DELETE /api/permissions/%2F/{name}  (users and permissions: administrator only)
+Users created by PUT /api/users live in memory (`BrokerConfig.runtime_users`) until the
+broker stops; those of the configuration cannot be changed or deleted here (400). A new user
+has no permissions (RabbitMQ: no access to the vhost) until PUT /api/permissions.
+Errors are JSON `{"error": ..., "reason": ...}` with RabbitMQ's wording where it has one.
+A connection's recv_cnt / send_cnt count AMQP and SASL frames (heartbeats included; RabbitMQ
+counts socket packets), recv_oct / send_oct every byte read / written.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import ipaddress
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ..config import BrokerConfig, User
+from ..features.alarms import ResourceAlarms
+from ..protocol.permissions import (
+    CONFIGURE,
+    FULL,
+    NOTHING,
+    READ,
+    UNAUTHORIZED_ACCESS,
+    WRITE,
+    Permissions,
+)
+from ..queues.classic import ClassicQueue
+from ..queues.exchanges import Binding, quote_binding_key
+from ..queues.vhost import NOT_ALLOWED, QUEUE_TYPES, BrokerError, NotFoundError, VirtualHost
+
+log = logging.getLogger("reference_broker.admin")
+
+PRODUCT_NAME = "amqpspec reference broker"
+PRODUCT_VERSION = "0.1.0"
+MANAGEMENT_TAGS = {"management", "policymaker", "monitoring", "administrator"}
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str  # raw path, without the query
+    segments: list[str]  # percent-decoded path segments after "/api"
+    query: dict[str, str]
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+    peer_ip: str = "127.0.0.1"
+    user: User | None = None
+
+    def json(self) -> Any:
+        if not self.body.strip():
+            return {}
+        try:
+            data = json.loads(self.body)
+        except (ValueError, UnicodeDecodeError):
+            raise HttpError(400, "bad_request", "not_json") from None
+        if not isinstance(data, dict):
+            raise HttpError(400, "bad_request", "not_json")
+        return data
+
+
+@dataclass(slots=True)
+class Response:
+    status: int
+    body: Any = None  # JSON-serialisable, or None for no body
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class HttpError(Exception):
+    def __init__(
+        self, status: int, error: str, reason: str, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(reason)
+        self.response = Response(status, {"error": error, "reason": reason}, headers or {})
+
+
+def not_found() -> HttpError:
+    return HttpError(404, "Object Not Found", "Not Found")
+
+
+def method_not_allowed(allowed: str) -> HttpError:
+    return HttpError(405, "Method Not Allowed", "Method Not Allowed", {"allow": allowed})
+
+
+def is_loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def authenticate(config: BrokerConfig, authorization: str | None, peer_ip: str) -> User:
+    """Basic auth (RFC 7617) against the configured users; loopback-only users (guest by
+    default, as RabbitMQ's loopback_users) are refused from any non-loopback address."""
+    challenge = {"www-authenticate": 'Basic realm="RabbitMQ Management"'}
+    if not authorization or not authorization.lower().startswith("basic "):
+        raise HttpError(401, "not_authorized", "Login failed", challenge)
+    try:
+        decoded = base64.b64decode(authorization[6:].strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise HttpError(401, "not_authorized", "Login failed", challenge) from None
+    name, _, password = decoded.partition(":")
+    user = config.user(name)
+    if user is None or user.password != password:
+        raise HttpError(401, "not_authorized", "Login failed", challenge)
+    if name in config.loopback_users and not is_loopback(peer_ip):
+        raise HttpError(401, "not_authorized", "User can only log in via localhost", challenge)
+    return user
+
+
+Handler = Callable[[Request], Response]
+
+
+class AdminApi:
+    """The routes as plain functions of a Request (no sockets: unit-testable)."""
+
+    def __init__(
+        self,
+        vhost: VirtualHost,
+        alarms: ResourceAlarms | None,
+        config: BrokerConfig,
+        *,
+        node_name: str = "reference@localhost",
+        listeners: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self.vhost = vhost
+        self.alarms = alarms
+        self.config = config
+        self.node_name = node_name
+        self.listeners = listeners if listeners is not None else []
+        self.started_at = time.time()
+
+    # ------------------------------------------------------------------ entry point
+    def handle(self, request: Request) -> Response:
+        try:
+            request.user = authenticate(
+                self.config, request.headers.get("authorization"), request.peer_ip
+            )
+            self._authorize(request)
+            return self._route(request)
+        except HttpError as exc:
+            return exc.response
+        except BrokerError as exc:
+            if isinstance(exc, NotFoundError):
+                return not_found().response
+            status = 403 if exc.condition in (NOT_ALLOWED, UNAUTHORIZED_ACCESS) else 400
+            error = "not_authorised" if status == 403 else "bad_request"
+            return Response(status, {"error": error, "reason": exc.reason})
+        except Exception:  # pragma: no cover - a bug; keep the server up and say so
+            log.exception("admin API error on %s %s", request.method, request.path)
+            return Response(500, {"error": "internal_error", "reason": "see the broker log"})
+
+    def _authorize(self, request: Request) -> None:
+        """RabbitMQ's management access: a user needs a management tag to use the API at
+        all, administrator to raise or clear alarms or close another user's connection, and
+        the same configure / write / read permissions as over AMQP (protocol/permissions.py) to
+        change queues, exchanges, bindings."""
+        user = request.user
+        assert user is not None
+        if not MANAGEMENT_TAGS & set(user.tags):
+            raise HttpError(401, "not_authorized", "Not management user")
+        head, rest = (request.segments or [""])[0], request.segments[1:]
+        if head in ("users", "permissions") and "administrator" not in user.tags:
+            raise HttpError(403, "not_authorised", "Access refused (administrator only)")
+        if request.method in ("GET", "HEAD"):
+            return
+        if head == "alarms" and "administrator" not in user.tags:
+            raise HttpError(403, "not_authorised", "Access refused (administrator only)")
+        if head == "connections" and "administrator" not in user.tags:
+            summary = self.vhost.connections.get(rest[0]) if rest else None
+            if summary is not None and summary.user != user.name:  # one's own, as RabbitMQ
+                raise HttpError(403, "not_authorised", "Access refused (not your connection)")
+        permissions = self.config.permissions_of(user.name)
+        if permissions is FULL:
+            return
+        if head == "queues" and len(rest) >= 2:
+            kind = READ if rest[2:] == ["contents"] else CONFIGURE
+            permissions.check(user.name, kind, "queue", rest[1])
+        elif head == "exchanges" and len(rest) == 2:
+            permissions.check(user.name, CONFIGURE, "exchange", rest[1])
+        elif head == "bindings" and len(rest) >= 5:
+            permissions.check(user.name, WRITE, "queue", rest[4])
+            permissions.check(user.name, READ, "exchange", rest[2])
+
+    def _route(self, request: Request) -> Response:
+        seg = request.segments
+        if not seg:
+            raise not_found()
+        head, rest = seg[0], seg[1:]
+        table: dict[str, Callable[[Request, list[str]], Response]] = {
+            "overview": self._overview,
+            "whoami": self._whoami,
+            "nodes": self._nodes,
+            "connections": self._connections,
+            "health": self._health,
+            "queues": self._queues,
+            "exchanges": self._exchanges,
+            "bindings": self._bindings,
+            "alarms": self._alarms,
+            "users": self._users,
+            "permissions": self._permissions,
+        }
+        handler = table.get(head)
+        if handler is None:
+            raise not_found()
+        return handler(request, rest)
+
+    @staticmethod
+    def _vhost(rest: list[str]) -> None:
+        if not rest or rest[0] != "/":
+            raise not_found()
+
+    @staticmethod
+    def _only(request: Request, *methods: str) -> None:
+        if request.method not in methods:
+            raise method_not_allowed(", ".join(methods))
+
+    # ------------------------------------------------------------------ overview & co
+    def _overview(self, request: Request, rest: list[str]) -> Response:
+        self._only(request, "GET")
+        if rest:
+            raise not_found()
+        totals = self.vhost.totals()
+        published = sum(q.published_total for q in self.vhost.queues.values())
+        delivered = sum(q.delivered_total for q in self.vhost.queues.values())
+        return Response(
+            200,
+            {
+                "management_version": PRODUCT_VERSION,
+                "product_name": PRODUCT_NAME,
+                "product_version": PRODUCT_VERSION,
+                "rabbitmq_version": PRODUCT_VERSION,
+                "cluster_name": self.node_name,
+                "node": self.node_name,
+                "object_totals": {
+                    "connections": totals["connections"],
+                    "channels": sum(c.channels for c in self.vhost.connections.values()),
+                    "exchanges": totals["exchanges"],
+                    "queues": totals["queues"],
+                    "consumers": totals["consumers"],
+                },
+                "queue_totals": {
+                    "messages": totals["messages"],
+                    "messages_ready": totals["messages_ready"],
+                    "messages_unacknowledged": totals["messages_unacknowledged"],
+                },
+                "message_stats": {"publish": published, "deliver_get": delivered},
+                "listeners": [{"node": self.node_name, **lst} for lst in self.listeners],
+                "alarms": self.alarms.active_kinds() if self.alarms else [],
+                "faults": sorted(self.config.faults.enabled),
+            },
+        )
+
+    def _whoami(self, request: Request, rest: list[str]) -> Response:
+        self._only(request, "GET")
+        assert request.user is not None
+        return Response(200, {"name": request.user.name, "tags": list(request.user.tags)})
+
+    def _nodes(self, request: Request, rest: list[str]) -> Response:
+        self._only(request, "GET")
+        node: dict[str, Any] = {"name": self.node_name, "running": True, "type": "disc"}
+        if self.alarms is not None:
+            mem, disk = self.alarms.states["memory"], self.alarms.states["disk"]
+            node.update(
+                mem_alarm=mem.active,
+                disk_free_alarm=disk.active,
+                mem_limit=mem.limit,
+                mem_used=mem.reading,
+                disk_free_limit=disk.limit,
+                disk_free=disk.reading,
+            )
+        if rest:
+            if rest[0] != self.node_name:
+                raise not_found()
+            return Response(200, node)
+        return Response(200, [node])
+
+    def _health(self, request: Request, rest: list[str]) -> Response:
+        self._only(request, "GET")
+        if rest != ["checks", "alarms"]:
+            raise not_found()
+        active = self.alarms.active_kinds() if self.alarms else []
+        if not active:
+            return Response(200, {"status": "ok"})
+        return Response(
+            503,
+            {
+                "status": "failed",
+                "reason": "There are alarms in effect in the cluster",
+                "alarms": [{"node": self.node_name, "resource": kind} for kind in active],
+            },
+        )
+
+    def _connections(self, request: Request, rest: list[str]) -> Response:
+        self._only(request, "GET", "DELETE")
+        conns = self.vhost.connections
+        if rest:
+            summary = conns.get(rest[0])
+            if summary is None or len(rest) > 1:
+                raise not_found()
+            if request.method == "DELETE":
+                if summary.close_forced is not None:
+                    summary.close_forced("Closed via management plugin")
+                return Response(204)
+            return Response(200, self._connection_json(summary))
+        self._only(request, "GET")
+        return Response(200, [self._connection_json(c) for c in conns.values()])
+
+    def _connection_json(self, c: Any) -> dict[str, Any]:
+        return {
+            "name": c.name,
+            "vhost": self.vhost.name,
+            "node": self.node_name,
+            "user": c.user,
+            "protocol": c.protocol,
+            "peer_host": c.peer_host,
+            "peer_port": c.peer_port,
+            "host": c.host,
+            "port": c.port,
+            "channels": c.channels,
+            "container_id": c.container_id,
+            "state": "running",
+            "connected_at": int(c.connected_at * 1000),
+            "recv_oct": c.bytes_in,
+            "recv_cnt": c.frames_in,
+            "send_oct": c.bytes_out,
+            "send_cnt": c.frames_out,
+            "client_properties": c.client_properties,
+        }
+
+    # ------------------------------------------------------------------ queues
+    def _queue_json(self, q: ClassicQueue) -> dict[str, Any]:
+        return {
+            "name": q.name,
+            "vhost": self.vhost.name,
+            "node": self.node_name,
+            "type": q.queue_type,
+            "state": "running",
+            "durable": q.durable,
+            "auto_delete": q.auto_delete,
+            "exclusive": q.exclusive_owner is not None,
+            "arguments": q.arguments,
+            "messages": q.messages,
+            "messages_ready": q.messages_ready,
+            "messages_unacknowledged": q.messages_unacknowledged,
+            "consumers": len(q.consumers),
+            "consumer_details": [
+                {
+                    "consumer_tag": c.tag,
+                    "ack_required": not c.settled,
+                    "prefetch_count": c.credit,
+                    "queue": {"name": q.name, "vhost": self.vhost.name},
+                }
+                for c in q.consumers
+            ],
+            "message_stats": {
+                "publish": q.published_total,
+                "deliver_get": q.delivered_total,
+                "ack": q.acked_total,
+            },
+        }
+
+    def _queues(self, request: Request, rest: list[str]) -> Response:
+        if not rest:
+            self._only(request, "GET")
+            return Response(200, [self._queue_json(q) for q in self.vhost.queues.values()])
+        self._vhost(rest)
+        if len(rest) == 1:
+            self._only(request, "GET")
+            return Response(200, [self._queue_json(q) for q in self.vhost.queues.values()])
+        name = rest[1]
+        if len(rest) == 3 and rest[2] == "contents":
+            self._only(request, "DELETE")
+            self.vhost.purge_queue(name)
+            return Response(204)
+        if len(rest) == 3 and rest[2] == "bindings":
+            self._only(request, "GET")
+            self.vhost.get_queue(name)
+            found = [b for b in self.vhost.bindings() if b.destination == name]
+            return Response(200, [self._binding_json(b) for b in found])
+        if len(rest) != 2:
+            raise not_found()
+        self._only(request, "GET", "PUT", "DELETE")
+        if request.method == "GET":
+            return Response(200, self._queue_json(self.vhost.get_queue(name)))
+        if request.method == "DELETE":
+            self.vhost.delete_queue(
+                name,
+                if_unused=request.query.get("if-unused") == "true",
+                if_empty=request.query.get("if-empty") == "true",
+            )
+            return Response(204)
+        body = request.json()
+        arguments = body.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise HttpError(400, "bad_request", "arguments must be an object")
+        queue_type = arguments.get("x-queue-type", "classic")
+        if queue_type not in QUEUE_TYPES:
+            raise HttpError(
+                400,
+                "bad_request",
+                f"invalid arg 'x-queue-type' for queue '{name}' in vhost '/': "
+                f"\"unsupported queue type '{queue_type}'\"",
+            )
+        _, created = self.vhost.declare_queue(
+            name,
+            durable=_flag(body, "durable", False),
+            auto_delete=_flag(body, "auto_delete", False),
+            arguments=arguments,
+        )
+        return Response(201 if created else 204)
+
+    # ------------------------------------------------------------------ exchanges
+    def _exchange_json(self, e: Any) -> dict[str, Any]:
+        return {
+            "name": e.name,
+            "vhost": self.vhost.name,
+            "type": e.type,
+            "durable": e.durable,
+            "auto_delete": e.auto_delete,
+            "internal": e.internal,
+            "arguments": e.arguments,
+            "message_stats": {"publish_in": e.routed_total + e.unroutable_total},
+        }
+
+    def _exchanges(self, request: Request, rest: list[str]) -> Response:
+        if len(rest) <= 1:
+            self._only(request, "GET")
+            if rest:
+                self._vhost(rest)
+            return Response(200, [self._exchange_json(e) for e in self.vhost.exchanges.values()])
+        self._vhost(rest)
+        if len(rest) != 2:
+            raise not_found()
+        name = rest[1]
+        self._only(request, "GET", "PUT", "DELETE")
+        if request.method == "GET":
+            return Response(200, self._exchange_json(self.vhost.get_exchange(name)))
+        if request.method == "DELETE":
+            self.vhost.delete_exchange(name, if_unused=request.query.get("if-unused") == "true")
+            return Response(204)
+        body = request.json()
+        ex_type = body.get("type")
+        if not isinstance(ex_type, str):
+            raise HttpError(400, "bad_request", "exchange type is required")
+        if ex_type not in ("direct", "fanout", "topic", "headers"):
+            raise HttpError(400, "bad_request", f"unknown exchange type '{ex_type}'")
+        _, created = self.vhost.declare_exchange(
+            name,
+            ex_type,
+            durable=_flag(body, "durable", False),
+            auto_delete=_flag(body, "auto_delete", False),
+            internal=_flag(body, "internal", False),
+            arguments=body.get("arguments") or {},
+        )
+        return Response(201 if created else 204)
+
+    # ------------------------------------------------------------------ bindings
+    def _binding_json(self, b: Binding) -> dict[str, Any]:
+        return {
+            "source": b.source,
+            "vhost": self.vhost.name,
+            "destination": b.destination,
+            "destination_type": b.destination_type,
+            "routing_key": b.routing_key,
+            "arguments": b.arguments_dict,
+            "properties_key": b.properties_key,
+        }
+
+    def _bindings(self, request: Request, rest: list[str]) -> Response:
+        if len(rest) <= 1:
+            self._only(request, "GET")
+            if rest:
+                self._vhost(rest)
+            return Response(200, [self._binding_json(b) for b in self.vhost.bindings()])
+        self._vhost(rest)
+        if len(rest) < 5 or rest[1] != "e" or rest[3] != "q" or len(rest) > 6:
+            raise not_found()
+        exchange, queue = rest[2], rest[4]
+        self.vhost.get_exchange(exchange)
+        self.vhost.get_queue(queue)
+        between = [
+            b for b in self.vhost.bindings() if b.source == exchange and b.destination == queue
+        ]
+        if len(rest) == 5:
+            self._only(request, "GET", "POST")
+            if request.method == "GET":
+                return Response(200, [self._binding_json(b) for b in between])
+            body = request.json()
+            key = body.get("routing_key", "")
+            arguments = body.get("arguments") or {}
+            if not isinstance(key, str) or not isinstance(arguments, dict):
+                raise HttpError(400, "bad_request", "routing_key must be a string")
+            binding = self.vhost.bind(exchange, queue, key, arguments)
+            location = quote_binding_key(binding.properties_key)
+            return Response(201, None, {"location": f"{quote_binding_key(queue)}/{location}"})
+        props = rest[5]
+        self._only(request, "GET", "DELETE")
+        for binding in between:
+            if binding.properties_key == props:
+                if request.method == "GET":
+                    return Response(200, self._binding_json(binding))
+                self.vhost.unbind(exchange, queue, binding.properties_key)
+                return Response(204)
+        raise not_found()
+
+    # ------------------------------------------------------------------ alarms
+    def _alarms(self, request: Request, rest: list[str]) -> Response:
+        if self.alarms is None:
+            raise not_found()
+        if not rest:
+            self._only(request, "GET")
+            return Response(200, self.alarms.as_json())
+        if len(rest) != 1 or rest[0] not in self.alarms.states:
+            raise not_found()
+        self._only(request, "GET", "PUT", "DELETE")
+        if request.method == "GET":
+            return Response(200, self.alarms.states[rest[0]].as_json())
+        if request.method == "PUT":
+            self.alarms.raise_alarm(rest[0])
+        else:
+            self.alarms.clear_alarm(rest[0])
+        return Response(204)
+
+    # ------------------------------------------------------------------ users & permissions
+    def _runtime_user(self, name: str) -> User:
+        """The runtime user `name` (404 if none; 400 for one of the configuration)."""
+        user = self.config.user(name)
+        if user is None:
+            raise not_found()
+        if name not in self.config.runtime_users:
+            raise HttpError(400, "bad_request", f"user '{name}' is defined in the configuration")
+        return user
+
+    def _users(self, request: Request, rest: list[str]) -> Response:
+        if not rest:
+            self._only(request, "GET")
+            known = {u.name: u for u in self.config.users} | self.config.runtime_users
+            return Response(200, [_user_json(u) for u in known.values()])
+        if len(rest) != 1:
+            raise not_found()
+        name = rest[0]
+        self._only(request, "GET", "PUT", "DELETE")
+        if request.method == "GET":
+            user = self.config.user(name)
+            if user is None:
+                raise not_found()
+            return Response(200, _user_json(user))
+        if request.method == "DELETE":
+            self._runtime_user(name)
+            del self.config.runtime_users[name]
+            return Response(204)
+        body = request.json()
+        password, tags = body.get("password"), body.get("tags", "")
+        if not isinstance(password, str):
+            raise HttpError(400, "bad_request", "password is required")
+        if isinstance(tags, str):
+            tags = [t.strip() for t in tags.split(",") if t.strip()]
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise HttpError(400, "bad_request", "tags must be a string or a list of strings")
+        existing = self.config.runtime_users.get(name)
+        if existing is None and self.config.user(name) is not None:
+            raise HttpError(400, "bad_request", f"user '{name}' is defined in the configuration")
+        permissions = existing.permissions if existing is not None else NOTHING
+        self.config.runtime_users[name] = User(name, password, tuple(tags), permissions)
+        return Response(201 if existing is None else 204)
+
+    def _permissions(self, request: Request, rest: list[str]) -> Response:
+        self._vhost(rest)
+        if len(rest) != 2:
+            raise not_found()
+        self._only(request, "GET", "PUT", "DELETE")
+        user = self._runtime_user(rest[1])
+        if request.method == "GET":
+            p = user.permissions
+            body = {"user": user.name, "vhost": "/", "configure": p.configure}
+            return Response(200, body | {"write": p.write, "read": p.read})
+        if request.method == "DELETE":
+            permissions = NOTHING
+        else:
+            body = request.json()
+            patterns = [body.get(kind, "") for kind in (CONFIGURE, WRITE, READ)]
+            if not all(isinstance(p, str) for p in patterns):
+                raise HttpError(400, "bad_request", "configure, write, read must be strings")
+            try:
+                permissions = Permissions(*patterns)
+            except ValueError as exc:
+                raise HttpError(400, "bad_request", str(exc)) from None
+        self.config.runtime_users[user.name] = dataclasses.replace(user, permissions=permissions)
+        return Response(201 if request.method == "PUT" else 204)
+
+
+def _user_json(user: User) -> dict[str, Any]:
+    return {"name": user.name, "tags": list(user.tags)}
+
+
+def _flag(body: dict[str, Any], key: str, default: bool) -> bool:
+    value = body.get(key, default)
+    if isinstance(value, str):
+        return value.lower() == "true"
+    return bool(value)
+
+
+# ---------------------------------------------------------------------- request targets
+def parse_target(target: str) -> tuple[str, list[str], dict[str, str]]:
+    """Split a request target into (raw path, decoded segments after /api, query).
+
+    Each segment is percent-decoded on its own, so `%2F` (the vhost "/", or a "/" inside a
+    name) stays inside its segment."""
+    url = urlsplit(target)
+    query = dict(parse_qsl(url.query, keep_blank_values=True))
+    parts = url.path.split("/")
+    if len(parts) < 2 or parts[0] != "" or parts[1] != "api":
+        return url.path, [], query
+    segments = [unquote(p) for p in parts[2:]]
+    while segments and segments[-1] == "":
+        segments.pop()
+    return url.path, segments, query
