@@ -354,6 +354,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="switch on a deliberate bug (repeatable; 'help' lists them)",
     )
     add("--no-fsync", action="store_true", default=None, help="skip fsync (unsafe; benchmarks)")
+    add_limit_arguments(parser)
+
+
+def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The limits and resource alarms of `amqpspec broker` (after the other options, in the
+    same group of --help)."""
+    add = parser.add_argument
     add("--max-frame-size", type=int)
     add(
         "--channel-max",

@@ -28,7 +28,7 @@ from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.amqp10.spec import Cond
 from amqpspec.reference_broker.config import BrokerConfig, Limits
 from amqpspec.reference_broker.faults.catalog import Faults
-from amqpspec.reference_broker.protocol.connection import CLOSE_GRACE_S
+from amqpspec.reference_broker.protocol.deadlines import CLOSE_GRACE_S
 from amqpspec.reference_broker.queues.store import MessageStore
 from amqpspec.reference_broker.runtime.memory import MemoryBroker, MemoryConnection
 from amqpspec.reference_broker.runtime.scheduler import ManualScheduler

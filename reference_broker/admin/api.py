@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import ipaddress
 import json
 import logging
 import time
@@ -49,9 +48,10 @@ from ..protocol.permissions import (
     WRITE,
     Permissions,
 )
-from ..queues.classic import ClassicQueue
-from ..queues.exchanges import Binding, quote_binding_key
+from ..protocol.sasl import is_loopback
+from ..queues.exchanges import quote_binding_key
 from ..queues.vhost import NOT_ALLOWED, QUEUE_TYPES, BrokerError, NotFoundError, VirtualHost
+from .views import JsonViews
 
 log = logging.getLogger("reference_broker.admin")
 
@@ -106,13 +106,6 @@ def method_not_allowed(allowed: str) -> HttpError:
     return HttpError(405, "Method Not Allowed", "Method Not Allowed", {"allow": allowed})
 
 
-def is_loopback(ip: str) -> bool:
-    try:
-        return ipaddress.ip_address(ip.split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
 def authenticate(config: BrokerConfig, authorization: str | None, peer_ip: str) -> User:
     """Basic auth (RFC 7617) against the configured users; loopback-only users (guest by
     default, as RabbitMQ's loopback_users) are refused from any non-loopback address."""
@@ -151,6 +144,7 @@ class AdminApi:
         self.alarms = alarms
         self.config = config
         self.node_name = node_name
+        self.views = JsonViews(vhost.name, node_name)  # the objects' JSON (views.py)
         self.listeners = listeners if listeners is not None else []
         self.started_at = time.time()
 
@@ -326,72 +320,19 @@ class AdminApi:
                 if summary.close_forced is not None:
                     summary.close_forced("Closed via management plugin")
                 return Response(204)
-            return Response(200, self._connection_json(summary))
+            return Response(200, self.views.connection(summary))
         self._only(request, "GET")
-        return Response(200, [self._connection_json(c) for c in conns.values()])
-
-    def _connection_json(self, c: Any) -> dict[str, Any]:
-        return {
-            "name": c.name,
-            "vhost": self.vhost.name,
-            "node": self.node_name,
-            "user": c.user,
-            "protocol": c.protocol,
-            "peer_host": c.peer_host,
-            "peer_port": c.peer_port,
-            "host": c.host,
-            "port": c.port,
-            "channels": c.channels,
-            "container_id": c.container_id,
-            "state": "running",
-            "connected_at": int(c.connected_at * 1000),
-            "recv_oct": c.bytes_in,
-            "recv_cnt": c.frames_in,
-            "send_oct": c.bytes_out,
-            "send_cnt": c.frames_out,
-            "client_properties": c.client_properties,
-        }
+        return Response(200, [self.views.connection(c) for c in conns.values()])
 
     # ------------------------------------------------------------------ queues
-    def _queue_json(self, q: ClassicQueue) -> dict[str, Any]:
-        return {
-            "name": q.name,
-            "vhost": self.vhost.name,
-            "node": self.node_name,
-            "type": q.queue_type,
-            "state": "running",
-            "durable": q.durable,
-            "auto_delete": q.auto_delete,
-            "exclusive": q.exclusive_owner is not None,
-            "arguments": q.arguments,
-            "messages": q.messages,
-            "messages_ready": q.messages_ready,
-            "messages_unacknowledged": q.messages_unacknowledged,
-            "consumers": len(q.consumers),
-            "consumer_details": [
-                {
-                    "consumer_tag": c.tag,
-                    "ack_required": not c.settled,
-                    "prefetch_count": c.credit,
-                    "queue": {"name": q.name, "vhost": self.vhost.name},
-                }
-                for c in q.consumers
-            ],
-            "message_stats": {
-                "publish": q.published_total,
-                "deliver_get": q.delivered_total,
-                "ack": q.acked_total,
-            },
-        }
-
     def _queues(self, request: Request, rest: list[str]) -> Response:
         if not rest:
             self._only(request, "GET")
-            return Response(200, [self._queue_json(q) for q in self.vhost.queues.values()])
+            return Response(200, [self.views.queue(q) for q in self.vhost.queues.values()])
         self._vhost(rest)
         if len(rest) == 1:
             self._only(request, "GET")
-            return Response(200, [self._queue_json(q) for q in self.vhost.queues.values()])
+            return Response(200, [self.views.queue(q) for q in self.vhost.queues.values()])
         name = rest[1]
         if len(rest) == 3 and rest[2] == "contents":
             self._only(request, "DELETE")
@@ -401,12 +342,12 @@ class AdminApi:
             self._only(request, "GET")
             self.vhost.get_queue(name)
             found = [b for b in self.vhost.bindings() if b.destination == name]
-            return Response(200, [self._binding_json(b) for b in found])
+            return Response(200, [self.views.binding(b) for b in found])
         if len(rest) != 2:
             raise not_found()
         self._only(request, "GET", "PUT", "DELETE")
         if request.method == "GET":
-            return Response(200, self._queue_json(self.vhost.get_queue(name)))
+            return Response(200, self.views.queue(self.vhost.get_queue(name)))
         if request.method == "DELETE":
             self.vhost.delete_queue(
                 name,
@@ -435,31 +376,19 @@ class AdminApi:
         return Response(201 if created else 204)
 
     # ------------------------------------------------------------------ exchanges
-    def _exchange_json(self, e: Any) -> dict[str, Any]:
-        return {
-            "name": e.name,
-            "vhost": self.vhost.name,
-            "type": e.type,
-            "durable": e.durable,
-            "auto_delete": e.auto_delete,
-            "internal": e.internal,
-            "arguments": e.arguments,
-            "message_stats": {"publish_in": e.routed_total + e.unroutable_total},
-        }
-
     def _exchanges(self, request: Request, rest: list[str]) -> Response:
         if len(rest) <= 1:
             self._only(request, "GET")
             if rest:
                 self._vhost(rest)
-            return Response(200, [self._exchange_json(e) for e in self.vhost.exchanges.values()])
+            return Response(200, [self.views.exchange(e) for e in self.vhost.exchanges.values()])
         self._vhost(rest)
         if len(rest) != 2:
             raise not_found()
         name = rest[1]
         self._only(request, "GET", "PUT", "DELETE")
         if request.method == "GET":
-            return Response(200, self._exchange_json(self.vhost.get_exchange(name)))
+            return Response(200, self.views.exchange(self.vhost.get_exchange(name)))
         if request.method == "DELETE":
             self.vhost.delete_exchange(name, if_unused=request.query.get("if-unused") == "true")
             return Response(204)
@@ -480,23 +409,12 @@ class AdminApi:
         return Response(201 if created else 204)
 
     # ------------------------------------------------------------------ bindings
-    def _binding_json(self, b: Binding) -> dict[str, Any]:
-        return {
-            "source": b.source,
-            "vhost": self.vhost.name,
-            "destination": b.destination,
-            "destination_type": b.destination_type,
-            "routing_key": b.routing_key,
-            "arguments": b.arguments_dict,
-            "properties_key": b.properties_key,
-        }
-
     def _bindings(self, request: Request, rest: list[str]) -> Response:
         if len(rest) <= 1:
             self._only(request, "GET")
             if rest:
                 self._vhost(rest)
-            return Response(200, [self._binding_json(b) for b in self.vhost.bindings()])
+            return Response(200, [self.views.binding(b) for b in self.vhost.bindings()])
         self._vhost(rest)
         if len(rest) < 5 or rest[1] != "e" or rest[3] != "q" or len(rest) > 6:
             raise not_found()
@@ -509,7 +427,7 @@ class AdminApi:
         if len(rest) == 5:
             self._only(request, "GET", "POST")
             if request.method == "GET":
-                return Response(200, [self._binding_json(b) for b in between])
+                return Response(200, [self.views.binding(b) for b in between])
             body = request.json()
             key = body.get("routing_key", "")
             arguments = body.get("arguments") or {}
@@ -523,7 +441,7 @@ class AdminApi:
         for binding in between:
             if binding.properties_key == props:
                 if request.method == "GET":
-                    return Response(200, self._binding_json(binding))
+                    return Response(200, self.views.binding(binding))
                 self.vhost.unbind(exchange, queue, binding.properties_key)
                 return Response(204)
         raise not_found()

@@ -20,7 +20,7 @@ Where each fault lives:
   keep-dynamic-nodes (features/dynamic_nodes.py), sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
   report-unknown-filters and properties-filter-ignores-subject (features/filters.py),
-  session-scoped-delivery-tags (protocol/connection.py, publishers' transfers),
+  session-scoped-delivery-tags (protocol/delivery_handler.py, publishers' transfers),
   ws-drop-short-messages and ws-close-without-handshake (runtime/websocket.py); the
   transaction faults (Part 4, in `reference_broker.features.transactions`):
   txn-post-immediately, txn-discharge-unknown-accepted.
@@ -327,7 +327,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "OASIS anonterm v1.0 2.2.2 routing errors (a relay that does not name the "
                 "delivery; Qpid Broker-J's AnonymousTerminusTest checks it)",
                 PROTOCOL_LAYER,
-                "protocol.connection.BrokerConnection._on_transfer via relay.routing_error",
+                "protocol.delivery_handler.DeliveryHandler._publish_refused (relay.routing_error)",
             ),
             _fault(
                 "ws-drop-short-messages",
@@ -346,7 +346,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "a SASL layer shared by both roles, the confusion Qpid Broker-J's "
                 "SaslTest.clientSendsSaslMechanisms / clientSendsSaslChallenge guard against",
                 PROTOCOL_LAYER,
-                "protocol.connection.BrokerConnection._on_protocol_error",
+                "protocol.sasl.answer_as_sasl_client (BrokerConnection._on_protocol_error)",
             ),
             _fault(
                 "ws-close-without-handshake",
@@ -395,7 +395,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "2.6.12 delivery-tag uniqueness (a receiver deduplicating by tag across its "
                 "session; Qpid Broker-J's TransferTest checks both reuses are taken)",
                 PROTOCOL_LAYER,
-                "protocol.connection.BrokerConnection._on_transfer",
+                "protocol.delivery_handler.DeliveryHandler.on_transfer",
             ),
             _fault(
                 "report-unknown-filters",

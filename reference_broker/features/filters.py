@@ -4,9 +4,10 @@ property filters it evaluates.
 
 Owns: `in_place(source, stream=..., faults=...)`, which sorts a receiver's filter-set into
 the filters this broker applies and the rest, and `FiltersInPlace` (the source to report,
-the predicate a consumer's deliveries must pass). The connection (protocol/connection.py) calls it
-once per consumer attach; the stream queue (queues/streams.py) skips the entries the predicate
-refuses. No AMQP bytes: payloads are decoded with amqp10.message.
+the predicate a consumer's deliveries must pass). The link handler
+(protocol/link_handler.py) calls it once per consumer attach; the stream queue
+(queues/streams.py) skips the entries the predicate refuses. No AMQP bytes: payloads are
+decoded with amqp10.message.
 
 What is in place: on a stream queue, `rabbitmq:stream-offset-spec` (queues/streams.py reads it) and
 the property filters of OASIS "AMQP Filter Expressions Version 1.0" (Committee

@@ -10,7 +10,7 @@ broker's role: 2.6.1), their expiry, the broker's unsettled map for a resuming a
 the plan that compares it with the receiver's (2.6.13). May touch: the queue of a kept
 terminus (its consumer record stays there, parked without credit, holding the unsettled
 messages; settle / cancel it) and the ConsumerLink that resumes it (its resumes and
-resume-only flag, protocol/links.py). The connection (protocol/connection.py) calls
+resume-only flag, protocol/links.py). The link handler (protocol/link_handler.py) calls
 `reported_source` and
 `take` when a consumer link attaches, `release` when one goes, `connection_gone` when the
 connection ends; the broker's housekeeping calls `expire`.
@@ -52,7 +52,7 @@ every policy applied as the text says (the broker settles each publish it receiv
 target holds no deliveries); attached again, the link gets the kept target back ("the
 Receiver is considered to hold the authoritative version of the Target properties", 2.6.3)
 and an attach with an empty unsettled map (its state: nothing unsettled). A resumed transfer
-of a delivery not in that map is ignored (protocol/connection.py, 2.7.5).
+of a delivery not in that map is ignored (protocol/delivery_handler.py, 2.7.5).
 
 The `forget-unsettled-on-reattach` fault resumes the terminus but answers with a null
 unsettled map and never resumes its deliveries (they stay acquired until the link closes);
@@ -83,7 +83,7 @@ SESSION_END = "session-end"
 LINK_DETACH = "link-detach"
 HONOURED = frozenset({NEVER, CONNECTION_CLOSE, LINK_DETACH})
 
-# why a consumer link goes (protocol/connection.py passes one to `release`)
+# why a consumer link goes (protocol/link_handler.py passes one to `release`)
 SUSPENDED = "suspended"  # detach closed=false (2.6.4)
 SESSION_ENDED = "session-end"
 CONNECTION_ENDED = "connection"  # close, loss of the transport, broker shutdown

@@ -3,9 +3,9 @@ the routing errors of a sender attached with a null target (each message routed 
 properties.to).
 
 Owns: the capability the broker offers in its open, whether the sender's source supports
-the rejected outcome, and the error a routing failure carries. The connection
-(protocol/connection.py) routes each message and calls `routing_error` / `rejects` when a message
-cannot be routed; it rejects the delivery or detaches the link as they say.
+the rejected outcome, and the error a routing failure carries. The delivery handler
+(protocol/delivery_handler.py) routes each message and calls `routing_error` / `rejects`
+when a message cannot be routed; it rejects the delivery or detaches the link as they say.
 
 The convention: OASIS "Using the AMQP Anonymous Terminus for Message Routing Version 1.0"
 (Committee Specification 01, 17 September 2018,

@@ -281,7 +281,7 @@ class Transactions:
         transactional-state with the same txn-id (4.4.4.1), enqueued at commit."""
         txn = self._find(event.state.txn_id, publisher.session)
         if txn is None:
-            self.connection.detach_with(
+            self.connection.link_handler.detach_with(
                 publisher.session, event.link, UNKNOWN_ID, "transfer for an unknown txn-id"
             )
             return
@@ -289,7 +289,7 @@ class Transactions:
         outcome: Any = Accepted()
         try:
             if publisher.anonymous:  # write permission where `to` publishes
-                self.connection.check_anonymous_to(to)
+                self.connection.access.check_anonymous_to(to)
             queues = vhost.route(publisher.target, to=to, subject=subject, headers=headers)
         except Exception as exc:  # a bad `to` / a missing node / no permission: rejected
             condition = getattr(exc, "condition", Cond.INVALID_FIELD)
@@ -305,7 +305,9 @@ class Transactions:
                     event.delivery_tag, condition, str(exc), self.connection.faults
                 )
                 if event.settled or not relay.rejects(event.link):  # anonterm 2.2.2: detach
-                    self.connection.anonymous_routing_error(publisher, event, error)
+                    self.connection.delivery_handler.anonymous_routing_error(
+                        publisher, event, error
+                    )
                     return
             outcome = Rejected(error=error)
             queues = None
@@ -333,7 +335,7 @@ class Transactions:
         txn = self._find(state.txn_id, session)
         if txn is None:  # nothing to apply it to: the consumers of the range are detached
             for consumer in {session.unsettled[d][0] for d in _ids(first, last, session)}:
-                self.connection.detach_with(
+                self.connection.link_handler.detach_with(
                     session, consumer.link, UNKNOWN_ID, "disposition for an unknown txn-id"
                 )
             return
@@ -355,7 +357,7 @@ class Transactions:
         if not properties or TXN_ID not in properties:
             return False
         if consumer.settled:  # a settled delivery's acquisition could not be rolled back
-            self.connection.detach_with(
+            self.connection.link_handler.detach_with(
                 consumer.session,
                 consumer.link,
                 Cond.NOT_IMPLEMENTED,
@@ -364,7 +366,7 @@ class Transactions:
             return True
         txn = self._find(properties[TXN_ID], consumer.session)
         if txn is None:
-            self.connection.detach_with(
+            self.connection.link_handler.detach_with(
                 consumer.session, consumer.link, UNKNOWN_ID, "flow for an unknown txn-id"
             )
             return True
@@ -495,7 +497,9 @@ class Transactions:
             self._detach(coordinator, condition, reason)
 
     def _detach(self, coordinator: CoordinatorLink, condition: str, reason: str) -> None:
-        self.connection.detach_with(coordinator.session, coordinator.link, condition, reason)
+        self.connection.link_handler.detach_with(
+            coordinator.session, coordinator.link, condition, reason
+        )
 
 
 def _ids(first: int, last: int, session: BrokerSession) -> list[int]:

@@ -124,7 +124,7 @@ class ConsumerLink:
                 condition, reason = Cond.MESSAGE_SIZE_EXCEEDED, f"{len(payload)} bytes > {limit}"
             else:  # the link cannot send any more: stop dispatching to it
                 condition, reason = Cond.DETACH_FORCED, str(exc)
-            self.connection.consumer_failed(self, condition, reason)
+            self.connection.link_handler.consumer_failed(self, condition, reason)
             return
         if not event.settled:
             self.unsettled[delivery_id] = (self, msg.msg_id)

@@ -7,15 +7,20 @@ Owns: `Permissions` (the three expressions of one user) and which operation need
 on it; publishing needs write on the exchange (`amq.default` for the default exchange and
 the /queues/:q target); consuming or purging needs read on the queue; binding needs write on
 the queue and read on the exchange. A refusal is `UnauthorizedError`
-(`amqp:unauthorized-access`, HTTP 403). Plain Python; no I/O.
+(`amqp:unauthorized-access`, HTTP 403). `ConnectionAccess`: those checks for the user of one
+AMQP connection (a link's address at attach, the anonymous terminus's `to` per message).
+Plain Python; no I/O.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..queues.vhost import BrokerError
+from ..queues.addressing import Address, AddressKind, parse_to
+from ..queues.vhost import BrokerError, ConnectionSummary, VirtualHost
 
 UNAUTHORIZED_ACCESS = "amqp:unauthorized-access"
 DEFAULT_EXCHANGE_RESOURCE = "amq.default"  # the default exchange's name for permissions
@@ -65,3 +70,49 @@ class Permissions:
 
 FULL = Permissions()
 NOTHING = Permissions("^$", "^$", "^$")
+
+
+class ConnectionAccess:
+    """What the authenticated user of one connection may do (RabbitMQ-style configure /
+    write / read). The user is read from the connection's summary at each check: SASL sets
+    it before any link attaches."""
+
+    __slots__ = ("permissions_of", "summary", "vhost")
+
+    def __init__(
+        self,
+        permissions_of: Callable[[str | None], Permissions],
+        vhost: VirtualHost,
+        summary: ConnectionSummary,
+    ) -> None:
+        self.permissions_of = permissions_of
+        self.vhost = vhost
+        self.summary = summary
+
+    @property
+    def permissions(self) -> Permissions:
+        """The authenticated user's."""
+        return self.permissions_of(self.summary.user)
+
+    def permit(self, kind: str, what: str, name: str) -> None:
+        """UnauthorizedError (amqp:unauthorized-access) unless the user may do it."""
+        permissions = self.permissions
+        if permissions is not FULL:
+            permissions.check(self.summary.user, kind, what, name)
+
+    def check_anonymous_to(self, to: Any) -> None:
+        """A message on the anonymous terminus: write permission on where its `to`
+        publishes (raises as check_address)."""
+        if self.permissions is not FULL:
+            self.check_address(parse_to(to))
+
+    def check_address(self, parsed: Address, *, declare_only: bool = False) -> None:
+        """The permissions an address needs: configure to declare a v1 queue; to publish,
+        write on its exchange (the default exchange for a queue address). The anonymous
+        terminus is checked per message (its `to`)."""
+        if parsed.declare and parsed.queue is not None and not self.vhost.has_queue(parsed.queue):
+            self.permit(CONFIGURE, "queue", parsed.queue)
+        if declare_only or parsed.kind is AddressKind.ANONYMOUS:
+            return
+        exchange = parsed.exchange if parsed.kind is AddressKind.EXCHANGE else ""
+        self.permit(WRITE, "exchange", exchange or "")

@@ -33,7 +33,8 @@ from amqpspec.amqp10.origins import CLIENT, SERVER
 
 from ..config import BrokerConfig
 from ..features.alarms import ResourceAlarms
-from ..protocol.connection import BrokerConnection, BrokerContext
+from ..protocol.connection import BrokerConnection
+from ..protocol.context import BrokerContext
 from .scheduler import ManualScheduler
 
 

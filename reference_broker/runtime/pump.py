@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol.connection import BrokerConnection, BrokerContext
+from ..protocol.connection import BrokerConnection
+from ..protocol.context import BrokerContext
 from .scheduler import Callback, Done
 
 log = logging.getLogger("reference_broker.pump")

@@ -25,7 +25,7 @@ from typing import Any
 from ..admin.http_server import AdminServer, start_admin
 from ..config import BrokerConfig
 from ..features.alarms import ResourceAlarms
-from ..protocol.connection import BrokerContext
+from ..protocol.context import BrokerContext
 from ..queues.vhost import VirtualHost
 from .pump import AmqpProtocol, LoopScheduler
 from .websocket import start_websocket
@@ -74,35 +74,9 @@ class BrokerServer:
             {"protocol": "amqp", "ip_address": config.host, "port": self.port}
         ]
         if config.tls:
-            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            tls.load_cert_chain(config.tls_cert, config.tls_key)
-            if config.tls_ca is not None:  # client certificates for SASL EXTERNAL
-                tls.load_verify_locations(config.tls_ca)
-                tls.verify_mode = ssl.CERT_OPTIONAL
-            tls_server = await loop.create_server(
-                lambda: AmqpProtocol(self.context), config.host, config.tls_port, ssl=tls
-            )
-            self._servers.append(tls_server)
-            self.tls_port = tls_server.sockets[0].getsockname()[1]
-            listeners.append(
-                {"protocol": "amqp/ssl", "ip_address": config.host, "port": self.tls_port}
-            )
+            await self._start_tls(loop, listeners)
         if config.ws_port >= 0:
-            ws_tls = None
-            if config.ws_tls:  # wss://: the amqps listener's certificate and key
-                ws_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-                ws_tls.load_cert_chain(config.tls_cert, config.tls_key)
-            self._ws_runner, self.ws_port = await start_websocket(
-                self.context, config.host, config.ws_port, config.ws_path, ws_tls
-            )
-            listeners.append(
-                {
-                    "protocol": "amqp/wss" if config.ws_tls else "amqp/ws",
-                    "ip_address": config.host,
-                    "port": self.ws_port,
-                    "path": config.ws_path,
-                }
-            )
+            await self._start_websocket(listeners)
         if config.admin_port >= 0:
             self.admin, self.admin_port = await start_admin(
                 self.vhost, self.alarms, config, listeners=listeners
@@ -119,6 +93,42 @@ class BrokerServer:
             self.port,
             admin,
             tls_text,
+        )
+
+    async def _start_tls(
+        self, loop: asyncio.AbstractEventLoop, listeners: list[dict[str, Any]]
+    ) -> None:
+        """The amqps listener (client certificates for SASL EXTERNAL with --tls-ca)."""
+        config = self.config
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(config.tls_cert, config.tls_key)
+        if config.tls_ca is not None:  # client certificates for SASL EXTERNAL
+            tls.load_verify_locations(config.tls_ca)
+            tls.verify_mode = ssl.CERT_OPTIONAL
+        tls_server = await loop.create_server(
+            lambda: AmqpProtocol(self.context), config.host, config.tls_port, ssl=tls
+        )
+        self._servers.append(tls_server)
+        self.tls_port = tls_server.sockets[0].getsockname()[1]
+        listeners.append({"protocol": "amqp/ssl", "ip_address": config.host, "port": self.tls_port})
+
+    async def _start_websocket(self, listeners: list[dict[str, Any]]) -> None:
+        """The AMQP over WebSocket listener (runtime/websocket.py; wss:// with --ws-tls)."""
+        config = self.config
+        ws_tls = None
+        if config.ws_tls:  # wss://: the amqps listener's certificate and key
+            ws_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ws_tls.load_cert_chain(config.tls_cert, config.tls_key)
+        self._ws_runner, self.ws_port = await start_websocket(
+            self.context, config.host, config.ws_port, config.ws_path, ws_tls
+        )
+        listeners.append(
+            {
+                "protocol": "amqp/wss" if config.ws_tls else "amqp/ws",
+                "ip_address": config.host,
+                "port": self.ws_port,
+                "path": config.ws_path,
+            }
         )
 
     async def stop(self) -> None:

@@ -33,7 +33,8 @@ from aiohttp import WSCloseCode, WSMsgType, web
 
 from amqpspec.amqp10.frames import FRAME_HEADER_SIZE
 
-from ..protocol.connection import BrokerConnection, BrokerContext
+from ..protocol.connection import BrokerConnection
+from ..protocol.context import BrokerContext
 
 log = logging.getLogger("reference_broker.websocket")
 

@@ -1,0 +1,232 @@
+"""The delivery handler of a broker connection: the engine's transfers, flows and
+dispositions (2.6.7, 2.7.4-2.7.6), the broker's hot path.
+
+Owns: routing a publish into the vhost (after the checks its link and the alarms ask for:
+2.7.5 resumed deliveries ignored, anonymous terminus permissions, undecodable messages
+rejected with amqp:decode-error), its confirm (accepted at once, after the store's group
+commit for a durable queue, or released/rejected), the publishers whose credit to consider
+re-granting after each step (`credit_checks`, credit.py's rule in links.py), transfers on
+the control links (Part 4) and /management links handed on, echo of session and link flows
+answered from the broker's own state (the engine's auto_echo is off), a consumer's flow to
+its queue, and a receiver's disposition to its session (settlement, sessions.py). Per frame
+it does what the connection did before the split: one dict lookup and one bound call.
+May touch: the sessions and links of its connection, the vhost's publish, the context's
+durable waiters and dynamic-node sweep, the connection's transactions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from amqpspec.amqp10.composites import Error, Rejected
+from amqpspec.amqp10.engine import UsageError
+from amqpspec.amqp10.engine import events as ev
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.serial import serial_add
+from amqpspec.amqp10.spec import Cond, Role
+
+from ..features import relay
+from ..features.transactions import is_transactional
+from ..queues.addressing import AddressError
+from ..queues.vhost import BrokerError
+from .links import PublisherLink
+from .sessions import RELEASED_STATE, BrokerSession
+
+if TYPE_CHECKING:
+    from .connection import BrokerConnection
+
+log = logging.getLogger("reference_broker.connection")
+
+
+class DeliveryHandler:
+    """Transfers, flows and dispositions of one connection."""
+
+    __slots__ = (
+        "_fault_session_tags",
+        "access",
+        "connection",
+        "context",
+        "credit_checks",
+        "faults",
+        "management_links",
+        "mark_dirty",
+        "publishers",
+        "sessions",
+        "transactions",
+        "vhost",
+    )
+
+    def __init__(self, connection: BrokerConnection) -> None:
+        self.connection = connection
+        self.context = connection.context
+        self.vhost = connection.vhost
+        self.faults = connection.faults
+        self.access = connection.access
+        self.sessions = connection.sessions
+        self.publishers = connection.publishers
+        self.management_links = connection.management_links
+        self.transactions = connection.transactions
+        self.mark_dirty = connection.mark_dirty
+        self.credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
+        # fault session-scoped-delivery-tags: the tags each session's publishers used
+        self._fault_session_tags: dict[BrokerSession, set[bytes]] = {}
+
+    def regrant(self) -> bool:
+        """After a step: re-grant credit to the publishers that may need it (credit.py's
+        rule); True when one was granted."""
+        checks, self.credit_checks = self.credit_checks, []
+        regranted = False
+        for publisher in checks:
+            regranted |= publisher.maybe_regrant()
+        return regranted
+
+    def on_transfer(self, event: ev.TransferReceived) -> None:
+        link = event.link
+        publisher = self.publishers.get(link)
+        if publisher is None:
+            if self.transactions.control_transfer(event):
+                return
+            pair = self.management_links.get(link)
+            if pair is not None:
+                self.connection.link_handler.management_request(pair, event)
+            return
+        session = publisher.session
+        if event.resume:
+            # 2.7.5 resume / 2.6.13: "The receiver MUST ignore resumed deliveries that are
+            # not in its local unsettled map" - this broker keeps none across attaches
+            return
+        if self.faults.session_scoped_delivery_tags and self._seen_tag(session, event):
+            return  # fault: a tag seen on the session taken for a duplicate, never settled
+        if self.context.alarm_active:
+            self._transfer_during_alarm(session)
+        to = subject = headers = None
+        if publisher.decode_needed:
+            try:
+                message = Message.decode(event.payload)
+            except Exception:
+                self._refuse_publish(session, event, Cond.DECODE_ERROR, "undecodable message")
+                return
+            props = message.properties
+            if props is not None:
+                to, subject = props.to, props.subject
+            headers = message.application_properties
+        if event.state is not None and is_transactional(event.state):  # 4.4.1
+            self.transactions.post(publisher, event, to, subject, headers)
+            if publisher not in self.credit_checks:
+                self.credit_checks.append(publisher)
+            return
+        try:
+            if publisher.anonymous:
+                self.access.check_anonymous_to(to)
+            result = self.vhost.publish(
+                publisher.target, event.payload, to=to, subject=subject, headers=headers
+            )
+        except (BrokerError, AddressError) as exc:
+            self._publish_refused(publisher, event, exc)
+            return
+        if not event.settled:
+            if result.released:
+                session.settle_publish(event.delivery_id, RELEASED_STATE)
+            elif result.tokens:
+                publisher.unconfirmed += 1
+                self.context.wait_durable(max(result.tokens), session, event.delivery_id, publisher)
+            else:
+                session.confirm(event.delivery_id)
+        if link.link_credit < publisher.regrant_below and publisher not in self.credit_checks:
+            # decided after the whole read: the engine has already counted every transfer
+            # of it against the credit, and the unconfirmed count must include them too
+            self.credit_checks.append(publisher)
+
+    def _publish_refused(
+        self, publisher: PublisherLink, event: ev.TransferReceived, exc: Exception
+    ) -> None:
+        """The vhost could not take a publish (unroutable, unauthorised, ...): rejected, or on
+        the anonymous terminus the relay's routing error (features/relay.py), rejected or the
+        link detached as the sender's source allows."""
+        session = publisher.session
+        condition = getattr(exc, "condition", Cond.INVALID_FIELD)
+        reason = getattr(exc, "reason", str(exc))
+        if publisher.anonymous and condition in relay.ROUTING_ERRORS:
+            error = relay.routing_error(event.delivery_tag, condition, reason, self.faults)
+            if event.settled or not relay.rejects(event.link):
+                self.anonymous_routing_error(publisher, event, error)
+                return
+            session.settle_publish(event.delivery_id, Rejected(error=error))
+        else:
+            self._refuse_publish(session, event, condition, reason)
+        if publisher not in self.credit_checks:
+            self.credit_checks.append(publisher)
+
+    def _seen_tag(self, session: BrokerSession, event: ev.TransferReceived) -> bool:
+        """Fault session-scoped-delivery-tags: has a publisher of `session` used this tag
+        before (on any link, settled or not)? 2.6.12 makes a tag unique only among the
+        unsettled deliveries of one link; the fault keeps every tag of the session."""
+        seen = self._fault_session_tags.setdefault(session, set())
+        tag = bytes(event.delivery_tag)
+        if tag in seen:
+            return True
+        seen.add(tag)
+        return False
+
+    def anonymous_routing_error(
+        self, publisher: PublisherLink, event: ev.TransferReceived, error: Error
+    ) -> None:
+        """A message on the anonymous terminus that cannot be routed (no or a bad `to`,
+        nothing at it) and cannot be rejected (settled, or the source does not support
+        rejected): the link is detached with the error, the delivery-tag in its info
+        (features/relay.py: the anonymous terminus spec's routing errors; RabbitMQ 4 does the
+        same)."""
+        link = event.link
+        self.connection.link_handler.release_link(publisher.session, link)
+        try:
+            link.detach(closed=True, error=error)
+        except UsageError as exc:
+            log.debug("no detach with %s: %s", error.condition, exc)
+        self.mark_dirty()
+
+    def _refuse_publish(
+        self, session: BrokerSession, event: ev.TransferReceived, condition: str, reason: str
+    ) -> None:
+        if not event.settled:
+            error = Error(condition=condition, description=reason)
+            session.settle_publish(event.delivery_id, Rejected(error=error))
+
+    def _transfer_during_alarm(self, session: BrokerSession) -> None:
+        """A transfer while publishers are blocked (in flight, or a peer ignoring the
+        window: the engine ends the session with window-violation beyond the horizon it
+        granted before the alarm)."""
+        session.alarm_overshoot += 1
+        if self.faults.negative_window_after_alarm:
+            # fault (RabbitMQ #12904): window = 0 - overshoot, not clamped, so it wraps
+            session.set_window(serial_add(0, -session.alarm_overshoot))
+
+    def on_flow(self, event: ev.FlowReceived) -> None:
+        link = event.link
+        session = self.sessions.get(event.session)
+        if session is None:
+            return
+        if link is None:  # a session flow: echo answered with our session state (2.7.4)
+            if event.flow.echo and not self.faults.no_echo:
+                event.session.flow()
+                self.mark_dirty()
+            return
+        consumer = session.consumers.get(link)
+        if consumer is not None:  # the queue applies it and answers echo / drain
+            if event.flow.properties and self.transactions.acquisition(consumer, event.flow):
+                return  # 4.4.3: the link detached (it sends settled, or an unknown txn-id)
+            consumer.receiver_flow(event.flow)
+        elif link in self.management_links:  # replies wait for the client's credit
+            self.management_links[link].send_replies()
+            self.mark_dirty()
+        elif event.flow.echo and not self.faults.no_echo and link in self.publishers:
+            link.send_flow_state()  # our grant as it stands (2.6.7, 2.7.4)
+            self.mark_dirty()
+
+    def on_disposition(self, event: ev.DispositionReceived) -> None:
+        if event.role != Role.RECEIVER:
+            return  # the peer as sender settling its publishes: we forget them anyway
+        session = self.sessions.get(event.session)
+        if session is not None:
+            session.on_disposition(event.first, event.last, event.settled, event.state)
+            self.context.dynamic.sweep()  # delete-on-no-messages: a settled delivery
