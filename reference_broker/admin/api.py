@@ -238,7 +238,7 @@ class AdminApi:
         self._only(request, "GET")
         if rest:
             raise not_found()
-        totals = self.vhost.totals()
+        totals = self.views.totals(self.vhost)
         published = sum(q.published_total for q in self.vhost.queues.values())
         delivered = sum(q.delivered_total for q in self.vhost.queues.values())
         return Response(

@@ -1,6 +1,7 @@
 """The admin API's JSON views of the model: what GET /api/connections, /api/queues,
-/api/exchanges and /api/bindings show of one object, in the field names of RabbitMQ's
-management API (the tests and the conformance admin adapters read these names).
+/api/exchanges and /api/bindings show of one object and /api/overview's totals, in the
+field names of RabbitMQ's management API (the tests and the conformance admin adapters read
+these names).
 
 Owns: the mapping of a model object to its JSON object. May touch: nothing (reads the
 objects it is handed).
@@ -12,7 +13,7 @@ from typing import Any
 
 from ..queues.classic import ClassicQueue
 from ..queues.exchanges import Binding, Exchange
-from ..queues.vhost import ConnectionSummary
+from ..queues.vhost import ConnectionSummary, VirtualHost
 
 
 class JsonViews:
@@ -102,4 +103,21 @@ class JsonViews:
             "routing_key": b.routing_key,
             "arguments": b.arguments_dict,
             "properties_key": b.properties_key,
+        }
+
+    def totals(self, vhost: VirtualHost) -> dict[str, int]:
+        """GET /api/overview: the vhost's object and message totals."""
+        ready = unacked = consumers = 0
+        for q in vhost.queues.values():
+            ready += q.messages_ready
+            unacked += q.messages_unacknowledged
+            consumers += len(q.consumers)
+        return {
+            "messages": ready + unacked,
+            "messages_ready": ready,
+            "messages_unacknowledged": unacked,
+            "consumers": consumers,
+            "queues": len(vhost.queues),
+            "exchanges": len(vhost.exchanges),
+            "connections": len(vhost.connections),
         }

@@ -1,9 +1,10 @@
 """The broker state the admin API and the protocol layer share: one virtual host "/".
 
 Owns: the registry of queues, exchanges, bindings, dynamic (temporary) queues, the
-connection summaries shown by the admin API, durable definitions and recovery from the
-data dir. May touch: queues, exchanges, store (through their APIs). No AMQP bytes, no I/O
-other than the store's files, no clock.
+connection summaries shown by the admin API, saving durable definitions and recovery from
+the data dir (their shape and order: definitions.py; each queue kind built by kinds.py).
+May touch: queues, exchanges, store (through their APIs). No AMQP bytes, no I/O other than
+the store's files, no clock.
 
 Protocol-layer entry points:
 - `resolve_target(address)` / `resolve_source(address)` -> the queue or exchange, raising
@@ -23,15 +24,14 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-from amqpspec.amqp10.types import symbol
 
 from ..faults.catalog import NO_FAULTS, Faults
 from .addressing import Address, AddressError, AddressKind, parse_source, parse_target, parse_to
 from .classic import ClassicQueue, QueuedMessage, QueueEvent
+from .definitions import definitions_of, restore_definitions
 from .exchanges import (
     DEFAULT_EXCHANGE,
     STANDARD_EXCHANGES,
@@ -41,9 +41,9 @@ from .exchanges import (
     ExchangeError,
     freeze_arguments,
 )
-from .quorum import QuorumQueue, quorum_settings
+from .kinds import QueueKinds
 from .store import DefinitionsFile, MessageStore
-from .streams import StreamQueue, parse_max_age
+from .streams import StreamQueue
 
 NOT_FOUND = "amqp:not-found"
 PRECONDITION_FAILED = "amqp:precondition-failed"
@@ -147,6 +147,11 @@ class VirtualHost:
         self.definitions: DefinitionsFile | None = None
         if data_dir is not None:
             self.store = MessageStore.open(data_dir, fsync=fsync)
+        # the queue kinds' construction, dead-lettering included (kinds.py)
+        self.kinds = QueueKinds(
+            name, self.queues, self.exchanges, faults, self.store, clock, self._mark_dirty
+        )
+        if data_dir is not None:
             self.definitions = DefinitionsFile(data_dir)
             self._load_definitions()
 
@@ -193,110 +198,16 @@ class VirtualHost:
                     f"'{existing.queue_type}'"
                 )
             return existing, False
-        queue: ClassicQueue
-        if queue_type == "stream":
-            queue = self._new_stream(name, durable, auto_delete, exclusive_owner, arguments)
-        elif queue_type == "quorum":
-            queue = self._new_quorum(name, durable, auto_delete, exclusive_owner, arguments)
-        else:
-            queue = ClassicQueue(
-                name,
-                durable=durable,
-                auto_delete=auto_delete,
-                exclusive_owner=exclusive_owner,
-                arguments=arguments,
-                faults=self.faults,
-                log=self.store if durable else None,
-                on_ready=self._mark_dirty,
-            )
+        declared = (queue_type, name, durable, auto_delete, exclusive_owner, arguments)
+        try:
+            self.kinds.check(*declared)
+        except ValueError as exc:
+            raise PreconditionFailedError(str(exc)) from None
+        queue = self.kinds.new(*declared)
         self.queues[name] = queue
         if durable:
             self._save_definitions()
         return queue, True
-
-    def _require_plain_durable(
-        self, kind: str, name: str, durable: bool, auto_delete: bool, exclusive_owner: Any
-    ) -> None:
-        """Quorum queues and streams must be durable, not auto-delete, not exclusive."""
-        if not durable or auto_delete or exclusive_owner is not None:
-            raise PreconditionFailedError(
-                f"invalid property 'non-durable', 'auto-delete' or 'exclusive' for {kind} "
-                f"'{name}' in vhost '{self.name}'"
-            )
-
-    def _new_quorum(
-        self,
-        name: str,
-        durable: bool,
-        auto_delete: bool,
-        exclusive_owner: Any,
-        arguments: dict[str, Any],
-    ) -> QuorumQueue:
-        """RabbitMQ 4 refuses a quorum queue that is not durable, auto-delete or exclusive."""
-        self._require_plain_durable("quorum queue", name, durable, auto_delete, exclusive_owner)
-        try:
-            quorum_settings(arguments)
-        except ValueError as exc:
-            raise PreconditionFailedError(str(exc)) from None
-        return QuorumQueue(
-            name,
-            arguments=arguments,
-            faults=self.faults,
-            log=self.store,
-            on_ready=self._mark_dirty,
-            dead_letter=self._dead_letter,
-        )
-
-    def _dead_letter(self, queue: ClassicQueue, msg: QueuedMessage, reason: str) -> bool:
-        """Publish a copy of `msg` through the queue's `x-dead-letter-exchange` with
-        `x-dead-letter-routing-key` (default: the queue's name, its routing key on the
-        default exchange), marked with RabbitMQ's x-first-death-* message annotations.
-        True when it went somewhere or has nowhere to go (no dead-letter exchange); False
-        when the exchange routes it nowhere (at-least-once keeps it)."""
-        dlx = queue.arguments.get("x-dead-letter-exchange")
-        if dlx is None:
-            return True  # dropped
-        exchange = self.exchanges.get(str(dlx))
-        if exchange is None:
-            return False
-        key = str(queue.arguments.get("x-dead-letter-routing-key", queue.name))
-        targets = [self.queues[n] for n in exchange.route(key, None) if n in self.queues]
-        marks = {
-            symbol("x-first-death-reason"): reason,
-            symbol("x-first-death-queue"): queue.name,
-            symbol("x-first-death-exchange"): str(dlx),
-        }
-        for target in targets:
-            if target is queue:
-                continue  # RabbitMQ drops a dead-letter cycle
-            copy, _ = target.publish(msg.payload)
-            copy.annotations = {**(msg.annotations or {}), **marks}
-        return bool(targets)
-
-    def _new_stream(
-        self,
-        name: str,
-        durable: bool,
-        auto_delete: bool,
-        exclusive_owner: Any,
-        arguments: dict[str, Any],
-    ) -> StreamQueue:
-        """RabbitMQ 4 refuses a stream that is not durable, auto-delete or exclusive."""
-        self._require_plain_durable("stream", name, durable, auto_delete, exclusive_owner)
-        try:
-            parse_max_age(arguments.get("x-max-age"))
-            int(arguments.get("x-max-length-bytes") or 0)
-        except (TypeError, ValueError) as exc:
-            raise PreconditionFailedError(str(exc)) from None
-        return StreamQueue(
-            name,
-            durable=True,
-            arguments=arguments,
-            faults=self.faults,
-            log=self.store,
-            on_ready=self._mark_dirty,
-            clock=self.clock,
-        )
 
     def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False) -> int:
         """Delete a queue and its bindings; returns how many messages it held."""
@@ -603,97 +514,20 @@ class VirtualHost:
         self.connections.pop(name, None)
 
     # ------------------------------------------------------------------ durability
-    def _definitions(self) -> dict[str, Any]:
-        return {
-            "queues": [
-                {
-                    "name": q.name,
-                    "durable": True,
-                    "auto_delete": q.auto_delete,
-                    "arguments": q.arguments,
-                }
-                for q in self.queues.values()
-                if q.durable
-            ],
-            "exchanges": [
-                {
-                    "name": e.name,
-                    "type": e.type,
-                    "durable": True,
-                    "auto_delete": e.auto_delete,
-                    "internal": e.internal,
-                    "arguments": e.arguments,
-                }
-                for e in self.exchanges.values()
-                if e.durable and e.name != DEFAULT_EXCHANGE and not e.name.startswith("amq.")
-            ],
-            "bindings": [
-                {
-                    "source": b.source,
-                    "destination": b.destination,
-                    "routing_key": b.routing_key,
-                    "arguments": dict(b.arguments),
-                }
-                for e in self.exchanges.values()
-                if e.durable
-                for b in e.bindings
-                if b.destination in self.queues and self.queues[b.destination].durable
-            ],
-        }
-
     def _save_definitions(self) -> None:
         if self.definitions is not None:
-            self.definitions.save(self._definitions())
+            self.definitions.save(definitions_of(self.queues.values(), self.exchanges.values()))
 
     def _load_definitions(self) -> None:
+        """Recovery from the data dir: the saved definitions, each durable queue's messages."""
         assert self.definitions is not None and self.store is not None
-        saved = self.definitions.load()
         loading = self.definitions
         self.definitions = None  # no re-saving while loading
         try:
-            for ex in saved.get("exchanges", []):
-                self.declare_exchange(
-                    ex["name"],
-                    ex["type"],
-                    durable=True,
-                    auto_delete=ex.get("auto_delete", False),
-                    internal=ex.get("internal", False),
-                    arguments=ex.get("arguments"),
-                )
-            for q in saved.get("queues", []):
-                queue, _ = self.declare_queue(
-                    q["name"],
-                    durable=True,
-                    auto_delete=q.get("auto_delete", False),
-                    arguments=q.get("arguments"),
-                )
-                recovered = self.store.recovered
-                queue.restore(recovered.messages.get(queue.name, ()))
-                queue.reserve_ids_after(recovered.highest_ids.get(queue.name, 0))
-            for b in saved.get("bindings", []):
-                if b["source"] in self.exchanges and b["destination"] in self.queues:
-                    self.bind(b["source"], b["destination"], b["routing_key"], b.get("arguments"))
+            restore_definitions(self, loading.load(), self.store.recovered)
         finally:
             self.definitions = loading
 
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
-
-    # ------------------------------------------------------------------ totals
-    def totals(self) -> dict[str, int]:
-        queues: Iterable[ClassicQueue] = self.queues.values()
-        ready = unacked = consumers = 0
-        for q in queues:
-            ready += q.messages_ready
-            unacked += q.messages_unacknowledged
-            consumers += len(q.consumers)
-        return {
-            "messages": ready + unacked,
-            "messages_ready": ready,
-            "messages_unacknowledged": unacked,
-            "consumers": consumers,
-            "queues": len(self.queues),
-            "exchanges": len(self.exchanges),
-            "connections": len(self.connections),
-        }
