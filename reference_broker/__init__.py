@@ -2,14 +2,16 @@
 "The reference broker", has a paragraph per part: what it owns, what it may touch).
 
 - `queues/`    the model: `vhost` (registry, publish/route, dispatch), `classic` (FIFO,
-               round-robin, credit API v2), `quorum`, `streams`, `exchanges`, `addressing`
-               (RabbitMQ 4 address v2 and v1 aliases), `store` (durable log, group commit).
-- `protocol/`  sans-IO broker logic on the `amqp10` engine: `connection` (+ its session and
-               link handlers), `context` (what all connections share), `sessions`, `links`,
-               `credit`, and beside them `sasl`, `limits`, `permissions`.
+               round-robin, credit API v2), `quorum`, `streams`, `kinds` (building each),
+               `exchanges`, `addressing` (RabbitMQ 4 address v2 and v1 aliases), `store`
+               (durable log, group commit), `definitions` (durable definitions, recovery).
+- `protocol/`  sans-IO broker logic on the `amqp10` engine: `connection` (+ `session_handler`,
+               `link_handler`, `delivery_handler`, `deadlines`), `context` (what all
+               connections share), `sessions`, `links`, `credit`, and beside them `sasl`,
+               `limits`, `permissions`.
 - `features/`  relay, dynamic_nodes, transactions, recovery, filters, sole_connection, alarms.
-- `admin/`     the admin HTTP API (`api`, `http_server`, `client`) and the `/management` node
-               (`management`, `management_links`).
+- `admin/`     the admin HTTP API (`api`, `views`, `http_server`, `client`) and the
+               `/management` node (`management`, `management_links`).
 - `faults/`    `catalog` of switchable real-world bugs, `parser` and `wire` fault effects.
 - `runtime/`   `scheduler`, `pump` (asyncio), `server`, `websocket`, `memory` (in-memory broker,
                manual clock), `process` (the broker as a subprocess).
