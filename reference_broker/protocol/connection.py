@@ -476,7 +476,7 @@ class BrokerConnection:
     def _on_protocol_error(self, event: ev.ProtocolErrorRaised) -> None:
         log.info("%s: %s %s: %s", self.name, event.scope, event.condition, event.description)
         if self.faults.sasl_answers_as_client and self.engine is not None:
-            answer_as_sasl_client(self.engine, event.description)
+            answer_as_sasl_client(self.engine, event.error)
         if event.scope == "connection":
             self.deadlines.schedule_hard_close()
             return

@@ -14,6 +14,8 @@ import ipaddress
 
 from amqpspec.amqp10.composites import SaslInit, SaslResponse
 from amqpspec.amqp10.engine import Connection, ServerSasl
+from amqpspec.amqp10.engine.transitions import SaslInput
+from amqpspec.amqp10.errors import ErrorKind, ProtocolError
 from amqpspec.amqp10.types import symbol
 
 from ..config import BrokerConfig
@@ -59,13 +61,16 @@ def server_sasl(config: BrokerConfig, peer_host: str, tls_identity: str | None) 
     )
 
 
-def answer_as_sasl_client(engine: Connection, description: str) -> None:
+def answer_as_sasl_client(engine: Connection, error: ProtocolError | None) -> None:
     """Fault sasl-answers-as-client: the server-only frame the engine refused (5.3.2)
-    answered as a SASL client would, written past the engine's tables."""
+    answered as a SASL client would, written past the engine's tables. Keyed on the
+    error's kind and the refused input, never on its words (amqp10/errors.py)."""
+    if error is None or error.kind != ErrorKind.STATE_REFUSED:
+        return
     answer: SaslInit | SaslResponse | None = None
-    if description.startswith("RECV_MECHANISMS"):
+    if error.refused_input == SaslInput.RECV_MECHANISMS.value:
         answer = SaslInit(mechanism=symbol("ANONYMOUS"))
-    elif description.startswith("RECV_CHALLENGE"):
+    elif error.refused_input == SaslInput.RECV_CHALLENGE.value:
         answer = SaslResponse(response=b"")
     if answer is not None:
         engine.send_performative(answer, 0, strict=False)
