@@ -94,8 +94,9 @@ class OptionalSpeedups(build_ext):
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
         if len(reason) > 200:  # a compiler's command line: its start and how it ended
             reason = f"{reason[:80]} ... {reason[-110:]}"
-        print(f"amqpspec: no compiled fast path ({reason}); amqp10 runs pure Python",
-              file=sys.stderr)
+        print(
+            f"amqpspec: no compiled fast path ({reason}); amqp10 runs pure Python", file=sys.stderr
+        )
         self.extensions = []
 
     def _cythonized(self, scratch: Path) -> list[Extension]:

@@ -437,4 +437,3 @@ def decode_stream(data: bytes, expect_header: bool = True) -> list[ProtocolHeade
         if isinstance(item, Frame) and item.name == "sasl-outcome":
             decoder.expect_protocol_header()
     return items
-

@@ -43,8 +43,13 @@ def child(pcap: str) -> dict[str, object]:
     message = b"\x00Sw\xa1\x0chello world!"
     transfer = frames.encode_transfer_frame(1, 0, 12345, b"tag-000001", 0, False, message)
     flow = Flow(
-        next_incoming_id=5, incoming_window=2048, next_outgoing_id=9, outgoing_window=2048,
-        handle=0, delivery_count=100, link_credit=200,
+        next_incoming_id=5,
+        incoming_window=2048,
+        next_outgoing_id=9,
+        outgoing_window=2048,
+        handle=0,
+        delivery_count=100,
+        link_credit=200,
     )
     disposition = Disposition(role=True, first=100, last=199, settled=True, state=Accepted())
     burst = transfer * 8 + frames.encode_frame(flow, 1) + frames.encode_frame(disposition, 1)
@@ -99,7 +104,12 @@ def main(argv: list[str] | None = None) -> int:
                 env["AMQP10_PURE"] = "1"
             done = subprocess.run(
                 [sys.executable, "-m", "amqpspec.bench.speedups_ab", "--child", "--pcap", pcap],
-                env=env, cwd=ROOT, capture_output=True, text=True, timeout=600, check=True,
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=True,
             )
             result = json.loads(done.stdout)
             seen[mode] = result.pop("amqp10")

@@ -607,9 +607,7 @@ class _Run:
 def _usable(link: Any) -> bool:
     """The link and its session are still attached and mapped (the broker ended neither)."""
     return (
-        link is not None
-        and link.state.name == "ATTACHED"
-        and link.session.state.name == "MAPPED"
+        link is not None and link.state.name == "ATTACHED" and link.session.state.name == "MAPPED"
     )
 
 

@@ -156,9 +156,7 @@ def dead_lettered_over_the_protocol(broker, conn, session) -> None:
         transfer = [e for e in conn.of(TransferReceived) if e.link is link][-1]
         header = Message.decode(transfer.payload).header
         seen.append(header.delivery_count if header is not None else 0)
-        link.disposition(
-            transfer.delivery_id, settled=True, state=Modified(delivery_failed=True)
-        )
+        link.disposition(transfer.delivery_id, settled=True, state=Modified(delivery_failed=True))
         broker.pump()
     assert seen == [0, 1]  # 3.2.1: the header says how often it failed
     assert len([e for e in conn.of(TransferReceived) if e.link is link]) == 2

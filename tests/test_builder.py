@@ -388,7 +388,6 @@ def test_frame_decoder_reads_built_frames_in_any_chunking():
     assert [i.name for i in items] == ["begin", "empty", "flow"]
 
 
-
 # ---------------------------------------------------------------- reading bytes back (fields)
 
 

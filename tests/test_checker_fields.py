@@ -201,9 +201,7 @@ def test_a_disposed_delivery_sets_a_floor(sender, fast):
     index = trace.flow(receiver, 11, 5, next_incoming_id=0)
     violations = check(trace, fast)
     assert found(violations, BEHIND) == [index]
-    assert "names delivery-id 0x2" in next(
-        v.reason for v in violations if v.rule_id == BEHIND
-    )
+    assert "names delivery-id 0x2" in next(v.reason for v in violations if v.rule_id == BEHIND)
 
 
 def test_a_disposition_proves_only_what_it_names(fast):

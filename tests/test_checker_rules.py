@@ -673,8 +673,9 @@ def test_begin_answering_a_begin_the_peer_already_ended_is_clean():
     begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
     trace.frame(C, begin)
     trace.frame(C, End())
-    trace.frame(S, Begin(remote_channel=0, next_outgoing_id=0, incoming_window=10,
-                         outgoing_window=10))
+    trace.frame(
+        S, Begin(remote_channel=0, next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    )
     trace.frame(S, End())
     assert trace.check() == []
 

@@ -180,7 +180,6 @@ class PcapWriter:
     def packets(self) -> int:
         return self._records.records
 
-
     # -- connections ------------------------------------------------------------------
     def open_connection(self, connection_id: int, client: str, server: str, time: float) -> None:
         """Start a flow: SYN, SYN-ACK, ACK. `client`/`server` are 'host:port'."""

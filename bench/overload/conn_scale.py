@@ -86,9 +86,7 @@ def hold(port: int, connections: int, sessions: int, batch: int) -> list[Peer]:
             group.append(peer)
 
         def answered(group: list[Peer] = group) -> bool:
-            return all(
-                sum(isinstance(e, RemoteBegin) for e in p.events) == sessions for p in group
-            )
+            return all(sum(isinstance(e, RemoteBegin) for e in p.events) == sessions for p in group)
 
         pump.run_until(answered, 60.0, f"{len(group)} connections")
         for peer in group:

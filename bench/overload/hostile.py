@@ -227,8 +227,10 @@ def drive_hostile(
     selector = selectors.DefaultSelector()
     peers = [Hostile("slowloris", port, rng, trickle) for _ in range(slowloris)]
     peers += [Hostile("random", port, rng, trickle) for _ in range(randoms)]
-    answers: dict[str, collections.Counter] = {"slowloris": collections.Counter(),
-                                               "random": collections.Counter()}
+    answers: dict[str, collections.Counter] = {
+        "slowloris": collections.Counter(),
+        "random": collections.Counter(),
+    }
     connections = collections.Counter()
     slow_lifetimes: list[float] = []
     reconnect_at: dict[Hostile, float] = {}
@@ -259,8 +261,10 @@ def drive_hostile(
                 del reconnect_at[peer]
                 peer.connect(selector, now)
                 connections[peer.kind] += 1
-    at_end: dict[str, collections.Counter] = {"slowloris": collections.Counter(),
-                                              "random": collections.Counter()}
+    at_end: dict[str, collections.Counter] = {
+        "slowloris": collections.Counter(),
+        "random": collections.Counter(),
+    }
     for peer in peers:  # what the ones still connected got so far (their bound not reached)
         if peer.sock is not None:
             at_end[peer.kind][classify(bytes(peer.answer), eof=False)] += 1
@@ -280,8 +284,13 @@ def drive_hostile(
 
 
 def hostile(
-    slowloris: int, randoms: int, seconds: float, trickle: float, pause: float,
-    handshake_timeout: float, normal_rate: float = 0.0,
+    slowloris: int,
+    randoms: int,
+    seconds: float,
+    trickle: float,
+    pause: float,
+    handshake_timeout: float,
+    normal_rate: float = 0.0,
 ) -> dict[str, Any]:
     broker = BrokerProcess("--handshake-timeout", str(handshake_timeout), admin=True)
     context = multiprocessing.get_context("spawn")
@@ -362,8 +371,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     result = hostile(
-        args.slowloris, args.random, args.seconds, args.trickle, args.random_pause,
-        args.handshake_timeout, args.normal_rate,
+        args.slowloris,
+        args.random,
+        args.seconds,
+        args.trickle,
+        args.random_pause,
+        args.handshake_timeout,
+        args.normal_rate,
     )
     result["command"] = (
         f"amqpspec bench hostile --slowloris {args.slowloris} --random {args.random} "

@@ -101,8 +101,10 @@ class Publisher:
         self.peer = Peer(port, "soak-publisher", on_event=self.on_event)
         self.peer.conn.open()
         self.session = self.peer.conn.begin()
-        self.links = {q: self.session.attach_sender(f"pub-{q}", target=f"/queues/{q}")
-                      for q in (CLASSIC, STREAM)}
+        self.links = {
+            q: self.session.attach_sender(f"pub-{q}", target=f"/queues/{q}")
+            for q in (CLASSIC, STREAM)
+        }
         self.next = start
         self.pending: dict[int, tuple[str, str]] = {}  # delivery-id -> (queue, msg-id)
         self.unconfirmed = collections.Counter()
@@ -320,8 +322,11 @@ def soak(cycles: int, min_run: float, max_run: float, seed: int, in_flight: int)
 def ok(result: dict) -> bool:
     classic, stream = result["classic"], result["stream"]
     return not (
-        classic["lost"] or classic["duplicates_unmarked"] or stream["lost"]
-        or stream["duplicate_ids"] or stream["offsets_reused"]
+        classic["lost"]
+        or classic["duplicates_unmarked"]
+        or stream["lost"]
+        or stream["duplicate_ids"]
+        or stream["offsets_reused"]
         or not kill_soak_txn.ok(result["transactions"])
     )
 

@@ -104,9 +104,7 @@ class TxnPublisher:
             self._request(Declare(), "declare", None)
             self.state = "declaring"
         elif (
-            self.state == "declared"
-            and self.sender.credit >= TXN_SIZE
-            and self.control.credit > 0
+            self.state == "declared" and self.sender.credit >= TXN_SIZE and self.control.credit > 0
         ):
             self._one_transaction()
 
