@@ -10,6 +10,12 @@ table is refused:
 - a SEND_x input raises `UsageError`: the local application asked for something the
   endpoint's state does not allow.
 
+The one exception: the engine's fast lanes (`Session._fast_transfer` for a received
+one-frame transfer, `Link.send` for a sent one) skip the lookups in (connection OPENED,
+session MAPPED, link ATTACHED), where every transfer input of these tables is a self-loop
+"process". A change that makes any of those pairs do something else must also change the
+lanes' entry tests: docs/engine.md, "Changing a rule", has the checklist.
+
 Tables are plain dicts, exported so tests and the diagram tool (amqp10.engine.diagram,
 `amqpspec engine diagram`) can walk every pair:
 CONNECTION_TABLE, SESSION_TABLE, LINK_TABLE, SASL_TABLE (pairs -> Transition) and
