@@ -10,6 +10,8 @@ import socket
 import threading
 import time
 
+from peer_support import LoopbackPeer
+
 from amqpspec.amqp10.builder import build_frame
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
 from amqpspec.amqp10.frames import ProtocolHeader
@@ -24,26 +26,14 @@ C = COMPOSITE_CLASSES
 FULL = 2.0
 
 
-class LateCloser:
+class LateCloser(LoopbackPeer):
     """Answers the protocol header with its own and an open at once; our close with a
     close `delay` seconds later (None: never), holding the socket meanwhile."""
 
     def __init__(self, delay: float | None) -> None:
         self.delay = delay
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.stop = threading.Event()
         self.closing = build_frame(C["close"]())
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        self.server.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        super().__init__()
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(0.1)
@@ -67,10 +57,6 @@ class LateCloser:
                     time.sleep(self.delay)
                     conn.sendall(self.closing)
                     return
-
-    def close(self) -> None:
-        self.stop.set()
-        self.server.close()
 
 
 def _serves(target: Target, timeout: float | None = None) -> bool:

@@ -6,10 +6,10 @@ that can never come (a cut sasl-init) is not waited for."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
 
 import pytest
+from peer_support import LoopbackPeer
 
 from amqpspec.amqp10.builder import build_frame, sasl_frame
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
@@ -22,26 +22,14 @@ from amqpspec.fuzz.oracle import HANG, Bounds, Target, run_case
 C = COMPOSITE_CLASSES
 
 
-class ScriptedBroker:
+class ScriptedBroker(LoopbackPeer):
     """Answers the SASL header with its own and sasl-mechanisms; then, if `refuse`, a
     failed sasl-outcome `delay` seconds after the next bytes; then holds the socket,
     reading and answering nothing."""
 
     def __init__(self, refuse: bool, delay: float = 0.1) -> None:
         self.refuse, self.delay = refuse, delay
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        self.server.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        super().__init__()
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(0.2)
@@ -67,10 +55,6 @@ class ScriptedBroker:
                 return None
             return data or None
         return None
-
-    def close(self) -> None:
-        self.stop.set()
-        self.server.close()
 
 
 @pytest.fixture

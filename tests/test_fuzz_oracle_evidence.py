@@ -16,10 +16,10 @@ named as such.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 
 import pytest
+from peer_support import LoopbackPeer
 
 from amqpspec.amqp10.builder import build_frame, mutate
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
@@ -64,7 +64,7 @@ def _answer(frame: Frame) -> bytes:
     return build_frame(attach, frame.channel)
 
 
-class Peer:
+class Peer(LoopbackPeer):
     """A one-behaviour AMQP peer. `react`, on the fuzzer's first undecodable frame:
     'refuse' (a close with amqp:decode-error after `delay`), 'ignore' (nothing, but a close
     is answered), 'deaf' (nothing more, ever), 'drop' (the socket closed after `delay`, no
@@ -74,24 +74,7 @@ class Peer:
 
     def __init__(self, react: str = "ignore", delay: float = 0.003, bad_open: bool = False):
         self.react, self.delay, self.bad_open = react, delay, bad_open
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.stop = threading.Event()
-        self.threads: list[threading.Thread] = []
-        accept = threading.Thread(target=self._accept, daemon=True)
-        accept.start()
-        self.threads.append(accept)
-
-    def _accept(self) -> None:
-        self.server.settimeout(0.1)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                continue
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            thread.start()
-            self.threads.append(thread)
+        super().__init__(accept_poll=0.1)
 
     def _open(self) -> bytes:
         if self.bad_open:
@@ -142,8 +125,7 @@ class Peer:
                         conn.sendall(_answer(item))  # the liveness check's session and link
 
     def close(self) -> None:
-        self.stop.set()
-        self.server.close()
+        super().close()
         for thread in self.threads:
             thread.join(2)
 

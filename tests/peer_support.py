@@ -1,0 +1,42 @@
+"""A fake peer on loopback for the fuzz oracle's unit tests (a core unit test may use one;
+the fuzzer's real evidence comes from the brokers). Owns `LoopbackPeer`: a server socket on
+a free port of 127.0.0.1 whose connections are each served on a thread of their own by the
+subclass's `_serve(conn)`; `close()` stops accepting (every wait in it is bounded)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class LoopbackPeer:
+    """Subclasses set their own attributes, then call `super().__init__()`, which starts
+    accepting at once."""
+
+    def __init__(self, accept_poll: float = 0.2) -> None:
+        self.accept_poll = accept_poll
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+        accept = threading.Thread(target=self._accept, daemon=True)
+        accept.start()
+        self.threads.append(accept)
+
+    def _accept(self) -> None:
+        self.server.settimeout(self.accept_poll)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.close()
