@@ -15,7 +15,7 @@ import time
 import uuid
 
 from amqpspec.amqp10.monitor import DEFAULT_MAX_FRAME_SIZE
-from amqpspec.traces.proxy import RecordingProxy
+from amqpspec.traces.proxy import RecordingProxy, new_event_loop
 from amqpspec.traces.recorder import Recorder
 
 
@@ -45,14 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def default_trace_id() -> str:
     return f"capture-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:6]}"
-
-
-def _new_event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop  # type: ignore[import-not-found]
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 async def _serve(args: argparse.Namespace) -> int:
@@ -88,7 +80,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    loop = _new_event_loop()
+    loop = new_event_loop()
     try:
         return loop.run_until_complete(_serve(args))
     finally:

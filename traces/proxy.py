@@ -6,8 +6,13 @@ the same callback, before anything else happens (no added buffering, no reframin
 then handed to the recording queue. The queue is bounded (16 MiB): above it the
 proxy pauses reading from the sockets that feed it until the recorder catches up, so
 memory stays bounded and a slow disk slows the pair instead of dropping bytes.
-Half-closes are passed on (write_eof). Stop with `stop()` (or SIGINT/SIGTERM from the
-CLI): connections are closed, the queue drained and every file closed.
+Half-closes are passed on (write_eof), unless `close_on_eof` (either side's EOF closes
+the pair); `max_connections` stops listening after that many clients. Stop with `stop()`
+(or SIGINT/SIGTERM from the CLI): connections are closed, the queue drained and every
+file closed. Its users: `amqpspec capture` (traces/capture_cli.py, a `Recorder`) and the
+conformance run's relay for real client libraries (conformance/run/relay.py, one
+connection recorded into a probe `Recording`); anything with the `RecordSink` methods
+can record.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ import contextlib
 import socket
 import time
 from collections import deque
+from typing import Protocol
 
 from amqpspec.amqp10.origins import CLIENT, SERVER
-from amqpspec.traces.recorder import Recorder
 
 READ_CHUNK = 256 * 1024
 QUEUE_HIGH_WATER = 16 * 1024 * 1024  # queued bytes before reading is paused
@@ -28,6 +33,35 @@ FLUSH_INTERVAL = 1.0
 RECORD_INTERVAL = 0.005  # record in batches: no extra loop wake-up per relayed chunk
 RECORD_BATCH = 256  # ... unless this many chunks are waiting
 RECORD_BATCH_BYTES = 1024 * 1024  # ... or this many bytes
+
+
+class RecordSink(Protocol):
+    """What the proxy records into (traces.recorder.Recorder is one), called from the
+    proxy's event loop only, in the order the events happened."""
+
+    def open_connection(self, connection_id: int, client: str, server: str, time: float) -> None:
+        """Upstream is connected: `client` and `server` are the real `host:port`s."""
+
+    def data(self, connection_id: int, direction: str, chunk: bytes, time: float) -> None:
+        """One chunk, already relayed, sent by `direction` (CLIENT or SERVER)."""
+
+    def close_connection(self, connection_id: int, time: float, closer: str = CLIENT) -> None:
+        """The pair is closed; `closer` closed first."""
+
+    def flush(self) -> None:
+        """About once a second while the proxy runs."""
+
+    def close(self, time: float) -> None:
+        """The proxy stopped: every connection was closed and recorded."""
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop when installed, else asyncio's."""
+    try:
+        import uvloop  # type: ignore[import-not-found]
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def _endpoint(address: tuple) -> str:
@@ -62,6 +96,9 @@ class _Side(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         self.eof = True
+        if self.pair.proxy.close_on_eof:
+            self.pair.lost(self)
+            return False
         self.pair.half_close(self)
         return True  # keep our write side open until the peer is done
 
@@ -102,21 +139,20 @@ class _Pair:
         self.upstream_ready = False
         # client bytes that arrived before the upstream connection was up (some event
         # loops deliver data before a pause_reading() made in connection_made applies)
-        self.early: list[tuple[bytes, float]] = []
+        self.early: list[bytes] = []
         self.early_eof = False
 
     def opened(self) -> None:
         """Upstream is connected: record the connection before any byte of it."""
         client = self.client.transport.get_extra_info("peername")  # type: ignore[union-attr]
         server = self.upstream.transport.get_extra_info("peername")  # type: ignore[union-attr]
-        self.proxy.enqueue(
-            ("open", self.connection_id, _endpoint(client), _endpoint(server), time.time())
-        )
+        now = time.time()
+        self.proxy.enqueue(("open", self.connection_id, _endpoint(client), _endpoint(server), now))
         self.upstream_ready = True
         early, self.early = self.early, []
-        for data, stamp in early:
+        for data in early:  # stamped when relayed, now: never before the connection's start
             self.upstream.transport.write(data)  # type: ignore[union-attr]
-            self.proxy.enqueue(("data", self.connection_id, CLIENT, data, stamp))
+            self.proxy.enqueue(("data", self.connection_id, CLIENT, data, now))
         if self.early_eof:
             self.half_close(self.client)
 
@@ -125,7 +161,7 @@ class _Pair:
 
     def relay(self, side: _Side, data: bytes) -> None:
         if not self.upstream_ready:
-            self.early.append((data, time.time()))
+            self.early.append(data)
             side.pause_reading("upstream")
             return
         peer = self.peer_of(side)
@@ -170,13 +206,18 @@ class RecordingProxy:
         listen_port: int,
         upstream_host: str,
         upstream_port: int,
-        recorder: Recorder,
+        recorder: RecordSink,
+        *,
+        max_connections: int | None = None,
+        close_on_eof: bool = False,
     ) -> None:
         self.listen_host = listen_host
         self.listen_port = listen_port
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
         self.recorder = recorder
+        self.max_connections = max_connections
+        self.close_on_eof = close_on_eof
         self.pairs: dict[int, _Pair] = {}
         self._next_id = 1
         self._queue: deque[tuple] = deque()
@@ -248,6 +289,8 @@ class RecordingProxy:
     def _accept(self) -> asyncio.Protocol:
         connection_id = self._next_id
         self._next_id += 1
+        if self.max_connections is not None and connection_id >= self.max_connections:
+            asyncio.get_running_loop().call_soon(self._server.close)  # type: ignore[union-attr]
         pair = _Pair(self, connection_id)
         self.pairs[connection_id] = pair
         return pair.client
