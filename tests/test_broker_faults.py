@@ -334,13 +334,16 @@ def keep_dynamic_nodes(b, c) -> bool:
 def sole_connection_weak_detection(b, c) -> bool:
     """c's open did not ask for sole-connection-for-container; a second connection of its
     container asks for it (refuse-connection, sole_connection.py): it is not refused."""
-    from amqpspec.reference_broker.features.sole_connection import CAPABILITY, ESTABLISHMENT_FAILED
+    from amqpspec.amqp10.extensions import (
+        CONNECTION_ESTABLISHMENT_FAILED,
+        SOLE_CONNECTION_CAPABILITY,
+    )
 
-    other = EngineClient(b.port, desired_capabilities=[symbol(CAPABILITY)])
+    other = EngineClient(b.port, desired_capabilities=[symbol(SOLE_CONNECTION_CAPABILITY)])
     other.conn.container_id = c.conn.container_id
     try:
         other.open()
-        return not (other.conn.remote_open.properties or {}).get(ESTABLISHMENT_FAILED)
+        return not (other.conn.remote_open.properties or {}).get(CONNECTION_ESTABLISHMENT_FAILED)
     finally:
         other.close()
 

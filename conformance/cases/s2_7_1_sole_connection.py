@@ -42,6 +42,19 @@ import os
 from typing import Any
 
 from amqpspec.amqp10.engine import RemoteBegin, RemoteClose, RemoteOpen
+from amqpspec.amqp10.extensions import (
+    CLOSE_EXISTING,
+    DETECTION_STRONG,
+    DETECTION_WEAK,
+    REFUSE_CONNECTION,
+)
+from amqpspec.amqp10.extensions import CONNECTION_ESTABLISHMENT_FAILED as ESTABLISHMENT_FAILED
+from amqpspec.amqp10.extensions import CONTAINER_ID_FIELD as CONTAINER_ID
+from amqpspec.amqp10.extensions import INVALID_FIELD_KEY as INVALID_FIELD
+from amqpspec.amqp10.extensions import SOLE_CONNECTION_CAPABILITY as CAPABILITY
+from amqpspec.amqp10.extensions import SOLE_CONNECTION_DETECTION_POLICY as DETECTION_POLICY
+from amqpspec.amqp10.extensions import SOLE_CONNECTION_ENFORCEMENT as ENFORCEMENT
+from amqpspec.amqp10.extensions import SOLE_CONNECTION_ENFORCEMENT_POLICY as ENFORCEMENT_POLICY
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import symbol, uint
 from amqpspec.conformance.probe import Probe, WaitTimeout
@@ -49,16 +62,9 @@ from amqpspec.conformance.run.registry import MODEL, case
 from amqpspec.conformance.verdicts import Unanswered, Unsupported
 
 SOLECONN = "soleconn"  # profile.MODELS
-CAPABILITY = "sole-connection-for-container"
-ENFORCEMENT_POLICY = symbol("sole-connection-enforcement-policy")
-DETECTION_POLICY = symbol("sole-connection-detection-policy")
-ESTABLISHMENT_FAILED = symbol("amqp:connection-establishment-failed")
-ENFORCEMENT = symbol("sole-connection-enforcement")
-INVALID_FIELD = symbol("invalid-field")
-CONTAINER_ID = symbol("container-id")
-REFUSE, CLOSE = 0, 1
+REFUSE, CLOSE = REFUSE_CONNECTION, CLOSE_EXISTING
 POLICY_NAMES = {REFUSE: "refuse-connection", CLOSE: "close-existing"}
-STRONG, WEAK = 0, 1
+STRONG, WEAK = DETECTION_STRONG, DETECTION_WEAK
 REQUIRES = {"sole-connection"}
 REFUSED = (
     "soleconn (refuse-connection, as Broker-J's SoleConnectionAsserts checks it): the new "

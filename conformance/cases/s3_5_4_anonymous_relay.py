@@ -51,6 +51,7 @@ from amqpspec.amqp10.engine import (
     RemoteDetach,
     RemoteEnd,
 )
+from amqpspec.amqp10.extensions import ANONYMOUS_RELAY_CAPABILITY as RELAY
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import symbol
@@ -61,7 +62,6 @@ from amqpspec.conformance.steps.transactions import Controller, describe
 from amqpspec.conformance.verdicts import Unsupported
 
 ANONTERM = "anonterm"  # profile.MODELS
-RELAY = "ANONYMOUS-RELAY"
 DELIVERY_TAG = symbol("delivery-tag")
 ACCEPTED = symbol("amqp:accepted:list")
 REJECTED = symbol("amqp:rejected:list")

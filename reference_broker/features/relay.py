@@ -30,12 +30,12 @@ from __future__ import annotations
 from typing import Any
 
 from amqpspec.amqp10.composites import Error
+from amqpspec.amqp10.extensions import ANONYMOUS_RELAY_CAPABILITY as RELAY_CAPABILITY
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import symbol
 
 from ..faults.catalog import Faults
 
-RELAY_CAPABILITY = "ANONYMOUS-RELAY"
 DELIVERY_TAG = symbol("delivery-tag")
 REJECTED_OUTCOME = "amqp:rejected:list"
 # no `to`, a `to` that is no address of this broker, nothing at it: a routing error

@@ -39,21 +39,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amqpspec.amqp10.composites import Error
+from amqpspec.amqp10.extensions import (
+    CLOSE_EXISTING,
+    REFUSE_CONNECTION,
+)
+from amqpspec.amqp10.extensions import CONNECTION_ESTABLISHMENT_FAILED as ESTABLISHMENT_FAILED
+from amqpspec.amqp10.extensions import CONTAINER_ID_FIELD as CONTAINER_ID
+from amqpspec.amqp10.extensions import DETECTION_STRONG as STRONG
+from amqpspec.amqp10.extensions import INVALID_FIELD_KEY as INVALID_FIELD
+from amqpspec.amqp10.extensions import SOLE_CONNECTION_CAPABILITY as CAPABILITY
+from amqpspec.amqp10.extensions import SOLE_CONNECTION_DETECTION_POLICY as DETECTION_POLICY
+from amqpspec.amqp10.extensions import SOLE_CONNECTION_ENFORCEMENT as ENFORCEMENT
+from amqpspec.amqp10.extensions import SOLE_CONNECTION_ENFORCEMENT_POLICY as ENFORCEMENT_POLICY
 from amqpspec.amqp10.spec import Cond
-from amqpspec.amqp10.types import symbol, uint
+from amqpspec.amqp10.types import uint
 
 from ..faults.catalog import Faults
-
-CAPABILITY = "sole-connection-for-container"
-ENFORCEMENT_POLICY = symbol("sole-connection-enforcement-policy")
-DETECTION_POLICY = symbol("sole-connection-detection-policy")
-ESTABLISHMENT_FAILED = symbol("amqp:connection-establishment-failed")
-ENFORCEMENT = symbol("sole-connection-enforcement")
-INVALID_FIELD = symbol("invalid-field")
-CONTAINER_ID = symbol("container-id")
-REFUSE_CONNECTION = 0
-CLOSE_EXISTING = 1
-STRONG = 0
 
 
 def _symbols(value: Any) -> set[str]:
