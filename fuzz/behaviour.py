@@ -36,11 +36,11 @@ from amqpspec.conformance import manifest
 from amqpspec.fuzz.case import Step, mutation_label
 from amqpspec.fuzz.evidence import stream_error
 from amqpspec.fuzz.oracle import (
-    _CLOSE_SENTENCE,
-    _FRAME_SENTENCE,
     CLOSE_MISSING,
+    CLOSE_SENTENCE,
     CRASH,
     ERROR_MISSING,
+    FRAME_SENTENCE,
     HANG,
     RESOURCE,
     UNDECODABLE,
@@ -48,10 +48,10 @@ from amqpspec.fuzz.oracle import (
 )
 
 # the oracle's pseudo-rules (fuzz.oracle) and the sentence each enforces
-PSEUDO_SENTENCES = {CLOSE_MISSING[0]: _CLOSE_SENTENCE[0], UNDECODABLE[0]: _FRAME_SENTENCE[0]}
+PSEUDO_SENTENCES = {CLOSE_MISSING[0]: CLOSE_SENTENCE[0], UNDECODABLE[0]: FRAME_SENTENCE[0]}
 # fuzz.mutators' labels of a frame-header mutation: 'begin[DOFF=1]', 'flow[cut to 3B]'
 FRAMING = re.compile(r"^(SIZE=|DOFF=|TYPE=|cut to |extended-header=|trailer=)")
-AMQP_FRAMES = _FRAME_SENTENCE[0]  # 2.3.2: a performative encoded as its described type
+AMQP_FRAMES = FRAME_SENTENCE[0]  # 2.3.2: a performative encoded as its described type
 
 
 @dataclass(frozen=True, slots=True)

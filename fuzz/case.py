@@ -4,7 +4,8 @@ Owns: `Step` (the exact bytes of one send: a protocol header, a frame, several f
 coalesced, part of a frame, or junk; with a label saying what it is and how it was
 mutated), `Case` (the steps, the strategy and seed that made them) and the reproducer
 format: `case_to_json` / `case_from_json` / `load_case(path)` (a reproducer `.json`, a
-finding directory, or a recorded trace: its first connection's client side).
+finding directory, or a recorded trace: its first connection's client side, read by
+`client_sides(path)` through `traces.load`).
 `describe(step)` names a step's bytes through the core decoder. Builds no AMQP bytes;
 touches nothing else.
 """
@@ -157,9 +158,19 @@ def load_case(path: str) -> tuple[Case, dict[str, Any]]:
             return case_from_json(record), record
         except (ValueError, KeyError, TypeError) as exc:
             raise CaseFileError(f"{path}: {exc}") from None
-    from amqpspec.fuzz.seeds import client_sides  # traces are the seeds' business
-
     sides = client_sides(path)
     if not sides:
         raise CaseFileError(f"{path}: no connection with client bytes in it")
     return Case(sides[0], "trace", os.path.basename(path)), {}
+
+
+def client_sides(path: str) -> list[list[Step]]:
+    """The client side of each connection in a trace file, one step per item."""
+    from amqpspec.amqp10.origins import CLIENT
+    from amqpspec.traces.load import open_trace  # the corpus readers: the fuzz extra
+
+    sides: dict[int, list[Step]] = {}
+    for item in open_trace(path):
+        if item.direction == CLIENT:
+            sides.setdefault(item.connection_id, []).append(step(item.raw))
+    return [s for s in sides.values() if s]

@@ -16,7 +16,8 @@ Owns: the options, their checks, progress output and exit status (amqpspec.exit_
 the start (one clear line on stderr, never a traceback), 3 a campaign stopped by an error
 of the fuzzer's own (its traceback, then one line naming it: no verdict). The work is in
 fuzz.campaign, fuzz.replay, fuzz.report, fuzz.findings_report (findings.md, also rewritten
-by the store at each confirmed finding) and fuzz.inprocess.
+by the store at each confirmed finding) and fuzz.inprocess; what this shares with
+fuzz.differential_cli (targets, option checks, progress) is fuzz.cli_support's.
 """
 
 from __future__ import annotations
@@ -24,21 +25,26 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
-from urllib.parse import unquote, urlsplit
 
 from amqpspec import exit_status
-from amqpspec.fuzz.model import FUZZ_QUEUE
+from amqpspec.fuzz.cli_support import QUEUE as QUEUE
+from amqpspec.fuzz.cli_support import (
+    FuzzUsageError,
+    Progress,
+    check_budget,
+    chosen_processes,
+    chosen_workers,
+    parse_strategies,
+    print_behaviours,
+    queue_admin,
+    target_of,
+    write_findings_md,
+)
+from amqpspec.fuzz.cli_support import target_from as target_from
 from amqpspec.fuzz.mutators import STRATEGIES
-from amqpspec.fuzz.oracle import Bounds, Target
 
 ACTIONS = ("replay", "report", "codec", "engine", "broker")
-QUEUE = FUZZ_QUEUE
-
-
-class FuzzUsageError(Exception):
-    """A bad option or an unusable target: exit 2 with this message."""
 
 
 def _workers(text: str) -> int | str:
@@ -149,126 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------- target
 
 
-def target_from(broker: str | None, profile_name: str, bounds: Bounds | None = None) -> Target:
-    """The broker URL and profile as a fuzz Target (FuzzUsageError when unusable)."""
-    from amqpspec.conformance.profile import ProfileError, load_profile
-    from amqpspec.fuzz.model import Handshake
-
-    if not broker:
-        raise FuzzUsageError("--broker amqp://HOST:PORT is required")
-    parts = urlsplit(broker if "://" in broker else f"amqp://{broker}")
-    if parts.scheme != "amqp":
-        raise FuzzUsageError(f"unsupported broker URL scheme {parts.scheme!r} (amqp:// only)")
-    try:
-        port = parts.port or 5672
-    except ValueError as exc:
-        raise FuzzUsageError(f"bad broker URL {broker!r}: {exc}") from None
-    try:
-        profile = load_profile(profile_name)
-    except (ProfileError, ValueError, OSError) as exc:
-        raise FuzzUsageError(str(exc)) from None
-    handshake = Handshake(
-        sasl=profile.sasl if profile.sasl in ("PLAIN", "ANONYMOUS") else "none",
-        username=unquote(parts.username) if parts.username else (profile.username or ""),
-        password=unquote(parts.password) if parts.password else (profile.password or ""),
-        hostname=profile.hostname,
-        source=profile.source(QUEUE),
-        target=profile.target(QUEUE),
-    )
-    target = Target(parts.hostname or "127.0.0.1", port, handshake, bounds or Bounds())
-    target.profile = profile
-    return target
-
-
-def _target(args: argparse.Namespace) -> Target:
-    target = target_from(args.broker, args.profile)
-    profile = target.profile
-    reply = args.reply_timeout if args.reply_timeout is not None else profile.wait
-    if reply <= 0:
-        raise FuzzUsageError("--reply-timeout must be positive")
-    target.bounds = Bounds(reply=reply, restart_wait=args.restart_wait)
-    if args.admin:
-        target.memory = _memory_reader(args.admin)
-        if profile.declare_queues:
-            _declare(profile, args.admin)
-    return target
-
-
-def _memory_reader(url: str):  # type: ignore[no-untyped-def]
-    """The broker's memory (mem_used of GET /api/nodes), or None when it cannot say."""
-    from amqpspec.reference_broker.admin.client import ManagementClient
-
-    parts = urlsplit(url)
-    client = ManagementClient(
-        f"http://{parts.hostname or '127.0.0.1'}:{parts.port or 15672}",
-        unquote(parts.username or "guest"),
-        unquote(parts.password or "guest"),
-        timeout=5.0,
-    )
-
-    lock = threading.Lock()  # one HTTP connection, shared by the workers
-
-    def read() -> int | None:
-        try:
-            with lock:
-                nodes = client.call("GET", "/api/nodes")
-            value = nodes[0].get("mem_used") if nodes else None
-            return int(value) if value is not None else None
-        except Exception:
-            return None
-
-    return read
-
-
-def _declare(profile, admin_url: str) -> None:  # type: ignore[no-untyped-def]
-    from amqpspec.conformance.admin import make_admin
-
-    admin = make_admin(profile.admin, admin_url)
-    try:
-        admin.declare_queue(QUEUE)
-    except Exception as exc:
-        raise FuzzUsageError(f"cannot declare queue {QUEUE!r} through {admin_url}: {exc}") from None
-    finally:
-        admin.close()
-
-
-def _queue_admin(args: argparse.Namespace, target: Target):  # type: ignore[no-untyped-def]
-    """Multi-party cases: each run's own queue is declared and deleted through --admin when
-    the profile says queues must be declared (None: the broker makes them on attach)."""
-    from amqpspec.conformance.admin import make_admin
-    from amqpspec.fuzz.multiparty import LockedAdmin
-
-    if not target.profile.declare_queues:
-        return None
-    if not args.admin:
-        raise FuzzUsageError(
-            f"multi-party cases: profile {args.profile!r} declares its queues: give --admin URL "
-            "(each multi-party run gets a queue of its own)"
-        )
-    return LockedAdmin(make_admin(target.profile.admin, args.admin))
-
-
-def _strategies(text: str) -> tuple[str, ...]:
-    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [s for s in chosen if s not in STRATEGIES]
-    if unknown or not chosen:
-        raise FuzzUsageError(f"unknown strategy {unknown}; choose from {','.join(STRATEGIES)}")
-    return chosen
-
-
 # ----------------------------------------------------------------- actions
-
-
-def check_budget(args: argparse.Namespace) -> None:
-    """--out and a positive --duration or --cases, as every network campaign needs."""
-    if not args.out:
-        raise FuzzUsageError("--out DIR is required for a campaign")
-    if args.duration is None and args.cases is None:
-        raise FuzzUsageError("give --duration SECONDS or --cases N")
-    if (args.duration is not None and args.duration <= 0) or (
-        args.cases is not None and args.cases <= 0
-    ):
-        raise FuzzUsageError("--duration and --cases must be positive")
 
 
 def _campaign(args: argparse.Namespace) -> int:
@@ -279,8 +166,8 @@ def _campaign(args: argparse.Namespace) -> int:
     check_budget(args)
     if args.triage_per_behaviour is not None and args.triage_per_behaviour < 0:
         raise FuzzUsageError("--triage-per-behaviour must be 0 or more")
-    strategies = _strategies(args.strategy)
-    target = _target(args)
+    strategies = parse_strategies(args.strategy)
+    target = target_of(args)
     if not alive(target):
         raise FuzzUsageError(f"broker {target.url} is unreachable (no open/begin/attach answer)")
     corpus = []
@@ -300,12 +187,12 @@ def _campaign(args: argparse.Namespace) -> int:
     )
     config.kind = args.kind
     if args.kind != "single":
-        config.queues = _queue_admin(args, target)
+        config.queues = queue_admin(args, target)
     if args.triage_per_behaviour is not None:
         config.per_behaviour = args.triage_per_behaviour
     config.workers = chosen_workers(args.workers, [config], args.quiet)
     config.processes = chosen_processes(args.processes, config.workers)
-    progress = _Progress(args.quiet)
+    progress = Progress(args.quiet)
     campaign = Campaign(config, progress.update)
     store = campaign.store
     progress.behaviours = lambda: len(store.behaviours)
@@ -316,7 +203,7 @@ def _campaign(args: argparse.Namespace) -> int:
         store.note_campaign(kind=args.kind, admin=args.admin)
     stats = campaign.run()
     progress.done(stats)
-    groups = _write_findings_md(args.out)
+    groups = write_findings_md(args.out)
     total = len(campaign.store.findings)
     print(
         f"amqpspec fuzz: {stats.cases} cases in {time.monotonic() - stats.started:.1f} s "
@@ -349,7 +236,7 @@ def _campaign(args: argparse.Namespace) -> int:
         if finding.observed:
             print(f"      expected: {finding.expected}\n      observed: {finding.observed}")
     if groups:
-        _print_behaviours(args.out, groups)
+        print_behaviours(args.out, groups)
     if stats.stopped.startswith(WORKER_FAILED):
         # the campaign did not run its budget: no verdict, neither "no finding" nor findings
         print(
@@ -359,97 +246,6 @@ def _campaign(args: argparse.Namespace) -> int:
         )
         return exit_status.JOB_FAILED
     return 1 if total else 0
-
-
-def chosen_processes(processes: int | str, workers: int) -> int:
-    """--processes as given, or (auto) one per CPU core, at most one per worker (fuzz.pace)."""
-    from amqpspec.fuzz.pace import choose_processes
-
-    return choose_processes(workers) if processes == "auto" else int(processes)
-
-
-def chosen_workers(workers: int | str, configs: list, quiet: bool) -> int:
-    """--workers as given, or (auto) from the answer time of the slowest broker of
-    `configs` (fuzz.pace; fewer for multi-party cases, which hold several connections)."""
-    if workers != "auto":
-        return int(workers)
-    from amqpspec.fuzz.pace import (
-        MULTI_PARTY_CONNECTIONS,
-        PROBE_CASES,
-        choose_workers,
-        measure_case_latency,
-    )
-
-    latency = max(measure_case_latency(config) for config in configs)
-    multi = any(getattr(config, "kind", "single") != "single" for config in configs)
-    chosen = choose_workers(latency, MULTI_PARTY_CONNECTIONS if multi else 1)
-    if not quiet:
-        print(
-            f"amqpspec fuzz: the broker takes {latency:.3f} s per case (mean of the first "
-            f"{PROBE_CASES} at most, one by one): {chosen} workers (--workers N to choose)",
-            file=sys.stderr,
-        )
-    return chosen
-
-
-def _write_findings_md(directory: str) -> list:
-    from amqpspec.fuzz.findings_report import write_report
-
-    return write_report(directory)
-
-
-def _print_behaviours(directory: str, groups: list) -> None:
-    from amqpspec.fuzz.findings_report import REPORT_NAME, summary_lines
-
-    findings = sum(len(g.findings) for g in groups)
-    print(
-        f"by broker behaviour: {len(groups)} behaviour(s) from {findings} finding(s) in "
-        f"{os.path.join(directory, REPORT_NAME)}"
-    )
-    for line in summary_lines(groups):
-        print(f"  {line}")
-
-
-class _Progress:
-    """Cases/s, findings and state coverage: a rich live line on a terminal, a plain line
-    every 5 s otherwise."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.behaviours = lambda: 0  # the campaign's findings.md behaviours so far
-        self.quiet = quiet
-        self._last = 0.0
-        self._live = None
-        if not quiet and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.live import Live
-
-            self._live = Live(console=Console(stderr=True), refresh_per_second=4, transient=True)
-            self._live.start()
-
-    def _text(self, stats) -> str:  # type: ignore[no-untyped-def]
-        elapsed = time.monotonic() - stats.started
-        return (
-            f"{elapsed:6.1f}s  cases {stats.cases}  {stats.rate:6.0f}/s  findings "
-            f"{stats.findings} (findings.md: {self.behaviours()} behaviour(s))  triage: "
-            f"{stats.triaged} done, {stats.queued} queued, {stats.kept + stats.examples} kept, "
-            f"{stats.duplicates} known  state coverage {100 * stats.coverage:.1f}%"
-        )
-
-    def update(self, stats) -> None:  # type: ignore[no-untyped-def]
-        if self.quiet:
-            return
-        now = time.monotonic()
-        if self._live is not None:
-            if now - self._last > 0.25:
-                self._last = now
-                self._live.update(self._text(stats))
-        elif now - self._last > 5.0:
-            self._last = now
-            print(self._text(stats), file=sys.stderr, flush=True)
-
-    def done(self, stats) -> None:  # type: ignore[no-untyped-def]
-        if self._live is not None:
-            self._live.stop()
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -468,13 +264,13 @@ def _replay(args: argparse.Namespace) -> int:
     from amqpspec.fuzz.differential_cli import needs_pair
 
     needs_pair(args.path)  # a divergence replays on two brokers only
-    target = _target(args)
+    target = target_of(args)
     if not alive(target):
         raise FuzzUsageError(f"broker {target.url} is unreachable (no open/begin/attach answer)")
     from amqpspec.fuzz import multiparty
 
     if multiparty.is_multi_reproducer(args.path):  # every party of the schedule, each time
-        queues = _queue_admin(args, target)
+        queues = queue_admin(args, target)
         result = multiparty.replay_multi(target, args.path, args.times, queues)
         for number, verdict in enumerate(result.verdicts, 1):
             seen = f"{verdict.kind} {verdict.rule}: {verdict.summary}" if verdict else "nothing"
@@ -514,7 +310,7 @@ def _report(args: argparse.Namespace) -> int:
         raise FuzzUsageError(f"fuzz report needs a campaign DIR with {FINDINGS_JSON}")
     md, page = write_report(args.path)
     print(f"amqpspec fuzz: {md}, {page}")
-    _print_behaviours(args.path, _write_findings_md(args.path))
+    print_behaviours(args.path, write_findings_md(args.path))
     return 0
 
 

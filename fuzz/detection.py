@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 
 from amqpspec.fuzz.campaign import Campaign, CampaignConfig
-from amqpspec.fuzz.cli import QUEUE, _memory_reader
+from amqpspec.fuzz.cli_support import QUEUE, memory_reader
 from amqpspec.fuzz.model import Handshake
 from amqpspec.fuzz.multiparty import LockedAdmin
 from amqpspec.fuzz.oracle import Bounds, Target
@@ -92,7 +92,7 @@ def target_for(broker: Supervised) -> Target:
         broker.port,
         Handshake(source=queue, target=queue),
         Bounds(reply=1.5, restart_wait=20.0),
-        _memory_reader(broker.admin_url),
+        memory_reader(broker.admin_url),
     )
     from amqpspec.conformance.profile import load_profile
 

@@ -11,7 +11,8 @@ since both get the same bytes), the differential campaign's summary and exit sta
 breaks, or a robustness verdict: crash, hang, error-missing), 2 usage or a broker
 unreachable at the start, 3 a campaign stopped by the fuzzer's own error
 (amqpspec.exit_status; docs/fuzz.md, "Differential campaigns"). The work is in
-fuzz.differential; fuzz.cli hands over when `--differential` is given.
+fuzz.differential; fuzz.cli hands over when `--differential` is given (the option checks
+shared with it are fuzz.cli_support's).
 """
 
 from __future__ import annotations
@@ -23,17 +24,17 @@ import sys
 import time
 
 from amqpspec import exit_status
-from amqpspec.fuzz.cli import (
+from amqpspec.fuzz.cli_support import (
     FuzzUsageError,
-    _declare,
-    _print_behaviours,
-    _Progress,
-    _strategies,
-    _target,
-    _write_findings_md,
+    Progress,
     check_budget,
     chosen_workers,
+    declare,
+    parse_strategies,
+    print_behaviours,
     target_from,
+    target_of,
+    write_findings_md,
 )
 from amqpspec.fuzz.differential import (
     DIVERGENCE,
@@ -49,14 +50,14 @@ from amqpspec.fuzz.pace import MAX_WORKERS
 def pair_from(args: argparse.Namespace, workers: int = 1) -> Pair:
     """Both targets; FuzzUsageError when either is unusable or the second does not take
     the first's login and addresses."""
-    first = _target(args)
+    first = target_of(args)
     first.memory = None  # a differential campaign compares replies, not memory
     profile2 = args.profile2 or args.profile
     second = target_from(args.differential, profile2)
     reply = args.reply_timeout if args.reply_timeout is not None else second.profile.wait
     second.bounds = Bounds(reply=reply, restart_wait=args.restart_wait)
     if args.admin2 and second.profile.declare_queues:
-        _declare(second.profile, args.admin2)
+        declare(second.profile, args.admin2)
     for target in (first, second):
         if not alive(target):
             raise FuzzUsageError(
@@ -77,7 +78,7 @@ def pair_from(args: argparse.Namespace, workers: int = 1) -> Pair:
     return Pair(first, second, names, ThreadPoolExecutor(max(4, 2 * workers + 4)))
 
 
-class _DiffProgress(_Progress):
+class _DiffProgress(Progress):
     def __init__(self, quiet: bool) -> None:
         super().__init__(quiet)
         self.divergent = lambda: 0
@@ -91,7 +92,7 @@ def campaign(args: argparse.Namespace) -> int:
     from amqpspec.fuzz.seeds import load_corpus
 
     check_budget(args)
-    strategies = _strategies(args.strategy)
+    strategies = parse_strategies(args.strategy)
     auto = args.workers == "auto"
     pair = pair_from(args, MAX_WORKERS if auto else args.workers)
     corpus = []
@@ -125,7 +126,7 @@ def campaign(args: argparse.Namespace) -> int:
     finally:
         pair.close()
     progress.done(stats)
-    groups = _write_findings_md(args.out)
+    groups = write_findings_md(args.out)
     findings = list(store.findings.values())
     decided = [f for f in findings if f.kind != DIVERGENCE or f.level != SPEC_ALLOWS_BOTH]
     print(
@@ -148,7 +149,7 @@ def campaign(args: argparse.Namespace) -> int:
         for line in finding.extra.get("divergence", {}).get("labels", []):
             print(f"      {line}")
     if groups:
-        _print_behaviours(args.out, groups)
+        print_behaviours(args.out, groups)
     if stats.stopped.startswith(WORKER_FAILED):
         print(
             f"amqpspec fuzz: the campaign failed, no verdict (exit {exit_status.JOB_FAILED}): "

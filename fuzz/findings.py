@@ -92,7 +92,7 @@ class Finding:
         return asdict(self)
 
 
-def _atomic_write(path: str, data: bytes) -> None:
+def atomic_write(path: str, data: bytes) -> None:
     temporary = f"{path}.tmp{os.getpid()}.{threading.get_ident()}"
     with open(temporary, "wb") as file:
         file.write(data)
@@ -195,9 +195,9 @@ class FindingStore:
                 close_held=finding.close_held,
                 original_steps=[s.to_json() for s in case.original],
             )
-            _atomic_write(os.path.join(folder, REPRODUCER_NAME), _json(record))
+            atomic_write(os.path.join(folder, REPRODUCER_NAME), json_bytes(record))
             text = transcript(case, recording, finding, exchange).encode()
-            _atomic_write(os.path.join(folder, "reproducer.txt"), text)
+            atomic_write(os.path.join(folder, "reproducer.txt"), text)
             if recording is not None and recording.chunks:
                 dropped = exchange.dropped if exchange is not None else None
                 write_pcap(os.path.join(folder, "reproducer.pcap"), recording, dropped)
@@ -231,7 +231,7 @@ class FindingStore:
                 with open(path, encoding="utf-8") as file:
                     known = json.load(file)
             known.update({k: v for k, v in facts.items() if v is not None})
-            _atomic_write(path, _json(known))
+            atomic_write(path, json_bytes(known))
             records = [f.to_json() for f in self.findings.values()]
             self.behaviours = write_report(self.directory, records=records)
 
@@ -241,12 +241,12 @@ class FindingStore:
         lists every finding of findings.json (and the one whose files are all written)."""
         records = [f.to_json() for f in self.findings.values()]
         self.behaviours = write_report(self.directory, records=records)
-        _atomic_write(os.path.join(self.directory, FINDINGS_JSON), _json(records))
+        atomic_write(os.path.join(self.directory, FINDINGS_JSON), json_bytes(records))
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def _json(value: Any) -> bytes:
+def json_bytes(value: Any) -> bytes:
     return (json.dumps(value, indent=2, sort_keys=False) + "\n").encode()

@@ -73,9 +73,9 @@ from amqpspec.fuzz.cross_oracle import (
 from amqpspec.fuzz.findings import (
     Finding,
     FindingStore,
-    _atomic_write,
-    _json,
+    atomic_write,
     finding_id,
+    json_bytes,
     signature,
     write_pcap,
 )
@@ -87,8 +87,8 @@ from amqpspec.fuzz.oracle import (
     VIOLATION,
     Target,
     Verdict,
-    _judged_items,
     alive,
+    judged_items,
 )
 from amqpspec.traces.minimize import ddmin
 from amqpspec.traces.render import show_line
@@ -657,7 +657,7 @@ def _judge(target: Target, case: MultiCase, run: _Run, failure: str) -> tuple[Ve
     broken: list[tuple[str, Any]] = []
     for name, party in run.parties.items():
         recording = party.probe.recording
-        cut = _judged_items(recording)
+        cut = judged_items(recording)
         must = [v for v in recording.violations if v.level == "MUST" and v.frame_index < cut]
         broken += [(name, v) for v in must]
     credit = [(n, v) for n, v in broken if v.rule_id.startswith(CREDIT_RULES)]
@@ -811,9 +811,9 @@ def keep_multi(
             observed=finding.observed,
             level=finding.level,
         )
-        _atomic_write(os.path.join(folder, "reproducer.json"), _json(record))
+        atomic_write(os.path.join(folder, "reproducer.json"), json_bytes(record))
         text = transcript(case, outcome, finding).encode()
-        _atomic_write(os.path.join(folder, "reproducer.txt"), text)
+        atomic_write(os.path.join(folder, "reproducer.txt"), text)
         for name, recording in outcome.recordings.items():
             if recording.chunks:
                 write_pcap(os.path.join(folder, f"reproducer-{name}.pcap"), recording)

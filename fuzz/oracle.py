@@ -86,12 +86,12 @@ KINDS = (CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE)
 CLOSE_MISSING = ("connection.close-missing", "2.4.3")  # close before the socket goes
 UNDECODABLE = ("frame.undecodable", "2.3.2")  # the broker's own frame does not decode
 MUST, ROBUSTNESS = "MUST", "robustness"  # Verdict.level: a MUST of the text, or not one
-_CLOSE_SENTENCE = (
+CLOSE_SENTENCE = (
     "2.4.3/closing-a-connection.1",
     "Prior to closing a Connection, each peer MUST write a close frame with a code "
     "indicating the reason for closing.",
 )
-_FRAME_SENTENCE = (
+FRAME_SENTENCE = (
     "2.3.2/amqp-frames.1",
     "The performative MUST be one of those defined in performatives and is encoded as a "
     "described type in the AMQP type system.",
@@ -458,7 +458,7 @@ def _judge(
     frames = [r.item for r in exchange.received if isinstance(r.item, Frame)]
     names = [f.name for f in frames]
     peer_closed = exchange.dropped is not None
-    judged = _judged_items(recording)
+    judged = judged_items(recording)
     violations = [
         v
         for v in recording.violations
@@ -471,7 +471,7 @@ def _judge(
         return None  # it accepted the other protocol the case asked for: no AMQP 1.0 bytes
     if undecodable is not None:
         rule, section = UNDECODABLE
-        sentence, text = _FRAME_SENTENCE
+        sentence, text = FRAME_SENTENCE
         observed = (
             f"{exchange.when(undecodable.time)} ({exchange.bad_label}) the broker sent "
             f"{undecodable.short()}; all it sent after the bad frame: "
@@ -497,7 +497,7 @@ def _judge(
         return _crash(target, last, "the broker dropped us and refuses fresh connections", exchange)
     if peer_closed and not replied and ("open" in names or _opened(steps[:sent], frames)):
         rule, section = CLOSE_MISSING
-        sentence, text = _CLOSE_SENTENCE
+        sentence, text = CLOSE_SENTENCE
         assert exchange.dropped is not None
         observed = (
             f"the broker closed the TCP connection {exchange.when(exchange.dropped)} "
@@ -616,7 +616,7 @@ _OWN_CLOSE_RULE = "connection.frame-after-close"
 _JUDGED_PAST_CUT = FRAME_CONTENT_RULES | {_OWN_CLOSE_RULE}
 
 
-def _judged_items(recording: Recording) -> int:
+def judged_items(recording: Recording) -> int:
     """The trace index up to which (exclusive) the broker is judged: up to the client's
     first close, end or detach (after it, what the broker sends races with what it had
     not read yet: work started before, answered after), or up to where the client side

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 
 from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.origins import SERVER
-from amqpspec.fuzz.case import load_case
+from amqpspec.fuzz.case import client_sides, load_case
 from amqpspec.fuzz.findings import signature
 from amqpspec.fuzz.oracle import Target, Verdict, run_case
-from amqpspec.fuzz.seeds import client_sides
 from amqpspec.traces.load import open_trace
 
 REPLAY_PACE = 0.05  # a recorded client waited for answers: so does its replay, this long

@@ -5,9 +5,9 @@ Owns: `SCENARIOS` (legal client conversations made on the engine by
 credit, drain and echo, several sessions and links interleaved, a conversation ended
 at each level), `scenario(handshake, rng)` (one of them, its parameters drawn from
 `rng`), `pooled_scenario(handshake, seed, rng)` (one of a campaign's POOL, each made
-once), and the corpus: `client_sides(path)` (the client side of every connection of a
-pcap/pcapng/frame-log trace, e.g. the conformance suite's recorded traces, via
-`traces.load`) and `load_corpus(dir)` (every trace and reproducer under a directory).
+once), and the corpus: `load_corpus(dir)` (every trace and reproducer under a directory;
+a trace's connections by `fuzz.case.client_sides`, e.g. the conformance suite's recorded
+traces, via `traces.load`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import os
 import random
 from collections.abc import Callable
 
-from amqpspec.amqp10.origins import CLIENT
-from amqpspec.fuzz.case import Step, step
+from amqpspec.fuzz.case import CaseFileError, Step, client_sides, load_case
 from amqpspec.fuzz.model import Conversation, Handshake
-from amqpspec.traces.load import TraceError, open_trace
+from amqpspec.traces.load import TraceError
 
 Scenario = Callable[[Conversation, random.Random], None]
 POOL = 512  # legal conversations per campaign (pooled_scenario)
@@ -122,19 +121,8 @@ def pooled_scenario(
 # ----------------------------------------------------------------- corpus
 
 
-def client_sides(path: str) -> list[list[Step]]:
-    """The client side of each connection in a trace file, one step per item."""
-    sides: dict[int, list[Step]] = {}
-    for item in open_trace(path):
-        if item.direction == CLIENT:
-            sides.setdefault(item.connection_id, []).append(step(item.raw))
-    return [s for s in sides.values() if s]
-
-
 def load_corpus(directory: str) -> list[list[Step]]:
     """Every trace (pcap, pcapng, frame log) and reproducer .json under `directory`."""
-    from amqpspec.fuzz.case import CaseFileError, load_case
-
     corpus: list[list[Step]] = []
     for root, _dirs, files in os.walk(directory):
         for name in sorted(files):

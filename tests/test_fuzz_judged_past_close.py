@@ -1,4 +1,4 @@
-"""The oracle's cut at the fuzzer's own ending (fuzz.oracle `_judged_items`) leaves the rules
+"""The oracle's cut at the fuzzer's own ending (fuzz.oracle `judged_items`) leaves the rules
 that judge a frame's own fields (amqp10.checker.fields FRAME_CONTENT_RULES, 2.7.3-2.7.4)
 judged past it: a quick case sends its close at once, so the broker's answer to an attach is
 read after that close; a flow without delivery-count is still one, whatever the broker had
