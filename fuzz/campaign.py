@@ -68,6 +68,7 @@ from amqpspec.fuzz.oracle import (
 )
 from amqpspec.fuzz.seeds import pooled_scenario
 from amqpspec.fuzz.shrink import FieldResult, shrink_fields
+from amqpspec.fuzz.stops import WORKER_FAILED, TriageAbandonedError
 from amqpspec.traces.minimize import ddmin
 
 MINIMIZE_TESTS = 150
@@ -81,7 +82,6 @@ SILENCE_KINDS = (HANG, ERROR_MISSING)
 # for the reply bound, a resource reading for the broker's memory to settle
 FIELD_TESTS = {CRASH: 8, HANG: 40, RESOURCE: 10}
 FIELD_TESTS_OTHER = 100
-WORKER_FAILED = "a worker failed"  # Stats.stopped of a campaign stopped by our own error
 TRIAGE_QUEUE = 32  # candidates waiting for triage; a worker with a new one waits when full
 TRIAGE_GRACE_MIN_S = 30.0  # after a --duration budget, the queue is triaged this long at
 TRIAGE_GRACE_SHARE = 0.25  # least, or this share of the budget; then what is left is kept
@@ -286,10 +286,6 @@ def recheck_short(target: Target, case: Case, outcome: Outcome) -> Outcome:
 def _silence_key(case: Case, verdict: Verdict) -> str:
     position = verdict.step if verdict.step is not None else len(case.steps) - 1
     return behaviour_key(verdict.kind, verdict.rule, input_class(case.steps, position))
-
-
-class TriageAbandonedError(Exception):
-    """A triage stopped between two tests (the campaign's grace is over)."""
 
 
 def _matches(verdict: Verdict | None, wanted: Verdict) -> bool:

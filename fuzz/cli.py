@@ -159,9 +159,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from amqpspec.fuzz.campaign import WORKER_FAILED, Campaign, CampaignConfig
+    from amqpspec.fuzz.campaign import Campaign, CampaignConfig
     from amqpspec.fuzz.oracle import alive
     from amqpspec.fuzz.seeds import load_corpus
+    from amqpspec.fuzz.stops import WORKER_FAILED
 
     check_budget(args)
     if args.triage_per_behaviour is not None and args.triage_per_behaviour < 0:

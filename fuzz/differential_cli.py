@@ -36,13 +36,8 @@ from amqpspec.fuzz.cli_support import (
     target_of,
     write_findings_md,
 )
-from amqpspec.fuzz.differential import (
-    DIVERGENCE,
-    SPEC_ALLOWS_BOTH,
-    DifferentialCampaign,
-    Pair,
-    replay_divergence,
-)
+from amqpspec.fuzz.differential import DifferentialCampaign, Pair, replay_divergence
+from amqpspec.fuzz.divergence import DIVERGENCE, SPEC_ALLOWS_BOTH
 from amqpspec.fuzz.oracle import Bounds, Target, alive
 from amqpspec.fuzz.pace import MAX_WORKERS
 
@@ -88,8 +83,9 @@ class _DiffProgress(Progress):
 
 
 def campaign(args: argparse.Namespace) -> int:
-    from amqpspec.fuzz.campaign import WORKER_FAILED, CampaignConfig
+    from amqpspec.fuzz.campaign import CampaignConfig
     from amqpspec.fuzz.seeds import load_corpus
+    from amqpspec.fuzz.stops import WORKER_FAILED
 
     check_budget(args)
     strategies = parse_strategies(args.strategy)
@@ -183,7 +179,7 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def seen_text(outcome) -> str:  # type: ignore[no-untyped-def]
-    from amqpspec.fuzz.differential import reaction_of
+    from amqpspec.fuzz.divergence import reaction_of
 
     return reaction_of(outcome).text()
 

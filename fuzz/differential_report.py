@@ -18,24 +18,24 @@ import os
 import shlex
 
 from amqpspec.fuzz.behaviour import Behaviour, by_rule
-from amqpspec.fuzz.differential import (
+from amqpspec.fuzz.divergence import (
     DIVERGENCE,
     SIDE_B_PCAP,
     SPEC_ALLOWS_BOTH,
     Reaction,
     signature_parts,
 )
-from amqpspec.fuzz.findings_report import (
+from amqpspec.fuzz.finding_view import (
     PCAP_NAME,
     Group,
     Loaded,
-    _cell,
-    _exchange,
-    _offending,
-    _sentence_lines,
-    _utc,
+    cell,
+    exchange_from_pcap,
     exchange_lines,
+    offending_frame,
+    sentence_lines,
     timeline,
+    utc,
 )
 
 KIND_TEXT = {
@@ -98,11 +98,11 @@ def side_b(directory: str, finding: Loaded) -> Loaded | None:
     if not finding.steps or not os.path.exists(pcap):
         return None
     record = {"evidence": b.get("evidence", {}), "close_held": finding.record.get("close_held")}
-    exchange = _exchange(pcap, finding.steps, record)
+    exchange = exchange_from_pcap(pcap, finding.steps, record)
     verdict = b.get("verdict") or {}
     offending = None
     if by_rule(verdict.get("kind", ""), verdict.get("rule", "")):
-        offending = _offending(pcap, verdict["rule"])
+        offending = offending_frame(pcap, verdict["rule"])
     rule = verdict.get("rule", "")
     return dataclasses.replace(
         finding, exchange=exchange, offending=offending, record={**finding.record, "rule": rule}
@@ -115,7 +115,7 @@ def side_a(directory: str, finding: Loaded) -> Loaded:
     offending = None
     pcap = os.path.join(directory, finding.folder, PCAP_NAME)
     if finding.exchange is not None and by_rule(verdict.get("kind", ""), verdict.get("rule", "")):
-        offending = _offending(pcap, verdict["rule"])
+        offending = offending_frame(pcap, verdict["rule"])
     record = {**finding.record, "rule": verdict.get("rule", "")}
     return dataclasses.replace(finding, offending=offending, record=record)
 
@@ -149,7 +149,7 @@ def group_lines(directory: str, g: Group, campaign: dict) -> list[str]:
     labels = first.get("extra", {}).get("divergence", {}).get("labels", [])
     if labels:
         lines += ["", "Which side breaks which rule (the single-broker oracle, on each side):"]
-        lines += [f"- {_cell(text)}" for text in labels]
+        lines += [f"- {cell(text)}" for text in labels]
     else:
         lines += [
             "",
@@ -159,7 +159,7 @@ def group_lines(directory: str, g: Group, campaign: dict) -> list[str]:
         ]
     if b.broker_sentences:
         lines += ["", "Spec sentences a side breaks (normative manifest ids):"]
-        lines += _sentence_lines(b.broker_sentences, "the broker's")
+        lines += sentence_lines(b.broker_sentences, "the broker's")
     lines += [
         "",
         f"| finding | bad frame (performative/field) | {sa.get('name', 'A')} after it "
@@ -170,9 +170,9 @@ def group_lines(directory: str, g: Group, campaign: dict) -> list[str]:
         what = f.record.get("extra", {}).get("divergence", {}).get("what", "")
         other = side_b(directory, f)
         lines.append(
-            f"| `{f.id}` | `{_cell(what)}`: {_cell(f.given.detail)} | {_cell(timeline(f))} | "
-            f"{_cell(timeline(other)) if other is not None else '-'} | "
-            f"{_utc(f.found, with_date=True)} | {f.record.get('replays', '-')} | `{f.folder}/` |"
+            f"| `{f.id}` | `{cell(what)}`: {cell(f.given.detail)} | {cell(timeline(f))} | "
+            f"{cell(timeline(other)) if other is not None else '-'} | "
+            f"{utc(f.found, with_date=True)} | {f.record.get('replays', '-')} | `{f.folder}/` |"
         )
     example = g.example
     other = side_b(directory, example)

@@ -90,6 +90,7 @@ from amqpspec.fuzz.oracle import (
     alive,
     judged_items,
 )
+from amqpspec.fuzz.stops import TriageAbandonedError
 from amqpspec.traces.minimize import ddmin
 from amqpspec.traces.render import show_line
 
@@ -713,8 +714,6 @@ def triage_multi(
 
     def attempt(actions: list[Action]) -> MultiOutcome:
         if abandon is not None and abandon():
-            from amqpspec.fuzz.campaign import TriageAbandonedError
-
             raise TriageAbandonedError(case.seed)
         return run_multi(target, case.with_actions(actions), queues)
 

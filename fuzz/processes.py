@@ -37,6 +37,8 @@ import threading
 import traceback
 from typing import Any
 
+from amqpspec.fuzz.stops import WORKER_FAILED
+
 SEND_EVERY_S = 0.05  # a child sends what its workers ran this often (and at its end)
 POLL_S = 0.2  # the parent's bounded wait for the children's messages
 JOIN_S = 10.0  # after the children said they are done (or were stopped), at most this
@@ -133,8 +135,6 @@ class WorkerProcesses:
 
 
 def _failed() -> str:
-    from amqpspec.fuzz.campaign import WORKER_FAILED
-
     return WORKER_FAILED
 
 

@@ -15,7 +15,7 @@ import json
 import pytest
 from fuzz_support import run_fuzz
 
-from amqpspec.fuzz.differential import (
+from amqpspec.fuzz.divergence import (
     ACCEPTED,
     DIVERGENCE,
     REFUSAL_SCOPE,
@@ -153,7 +153,7 @@ def _outcome(frames, dropped=None):
 
 
 def test_the_reaction_is_the_strongest_not_the_first():
-    from amqpspec.fuzz.differential import DROPPED, SILENT, compare, reaction_of
+    from amqpspec.fuzz.divergence import DROPPED, SILENT, compare, reaction_of
 
     link_then_connection = _outcome(
         [("detach", "amqp:link:transfer-limit-exceeded"), ("close", "amqp:illegal-state")]

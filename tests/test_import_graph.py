@@ -27,6 +27,7 @@ CLEAN = (
     "bench",
     "amqpspec",
     "conformance",
+    "fuzz",
 )
 
 
