@@ -32,12 +32,11 @@ from amqpspec.amqp10.composites import (
     Source,
     TransactionalState,
 )
-from amqpspec.amqp10.engine import DispositionReceived, RemoteDetach, TransferReceived
+from amqpspec.amqp10.engine import RemoteDetach, TransferReceived
 from amqpspec.amqp10.spec import SndSettleMode
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case
-from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.links import consumer, publisher
 from amqpspec.conformance.steps.queues import fill, message_text
 from amqpspec.conformance.steps.transactions import (
@@ -45,10 +44,14 @@ from amqpspec.conformance.steps.transactions import (
     TXN_ID,
     UNKNOWN_ID,
     Controller,
+    answer_in_words,
     describe,
     error_condition,
     outcome_of_post,
     post,
+    retire,
+    unknown_txn_id,
+    visible,
 )
 from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed
 
@@ -66,8 +69,6 @@ BEFORE_COMMIT = "4.4.4.1/transactional-posting.2"  # determined and communicated
 SAME_TXN = "4.4.4.1/transactional-posting.3"  # associated with the same transaction
 NO_ACQUISITION = "4.4.3/transactional-acquisition.1"  # terminated with not-implemented
 STILL_LIVE = "4.4.2/transactional-retirement.3"  # rolled back: deliveries still live
-
-QUIET = 1.0  # seconds in which nothing may arrive
 
 
 def _unable_to_discharge(ctx, answer, what: str) -> None:
@@ -124,7 +125,7 @@ def discharge_unknown_id(probe, ctx):
     from it in every octet: rejected with amqp:transaction:unknown-id."""
     controller = Controller(probe, probe.open_session())
     txn_id = controller.declare()
-    unknown = bytes(b ^ 0xFF for b in txn_id) or b"\xff"
+    unknown = unknown_txn_id(txn_id)
     answer = controller.discharge(unknown)
     _unable_to_discharge(ctx, answer, f"txn-id {unknown.hex()} (never declared)")
 
@@ -201,20 +202,6 @@ def posting_presumptive_outcome(probe, ctx):
     )
 
 
-def _visible(probe, ctx, queue: str, credit: int, quiet: float) -> list[bytes]:
-    """The message bodies a fresh connection's consumer of `queue` gets until nothing came
-    for `quiet` seconds (each settled accepted, so that a later look does not see them)."""
-    other = ctx.probe()
-    _, link = consumer(other, ctx, queue, credit=credit)
-    got: list[bytes] = []
-    for delivery in collect(other, link, quiet):
-        got.append(message_text(delivery))
-        if not delivery.settled:
-            other.settle(link, delivery)
-    other.close()
-    return got
-
-
 @case(
     "4.4.1/posting-visible-after-commit",
     MUST,
@@ -238,7 +225,7 @@ def posting_visible_after_commit(probe, ctx):
     delivery_id = post(probe, sender, txn_id, b"txn-unsettled")
     post(probe, sender, txn_id, b"txn-settled", settled=True)
     outcome_of_post(probe, delivery_id, ctx.profile.wait)
-    early = _visible(probe, ctx, queue, 5, QUIET)
+    early = visible(ctx, queue)
     ctx.must(
         not early,
         f"expected no message at the queue before the commit (posted in txn-id "
@@ -250,7 +237,7 @@ def posting_visible_after_commit(probe, ctx):
         raise CaseFailed(  # no sentence makes a commit succeed: recorded, not graded
             f"expected the commit accepted; observed {describe(answer)}", level=SHORTFALL
         )
-    late = _visible(probe, ctx, queue, 5, QUIET)
+    late = visible(ctx, queue)
     ctx.must(
         sorted(late) == [b"txn-settled", b"txn-unsettled"],
         f"expected both posted messages at the queue after the commit was accepted; a "
@@ -286,7 +273,7 @@ def posting_rollback_leaves_nothing(probe, ctx):
         f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
         ROLLBACK_COMPLETES,
     )
-    left = _visible(probe, ctx, queue, 5, QUIET)
+    left = visible(ctx, queue)
     ctx.must(
         not left,
         f"expected nothing at the queue after the rollback of txn-id {txn_id.hex()}; a "
@@ -317,7 +304,7 @@ def control_link_detach_rolls_back(probe, ctx):
     delivery_id = post(probe, sender, txn_id, b"txn-posted")
     outcome_of_post(probe, delivery_id, ctx.profile.wait)
     probe.detach(controller.link)
-    left = _visible(probe, ctx, queue, 5, QUIET)
+    left = visible(ctx, queue)
     ctx.must(
         not left,
         f"expected nothing at the queue once the control link of txn-id {txn_id.hex()} "
@@ -327,19 +314,6 @@ def control_link_detach_rolls_back(probe, ctx):
     again = Controller(probe, session, name="txn-ctl-again")
     answer = again.discharge(txn_id)
     _unable_to_discharge(ctx, answer, f"txn-id {txn_id.hex()} (rolled back with its link)")
-
-
-def _retire(probe, ctx, queue: str):
-    """One queued message received unsettled on the controller's session: (controller,
-    receiver, delivery)."""
-    fill(probe, ctx, queue, 1)
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    _, link = consumer(
-        probe, ctx, queue, credit=1, session=session, snd_settle_mode=SndSettleMode.UNSETTLED
-    )
-    delivery = probe.next_transfer(link)
-    return controller, link, delivery
 
 
 @case(
@@ -356,9 +330,7 @@ def retirement_commit(probe, ctx):
     commit, detach the receiver: a new consumer gets nothing (the acceptance was the
     transaction's work and the transaction committed)."""
     queue = ctx.queue()
-    controller, link, delivery = _retire(probe, ctx, queue)
-    if delivery.settled:
-        raise CaseFailed("the message came settled: nothing to retire", level=SHORTFALL)
+    controller, link, (delivery,) = retire(probe, ctx, queue)
     txn_id = controller.declare()
     state = TransactionalState(txn_id=txn_id, outcome=Accepted())
     link.disposition(delivery.delivery_id, settled=True, state=state)
@@ -369,7 +341,7 @@ def retirement_commit(probe, ctx):
             f"expected the commit accepted; observed {describe(answer)}", level=SHORTFALL
         )
     probe.detach(link)
-    left = _visible(probe, ctx, queue, 5, QUIET)
+    left = visible(ctx, queue)
     ctx.must(
         not left,
         f"expected the message gone after its transactional acceptance committed; a "
@@ -393,9 +365,7 @@ def retirement_rollback_still_live(probe, ctx):
     settling, roll back, then settle it released: the message comes back to a new
     consumer (the transactional acceptance was not applied)."""
     queue = ctx.queue()
-    controller, link, delivery = _retire(probe, ctx, queue)
-    if delivery.settled:
-        raise CaseFailed("the message came settled: nothing to retire", level=SHORTFALL)
+    controller, link, (delivery,) = retire(probe, ctx, queue)
     txn_id = controller.declare()
     state = TransactionalState(txn_id=txn_id, outcome=Accepted())
     link.disposition(delivery.delivery_id, settled=False, state=state)
@@ -409,7 +379,7 @@ def retirement_rollback_still_live(probe, ctx):
     link.disposition(delivery.delivery_id, settled=True, state=Released())
     probe.flush()
     probe.detach(link)
-    back = _visible(probe, ctx, queue, 5, QUIET)
+    back = visible(ctx, queue)
     ctx.check(
         back == [message_text(delivery)],
         f"expected the message back after the rollback and a released outcome; a consumer "
@@ -482,7 +452,7 @@ def discharge_unknown_id_no_rejected_outcome(probe, ctx):
     source = Source(outcomes=[symbol("amqp:accepted:list")])
     controller = Controller(probe, probe.open_session(), source=source)
     txn_id = controller.declare()
-    unknown = bytes(b ^ 0xFF for b in txn_id) or b"\xff"
+    unknown = unknown_txn_id(txn_id)
     answer = controller.discharge(unknown)
     condition = error_condition(answer)
     ctx.must(
@@ -549,7 +519,7 @@ def posting_commit_after_sender_detach(probe, ctx):
     if announced != "accepted":
         ctx.note(f"the posted message's announced outcome was {describe(state)}")
         return
-    there = _visible(probe, ctx, queue, 5, QUIET)
+    there = visible(ctx, queue)
     ctx.must(
         there == [b"txn-posted"],
         f"expected the posted message at the queue after the commit was accepted (its "
@@ -576,31 +546,9 @@ def posting_unknown_txn_id(probe, ctx):
     controller = Controller(probe, session)
     txn_id = controller.declare()
     _, sender = publisher(probe, ctx, queue, session=session)
-    unknown = bytes(b ^ 0xFF for b in txn_id) or b"\xff"
+    unknown = unknown_txn_id(txn_id)
     delivery_id = post(probe, sender, unknown, b"txn-unknown")
-    try:
-        answer = probe.expect(
-            lambda e: (
-                (isinstance(e, RemoteDetach) and e.link is sender)
-                or (
-                    isinstance(e, DispositionReceived)
-                    and e.first <= delivery_id <= e.last
-                    and e.state is not None
-                )
-            ),
-            ctx.profile.wait,
-            "an answer to the transfer",
-        )
-    except WaitTimeout:
-        ctx.outcome("timeout")
-        return
-    if isinstance(answer, RemoteDetach):
-        ctx.outcome(f"detach:{error_condition(answer)}")
-        return
-    state = answer.state
-    name = getattr(state, "NAME", type(state).__name__)
-    condition = error_condition(state) or error_condition(getattr(state, "outcome", None))
-    ctx.outcome(f"{name}:{condition}" if condition else str(name))
+    ctx.outcome(answer_in_words(probe, sender, ctx.profile.wait, delivery_id))
 
 
 @case(

@@ -3,7 +3,8 @@
 Owns `Controller` (a control link to the broker's coordinator, 4.5.1: attached, gated on
 the capability the broker's attach states, declare / discharge as messages whose outcome
 is read from the broker's disposition, 4.2 / 4.3) and the helpers that post transactionally
-(4.4.1) and name a broker's answer in a line. A broker that refuses the coordinator, does
+(4.4.1), receive deliveries to retire (4.4.2), look at what a queue holds, and name a
+broker's answer in a line. A broker that refuses the coordinator, does
 not state `amqp:local-transactions` in its attach, or does not answer a declare with
 `declared` has no local transactions: the case is UNSUPPORTED (Part 4 is optional), never
 FAILED for that. Registers no case. Touches nothing else.
@@ -31,13 +32,17 @@ from amqpspec.amqp10.engine import (
     RemoteDetach,
     RemoteEnd,
     Session,
+    TransferReceived,
     TransportClosed,
 )
 from amqpspec.amqp10.message import Message
-from amqpspec.amqp10.spec import Role
+from amqpspec.amqp10.spec import Role, SndSettleMode
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import Probe, WaitTimeout
-from amqpspec.conformance.verdicts import Unanswered, Unsupported
+from amqpspec.conformance.steps.deliveries import collect
+from amqpspec.conformance.steps.links import consumer
+from amqpspec.conformance.steps.queues import fill, message_text
+from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed, Unanswered, Unsupported
 
 LOCAL_TRANSACTIONS = symbol("amqp:local-transactions")  # 4.5.7 txn-capability
 UNKNOWN_ID = "amqp:transaction:unknown-id"  # 4.5.8 transaction-error
@@ -45,6 +50,7 @@ TRANSACTION_ERRORS = frozenset(
     {UNKNOWN_ID, "amqp:transaction:rollback", "amqp:transaction:timeout"}
 )
 TXN_ID = symbol("txn-id")  # 4.4.3: the flow property asking for transactional acquisition
+QUIET = 1.0  # seconds in which nothing may arrive at a consumer looking at a queue
 _names = itertools.count(1)  # control link names (unique per connection is enough, 2.6.1)
 
 
@@ -196,3 +202,83 @@ def outcome_of_post(probe: Probe, delivery_id: int, timeout: float) -> Any:
     except WaitTimeout:
         return None
     return event.state
+
+
+def unknown_txn_id(txn_id: bytes) -> bytes:
+    """A txn-id the broker never declared: `txn_id` with every octet flipped."""
+    return bytes(b ^ 0xFF for b in txn_id) or b"\xff"
+
+
+def visible(ctx: Any, queue: str, credit: int = 5, quiet: float = QUIET) -> list[bytes]:
+    """The message bodies a fresh connection's consumer of `queue` gets until nothing came
+    for `quiet` seconds (each settled accepted, so that a later look does not see them)."""
+    other = ctx.probe()
+    _, link = consumer(other, ctx, queue, credit=credit)
+    got: list[bytes] = []
+    for delivery in collect(other, link, quiet):
+        got.append(message_text(delivery))
+        if not delivery.settled:
+            other.settle(link, delivery)
+    other.close()
+    return got
+
+
+def retire(
+    probe: Probe, ctx: Any, queue: str, count: int = 1, **attach: Any
+) -> tuple[Controller, Link, list[TransferReceived]]:
+    """`count` queued messages received unsettled on the controller's session, ready to be
+    retired (4.4.2): (controller, receiver, deliveries). A delivery that came settled
+    leaves nothing to retire: a SHORTFALL (the profile's unsettled-deliveries was wrong)."""
+    fill(probe, ctx, queue, count)
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    _, link = consumer(
+        probe,
+        ctx,
+        queue,
+        credit=count,
+        session=session,
+        snd_settle_mode=SndSettleMode.UNSETTLED,
+        **attach,
+    )
+    deliveries = [probe.next_transfer(link) for _ in range(count)]
+    if any(d.settled for d in deliveries):
+        raise CaseFailed("a message came settled: nothing to retire", level=SHORTFALL)
+    return controller, link, deliveries
+
+
+def answer_in_words(
+    probe: Probe,
+    link: Link,
+    timeout: float,
+    delivery_id: int | None = None,
+    role: Role = Role.RECEIVER,
+) -> str:
+    """The broker's answer to something the case did on `link`, as a recorded outcome:
+    `detach:<condition>` (the link detached), `<state>:<condition>` (a disposition from
+    the broker in `role` covering `delivery_id`), `transfer:<state>` (a delivery on the
+    link), or `timeout` when nothing came within `timeout` seconds."""
+
+    def answer(event: Any) -> bool:
+        if isinstance(event, RemoteDetach | TransferReceived):
+            return event.link is link
+        return (
+            delivery_id is not None
+            and isinstance(event, DispositionReceived)
+            and event.role == role
+            and event.first <= delivery_id <= event.last
+            and event.state is not None
+        )
+
+    try:
+        event = probe.expect(answer, timeout, "the broker's answer")
+    except WaitTimeout:
+        return "timeout"
+    if isinstance(event, RemoteDetach):
+        return f"detach:{error_condition(event)}"
+    state = event.state
+    name = getattr(state, "NAME", type(state).__name__)
+    if isinstance(event, TransferReceived):
+        return f"transfer:{name}"
+    condition = error_condition(state) or error_condition(getattr(state, "outcome", None))
+    return f"{name}:{condition}" if condition else str(name)
