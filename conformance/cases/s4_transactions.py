@@ -32,18 +32,17 @@ from amqpspec.amqp10.composites import (
     Source,
     TransactionalState,
 )
-from amqpspec.amqp10.engine import RemoteDetach, TransferReceived
-from amqpspec.amqp10.spec import SndSettleMode
+from amqpspec.amqp10.engine import RemoteDetach
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case
-from amqpspec.conformance.steps.links import consumer, publisher
-from amqpspec.conformance.steps.queues import fill, message_text
+from amqpspec.conformance.steps.links import publisher
+from amqpspec.conformance.steps.queues import message_text
 from amqpspec.conformance.steps.transactions import (
     TRANSACTION_ERRORS,
-    TXN_ID,
     UNKNOWN_ID,
     Controller,
+    acquire,
     answer_in_words,
     describe,
     error_condition,
@@ -402,19 +401,10 @@ def acquisition_refused_or_transactional(probe, ctx):
     """One queued message; a receiver on the controller's session grants credit in a flow
     whose properties carry txn-id: either a detach with amqp:not-implemented (no
     transactional acquisition, 4.4.3) or a transfer with transactional-state(txn-id)."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 1)
     session = probe.open_session()
     controller = Controller(probe, session)
     txn_id = controller.declare()
-    _, link = consumer(probe, ctx, queue, session=session, snd_settle_mode=SndSettleMode.UNSETTLED)
-    link.flow(link_credit=1, properties={TXN_ID: txn_id})
-    probe.flush()
-    event = probe.expect(
-        lambda e: isinstance(e, TransferReceived | RemoteDetach) and e.link is link,
-        ctx.profile.wait,
-        "a transfer or a detach",
-    )
+    event = acquire(probe, ctx, ctx.queue(), session, txn_id)
     if isinstance(event, RemoteDetach):
         condition = error_condition(event)
         ctx.must(

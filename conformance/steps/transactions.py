@@ -224,27 +224,42 @@ def visible(ctx: Any, queue: str, credit: int = 5, quiet: float = QUIET) -> list
 
 
 def retire(
-    probe: Probe, ctx: Any, queue: str, count: int = 1, **attach: Any
+    probe: Probe, ctx: Any, queue: str, count: int = 1, *, source: Source | None = None
 ) -> tuple[Controller, Link, list[TransferReceived]]:
-    """`count` queued messages received unsettled on the controller's session, ready to be
-    retired (4.4.2): (controller, receiver, deliveries). A delivery that came settled
-    leaves nothing to retire: a SHORTFALL (the profile's unsettled-deliveries was wrong)."""
+    """`count` queued messages received unsettled on the controller's session (from
+    `source`, default the queue's), ready to be retired (4.4.2): (controller, receiver,
+    deliveries). A delivery that came settled leaves nothing to retire: a SHORTFALL (the
+    profile's unsettled-deliveries was wrong)."""
     fill(probe, ctx, queue, count)
     session = probe.open_session()
     controller = Controller(probe, session)
-    _, link = consumer(
-        probe,
-        ctx,
-        queue,
+    link = probe.attach_receiver(
+        session,
+        ctx.source(queue) if source is None else source,
         credit=count,
-        session=session,
         snd_settle_mode=SndSettleMode.UNSETTLED,
-        **attach,
     )
     deliveries = [probe.next_transfer(link) for _ in range(count)]
     if any(d.settled for d in deliveries):
         raise CaseFailed("a message came settled: nothing to retire", level=SHORTFALL)
     return controller, link, deliveries
+
+
+def acquire(probe: Probe, ctx: Any, queue: str, session: Session, txn_id: bytes) -> Any:
+    """4.4.3 transactional acquisition: one message queued; a receiver on `session` (the
+    controller's) grants credit in a flow whose properties carry `txn_id`. The broker's
+    answer: a TransferReceived or a RemoteDetach on that link (WaitTimeout: neither)."""
+    fill(probe, ctx, queue, 1)
+    link = probe.attach_receiver(
+        session, ctx.source(queue), snd_settle_mode=SndSettleMode.UNSETTLED
+    )
+    link.flow(link_credit=1, properties={TXN_ID: txn_id})
+    probe.flush()
+    return probe.expect(
+        lambda e: isinstance(e, TransferReceived | RemoteDetach) and e.link is link,
+        ctx.profile.wait,
+        "a transfer or a detach",
+    )
 
 
 def answer_in_words(

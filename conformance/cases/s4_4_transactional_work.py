@@ -1,0 +1,222 @@
+"""Part 4 transactional work beside ordinary work, and work in a txn-id the broker never
+declared: the broker as the transactional resource, the suite as the controller
+(conformance/steps/transactions.py; UNSUPPORTED without local transactions, as in
+s4_transactions.py).
+
+One link carrying transactional and non-transactional transfers (Qpid Broker-J's
+TransferTest.transferMixtureOfTransactionalAndNonTransactionalDeliveries) or dispositions
+(receiveMixture...) is held to 4.4: "the txn-ids included MUST correctly indicate with
+which (if any) transaction this work is associated": the plain message's disposition names
+no transaction and the plain work is done at once, the transactional work only at commit;
+a delivery the controller settled in a rolled-back transaction gets the default outcome
+(4.4.4.2 MUST). A disposition or a flow naming a txn-id never declared (Broker-J's
+receiveTransactionalRetirementDispositionFailsDueToUnknownTransactionId and
+receiveTransactionalAcquisitionFlowFailsDueToUnknownTransactionId): no sentence says what
+the resource answers (amqp:transaction:unknown-id names the case): recorded (MAY), except
+that a transfer may not claim the undeclared transaction (4.4).
+
+Owns the cases `4.4/posting-mixed-with-plain`, `4.4.2/retirement-mixed-with-plain`,
+`4.4.2/retirement-unknown-txn-id`, `4.4.3/acquisition-unknown-txn-id`.
+"""
+
+from __future__ import annotations
+
+from amqpspec.amqp10.composites import Accepted, Released, Source, TransactionalState
+from amqpspec.amqp10.engine import RemoteDetach
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import Role
+from amqpspec.conformance.cases.s4_transactions import ROLLBACK_COMPLETES, SAME_TXN, WORK_TXN_IDS
+from amqpspec.conformance.probe import WaitTimeout
+from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.steps.links import publisher
+from amqpspec.conformance.steps.queues import message_text
+from amqpspec.conformance.steps.transactions import (
+    Controller,
+    acquire,
+    answer_in_words,
+    describe,
+    error_condition,
+    outcome_of_post,
+    post,
+    retire,
+    unknown_txn_id,
+    visible,
+)
+from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed
+
+DEFAULT_OUTCOME = "4.4.4.2/transactional-retirement.1"  # rolled back: MUST apply the default
+
+
+def _commit(controller: Controller, txn_id: bytes) -> None:
+    """Commit `txn_id`; a refusal leaves nothing to grade after it (SHORTFALL)."""
+    answer = controller.discharge(txn_id)
+    if not isinstance(answer, Accepted):
+        raise CaseFailed(
+            f"expected the commit accepted; observed {describe(answer)}", level=SHORTFALL
+        )
+
+
+@case(
+    "4.4/posting-mixed-with-plain",
+    MUST,
+    "On one link, a message posted in a transaction and one posted outside it: the plain "
+    "one's disposition names no transaction and it is at the queue at once, the "
+    "transactional one's names its transaction and it is there only after the commit.",
+    sentences=(WORK_TXN_IDS, SAME_TXN),
+    role="receiver",
+    requires={"queues"},
+    pipelined=False,
+)
+def posting_mixed_with_plain(probe, ctx):
+    """Counters Qpid Broker-J's TransferTest.transferMixtureOfTransactionalAndNonTransactional
+    Deliveries: declare; on one sender link post `txn-posted` unsettled in the transaction,
+    then `plain` unsettled with no state; the broker's dispositions: transactional-state
+    (txn-id) for the first, no transactional-state for the second; a consumer gets `plain`
+    only; commit: it gets `txn-posted`."""
+    queue = ctx.queue()
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    _, sender = publisher(probe, ctx, queue, session=session)
+    txn_delivery = post(probe, sender, txn_id, b"txn-posted")
+    plain_delivery = probe.send_message(sender, Message.of(b"plain"), settled=False)
+    txn_state = outcome_of_post(probe, txn_delivery, ctx.profile.wait)
+    plain_state = outcome_of_post(probe, plain_delivery, ctx.profile.wait)
+    ctx.must(
+        isinstance(txn_state, TransactionalState) and bytes(txn_state.txn_id or b"") == txn_id,
+        f"expected the transactional message's disposition in a transactional-state of txn-id "
+        f"{txn_id.hex()}; observed {describe(txn_state)}",
+        SAME_TXN,
+    )
+    ctx.must(
+        plain_state is not None and not isinstance(plain_state, TransactionalState),
+        f"expected the plain message's disposition to name no transaction (it was sent "
+        f"outside any); observed {describe(plain_state)}",
+        WORK_TXN_IDS,
+    )
+    early = visible(ctx, queue)
+    ctx.must(
+        early == [b"plain"],
+        f"expected only the plain message at the queue before the commit of txn-id "
+        f"{txn_id.hex()}; a consumer got {early}",
+        WORK_TXN_IDS,
+    )
+    _commit(controller, txn_id)
+    late = visible(ctx, queue)
+    ctx.must(
+        late == [b"txn-posted"],
+        f"expected the transactional message at the queue after the commit; a consumer got {late}",
+        WORK_TXN_IDS,
+    )
+
+
+@case(
+    "4.4.2/retirement-mixed-with-plain",
+    MUST,
+    "Of two deliveries of one link, one accepted outside a transaction and one accepted "
+    "(settled) in a transaction that is rolled back: the first is gone, the second gets the "
+    "default outcome (released: back at the queue).",
+    sentences=(WORK_TXN_IDS, DEFAULT_OUTCOME),
+    role="sender",
+    requires={"queues", "unsettled-deliveries"},
+    pipelined=False,
+)
+def retirement_mixed_with_plain(probe, ctx):
+    """Counters Qpid Broker-J's TransferTest.receiveMixtureOfTransactionalAndNonTransactional
+    Deliveries: two messages received unsettled on one link whose source asks for
+    default-outcome released; the first settled accepted, the second settled with
+    transactional-state(txn-id, accepted); roll back: a new consumer gets the second only
+    (the first's acceptance was no transaction's work; the second's outcome was not applied
+    and the resource MUST apply the default outcome, 4.4.4.2)."""
+    queue = ctx.queue()
+    source = Source(address=ctx.source(queue), default_outcome=Released())
+    controller, link, (plain, retired) = retire(probe, ctx, queue, 2, source=source)
+    txn_id = controller.declare()
+    probe.settle(link, plain)
+    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
+    link.disposition(retired.delivery_id, settled=True, state=state)
+    probe.flush()
+    answer = controller.discharge(txn_id, fail=True)
+    ctx.must(
+        isinstance(answer, Accepted),
+        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
+        ROLLBACK_COMPLETES,
+    )
+    probe.detach(link)
+    back = visible(ctx, queue)
+    expected = [message_text(retired)]
+    ctx.must(
+        back == expected,
+        f"expected {expected} back at the queue (its transactional acceptance rolled back, the "
+        f"default outcome released applied) and {message_text(plain)!r} gone (accepted "
+        f"outside the transaction); a consumer got {back}",
+        WORK_TXN_IDS,
+        DEFAULT_OUTCOME,
+    )
+
+
+@case(
+    "4.4.2/retirement-unknown-txn-id",
+    MAY,
+    "A disposition whose transactional-state names a txn-id never declared: the broker's "
+    "answer is recorded (no sentence says which; amqp:transaction:unknown-id names the case).",
+    outcomes={"detach:amqp:transaction:unknown-id"},
+    requires={"queues", "unsettled-deliveries"},
+    pipelined=False,
+)
+def retirement_unknown_txn_id(probe, ctx):
+    """Counters Qpid Broker-J's TransactionalTransferTest.receiveTransactionalRetirement
+    DispositionFailsDueToUnknownTransactionId: declare (the gate); settle a received message
+    with transactional-state(an undeclared txn-id, accepted): the broker's answer (Broker-J
+    detaches the link with amqp:transaction:unknown-id) is recorded, and whether the message
+    is still at the queue after (Broker-J keeps it) is noted."""
+    queue = ctx.queue()
+    controller, link, (delivery,) = retire(probe, ctx, queue)
+    unknown = unknown_txn_id(controller.declare())
+    state = TransactionalState(txn_id=unknown, outcome=Accepted())
+    link.disposition(delivery.delivery_id, settled=True, state=state)
+    probe.flush()
+    answer = answer_in_words(probe, link, ctx.profile.wait, delivery.delivery_id, Role.SENDER)
+    ctx.outcome(answer)
+    if not answer.startswith("detach:"):
+        probe.detach(link)
+    ctx.note(f"after it, a consumer of the queue got {visible(ctx, queue)}")
+
+
+@case(
+    "4.4.3/acquisition-unknown-txn-id",
+    MAY,
+    "A flow asking for transactional acquisition in a txn-id never declared: the broker's "
+    "answer is recorded (amqp:transaction:unknown-id names the case); a transfer it sends "
+    "must not claim that transaction.",
+    sentences=(WORK_TXN_IDS,),
+    role="sender",
+    outcomes={"detach:amqp:transaction:unknown-id"},
+    requires={"queues"},
+    pipelined=False,
+)
+def acquisition_unknown_txn_id(probe, ctx):
+    """Counters Qpid Broker-J's TransactionalTransferTest.receiveTransactionalAcquisition
+    FlowFailsDueToUnknownTransactionId (disabled there, QPID-7951): one queued message; a
+    receiver on the controller's session grants credit in a flow whose properties carry a
+    txn-id never declared: the broker's answer is recorded (Broker-J: a detach with
+    amqp:transaction:unknown-id); a transfer whose transactional-state names that txn-id
+    says the work is in a transaction that does not exist (4.4 MUST)."""
+    session = probe.open_session()
+    unknown = unknown_txn_id(Controller(probe, session).declare())
+    try:
+        event = acquire(probe, ctx, ctx.queue(), session, unknown)
+    except WaitTimeout:
+        ctx.outcome("timeout")
+        return
+    if isinstance(event, RemoteDetach):
+        ctx.outcome(f"detach:{error_condition(event)}")
+        return
+    state = event.state
+    ctx.must(
+        not (isinstance(state, TransactionalState) and bytes(state.txn_id or b"") == unknown),
+        f"expected no transfer in txn-id {unknown.hex()} (never declared); observed a transfer "
+        f"with state {state!r}",
+        WORK_TXN_IDS,
+    )
+    ctx.outcome(f"transfer:{getattr(state, 'NAME', type(state).__name__)}")
