@@ -108,6 +108,11 @@ MODELS: dict[str, str] = {
     "anonterm": "OASIS 'Using the AMQP Anonymous Terminus for Message Routing' v1.0 (CS01, "
     "2018), which a broker claims by offering ANONYMOUS-RELAY in its open: a sender with a "
     "null target has each message routed to the node its properties.to names",
+    "scram": "RFC 7677 SCRAM-SHA-256 (the SCRAM of RFC 5802), which a broker claims by "
+    "offering the mechanism in its sasl-mechanisms: our sasl-init's client-first is answered "
+    "with a sasl-challenge (server-first, extending our nonce), a response with the right "
+    "proof gets sasl-outcome ok whose additional-data is the server's signature, one with a "
+    "wrong proof is refused (RFC 5802 3, 5)",
     "soleconn": "OASIS 'AMQP Enforcing Connection Uniqueness' v1.0 (CS01, 2018), which a "
     "broker claims with the sole-connection capability: sole-connection-for-container "
     "offered in its open, a second connection of a client container-id refused "

@@ -481,6 +481,40 @@ def sasl_answers_as_client(b, c) -> bool:
     return any(frame.name == "sasl-init" for frame in frames)
 
 
+def scram_accepts_any_proof(b, c) -> bool:
+    """A second connection runs SCRAM-SHA-256 for guest with the proof of a wrong
+    password: the broker answers sasl-outcome ok (RFC 5802 3: it verifies the proof)."""
+    import socket
+
+    from amqpspec.amqp10.builder import sasl_frame
+    from amqpspec.amqp10.composites import SaslInit, SaslResponse
+    from amqpspec.amqp10.engine.scram import SCRAM_SHA_256, ScramClient
+    from amqpspec.amqp10.frames import SASL_HEADER, Frame, decode_stream
+
+    client = ScramClient("guest", "guest")
+    init = SaslInit(mechanism=symbol(SCRAM_SHA_256), initial_response=client.first())
+
+    def frames_until(sock, name: str, received: bytes) -> tuple[bytes, list[Frame]]:
+        while True:
+            frames = [i for i in decode_stream(received) if isinstance(i, Frame)]
+            if any(frame.name == name for frame in frames):
+                return received, frames
+            chunk = sock.recv(4096)
+            if not chunk:
+                return received, frames
+            received += chunk
+
+    with socket.create_connection(("127.0.0.1", b.port), timeout=3.0) as sock:
+        sock.sendall(SASL_HEADER.encode() + sasl_frame(init))
+        received, frames = frames_until(sock, "sasl-challenge", b"")
+        challenge = bytes(frames[-1].performative.challenge)
+        final = client.final(challenge, proof_password="amqpspec-wrong-password")
+        sock.sendall(sasl_frame(SaslResponse(response=final)))
+        _, frames = frames_until(sock, "sasl-outcome", received)
+    outcomes = [frame for frame in frames if frame.name == "sasl-outcome"]
+    return bool(outcomes) and outcomes[-1].performative.code == 0
+
+
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "overdeliver-on-regrant": (overdeliver_on_regrant, {}),
     "transfer-before-credit": (transfer_before_credit, {}),
@@ -508,6 +542,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "forget-unsettled-on-reattach": (forget_unsettled_on_reattach, {}),
     "session-scoped-delivery-tags": (session_scoped_delivery_tags, {}),
     "sasl-answers-as-client": (sasl_answers_as_client, {}),
+    "scram-accepts-any-proof": (scram_accepts_any_proof, {}),
     "report-unknown-filters": (report_unknown_filters, {}),
     "properties-filter-ignores-subject": (properties_filter_ignores_subject, {}),
     "txn-post-immediately": (txn_post_immediately, {}),

@@ -234,6 +234,7 @@ BROKER_FAULTS = {
     "forget-unsettled-on-reattach",
     "session-scoped-delivery-tags",
     "sasl-answers-as-client",
+    "scram-accepts-any-proof",
     "report-unknown-filters",
     "properties-filter-ignores-subject",
     "ws-drop-short-messages",  # the WebSocket listener's (tests/test_websocket.py)

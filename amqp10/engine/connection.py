@@ -41,6 +41,7 @@ from amqpspec.amqp10.engine.conditions import as_error
 from amqpspec.amqp10.engine.link import Link
 from amqpspec.amqp10.engine.policy import STRICT, EndpointPolicy
 from amqpspec.amqp10.engine.sasl import ClientSasl, ServerSasl
+from amqpspec.amqp10.engine.scram import SCRAM_SHA_256, ScramServer
 from amqpspec.amqp10.engine.session import Session
 from amqpspec.amqp10.engine.transitions import (
     DISCARD,
@@ -168,6 +169,7 @@ class Connection:
         self.paused_for_answer = False  # the last _handle_input stopped for such an answer
         self.sasl_outcome: int | None = None
         self.sasl_username: str | None = None
+        self._sasl_exchange: ScramServer | None = None  # a challenge/response under way
         self.remote_open: Open | None = None
         self.remote_close: Close | None = None
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE  # 2.4.1: before open, 512
@@ -685,14 +687,35 @@ class Connection:
         self.frames_sent += 1
 
     def _on_sasl_init(self, init: SaslInit) -> None:
+        if self._sasl_exchange is not None:  # MECHS_SENT again after our challenge: a
+            self._on_sasl_unsupported(SaslInput.RECV_INIT)  # second init, not a response
+            return
         if not self._sasl_step(SaslInput.RECV_INIT):
             return
-        code, username = self.sasl.judge(init)
+        exchange = self.sasl.exchange_for(init)
+        if exchange is None:
+            code, username = self.sasl.judge(init)
+            self._send_sasl_outcome(str(init.mechanism), code, username)
+            return
+        challenge = exchange.first(init.initial_response or b"")
+        if challenge is None:
+            self._send_sasl_outcome(str(init.mechanism), SaslCode.AUTH, None)
+            return
+        self._sasl_exchange = exchange  # 5.3.2: challenge, response, then the outcome
+        self._sasl_machine.process(SaslInput.SEND_CHALLENGE)
+        self._out += encode_frame(SaslChallenge(challenge=challenge), frame_type=FrameType.SASL)
+        self.frames_sent += 1
+
+    def _send_sasl_outcome(
+        self, mechanism: str, code: int, username: str | None, data: bytes | None = None
+    ) -> None:
+        """The server's sasl-outcome (5.3.3.6; `data`: its additional-data on success)."""
         self._sasl_machine.process(SaslInput.SEND_OUTCOME)
-        self._out += encode_frame(SaslOutcome(code=code), frame_type=FrameType.SASL)
+        outcome = SaslOutcome(code=code, additional_data=data)
+        self._out += encode_frame(outcome, frame_type=FrameType.SASL)
         self.frames_sent += 1
         self.sasl_outcome, self.sasl_username = code, username
-        self._emit(ev.SaslAuthenticated(str(init.mechanism), username, code))
+        self._emit(ev.SaslAuthenticated(mechanism, username, code))
         self._after_sasl(code)
 
     def _on_sasl_outcome(self, outcome: SaslOutcome) -> None:
@@ -706,11 +729,21 @@ class Connection:
         self._on_sasl_unsupported(SaslInput.RECV_CHALLENGE)
 
     def _on_sasl_response(self, response: SaslResponse) -> None:
-        self._on_sasl_unsupported(SaslInput.RECV_RESPONSE)
+        exchange = self._sasl_exchange
+        if exchange is None:
+            self._on_sasl_unsupported(SaslInput.RECV_RESPONSE)
+            return
+        if not self._sasl_step(SaslInput.RECV_RESPONSE):
+            return
+        self._sasl_exchange = None
+        accepted, server_final = exchange.final(response.response or b"")
+        code = SaslCode.OK if accepted else SaslCode.AUTH
+        self._send_sasl_outcome(SCRAM_SHA_256, code, exchange.username, server_final)
 
     def _on_sasl_unsupported(self, inp: SaslInput) -> None:
-        """ANONYMOUS and PLAIN never challenge (RFC 4505, 4616): a legal challenge or
-        response is still one our mechanisms cannot answer, so the exchange fails."""
+        """ANONYMOUS and PLAIN never challenge (RFC 4505, 4616) and the client speaks no
+        SCRAM: a legal challenge, or a response without our challenge, is still one our
+        mechanisms cannot answer, so the exchange fails."""
         if self._sasl_step(inp):
             error = ProtocolError(
                 Cond.NOT_IMPLEMENTED, f"{inp.value} unsupported", kind=ErrorKind.SASL_UNSUPPORTED

@@ -1,6 +1,7 @@
-"""SASL (5.3) configuration and mechanism logic: ANONYMOUS, PLAIN (RFC 4616) and EXTERNAL
+"""SASL (5.3) configuration and mechanism logic: ANONYMOUS, PLAIN (RFC 4616), EXTERNAL
 (RFC 4422 appendix A: the identity the transport established, e.g. a TLS client
-certificate, which the driver passes in; no I/O here).
+certificate, which the driver passes in; no I/O here) and, on the server's side,
+SCRAM-SHA-256 (RFC 7677: one sasl-challenge and one sasl-response, scram.py).
 
 Owns: what a client puts in its sasl-init and how a server judges one. The SASL state
 machine itself is SASL_TABLE in transitions.py; the Connection drives it and calls in
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from amqpspec.amqp10.composites import SaslInit, SaslMechanisms
+from amqpspec.amqp10.engine.scram import SCRAM_SHA_256, PasswordLookup, ScramServer
 from amqpspec.amqp10.errors import ErrorKind, ProtocolError
 from amqpspec.amqp10.spec import Cond, SaslCode
 from amqpspec.amqp10.types import symbol
@@ -62,20 +64,33 @@ class ClientSasl:
 class ServerSasl:
     """The server's offer. PLAIN is offered only with a verifier, EXTERNAL only with the
     transport's identity (`external_identity`, e.g. a TLS client certificate's CN) and a
-    verifier; without mechanisms left the server offers ANONYMOUS."""
+    verifier, SCRAM-SHA-256 only with a password lookup (`scram_password`); without
+    mechanisms left the server offers ANONYMOUS."""
 
     mechanisms: tuple[str, ...] = (ANONYMOUS,)
     verify_plain: PlainVerifier | None = None
     external_identity: str | None = None
     verify_external: ExternalVerifier | None = None
+    scram_password: PasswordLookup | None = None
+    scram_server: type[ScramServer] = ScramServer  # the exchange's class (a broker's fault)
 
     def offered(self) -> tuple[str, ...]:
         external = self.external_identity is not None and self.verify_external is not None
         return tuple(
             m
             for m in self.mechanisms
-            if (m != PLAIN or self.verify_plain is not None) and (m != EXTERNAL or external)
+            if (m != PLAIN or self.verify_plain is not None)
+            and (m != EXTERNAL or external)
+            and (m != SCRAM_SHA_256 or self.scram_password is not None)
         )
+
+    def exchange_for(self, init: SaslInit) -> ScramServer | None:
+        """A challenge/response exchange for `init` (SCRAM-SHA-256 when offered), or None:
+        the mechanism is judged on the init alone (`judge`)."""
+        if str(init.mechanism) != SCRAM_SHA_256 or SCRAM_SHA_256 not in self.offered():
+            return None
+        assert self.scram_password is not None
+        return self.scram_server(self.scram_password)
 
     def mechanisms_frame(self) -> SaslMechanisms:
         return SaslMechanisms(sasl_server_mechanisms=[symbol(m) for m in self.offered()])

@@ -16,6 +16,7 @@ Where each fault lives:
 - protocol layer (the connection/session code that drives the engine; wired there):
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
   skip-window-check, insert-properties, sasl-answers-as-client,
+  scram-accepts-any-proof (protocol/sasl.py),
   relay-error-without-delivery-tag (features/relay.py),
   keep-dynamic-nodes (features/dynamic_nodes.py), sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
@@ -347,6 +348,16 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "SaslTest.clientSendsSaslMechanisms / clientSendsSaslChallenge guard against",
                 PROTOCOL_LAYER,
                 "protocol.sasl.answer_as_sasl_client (BrokerConnection._on_protocol_error)",
+            ),
+            _fault(
+                "scram-accepts-any-proof",
+                "the SCRAM-SHA-256 exchange (RFC 7677) challenges a known user and then "
+                "accepts whatever client proof follows, a wrong password included",
+                "RFC 5802 section 3 (the server verifies the ClientProof; an authentication "
+                "bypass of the kind Qpid Broker-J's SaslTest guards against with its "
+                "challenge/response and unsuccessful-authentication tests)",
+                PROTOCOL_LAYER,
+                "protocol.sasl.ProoflessScram (server_sasl)",
             ),
             _fault(
                 "ws-close-without-handshake",

@@ -165,7 +165,12 @@ class BrokerConnection:
             or header.protocol_id != ProtocolId.AMQP
             or not anonymous_allowed(self.config, host)
         ):
-            sasl = server_sasl(self.config, host, self.tls_identity)
+            sasl = server_sasl(
+                self.config,
+                host,
+                self.tls_identity,
+                proofless=self.faults.scram_accepts_any_proof,
+            )
         engine = Connection(
             "server",
             f"amqpspec-reference-broker-{self.context.next_id()}",
