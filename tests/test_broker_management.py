@@ -18,7 +18,8 @@ from amqpspec.amqp10.message import Message
 from amqpspec.conformance.admin.management_node import ManagementNodeAdmin
 from amqpspec.conformance.verdicts import HarnessError
 from amqpspec.reference_broker.admin.management import answer, route
-from amqpspec.reference_broker.queues.vhost import ResourceLockedError, VirtualHost
+from amqpspec.reference_broker.queues.errors import ResourceLockedError
+from amqpspec.reference_broker.queues.vhost import VirtualHost
 from amqpspec.reference_broker.runtime.memory import MemoryBroker
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 
@@ -63,13 +64,13 @@ def test_exclusive_queue_is_its_connections_only_and_goes_with_it():
     assert route(vhost, "DELETE", "/queues/x/messages", None, owner=other)[0] == 400
     assert route(vhost, "DELETE", "/queues/x", None, owner=other)[0] == 400
     with pytest.raises(ResourceLockedError) as refused:
-        vhost.check_exclusive("x", other)  # a consumer's attach: amqp:resource-locked
+        vhost.owners.check_exclusive("x", other)  # a consumer's attach: amqp:resource-locked
     assert refused.value.condition == "amqp:resource-locked"
-    vhost.check_exclusive("x", owner)
+    vhost.owners.check_exclusive("x", owner)
     route(vhost, "PUT", "/queues/shared", {"durable": True})
-    vhost.check_exclusive("shared", other)  # shared queues are anyone's
+    vhost.owners.check_exclusive("shared", other)  # shared queues are anyone's
     assert route(vhost, "PUT", "/queues/shared", exclusive, owner=owner)[0] == 400  # strict
-    assert vhost.release_owner(owner) == ["x"] and not vhost.has_queue("x")
+    assert vhost.owners.release_owner(owner) == ["x"] and not vhost.has_queue("x")
 
 
 def test_exchange_and_binding_routes():

@@ -317,12 +317,12 @@ def test_delete_queue_removes_bindings_and_tells_listeners():
 def test_dynamic_queue_lifecycle():
     v = VirtualHost()
     link = object()
-    queue = v.create_dynamic_queue(link)
+    queue = v.owners.create_dynamic_queue(link)
     assert queue.name.startswith("amq.gen-") and not queue.durable
-    assert v.is_dynamic(queue.name)
-    other = v.create_dynamic_queue(object())
+    assert v.owners.is_dynamic(queue.name)
+    other = v.owners.create_dynamic_queue(object())
     assert other.name != queue.name
-    assert v.release_owner(link) == [queue.name]
+    assert v.owners.release_owner(link) == [queue.name]
     assert not v.has_queue(queue.name) and v.has_queue(other.name)
 
 

@@ -49,8 +49,9 @@ from ..protocol.permissions import (
     Permissions,
 )
 from ..protocol.sasl import is_loopback
+from ..queues.errors import NOT_ALLOWED, BrokerError, NotFoundError
 from ..queues.exchanges import quote_binding_key
-from ..queues.vhost import NOT_ALLOWED, QUEUE_TYPES, BrokerError, NotFoundError, VirtualHost
+from ..queues.vhost import QUEUE_TYPES, VirtualHost
 from .views import JsonViews
 
 log = logging.getLogger("reference_broker.admin")

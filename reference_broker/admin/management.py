@@ -37,7 +37,8 @@ from amqpspec.amqp10.composites import Properties
 from amqpspec.amqp10.message import Message
 
 from ..protocol.permissions import CONFIGURE, READ, WRITE
-from ..queues.vhost import BrokerError, VirtualHost
+from ..queues.errors import BrokerError
+from ..queues.vhost import VirtualHost
 
 MANAGEMENT_ADDRESS = "/management"
 REPLY_TO_ME = "$me"
@@ -110,21 +111,21 @@ def _put_queue(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> t
         "arguments": {str(k): v for k, v in arguments.items()},
     }
     if spec.get("exclusive"):  # the asking connection's only, deleted with it
-        vhost.declare_exclusive_queue(name, owner, **options)
+        vhost.owners.declare_exclusive_queue(name, owner, **options)
     else:
         if vhost.has_queue(name):
-            vhost.check_exclusive(name, None, strict=True)
+            vhost.owners.check_exclusive(name, None, strict=True)
         vhost.declare_queue(name, **options)
     return 200, _queue_info(vhost, name)
 
 
 def _delete_queue(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> tuple[int, Any]:
-    vhost.check_exclusive(parts[1], owner)
+    vhost.owners.check_exclusive(parts[1], owner)
     return 200, {"message_count": vhost.delete_queue(parts[1])}
 
 
 def _purge_queue(vhost: VirtualHost, parts: list[str], body: Any, owner: Any) -> tuple[int, Any]:
-    vhost.check_exclusive(parts[1], owner)
+    vhost.owners.check_exclusive(parts[1], owner)
     return 200, {"message_count": vhost.purge_queue(parts[1])}
 
 

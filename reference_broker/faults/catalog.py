@@ -95,7 +95,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "it (2.6.7), so a receiver that re-grants gets more transfers than granted",
                 "RabbitMQ #2597 (fixed by PR #9022, credit API v2)",
                 QUEUE_LAYER,
-                "queues.classic.ClassicQueue.flow",
+                "queues.credit.apply_flow",
                 "check_credit",
             ),
             _fault(
@@ -112,7 +112,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "no drain reply",
                 "go-amqp#255 (ActiveMQ and the Qpid example brokers never drain)",
                 QUEUE_LAYER,
-                "queues.classic.ClassicQueue.flow",
+                "queues.credit.apply_flow",
             ),
             _fault(
                 "no-drain-reply",
@@ -127,7 +127,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "and goes on delivering beyond the grant",
                 "DISPATCH-1090 / DISPATCH-1496",
                 QUEUE_LAYER,
-                "queues.classic.ClassicQueue._complete_drain",
+                "queues.credit.complete_drain",
                 "check_credit",
             ),
             _fault(

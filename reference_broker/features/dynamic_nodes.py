@@ -49,7 +49,7 @@ from amqpspec.amqp10.types import symbol
 
 from ..faults.catalog import Faults
 from ..queues.addressing import AddressError, exchange_address, queue_address
-from ..queues.vhost import ResourceLockedError
+from ..queues.errors import ResourceLockedError
 
 LIFETIME_POLICY = symbol("lifetime-policy")
 DIST_MODES = symbol("supported-dist-modes")
@@ -136,7 +136,7 @@ class DynamicNodes:
             self.vhost.declare_exchange(name, "fanout", durable=False)
             queue, address, echoed = None, exchange_address(name), TEMPORARY_TOPIC
         else:
-            queue = self.vhost.create_dynamic_queue(connection)
+            queue = self.vhost.owners.create_dynamic_queue(connection)
             name, address, echoed = queue.name, queue_address(queue.name), TEMPORARY_QUEUE
         self.nodes[name] = DynamicNode(name, policy, connection, link, {link}, topic)
         return queue, self._reported(terminus, address, policy, echoed, asked)
@@ -181,7 +181,7 @@ class DynamicNodes:
             raise ResourceLockedError(
                 f"temporary topic '{node.name}' is its creating connection's only"
             )
-        queue = self.vhost.create_dynamic_queue(connection)
+        queue = self.vhost.owners.create_dynamic_queue(connection)
         self.vhost.bind(node.name, queue.name)
         node.subscriptions[link] = queue.name
         node.links.add(link)
@@ -214,7 +214,7 @@ class DynamicNodes:
 
     def connection_gone(self, connection: Any) -> None:
         """The connection ended: its nodes go with it (its queues already did:
-        vhost.release_owner)."""
+        vhost.owners.release_owner)."""
         for name, node in list(self.nodes.items()):
             if node.connection is connection:
                 self._delete(name, node)

@@ -385,7 +385,7 @@ class BrokerConnection:
             return
         self.open = False
         self.session_handler.release_all(CONNECTION_ENDED)
-        self.vhost.release_owner(self)
+        self.vhost.owners.release_owner(self)
         self.context.dynamic.connection_gone(self)
         self.context.sole.gone(self, self.summary.container_id)
         self.context.recovery.connection_gone(self)

@@ -29,7 +29,7 @@ from amqpspec.amqp10.spec import Cond, Role
 from ..features import relay
 from ..features.transactions import is_transactional
 from ..queues.addressing import AddressError
-from ..queues.vhost import BrokerError
+from ..queues.errors import BrokerError
 from .links import PublisherLink
 from .sessions import RELEASED_STATE, BrokerSession
 

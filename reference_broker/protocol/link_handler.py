@@ -31,8 +31,8 @@ from ..features.filters import in_place
 from ..features.recovery import CLOSED, SUSPENDED, map_room, reported_source
 from ..features.transactions import CoordinatorLink
 from ..queues.addressing import AddressError, AddressKind, parse_source, parse_target
+from ..queues.errors import BrokerError
 from ..queues.streams import OffsetSpecError, StreamQueue, offset_spec_from_filter
-from ..queues.vhost import BrokerError
 from .links import ConsumerLink, PublisherLink
 from .permissions import FULL, READ
 from .sessions import BrokerSession
@@ -134,7 +134,7 @@ class LinkHandler:
                 queue = self.vhost.resolve_source(address)
                 self.access.permit(READ, "queue", queue.name)
                 # RabbitMQ 4: resource-locked
-                self.vhost.check_exclusive(queue.name, self.connection)
+                self.vhost.owners.check_exclusive(queue.name, self.connection)
                 self.context.dynamic.attached(link, queue.name)
         offset = None
         stream = isinstance(queue, StreamQueue)
@@ -333,4 +333,4 @@ class LinkHandler:
             if not kept and queue.has_consumer(state.tag):
                 self.vhost.cancel_consumer(queue, state.tag)
             session.forget_consumer(state)
-        self.vhost.release_owner(link)
+        self.vhost.owners.release_owner(link)

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..queues.addressing import Address, AddressKind, parse_to
-from ..queues.vhost import BrokerError, ConnectionSummary, VirtualHost
+from ..queues.errors import BrokerError
+from ..queues.vhost import ConnectionSummary, VirtualHost
 
 UNAUTHORIZED_ACCESS = "amqp:unauthorized-access"
 DEFAULT_EXCHANGE_RESOURCE = "amq.default"  # the default exchange's name for permissions

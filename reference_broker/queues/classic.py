@@ -1,11 +1,10 @@
 """Classic queue: FIFO messages, round-robin consumers, per-consumer link credit.
 
 Owns: the message order of one queue, its consumers and their link flow-control state,
-acquired (unsettled) deliveries, outcomes and requeue. Plain Python: no AMQP bytes (messages
-are the opaque encoded payload the broker received), no engine objects (only the pure
-2.6.7 and serial arithmetic of amqp10.engine.flowcontrol / amqp10.serial), no clock, no
-I/O; durable persistence is delegated to a `MessageLog`-like object (see `store.py`)
-given by the caller.
+acquired (unsettled) deliveries, outcomes and requeue; the 2.6.7 sender-side credit
+arithmetic on that state is `credit.py`'s. Plain Python: no AMQP bytes (messages are the
+opaque encoded payload the broker received), no engine objects, no clock, no I/O; durable
+persistence is delegated to a `MessageLog`-like object (see `store.py`) given by the caller.
 
 Credit API v2 (RabbitMQ PR #9022): the queue, acting as the AMQP *sender* of every
 consumer link, holds the link's delivery-count and link-credit (2.6.7). The protocol layer
@@ -33,11 +32,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from amqpspec.amqp10.engine.flowcontrol import sender_link_credit
 from amqpspec.amqp10.serial import MASK as SERIAL_MASK
-from amqpspec.amqp10.serial import serial_add
 
 from ..faults.catalog import NO_FAULTS, Faults
+from . import credit
 
 
 class QueueError(Exception):
@@ -332,26 +330,14 @@ class ClassicQueue:
         consumer = self._consumers.get(tag)
         if consumer is None:
             raise QueueError(f"queue {self.name!r} has no consumer {tag!r}")
-        consumer.flows_seen += 1
-        if self.faults.overdeliver_on_regrant:
-            # fault (RabbitMQ #2597): the grant is added to what is left of the old credit
-            consumer.credit = max(0, consumer.credit + link_credit)
-        else:
-            consumer.credit = sender_link_credit(  # 2.6.7
-                delivery_count,
-                link_credit,
-                consumer.delivery_count,
-                consumer.initial_delivery_count,
-            )
-        if drain and self.faults.ignore_drain:
-            drain = False
-        consumer.drain = drain
-        # the latest flow decides whether a drain is asked: one it supersedes before the
-        # queue answered it is owed no reply (2.6.7), and a reply claiming drain would zero
-        # the link's credit under the new grant; an unanswered echo is still owed one
-        consumer.reply_for_drain = drain
-        consumer.reply_for_echo = consumer.reply_for_echo or echo
-        consumer.reply_due = drain or consumer.reply_for_echo
+        credit.apply_flow(
+            consumer,
+            self.faults,
+            delivery_count=delivery_count,
+            link_credit=link_credit,
+            drain=drain,
+            echo=echo,
+        )
         if self._on_ready is not None and (consumer.credit or consumer.reply_due):
             self._on_ready(self)
         return consumer
@@ -460,13 +446,7 @@ class ClassicQueue:
         return None
 
     def _credit_reply(self, consumer: Consumer) -> CreditReply:
-        drain = consumer.reply_for_drain
-        echo = consumer.reply_for_echo
-        if consumer.drain:
-            self._complete_drain(consumer)
-        consumer.reply_due = False
-        consumer.reply_for_drain = False
-        consumer.reply_for_echo = False
+        drain, echo = credit.take_reply(consumer, self.faults)
         return CreditReply(
             self,
             consumer,
@@ -480,15 +460,6 @@ class ClassicQueue:
     def _available_to(self, consumer: Consumer) -> int:
         """2.6.7 `available` as this consumer's flow reports it (the whole queue here)."""
         return self.available
-
-    def _complete_drain(self, consumer: Consumer) -> None:
-        """2.6.7 drain: nothing more is available, so use up the credit: advance
-        delivery-count by the remaining link-credit and set link-credit to 0."""
-        consumer.delivery_count = serial_add(consumer.delivery_count, consumer.credit)
-        consumer.drain = False
-        if self.faults.excess_credit_after_drain:
-            return  # fault (DISPATCH-1090): the old credit stays usable
-        consumer.credit = 0
 
     # ------------------------------------------------------------------ settlement
     def settle(

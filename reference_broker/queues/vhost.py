@@ -12,17 +12,17 @@ Protocol-layer entry points:
 - `publish(target, payload, to=..., subject=..., headers=...)` -> `PublishResult` with the
   queues it reached, the store tokens to wait for, and `released` when unroutable.
 - `dispatch_pending()` -> Delivery / CreditReply events of every queue that may have work.
-- `create_dynamic_queue(owner)` / `release_owner(owner)` for reply-to queues (3.5.3 dynamic).
-- `declare_exclusive_queue(name, owner)` / `check_exclusive(name, owner)`: queues only their
-  declaring connection may use (RabbitMQ's exclusive queues, declared through /management),
-  refused to others with `ResourceLockedError` (amqp:resource-locked), deleted with it.
+- `owners` (owners.py): `create_dynamic_queue(owner)` / `release_owner(owner)` for reply-to
+  queues (3.5.3 dynamic); `declare_exclusive_queue(name, owner)` / `check_exclusive(name,
+  owner)`: queues only their declaring connection may use (RabbitMQ's exclusive queues,
+  declared through /management), refused to others with `ResourceLockedError`
+  (amqp:resource-locked), deleted with it.
 - `cancel_consumer(queue, tag)` on detach / end / close / connection loss (requeues).
 - `listeners`: callbacks told when a queue is deleted (its consumers must be detached).
 """
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +32,7 @@ from ..faults.catalog import NO_FAULTS, Faults
 from .addressing import Address, AddressError, AddressKind, parse_source, parse_target, parse_to
 from .classic import ClassicQueue, QueuedMessage, QueueEvent
 from .definitions import definitions_of, restore_definitions
+from .errors import NotAllowedError, NotFoundError, PreconditionFailedError
 from .exchanges import (
     DEFAULT_EXCHANGE,
     STANDARD_EXCHANGES,
@@ -42,48 +43,11 @@ from .exchanges import (
     freeze_arguments,
 )
 from .kinds import QueueKinds
+from .owners import QueueOwners
 from .store import DefinitionsFile, MessageStore
 from .streams import StreamQueue
 
-NOT_FOUND = "amqp:not-found"
-PRECONDITION_FAILED = "amqp:precondition-failed"
-RESOURCE_LOCKED = "amqp:resource-locked"
-NOT_ALLOWED = "amqp:not-allowed"
-DYNAMIC_PREFIX = "amq.gen-"
 QUEUE_TYPES = ("classic", "stream", "quorum")  # x-queue-type values this broker declares
-
-
-class BrokerError(Exception):
-    """A model-level refusal; `condition` is the AMQP error condition, `status` the HTTP one."""
-
-    condition = "amqp:internal-error"
-    status = 500
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class NotFoundError(BrokerError):
-    condition = NOT_FOUND
-    status = 404
-
-
-class PreconditionFailedError(BrokerError):
-    condition = PRECONDITION_FAILED
-    status = 400
-
-
-class ResourceLockedError(BrokerError):
-    """An exclusive queue used by another connection (RabbitMQ's check_exclusive_access)."""
-
-    condition = RESOURCE_LOCKED
-    status = 405  # AMQP 0-9-1's RESOURCE_LOCKED; the /management node answers 400
-
-
-class NotAllowedError(BrokerError):
-    condition = NOT_ALLOWED
-    status = 400
 
 
 @dataclass(slots=True)
@@ -140,8 +104,7 @@ class VirtualHost:
             self.exchanges[ex_name] = Exchange(ex_name, ex_type, durable=True)
         self.connections: dict[str, ConnectionSummary] = {}
         self._dirty: dict[str, ClassicQueue] = {}
-        self._dynamic_owner: dict[str, Any] = {}  # dynamic queue name -> owner
-        self._exclusive_owner: dict[str, Any] = {}  # exclusive queue name -> its connection
+        self.owners = QueueOwners(self)  # dynamic and exclusive queues' owners (owners.py)
         self.listeners: list[Callable[[str, ClassicQueue], None]] = []  # (event, queue)
         self.store: MessageStore | None = None
         self.definitions: DefinitionsFile | None = None
@@ -219,8 +182,7 @@ class VirtualHost:
         count = queue.messages
         del self.queues[name]
         self._dirty.pop(name, None)
-        self._dynamic_owner.pop(name, None)
-        self._exclusive_owner.pop(name, None)
+        self.owners.forget(name)
         for exchange in self.exchanges.values():
             if exchange.name != DEFAULT_EXCHANGE:
                 exchange.remove_bindings_to(name)
@@ -252,71 +214,6 @@ class VirtualHost:
             and self.queues.get(queue.name) is queue
         ):
             self.delete_queue(queue.name)
-
-    # ------------------------------------------------------------------ dynamic queues
-    def create_dynamic_queue(self, owner: Any) -> ClassicQueue:
-        """A temporary queue for a dynamic source/target (3.5.3, reply-to): a unique
-        `amq.gen-...` name, not durable, exclusive to `owner` (its connection: another's
-        consumer is resource-locked), deleted by `release_owner(owner)` at the latest
-        (features/dynamic_nodes.py deletes it earlier, as its lifetime policy says)."""
-        while True:
-            name = DYNAMIC_PREFIX + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-            if name not in self.queues:
-                break
-        queue, _ = self.declare_queue(name, durable=False, auto_delete=False, exclusive_owner=owner)
-        self._dynamic_owner[name] = owner
-        self._exclusive_owner[name] = owner
-        return queue
-
-    def release_owner(self, owner: Any) -> list[str]:
-        """The link (or connection) `owner` closed: delete its dynamic and exclusive queues."""
-        names = [n for n, o in self._dynamic_owner.items() if o is owner]
-        names += [n for n, o in self._exclusive_owner.items() if o is owner and n not in names]
-        for name in names:
-            if name in self.queues:
-                self.delete_queue(name)
-        return names
-
-    def is_dynamic(self, name: str) -> bool:
-        return name in self._dynamic_owner
-
-    # ------------------------------------------------------------------ exclusive queues
-    def declare_exclusive_queue(
-        self,
-        name: str,
-        owner: Any,
-        *,
-        durable: bool = True,
-        auto_delete: bool = False,
-        arguments: Mapping[str, Any] | None = None,
-    ) -> tuple[ClassicQueue, bool]:
-        """Declare a queue only `owner` (a connection) may use, deleted when it closes; an
-        existing one must be `owner`'s (RabbitMQ: resource-locked otherwise)."""
-        if name in self.queues:
-            self.check_exclusive(name, owner, strict=True)
-        queue, created = self.declare_queue(
-            name,
-            durable=durable,
-            auto_delete=auto_delete,
-            arguments=arguments,
-            exclusive_owner=owner,
-        )
-        if created:
-            self._exclusive_owner[name] = owner
-        return queue, created
-
-    def check_exclusive(self, name: str, owner: Any, *, strict: bool = False) -> None:
-        """ResourceLockedError unless `owner` may use queue `name`: an exclusive queue is
-        its declaring connection's only; `strict` (a redeclaration) also refuses declaring
-        a shared queue exclusive (RabbitMQ's check_exclusive_access(Q, Owner, strict))."""
-        locker = self._exclusive_owner.get(name)
-        if locker is owner or (locker is None and not strict):
-            return
-        raise ResourceLockedError(
-            f"cannot obtain exclusive access to locked queue '{name}' in vhost "
-            f"'{self.name}'. It could be originally declared on another connection or the "
-            "exclusive property value does not match that of the original declaration."
-        )
 
     # ------------------------------------------------------------------ exchanges
     def get_exchange(self, name: str) -> Exchange:
