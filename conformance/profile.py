@@ -74,6 +74,11 @@ CAPABILITIES: dict[str, str] = {
     "properties-filter": "the OASIS AMQP Filter Expressions property filters "
     "(amqp:properties-filter, amqp:application-properties-filter) in a receiver's source "
     "filter-set on a stream queue (RabbitMQ 4.1+)",
+    "sql-filter": "the OASIS AMQP Filter Expressions SQL filter (amqp:sql-filter, 0x120) in "
+    "a receiver's source filter-set on a stream queue (RabbitMQ 4.2+)",
+    "selector-filter": "the JMS selector filter (apache.org:selector-filter:string) in a "
+    "receiver's source filter-set (Qpid Broker-J, ActiveMQ Artemis; on a stream queue where "
+    "the profile has streams)",
     "link-recovery": "a source with expiry-policy never outlives its link (detach with "
     "closed=false) and its connection with its unsettled deliveries, and the same link "
     "attached again resumes them (2.6.13)",
@@ -101,6 +106,15 @@ MODELS: dict[str, str] = {
     "broker claims with the properties-filter capability: a receiver whose source carries "
     "amqp:properties-filter / amqp:application-properties-filter gets exactly the messages "
     "whose fields match every entry (filtex 4.1.1, 4.2.4, 4.2.5)",
+    "filtex-sql": "OASIS 'AMQP Filter Expressions' v1.0 (CSD01) SQL filter, which a broker "
+    "claims with the sql-filter capability: a receiver whose source carries amqp:sql-filter "
+    "gets exactly the messages its expression selects by the JMS selector rules it takes "
+    "over (Jakarta Messaging 3.1 section 3.8.1: three-valued logic, LIKE with ESCAPE, "
+    "BETWEEN, IN, IS NULL, arithmetic; header. and properties. fields)",
+    "jms-selector": "the JMS selector filter (apache.org:selector-filter:string, Qpid's AMQP "
+    "filter registry), which a broker claims with the selector-filter capability: a "
+    "receiver gets exactly the messages its selector selects (Jakarta Messaging 3.1 section "
+    "3.8.1), JMS header fields read as the AMQP JMS mapping maps them",
     "wsb": "OASIS 'AMQP WebSocket Binding (WSB)' v1.0 (CS01, 2016), which a broker claims by "
     "serving AMQP over WebSocket: the upgrade names the subprotocol amqp (one without it is "
     "refused), the AMQP byte stream travels in binary messages whatever their boundaries "

@@ -416,6 +416,28 @@ def properties_filter_ignores_subject(b, c) -> bool:
     return len(c.of(Transfer)) == 2
 
 
+def selector_like_escape_ignored(b, c) -> bool:
+    """Two messages on a stream, application property name a_b and axb; a receiver from the
+    first offset with amqp:sql-filter "name LIKE 'a!_b' ESCAPE '!'": axb comes through too."""
+    management(b).declare_queue("s", arguments={"x-queue-type": "stream"})
+
+    def fill() -> None:
+        queue = b.server.vhost.get_queue("s")
+        for name in ("a_b", "axb"):
+            queue.publish(Message.of(b"m", application_properties={"name": name}).encode())
+
+    b.call(fill)
+    filters = {
+        symbol("rabbitmq:stream-offset-spec"): "first",
+        symbol("sql"): Described(symbol("amqp:sql-filter"), "name LIKE 'a!_b' ESCAPE '!'"),
+    }
+    link = _session(c).attach_receiver("f", source=Source(address="/queues/s", filter=filters))
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    link.flow(link_credit=5, drain=True)
+    c.wait_for(lambda: link.link_credit == 0 and c.of(FlowReceived), "drain reply")
+    return len(c.of(Transfer)) == 2
+
+
 def _controller(c: EngineClient, session):
     """A control link to the transaction coordinator (Part 4) and a request function:
     body -> the broker's disposition state for it."""
@@ -545,6 +567,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "scram-accepts-any-proof": (scram_accepts_any_proof, {}),
     "report-unknown-filters": (report_unknown_filters, {}),
     "properties-filter-ignores-subject": (properties_filter_ignores_subject, {}),
+    "selector-like-escape-ignored": (selector_like_escape_ignored, {}),
     "txn-post-immediately": (txn_post_immediately, {}),
     "txn-discharge-unknown-accepted": (txn_discharge_unknown_accepted, {}),
 }

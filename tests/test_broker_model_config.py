@@ -237,6 +237,7 @@ BROKER_FAULTS = {
     "scram-accepts-any-proof",
     "report-unknown-filters",
     "properties-filter-ignores-subject",
+    "selector-like-escape-ignored",
     "ws-drop-short-messages",  # the WebSocket listener's (tests/test_websocket.py)
     "ws-close-without-handshake",
     "txn-post-immediately",

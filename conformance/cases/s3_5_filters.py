@@ -26,7 +26,7 @@ the profile has streams (RabbitMQ 4.1 applies them on streams only), read from t
 offset, each drained (2.6.7) so that nothing a filter let through is missed.
 
 SQL filter expressions (`amqp:sql-filter`) and the JMS selector
-(`apache.org:selector-filter:string`) have no cases yet.
+(`apache.org:selector-filter:string`) have their cases in s3_5_sql_filters.py.
 
 Owns the cases `3.5.3/filter-*`, `3.5.3/properties-filter-*` and
 `3.5.3/filter-expressions-*`.

@@ -21,6 +21,7 @@ Where each fault lives:
   keep-dynamic-nodes (features/dynamic_nodes.py), sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
   report-unknown-filters and properties-filter-ignores-subject (features/filters.py),
+  selector-like-escape-ignored (features/selectors.py),
   session-scoped-delivery-tags (protocol/delivery_handler.py, publishers' transfers),
   ws-drop-short-messages and ws-close-without-handshake (runtime/websocket.py); the
   transaction faults (Part 4, in `reference_broker.features.transactions`):
@@ -424,6 +425,15 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "filtex 4.2.4 (an evaluator that skips one field of the expression)",
                 PROTOCOL_LAYER,
                 "features.filters.in_place",
+            ),
+            _fault(
+                "selector-like-escape-ignored",
+                "an amqp:sql-filter or JMS selector LIKE pattern is compiled without its "
+                "ESCAPE character: an escaped % or _ stays a wildcard (Jakarta Messaging "
+                "3.8.1.1 LIKE)",
+                "JMS selector LIKE ... ESCAPE (an evaluator that drops the ESCAPE clause)",
+                PROTOCOL_LAYER,
+                "features.selectors.compile_expression",
             ),
             _fault(
                 "attach-without-initial-delivery-count",

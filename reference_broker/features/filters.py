@@ -20,7 +20,11 @@ matches (filtex 4.2.4, 4.2.5); a reference value matches when it is null, when i
 (numbers of different types compared as numbers, filtex 4.1.1), or, for a string, when it
 starts `&p:` (prefix) or `&s:` (suffix) and the field is a string with that prefix or
 suffix; `&&` escapes a leading `&`; any other leading `&` makes the filter invalid. At most
-16 entries per filter (filtex 7.1's complexity limit, RabbitMQ's figure).
+16 entries per filter (filtex 7.1's complexity limit, RabbitMQ's figure). Also on a stream
+queue: `amqp:sql-filter` (0x120) and the JMS selector `apache.org:selector-filter:string`
+(0x0000468C:0x00000004), a string each, parsed and evaluated by features/selectors.py (an
+expression it cannot parse is left out like an invalid property filter). Classic queues
+apply none of them: a consumer there gets every message, and its attach says so.
 
 Everything else is left out of the attach reply: an unknown filter, a property filter on a
 classic queue, an invalid one. 3.5.3 filter: "the sending endpoint sets the filter actually
@@ -44,10 +48,14 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described
 
 from ..faults.catalog import Faults
+from .selectors import SELECTOR, SQL, SelectorError, SqlExpression, compile_expression
 
 OFFSET_SPEC = "rabbitmq:stream-offset-spec"  # queues/streams.py
 PROPERTIES_FILTER = frozenset({"amqp:properties-filter", 0x173})
 APPLICATION_PROPERTIES_FILTER = frozenset({"amqp:application-properties-filter", 0x174})
+# the SQL-like filters (features/selectors.py): filtex's SQL filter, Qpid's JMS selector
+SQL_FILTER = frozenset({"amqp:sql-filter", 0x120})
+SELECTOR_FILTER = frozenset({"apache.org:selector-filter:string", 0x0000468C00000004})
 MAX_FIELDS = 16
 # properties-filter keys (3.2.4 field names) -> the Properties attribute
 PROPERTY_FIELDS = {
@@ -100,7 +108,7 @@ class FiltersInPlace:
     (None: every message) for its deliveries."""
 
     source: Any
-    expressions: list[_Expression] = field(default_factory=list)
+    expressions: list[_Expression | SqlExpression] = field(default_factory=list)
 
     @property
     def accepts(self) -> Callable[[bytes], bool] | None:
@@ -121,7 +129,7 @@ def in_place(source: Any, *, stream: bool, faults: Faults) -> FiltersInPlace:
     if not asked:
         return FiltersInPlace(source)
     kept: dict[Any, Any] = {}
-    expressions: list[_Expression] = []
+    expressions: list[_Expression | SqlExpression] = []
     for key, entry in asked.items():
         if entry is None:
             continue  # 3.5.8: a null filter is no filter
@@ -132,12 +140,12 @@ def in_place(source: Any, *, stream: bool, faults: Faults) -> FiltersInPlace:
         descriptor = entry.descriptor if isinstance(entry, Described) else None
         if not stream or descriptor is None:
             continue
-        application = _kind(descriptor)
-        if application is None:
+        kind = _kind(descriptor)
+        if kind is None:
             continue  # a filter type this broker does not know
         try:
-            expression = _parse(entry.value, application=application, faults=faults)
-        except InvalidFilterError:
+            expression = _parse_entry(kind, entry.value, faults)
+        except (InvalidFilterError, SelectorError):
             continue
         kept[key] = entry
         expressions.append(expression)
@@ -145,15 +153,25 @@ def in_place(source: Any, *, stream: bool, faults: Faults) -> FiltersInPlace:
     return FiltersInPlace(source.replace(filter=reported or None), expressions)
 
 
-def _kind(descriptor: Any) -> bool | None:
-    """True for an application-properties filter, False for a properties filter, None for
-    any other descriptor (symbol or ulong code)."""
+def _kind(descriptor: Any) -> str | None:
+    """The filter type of a descriptor (symbol or ulong code): "application" or
+    "properties" (property filters), SQL or SELECTOR (features/selectors.py), else None."""
     name: Any = str(descriptor) if isinstance(descriptor, str) else descriptor
-    if name in PROPERTIES_FILTER:
-        return False
-    if name in APPLICATION_PROPERTIES_FILTER:
-        return True
+    for kind, names in (
+        ("properties", PROPERTIES_FILTER),
+        ("application", APPLICATION_PROPERTIES_FILTER),
+        (SQL, SQL_FILTER),
+        (SELECTOR, SELECTOR_FILTER),
+    ):
+        if name in names:
+            return kind
     return None
+
+
+def _parse_entry(kind: str, value: Any, faults: Faults) -> _Expression | SqlExpression:
+    if kind in (SQL, SELECTOR):
+        return compile_expression(value, kind, faults=faults)
+    return _parse(value, application=kind == "application", faults=faults)
 
 
 def _parse(value: Any, *, application: bool, faults: Faults) -> _Expression:
