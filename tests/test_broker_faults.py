@@ -417,19 +417,20 @@ def properties_filter_ignores_subject(b, c) -> bool:
 
 
 def selector_like_escape_ignored(b, c) -> bool:
-    """Two messages on a stream, application property name a_b and axb; a receiver from the
-    first offset with amqp:sql-filter "name LIKE 'a!_b' ESCAPE '!'": axb comes through too."""
+    """Three messages on a stream, application property name a%, a!b and a!c; a receiver
+    from the first offset with amqp:sql-filter "name LIKE 'a!%' ESCAPE '!'": a!b and a!c
+    come through (the '!' taken literally, the '%' a wildcard) instead of a%."""
     management(b).declare_queue("s", arguments={"x-queue-type": "stream"})
 
     def fill() -> None:
         queue = b.server.vhost.get_queue("s")
-        for name in ("a_b", "axb"):
+        for name in ("a%", "a!b", "a!c"):
             queue.publish(Message.of(b"m", application_properties={"name": name}).encode())
 
     b.call(fill)
     filters = {
         symbol("rabbitmq:stream-offset-spec"): "first",
-        symbol("sql"): Described(symbol("amqp:sql-filter"), "name LIKE 'a!_b' ESCAPE '!'"),
+        symbol("sql"): Described(symbol("amqp:sql-filter"), "name LIKE 'a!%' ESCAPE '!'"),
     }
     link = _session(c).attach_receiver("f", source=Source(address="/queues/s", filter=filters))
     c.wait_event(RemoteAttach, where=lambda e: e.link is link)

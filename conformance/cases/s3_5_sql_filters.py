@@ -210,6 +210,7 @@ def selector_filter_fixed(probe, ctx):
     "amqp:sql-filter exactly the messages the suite's own evaluator selects.",
     model=MODELS[SQL],
     requires={"queues", CAPABILITY[SQL]},
+    pipelined=False,  # the fixed case's variant covers the pipelined attach; run time
 )
 def sql_filter_generated(probe, ctx):
     """Hypothesis (seed 20261127, one example of 8 to 12 messages and 12 expressions):
@@ -226,6 +227,7 @@ def sql_filter_generated(probe, ctx):
     "selects.",
     model=MODELS[SELECTOR],
     requires={"queues", CAPABILITY[SELECTOR]},
+    pipelined=False,  # the fixed case's variant covers the pipelined attach; run time
 )
 def selector_filter_generated(probe, ctx):
     """As 3.5.3/sql-filter-generated, with the JMS selector's identifiers (JMSPriority,
