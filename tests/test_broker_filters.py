@@ -7,12 +7,12 @@ each of the two filter faults, UNSUPPORTED on a profile without properties-filte
 
 from __future__ import annotations
 
-from broker_support import EngineClient, connected_client, management, running_broker
+from broker_support import connected_client, management, running_broker
 from broker_support.case_verdicts import case_verdicts
+from broker_support.filtered import drained
 from hypothesis import given, settings
 
 from amqpspec.amqp10.composites import Properties, Source
-from amqpspec.amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described, symbol
 from amqpspec.conformance.cases import s3_5_filters as filter_cases
@@ -35,18 +35,6 @@ def _message(index: int, subject: str | None, app: dict | None = None) -> Messag
     return Message.of(
         f"m{index}".encode(), properties=Properties(subject=subject), application_properties=app
     )
-
-
-def _drained(c: EngineClient, filters: dict, address: str) -> tuple[dict, list[bytes]]:
-    session = c.conn.begin()
-    c.wait_for(lambda: session.remote_channel is not None, "begin")
-    link = session.attach_receiver(address, source=Source(address=address, filter=filters))
-    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
-    flows = len(c.of(FlowReceived))
-    link.flow(link_credit=10, drain=True)
-    c.wait_for(lambda: link.link_credit == 0 and len(c.of(FlowReceived)) > flows, "drain")
-    got = [Message.decode(t.payload).value for t in c.of(TransferReceived) if t.link is link]
-    return dict(link.remote_attach.source.filter or {}), got
 
 
 def test_filters_over_a_socket():
@@ -72,10 +60,10 @@ def test_filters_over_a_socket():
             OFFSET: Described(OFFSET, "first"),
         }
         with connected_client(b) as c:
-            reported, got = _drained(c, filters, "/queues/s")
+            reported, got = drained(c, filters, "/queues/s")
             assert set(reported) == {symbol("p"), OFFSET}
             assert got == [b"m0", b"m1"]
-            reported, got = _drained(c, {symbol("p"): wanted}, "/queues/q")
+            reported, got = drained(c, {symbol("p"): wanted}, "/queues/q")
             assert reported == {}
             assert got == [b"m0", b"m1", b"m2", b"m3"]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 from broker_support import connected_client, management, running_broker
 from broker_support.case_verdicts import case_verdicts
+from broker_support.filtered import drained
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqpspec.amqp10.composites import Header, Properties, Source
-from amqpspec.amqp10.engine import FlowReceived, RemoteAttach, TransferReceived
+from amqpspec.amqp10.composites import Header, Properties
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described, symbol
 from amqpspec.conformance.cases import s3_5_sql_filters as sql_cases
@@ -125,18 +125,6 @@ def test_evaluators_agree(dialect: str) -> None:
     agree()
 
 
-def _drained(c, filters: dict, address: str) -> tuple[dict, list[bytes]]:
-    session = c.conn.begin()
-    c.wait_for(lambda: session.remote_channel is not None, "begin")
-    link = session.attach_receiver(address, source=Source(address=address, filter=filters))
-    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
-    flows = len(c.of(FlowReceived))
-    link.flow(link_credit=10, drain=True)
-    c.wait_for(lambda: link.link_credit == 0 and len(c.of(FlowReceived)) > flows, "drain")
-    got = [Message.decode(t.payload).value for t in c.of(TransferReceived) if t.link is link]
-    return dict(link.remote_attach.source.filter or {}), got
-
-
 def test_filters_over_a_socket() -> None:
     """A stream and a classic queue of three messages (size 1, 2, 3): a selector `size >= 2`
     on the stream is in place and lets m1, m2 through; the same on the classic queue and an
@@ -156,11 +144,11 @@ def test_filters_over_a_socket() -> None:
         selector = {symbol("jms-selector"): suite.selector_filter("size >= 2")}
         invalid = {symbol("sql-filter"): suite.sql_filter("size >= ", by_name=True)}
         with connected_client(b) as c:
-            reported, got = _drained(c, {**selector, **offset}, "/queues/s")
+            reported, got = drained(c, {**selector, **offset}, "/queues/s")
             assert symbol("jms-selector") in reported and got == [b"m1", b"m2"]
-            reported, got = _drained(c, selector, "/queues/q")
+            reported, got = drained(c, selector, "/queues/q")
             assert reported == {} and got == [b"m0", b"m1", b"m2"]
-            reported, got = _drained(c, {**invalid, **offset}, "/queues/s")
+            reported, got = drained(c, {**invalid, **offset}, "/queues/s")
             assert symbol("sql-filter") not in reported and got == [b"m0", b"m1", b"m2"]
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpspec.amqp10.composites import Properties, Source, Target
@@ -52,6 +52,7 @@ from amqpspec.conformance.steps.filter_expressions import (
     selects,
 )
 from amqpspec.conformance.steps.queues import publish_messages, texts
+from amqpspec.conformance.steps.sql_strategies import generate_only
 from amqpspec.conformance.verdicts import CaseFailed
 
 AS_CREATED = "2.6.3/establishing-or-resuming-a-link.3"  # report the terminus as created
@@ -288,14 +289,7 @@ def filter_expressions_generated(probe, ctx):
     receiver drained: the bodies received must equal the evaluator's selection."""
     state: dict[str, Any] = {"runs": 0, "failure": None}
 
-    @seed(SEED)
-    @settings(
-        max_examples=EXAMPLES,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @generate_only(SEED, EXAMPLES)
     @given(MESSAGES, FILTERS)
     def example(drawn, pair):
         if state["failure"] is not None:

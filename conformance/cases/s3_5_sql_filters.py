@@ -23,7 +23,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from amqpspec.amqp10.composites import Header, Properties
@@ -38,7 +38,12 @@ from amqpspec.conformance.steps.sql_expressions import (
     selects,
     sql_filter,
 )
-from amqpspec.conformance.steps.sql_strategies import body_of, expressions, messages
+from amqpspec.conformance.steps.sql_strategies import (
+    body_of,
+    expressions,
+    generate_only,
+    messages,
+)
 
 MODELS = {SQL: "filtex-sql", SELECTOR: "jms-selector"}  # profile.MODELS
 CAPABILITY = {SQL: "sql-filter", SELECTOR: "selector-filter"}
@@ -145,14 +150,7 @@ def generated(dialect: str) -> tuple[tuple[tuple[Message, ...], tuple[str, ...]]
     broker sees the same ones."""
     drawn: list[tuple[tuple[Message, ...], tuple[str, ...]]] = []
 
-    @seed(SEED)
-    @settings(
-        max_examples=EXAMPLES,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @generate_only(SEED, EXAMPLES)
     @given(messages(), st.lists(expressions(dialect), min_size=EXPRESSIONS, max_size=EXPRESSIONS))
     def draw(batch: list[Message], texts: list[str]) -> None:
         drawn.append((tuple(batch), tuple(texts)))

@@ -7,7 +7,8 @@ Owns: `messages()` (small pools of application-properties, subjects, priorities,
 flags and correlation-ids, with strings holding `_`, `%` and the escape `!`, numbers of
 both kinds, booleans and missing keys), `expressions(dialect)` (comparisons, arithmetic,
 BETWEEN, LIKE with and without ESCAPE, IN, IS NULL and bare booleans joined by AND / OR /
-NOT and parentheses) and `body_of(message)`.
+NOT and parentheses), `body_of(message)` and `generate_only(seed, examples)` (the
+settings of a case's @given: seeded, no database, no shrinking).
 
 Left out on purpose, where the models in use disagree and the cases could only show the
 disagreement: ordering comparisons with a string or boolean operand, division, and `<>`
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, seed, settings
 from hypothesis import strategies as st
 
 from amqpspec.amqp10.composites import Header, Properties
@@ -145,3 +147,21 @@ def expressions(dialect: str) -> st.SearchStrategy[str]:
         ),
         max_leaves=4,
     )
+
+
+def generate_only(seed_value: int, examples: int):
+    """A conformance case's hypothesis settings: `examples` draws from seed `seed_value`,
+    the generate phase only (no shrinking, no example database), no deadline."""
+
+    def apply(test):
+        return seed(seed_value)(
+            settings(
+                max_examples=examples,
+                database=None,
+                deadline=None,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )(test)
+        )
+
+    return apply
