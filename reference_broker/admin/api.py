@@ -16,9 +16,8 @@ Routes (vhost is always "/", written %2F; names are percent-decoded per path seg
   GET    /api/alarms                        PUT|DELETE /api/alarms/{memory|disk}
   GET    /api/users                         GET|PUT|DELETE /api/users/{name}
   GET|PUT|DELETE /api/permissions/%2F/{name}  (users and permissions: administrator only)
-Users created by PUT /api/users live in memory (`BrokerConfig.runtime_users`) until the
-broker stops; those of the configuration cannot be changed or deleted here (400). A new user
-has no permissions (RabbitMQ: no access to the vhost) until PUT /api/permissions.
+The users and permissions routes are users.py's (runtime users, in memory); requests,
+responses and HTTP errors are http_types.py's values.
 Errors are JSON `{"error": ..., "reason": ...}` with RabbitMQ's wording where it has one.
 A connection's recv_cnt / send_cnt count AMQP and SASL frames (heartbeats included; RabbitMQ
 counts socket packets), recv_oct / send_oct every byte read / written.
@@ -28,12 +27,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -42,16 +38,23 @@ from ..features.alarms import ResourceAlarms
 from ..protocol.permissions import (
     CONFIGURE,
     FULL,
-    NOTHING,
     READ,
     UNAUTHORIZED_ACCESS,
     WRITE,
-    Permissions,
 )
 from ..protocol.sasl import is_loopback
 from ..queues.errors import NOT_ALLOWED, BrokerError, NotFoundError
 from ..queues.exchanges import quote_binding_key
 from ..queues.vhost import QUEUE_TYPES, VirtualHost
+from .http_types import (
+    HttpError,
+    Request,
+    Response,
+    check_vhost,
+    not_found,
+    only,
+)
+from .users import UserRoutes
 from .views import JsonViews
 
 log = logging.getLogger("reference_broker.admin")
@@ -59,52 +62,6 @@ log = logging.getLogger("reference_broker.admin")
 PRODUCT_NAME = "amqpspec reference broker"
 PRODUCT_VERSION = "0.1.0"
 MANAGEMENT_TAGS = {"management", "policymaker", "monitoring", "administrator"}
-
-
-@dataclass(slots=True)
-class Request:
-    method: str
-    path: str  # raw path, without the query
-    segments: list[str]  # percent-decoded path segments after "/api"
-    query: dict[str, str]
-    headers: dict[str, str]  # lower-case names
-    body: bytes
-    peer_ip: str = "127.0.0.1"
-    user: User | None = None
-
-    def json(self) -> Any:
-        if not self.body.strip():
-            return {}
-        try:
-            data = json.loads(self.body)
-        except (ValueError, UnicodeDecodeError):
-            raise HttpError(400, "bad_request", "not_json") from None
-        if not isinstance(data, dict):
-            raise HttpError(400, "bad_request", "not_json")
-        return data
-
-
-@dataclass(slots=True)
-class Response:
-    status: int
-    body: Any = None  # JSON-serialisable, or None for no body
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-class HttpError(Exception):
-    def __init__(
-        self, status: int, error: str, reason: str, headers: dict[str, str] | None = None
-    ) -> None:
-        super().__init__(reason)
-        self.response = Response(status, {"error": error, "reason": reason}, headers or {})
-
-
-def not_found() -> HttpError:
-    return HttpError(404, "Object Not Found", "Not Found")
-
-
-def method_not_allowed(allowed: str) -> HttpError:
-    return HttpError(405, "Method Not Allowed", "Method Not Allowed", {"allow": allowed})
 
 
 def authenticate(config: BrokerConfig, authorization: str | None, peer_ip: str) -> User:
@@ -146,6 +103,7 @@ class AdminApi:
         self.config = config
         self.node_name = node_name
         self.views = JsonViews(vhost.name, node_name)  # the objects' JSON (views.py)
+        self.users = UserRoutes(config)  # /api/users, /api/permissions (users.py)
         self.listeners = listeners if listeners is not None else []
         self.started_at = time.time()
 
@@ -216,23 +174,16 @@ class AdminApi:
             "exchanges": self._exchanges,
             "bindings": self._bindings,
             "alarms": self._alarms,
-            "users": self._users,
-            "permissions": self._permissions,
+            "users": self.users.users,  # users.py
+            "permissions": self.users.permissions,
         }
         handler = table.get(head)
         if handler is None:
             raise not_found()
         return handler(request, rest)
 
-    @staticmethod
-    def _vhost(rest: list[str]) -> None:
-        if not rest or rest[0] != "/":
-            raise not_found()
-
-    @staticmethod
-    def _only(request: Request, *methods: str) -> None:
-        if request.method not in methods:
-            raise method_not_allowed(", ".join(methods))
+    _vhost = staticmethod(check_vhost)
+    _only = staticmethod(only)
 
     # ------------------------------------------------------------------ overview & co
     def _overview(self, request: Request, rest: list[str]) -> Response:
@@ -464,77 +415,6 @@ class AdminApi:
         else:
             self.alarms.clear_alarm(rest[0])
         return Response(204)
-
-    # ------------------------------------------------------------------ users & permissions
-    def _runtime_user(self, name: str) -> User:
-        """The runtime user `name` (404 if none; 400 for one of the configuration)."""
-        user = self.config.user(name)
-        if user is None:
-            raise not_found()
-        if name not in self.config.runtime_users:
-            raise HttpError(400, "bad_request", f"user '{name}' is defined in the configuration")
-        return user
-
-    def _users(self, request: Request, rest: list[str]) -> Response:
-        if not rest:
-            self._only(request, "GET")
-            known = {u.name: u for u in self.config.users} | self.config.runtime_users
-            return Response(200, [_user_json(u) for u in known.values()])
-        if len(rest) != 1:
-            raise not_found()
-        name = rest[0]
-        self._only(request, "GET", "PUT", "DELETE")
-        if request.method == "GET":
-            user = self.config.user(name)
-            if user is None:
-                raise not_found()
-            return Response(200, _user_json(user))
-        if request.method == "DELETE":
-            self._runtime_user(name)
-            del self.config.runtime_users[name]
-            return Response(204)
-        body = request.json()
-        password, tags = body.get("password"), body.get("tags", "")
-        if not isinstance(password, str):
-            raise HttpError(400, "bad_request", "password is required")
-        if isinstance(tags, str):
-            tags = [t.strip() for t in tags.split(",") if t.strip()]
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise HttpError(400, "bad_request", "tags must be a string or a list of strings")
-        existing = self.config.runtime_users.get(name)
-        if existing is None and self.config.user(name) is not None:
-            raise HttpError(400, "bad_request", f"user '{name}' is defined in the configuration")
-        permissions = existing.permissions if existing is not None else NOTHING
-        self.config.runtime_users[name] = User(name, password, tuple(tags), permissions)
-        return Response(201 if existing is None else 204)
-
-    def _permissions(self, request: Request, rest: list[str]) -> Response:
-        self._vhost(rest)
-        if len(rest) != 2:
-            raise not_found()
-        self._only(request, "GET", "PUT", "DELETE")
-        user = self._runtime_user(rest[1])
-        if request.method == "GET":
-            p = user.permissions
-            body = {"user": user.name, "vhost": "/", "configure": p.configure}
-            return Response(200, body | {"write": p.write, "read": p.read})
-        if request.method == "DELETE":
-            permissions = NOTHING
-        else:
-            body = request.json()
-            patterns = [body.get(kind, "") for kind in (CONFIGURE, WRITE, READ)]
-            if not all(isinstance(p, str) for p in patterns):
-                raise HttpError(400, "bad_request", "configure, write, read must be strings")
-            try:
-                permissions = Permissions(*patterns)
-            except ValueError as exc:
-                raise HttpError(400, "bad_request", str(exc)) from None
-        self.config.runtime_users[user.name] = dataclasses.replace(user, permissions=permissions)
-        return Response(201 if request.method == "PUT" else 204)
-
-
-def _user_json(user: User) -> dict[str, Any]:
-    return {"name": user.name, "tags": list(user.tags)}
 
 
 def _flag(body: dict[str, Any], key: str, default: bool) -> bool:

@@ -6,7 +6,7 @@ implements it on asyncio; scheduler.ManualScheduler in memory, see runtime/memor
 
 Split the way the engine splits connection, session and link: this module owns
 `BrokerConnection`, the connection level (2.4): the engine made once the protocol header
-says SASL or not (sasl.py, limits.py), the event table that hands each engine event to its
+says SASL or not (engine_setup.py), the event table that hands each engine event to its
 handler, open with the configured limits and sole-connection admission, close, the idle
 time-out, connection-scoped protocol errors, its deadlines (engine timer, handshake, close
 grace) and the turn's steps. The handlers beside it: session_handler.py (begin, end,
@@ -45,12 +45,10 @@ from typing import Any
 
 from amqpspec.amqp10.engine import Connection, ConnState, UsageError
 from amqpspec.amqp10.engine import events as ev
-from amqpspec.amqp10.errors import DecodeError
-from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, ProtocolId
+from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE
 from amqpspec.amqp10.spec import Cond
 
 from ..admin.management_links import ManagementPair
-from ..faults import wire as wire_faults
 from ..faults.parser import DIE, FaultTriggeredError, inspect
 from ..features import relay
 from ..features.recovery import CONNECTION_ENDED
@@ -60,11 +58,12 @@ from ..queues.vhost import ConnectionSummary
 from .context import BrokerContext
 from .deadlines import Deadlines
 from .delivery_handler import DeliveryHandler
-from .limits import connection_refusal, engine_options, handshake_timeout_reason
+from .engine_setup import new_engine
+from .limits import connection_refusal, handshake_timeout_reason
 from .link_handler import LinkHandler
 from .links import PublisherLink
 from .permissions import ConnectionAccess
-from .sasl import anonymous_allowed, answer_as_sasl_client, server_sasl
+from .sasl import answer_as_sasl_client
 from .session_handler import SessionHandler
 from .sessions import BrokerSession
 
@@ -150,39 +149,6 @@ class BrokerConnection:
         }
 
     # ------------------------------------------------------------------ SASL (5.3, sasl.py)
-    def _make_engine(self, first_bytes: bytes) -> Connection:
-        """5.3.1: a client that sends the AMQP header (id 0) skips SASL; it is let in only
-        where ANONYMOUS would be (like RabbitMQ's anonymous login). Anything else gets
-        the SASL layer, whose engine answers an unsupported header (2.2)."""
-        try:
-            header = ProtocolHeader.decode(first_bytes)
-        except DecodeError:
-            header = None
-        sasl = None
-        host = self.peer[0]
-        if (
-            header is None
-            or header.protocol_id != ProtocolId.AMQP
-            or not anonymous_allowed(self.config, host)
-        ):
-            sasl = server_sasl(
-                self.config,
-                host,
-                self.tls_identity,
-                proofless=self.faults.scram_accepts_any_proof,
-            )
-        engine = Connection(
-            "server",
-            f"amqpspec-reference-broker-{self.context.next_id()}",
-            **engine_options(self.config.limits),
-            sasl=sasl,
-            # echo answered from the queue's state (delivery_handler.py); faults relax the rest
-            policy=self.faults.endpoint_policy(auto_echo=False),
-        )
-        if self.faults.wire:  # fault injection: our frames as the buggy broker sent them
-            engine.edit_outgoing(wire_faults.editor(self.faults, engine))
-        return engine
-
     def _on_sasl(self, event: ev.SaslAuthenticated) -> None:
         if event.code == 0:
             self.summary.user = event.username or "anonymous"
@@ -265,7 +231,8 @@ class BrokerConnection:
             if len(self._head) < PROTOCOL_HEADER_SIZE:
                 return
             data, self._head = self._head, b""
-            engine = self.engine = self._make_engine(data[:PROTOCOL_HEADER_SIZE])
+            header = data[:PROTOCOL_HEADER_SIZE]  # SASL first or not (engine_setup.py)
+            engine = self.engine = new_engine(self.context, header, self.peer[0], self.tls_identity)
         # credit is decided every MAX_FRAMES_PER_STEP frames: a publisher's re-grant goes
         # out while we work on the rest of a large read
         more = engine.receive_data(data, now, MAX_FRAMES_PER_STEP)
