@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from amqpspec.conformance.run.registry import MODEL, case
 from amqpspec.conformance.steps.alarms import (
+    in_flight_then_echo,
     memory_alarm,
     window_closed,
     window_closed_or_unsupported,
@@ -29,7 +30,7 @@ from amqpspec.conformance.steps.alarms import (
 from amqpspec.conformance.steps.credit import server_flows
 from amqpspec.conformance.steps.deliveries import exactly
 from amqpspec.conformance.steps.frames import send_transfers
-from amqpspec.conformance.steps.links import consumer, publisher, session_flow, wait_credit
+from amqpspec.conformance.steps.links import consumer, publisher, wait_credit
 from amqpspec.conformance.steps.queues import body, fill
 from amqpspec.conformance.steps.sentences import RABBITMQ4
 from amqpspec.conformance.verdicts import CaseFailed, Unsupported
@@ -275,10 +276,7 @@ def window_no_wrap(probe, ctx):
         )
         overshoot = 3
         tags = [f"in-flight-{index}".encode() for index in range(overshoot)]
-        since = probe.mark()
-        send_transfers(probe, session, sender, tags)
-        probe.send_frame(session_flow(session, echo=True), session.channel, strict=False)
-        observed = probe.error_outcome(since=since, timeout=2.0)
+        observed, since = in_flight_then_echo(probe, session, sender, tags)
         if observed == "timeout":
             windows = [
                 t.item.performative.incoming_window
@@ -337,10 +335,7 @@ def alarm_window_stays_closed(probe, ctx):
     with memory_alarm(ctx):
         refusal = "the broker did not close its window on an alarm"
         window_closed_or_unsupported(probe, ctx, since, 10.0, refusal)
-        since = probe.mark()
-        send_transfers(probe, session, sender, [b"in-flight"])
-        probe.send_frame(session_flow(session, echo=True), session.channel, strict=False)
-        observed = probe.error_outcome(since=since, timeout=2.0)
+        observed, since = in_flight_then_echo(probe, session, sender, [b"in-flight"])
         if observed == "timeout":
             flows = server_flows(probe, since, session_only=True)
             observed = f"window:{flows[-1].incoming_window}" if flows else "no session flow"

@@ -34,6 +34,7 @@ EVENT_NAMES = {
     "DispositionReceived": "disposition",
     "SaslOutcomeReceived": "sasl-outcome",
 }
+_ANSWERED = "answered"  # error_outcome's `until` held before anything ended
 
 
 def _article(label: str) -> str:
@@ -146,14 +147,28 @@ class ProbeWaits(ProbeWire):
         timeout = self.wait if timeout is None else timeout
         return self._poll(lambda: True if self.closed else None, timeout) is not None
 
-    def error_outcome(self, timeout: float | None = None, since: int = 0) -> str:
+    def error_outcome(
+        self,
+        timeout: float | None = None,
+        since: int = 0,
+        until: Callable[[], bool] | None = None,
+    ) -> str:
         """Wait for the broker to end something and name it: 'close:<condition>',
         'end:<condition>', 'detach:<condition>' (condition 'none' without error),
-        'tcp-close', or 'timeout'. Looks at broker items after position `since`."""
+        'tcp-close', or 'timeout' (nothing ended while it waited). Looks at broker items
+        after position `since`. `until`: the wait also ends once it returns True (the
+        broker's answer that settles the question, e.g. to an echo), before `timeout`."""
         timeout = self.wait if timeout is None else timeout
-        found = self._poll(lambda: self._ending_after(since), timeout)
+
+        def ended() -> str | None:
+            ending = self._ending_after(since)
+            if ending is None and until is not None and until():
+                return _ANSWERED
+            return ending
+
+        found = self._poll(ended, timeout)
         self._observation(since)
-        return found or self._gone_or_timeout()
+        return self._gone_or_timeout() if found in (None, _ANSWERED) else found
 
     def _ending_after(self, since: int) -> str | None:
         for trace_item in self.recording.items[since:]:

@@ -21,12 +21,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from amqpspec.amqp10.composites import Flow
+from amqpspec.amqp10.engine import Link, Session
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.run.context import CaseContext
+from amqpspec.conformance.steps.frames import send_transfers
+from amqpspec.conformance.steps.links import session_flow
 from amqpspec.conformance.verdicts import CaseFailed, Unsupported
 
 ALARM_WINDOW_0 = "a flow with incoming-window 0 after a memory alarm"  # the facts' key
 AFTER_MISS_S = 1.0  # the wait for that flow once a full wait of this run got none
+ECHO_WAIT = 2.0  # seconds for the broker's answer to a session echo (or an ending)
 
 
 @contextmanager
@@ -107,3 +111,25 @@ def window_closed_or_unsupported(
         window_closed(probe, ctx, since, timeout, channel)
     except CaseFailed as exc:
         raise Unsupported(f"{refusal} ({exc})" + (f"; see {see}" if see else "")) from exc
+
+
+def in_flight_then_echo(
+    probe: Probe, session: Session, sender: Link, tags: list[bytes]
+) -> tuple[str, int]:
+    """Unsettled transfers `tags` past the closed window (as if in flight), then a session
+    flow with echo: (what ended, `error_outcome`, or 'timeout' when nothing did; the trace
+    position before the transfers). The wait ends on an ending or on the broker's session
+    flow on our channel after them, the echo's answer (2.7.4 echo): a session's frames are
+    processed in order, so whatever the transfers make the broker do comes before that
+    answer. Without an answer (echo is a SHOULD) it waits `ECHO_WAIT`."""
+    since = probe.mark()
+    send_transfers(probe, session, sender, tags)
+    probe.send_frame(session_flow(session, echo=True), session.channel, strict=False)
+
+    def answered() -> bool:
+        return any(
+            item.item.channel == session.remote_channel and item.item.performative.handle is None
+            for item in probe.frames_since(since, "flow")
+        )
+
+    return probe.error_outcome(since=since, timeout=ECHO_WAIT, until=answered), since
