@@ -538,6 +538,26 @@ def scram_accepts_any_proof(b, c) -> bool:
     return bool(outcomes) and outcomes[-1].performative.code == 0
 
 
+def publish_without_write_permission(b, c) -> bool:
+    """A user with no rights ("^$" configure / write / read), made through the admin API,
+    attaches a sender to the queue: the broker attaches it (no detach with an error)."""
+    from amqpspec.amqp10.engine import ClientSasl
+
+    admin = management(b)
+    admin.create_user("norights", "norights-pw")
+    admin.set_permissions("norights", "^$", "^$", "^$")
+    user = EngineClient(b.port, sasl=ClientSasl("PLAIN", "norights", "norights-pw"))
+    try:
+        user.open()
+        link = _session(user).attach_sender("s", target=Target(address=QUEUE))
+        user.wait_event(RemoteAttach, where=lambda e: e.link is link)
+        user.settle()
+        refused = [e for e in user.of(RemoteDetach) if e.error is not None] + user.of(RemoteEnd)
+        return link.remote_attach.target is not None and not refused
+    finally:
+        user.close()
+
+
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "overdeliver-on-regrant": (overdeliver_on_regrant, {}),
     "transfer-before-credit": (transfer_before_credit, {}),
@@ -566,6 +586,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "session-scoped-delivery-tags": (session_scoped_delivery_tags, {}),
     "sasl-answers-as-client": (sasl_answers_as_client, {}),
     "scram-accepts-any-proof": (scram_accepts_any_proof, {}),
+    "publish-without-write-permission": (publish_without_write_permission, {}),
     "report-unknown-filters": (report_unknown_filters, {}),
     "properties-filter-ignores-subject": (properties_filter_ignores_subject, {}),
     "selector-like-escape-ignored": (selector_like_escape_ignored, {}),

@@ -235,6 +235,7 @@ BROKER_FAULTS = {
     "session-scoped-delivery-tags",
     "sasl-answers-as-client",
     "scram-accepts-any-proof",
+    "publish-without-write-permission",
     "report-unknown-filters",
     "properties-filter-ignores-subject",
     "selector-like-escape-ignored",

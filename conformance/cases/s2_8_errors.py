@@ -4,8 +4,9 @@ first transfer without delivery-id (amqp:invalid-field), a transaction coordinat
 broker without transactions (amqp:not-implemented, 4.5; attached, stating
 amqp:local-transactions, by one with them), a consumer's queue deleted
 under it (amqp:resource-deleted), a link to the default exchange (amqp:not-allowed), a
-connection closed through the admin adapter (amqp:connection:forced), a receiver attached
-by a user without rights, created through the admin adapter (amqp:unauthorized-access), a
+connection closed through the admin adapter (amqp:connection:forced), a receiver and a
+sender attached by a user without rights, created through the admin adapter
+(amqp:unauthorized-access; a sender the broker attaches has its message refused), a
 consumer of a queue another connection declared exclusive through RabbitMQ 4's /management
 node (amqp:resource-locked), a message without `to` on the anonymous terminus
 (amqp:precondition-failed), and the /management node's 409 to a conflicting redeclaration
@@ -24,16 +25,25 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from urllib.parse import quote
 
-from amqpspec.amqp10.composites import Coordinator, Target, Transfer
-from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteEnd, TransportClosed
+from amqpspec.amqp10.composites import Accepted, Coordinator, Rejected, Target, Transfer
+from amqpspec.amqp10.engine import (
+    DispositionReceived,
+    RemoteAttach,
+    RemoteClose,
+    RemoteDetach,
+    RemoteEnd,
+    Session,
+    TransportClosed,
+)
 from amqpspec.amqp10.message import Message
 from amqpspec.conformance.admin.management_node import ManagementNodeAdmin
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
-from amqpspec.conformance.steps.links import link_flow, publisher
+from amqpspec.conformance.steps.links import link_flow, publisher, wait_credit
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
 from amqpspec.conformance.steps.sentences import (
     ANY_END,
@@ -41,12 +51,16 @@ from amqpspec.conformance.steps.sentences import (
     LINK_CREDIT_ILLEGAL,
     RABBITMQ4,
 )
-from amqpspec.conformance.verdicts import CaseFailed, Unsupported
+from amqpspec.conformance.verdicts import CaseFailed, NoDelivery, Unsupported
 
 ANY_DETACH = {"detach:*"} | ANY_END
 # the coordinator attached, stating amqp:local-transactions (4.5.1): a broker with them
 HAS_TRANSACTIONS = "attach:amqp:local-transactions"
 _users = itertools.count(1)
+# a refusal for want of rights, whichever endpoint the broker ends (2.8.15)
+UNAUTHORIZED = frozenset(
+    f"{ending}:amqp:unauthorized-access" for ending in ("detach", "end", "close")
+)
 FIRST_TRANSFER_ID = "2.7.5/transfer.delivery-id.1"  # binds the sender (the probe here)
 
 
@@ -282,11 +296,7 @@ def connection_forced(probe, ctx):
     "has no access due to security settings; a user without rights attaches to a queue.",
     model=RABBITMQ4,
     requires={"queues", "user-admin"},
-    outcomes={
-        "detach:amqp:unauthorized-access",
-        "end:amqp:unauthorized-access",
-        "close:amqp:unauthorized-access",
-    },
+    outcomes=UNAUTHORIZED,
 )
 def unauthorized_access_attach(probe, ctx):
     """A user with no rights on the vhost (configure, write, read "^$"), created through the
@@ -294,8 +304,22 @@ def unauthorized_access_attach(probe, ctx):
     broker refuses the link with amqp:unauthorized-access. A broker that refuses the login
     itself cannot be asked (UNSUPPORTED); one that attaches the link FAILS. The user is
     deleted at the end."""
-    ctx.require("sasl-plain")
     queue = ctx.queue()
+    with _restricted_session(probe, ctx) as session:
+        _refused_attach(
+            probe,
+            ctx,
+            lambda: probe.attach_receiver(session, ctx.source(queue), credit=1, wait=False),
+            CaseFailed("the broker attached a receiver for a user without read rights"),
+        )
+
+
+@contextmanager
+def _restricted_session(probe, ctx) -> Iterator[Session]:
+    """A session of a user with no rights (configure, write, read "^$") created through
+    the admin adapter, logged in with SASL PLAIN (UNSUPPORTED when the broker refuses the
+    login itself); the user is deleted at the end."""
+    ctx.require("sasl-plain")
     name = f"amqpspec-norights-{os.getpid()}-{next(_users)}"
     probe.username, probe.password = ctx.admin.restricted_user(name)
     probe.sasl_mechanism = "PLAIN"
@@ -306,14 +330,63 @@ def unauthorized_access_attach(probe, ctx):
             if probe.conn is not None and probe.conn.sasl_outcome not in (None, 0):
                 raise Unsupported("the broker refused the restricted user's login") from None
             raise
-        _refused_attach(
-            probe,
-            ctx,
-            lambda: probe.attach_receiver(session, ctx.source(queue), credit=1, wait=False),
-            CaseFailed("the broker attached a receiver for a user without read rights"),
-        )
+        yield session
     finally:
         ctx.admin.delete_user(name)
+
+
+@case(
+    "2.8.15/unauthorized-access-sender",
+    MODEL,
+    "amqp:unauthorized-access: the client attempted to work with a server entity to which it "
+    "has no access due to security settings; a user without write rights publishes to a "
+    "queue: the link is refused, or the message rejected, with that condition.",
+    model=RABBITMQ4,
+    requires={"queues", "user-admin"},
+    outcomes=UNAUTHORIZED | {"rejected:amqp:unauthorized-access"},
+)
+def unauthorized_access_sender(probe, ctx):
+    """A user with no rights (configure, write, read "^$") attaches a sender to a queue
+    that exists: refused with amqp:unauthorized-access (RabbitMQ 4 at the attach: write on
+    the default exchange). A broker that attaches the link is sent one unsettled message,
+    which must be refused the same way (rejected, or the link, session or connection
+    ended); one it accepts FAILS the model. The user is deleted at the end."""
+    queue = ctx.queue()
+    with _restricted_session(probe, ctx) as session:
+        since = probe.mark()
+        sender = probe.attach_sender(session, ctx.target_address(queue), wait=False)
+        outcome = probe.error_outcome(timeout=2.0, since=since)
+        if outcome == "timeout" and _attached(probe, since):
+            outcome = _unauthorized_message(probe, sender)
+        ctx.outcome(outcome)
+
+
+def _unauthorized_message(probe, sender) -> str:
+    """The sender was attached: one unsettled message on the credit the broker grants, and
+    what became of it ('rejected:<condition>', an ending, 'accepted', 'no-credit')."""
+    try:
+        wait_credit(probe, sender, timeout=2.0)
+    except NoDelivery:
+        return "no-credit"
+    since = probe.mark()
+    probe.send_message(sender, b"amqpspec-unauthorized", settled=False)
+    answers = (DispositionReceived, RemoteDetach, RemoteEnd, RemoteClose, TransportClosed)
+    try:
+        event = probe.expect(lambda e: isinstance(e, answers), 2.0, "the message's outcome")
+    except WaitTimeout:
+        return "timeout"
+    if not isinstance(event, DispositionReceived):
+        return probe.error_outcome(timeout=0.5, since=since)
+    state = event.state
+    if isinstance(state, Rejected):
+        error = state.error
+        return f"rejected:{error.condition if error is not None else 'none'}"
+    if isinstance(state, Accepted):
+        raise CaseFailed(
+            "the broker accepted a message from a user without write rights; "
+            f"{probe.observed(since)}"
+        )
+    return type(state).__name__.lower() if state is not None else "no outcome"
 
 
 @case(

@@ -16,7 +16,8 @@ Where each fault lives:
 - protocol layer (the connection/session code that drives the engine; wired there):
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
   skip-window-check, insert-properties, sasl-answers-as-client,
-  scram-accepts-any-proof (protocol/sasl.py),
+  scram-accepts-any-proof (protocol/sasl.py), publish-without-write-permission
+  (protocol/permissions.py),
   relay-error-without-delivery-tag (features/relay.py),
   keep-dynamic-nodes (features/dynamic_nodes.py), sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
@@ -349,6 +350,17 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "SaslTest.clientSendsSaslMechanisms / clientSendsSaslChallenge guard against",
                 PROTOCOL_LAYER,
                 "protocol.sasl.answer_as_sasl_client (BrokerConnection._on_protocol_error)",
+            ),
+            _fault(
+                "publish-without-write-permission",
+                "a sender's target is never checked against the user's write permission, so "
+                "a user without rights attaches a sender and publishes to any queue",
+                "an authorization check made for consumers only (Qpid Broker-J's "
+                "SystemPrivilegeEscalationGuardTest."
+                "guestCannotSendToQueueEvenIfSystemRuleWouldAllow "
+                "guards the publishing side)",
+                PROTOCOL_LAYER,
+                "protocol.permissions.ConnectionAccess.check_address (skip_write)",
             ),
             _fault(
                 "scram-accepts-any-proof",

@@ -113,7 +113,12 @@ class BrokerConnection:
             self.name, peer[0], peer[1], local[0], local[1], connected_at=connected_at
         )
         self.summary.close_forced = self.close_by_operator
-        self.access = ConnectionAccess(self.config.permissions_of, self.vhost, self.summary)
+        self.access = ConnectionAccess(
+            self.config.permissions_of,
+            self.vhost,
+            self.summary,
+            skip_write=self.faults.publish_without_write_permission,
+        )
         self.failure: BaseException | None = None  # the internal error that closed it
         self._parser_faults = self.faults.parser  # faults/parser.py sees every engine event
         self.hung = False  # a parser fault stopped this connection (no reads, no writes)

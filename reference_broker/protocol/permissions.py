@@ -8,7 +8,8 @@ on it; publishing needs write on the exchange (`amq.default` for the default exc
 the /queues/:q target); consuming or purging needs read on the queue; binding needs write on
 the queue and read on the exchange. A refusal is `UnauthorizedError`
 (`amqp:unauthorized-access`, HTTP 403). `ConnectionAccess`: those checks for the user of one
-AMQP connection (a link's address at attach, the anonymous terminus's `to` per message).
+AMQP connection (a link's address at attach, the anonymous terminus's `to` per message;
+the fault publish-without-write-permission skips the write check).
 Plain Python; no I/O.
 """
 
@@ -78,17 +79,20 @@ class ConnectionAccess:
     write / read). The user is read from the connection's summary at each check: SASL sets
     it before any link attaches."""
 
-    __slots__ = ("permissions_of", "summary", "vhost")
+    __slots__ = ("permissions_of", "skip_write", "summary", "vhost")
 
     def __init__(
         self,
         permissions_of: Callable[[str | None], Permissions],
         vhost: VirtualHost,
         summary: ConnectionSummary,
+        *,
+        skip_write: bool = False,
     ) -> None:
         self.permissions_of = permissions_of
         self.vhost = vhost
         self.summary = summary
+        self.skip_write = skip_write  # the fault publish-without-write-permission
 
     @property
     def permissions(self) -> Permissions:
@@ -113,7 +117,7 @@ class ConnectionAccess:
         terminus is checked per message (its `to`)."""
         if parsed.declare and parsed.queue is not None and not self.vhost.has_queue(parsed.queue):
             self.permit(CONFIGURE, "queue", parsed.queue)
-        if declare_only or parsed.kind is AddressKind.ANONYMOUS:
+        if declare_only or parsed.kind is AddressKind.ANONYMOUS or self.skip_write:
             return
         exchange = parsed.exchange if parsed.kind is AddressKind.EXCHANGE else ""
         self.permit(WRITE, "exchange", exchange or "")
