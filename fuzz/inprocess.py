@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from amqpspec.amqp10 import codec
+from amqpspec.amqp10 import codec, malformed
 from amqpspec.amqp10.engine import Connection, ServerSasl
 from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.frames import FrameDecoder
@@ -82,7 +82,7 @@ def engine_one(steps: list[Step]) -> str | None:
     """Feed the steps to a server engine one by one: it must never raise."""
     sasl = ServerSasl(("PLAIN", "ANONYMOUS"), verify_plain=lambda *_: True)
     server = Connection(
-        "server", "fuzz", sasl=sasl if steps and steps[0].data[:5] == b"AMQP\x03" else None
+        "server", "fuzz", sasl=sasl if steps and malformed.starts_sasl(steps[0].data) else None
     )
     now = 0.0
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from amqpspec.amqp10 import malformed
 from amqpspec.amqp10.builder import Mutation, read_frame
 from amqpspec.amqp10.composites import Source, Target
 from amqpspec.amqp10.engine import (
@@ -44,6 +45,7 @@ SASL_NONE = "none"
 
 FUZZ_QUEUE = "amqpspec-fuzz"  # the queue every campaign and in-process target talks to
 FUZZ_CONTAINER = "amqpspec-fuzz"  # a conversation's container-id until a case sets its own
+DEFAULT_BODY = malformed.amqp_value("fuzz")  # Conversation.send's body
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +150,8 @@ class Conversation:
             self.flow(link, credit)
         return link
 
-    def send(self, link: Link, body: bytes = b"\x00Sw\xa1\x04fuzz", settled: bool = False) -> int:
-        """One delivery (the default body is an amqp-value section made by the codec's
-        test vectors: 0x00 0x53 0x77 descriptor, str8 'fuzz')."""
+    def send(self, link: Link, body: bytes = DEFAULT_BODY, settled: bool = False) -> int:
+        """One delivery (the default body: an amqp-value section holding the str8 'fuzz')."""
         delivery_id = link.send(body, f"t{self._names}-{link.delivery_count}".encode(), settled)
         self._names += 1
         self.pump()
@@ -287,7 +288,7 @@ class ServerModel:
                 frame = None
         state = self.state_of(frame)
         if self.server is None:
-            self.server = _permissive_server(step.data[:5] == b"AMQP\x03")
+            self.server = _permissive_server(malformed.starts_sasl(step.data))
         if frame is not None and frame.name in _PERFORMATIVE_INPUT:
             kind, inp = _PERFORMATIVE_INPUT[frame.name]
             part = {"connection": 0, "session": 1, "link": 2}[kind]

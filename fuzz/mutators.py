@@ -13,7 +13,8 @@ Owns: `STRATEGIES` and `mutate_case(steps, strategy, rng)`:
 - "sequences": state abuse on well-formed frames — out-of-order performatives, reused
   channels, handles, names and delivery ids, link-credit 2^32-1, delivery-count wrap,
   incoming-window 0 then transfers, drain and echo storms, detach/end/close at any point.
-Every byte is built by amqp10 (codec, frames, builder); each produced step is labelled
+Every byte is built by amqp10 (codec, frames, builder, and malformed: the suspect values
+and malformed encodings chosen from); each produced step is labelled
 with what was done and judged by the core decoder (`fuzz.case.step`).
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from amqpspec.amqp10 import codec, spec
+from amqpspec.amqp10 import codec, malformed, spec
 from amqpspec.amqp10.builder import build_frame, mutate, protocol_header, sasl_frame
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES, Composite
 from amqpspec.amqp10.errors import AMQPError, DecodeError, EncodeError
@@ -146,7 +147,7 @@ def _bit_flip(steps: list[Step], rng: random.Random) -> list[Step]:
         if rng.random() < 0.5:
             data[index] ^= 1 << rng.randrange(8)
         else:
-            data[index] = rng.choice([0x00, 0x01, 0x40, 0x7F, 0x80, 0xFE, 0xFF])
+            data[index] = rng.choice(malformed.BOUNDARY_BYTES)
     label = f"{steps[position].label}[{flips} byte(s) changed]"
     return _replace(steps, position, [step(bytes(data), label)])
 
@@ -261,15 +262,14 @@ def _field_mutation(perf: Composite, rng: random.Random) -> tuple[bytes, str]:
             m.set_field(field.name, value)
             return m.encode(), f"{name}[{field.name}={what}]"
         if pick == 3:
-            code = rng.choice([0x01, 0x0F, 0x3F, 0x57, 0x8F, 0xFF, codec.LIST32, codec.ARRAY8])
+            code = rng.choice(malformed.SUSPECT_CONSTRUCTORS)
             m.set_constructor(field.name, code)
             return m.encode(), f"{name}[{field.name} constructor 0x{code:02x}]"
         if pick == 4:
-            bad = bytes(rng.choice([b"\xff\xfe", b"\xc3\x28", b"\xed\xa0\x80", b"a\x80"]))
-            m.replace_field(field.name, codec.encode(bad)).set_constructor(field.name, codec.STR8)
+            m.replace_field(field.name, malformed.str8_of(rng.choice(malformed.INVALID_UTF8)))
             return m.encode(), f"{name}[{field.name}=bad-utf8]"
         keys = [symbol("dup"), 1, symbol("dup"), 2]
-        m.replace_field(field.name, codec.encode(keys)).set_constructor(field.name, codec.MAP8)
+        m.replace_field(field.name, malformed.map8_of(keys))
         return m.encode(), f"{name}[{field.name}=duplicate-keys]"
     if choice == 5:
         count = rng.choice([0, 1, len(fields) + 1, 255])
@@ -278,7 +278,7 @@ def _field_mutation(perf: Composite, rng: random.Random) -> tuple[bytes, str]:
         size = rng.choice([0, 1, 2, 200, 255])
         return m.set_size(size).encode(), f"{name}[size={size}]"
     if choice == 7:
-        code = rng.choice([0x00, 0x10, 0x19, 0x41, 0x99, 2**63])
+        code = rng.choice(malformed.SUSPECT_DESCRIPTORS)
         if rng.random() < 0.3:
             code = rng.choice(
                 sorted(
@@ -366,7 +366,7 @@ def _crafted(rng: random.Random) -> list[tuple[bytes, str]]:
                     message_format=0,
                 ),
                 channel,
-                payload=b"\x00Sw\xa1\x01x",
+                payload=malformed.amqp_value("x"),
             ),
             f"transfer[delivery-id={wrap}]",
         ),

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from amqpspec.amqp10 import codec
+from amqpspec.amqp10 import codec, malformed
 from amqpspec.amqp10.builder import FrameParts, Mutation, read_body, read_frame
 from amqpspec.amqp10.errors import AMQPError, DecodeError, EncodeError
 from amqpspec.amqp10.spec import COMPOSITES, Field, default_value, primitive_of
@@ -90,7 +90,7 @@ def _units_of(m: Mutation) -> Iterator[tuple[int, ...]]:
         if not _resettable(_spec_field(m.layout.composite, index), item):
             continue
         yield (index,)
-        inner = read_body(item) if item[:1] == b"\x00" else None
+        inner = read_body(item) if malformed.is_described(item) else None
         if inner is not None:
             for sub in _units_of(inner):
                 if len(sub) == 1:
