@@ -27,7 +27,6 @@ import os
 import sys
 import time
 
-from amqpspec import exit_status
 from amqpspec.fuzz.cli_support import QUEUE as QUEUE
 from amqpspec.fuzz.cli_support import (
     FuzzUsageError,
@@ -35,6 +34,8 @@ from amqpspec.fuzz.cli_support import (
     check_budget,
     chosen_processes,
     chosen_workers,
+    corpus_of,
+    failed_status,
     parse_strategies,
     print_behaviours,
     queue_admin,
@@ -61,6 +62,13 @@ def _workers(text: str) -> int | str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_target_arguments(parser)
+    _add_pace_arguments(parser)
+    _add_other_arguments(parser)
+
+
+def _add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """The action, the broker and the budget."""
     parser.add_argument(
         "action",
         nargs="?",
@@ -88,6 +96,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="directory of seed traces (pcap/pcapng/Parquet) "
         "or reproducers; in-process: the corpus directory",
     )
+
+
+def _add_pace_arguments(parser: argparse.ArgumentParser) -> None:
+    """Workers, processes, triage, the output and the broker's bounds."""
     parser.add_argument(
         "--workers",
         type=_workers,
@@ -135,6 +147,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "peers on one queue at once, judged across connections (docs/fuzz.md); both: every "
         "other case",
     )
+
+
+def _add_other_arguments(parser: argparse.ArgumentParser) -> None:
+    """Replay, progress and the differential campaign's second broker."""
     parser.add_argument("--times", type=int, default=3, help="replay: how many times")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     # the differential campaign's (fuzz.differential_cli), defined here: building the
@@ -152,17 +168,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--admin2", help="the second broker's management API (queue set-up)")
 
 
-# ----------------------------------------------------------------- target
-
-
 # ----------------------------------------------------------------- actions
 
 
 def _campaign(args: argparse.Namespace) -> int:
-    from amqpspec.fuzz.campaign import Campaign, CampaignConfig
+    from amqpspec.fuzz.campaign import Campaign
+
+    config = _campaign_config(args)
+    progress = Progress(args.quiet)
+    campaign = Campaign(config, progress.update)
+    store = campaign.store
+    progress.behaviours = lambda: len(store.behaviours)
+    store.note_campaign(
+        broker=config.target.url,
+        profile=args.profile,
+        seed=args.seed,
+        strategies=list(config.strategies),
+    )
+    if args.kind != "single":
+        store.note_campaign(kind=args.kind, admin=args.admin)
+    stats = campaign.run()
+    progress.done(stats)
+    groups = write_findings_md(args.out)
+    total = len(campaign.store.findings)
+    _print_campaign(args, config, stats, total)
+    if total:
+        from amqpspec.fuzz.report import write_report
+
+        report_md, _ = write_report(args.out)
+        print(f"amqpspec fuzz: report {report_md} (.html beside it)")
+    _print_findings(campaign.store.findings.values())
+    if groups:
+        print_behaviours(args.out, groups)
+    failed = failed_status(stats)
+    if failed is not None:
+        return failed
+    return 1 if total else 0
+
+
+def _campaign_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The campaign the options ask for (FuzzUsageError when unusable): the broker must
+    serve before anything runs."""
+    from amqpspec.fuzz.campaign import CampaignConfig
     from amqpspec.fuzz.oracle import alive
-    from amqpspec.fuzz.seeds import load_corpus
-    from amqpspec.fuzz.stops import WORKER_FAILED
 
     check_budget(args)
     if args.triage_per_behaviour is not None and args.triage_per_behaviour < 0:
@@ -171,11 +219,7 @@ def _campaign(args: argparse.Namespace) -> int:
     target = target_of(args)
     if not alive(target):
         raise FuzzUsageError(f"broker {target.url} is unreachable (no open/begin/attach answer)")
-    corpus = []
-    if args.corpus:
-        if not os.path.isdir(args.corpus):
-            raise FuzzUsageError(f"--corpus {args.corpus}: not a directory")
-        corpus = load_corpus(args.corpus)
+    corpus = corpus_of(args)
     config = CampaignConfig(
         target,
         args.out,
@@ -193,19 +237,10 @@ def _campaign(args: argparse.Namespace) -> int:
         config.per_behaviour = args.triage_per_behaviour
     config.workers = chosen_workers(args.workers, [config], args.quiet)
     config.processes = chosen_processes(args.processes, config.workers)
-    progress = Progress(args.quiet)
-    campaign = Campaign(config, progress.update)
-    store = campaign.store
-    progress.behaviours = lambda: len(store.behaviours)
-    store.note_campaign(
-        broker=target.url, profile=args.profile, seed=args.seed, strategies=list(strategies)
-    )
-    if args.kind != "single":
-        store.note_campaign(kind=args.kind, admin=args.admin)
-    stats = campaign.run()
-    progress.done(stats)
-    groups = write_findings_md(args.out)
-    total = len(campaign.store.findings)
+    return config
+
+
+def _print_campaign(args: argparse.Namespace, config, stats, total: int) -> None:  # type: ignore[no-untyped-def]
     print(
         f"amqpspec fuzz: {stats.cases} cases in {time.monotonic() - stats.started:.1f} s "
         f"({stats.rate:.0f}/s), state coverage {100 * stats.coverage:.1f}%, "
@@ -224,29 +259,16 @@ def _campaign(args: argparse.Namespace) -> int:
             f"behaviour already triaged {config.per_behaviour}x, kept untriaged as examples in "
             f"{os.path.join(args.out, 'candidates')}"
         )
-    if total:
-        from amqpspec.fuzz.report import write_report
 
-        report_md, _ = write_report(args.out)
-        print(f"amqpspec fuzz: report {report_md} (.html beside it)")
-    for finding in campaign.store.findings.values():
+
+def _print_findings(findings) -> None:  # type: ignore[no-untyped-def]
+    for finding in findings:
         print(
             f"  {finding.id} {finding.kind:<13} {finding.rule} ({finding.section}): "
             f"{finding.summary} -> {finding.reproducer}"
         )
         if finding.observed:
             print(f"      expected: {finding.expected}\n      observed: {finding.observed}")
-    if groups:
-        print_behaviours(args.out, groups)
-    if stats.stopped.startswith(WORKER_FAILED):
-        # the campaign did not run its budget: no verdict, neither "no finding" nor findings
-        print(
-            f"amqpspec fuzz: the campaign failed, no verdict (exit {exit_status.JOB_FAILED}): "
-            f"{stats.stopped}",
-            file=sys.stderr,
-        )
-        return exit_status.JOB_FAILED
-    return 1 if total else 0
 
 
 def _replay(args: argparse.Namespace) -> int:

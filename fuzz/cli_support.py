@@ -7,7 +7,8 @@ Owns: `FuzzUsageError` (a bad option or an unusable target: exit 2 with its mess
 `target_of(args)`, `memory_reader(admin_url)`, `declare(profile, admin_url)`,
 `queue_admin(args, target)`, `parse_strategies(text)`, `check_budget(args)`,
 `chosen_workers` / `chosen_processes` (fuzz.pace for auto), `write_findings_md(directory)`,
-`print_behaviours(directory, groups)` and `Progress`. Builds no AMQP bytes.
+`print_behaviours(directory, groups)`, `Progress`, `corpus_of(args)` and `failed_status(stats)`
+(exit 3 for a campaign stopped by the fuzzer's own error). Builds no AMQP bytes.
 """
 
 from __future__ import annotations
@@ -238,3 +239,30 @@ class Progress:
     def done(self, stats) -> None:  # type: ignore[no-untyped-def]
         if self._live is not None:
             self._live.stop()
+
+
+def corpus_of(args: argparse.Namespace) -> list:
+    """--corpus: every trace and reproducer under the directory (fuzz.seeds), or none."""
+    if not args.corpus:
+        return []
+    if not os.path.isdir(args.corpus):
+        raise FuzzUsageError(f"--corpus {args.corpus}: not a directory")
+    from amqpspec.fuzz.seeds import load_corpus
+
+    return load_corpus(args.corpus)
+
+
+def failed_status(stats) -> int | None:  # type: ignore[no-untyped-def]
+    """A campaign stopped by the fuzzer's own error did not run its budget: no verdict,
+    neither "no finding" nor findings (exit 3, said on stderr); None otherwise."""
+    from amqpspec import exit_status
+    from amqpspec.fuzz.stops import WORKER_FAILED
+
+    if not stats.stopped.startswith(WORKER_FAILED):
+        return None
+    print(
+        f"amqpspec fuzz: the campaign failed, no verdict (exit {exit_status.JOB_FAILED}): "
+        f"{stats.stopped}",
+        file=sys.stderr,
+    )
+    return exit_status.JOB_FAILED
