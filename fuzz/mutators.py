@@ -321,8 +321,14 @@ def _crafted(rng: random.Random) -> list[tuple[bytes, str]]:
     handle = rng.choice([0, 0, 1, 7, 2**32 - 1])
     channel = rng.choice([0, 0, 0, 1, 5])
     wrap = rng.choice(SERIAL_WRAP)
+    out = _crafted_flows(handle, channel, wrap) + _crafted_transfers(handle, channel, wrap)
+    return out + _crafted_endpoints(rng, handle, channel, wrap)
+
+
+def _crafted_flows(handle: int, channel: int, wrap: int) -> list[tuple[bytes, str]]:
+    """Flows at the ends of credit, windows and serial numbers."""
     flow = COMPOSITE_CLASSES["flow"]
-    out = [
+    return [
         (
             build_frame(
                 flow(
@@ -356,6 +362,12 @@ def _crafted(rng: random.Random) -> list[tuple[bytes, str]]:
             build_frame(flow(incoming_window=0, next_outgoing_id=0, outgoing_window=0), channel),
             "flow[incoming-window=0]",
         ),
+    ]
+
+
+def _crafted_transfers(handle: int, channel: int, wrap: int) -> list[tuple[bytes, str]]:
+    """Transfers at a serial wrap, and one reusing a delivery id."""
+    return [
         (
             build_frame(
                 _perf(
@@ -378,6 +390,14 @@ def _crafted(rng: random.Random) -> list[tuple[bytes, str]]:
             ),
             "transfer[more, reused id]",
         ),
+    ]
+
+
+def _crafted_endpoints(
+    rng: random.Random, handle: int, channel: int, wrap: int
+) -> list[tuple[bytes, str]]:
+    """Dispositions, begins, attaches and endings where the state has no room for them."""
+    return [
         (
             build_frame(
                 _perf(
@@ -427,7 +447,6 @@ def _crafted(rng: random.Random) -> list[tuple[bytes, str]]:
         (build_frame(_perf("open", container_id="again")), "open[again]"),
         (build_frame(None, channel), "empty"),
     ]
-    return out
 
 
 def _storm(rng: random.Random) -> list[tuple[bytes, str]]:
