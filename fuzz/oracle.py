@@ -298,51 +298,89 @@ def run_case(
             return run_case(target, steps, careful, pace, quick, reply)
         summary = f"broker unreachable: {exc}; not back within {bounds.restart_wait}s"
         return Outcome(_unreachable(summary), None, 0)
-    during = None
     stream = BrokerStream()
     try:
-        sent = _send(probe, steps, bounds.sasl, pace)
-        # a stream that ends inside a frame swallows our close: no answer is due, so the
-        # reply bound is not waited out (a crash still shows in the liveness checks)
-        status = stream_status(steps[:sent] if sent else steps)
-        pending = status[0] == "pending"
-        if not quick and not pending:
-            # the broker's turn: the bound, from the last step, to react to the bad frame
-            # (a close, or an end or detach with an error, after it) before our close
-            since = bad_time(probe.recording, steps, sent)
-            _wait_broker(probe, stream, bounds.reply, lambda s: s.closed or s.reacted(since))
-        if before is not None and target.memory is not None:
-            probe.idle(bounds.memory_settle)  # let the broker's reading catch up
-            during = _reading(target, max, before)  # before our close
-        if not probe.closed and not _case_closed(steps[:sent]):
-            # the teardown (it answers the broker's close, if any); never a second close
-            # after the case's own (2.7.9: nothing after a close): the broker would be
-            # judged on an answer to the fuzzer's violation, not the case's
-            probe.send_raw(_CLOSING)
-        # event-driven: done as soon as the broker's close is in (it may have come
-        # before ours), or the socket closes
-        wait = bounds.reply
-        if quick:
-            wait = reply if reply is not None else target.answers.bound(bounds.reply)
-        started = time.monotonic()
-        _wait_broker(probe, stream, min(wait, 0.05) if pending else wait, lambda s: s.closed)
-        if stream.closed:
-            probe.pump(0)  # what is already there (a drop) goes in the recording
-            if quick and not pending:
-                target.answers.add(time.monotonic() - started)
-        short = wait if quick and not pending and wait < bounds.reply else 0.0
+        run = _converse(target, probe, stream, steps, pace, quick, reply, before)
     finally:
         peer_closed = probe.peer_closed
         probe.disconnect()
-    bound = wait if quick else bounds.reply
+    sent = run.sent
+    bound = run.wait if quick else bounds.reply
     exchange = read_exchange(
-        probe.recording, steps, sent, peer_closed, bound, not quick and not pending, stream
+        probe.recording, steps, sent, peer_closed, bound, not quick and not run.pending, stream
     )
     outcome = Outcome(None, probe.recording, sent, exchange=exchange)
+    during = run.during
     growth = during - before if during is not None and before is not None else None
     if growth is not None and growth > bounds.memory_growth:
         target.quiet_until = time.monotonic() + bounds.memory_quiet
-    outcome.verdict = _judge(target, steps, probe.recording, sent, growth, status, exchange)
+    outcome.verdict = _judge(target, steps, probe.recording, sent, growth, run.status, exchange)
+    _qualify(outcome, bounds, run.short, quick)
+    return outcome
+
+
+@dataclass(slots=True)
+class _Run:
+    """What `_converse` leaves for the judgement."""
+
+    sent: int
+    status: tuple
+    pending: bool
+    during: int | None
+    wait: float
+    short: float
+
+
+def _converse(
+    target: Target,
+    probe: Probe,
+    stream: BrokerStream,
+    steps: list[Step],
+    pace: float,
+    quick: bool,
+    reply: float | None,
+    before: int | None,
+) -> _Run:
+    """Send the case, give the broker its turn, close (run_case's conversation)."""
+    bounds = target.bounds
+    during = None
+    sent = _send(probe, steps, bounds.sasl, pace)
+    # a stream that ends inside a frame swallows our close: no answer is due, so the
+    # reply bound is not waited out (a crash still shows in the liveness checks)
+    status = stream_status(steps[:sent] if sent else steps)
+    pending = status[0] == "pending"
+    if not quick and not pending:
+        # the broker's turn: the bound, from the last step, to react to the bad frame
+        # (a close, or an end or detach with an error, after it) before our close
+        since = bad_time(probe.recording, steps, sent)
+        _wait_broker(probe, stream, bounds.reply, lambda s: s.closed or s.reacted(since))
+    if before is not None and target.memory is not None:
+        probe.idle(bounds.memory_settle)  # let the broker's reading catch up
+        during = _reading(target, max, before)  # before our close
+    if not probe.closed and not _case_closed(steps[:sent]):
+        # the teardown (it answers the broker's close, if any); never a second close
+        # after the case's own (2.7.9: nothing after a close): the broker would be
+        # judged on an answer to the fuzzer's violation, not the case's
+        probe.send_raw(_CLOSING)
+    # event-driven: done as soon as the broker's close is in (it may have come
+    # before ours), or the socket closes
+    wait = bounds.reply
+    if quick:
+        wait = reply if reply is not None else target.answers.bound(bounds.reply)
+    started = time.monotonic()
+    _wait_broker(probe, stream, min(wait, 0.05) if pending else wait, lambda s: s.closed)
+    if stream.closed:
+        probe.pump(0)  # what is already there (a drop) goes in the recording
+        if quick and not pending:
+            target.answers.add(time.monotonic() - started)
+    short = wait if quick and not pending and wait < bounds.reply else 0.0
+    return _Run(sent, status, pending, during, wait, short)
+
+
+def _qualify(outcome: Outcome, bounds: Bounds, short: float, quick: bool) -> None:
+    """A quick run's verdict that rests on a silence it did not wait out is inconclusive."""
+    exchange = outcome.exchange
+    assert exchange is not None
     racy = outcome.verdict is not None and outcome.verdict.kind in (HANG, ERROR_MISSING)
     if short and outcome.verdict is not None and outcome.verdict.kind == HANG:
         outcome.short = short
@@ -354,7 +392,6 @@ def run_case(
         ours = exchange.teardown
         at = exchange.when(ours.time) if ours is not None else "after the bad frame"
         outcome.inconclusive = f"the fuzzer closed {at}, before the {bounds.reply}s bound"
-    return outcome
 
 
 def _case_closed(sent: list[Step]) -> bool:
@@ -470,18 +507,7 @@ def _judge(
     if undecodable is not None and _other_protocol(steps, exchange, undecodable):
         return None  # it accepted the other protocol the case asked for: no AMQP 1.0 bytes
     if undecodable is not None:
-        rule, section = UNDECODABLE
-        sentence, text = FRAME_SENTENCE
-        observed = (
-            f"{exchange.when(undecodable.time)} ({exchange.bad_label}) the broker sent "
-            f"{undecodable.short()}; all it sent after the bad frame: "
-            f"{exchange.broker_summary()}"
-        )
-        expected = (
-            f"every frame the broker writes decodes as the performative it names (2.3.2: '{text}')"
-        )
-        summary = f"the broker sent {undecodable.short()}"
-        return Verdict(VIOLATION, rule, section, summary, last, expected, observed, MUST, sentence)
+        return _undecodable(exchange, undecodable, last)
     status, where, reason = client_stream  # stream_status of what was sent
     replied = "close" in names
     if not replied and not peer_closed:
@@ -496,34 +522,59 @@ def _judge(
     if peer_closed and not replied and not alive(target):
         return _crash(target, last, "the broker dropped us and refuses fresh connections", exchange)
     if peer_closed and not replied and ("open" in names or _opened(steps[:sent], frames)):
-        rule, section = CLOSE_MISSING
-        sentence, text = CLOSE_SENTENCE
-        assert exchange.dropped is not None
-        observed = (
-            f"the broker closed the TCP connection {exchange.when(exchange.dropped)} "
-            f"({exchange.bad_label}) without a close frame; after the bad frame "
-            f"it sent: {exchange.broker_summary()}; {exchange.teardown_note()}"
-        )
-        expected = f"a close frame before the broker closes the connection (2.4.3: '{text}')"
-        summary = "socket closed after open with no close"
-        return Verdict(VIOLATION, rule, section, summary, last, expected, observed, MUST, sentence)
+        return _close_missing(exchange, last)
     if status == "malformed" and not peer_closed and not _refused(frames):
         return _error_missing(exchange, reason, where)
     if memory_growth is not None and memory_growth > target.bounds.memory_growth:
-        grown = memory_growth // (1024 * 1024)
-        summary = f"memory grew {grown} MiB"
-        expected = f"the broker's memory grows by less than {target.bounds.memory_growth} B"
-        return Verdict(
-            RESOURCE,
-            "memory-growth",
-            "-",
-            summary,
-            last,
-            expected,
-            f"{summary} while the case's connection was open",
-            ROBUSTNESS,
-        )
+        return _memory_grew(target, memory_growth, last)
     return None
+
+
+def _undecodable(exchange: Exchange, undecodable: Any, last: int) -> Verdict:
+    """2.3.2: a frame of the broker's that does not decode."""
+    rule, section = UNDECODABLE
+    sentence, text = FRAME_SENTENCE
+    observed = (
+        f"{exchange.when(undecodable.time)} ({exchange.bad_label}) the broker sent "
+        f"{undecodable.short()}; all it sent after the bad frame: "
+        f"{exchange.broker_summary()}"
+    )
+    expected = (
+        f"every frame the broker writes decodes as the performative it names (2.3.2: '{text}')"
+    )
+    summary = f"the broker sent {undecodable.short()}"
+    return Verdict(VIOLATION, rule, section, summary, last, expected, observed, MUST, sentence)
+
+
+def _close_missing(exchange: Exchange, last: int) -> Verdict:
+    """2.4.3: the broker closed the socket after its open without a close frame."""
+    rule, section = CLOSE_MISSING
+    sentence, text = CLOSE_SENTENCE
+    assert exchange.dropped is not None
+    observed = (
+        f"the broker closed the TCP connection {exchange.when(exchange.dropped)} "
+        f"({exchange.bad_label}) without a close frame; after the bad frame "
+        f"it sent: {exchange.broker_summary()}; {exchange.teardown_note()}"
+    )
+    expected = f"a close frame before the broker closes the connection (2.4.3: '{text}')"
+    summary = "socket closed after open with no close"
+    return Verdict(VIOLATION, rule, section, summary, last, expected, observed, MUST, sentence)
+
+
+def _memory_grew(target: Target, memory_growth: int, last: int) -> Verdict:
+    grown = memory_growth // (1024 * 1024)
+    summary = f"memory grew {grown} MiB"
+    expected = f"the broker's memory grows by less than {target.bounds.memory_growth} B"
+    return Verdict(
+        RESOURCE,
+        "memory-growth",
+        "-",
+        summary,
+        last,
+        expected,
+        f"{summary} while the case's connection was open",
+        ROBUSTNESS,
+    )
 
 
 def _rule_broken(v: Any, recording: Recording, exchange: Exchange, last: int) -> Verdict:
