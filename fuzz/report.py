@@ -80,52 +80,67 @@ def write_report(directory: str | Path) -> tuple[Path, Path]:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     rows_html = []
-    esc = html.escape
     for finding in findings:
-        links = _links(directory, finding)
-        issue = _known_issue(str(finding.get("rule", "")), [str(finding.get("broker", ""))])
-        frames = ", ".join(str(f) for f in finding.get("frames", []))
-        rule = f"{finding.get('rule', '')} ({finding.get('section', '')})"
-        md_links = ", ".join(f"[{label}]({path})" for label, path in links)
-        md_issue = f"[{issue['issue']}]({issue['url']})" if issue else ""
-        cells = [
-            f"`{finding['id']}`",
-            str(finding.get("kind", "")),
-            rule,
-            _text(finding),
-            str(finding.get("replays", "")),
-            frames,
-            md_links,
-            md_issue,
-        ]
-        md.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-        html_links = ", ".join(
-            f"<a href='{esc(path, quote=True)}'>{label}</a>" for label, path in links
-        )
-        html_issue = (
-            f"<a href='{esc(issue['url'], quote=True)}'>{esc(issue['issue'])}</a>" if issue else ""
-        )
-        rows_html.append(
-            "<tr>"
-            + "".join(
-                f"<td>{esc(v)}</td>"
-                for v in (
-                    str(finding["id"]),
-                    str(finding.get("kind", "")),
-                    rule,
-                    _text(finding),
-                    str(finding.get("replays", "")),
-                    frames,
-                )
-            )
-            + f"<td>{html_links}</td><td>{html_issue}</td></tr>"
-        )
+        md_row, html_row = _rows(directory, finding)
+        md.append(md_row)
+        rows_html.append(html_row)
     md += [
         "",
         "Replay a finding: `amqpspec fuzz replay DIR/findings/<id> --broker amqp://HOST:PORT`.",
     ]
     md_path = directory / "report.md"
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    html_path = directory / "report.html"
+    html_path.write_text(_page(header, rows_html), encoding="utf-8")
+    return md_path, html_path
+
+
+def _rows(directory: Path, finding: dict[str, Any]) -> tuple[str, str]:
+    """One finding's row of report.md and of report.html."""
+    esc = html.escape
+    links = _links(directory, finding)
+    issue = _known_issue(str(finding.get("rule", "")), [str(finding.get("broker", ""))])
+    frames = ", ".join(str(f) for f in finding.get("frames", []))
+    rule = f"{finding.get('rule', '')} ({finding.get('section', '')})"
+    md_links = ", ".join(f"[{label}]({path})" for label, path in links)
+    md_issue = f"[{issue['issue']}]({issue['url']})" if issue else ""
+    cells = [
+        f"`{finding['id']}`",
+        str(finding.get("kind", "")),
+        rule,
+        _text(finding),
+        str(finding.get("replays", "")),
+        frames,
+        md_links,
+        md_issue,
+    ]
+    md_row = "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    html_links = ", ".join(
+        f"<a href='{esc(path, quote=True)}'>{label}</a>" for label, path in links
+    )
+    html_issue = (
+        f"<a href='{esc(issue['url'], quote=True)}'>{esc(issue['issue'])}</a>" if issue else ""
+    )
+    html_row = (
+        "<tr>"
+        + "".join(
+            f"<td>{esc(v)}</td>"
+            for v in (
+                str(finding["id"]),
+                str(finding.get("kind", "")),
+                rule,
+                _text(finding),
+                str(finding.get("replays", "")),
+                frames,
+            )
+        )
+        + f"<td>{html_links}</td><td>{html_issue}</td></tr>"
+    )
+    return md_row, html_row
+
+
+def _page(header: list, rows_html: list[str]) -> str:
+    esc = html.escape
     heads = "".join(
         f"<th>{h}</th>"
         for h in (
@@ -134,14 +149,11 @@ def write_report(directory: str | Path) -> tuple[Path, Path]:
         )
     )  # fmt: skip
     items = "".join(f"<li>{esc(n)}: {esc(v)}</li>" for n, v in header)
-    html_path = directory / "report.html"
-    html_path.write_text(
+    return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<title>Fuzz campaign report</title><style>body{font-family:sans-serif;margin:2em}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;"
         "font-size:90%;vertical-align:top}a{color:#0b5394}</style></head><body>"
         f"<h1>Fuzz campaign report</h1><ul>{items}</ul><table><tr>{heads}</tr>"
-        f"{''.join(rows_html)}</table></body></html>\n",
-        encoding="utf-8",
+        f"{''.join(rows_html)}</table></body></html>\n"
     )
-    return md_path, html_path
