@@ -746,8 +746,22 @@ def triage_multi(
         return None
     final = replays[-1]
     verdict = final.verdict or wanted
+    finding = _multi_finding(target, case, small, verdict, final, confirm, reduced.minimal)
+    return finding, small, final
+
+
+def _multi_finding(
+    target: Target,
+    case: MultiCase,
+    small: MultiCase,
+    verdict: Verdict,
+    final: MultiOutcome,
+    confirm: int,
+    minimal: bool,
+) -> Finding:
+    """The finding of a confirmed multi-party schedule."""
     sig = multi_signature(verdict)
-    finding = Finding(
+    return Finding(
         id=finding_id(sig),
         kind=verdict.kind,
         signature=sig,
@@ -760,7 +774,7 @@ def triage_multi(
         seed=case.seed,
         strategy=case.strategy,
         replays=f"{confirm}/{confirm}",
-        minimal=reduced.minimal,
+        minimal=minimal,
         broker=target.url,
         extra={"multi_party": True, "party": final.party},
         expected=verdict.expected,
@@ -768,7 +782,6 @@ def triage_multi(
         level=verdict.level,
         sentence=verdict.sentence,
     )
-    return finding, small, final
 
 
 def transcript(case: MultiCase, outcome: MultiOutcome, finding: Finding) -> str:
