@@ -160,20 +160,11 @@ def triage_divergence(
         candidates.insert(0, small.with_steps(shrunk.steps))
     if small.steps != case.steps:
         candidates.append(case.with_steps(case.steps))
-    final: tuple[Outcome, Outcome] | None = None
-    reproduced = 0
-    for chosen in candidates:
-        reproduced, final = 0, None
-        for _ in range(confirm):
-            found, outcomes = attempt(chosen.steps)
-            if found is None or found.behaviour != divergence.behaviour:
-                break
-            reproduced, final = reproduced + 1, outcomes
-        if reproduced == confirm:
-            small = chosen
-            break
-    if reproduced < confirm or final is None:
+    confirmed = _confirmed(candidates, attempt, divergence, confirm)
+    if confirmed is None:
         return None
+    small, final = confirmed
+    reproduced = confirm
     a = _settled(pair.a, small.steps, final[0])
     b = _settled(pair.b, small.steps, final[1])
     found = compare(small.steps, a, b) or compare(small.steps, *final)
@@ -184,6 +175,26 @@ def triage_divergence(
     finding = describe(pair, case, small, found, a, b, f"{reproduced}/{confirm}", held)
     finding.minimal = reduced.minimal
     return PairResult(finding, small, a, b)
+
+
+def _confirmed(
+    candidates: list[Case],
+    attempt: Callable[[list[Step]], tuple[Divergence | None, tuple[Outcome, Outcome]]],
+    divergence: Divergence,
+    confirm: int,
+) -> tuple[Case, tuple[Outcome, Outcome]] | None:
+    """The first candidate whose `confirm` replays all show the divergence's behaviour,
+    with its last replay's outcomes; None when none does."""
+    for chosen in candidates:
+        reproduced, final = 0, None
+        for _ in range(confirm):
+            found, outcomes = attempt(chosen.steps)
+            if found is None or found.behaviour != divergence.behaviour:
+                break
+            reproduced, final = reproduced + 1, outcomes
+        if reproduced == confirm and final is not None:
+            return chosen, final
+    return None
 
 
 def _side(name: str, target: Target, outcome: Outcome, reaction: Reaction) -> dict[str, Any]:
