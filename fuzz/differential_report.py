@@ -166,14 +166,7 @@ def group_lines(directory: str, g: Group, campaign: dict) -> list[str]:
         f"| {sb.get('name', 'B')} after it | confirmed (UTC) | replays | reproducer |",
         "|---|---|---|---|---|---|---|",
     ]
-    for f in g.findings:
-        what = f.record.get("extra", {}).get("divergence", {}).get("what", "")
-        other = side_b(directory, f)
-        lines.append(
-            f"| `{f.id}` | `{cell(what)}`: {cell(f.given.detail)} | {cell(timeline(f))} | "
-            f"{cell(timeline(other)) if other is not None else '-'} | "
-            f"{utc(f.found, with_date=True)} | {f.record.get('replays', '-')} | `{f.folder}/` |"
-        )
+    lines += [_finding_row(directory, f) for f in g.findings]
     example = g.example
     other = side_b(directory, example)
     lines += [
@@ -197,3 +190,14 @@ def group_lines(directory: str, g: Group, campaign: dict) -> list[str]:
         "",
     ]
     return lines
+
+
+def _finding_row(directory: str, f: Loaded) -> str:
+    """One divergence's row: the bad frame, each side after it, when, replays, folder."""
+    what = f.record.get("extra", {}).get("divergence", {}).get("what", "")
+    other = side_b(directory, f)
+    return (
+        f"| `{f.id}` | `{cell(what)}`: {cell(f.given.detail)} | {cell(timeline(f))} | "
+        f"{cell(timeline(other)) if other is not None else '-'} | "
+        f"{utc(f.found, with_date=True)} | {f.record.get('replays', '-')} | `{f.folder}/` |"
+    )

@@ -180,16 +180,7 @@ def _group_lines(directory: str, g: Group, campaign: dict) -> list[str]:
         "| replays | reproducer | pcap |",
         "|---|---|---|---|---|---|---|",
     ]
-    for f in g.findings:
-        pcap = os.path.join(f.folder, PCAP_NAME)
-        has_pcap = os.path.exists(os.path.join(directory, pcap))
-        lines.append(
-            f"| `{f.id}` | {cell(f.given.detail)} | {cell(timeline(f))} | "
-            f"{utc(f.found, with_date=True)} | "
-            f"{f.record.get('replays', '-')} | `{f.folder}/` | "
-            + (f"`{pcap}`" if has_pcap else "none")
-            + " |"
-        )
+    lines += [_finding_row(directory, f) for f in g.findings]
     example = g.example
     lines += [
         "",
@@ -207,6 +198,19 @@ def _group_lines(directory: str, g: Group, campaign: dict) -> list[str]:
     if example.note:
         lines.insert(-1, f"Note: {example.note}")
     return lines
+
+
+def _finding_row(directory: str, f: Loaded) -> str:
+    """One finding's row: its bad frame, the broker after it, when, replays, files."""
+    pcap = os.path.join(f.folder, PCAP_NAME)
+    has_pcap = os.path.exists(os.path.join(directory, pcap))
+    return (
+        f"| `{f.id}` | {cell(f.given.detail)} | {cell(timeline(f))} | "
+        f"{utc(f.found, with_date=True)} | "
+        f"{f.record.get('replays', '-')} | `{f.folder}/` | "
+        + (f"`{pcap}`" if has_pcap else "none")
+        + " |"
+    )
 
 
 def summary_lines(groups: list[Group]) -> list[str]:

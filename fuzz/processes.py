@@ -35,6 +35,7 @@ import os
 import signal
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from amqpspec.fuzz.stops import WORKER_FAILED
@@ -171,20 +172,7 @@ def _child(
                 pending.append(("failed", repr(exc)))
 
     def flush() -> None:
-        with lock:
-            batch = pending[:]
-            pending.clear()
-        results = []
-        for item in batch:
-            if isinstance(item, tuple):
-                send(item)
-                continue
-            new = item.covered - seen
-            seen.update(new)
-            item.covered = new
-            results.append(item)
-        if results:
-            send(("cases", results))
+        _flush(pending, lock, seen, send)
 
     workers = [
         threading.Thread(target=work, name=f"fuzz-worker-{number}-{n}", daemon=True)
@@ -199,3 +187,24 @@ def _child(
     flush()
     send(("done", None))
     conn.close()
+
+
+def _flush(
+    pending: list[Any], lock: threading.Lock, seen: set, send: Callable[[tuple[str, Any]], None]
+) -> None:
+    """Send what the workers left since the last flush: a failure as it is, the cases as
+    one batch, each carrying only the coverage this process has not sent before."""
+    with lock:
+        batch = pending[:]
+        pending.clear()
+    results = []
+    for item in batch:
+        if isinstance(item, tuple):
+            send(item)
+            continue
+        new = item.covered - seen
+        seen.update(new)
+        item.covered = new
+        results.append(item)
+    if results:
+        send(("cases", results))
