@@ -19,7 +19,10 @@ File layout (every table optional except `name`):
     [admin]        adapter = "rabbitmq-http" | "management-node" | "rabbitmqctl" | "none";
                    url (http://, or amqp:// for management-node: default the broker's);
                    alarm = "http" | "rabbitmqctl"; rabbitmqctl = command; env_script = path
-    [timeouts]     wait (seconds per wait), case_budget (seconds per case)
+    [timeouts]     wait (seconds per wait), case_budget (seconds per case), transaction
+                   (seconds after its declare the broker times a transaction out: the
+                   one it is configured with, or the one the admin adapter sets for the
+                   case's connection; with the transaction-timeout capability)
     [jobs]         concurrent = [case ids]: cases registered `serial` because other brokers
                    race beside them, which this broker runs beside others under --jobs N
 """
@@ -82,6 +85,8 @@ CAPABILITIES: dict[str, str] = {
     "link-recovery": "a source with expiry-policy never outlives its link (detach with "
     "closed=false) and its connection with its unsettled deliveries, and the same link "
     "attached again resumes them (2.6.13)",
+    "transaction-timeout": "local transactions (Part 4) time out: rolled back by the broker "
+    "[timeouts] transaction seconds after their declare (amqp:transaction:timeout, 4.5.8)",
     "websocket": "AMQP over WebSocket (OASIS AMQP WebSocket Binding v1.0, subprotocol amqp): "
     "the binding's cases run when the run's --broker is a ws:// or wss:// URL",
     "management-node": "RabbitMQ 4's /management node (HTTP-over-AMQP on a link pair) on the "
@@ -119,6 +124,13 @@ MODELS: dict[str, str] = {
     "serving AMQP over WebSocket: the upgrade names the subprotocol amqp (one without it is "
     "refused), the AMQP byte stream travels in binary messages whatever their boundaries "
     "(a frame split across many messages, many frames in one), a text message is refused",
+    "txn-timeout": "a transaction timeout, which a broker claims with the "
+    "transaction-timeout capability: a local transaction (Part 4) still live [timeouts] "
+    "transaction seconds after its declare is rolled back when the time comes, its work "
+    "undone (a retirement's message back at its queue), and its commit refused with "
+    "amqp:transaction:timeout (4.5.8: 'The work represented by this transaction took too "
+    "long'), or its control link or connection ended with that error (Qpid Broker-J closes "
+    "the connection)",
     "anonterm": "OASIS 'Using the AMQP Anonymous Terminus for Message Routing' v1.0 (CS01, "
     "2018), which a broker claims by offering ANONYMOUS-RELAY in its open: a sender with a "
     "null target has each message routed to the node its properties.to names",
@@ -164,6 +176,7 @@ class Profile:
     admin: AdminSettings = AdminSettings()
     wait: float = 5.0
     case_budget: float = 60.0
+    transaction_timeout: float | None = None  # [timeouts] transaction
     concurrent: frozenset[str] = frozenset()  # [jobs] concurrent: serial cases run beside
     models: frozenset[str] = frozenset()  # `model`: the MODELS it claims
     path: str = ""
@@ -247,6 +260,7 @@ def profile_from_dict(data: dict[str, Any], path: str = "") -> Profile:
         admin=AdminSettings(**admin),
         wait=float(timeouts.get("wait", 5.0)),
         case_budget=float(timeouts.get("case_budget", 60.0)),
+        transaction_timeout=(float(timeouts["transaction"]) if "transaction" in timeouts else None),
         concurrent=frozenset(data.get("jobs", {}).get("concurrent", [])),
         models=frozenset(claimed),
         path=path,

@@ -474,6 +474,16 @@ def txn_discharge_unknown_accepted(b, c) -> bool:
     return isinstance(request(Discharge(txn_id=b"\xff\xff")), Accepted)
 
 
+def txn_timeout_never_fires(b, c) -> bool:
+    """With a transaction timeout of 0.2 s, a transaction 0.4 s old still commits."""
+    import time
+
+    request = _controller(c, _session(c))
+    txn_id = request(Declare()).txn_id
+    time.sleep(0.4)
+    return isinstance(request(Discharge(txn_id=txn_id)), Accepted)
+
+
 def sasl_answers_as_client(b, c) -> bool:
     """A second connection sends the SASL header and, after the broker's sasl-mechanisms,
     a sasl-mechanisms of its own: the broker answers it with a sasl-init (5.3.2)."""
@@ -592,6 +602,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "selector-like-escape-ignored": (selector_like_escape_ignored, {}),
     "txn-post-immediately": (txn_post_immediately, {}),
     "txn-discharge-unknown-accepted": (txn_discharge_unknown_accepted, {}),
+    "txn-timeout-never-fires": (txn_timeout_never_fires, {"transaction_timeout": 0.2}),
 }
 
 

@@ -243,6 +243,7 @@ BROKER_FAULTS = {
     "ws-close-without-handshake",
     "txn-post-immediately",
     "txn-discharge-unknown-accepted",
+    "txn-timeout-never-fires",
     # only two consumers of one queue show these (tests/test_fuzz_multiparty.py)
     "shared-credit-across-links",
     "lose-requeue-on-concurrent-detach",

@@ -1,11 +1,15 @@
 """The reference broker's local transactions (AMQP 1.0 Part 4, reference_broker/
 transactions.py), in memory: the coordinator link and its capabilities, declare /
 discharge, transactional posting and retirement applied at commit and undone at rollback,
-rollback when the control link ends, the Part 4 error conditions, the faults of the
+rollback when the control link ends, the Part 4 error conditions, the transaction timeout
+(the limit, and the connection's own through the admin API), the faults of the
 catalog that break them; and over a socket, a commit into a durable queue that survives
 `kill -9` while a rolled-back one leaves nothing."""
 
 from __future__ import annotations
+
+import base64
+from urllib.parse import quote
 
 from broker_support import broker_config, memory_session, proton_receive
 
@@ -30,6 +34,7 @@ from amqpspec.amqp10.engine import (
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role, SndSettleMode
 from amqpspec.amqp10.types import symbol
+from amqpspec.reference_broker.admin.api import AdminApi, Request
 from amqpspec.reference_broker.runtime.memory import MemoryBroker
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 
@@ -358,3 +363,70 @@ def test_committed_work_survives_kill_9_and_rollback_leaves_nothing(tmp_path):
         assert recovered == ["c1", "c2"]
     finally:
         broker.kill()
+
+
+def _retired_in(broker, conn, session, ctl) -> tuple[object, bytes]:
+    """One message of queue q received and settled with transactional-state(a new
+    transaction, accepted): (the queue, the txn-id)."""
+    broker.vhost.declare_queue("q", durable=False)
+    queue = broker.vhost.get_queue("q")
+    queue.publish(Message.of(b"a").encode())
+    receiver = session.attach_receiver("sub", Source(address="/queues/q"), Target())
+    broker.pump()
+    receiver.flow(link_credit=1)
+    broker.pump()
+    (delivery,) = conn.of(TransferReceived)
+    txn_id = ctl.declare()
+    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
+    receiver.disposition(delivery.delivery_id, settled=True, state=state)
+    broker.pump()
+    return queue, txn_id
+
+
+def test_transaction_timeout_rolls_back_when_it_fires():
+    """4.5.8 transaction-timeout: at the timeout, before any discharge, the retirement is
+    rolled back (the message released back to the queue); the discharge is refused."""
+    config = broker_config(limits={"transaction_timeout": 5.0})
+    with MemoryBroker(config) as broker, memory_session(broker) as (conn, session):
+        ctl = Controller(broker, conn, session)
+        queue, txn_id = _retired_in(broker, conn, session, ctl)
+        broker.advance(4.0)
+        assert queue.messages_ready == 0  # still the transaction's
+        broker.advance(2.0)
+        assert queue.messages_ready == 1  # timed out: rolled back, released
+        state = ctl.discharge(txn_id)
+        assert str(state.error.condition) == "amqp:transaction:timeout"
+        assert isinstance(ctl.discharge(ctl.declare()), Accepted)  # the next one is fine
+
+
+def test_connection_transaction_timeout_through_the_admin_api():
+    """PUT /api/connections/{name}/transaction-timeout sets the connection's timeout for
+    the transactions it declares from then on; a bad value is a 400."""
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        (name,) = broker.vhost.connections
+        api = AdminApi(broker.vhost, None, broker.config)
+        auth = "Basic " + base64.b64encode(b"guest:guest").decode()
+
+        def put(body: bytes) -> int:
+            path = f"/api/connections/{quote(name, safe='')}/transaction-timeout"
+            segments = ["connections", name, "transaction-timeout"]
+            request = Request("PUT", path, segments, {}, {"authorization": auth}, body)
+            return api.handle(request).status
+
+        assert put(b'{"seconds": -1}') == 400
+        assert put(b'{"seconds": 0.5}') == 204
+        ctl = Controller(broker, conn, session)
+        txn_id = ctl.declare()
+        broker.advance(1.0)
+        state = ctl.discharge(txn_id)
+        assert str(state.error.condition) == "amqp:transaction:timeout"
+
+
+def test_fault_timeout_never_fires():
+    config = broker_config(limits={"transaction_timeout": 5.0}, faults=("txn-timeout-never-fires",))
+    with MemoryBroker(config) as broker, memory_session(broker) as (conn, session):
+        ctl = Controller(broker, conn, session)
+        queue, txn_id = _retired_in(broker, conn, session, ctl)
+        broker.advance(6.0)
+        assert queue.messages_ready == 0
+        assert isinstance(ctl.discharge(txn_id), Accepted)

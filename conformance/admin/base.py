@@ -1,5 +1,5 @@
 """The admin interface: how the suite manages a broker out of band (queues, alarms, closing a
-client connection, restricted users, listeners).
+client connection or setting its transaction timeout, restricted users, listeners).
 
 Owns: `Admin` (every operation raises Unsupported unless an adapter implements it) and
 `NoAdmin`; the adapters are `rabbitmq.py` (HTTP API, rabbitmqctl) and `management_node.py`
@@ -43,6 +43,12 @@ class Admin:
     def close_connection(self, peer_port: int) -> None:
         """Close the client connection from local port `peer_port` as an operator does."""
         raise Unsupported(f"admin adapter {self.name!r} cannot close connections")
+
+    def set_transaction_timeout(self, peer_port: int, seconds: float) -> None:
+        """Give the client connection from local port `peer_port` a transaction timeout of
+        `seconds` (for the transactions it declares from then on: the reference broker's
+        admin API; a broker with one configured timeout says it in its profile)."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot set a transaction timeout")
 
     def restricted_user(self, name: str) -> tuple[str, str]:
         """Create user `name` with no rights on the vhost "/" (configure, write and read all

@@ -89,19 +89,30 @@ class RabbitMqHttpAdmin(Admin):
         info = self._call("queue", self.client.queue, queue)
         return int(info.get("messages", 0) or 0)
 
-    def close_connection(self, peer_port: int, timeout: float = 10.0) -> None:
-        """RabbitMQ lists a new connection after its stats interval: look for it until
-        `timeout`, then DELETE it."""
+    def _connection_name(self, peer_port: int, timeout: float) -> str:
+        """RabbitMQ lists a new connection after its stats interval: look for the one from
+        `peer_port` until `timeout`."""
         end = time.monotonic() + timeout
         while True:
             listed = self._call("connections", self.client.connections)
             names = [c["name"] for c in listed if c.get("peer_port") == peer_port]
             if names:
-                self._call("close connection", self.client.close_connection, names[0])
-                return
+                return str(names[0])
             if time.monotonic() > end:
                 raise HarnessError(f"admin lists no connection from port {peer_port}")
             time.sleep(0.25)
+
+    def close_connection(self, peer_port: int, timeout: float = 10.0) -> None:
+        name = self._connection_name(peer_port, timeout)
+        self._call("close connection", self.client.close_connection, name)
+
+    def set_transaction_timeout(self, peer_port: int, seconds: float) -> None:
+        """The reference broker's PUT /api/connections/{name}/transaction-timeout;
+        Unsupported where the API has no such path (RabbitMQ)."""
+        name = self._connection_name(peer_port, 10.0)
+        call = self.client.set_transaction_timeout
+        if not self._call("transaction timeout", call, name, seconds):
+            raise Unsupported("the admin API sets no transaction timeout for a connection")
 
     def websocket_url(self) -> str:
         """The `amqp/ws` (`amqp/wss`) listener of /api/overview (the reference broker's with

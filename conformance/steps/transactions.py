@@ -13,6 +13,7 @@ FAILED for that. Registers no case. Touches nothing else.
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 from amqpspec.amqp10.composites import (
@@ -49,6 +50,8 @@ UNKNOWN_ID = "amqp:transaction:unknown-id"  # 4.5.8 transaction-error
 TRANSACTION_ERRORS = frozenset(
     {UNKNOWN_ID, "amqp:transaction:rollback", "amqp:transaction:timeout"}
 )
+TIMEOUT = "amqp:transaction:timeout"  # 4.5.8 transaction-timeout
+TIMEOUT_MARGIN = 0.3  # seconds past a transaction timeout before the case looks
 TXN_ID = symbol("txn-id")  # 4.4.3: the flow property asking for transactional acquisition
 QUIET = 1.0  # seconds in which nothing may arrive at a consumer looking at a queue
 _names = itertools.count(1)  # control link names (unique per connection is enough, 2.6.1)
@@ -59,6 +62,9 @@ def describe(answer: Any) -> str:
     if isinstance(answer, RemoteDetach):
         error = answer.error
         return f"a detach of the control link with {error.condition if error else 'no error'}"
+    if isinstance(answer, RemoteClose):
+        error = answer.error
+        return f"a close of the connection with {error.condition if error else 'no error'}"
     if answer is None:
         return "no outcome"
     name = getattr(answer, "NAME", type(answer).__name__)
@@ -297,3 +303,34 @@ def answer_in_words(
         return f"transfer:{name}"
     condition = error_condition(state) or error_condition(getattr(state, "outcome", None))
     return f"{name}:{condition}" if condition else str(name)
+
+
+def transaction_timeout(probe: Probe, ctx: Any) -> float:
+    """The seconds after its declare in which the broker times out a transaction declared
+    on `probe`'s connection from now on: the profile's [timeouts] transaction, which the
+    admin adapter sets for this connection where it can (the reference broker's admin
+    API), else the broker's own configured one. Unsupported when the profile names none.
+    The connection is open already (the admin API lists it from its open)."""
+    seconds = ctx.profile.transaction_timeout
+    if seconds is None:
+        raise Unsupported(
+            f"profile {ctx.profile.name!r} names no transaction timeout ([timeouts] transaction)"
+        )
+    try:
+        ctx.admin.set_transaction_timeout(ctx.broker_side_port(probe), seconds)
+    except Unsupported:
+        pass  # the broker's configured timeout, as the profile names it
+    return float(seconds)
+
+
+def outlive(probe: Probe, seconds: float, since: float) -> RemoteClose | None:
+    """Wait until `seconds` and TIMEOUT_MARGIN have passed since `since` (a time.monotonic()
+    before the declare); the broker's close of the connection if it closed it meanwhile
+    (Qpid Broker-J's answer to a timed-out transaction), else None."""
+    end = since + seconds + TIMEOUT_MARGIN
+    while not probe.closed and (left := end - time.monotonic()) > 0:
+        probe.pump(left)
+    try:
+        return probe.expect(lambda e: isinstance(e, RemoteClose), 0, "a close")
+    except WaitTimeout:
+        return None

@@ -8,6 +8,9 @@ change the shared `VirtualHost` and `ResourceAlarms`. No sockets and no HTTP wir
 Routes (vhost is always "/", written %2F; names are percent-decoded per path segment):
   GET    /api/overview | /api/whoami | /api/nodes | /api/connections | /api/health/checks/alarms
   GET|DELETE /api/connections/{name}        (DELETE: close with amqp:connection:forced)
+  PUT    /api/connections/{name}/transaction-timeout  {"seconds": S}: the connection's
+         transactions declared from now on are rolled back S seconds after their declare
+         (amqp:transaction:timeout; 0 = none; not RabbitMQ's: the suite's short timeouts)
   GET    /api/queues[/%2F]                  GET|PUT|DELETE /api/queues/%2F/{name}
   DELETE /api/queues/%2F/{name}/contents    GET /api/queues/%2F/{name}/bindings
   GET    /api/exchanges[/%2F]               GET|PUT|DELETE /api/exchanges/%2F/{name}
@@ -262,6 +265,8 @@ class AdminApi:
         )
 
     def _connections(self, request: Request, rest: list[str]) -> Response:
+        if rest[1:] == ["transaction-timeout"]:
+            return self._transaction_timeout(request, rest[0])
         self._only(request, "GET", "DELETE")
         conns = self.vhost.connections
         if rest:
@@ -275,6 +280,18 @@ class AdminApi:
             return Response(200, self.views.connection(summary))
         self._only(request, "GET")
         return Response(200, [self.views.connection(c) for c in conns.values()])
+
+    def _transaction_timeout(self, request: Request, name: str) -> Response:
+        """PUT {"seconds": S}: the connection's transaction timeout (features/transactions)."""
+        self._only(request, "PUT")
+        summary = self.vhost.connections.get(name)
+        if summary is None or summary.set_transaction_timeout is None:
+            raise not_found()
+        seconds = request.json().get("seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise HttpError(400, "bad_request", "seconds must be a number >= 0")
+        summary.set_transaction_timeout(float(seconds))
+        return Response(204)
 
     # ------------------------------------------------------------------ queues
     def _queues(self, request: Request, rest: list[str]) -> Response:

@@ -166,6 +166,17 @@ class ManagementClient:
         """Close one AMQP connection (the broker sends amqp:connection:forced)."""
         self.call("DELETE", f"/api/connections/{_name(name)}")
 
+    def set_transaction_timeout(self, name: str, seconds: float) -> bool:
+        """The reference broker's PUT /api/connections/{name}/transaction-timeout (not
+        RabbitMQ's): True when set, False when the API has no such path (404, 405)."""
+        path = f"/api/connections/{_name(name)}/transaction-timeout"
+        status, data = self.request("PUT", path, {"seconds": seconds})
+        if status in (404, 405):
+            return False
+        if status >= 300:
+            raise ManagementError("PUT", path, status, data)
+        return True
+
     def alarms_in_effect(self) -> list[str]:
         """Resources in alarm, through /api/health/checks/alarms (both brokers)."""
         status, data = self.request("GET", "/api/health/checks/alarms")

@@ -26,7 +26,7 @@ Where each fault lives:
   session-scoped-delivery-tags (protocol/delivery_handler.py, publishers' transfers),
   ws-drop-short-messages and ws-close-without-handshake (runtime/websocket.py); the
   transaction faults (Part 4, in `reference_broker.features.transactions`):
-  txn-post-immediately, txn-discharge-unknown-accepted.
+  txn-post-immediately, txn-discharge-unknown-accepted, txn-timeout-never-fires.
 - parser layer (`reference_broker.faults.parser`, called for every engine event while one
   is on): the parser and state-machine faults modelled on fuzzers' findings —
   die-on-nested-descriptor, exit-on-compound-overrun, leak-on-declared-count,
@@ -485,6 +485,15 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "4.3 / 4.5.8 (a coordinator that answers every discharge with accepted)",
                 PROTOCOL_LAYER,
                 "features.transactions.Transactions._discharge",
+            ),
+            _fault(
+                "txn-timeout-never-fires",
+                "the transaction timeout (--transaction-timeout, or the connection's through "
+                "the admin API) is never applied: a transaction outlives it and commits",
+                "4.5.8 transaction-timeout (a resource that configures a timeout and never "
+                "times a transaction out)",
+                PROTOCOL_LAYER,
+                "features.transactions.Transactions._declare",
             ),
         )
     }

@@ -20,9 +20,15 @@ Semantics (each rule next to its code):
   rollback-only (work it can no longer apply) is rolled back and the discharge rejected
   with amqp:transaction:rollback (4.4.4.1); an unknown or finished txn-id (or one of
   another session: no `amqp:multi-ssns-per-txn`) with amqp:transaction:unknown-id; one
-  older than the configured timeout with amqp:transaction:timeout. Rejected when the
-  control link's source allows the rejected outcome, else the control link is detached
-  with the error (4.2, 4.3).
+  the timeout rolled back with amqp:transaction:timeout. Rejected when the control link's
+  source allows the rejected outcome, else the control link is detached with the error
+  (4.2, 4.3).
+- timeout (4.5.8 transaction-timeout, "The work represented by this transaction took too
+  long"; Part 4 sets no duration): `--transaction-timeout` (limits.transaction_timeout),
+  or the connection's own through the admin API (PUT /api/connections/{name}/
+  transaction-timeout: the suite's short one). A transaction still live that long after
+  its declare is rolled back when the time comes (its work undone as on a rollback) and
+  its txn-id remembered: a later discharge is refused with amqp:transaction:timeout.
 - a settled declare / discharge detaches the control link (4.2: "it should detach with an
   appropriate error"): amqp:illegal-state.
 - posting: the message is routed when it arrives (its presumptive outcome: accepted,
@@ -126,6 +132,7 @@ class Transaction:
     retirements: list[Retirement] = field(default_factory=list)
     acquisitions: list[tuple[ConsumerLink, int, int]] = field(default_factory=list)
     rollback_only: str | None = None  # why it cannot commit any more
+    timer: Any = None  # the scheduler's wake-up that times it out (set_timeout)
 
     @property
     def state(self) -> TransactionalState:
@@ -171,6 +178,13 @@ class Transactions:
         # consumer links acquiring in a transaction (4.4.3); read by ConsumerLink.deliver
         self.acquiring: dict[ConsumerLink, Transaction] = {}
         self._ids = itertools.count(1)
+        self.timeout = connection.config.limits.transaction_timeout  # seconds; 0 = none
+        self.timed_out: dict[bytes, float] = {}  # rolled back by the timeout: txn-id -> when
+
+    def set_timeout(self, seconds: float) -> None:
+        """The admin API sets this connection's transaction timeout (0: none); it applies
+        to the transactions declared from now on."""
+        self.timeout = seconds
 
     # ------------------------------------------------------------------ control link
     def attach(self, session: BrokerSession, link: Any, target: Coordinator) -> None:
@@ -230,15 +244,26 @@ class Transactions:
             )
             return
         txn_id = next(self._ids).to_bytes(4, "big")
-        txn = Transaction(txn_id, coordinator, self.connection.scheduler.now())
+        scheduler = self.connection.scheduler
+        txn = Transaction(txn_id, coordinator, scheduler.now())
         coordinator.transactions[txn_id] = txn
         self.live[txn_id] = txn
+        if self.timeout and not self.connection.faults.txn_timeout_never_fires:
+            # fault: the timeout is never applied (4.5.8 transaction-timeout)
+            txn.timer = scheduler.call_at(
+                txn.declared_at + self.timeout, lambda now: self._expire(txn, now)
+            )
         self._settle(coordinator, delivery_id, Declared(txn_id=txn_id))
 
     def _discharge(
         self, coordinator: CoordinatorLink, delivery_id: int, discharge: Discharge
     ) -> None:
-        txn = self.live.get(bytes(discharge.txn_id or b""))
+        txn_id = bytes(discharge.txn_id or b"")
+        if self.timed_out.pop(txn_id, None) is not None:
+            reason = f"rolled back: older than the transaction timeout of {self.timeout:g} s"
+            self._refuse(coordinator, delivery_id, TIMEOUT, reason)
+            return
+        txn = self.live.get(txn_id)
         if txn is None or txn.controller.session is not coordinator.session:
             if self.connection.faults.txn_discharge_unknown_accepted:
                 self._settle(coordinator, delivery_id, Accepted())  # fault: 4.3 / 4.5.8
@@ -248,12 +273,6 @@ class Transactions:
         if discharge.fail:  # 4.3: "MUST always be able to complete a discharge" with fail
             self._rollback(txn)
             self._settle(coordinator, delivery_id, Accepted())
-            return
-        timeout = self.connection.config.limits.transaction_timeout
-        now = self.connection.scheduler.now()
-        if timeout and now - txn.declared_at > timeout:
-            self._rollback(txn)
-            self._refuse(coordinator, delivery_id, TIMEOUT, f"older than {timeout:g} s")
             return
         if txn.rollback_only is None:
             txn.rollback_only = self._cannot_commit(txn)
@@ -465,9 +484,25 @@ class Transactions:
         txn.retirements.clear()
         txn.acquisitions.clear()
 
+    def _expire(self, txn: Transaction, now: float) -> None:
+        """The timeout's wake-up: a transaction still live is rolled back (4.5.8
+        transaction-timeout) and its txn-id kept for the discharge's answer."""
+        txn.timer = None
+        if self.live.get(txn.txn_id) is not txn or not self.connection.open:
+            return
+        self._rollback(txn)
+        self.timed_out[txn.txn_id] = now
+        if len(self.timed_out) > 1024:  # a controller that never discharges: the oldest go
+            del self.timed_out[next(iter(self.timed_out))]
+        self.connection.mark_dirty()
+        self.connection.context.end_turn(now)  # released messages go out to consumers
+
     def _finish(self, txn: Transaction) -> None:
         """Discharged: no longer live; 4.4.3 "the txn-id of any link endpoints will be
         cleared"."""
+        if txn.timer is not None:
+            txn.timer.cancel()
+            txn.timer = None
         self.live.pop(txn.txn_id, None)
         txn.controller.transactions.pop(txn.txn_id, None)
         if self.acquiring:

@@ -113,6 +113,7 @@ class BrokerConnection:
             self.name, peer[0], peer[1], local[0], local[1], connected_at=connected_at
         )
         self.summary.close_forced = self.close_by_operator
+        self.summary.set_transaction_timeout = self.transactions.set_timeout
         self.access = ConnectionAccess(
             self.config.permissions_of,
             self.vhost,

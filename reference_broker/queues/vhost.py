@@ -71,6 +71,9 @@ class ConnectionSummary:
     client_properties: dict[str, Any] = field(default_factory=dict)
     # closes the connection with amqp:connection:forced (the admin API's DELETE)
     close_forced: Callable[[str], None] | None = field(default=None, repr=False)
+    # sets the connection's transaction timeout in seconds (the admin API's PUT
+    # /api/connections/{name}/transaction-timeout; features/transactions.py)
+    set_transaction_timeout: Callable[[float], None] | None = field(default=None, repr=False)
 
 
 _QUEUE = AddressKind.QUEUE  # publish()'s test as a plain global (an Enum lookup costs more)
