@@ -80,8 +80,8 @@ CAPABILITIES: dict[str, str] = {
     "sql-filter": "the OASIS AMQP Filter Expressions SQL filter (amqp:sql-filter, 0x120) in "
     "a receiver's source filter-set on a stream queue (RabbitMQ 4.2+)",
     "selector-filter": "the JMS selector filter (apache.org:selector-filter:string) in a "
-    "receiver's source filter-set (Qpid Broker-J, ActiveMQ Artemis; on a stream queue where "
-    "the profile has streams)",
+    "receiver's source filter-set on a queue (Qpid Broker-J, ActiveMQ Artemis): the "
+    "receiver is handed the messages the selector accepts, the others stay queued",
     "link-recovery": "a source with expiry-policy never outlives its link (detach with "
     "closed=false) and its connection with its unsettled deliveries, and the same link "
     "attached again resumes them (2.6.13)",

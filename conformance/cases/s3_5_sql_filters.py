@@ -13,7 +13,11 @@ UNSUPPORTED. What a broker delivers is judged by the suite's own evaluator
 LIKE escape, NULL in three-valued logic, BETWEEN, IN, arithmetic, header and properties
 fields), the `*-generated` cases feed hypothesis-generated messages and expressions
 (conformance/steps/sql_strategies.py; seed fixed, generate phase only, drawn once per
-process) through one stream queue, a receiver per expression, each drained (2.6.7).
+process) through one queue, a receiver per expression, each drained (2.6.7): the SQL
+filter's on a stream where the profile has streams (RabbitMQ 4.2 applies it there, all
+receivers at once from the first offset), the selector's on a plain queue (Broker-J and
+Artemis apply selectors there; the receivers in turn, each giving its deliveries back by
+detaching).
 
 Owns the cases `3.5.3/sql-filter-*` and `3.5.3/selector-filter-*`.
 """
@@ -60,12 +64,15 @@ def _filter(dialect: str, text: str) -> dict[Any, Any]:
 
 
 def _run(probe, ctx, dialect: str, batch: list[Message], texts: list[str]) -> None:
-    """Publish `batch` to a fresh queue (a stream when the profile has streams), a receiver
-    per expression: each must get exactly what the suite's evaluator selects."""
-    queue = ctx.queue("sql", STREAM) if ctx.profile.has("streams") else ctx.queue()
+    """Publish `batch` to a fresh queue (for the SQL filter a stream when the profile has
+    streams, as RabbitMQ 4.2 applies it; for the selector a queue, as Qpid Broker-J's
+    FilterTest uses it), a receiver per expression: each must get exactly what the suite's
+    evaluator selects."""
+    stream = dialect == SQL and ctx.profile.has("streams")
+    queue = ctx.queue("sql", STREAM) if stream else ctx.queue()
     publish_messages(probe, ctx, queue, batch)
     filter_sets = [_filter(dialect, text) for text in texts]
-    results = received_through(probe, ctx, queue, filter_sets, len(batch))
+    results = received_through(probe, ctx, queue, filter_sets, len(batch), stream=stream)
     for text, (reported, got) in zip(texts, results, strict=True):
         ctx.model(
             reported is not None and KEY[dialect] in {str(k) for k in reported},

@@ -6,8 +6,9 @@ Owns: `in_place(source, stream=..., faults=...)`, which sorts a receiver's filte
 the filters this broker applies and the rest, and `FiltersInPlace` (the source to report,
 the predicate a consumer's deliveries must pass). The link handler
 (protocol/link_handler.py) calls it once per consumer attach; the stream queue
-(queues/streams.py) skips the entries the predicate refuses. No AMQP bytes: payloads are
-decoded with amqp10.message.
+(queues/streams.py) skips the entries the predicate refuses, a classic or quorum queue
+hands the consumer only the messages it accepts (queues/selection.py). No AMQP bytes:
+payloads are decoded with amqp10.message.
 
 What is in place: on a stream queue, `rabbitmq:stream-offset-spec` (queues/streams.py reads it) and
 the property filters of OASIS "AMQP Filter Expressions Version 1.0" (Committee
@@ -23,8 +24,10 @@ suffix; `&&` escapes a leading `&`; any other leading `&` makes the filter inval
 16 entries per filter (filtex 7.1's complexity limit, RabbitMQ's figure). Also on a stream
 queue: `amqp:sql-filter` (0x120) and the JMS selector `apache.org:selector-filter:string`
 (0x0000468C:0x00000004), a string each, parsed and evaluated by features/selectors.py (an
-expression it cannot parse is left out like an invalid property filter). Classic queues
-apply none of them: a consumer there gets every message, and its attach says so.
+expression it cannot parse is left out like an invalid property filter). Those two are in
+place on classic and quorum queues too (as Qpid Broker-J and ActiveMQ Artemis apply
+selectors on queues): the consumer is handed only the messages they accept, the others stay
+queued (queues/selection.py). Property filters on a classic queue are left out.
 
 Everything else is left out of the attach reply: an unknown filter, a property filter on a
 classic queue, an invalid one. 3.5.3 filter: "the sending endpoint sets the filter actually
@@ -138,11 +141,11 @@ def in_place(source: Any, *, stream: bool, faults: Faults) -> FiltersInPlace:
                 kept[key] = entry
             continue
         descriptor = entry.descriptor if isinstance(entry, Described) else None
-        if not stream or descriptor is None:
-            continue
-        kind = _kind(descriptor)
+        kind = None if descriptor is None else _kind(descriptor)
         if kind is None:
             continue  # a filter type this broker does not know
+        if not stream and kind not in (SQL, SELECTOR):
+            continue  # property filters: on streams only, as RabbitMQ 4.1 has them
         try:
             expression = _parse_entry(kind, entry.value, faults)
         except (InvalidFilterError, SelectorError):

@@ -151,7 +151,13 @@ class LinkHandler:
         consumer = ConsumerLink(session, link, queue, tag)
         consumer.resume_only = bool(attach.incomplete_unsettled)  # 2.7.3: nothing new
         if offset is None:
-            queue.add_consumer(tag, consumer, settled=consumer.settled, initial_delivery_count=0)
+            queue.add_consumer(
+                tag,
+                consumer,
+                settled=consumer.settled,
+                initial_delivery_count=0,
+                accepts=filters.accepts,
+            )
         else:
             queue.add_consumer(
                 tag, consumer, settled=consumer.settled, offset=offset, accepts=filters.accepts

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from amqpspec.amqp10.serial import MASK as SERIAL_MASK
 
 from ..faults.catalog import NO_FAULTS, Faults
 from . import credit
+from .selection import take_accepted
 
 
 class QueueError(Exception):
@@ -109,6 +110,7 @@ class Consumer:
     unacked: dict[int, QueuedMessage] = field(default_factory=dict)
     delivered_total: int = 0
     flows_seen: int = 0
+    accepts: Callable[[bytes], bool] | None = None  # its source's filters (features/filters.py)
 
 
 @dataclass(slots=True)
@@ -264,13 +266,21 @@ class ClassicQueue:
 
     # ------------------------------------------------------------------ consumers
     def add_consumer(
-        self, tag: str, owner: Any = None, *, settled: bool = False, initial_delivery_count: int = 0
+        self,
+        tag: str,
+        owner: Any = None,
+        *,
+        settled: bool = False,
+        initial_delivery_count: int = 0,
+        accepts: Callable[[bytes], bool] | None = None,
     ) -> Consumer:
-        """Attach a consumer link. It gets no credit until the receiver's first flow."""
+        """Attach a consumer link. It gets no credit until the receiver's first flow; with
+        `accepts`, it is handed only the messages that pass (the others stay queued)."""
         if tag in self._consumers:
             raise QueueError(f"queue {self.name!r} already has consumer {tag!r}")
         consumer = Consumer(tag, owner, settled, delivery_count=initial_delivery_count)
         consumer.initial_delivery_count = initial_delivery_count
+        consumer.accepts = accepts
         if self.faults.transfer_before_credit:
             consumer.credit = 1  # fault: an unrequested credit (rabbitmq-amqp1.0#43)
         if self.faults.deliver_to_two_consumers:
@@ -384,10 +394,10 @@ class ClassicQueue:
         while active and (ready or returned) and budget != 0:
             budget -= 1
             consumer = active.popleft()
-            if returned:
+            if returned or consumer.accepts is not None:
                 msg = self._take_for(consumer)
                 if msg is None:
-                    continue  # everything requeued is undeliverable here, and ready is empty
+                    continue  # nothing left that this consumer may take
             else:
                 msg = ready.popleft()
             consumer.credit -= 1
@@ -431,6 +441,8 @@ class ClassicQueue:
             consumers.move_to_end(consumer.tag)
 
     def _take_for(self, consumer: Consumer) -> QueuedMessage | None:
+        if consumer.accepts is not None:  # a selector: the oldest message it accepts
+            return take_accepted(self._ready, self._returned, consumer.tag, consumer.accepts)
         returned = self._returned
         if returned:
             head = returned[0]

@@ -105,7 +105,6 @@ class StreamConsumer(Consumer):
     """A consumer of a stream: the classic flow-control state plus its next offset."""
 
     position: int = 0
-    accepts: Callable[[bytes], bool] | None = None  # its source's filters (features/filters.py)
 
 
 class StreamQueue(ClassicQueue):
