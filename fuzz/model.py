@@ -270,10 +270,10 @@ class ServerModel:
         conn = self.server.state.name if not self.dead else "END"
         session = link = None
         if frame is not None and not self.dead:
-            session = self.server._sessions_by_remote.get(frame.channel)
+            session = self.server.sessions_by_remote_channel.get(frame.channel)
             handle = getattr(frame.performative, "handle", None)
             if session is not None and handle is not None:
-                link = session._remote_links.get(handle)
+                link = session.links_by_remote_handle.get(handle)
         sess_state = session.state.name if session is not None else "-"
         link_state = link.state.name if link is not None else "-"
         return f"{conn}/{sess_state}/{link_state}"

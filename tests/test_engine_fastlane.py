@@ -1,4 +1,4 @@
-"""The engine's fast lanes (Connection.fast_lanes: Session._fast_transfer for transfers in,
+"""The engine's fast lanes (Connection.fast_lanes: Session.fast_transfer for transfers in,
 Link.send for transfers out) against the general path, which is the spec's reference: the
 same peer frames and the same application answers fed to an engine with the lanes and
 one without must give the same events, the same endpoint state and the same bytes out."""
@@ -138,10 +138,10 @@ def _state(conn: Connection) -> tuple:
                     link.state,
                     link.delivery_count,
                     link.link_credit,
-                    link._granted_horizon,
-                    link._frames_in_delivery,
-                    link._bytes_in_delivery,
-                    link._assembler.in_progress,
+                    link.granted_horizon,
+                    link.frames_in_delivery,
+                    link.bytes_in_delivery,
+                    link.assembler.in_progress,
                 )
             )
     return tuple(out)
@@ -241,9 +241,9 @@ def test_fast_lane_takes_the_common_transfer(monkeypatch):
     """The lane is really taken for a plain one-frame transfer (so the comparison above
     compares two different paths), and not with fast_lanes off."""
     general = []
-    original = Session._receive
+    original = Session.receive
     monkeypatch.setattr(
-        Session, "_receive", lambda self, frame: (general.append(frame), original(self, frame))
+        Session, "receive", lambda self, frame: (general.append(frame), original(self, frame))
     )
     setup = {"window": 5, "auto_window": True, "enforce": True, "credit": 3}
     setup["max_message_size"] = None

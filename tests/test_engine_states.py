@@ -323,7 +323,7 @@ def _session_key(h: Harness) -> tuple[SessState, bool]:
     our end raced the peer's begin (END_SENT / DISCARDING) it is not, yet."""
     session = h.session
     return _session_state(h), session is not None and (
-        h.conn._sessions_by_remote.get(session.remote_channel) is session
+        h.conn.sessions_by_remote_channel.get(session.remote_channel) is session
     )
 
 
@@ -475,7 +475,7 @@ def _link_key(h: Harness) -> tuple[LinkState, bool]:
     peer's attach, and no longer after its detach."""
     link = h.link
     return _link_state(h), link is not None and (
-        h.session._remote_links.get(link.remote_handle) is link
+        h.session.links_by_remote_handle.get(link.remote_handle) is link
     )
 
 

@@ -141,15 +141,15 @@ class Connection:
         # record_transitions: every (machine, state, input) its tables applied, for
         # coverage of the transition tables (this connection's sessions and links too)
         self.transitions: set[tuple[str, str, str]] | None = set() if record_transitions else None
-        self._machine = connection_machine()
-        self._machine.visited = self.transitions
-        # the fast lanes (Session._fast_transfer, Link.send): the common one-frame transfer
+        self.machine = connection_machine()
+        self.machine.visited = self.transitions
+        # the fast lanes (Session.fast_transfer, Link.send): the common one-frame transfer
         # in and out without the table lookups, which in the states they admit are
         # self-loops; off while transitions are recorded (they apply no table)
         self.fast_lanes = not record_transitions
-        self._sasl_machine = sasl_machine() if sasl is not None else None
-        if self._sasl_machine is not None:
-            self._sasl_machine.visited = self.transitions
+        self.sasl_machine = sasl_machine() if sasl is not None else None
+        if self.sasl_machine is not None:
+            self.sasl_machine.visited = self.transitions
         self._decoder = FrameDecoder(expect_header=True, max_frame_size=MIN_MAX_FRAME_SIZE)
         self._awaiting_header = True  # the decoder reads the next bytes as a header
         self._out = bytearray()
@@ -159,13 +159,13 @@ class Connection:
         self.frames_sent = 0
         self._events: deque[ev.Event] = deque()
         self._observers: list[Callable[[ev.Event], bool | None]] = []
-        self._open_requested = False
-        self._sent_open = False
+        self.open_requested = False
+        self.open_sent = False
         self._input_broken = False
         self._sasl_failed = False
         # an event the application must answer was raised (a new open, begin or attach):
         # with `max_frames` the input pauses after that frame (see _handle_input)
-        self._answer_due = False
+        self.answer_due = False
         self.paused_for_answer = False  # the last _handle_input stopped for such an answer
         self.sasl_outcome: int | None = None
         self.sasl_username: str | None = None
@@ -175,14 +175,14 @@ class Connection:
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE  # 2.4.1: before open, 512
         self.remote_channel_max = 0
         self.remote_idle_timeout_ms: int | None = None
-        self._grants_pending: list[Session] = []  # window grants not yet handed out (2.5.6)
+        self.grants_pending: list[Session] = []  # window grants not yet handed out (2.5.6)
         # answers (errors, end and detach replies) due while what must precede them is not
         # out yet (our open, the session's begin: the peer pipelined), sent once it is
         self._unsent_replies: list[tuple[Callable[[], None], Session | None, int]] = []
         self._events_queued = 0  # events queued and taken so far: a reply waits its turn
         self._events_taken = 0
         self.sessions_by_channel: dict[int, Session] = {}  # our channel -> session
-        self._sessions_by_remote: dict[int, Session] = {}  # peer channel -> session
+        self.sessions_by_remote_channel: dict[int, Session] = {}  # peer channel -> session
         self._now: float | None = None
         self._last_received: float | None = None
         self._last_sent: float | None = None
@@ -206,26 +206,26 @@ class Connection:
 
     @property
     def state(self) -> ConnState:
-        return self._machine.state
+        return self.machine.state
 
     @property
     def sasl_state(self) -> SaslState | None:
-        return None if self._sasl_machine is None else self._sasl_machine.state
+        return None if self.sasl_machine is None else self.sasl_machine.state
 
     @property
     def finished(self) -> bool:
         """Nothing more will be exchanged: flush data_to_send() and close the socket."""
-        return self._machine.state is ConnState.END or self._sasl_failed or self._input_broken
+        return self.machine.state is ConnState.END or self._sasl_failed or self._input_broken
 
     @property
     def can_begin(self) -> bool:
         """Our open is out (pipelined or answered): sessions may be begun. With SASL
         that is after a successful outcome (5.3.2), so wait for it first."""
-        return self._machine.allows(ConnInput.SEND_FRAME)
+        return self.machine.allows(ConnInput.SEND_FRAME)
 
     @property
-    def _in_sasl(self) -> bool:
-        return self._sasl_machine is not None and self._sasl_machine.state is not SaslState.DONE
+    def in_sasl(self) -> bool:
+        return self.sasl_machine is not None and self.sasl_machine.state is not SaslState.DONE
 
     # --- I/O ------------------------------------------------------------------------
 
@@ -262,7 +262,7 @@ class Connection:
     def _handle_input(self, max_frames: int | None) -> bool:
         budget = -1 if max_frames is None else max_frames
         self.paused_for_answer = False
-        next_item, on_frame, machine = self._decoder.next_item, self._on_frame, self._machine
+        next_item, on_frame, machine = self._decoder.next_item, self._on_frame, self.machine
         # `finished`, inlined: handling a frame may end the connection
         while not (machine.state is _ENDED or self._sasl_failed or self._input_broken):
             if budget == 0:
@@ -280,11 +280,11 @@ class Connection:
                 self._on_header(item)
             else:
                 on_frame(item)
-            if self._answer_due:
+            if self.answer_due:
                 # h11's pause: the frames after a new open, begin or attach wait until the
                 # application has answered it, so that what they meet (the session's
                 # handle-max, the link's credit) never depends on where the reads split
-                self._answer_due = False
+                self.answer_due = False
                 if max_frames is not None:
                     self.paused_for_answer = True
                     return True
@@ -294,7 +294,7 @@ class Connection:
         if self._awaiting_header:
             self._on_bad_header(None)
         else:
-            self._fail(ProtocolError.of_decode(exc, "connection"))
+            self.fail(ProtocolError.of_decode(exc, "connection"))
             if exc.condition == Cond.FRAMING_ERROR:
                 self._input_broken = True  # frame boundaries are lost
 
@@ -308,12 +308,12 @@ class Connection:
             return b""
         data = bytes(self._out)
         self._out.clear()
-        if self._grants_pending:  # 2.5.6: the peer may now see these windows
-            for session in self._grants_pending:
-                session._grant_sent()
-            self._grants_pending.clear()
+        if self.grants_pending:  # 2.5.6: the peer may now see these windows
+            for session in self.grants_pending:
+                session.grant_sent()
+            self.grants_pending.clear()
         self._last_sent = self._now
-        if self._open_sent_at is None and self._sent_open:
+        if self._open_sent_at is None and self.open_sent:
             self._open_sent_at = self._now
         return data
 
@@ -369,7 +369,7 @@ class Connection:
         self._now = now
         deadline = self._idle_deadline()
         if deadline is not None and now >= deadline:
-            self._emit(ev.IdleTimeout(self.idle_threshold_ms or self.idle_timeout_ms or 0))
+            self.emit(ev.IdleTimeout(self.idle_threshold_ms or self.idle_timeout_ms or 0))
             self.close(Cond.RESOURCE_LIMIT_EXCEEDED, "local idle-time-out expired")
             return
         due = self._heartbeat_due()
@@ -388,32 +388,38 @@ class Connection:
         desired_capabilities: list[str] | None = None,
     ) -> None:
         """Send our open (after the headers, and after SASL when configured)."""
-        if self._open_requested:
+        if self.open_requested:
             raise UsageError("open() was already called")
-        if not self._in_sasl and self.state is not ConnState.START:
-            self._machine.refuse_unless(ConnInput.SEND_OPEN)
-        self._open_requested = True
+        if not self.in_sasl and self.state is not ConnState.START:
+            self.machine.refuse_unless(ConnInput.SEND_OPEN)
+        self.open_requested = True
         self.hostname = hostname or self.hostname
         self.properties = properties or self.properties
         self.offered_capabilities = offered_capabilities or self.offered_capabilities
         self.desired_capabilities = desired_capabilities or self.desired_capabilities
-        if self._in_sasl:
-            if self.role == "client" and self._sasl_machine.state is SaslState.START:
-                self._sasl_machine.process(SaslInput.SEND_HEADER)
+        if self.in_sasl:
+            if self.role == "client" and self.sasl_machine.state is SaslState.START:
+                self.sasl_machine.process(SaslInput.SEND_HEADER)
                 self._out += SASL_HEADER.encode()
             return  # the open goes out after a successful sasl-outcome (5.3.2)
         self._send_header_and_open()
 
     def _send_header_and_open(self) -> None:
-        if self._machine.allows(ConnInput.SEND_HEADER):
-            self._machine.process(ConnInput.SEND_HEADER)
+        if self.machine.allows(ConnInput.SEND_HEADER):
+            self.machine.process(ConnInput.SEND_HEADER)
             self._out += AMQP_HEADER.encode()
-        if self._open_requested and self._machine.allows(ConnInput.SEND_OPEN):
-            self._machine.process(ConnInput.SEND_OPEN)
-            self._write_open()
+        if self.open_requested and self.machine.allows(ConnInput.SEND_OPEN):
+            self.machine.process(ConnInput.SEND_OPEN)
+            self.write_open()
 
-    def _write_open(self) -> None:
-        self._sent_open = True
+    def write_open(self, frame: bytes | None = None) -> None:
+        """Write our open: `frame` as given (a crafted open, through write_frame: the
+        caller has set the fields it carries) or encoded from our fields."""
+        self.open_sent = True
+        if frame is not None:
+            self.write_frame(frame)
+            self._decoder.max_frame_size = self.max_frame_size  # 2.7.1, as below
+            return
         self._out += encode_frame(
             Open(
                 container_id=self.container_id,
@@ -434,15 +440,15 @@ class Connection:
         """Send close (2.7.9); with an error the connection discards input until the
         peer's close (2.4.6 DISCARDING). Before the AMQP layer runs (SASL), it only ends."""
         err = as_error(error, description)
-        if self._in_sasl:
+        if self.in_sasl:
             self._sasl_failed = True
             return
         inp = ConnInput.SEND_CLOSE if err is None else ConnInput.SEND_CLOSE_ERROR
-        action = self._machine.process(inp)
-        if action == OPEN_THEN_CLOSE or not self._sent_open:
+        action = self.machine.process(inp)
+        if action == OPEN_THEN_CLOSE or not self.open_sent:
             # 2.4.1/2.4.6: open is always the first frame, also when the peer's open and
             # close arrived together (OPEN_RCVD -> CLOSE_RCVD) and we answer its close
-            self._write_open()
+            self.write_open()
         self._out += encode_frame(Close(error=err))
         self.frames_sent += 1
 
@@ -460,7 +466,7 @@ class Connection:
     ) -> Session:
         """Begin a new session (2.5.2) on the lowest free channel; its first transfer-id
         (our begin's next-outgoing-id) is `initial_outgoing_id`."""
-        self._machine.refuse_unless(ConnInput.SEND_FRAME)  # before a channel is taken
+        self.machine.refuse_unless(ConnInput.SEND_FRAME)  # before a channel is taken
         session = Session(
             self,
             incoming_window=incoming_window,
@@ -514,7 +520,7 @@ class Connection:
 
     # --- engine-internal, used by Session -----------------------------------------
 
-    def _allocate_channel(self, session: Session) -> int:
+    def allocate_channel(self, session: Session) -> int:
         limit = self.remote_channel_max if self.remote_open is not None else self.channel_max
         for channel in range(limit + 1):
             if channel not in self.sessions_by_channel:
@@ -523,12 +529,12 @@ class Connection:
         raise UsageError(f"no free channel <= channel-max {limit} (2.7.1)")
 
     def _can_send(self) -> bool:
-        return self._machine.allows(ConnInput.SEND_FRAME)
+        return self.machine.allows(ConnInput.SEND_FRAME)
 
-    def _check_can_send(self) -> None:
-        self._machine.process(ConnInput.SEND_FRAME)
+    def check_can_send(self) -> None:
+        self.machine.process(ConnInput.SEND_FRAME)
 
-    def _reply_when_sendable(
+    def reply_when_sendable(
         self, reply: Callable[[], None], session: Session | None = None
     ) -> None:
         """Call `reply()` (it writes an end, a detach, an error) now if our open is out, and
@@ -556,7 +562,7 @@ class Connection:
             else:
                 self._unsent_replies.append((reply, session, due))
 
-    def _write(self, frame_bytes: bytes) -> None:
+    def write_frame(self, frame_bytes: bytes) -> None:
         self._out += frame_bytes
         self.frames_sent += 1
 
@@ -566,71 +572,71 @@ class Connection:
         `edit` before it is queued: deliberate misbehaviour, for fault injection (a broker
         that breaks a field rule on purpose). The endpoint's own state is not told of the
         change. Free until called: it replaces `_write` on this instance only."""
-        plain = Connection._write.__get__(self)
+        plain = Connection.write_frame.__get__(self)
 
         def write(frame_bytes: bytes) -> None:
             plain(edit(frame_bytes))
 
-        self._write = write  # type: ignore[method-assign]
+        self.write_frame = write  # type: ignore[method-assign]
 
-    def _emit(self, event: ev.Event) -> None:
+    def emit(self, event: ev.Event) -> None:
         for observer in self._observers:
             if observer(event):
                 return  # consumed: not queued for events()/next_event()
         self._events.append(event)
         self._events_queued += 1
 
-    def _session_unmapped(self, session: Session) -> None:
+    def session_unmapped(self, session: Session) -> None:
         if self.sessions_by_channel.get(session.channel) is session:
             del self.sessions_by_channel[session.channel]
 
-    def _remote_channel_ended(self, session: Session) -> None:
-        if self._sessions_by_remote.get(session.remote_channel) is session:
-            del self._sessions_by_remote[session.remote_channel]
+    def remote_channel_ended(self, session: Session) -> None:
+        if self.sessions_by_remote_channel.get(session.remote_channel) is session:
+            del self.sessions_by_remote_channel[session.remote_channel]
 
     # --- headers (2.2, 5.3.1) --------------------------------------------------------
 
     def _on_header(self, header: ProtocolHeader) -> None:
-        self._emit(ev.ProtocolHeaderReceived(header.protocol_id, header.is_supported))
-        wanted = ProtocolId.SASL if self._in_sasl else ProtocolId.AMQP
+        self.emit(ev.ProtocolHeaderReceived(header.protocol_id, header.is_supported))
+        wanted = ProtocolId.SASL if self.in_sasl else ProtocolId.AMQP
         if header.protocol_id != wanted or not header.is_supported:
             self._on_bad_header(header)
-        elif self._in_sasl:
+        elif self.in_sasl:
             self._on_sasl_header()
         else:
-            self._machine.process(ConnInput.RECV_HEADER)
+            self.machine.process(ConnInput.RECV_HEADER)
             if self.state is ConnState.HDR_RCVD:
                 self._send_header_and_open()
 
     def _on_bad_header(self, header: ProtocolHeader | None) -> None:
         """2.2: answer with the header we support, then end the connection."""
-        ours = SASL_HEADER if self._in_sasl else AMQP_HEADER
-        sasl_sent = self._sasl_machine is not None and self._sasl_machine.state is not (
+        ours = SASL_HEADER if self.in_sasl else AMQP_HEADER
+        sasl_sent = self.sasl_machine is not None and self.sasl_machine.state is not (
             SaslState.START
         )
         try:
-            action = self._machine.process(ConnInput.RECV_BAD_HEADER)
+            action = self.machine.process(ConnInput.RECV_BAD_HEADER)
         except ProtocolError as exc:
-            self._fail(exc)
+            self.fail(exc)
             self._input_broken = True
             return
-        if action == HEADER_THEN_END and not (self._in_sasl and sasl_sent):
+        if action == HEADER_THEN_END and not (self.in_sasl and sasl_sent):
             self._out += ours.encode()
         self._input_broken = True
         what = "unreadable" if header is None else f"protocol id {header.protocol_id}"
         error = ProtocolError(
             Cond.FRAMING_ERROR, f"unsupported header: {what}", kind=ErrorKind.UNSUPPORTED_HEADER
         )
-        self._emit(ev.ProtocolErrorRaised.of(error, "connection"))
+        self.emit(ev.ProtocolErrorRaised.of(error, "connection"))
 
     # --- SASL (5.3) -----------------------------------------------------------------
 
     def _sasl_step(self, inp: SaslInput) -> bool:
         """Apply a SASL input; a refused RECV ends the connection (there is no close)."""
         try:
-            self._sasl_machine.process(inp)
+            self.sasl_machine.process(inp)
         except ProtocolError as exc:
-            self._emit(ev.ProtocolErrorRaised.of(exc, "connection"))
+            self.emit(ev.ProtocolErrorRaised.of(exc, "connection"))
             self._sasl_failed = True
             return False
         return True
@@ -639,8 +645,8 @@ class Connection:
         if not self._sasl_step(SaslInput.RECV_HEADER):
             return
         if self.role == "server":
-            self._sasl_machine.process(SaslInput.SEND_HEADER)
-            self._sasl_machine.process(SaslInput.SEND_MECHANISMS)
+            self.sasl_machine.process(SaslInput.SEND_HEADER)
+            self.sasl_machine.process(SaslInput.SEND_MECHANISMS)
             self._out += SASL_HEADER.encode()
             mechanisms = self.sasl.mechanisms_frame()
             self._out += encode_frame(mechanisms, frame_type=FrameType.SASL)
@@ -654,7 +660,7 @@ class Connection:
                 kind=ErrorKind.AMQP_FRAME_DURING_SASL,
             )
             # the description is the error's whole text (condition: description), as sent
-            self._emit(
+            self.emit(
                 ev.ProtocolErrorRaised(error.condition, str(error), "connection", error=error)
             )
             self._sasl_failed = True
@@ -666,7 +672,7 @@ class Connection:
                 "empty frame during SASL",
                 kind=ErrorKind.EMPTY_FRAME_DURING_SASL,
             )
-            self._emit(ev.ProtocolErrorRaised.of(error, "connection"))
+            self.emit(ev.ProtocolErrorRaised.of(error, "connection"))
             self._sasl_failed = True
             return
         self._sasl_handlers[type(frame.performative)](frame.performative)
@@ -675,14 +681,14 @@ class Connection:
         if not self._sasl_step(SaslInput.RECV_MECHANISMS):
             return
         offered = tuple(str(m) for m in mechanisms.sasl_server_mechanisms or ())
-        self._emit(ev.SaslMechanismsOffered(offered))
+        self.emit(ev.SaslMechanismsOffered(offered))
         try:
             init = self.sasl.init_for(offered)
         except ProtocolError as exc:
-            self._emit(ev.ProtocolErrorRaised.of(exc, "connection"))
+            self.emit(ev.ProtocolErrorRaised.of(exc, "connection"))
             self._sasl_failed = True
             return
-        self._sasl_machine.process(SaslInput.SEND_INIT)
+        self.sasl_machine.process(SaslInput.SEND_INIT)
         self._out += encode_frame(init, frame_type=FrameType.SASL)
         self.frames_sent += 1
 
@@ -702,7 +708,7 @@ class Connection:
             self._send_sasl_outcome(str(init.mechanism), SaslCode.AUTH, None)
             return
         self._sasl_exchange = exchange  # 5.3.2: challenge, response, then the outcome
-        self._sasl_machine.process(SaslInput.SEND_CHALLENGE)
+        self.sasl_machine.process(SaslInput.SEND_CHALLENGE)
         self._out += encode_frame(SaslChallenge(challenge=challenge), frame_type=FrameType.SASL)
         self.frames_sent += 1
 
@@ -710,20 +716,20 @@ class Connection:
         self, mechanism: str, code: int, username: str | None, data: bytes | None = None
     ) -> None:
         """The server's sasl-outcome (5.3.3.6; `data`: its additional-data on success)."""
-        self._sasl_machine.process(SaslInput.SEND_OUTCOME)
+        self.sasl_machine.process(SaslInput.SEND_OUTCOME)
         outcome = SaslOutcome(code=code, additional_data=data)
         self._out += encode_frame(outcome, frame_type=FrameType.SASL)
         self.frames_sent += 1
         self.sasl_outcome, self.sasl_username = code, username
-        self._emit(ev.SaslAuthenticated(mechanism, username, code))
-        self._after_sasl(code)
+        self.emit(ev.SaslAuthenticated(mechanism, username, code))
+        self.finish_sasl(code)
 
     def _on_sasl_outcome(self, outcome: SaslOutcome) -> None:
         if not self._sasl_step(SaslInput.RECV_OUTCOME):
             return
         self.sasl_outcome = outcome.code
-        self._emit(ev.SaslOutcomeReceived(outcome.code, outcome.additional_data))
-        self._after_sasl(outcome.code)
+        self.emit(ev.SaslOutcomeReceived(outcome.code, outcome.additional_data))
+        self.finish_sasl(outcome.code)
 
     def _on_sasl_challenge(self, challenge: SaslChallenge) -> None:
         self._on_sasl_unsupported(SaslInput.RECV_CHALLENGE)
@@ -748,10 +754,10 @@ class Connection:
             error = ProtocolError(
                 Cond.NOT_IMPLEMENTED, f"{inp.value} unsupported", kind=ErrorKind.SASL_UNSUPPORTED
             )
-            self._emit(ev.ProtocolErrorRaised.of(error, "connection"))
+            self.emit(ev.ProtocolErrorRaised.of(error, "connection"))
             self._sasl_failed = True
 
-    def _after_sasl(self, code: int) -> None:
+    def finish_sasl(self, code: int) -> None:
         if code != SaslCode.OK:
             self._sasl_failed = True  # 5.3.3.6: the connection is not established
             return
@@ -767,14 +773,14 @@ class Connection:
         if (
             type(frame.performative) is Transfer
             and self.fast_lanes
-            and self._machine.state is _OPENED  # RECV_FRAME: a self-loop here
+            and self.machine.state is _OPENED  # RECV_FRAME: a self-loop here
             and frame.type == _AMQP_FRAME
-            and (self._sasl_machine is None or self._sasl_machine.state is _SASL_DONE)
+            and (self.sasl_machine is None or self.sasl_machine.state is _SASL_DONE)
         ):
-            session = self._sessions_by_remote.get(frame.channel)
-            if session is not None and session._fast_transfer(frame):
+            session = self.sessions_by_remote_channel.get(frame.channel)
+            if session is not None and session.fast_transfer(frame):
                 return
-        if self._in_sasl:
+        if self.in_sasl:
             self._on_sasl_frame(frame)
             return
         performative = frame.performative
@@ -794,10 +800,10 @@ class Connection:
             else:
                 self._on_session_frame(frame)
         except ProtocolError as exc:
-            self._fail(exc)
+            self.fail(exc)
 
     def _on_open(self, open_: Open) -> None:
-        action = self._machine.process(ConnInput.RECV_OPEN)
+        action = self.machine.process(ConnInput.RECV_OPEN)
         if action == DISCARD:
             return
         self.remote_open = open_
@@ -813,24 +819,24 @@ class Connection:
                 declared=open_.max_frame_size,
                 allowed=MIN_MAX_FRAME_SIZE,
             )
-        if not self._sent_open:
-            self._answer_due = True  # the application opens (or refuses) first
-        self._emit(ev.RemoteOpen(open_))
+        if not self.open_sent:
+            self.answer_due = True  # the application opens (or refuses) first
+        self.emit(ev.RemoteOpen(open_))
 
     def _on_close(self, close: Close) -> None:
-        self._machine.process(ConnInput.RECV_CLOSE)
+        self.machine.process(ConnInput.RECV_CLOSE)
         self.remote_close = close
-        self._emit(ev.RemoteClose(close.error))
-        if self.auto_reply and self._machine.allows(ConnInput.SEND_CLOSE):
+        self.emit(ev.RemoteClose(close.error))
+        if self.auto_reply and self.machine.allows(ConnInput.SEND_CLOSE):
             self.close()  # 2.4.3: answer the peer's close with ours
 
     def _on_session_frame(self, frame: Frame) -> None:
-        if self._machine.process(ConnInput.RECV_FRAME) == DISCARD:
+        if self.machine.process(ConnInput.RECV_FRAME) == DISCARD:
             return
         if isinstance(frame.performative, Begin):
             self._on_begin(frame.channel, frame.performative)
             return
-        session = self._sessions_by_remote.get(frame.channel)
+        session = self.sessions_by_remote_channel.get(frame.channel)
         if session is None:  # 2.5.1: no session is mapped to this incoming channel
             raise ProtocolError(
                 Cond.ILLEGAL_STATE,
@@ -839,7 +845,7 @@ class Connection:
                 performative=frame.name,
                 channel=frame.channel,
             )
-        session._receive(frame)
+        session.receive(frame)
 
     def _on_begin(self, channel: int, begin: Begin) -> None:
         if channel > self.channel_max:  # 2.7.1: outside our channel-max
@@ -851,7 +857,7 @@ class Connection:
                 channel=channel,
                 allowed=self.channel_max,
             )
-        session = self._sessions_by_remote.get(channel)
+        session = self.sessions_by_remote_channel.get(channel)
         if session is not None:  # 2.5.1: the channel is in use by a session
             raise ProtocolError(
                 Cond.ILLEGAL_STATE,
@@ -872,23 +878,23 @@ class Connection:
                 )
         if session is None:
             session = Session(self, incoming=True)
-        self._sessions_by_remote[channel] = session
-        session._receive_begin(channel, begin)
+        self.sessions_by_remote_channel[channel] = session
+        session.receive_begin(channel, begin)
 
     def _on_transport_closed(self) -> None:
         clean = self.state is ConnState.END or self._sasl_failed
-        self._machine.process(ConnInput.TRANSPORT_CLOSED)
-        self._emit(ev.TransportClosed(clean))
+        self.machine.process(ConnInput.TRANSPORT_CLOSED)
+        self.emit(ev.TransportClosed(clean))
 
     # --- errors -------------------------------------------------------------------------
 
-    def _fail(self, exc: ProtocolError) -> None:
+    def fail(self, exc: ProtocolError) -> None:
         """The peer broke a connection rule: report it and close with its condition."""
-        self._emit(ev.ProtocolErrorRaised.of(exc, "connection"))
-        if self._in_sasl:
+        self.emit(ev.ProtocolErrorRaised.of(exc, "connection"))
+        if self.in_sasl:
             self._sasl_failed = True  # SASL has no close: the exchange just ends (5.3.2)
             return
         if self.state in _CLOSE_SENT:
             return  # 2.4.6: nothing more may be sent after close
-        if self._machine.allows(ConnInput.SEND_CLOSE_ERROR):
+        if self.machine.allows(ConnInput.SEND_CLOSE_ERROR):
             self.close(exc.condition, exc.description)

@@ -64,7 +64,7 @@ def record_sent(
     except UsageError:
         if strict:
             raise
-        conn._write(frame)
+        conn.write_frame(frame)
         return None
 
 
@@ -72,22 +72,22 @@ def record_sent(
 
 
 def _not_in_sasl(conn: Connection, name: str) -> None:
-    if conn._in_sasl:
+    if conn.in_sasl:
         raise UsageError(f"{name} before the SASL outcome (5.3.2)")
 
 
 def _open(conn: Connection, open_: Any, channel: int, frame: bytes) -> Endpoint:
     _not_in_sasl(conn, "open")
-    machine = conn._machine
+    machine = conn.machine
     header = machine.allows(ConnInput.SEND_HEADER)
     state = CONNECTION_TABLE[machine.state, ConnInput.SEND_HEADER].next_state if header else None
     if (state or machine.state, ConnInput.SEND_OPEN) not in CONNECTION_TABLE:
         machine.refuse(ConnInput.SEND_OPEN)
     if header:
         machine.process(ConnInput.SEND_HEADER)
-        conn._out += AMQP_HEADER.encode()
+        conn.send_raw(AMQP_HEADER.encode())
     machine.process(ConnInput.SEND_OPEN)
-    conn._open_requested = conn._sent_open = True
+    conn.open_requested = True
     conn.container_id = open_.container_id
     conn.hostname = open_.hostname
     conn.max_frame_size = open_.max_frame_size
@@ -96,17 +96,16 @@ def _open(conn: Connection, open_: Any, channel: int, frame: bytes) -> Endpoint:
     conn.offered_capabilities = open_.offered_capabilities
     conn.desired_capabilities = open_.desired_capabilities
     conn.properties = open_.properties
-    conn._write(frame)
-    conn._decoder.max_frame_size = open_.max_frame_size  # 2.7.1: the peer may use it now
+    conn.write_open(frame)  # 2.7.1: from now on the peer may use our max-frame-size
     return None
 
 
 def _close(conn: Connection, close: Any, channel: int, frame: bytes) -> Endpoint:
     _not_in_sasl(conn, "close")
     inp = ConnInput.SEND_CLOSE if close.error is None else ConnInput.SEND_CLOSE_ERROR
-    if conn._machine.process(inp) == OPEN_THEN_CLOSE:
-        conn._write_open()
-    conn._write(frame)
+    if conn.machine.process(inp) == OPEN_THEN_CLOSE:
+        conn.write_open()
+    conn.write_frame(frame)
     return None
 
 
@@ -116,20 +115,20 @@ def _close(conn: Connection, close: Any, channel: int, frame: bytes) -> Endpoint
 def _session_on(conn: Connection, channel: int, inp: SessInput) -> Session:
     """The session on our `channel`, checked (connection and session) for `inp`."""
     _not_in_sasl(conn, inp.value)
-    conn._machine.refuse_unless(ConnInput.SEND_FRAME)
+    conn.machine.refuse_unless(ConnInput.SEND_FRAME)
     session = conn.sessions_by_channel.get(channel)
     if session is None:
         raise UsageError(f"no session of ours on channel {channel}")
-    session._machine.refuse_unless(inp)
+    session.machine.refuse_unless(inp)
     return session
 
 
 def _begin(conn: Connection, begin: Any, channel: int, frame: bytes) -> Endpoint:
     _not_in_sasl(conn, "begin")
-    conn._machine.refuse_unless(ConnInput.SEND_FRAME)
+    conn.machine.refuse_unless(ConnInput.SEND_FRAME)
     on_channel = conn.sessions_by_channel.get(channel)
     if begin.remote_channel is not None:  # answering the peer's begin (2.5.2)
-        session = conn._sessions_by_remote.get(begin.remote_channel)
+        session = conn.sessions_by_remote_channel.get(begin.remote_channel)
         if session is None:
             raise UsageError(f"no begin from the peer on channel {begin.remote_channel}")
         if on_channel not in (None, session):
@@ -140,14 +139,14 @@ def _begin(conn: Connection, begin: Any, channel: int, frame: bytes) -> Endpoint
     if channel > limit:
         raise UsageError(f"channel {channel} > channel-max {limit} (2.7.1)")
     if session is not None:
-        session._machine.refuse_unless(SessInput.SEND_BEGIN)
-    conn._check_can_send()
+        session.machine.refuse_unless(SessInput.SEND_BEGIN)
+    conn.check_can_send()
     if session is None:
         session = Session(conn, incoming=True)
     if session.channel is None:
         session.channel = channel
         conn.sessions_by_channel[channel] = session
-    session._machine.process(SessInput.SEND_BEGIN)
+    session.machine.process(SessInput.SEND_BEGIN)
     session.initial_outgoing_id = session.next_outgoing_id = begin.next_outgoing_id
     session.incoming_window = session.incoming_window_max = begin.incoming_window
     session.outgoing_window = begin.outgoing_window
@@ -155,20 +154,20 @@ def _begin(conn: Connection, begin: Any, channel: int, frame: bytes) -> Endpoint
     session.properties = begin.properties
     session.offered_capabilities = begin.offered_capabilities
     session.desired_capabilities = begin.desired_capabilities
-    session._grant_window()
-    conn._write(frame)
+    session.grant_window()
+    conn.write_frame(frame)
     return session
 
 
 def _end(conn: Connection, end: Any, channel: int, frame: bytes) -> Endpoint:
     inp = SessInput.SEND_END if end.error is None else SessInput.SEND_END_ERROR
     session = _session_on(conn, channel, inp)
-    conn._check_can_send()
-    if session._machine.process(inp) == BEGIN_THEN_END:
-        session._write_begin()
-    session._queue.clear()
-    conn._write(frame)
-    session._maybe_unmapped()
+    conn.check_can_send()
+    if session.machine.process(inp) == BEGIN_THEN_END:
+        session.write_begin()
+    session.drop_queued()
+    conn.write_frame(frame)
+    session.maybe_unmapped()
     return session
 
 
@@ -177,30 +176,30 @@ def _flow(conn: Connection, flow: Any, channel: int, frame: bytes) -> Endpoint:
     link = None
     if flow.handle is not None:
         link = _link_on(session, flow.handle)
-        link._machine.refuse_unless(LinkInput.SEND_FLOW)
-    conn._check_can_send()
-    session._machine.process(SessInput.SEND_FLOW)
+        link.machine.refuse_unless(LinkInput.SEND_FLOW)
+    conn.check_can_send()
+    session.machine.process(SessInput.SEND_FLOW)
     session.incoming_window = session.incoming_window_max = flow.incoming_window
     session.outgoing_window = flow.outgoing_window
-    session._grant_window()
+    session.grant_window()
     if link is not None:
-        link._machine.process(LinkInput.SEND_FLOW)
+        link.machine.process(LinkInput.SEND_FLOW)
         if link.is_sender:
             if flow.available is not None:
                 link.available = flow.available
         else:
             if flow.link_credit is not None:
-                link._grant(flow.link_credit)
+                link.grant(flow.link_credit)
             link.drain = bool(flow.drain)
-    conn._write(frame)
+    conn.write_frame(frame)
     return link or session
 
 
 def _disposition(conn: Connection, disposition: Any, channel: int, frame: bytes) -> Endpoint:
     session = _session_on(conn, channel, SessInput.SEND_DISPOSITION)
-    conn._check_can_send()
-    session._machine.process(SessInput.SEND_DISPOSITION)
-    conn._write(frame)
+    conn.check_can_send()
+    session.machine.process(SessInput.SEND_DISPOSITION)
+    conn.write_frame(frame)
     return session
 
 
@@ -219,9 +218,9 @@ def _on_link(conn: Connection, channel: int, handle: int, what: str) -> tuple[Se
     then the connection's and session's inputs applied (the link's is the caller's)."""
     session = _session_on(conn, channel, SessInput[f"SEND_{what}"])
     link = _link_on(session, handle)
-    link._machine.refuse_unless(LinkInput[f"SEND_{what}"])
-    conn._check_can_send()
-    session._machine.process(SessInput[f"SEND_{what}"])
+    link.machine.refuse_unless(LinkInput[f"SEND_{what}"])
+    conn.check_can_send()
+    session.machine.process(SessInput[f"SEND_{what}"])
     return session, link
 
 
@@ -230,17 +229,17 @@ def _attach(conn: Connection, attach: Any, channel: int, frame: bytes) -> Endpoi
     link = next(
         (
             peer_link
-            for peer_link in session._remote_links.values()
+            for peer_link in session.links_by_remote_handle.values()
             if peer_link.name == attach.name and peer_link.state is LinkState.ATTACH_RCVD
         ),
         None,
     )  # answering the peer's attach (2.6.3)
     if link is not None:
-        link._machine.refuse_unless(LinkInput.SEND_ATTACH)
+        link.machine.refuse_unless(LinkInput.SEND_ATTACH)
     if session.links.get(attach.handle) not in (None, link):
         raise UsageError(f"handle {attach.handle} is in use (2.6.2)")
-    conn._check_can_send()
-    session._machine.process(SessInput.SEND_ATTACH)
+    conn.check_can_send()
+    session.machine.process(SessInput.SEND_ATTACH)
     if link is None:
         link = Link(session, attach.name, attach.role, None, None, None, None)
     link.source, link.target = attach.source, attach.target
@@ -249,22 +248,20 @@ def _attach(conn: Connection, attach: Any, channel: int, frame: bytes) -> Endpoi
     link.handle = attach.handle
     session.links[attach.handle] = link
     if link.is_sender:  # 2.6.7: our delivery-count starts at initial-delivery-count
-        link.initial_delivery_count = link.delivery_count = attach.initial_delivery_count or 0
-        if link._last_flow is not None:  # credit granted before our attach
-            link._sender_flow(link._last_flow)
-    link._machine.process(LinkInput.SEND_ATTACH)
+        link.start_delivery_count(attach.initial_delivery_count or 0)
+    link.machine.process(LinkInput.SEND_ATTACH)
     if link.state is LinkState.ATTACH_SENT:
-        session._attaching_link(link)
-    conn._write(frame)
+        session.await_attach(link)
+    conn.write_frame(frame)
     return link
 
 
 def _transfer(conn: Connection, transfer: Any, channel: int, frame: bytes) -> Endpoint:
     session, link = _on_link(conn, channel, transfer.handle, "TRANSFER")
-    link._machine.process(LinkInput.SEND_TRANSFER)
+    link.machine.process(LinkInput.SEND_TRANSFER)
     # 2.5.6: every transfer frame takes one transfer-id, within the window or not
     session.next_outgoing_id = serial_add(session.next_outgoing_id, 1)
-    if not link._sending_more:  # 2.6.7, 2.7.5: the first frame of a delivery
+    if not link.sending_more:  # 2.6.7, 2.7.5: the first frame of a delivery
         if transfer.delivery_id is not None and serial_ge(
             transfer.delivery_id, session.next_delivery_id
         ):
@@ -272,17 +269,17 @@ def _transfer(conn: Connection, transfer: Any, channel: int, frame: bytes) -> En
         if link.is_sender and link.delivery_count is not None:
             link.delivery_count = serial_add(link.delivery_count, 1)
             link.link_credit = max(0, link.link_credit - 1)
-    link._sending_more = bool(transfer.more) and not transfer.aborted
-    conn._write(frame)
+    link.sending_more = bool(transfer.more) and not transfer.aborted
+    conn.write_frame(frame)
     return link
 
 
 def _detach(conn: Connection, detach: Any, channel: int, frame: bytes) -> Endpoint:
     session, link = _on_link(conn, channel, detach.handle, "DETACH")
-    if link._machine.process(LinkInput.SEND_DETACH) == ATTACH_THEN_DETACH:
-        session._send_attach(link._attach_frame({}))
-    conn._write(frame)
-    link._maybe_detached()
+    if link.machine.process(LinkInput.SEND_DETACH) == ATTACH_THEN_DETACH:
+        session.write_attach(link.attach_frame({}))
+    conn.write_frame(frame)
+    link.maybe_detached()
     return link
 
 
@@ -298,8 +295,8 @@ _SASL_INPUT = {
 
 
 def _sasl(conn: Connection, body: Any, channel: int, frame: bytes) -> Endpoint:
-    machine = conn._sasl_machine
-    if machine is None or not conn._in_sasl:
+    machine = conn.sasl_machine
+    if machine is None or not conn.in_sasl:
         raise UsageError(f"{body.NAME} outside a SASL exchange (5.3.2)")
     inp = _SASL_INPUT[body.NAME]
     header = machine.state is SaslState.START and conn.role == "client"
@@ -308,12 +305,12 @@ def _sasl(conn: Connection, body: Any, channel: int, frame: bytes) -> Endpoint:
         machine.refuse(inp)
     if header:
         machine.process(SaslInput.SEND_HEADER)
-        conn._out += SASL_HEADER.encode()
+        conn.send_raw(SASL_HEADER.encode())
     machine.process(inp)
-    conn._write(frame)
+    conn.write_frame(frame)
     if inp is SaslInput.SEND_OUTCOME:
         conn.sasl_outcome = body.code
-        conn._after_sasl(body.code)
+        conn.finish_sasl(body.code)
     return None
 
 

@@ -82,8 +82,8 @@ class Link:
         self.snd_settle_mode = snd_settle_mode
         self.rcv_settle_mode = rcv_settle_mode
         self.max_message_size: int | None = None
-        self._machine = link_machine()
-        self._machine.visited = session.connection.transitions
+        self.machine = link_machine()
+        self.machine.visited = session.connection.transitions
         self.handle: int | None = None
         self.remote_handle: int | None = None
         self.remote_attach: Attach | None = None
@@ -94,19 +94,19 @@ class Link:
         self.link_credit = 0
         self.available = 0
         self.drain = False
-        self._granted_horizon: int | None = None  # receiver: highest dc + credit granted
+        self.granted_horizon: int | None = None  # receiver: highest dc + credit granted
         self._latest_horizon: int | None = None  # receiver: dc + credit of the last grant
         self._last_flow: Flow | None = None  # sender: the receiver's latest flow
         self._credit_horizon: int | None = None  # sender: dc + credit of the latest grant
         self._echo_owed = False  # an echo arrived before our attach (auto_echo)
-        self._assembler = TransferAssembler()
-        self._frames_in_delivery = 0
-        self._sending_more = False  # a crafted multi-frame delivery is under way (crafted.py)
-        self._bytes_in_delivery = 0
+        self.assembler = TransferAssembler()
+        self.frames_in_delivery = 0
+        self.sending_more = False  # a crafted multi-frame delivery is under way (crafted.py)
+        self.bytes_in_delivery = 0
 
     @property
     def state(self) -> LinkState:
-        return self._machine.state
+        return self.machine.state
 
     @property
     def is_sender(self) -> bool:
@@ -121,20 +121,20 @@ class Link:
     def _check(self, link_input: LinkInput, session_input: SessInput) -> None:
         """Refuse before any side effect: the connection, session and link tables must
         all allow the frame (UsageError otherwise)."""
-        self.session.connection._check_can_send()
-        self.session._machine.refuse_unless(session_input)
-        self._machine.refuse_unless(link_input)
+        self.session.connection.check_can_send()
+        self.session.machine.refuse_unless(session_input)
+        self.machine.refuse_unless(link_input)
 
-    def _attach(self, fields: dict[str, Any]) -> None:
+    def attach(self, fields: dict[str, Any]) -> None:
         self._check(LinkInput.SEND_ATTACH, SessInput.SEND_ATTACH)
-        self.handle = self.session._allocate_handle(self)
+        self.handle = self.session.allocate_handle(self)
         self.max_message_size = fields.get("max_message_size")
-        self._machine.process(LinkInput.SEND_ATTACH)
-        self.session._send_attach(self._attach_frame(fields))
+        self.machine.process(LinkInput.SEND_ATTACH)
+        self.session.write_attach(self.attach_frame(fields))
         if self.state is LinkState.ATTACH_SENT:
-            self.session._attaching_link(self)
+            self.session.await_attach(self)
 
-    def _attach_frame(self, fields: dict[str, Any]) -> Attach:
+    def attach_frame(self, fields: dict[str, Any]) -> Attach:
         return Attach(
             name=self.name,
             handle=self.handle,
@@ -160,7 +160,7 @@ class Link:
         """Answer the peer's attach (ATTACH_RCVD) with ours (2.6.3). source/target
         default to the peer's; pass None for a null terminus. Settle modes default to
         the peer's."""
-        self._machine.refuse_unless(LinkInput.SEND_ATTACH)
+        self.machine.refuse_unless(LinkInput.SEND_ATTACH)
         remote = self.remote_attach
         if remote is None:
             raise UsageError("accept() answers a peer's attach; this link was attached by us")
@@ -173,10 +173,8 @@ class Link:
             remote.rcv_settle_mode if rcv_settle_mode is None else rcv_settle_mode
         )
         if self.is_sender:
-            self.initial_delivery_count = self.delivery_count = initial_delivery_count
-            if self._last_flow is not None:  # credit granted before our attach
-                self._sender_flow(self._last_flow)
-        self._attach(attach_fields)
+            self.start_delivery_count(initial_delivery_count)
+        self.attach(attach_fields)
         if self._echo_owed:  # 2.7.4: an echo that came before our attach, answered now
             self._echo_owed = False
             self._send_flow()
@@ -190,8 +188,8 @@ class Link:
             self.target = None
         self.detach(closed=True, error=error, description=description)
 
-    def _receive_attach(self, attach: Attach) -> None:
-        self._machine.process(LinkInput.RECV_ATTACH)
+    def receive_attach(self, attach: Attach) -> None:
+        self.machine.process(LinkInput.RECV_ATTACH)
         self.remote_attach = attach
         self.remote_handle = attach.handle
         if self.snd_settle_mode is None:  # an incoming link: take the peer's modes
@@ -201,7 +199,7 @@ class Link:
             self._learn_initial_delivery_count(attach)
         problem = terminus_problem(attach)
         if problem is not None:  # refused here: the application never sees the link
-            self._fail(
+            self.fail(
                 ProtocolError(
                     Cond.INVALID_FIELD,
                     problem,
@@ -212,17 +210,17 @@ class Link:
             )
             return
         if self.state is LinkState.ATTACH_RCVD:
-            self.session.connection._answer_due = True  # accept() or reject() first
-        self.session.connection._emit(ev.RemoteAttach(self, attach))
+            self.session.connection.answer_due = True  # accept() or reject() first
+        self.session.connection.emit(ev.RemoteAttach(self, attach))
 
     def _learn_initial_delivery_count(self, attach: Attach) -> None:
         """2.6.7: the receiver's delivery-count starts at the sender's
         initial-delivery-count; credit granted before then counts from it."""
         initial = attach.initial_delivery_count or 0
         self.initial_delivery_count = self.delivery_count = initial
-        if self._granted_horizon is None and self.link_credit:
-            self._granted_horizon = credit_horizon(initial, self.link_credit)
-            self._latest_horizon = self._granted_horizon
+        if self.granted_horizon is None and self.link_credit:
+            self.granted_horizon = credit_horizon(initial, self.link_credit)
+            self._latest_horizon = self.granted_horizon
 
     # --- credit (2.6.7) ---------------------------------------------------------------
 
@@ -249,19 +247,19 @@ class Link:
                 self.available = available
         else:
             if link_credit is not None:
-                self._grant(link_credit)
+                self.grant(link_credit)
             self.drain = drain
         self._send_flow(echo, properties)
 
-    def _grant(self, link_credit: int) -> None:
+    def grant(self, link_credit: int) -> None:
         self.link_credit = link_credit
         if self.delivery_count is None:
             return  # the horizon is fixed when the sender's attach arrives
         horizon = self._latest_horizon = credit_horizon(self.delivery_count, link_credit)
-        if self._granted_horizon is None:
-            self._granted_horizon = horizon
+        if self.granted_horizon is None:
+            self.granted_horizon = horizon
         else:
-            self._granted_horizon = serial_max(self._granted_horizon, horizon)
+            self.granted_horizon = serial_max(self.granted_horizon, horizon)
 
     def send_flow_state(self, echo: bool = False) -> None:
         """Send our flow state as it is (2.7.4), e.g. to answer an echo when the
@@ -316,10 +314,10 @@ class Link:
             self.available = available
 
     def _send_flow(self, echo: bool = False, properties: dict[Any, Any] | None = None) -> None:
-        self._machine.process(LinkInput.SEND_FLOW)
-        self.session._send_flow(self, echo, properties)
+        self.machine.process(LinkInput.SEND_FLOW)
+        self.session.write_flow(self, echo, properties)
 
-    def _flow_fields(self) -> dict[str, Any]:
+    def flow_fields(self) -> dict[str, Any]:
         return {
             "handle": self.handle,
             "delivery_count": self.delivery_count,
@@ -342,20 +340,27 @@ class Link:
         self._send_flow()
         return True
 
-    def _receive_flow(self, flow: Flow) -> None:
-        if self._machine.process(LinkInput.RECV_FLOW) == DISCARD:
+    def receive_flow(self, flow: Flow) -> None:
+        if self.machine.process(LinkInput.RECV_FLOW) == DISCARD:
             return
         if self.is_sender:
             self._sender_flow(flow)
         else:
             self._receiver_flow(flow)
         if flow.echo and self.session.connection.policy.auto_echo:
-            if not self.session._machine.allows(SessInput.SEND_FLOW):
+            if not self.session.machine.allows(SessInput.SEND_FLOW):
                 pass  # our end is out: nothing more on this session (2.7.8)
-            elif self._machine.allows(LinkInput.SEND_FLOW):
+            elif self.machine.allows(LinkInput.SEND_FLOW):
                 self._send_flow()  # 2.7.4 echo: our flow state, promptly
             elif self.state is LinkState.ATTACH_RCVD:
                 self._echo_owed = True  # answered right after our attach (accept())
+
+    def start_delivery_count(self, initial_delivery_count: int) -> None:
+        """Sender, on our attach (accept(), or a crafted attach): delivery-count starts at
+        initial-delivery-count (2.6.7), and credit granted before our attach applies now."""
+        self.initial_delivery_count = self.delivery_count = initial_delivery_count
+        if self._last_flow is not None:
+            self._sender_flow(self._last_flow)
 
     def _sender_flow(self, flow: Flow) -> None:
         self._last_flow = flow
@@ -410,9 +415,9 @@ class Link:
         # self-loops, so the checks and transitions below are skipped (connection.py)
         lane = (
             connection.fast_lanes
-            and connection._machine.state is _OPENED
-            and session._machine.state is _MAPPED
-            and self._machine.state is _ATTACHED
+            and connection.machine.state is _OPENED
+            and session.machine.state is _MAPPED
+            and self.machine.state is _ATTACHED
         )
         if not lane:
             self._check(LinkInput.SEND_TRANSFER, SessInput.SEND_TRANSFER)
@@ -460,8 +465,8 @@ class Link:
                 resume=resume or None,
             )
         if not lane:
-            self._machine.process(LinkInput.SEND_TRANSFER)
-        session._send_transfer(transfer, payload, frame, lane)
+            self.machine.process(LinkInput.SEND_TRANSFER)
+        session.write_transfer(transfer, payload, frame, lane)
         # 2.6.7: each delivery advances delivery-count and uses one credit
         self.delivery_count = (self.delivery_count + 1) & SERIAL_MASK  # serial_add(..., 1)
         if self.link_credit > 0:
@@ -489,15 +494,15 @@ class Link:
         """A disposition with our role for delivery-ids first..last (2.7.6)."""
         self.session.disposition(self.role, first, last, settled, state, batchable)
 
-    def _receive_transfer(self, frame: Frame) -> None:
+    def receive_transfer(self, frame: Frame) -> None:
         try:
-            if self._machine.process(LinkInput.RECV_TRANSFER) == DISCARD:
+            if self.machine.process(LinkInput.RECV_TRANSFER) == DISCARD:
                 return
             self._accept_transfer(frame)
         except ProtocolError as exc:
             if exc.scope != "link":
                 raise
-            self._fail(exc)
+            self.fail(exc)
 
     def _accept_transfer(self, frame: Frame) -> None:
         transfer: Transfer = frame.performative
@@ -509,31 +514,31 @@ class Link:
                 ErrorKind.TRANSFER_TO_SENDER,
                 performative="transfer",
             )
-        starting = not self._assembler.in_progress
+        starting = not self.assembler.in_progress
         if starting:
             self._first_frame(transfer)
-            self._bytes_in_delivery = 0
-        self._frames_in_delivery += 1
-        self._bytes_in_delivery += len(frame.payload)
-        if self.max_message_size and self._bytes_in_delivery > self.max_message_size:
+            self.bytes_in_delivery = 0
+        self.frames_in_delivery += 1
+        self.bytes_in_delivery += len(frame.payload)
+        if self.max_message_size and self.bytes_in_delivery > self.max_message_size:
             raise ProtocolError(  # 2.7.3 max-message-size: ours, as we attached with it
                 Cond.MESSAGE_SIZE_EXCEEDED,
                 f"delivery larger than max-message-size {self.max_message_size}",
                 "link",
                 ErrorKind.MESSAGE_SIZE_EXCEEDED,
                 performative="transfer",
-                declared=self._bytes_in_delivery,
+                declared=self.bytes_in_delivery,
                 limit=self.max_message_size,
             )
         if starting and not transfer.more and not transfer.aborted:
             first, payload = transfer, frame.payload  # a whole delivery in one frame
         else:
-            done = self._assembler.feed(transfer, frame.payload)
+            done = self.assembler.feed(transfer, frame.payload)
             if done is None:
                 return
             first, payload = done
-        frames, self._frames_in_delivery = self._frames_in_delivery, 0
-        emit = self.session.connection._emit
+        frames, self.frames_in_delivery = self.frames_in_delivery, 0
+        emit = self.session.connection.emit
         if transfer.aborted:  # 2.6.14: an aborted delivery is discarded
             emit(ev.DeliveryAborted(self, first.delivery_id, first.delivery_tag))
             return
@@ -563,7 +568,7 @@ class Link:
                 ErrorKind.DELIVERY_WITHOUT_ID,
                 performative="transfer",
             )
-        horizon = self._granted_horizon  # no credit: serial_ge(delivery-count, horizon), inlined
+        horizon = self.granted_horizon  # no credit: serial_ge(delivery-count, horizon), inlined
         if horizon is None or not 0 < ((horizon - self.delivery_count) & SERIAL_MASK) <= HALF:
             raise ProtocolError(
                 Cond.TRANSFER_LIMIT_EXCEEDED,
@@ -584,51 +589,51 @@ class Link:
         self._check(LinkInput.SEND_DETACH, SessInput.SEND_DETACH)
         never_attached = self.handle is None  # the peer's attach is still unanswered
         if never_attached:  # refusing it: our attach needs a handle
-            self.handle = self.session._allocate_handle(self)
-        action = self._machine.process(LinkInput.SEND_DETACH)
+            self.handle = self.session.allocate_handle(self)
+        action = self.machine.process(LinkInput.SEND_DETACH)
         # 2.6.3: our attach goes first, also when the peer's detach came before we answered
         # its attach (both in one read: DETACH_RCVD)
         if action == ATTACH_THEN_DETACH or never_attached:
             if self.is_sender and self.initial_delivery_count is None:
                 self.initial_delivery_count = self.delivery_count = 0  # 2.7.3: a sender's
-            self.session._send_attach(self._attach_frame({}))
+            self.session.write_attach(self.attach_frame({}))
         detach = Detach(handle=self.handle, closed=closed, error=as_error(error, description))
-        self.session._send_detach(detach)
-        self._maybe_detached()
+        self.session.write_detach(detach)
+        self.maybe_detached()
 
-    def _receive_detach(self, detach: Detach) -> None:
-        self._machine.process(LinkInput.RECV_DETACH)
+    def receive_detach(self, detach: Detach) -> None:
+        self.machine.process(LinkInput.RECV_DETACH)
         self.remote_detach = detach
-        self.session._remote_link_detached(self)
-        self.session.connection._emit(ev.RemoteDetach(self, detach.closed, detach.error))
+        self.session.remote_link_detached(self)
+        self.session.connection.emit(ev.RemoteDetach(self, detach.closed, detach.error))
         if self.session.connection.auto_reply:
             answer = lambda: self._answer_detach(detach.closed)  # noqa: E731
-            self.session.connection._reply_when_sendable(answer, self.session)
-        self._maybe_detached()
+            self.session.connection.reply_when_sendable(answer, self.session)
+        self.maybe_detached()
 
     def _answer_detach(self, closed: bool) -> None:
-        if self._machine.allows(LinkInput.SEND_DETACH) and self.session.state in _CAN_REPLY:
+        if self.machine.allows(LinkInput.SEND_DETACH) and self.session.state in _CAN_REPLY:
             self.detach(closed=closed)  # 2.6.6: answer with our detach
 
-    def _maybe_detached(self) -> None:
+    def maybe_detached(self) -> None:
         if self.state is LinkState.DETACHED:
-            self.session._link_detached(self)
+            self.session.link_detached(self)
 
-    def _fail(self, exc: ProtocolError) -> None:
+    def fail(self, exc: ProtocolError) -> None:
         """The peer broke a link rule: report it and detach with its condition."""
-        self.session.connection._emit(ev.ProtocolErrorRaised.of(exc, "link", self.session, self))
+        self.session.connection.emit(ev.ProtocolErrorRaised.of(exc, "link", self.session, self))
         session = self.session
-        session.connection._reply_when_sendable(lambda: self._send_error(exc), session)
+        session.connection.reply_when_sendable(lambda: self._send_error(exc), session)
 
     def _send_error(self, exc: ProtocolError) -> None:
         """Detach with `exc` (2.6.3), or end the session when the link cannot be detached."""
         session = self.session
-        if not session._machine.allows(SessInput.SEND_DETACH):
+        if not session.machine.allows(SessInput.SEND_DETACH):
             return  # the session is ending: the end settles the link too (2.6.1)
-        if self._machine.allows(LinkInput.SEND_DETACH):
+        if self.machine.allows(LinkInput.SEND_DETACH):
             self.detach(closed=True, error=exc.condition, description=exc.description)
         else:  # the link cannot be detached (2.6.3): the session goes with it
-            session._fail(exc.rescoped("session"))
+            session.fail(exc.rescoped("session"))
 
 
 _CAN_REPLY = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})

@@ -107,9 +107,9 @@ class Session:
         initial_outgoing_id: int = 0,
     ) -> None:
         self.connection = connection
-        self._machine = session_machine()
-        self._machine.visited = connection.transitions
-        self.channel: int | None = None if incoming else connection._allocate_channel(self)
+        self.machine = session_machine()
+        self.machine.visited = connection.transitions
+        self.channel: int | None = None if incoming else connection.allocate_channel(self)
         self.remote_channel: int | None = None
         self.remote_begin: Begin | None = None
         self.remote_end_error: Error | None = None
@@ -129,7 +129,7 @@ class Session:
         self.remote_handle_max = 0xFFFFFFFF
         self.next_delivery_id = 0
         self.links: dict[int, Link] = {}  # our handle -> link
-        self._remote_links: dict[int, Link] = {}  # peer's handle -> link
+        self.links_by_remote_handle: dict[int, Link] = {}  # peer's handle -> link
         # (name, our role) -> our link awaiting the peer's attach: a link is its name and
         # direction (2.6.1), so a sender and a receiver may share a name (a link pair)
         self._attaching: dict[tuple[str, bool], Link] = {}
@@ -150,7 +150,7 @@ class Session:
 
     @property
     def state(self) -> SessState:
-        return self._machine.state
+        return self.machine.state
 
     @property
     def remote_incoming_window(self) -> int:
@@ -162,6 +162,10 @@ class Session:
         """Frames waiting for the peer's incoming window (transfers and what follows)."""
         return len(self._queue)
 
+    def drop_queued(self) -> None:
+        """Drop the frames waiting for the peer's window: our end is going out (2.5.6, 2.7.8)."""
+        self._queue.clear()
+
     # --- actions ----------------------------------------------------------------------
 
     def send_begin(self) -> None:
@@ -169,11 +173,11 @@ class Session:
         (Connection.begin() does this itself); the session becomes BEGIN_SENT. A session
         that already sent its begin refuses (UsageError): to put a second begin on the
         wire on purpose, use Connection.send_performative(..., strict=False)."""
-        self.connection._check_can_send()
-        self._machine.process(SessInput.SEND_BEGIN)
-        self._write_begin()
+        self.connection.check_can_send()
+        self.machine.process(SessInput.SEND_BEGIN)
+        self.write_begin()
 
-    def _write_begin(self) -> None:
+    def write_begin(self) -> None:
         begin = Begin(
             remote_channel=self.remote_channel,
             next_outgoing_id=self.next_outgoing_id,
@@ -184,7 +188,7 @@ class Session:
             desired_capabilities=self.desired_capabilities,
             properties=self.properties,
         )
-        self.connection._write(encode_frame(begin, self.channel))
+        self.connection.write_frame(encode_frame(begin, self.channel))
 
     def accept(
         self,
@@ -200,8 +204,8 @@ class Session:
         no longer answerable: UsageError, not a second begin on the channel."""
         if self.state is not SessState.BEGIN_RCVD:
             raise UsageError(f"accept() answers a peer's begin; session is {self.state.value}")
-        self.connection._machine.refuse_unless(ConnInput.SEND_FRAME)
-        self._machine.refuse_unless(SessInput.SEND_BEGIN)
+        self.connection.machine.refuse_unless(ConnInput.SEND_FRAME)
+        self.machine.refuse_unless(SessInput.SEND_BEGIN)
         # a channel of our own first: with none free under the peer's channel-max (2.7.1)
         # the UsageError leaves the session as it was (not MAPPED with no channel)
         self._map_local_channel()
@@ -213,31 +217,31 @@ class Session:
         )
         self.incoming_window = self.incoming_window_max
         self.properties = properties or self.properties
-        self.connection._check_can_send()
-        self._machine.process(SessInput.SEND_BEGIN)
-        self._grant_window()
-        self._write_begin()
+        self.connection.check_can_send()
+        self.machine.process(SessInput.SEND_BEGIN)
+        self.grant_window()
+        self.write_begin()
 
     def _map_local_channel(self) -> None:
         if self.channel is None:
-            self.channel = self.connection._allocate_channel(self)
+            self.channel = self.connection.allocate_channel(self)
 
     def end(self, error: Error | str | None = None, description: str | None = None) -> None:
         """Send end (2.7.8). Pending transfer frames are dropped; with an error, frames
         from the peer are discarded until its end (2.5.5 DISCARDING)."""
         err = as_error(error, description)
-        self.connection._check_can_send()
-        action = self._machine.process(
+        self.connection.check_can_send()
+        action = self.machine.process(
             SessInput.SEND_END if err is None else SessInput.SEND_END_ERROR
         )
         if action == BEGIN_THEN_END or self.channel is None:
             # the peer began (and maybe ended) before we answered: our begin goes
             # first, an end alone would name no channel of ours (2.5.2)
             self._map_local_channel()
-            self._write_begin()
-        self._queue.clear()
-        self.connection._write(encode_frame(End(error=err), self.channel))
-        self._maybe_unmapped()
+            self.write_begin()
+        self.drop_queued()
+        self.connection.write_frame(encode_frame(End(error=err), self.channel))
+        self.maybe_unmapped()
 
     def attach_sender(
         self,
@@ -263,7 +267,7 @@ class Session:
             rcv_settle_mode,
         )
         link.initial_delivery_count = link.delivery_count = initial_delivery_count
-        link._attach(attach_fields)
+        link.attach(attach_fields)
         return link
 
     def attach_receiver(
@@ -286,14 +290,14 @@ class Session:
             snd_settle_mode,
             rcv_settle_mode,
         )
-        link._attach(attach_fields)
+        link.attach(attach_fields)
         return link
 
     def flow(self, incoming_window: int | None = None, echo: bool = False) -> None:
         """Send a session flow (2.7.4), optionally with a new incoming-window."""
         if incoming_window is not None:
             self.incoming_window_max = self.incoming_window = incoming_window
-        self._send_flow(None, echo)
+        self.write_flow(None, echo)
 
     def disposition(
         self,
@@ -316,12 +320,12 @@ class Session:
     # --- engine-internal: sending ------------------------------------------------
 
     def _send_checked(self, inp: SessInput, performative: Any) -> None:
-        self.connection._check_can_send()
-        self._machine.process(inp)
-        self.connection._write(encode_frame(performative, self.channel))
+        self.connection.check_can_send()
+        self.machine.process(inp)
+        self.connection.write_frame(encode_frame(performative, self.channel))
 
-    def _flow_fields(self) -> dict[str, Any]:
-        self._grant_window()
+    def flow_fields(self) -> dict[str, Any]:
+        self.grant_window()
         return {
             "next_incoming_id": self.next_incoming_id,
             "incoming_window": self.incoming_window,
@@ -329,7 +333,7 @@ class Session:
             "outgoing_window": self.outgoing_window,
         }
 
-    def _grant_window(self, seen: bool = False) -> None:
+    def grant_window(self, seen: bool = False) -> None:
         """Record the window we are about to advertise (2.5.6). It is enforced once the
         peer can have seen it: when data_to_send() hands its frame out (`seen` when the
         peer has answered it already). A reduced window does not shrink what in-flight
@@ -344,43 +348,43 @@ class Session:
         pending = self._pending_horizon
         if pending is None:
             self._pending_horizon = horizon
-            self.connection._grants_pending.append(self)
+            self.connection.grants_pending.append(self)
         else:
             self._pending_horizon = serial_max(pending, horizon)
 
-    def _grant_sent(self) -> None:
+    def grant_sent(self) -> None:
         """data_to_send() handed out our latest grant: from now on the peer may use it."""
         horizon, self._pending_horizon = self._pending_horizon, None
         if horizon is not None:
             enforced = self._enforced_horizon
             self._enforced_horizon = horizon if enforced is None else serial_max(enforced, horizon)
 
-    def _send_flow(
+    def write_flow(
         self, link: Link | None, echo: bool = False, properties: dict[Any, Any] | None = None
     ) -> None:
         if properties:  # a link flow's properties (2.7.4): sent as they are
             assert link is not None
-            link_fields = {**link._flow_fields(), "properties": properties}
-            self.connection._check_can_send()
-            self._machine.process(SessInput.SEND_FLOW)
-            self.connection._write(self._flow_frame(link_fields, echo))
+            link_fields = {**link.flow_fields(), "properties": properties}
+            self.connection.check_can_send()
+            self.machine.process(SessInput.SEND_FLOW)
+            self.connection.write_frame(self._flow_frame(link_fields, echo))
             return
         if link is not None and link.is_sender and self._queue:
             # 2.6.7: a sender's delivery-count already counts its queued deliveries, so
             # its flow goes out behind them; the session fields are taken when it does
-            self.connection._check_can_send()
-            self._machine.process(SessInput.SEND_FLOW)
-            link_fields = link._flow_fields()
+            self.connection.check_can_send()
+            self.machine.process(SessInput.SEND_FLOW)
+            link_fields = link.flow_fields()
             self._queue.append((lambda: self._flow_frame(link_fields, echo), False))
             return
-        self.connection._check_can_send()
-        self._machine.process(SessInput.SEND_FLOW)
-        self.connection._write(self._flow_frame(link._flow_fields() if link else {}, echo))
+        self.connection.check_can_send()
+        self.machine.process(SessInput.SEND_FLOW)
+        self.connection.write_frame(self._flow_frame(link.flow_fields() if link else {}, echo))
 
     def _flow_frame(self, link_fields: dict[str, Any], echo: bool) -> bytes:
-        return encode_frame(Flow(echo=echo, **self._flow_fields(), **link_fields), self.channel)
+        return encode_frame(Flow(echo=echo, **self.flow_fields(), **link_fields), self.channel)
 
-    def _send_transfer(
+    def write_transfer(
         self,
         transfer: Transfer | None,
         payload: bytes,
@@ -391,13 +395,13 @@ class Session:
         `frame` already encoded (it fits max-frame-size), or `transfer` to encode/split.
         `lane`: Link.send's fast lane, in MAPPED where SEND_TRANSFER is a self-loop."""
         if not lane:
-            self._machine.process(SessInput.SEND_TRANSFER)
+            self.machine.process(SessInput.SEND_TRANSFER)
         if frame is not None:
             if lane and not self._queue:  # _pump for this one frame, if the window admits it
                 following = self._next_transfer_id_admitted()
                 if following is not None:
                     self.next_outgoing_id = following
-                    self.connection._write(frame)
+                    self.connection.write_frame(frame)
                     return
             self._queue.append((frame, True))
             self._pump()
@@ -411,21 +415,21 @@ class Session:
             self._queue.extend((f, True) for f in frames)
         self._pump()
 
-    def _send_detach(self, detach: Detach) -> None:
-        self.connection._check_can_send()
-        self._machine.process(SessInput.SEND_DETACH)
+    def write_detach(self, detach: Detach) -> None:
+        self.connection.check_can_send()
+        self.machine.process(SessInput.SEND_DETACH)
         frame = encode_frame(detach, self.channel)
         if self._queue:
             self._queue.append((frame, False))  # keep it behind the link's transfers
         else:
-            self.connection._write(frame)
+            self.connection.write_frame(frame)
 
-    def _send_attach(self, attach: Attach) -> None:
+    def write_attach(self, attach: Attach) -> None:
         self._send_checked(SessInput.SEND_ATTACH, attach)
 
     def _pump(self) -> None:
         """Release queued frames while the peer's incoming window admits transfers."""
-        queue, write = self._queue, self.connection._write
+        queue, write = self._queue, self.connection.write_frame
         while queue:
             frame, is_transfer = queue[0]
             if is_transfer:
@@ -451,12 +455,12 @@ class Session:
         if (
             self.auto_window
             and self.incoming_window * 2 < self.incoming_window_max
-            and self._machine.allows(SessInput.SEND_FLOW)
+            and self.machine.allows(SessInput.SEND_FLOW)
         ):
             self.incoming_window = self.incoming_window_max
-            self._send_flow(None)
+            self.write_flow(None)
 
-    def _allocate_handle(self, link: Link) -> int:
+    def allocate_handle(self, link: Link) -> int:
         limit = min(self.handle_max, self.remote_handle_max)
         handle = 0
         while handle in self.links:
@@ -466,21 +470,24 @@ class Session:
         self.links[handle] = link
         return handle
 
-    def _attaching_link(self, link: Link) -> None:
+    def await_attach(self, link: Link) -> None:
         self._attaching[(link.name, link.role)] = link
 
-    def _link_detached(self, link: Link) -> None:
+    def link_detached(self, link: Link) -> None:
         if link.handle is not None and self.links.get(link.handle) is link:
             del self.links[link.handle]
 
-    def _remote_link_detached(self, link: Link) -> None:
-        if link.remote_handle is not None and self._remote_links.get(link.remote_handle) is link:
-            del self._remote_links[link.remote_handle]
+    def remote_link_detached(self, link: Link) -> None:
+        if (
+            link.remote_handle is not None
+            and self.links_by_remote_handle.get(link.remote_handle) is link
+        ):
+            del self.links_by_remote_handle[link.remote_handle]
 
     # --- receiving --------------------------------------------------------------------
 
-    def _receive_begin(self, channel: int, begin: Begin) -> None:
-        self._machine.process(SessInput.RECV_BEGIN)
+    def receive_begin(self, channel: int, begin: Begin) -> None:
+        self.machine.process(SessInput.RECV_BEGIN)
         self.remote_channel = channel
         self.remote_begin = begin
         self.next_incoming_id = begin.next_outgoing_id
@@ -491,22 +498,22 @@ class Session:
             None, begin.incoming_window, self.initial_outgoing_id
         )
         if self.state is SessState.MAPPED:
-            self._grant_window(seen=True)  # the peer answers our begin: it has our window
+            self.grant_window(seen=True)  # the peer answers our begin: it has our window
         if self.state is SessState.BEGIN_RCVD:
-            self.connection._answer_due = True  # accept() or end() before what follows
-        self.connection._emit(ev.RemoteBegin(self, begin))
+            self.connection.answer_due = True  # accept() or end() before what follows
+        self.connection.emit(ev.RemoteBegin(self, begin))
 
-    def _receive(self, frame: Frame) -> None:
+    def receive(self, frame: Frame) -> None:
         """One frame for this session: the table first, then the handler."""
         performative = frame.performative
         try:
-            if self._machine.process(_INPUT_OF[type(performative)]) == DISCARD:
+            if self.machine.process(_INPUT_OF[type(performative)]) == DISCARD:
                 return
             self._handlers[type(performative)](self, frame)
         except ProtocolError as exc:
             if exc.scope == "connection":
                 raise
-            self._fail(exc)
+            self.fail(exc)
 
     def _on_attach(self, frame: Frame) -> None:
         attach: Attach = frame.performative
@@ -519,13 +526,13 @@ class Session:
                 declared=attach.handle,
                 allowed=self.handle_max,
             )
-        link = self._remote_links.get(attach.handle)
+        link = self.links_by_remote_handle.get(attach.handle)
         if link is None:
             link = self._attaching.pop((attach.name, not attach.role), None)
             if link is None:
                 link = Link(self, attach.name, not attach.role, None, None, None, None)
-        self._remote_links.setdefault(attach.handle, link)
-        link._receive_attach(attach)
+        self.links_by_remote_handle.setdefault(attach.handle, link)
+        link.receive_attach(attach)
 
     def _on_flow(self, frame: Frame) -> None:
         flow: Flow = frame.performative
@@ -541,19 +548,19 @@ class Session:
         link = None
         if flow.handle is not None:
             link = self._link_for(flow.handle, "flow")
-            link._receive_flow(flow)
+            link.receive_flow(flow)
         elif (
             flow.echo
             and self.connection.policy.auto_echo
-            and self._machine.allows(SessInput.SEND_FLOW)
+            and self.machine.allows(SessInput.SEND_FLOW)
         ):
             # 2.7.4 echo on the session: our session state; not once our end is out (2.7.8)
-            self._send_flow(None)
-        self.connection._emit(ev.FlowReceived(self, link, flow))
+            self.write_flow(None)
+        self.connection.emit(ev.FlowReceived(self, link, flow))
         self._pump()
 
     def _link_for(self, handle: int, what: str) -> Link:
-        link = self._remote_links.get(handle)
+        link = self.links_by_remote_handle.get(handle)
         if link is None:  # 2.8.16 (session-error): not currently attached
             raise ProtocolError(
                 Cond.UNATTACHED_HANDLE,
@@ -583,30 +590,30 @@ class Session:
             )
         self.next_incoming_id = (self.next_incoming_id + 1) & SERIAL_MASK  # serial_add(..., 1)
         self.incoming_window = max(0, self.incoming_window - 1)
-        link._receive_transfer(frame)
+        link.receive_transfer(frame)
         self._regrant_window_if_low()
 
-    def _fast_transfer(self, frame: Frame) -> bool:
+    def fast_transfer(self, frame: Frame) -> bool:
         """The fast lane (Connection._on_frame): a whole one-frame delivery on an attached
         receiving link of a mapped session, within our incoming window (2.5.6) and the
         link's credit (2.6.7), under max-message-size (2.7.3), not aborted. Handled exactly
-        as _receive -> _on_transfer -> Link._accept_transfer would (the tables' transitions
+        as receive -> _on_transfer -> Link.receive_transfer would (the tables' transitions
         are self-loops in these states), and True; anything else is left untouched for the
         general path, which raises the spec's errors (False)."""
         transfer: Transfer = frame.performative
-        if self._machine.state is not _MAPPED:
+        if self.machine.state is not _MAPPED:
             return False
-        link = self._remote_links.get(transfer.handle)
+        link = self.links_by_remote_handle.get(transfer.handle)
         if (
             link is None
-            or link._machine.state is not _ATTACHED
+            or link.machine.state is not _ATTACHED
             or link.role == _SENDER  # Link.is_sender
             or transfer.more
             or transfer.aborted
             or transfer.resume  # a resumed delivery (2.6.13): the general path says so
             or transfer.delivery_id is None
             or transfer.delivery_tag is None
-            or link._assembler.in_progress
+            or link.assembler.in_progress
         ):
             return False
         next_id = self.next_incoming_id
@@ -616,7 +623,7 @@ class Session:
         ) and self.connection.policy.enforce_window:
             return False
         count = link.delivery_count
-        horizon = link._granted_horizon  # as in Link._first_frame
+        horizon = link.granted_horizon  # as in Link._first_frame (link.py)
         if horizon is None or not 0 < ((horizon - count) & SERIAL_MASK) <= HALF:
             return False
         payload = frame.payload
@@ -629,9 +636,9 @@ class Session:
         link.delivery_count = (count + 1) & SERIAL_MASK
         credit = link.link_credit
         link.link_credit = credit - 1 if credit > 0 else 0
-        link._bytes_in_delivery = len(payload)
-        frames, link._frames_in_delivery = link._frames_in_delivery + 1, 0
-        self.connection._emit(
+        link.bytes_in_delivery = len(payload)
+        frames, link.frames_in_delivery = link.frames_in_delivery + 1, 0
+        self.connection.emit(
             ev.TransferReceived(
                 link,
                 transfer.delivery_id,
@@ -649,30 +656,30 @@ class Session:
     def _on_disposition(self, frame: Frame) -> None:
         d: Disposition = frame.performative
         last = d.first if d.last is None else d.last
-        self.connection._emit(
+        self.connection.emit(
             ev.DispositionReceived(self, d.role, d.first, last, d.settled, d.state, d.batchable)
         )
 
     def _on_detach(self, frame: Frame) -> None:
         detach: Detach = frame.performative
-        self._link_for(detach.handle, "detach")._receive_detach(detach)
+        self._link_for(detach.handle, "detach").receive_detach(detach)
 
     def _on_end(self, frame: Frame) -> None:
         end: End = frame.performative
         self.remote_end_error = end.error
-        self.connection._remote_channel_ended(self)
-        self.connection._emit(ev.RemoteEnd(self, end.error))
+        self.connection.remote_channel_ended(self)
+        self.connection.emit(ev.RemoteEnd(self, end.error))
         if self.connection.auto_reply and self.state is SessState.END_RCVD:
-            self.connection._reply_when_sendable(self._answer_end)
-        self._maybe_unmapped()
+            self.connection.reply_when_sendable(self._answer_end)
+        self.maybe_unmapped()
 
     def _answer_end(self) -> None:
         if self.state is SessState.END_RCVD:
             self.end()  # 2.5.3: answer the peer's end with ours
 
-    def _maybe_unmapped(self) -> None:
+    def maybe_unmapped(self) -> None:
         if self.state is SessState.UNMAPPED:
-            self.connection._session_unmapped(self)
+            self.connection.session_unmapped(self)
 
     _handlers = {
         Attach: _on_attach,
@@ -685,13 +692,13 @@ class Session:
 
     # --- errors -------------------------------------------------------------------------
 
-    def _fail(self, exc: ProtocolError) -> None:
+    def fail(self, exc: ProtocolError) -> None:
         """The peer broke a session rule: report it and end the session with it."""
         error = ev.ProtocolErrorRaised.of(exc, "session", self)
-        self.connection._emit(error)
-        self.connection._reply_when_sendable(lambda: self._send_error(exc))
+        self.connection.emit(error)
+        self.connection.reply_when_sendable(lambda: self._send_error(exc))
 
     def _send_error(self, exc: ProtocolError) -> None:
         """End with `exc` (after our begin if it is still due, 2.5.2) unless already ending."""
-        if self._machine.allows(SessInput.SEND_END_ERROR):
+        if self.machine.allows(SessInput.SEND_END_ERROR):
             self.end(exc.condition, exc.description)

@@ -68,6 +68,6 @@ class ConnectionPair:
         """Both sides open (the server answers the client's open)."""
         self.client.open()
         self.pump()
-        if not self.server._open_requested:
+        if not self.server.open_requested:
             self.server.open()
         self.pump()

@@ -10,7 +10,7 @@ table is refused:
 - a SEND_x input raises `UsageError`: the local application asked for something the
   endpoint's state does not allow.
 
-The one exception: the engine's fast lanes (`Session._fast_transfer` for a received
+The one exception: the engine's fast lanes (`Session.fast_transfer` for a received
 one-frame transfer, `Link.send` for a sent one) skip the lookups in (connection OPENED,
 session MAPPED, link ATTACHED), where every transfer input of these tables is a self-loop
 "process". A change that makes any of those pairs do something else must also change the
