@@ -1,11 +1,18 @@
-"""The connection endpoint (2.4) and the SASL layer in front of it (5.3): bytes in,
-events out, bytes to send, time passed in.
+"""The connection endpoint (2.4): bytes in, events out, bytes to send, time passed in.
 
-Owns: protocol-header exchange, SASL frames, open/close negotiation (max-frame-size,
-channel-max, idle-time-out with heartbeats and expiry), channel -> Session dispatch,
-the output buffer and the event queue. May touch: its Sessions (through their public
-and `_`-prefixed engine methods). Every state change goes through CONNECTION_TABLE /
-SASL_TABLE (transitions.py); the handlers here are one small function per performative.
+Owns: the input loop (decoder, `max_frames` steps, the pause for an answer), the output
+buffer, frame dispatch (connection performatives, SASL, channel -> Session, the fast lane
+for a received transfer), the channel maps and `begin()`, crafted traffic
+(`send_performative`, `send_raw`, through crafted.py). The hub composes its parts, each in
+a module of its own that states what it owns: handshake.py (headers, open/close,
+connection errors), sasl_layer.py (5.3), idle.py (2.4.5 timers), eventqueue.py (events,
+observers, replies waiting their turn). May touch: its Sessions through their documented
+engine methods (`receive`, `receive_begin`, `fast_transfer`, `grant_sent`). Every state
+change goes through CONNECTION_TABLE / SASL_TABLE (transitions.py).
+
+The per-frame path (`_handle_input`, `_on_frame`, `write_frame`, `emit`) is hot: local
+bindings, plain constants for the states it compares, no call layer added (docs/engine.md,
+"Changing a rule").
 
     conn = Connection(role="client", container_id="c1", idle_timeout_ms=30000,
                       sasl=ClientSasl("PLAIN", "user", "pw"))
@@ -19,76 +26,30 @@ SASL_TABLE (transitions.py); the handlers here are one small function per perfor
 from __future__ import annotations
 
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from amqpspec.amqp10.composites import (
-    Begin,
-    Close,
-    Error,
-    Open,
-    SaslChallenge,
-    SaslInit,
-    SaslMechanisms,
-    SaslOutcome,
-    SaslResponse,
-    Transfer,
-)
+from amqpspec.amqp10.composites import Begin, Close, Open, Transfer
 from amqpspec.amqp10.engine import crafted
-from amqpspec.amqp10.engine import events as ev
-from amqpspec.amqp10.engine.conditions import as_error
+from amqpspec.amqp10.engine.eventqueue import EventQueue
+from amqpspec.amqp10.engine.handshake import Handshake
+from amqpspec.amqp10.engine.idle import IdleTimers
 from amqpspec.amqp10.engine.link import Link
 from amqpspec.amqp10.engine.policy import STRICT, EndpointPolicy
 from amqpspec.amqp10.engine.sasl import ClientSasl, ServerSasl
-from amqpspec.amqp10.engine.scram import SCRAM_SHA_256, ScramServer
+from amqpspec.amqp10.engine.sasl_layer import SaslLayer
 from amqpspec.amqp10.engine.session import Session
 from amqpspec.amqp10.engine.transitions import (
     DISCARD,
-    HEADER_THEN_END,
-    OPEN_THEN_CLOSE,
     ConnInput,
     ConnState,
-    SaslInput,
     SaslState,
-    SessState,
     UsageError,
     connection_machine,
-    sasl_machine,
 )
 from amqpspec.amqp10.errors import DecodeError, ErrorKind, ProtocolError
-from amqpspec.amqp10.frames import (
-    AMQP_HEADER,
-    EMPTY_FRAME,
-    SASL_HEADER,
-    Frame,
-    FrameDecoder,
-    FrameType,
-    ProtocolHeader,
-    ProtocolId,
-    encode_frame,
-)
-from amqpspec.amqp10.spec import MIN_MAX_FRAME_SIZE, Cond, SaslCode
-
-# states in which our idle-time-out is watched / heartbeats are sent (2.4.5)
-_LIVE = frozenset(
-    {
-        ConnState.OPEN_PIPE,
-        ConnState.OPEN_SENT,
-        ConnState.OPEN_RCVD,
-        ConnState.OPENED,
-    }
-)
-_CLOSE_SENT = frozenset(
-    {
-        ConnState.OC_PIPE,
-        ConnState.CLOSE_PIPE,
-        ConnState.CLOSE_SENT,
-        ConnState.DISCARDING,
-        ConnState.END,
-    }
-)
-
+from amqpspec.amqp10.frames import Frame, FrameDecoder, FrameType, ProtocolHeader, encode_frame
+from amqpspec.amqp10.spec import MIN_MAX_FRAME_SIZE, Cond
 
 # the fast lane's checks as plain constants (an Enum member lookup costs several times more)
 _OPENED = ConnState.OPENED
@@ -97,7 +58,7 @@ _SASL_DONE = SaslState.DONE
 _AMQP_FRAME = int(FrameType.AMQP)
 
 
-class Connection:
+class Connection(Handshake, SaslLayer, IdleTimers, EventQueue):
     """One AMQP connection endpoint, client or server (2.4)."""
 
     def __init__(
@@ -124,20 +85,8 @@ class Connection:
             raise ValueError(f"max_frame_size must be >= {MIN_MAX_FRAME_SIZE} (2.7.1)")
         self._check_sasl_role(role, sasl)
         self.role = role
-        self.container_id = container_id or f"amqp10-{uuid.uuid4()}"
-        self.hostname = hostname
-        self.max_frame_size = max_frame_size
-        self.channel_max = channel_max
-        self.idle_timeout_ms = idle_timeout_ms  # advertised in our open
-        # 2.4.5: how long silence is tolerated before we close; the advertised value
-        # "SHOULD be half the peer's actual timeout threshold" (default: the advertised one)
-        self.idle_threshold_ms = idle_threshold_ms or idle_timeout_ms
-        self.properties = properties
-        self.offered_capabilities = offered_capabilities
-        self.desired_capabilities = desired_capabilities
         self.auto_reply = auto_reply
         self.policy = policy  # rules bent on purpose (window, credit, echo): see policy.py
-        self.sasl = sasl
         # record_transitions: every (machine, state, input) its tables applied, for
         # coverage of the transition tables (this connection's sessions and links too)
         self.transitions: set[tuple[str, str, str]] | None = set() if record_transitions else None
@@ -147,9 +96,21 @@ class Connection:
         # in and out without the table lookups, which in the states they admit are
         # self-loops; off while transitions are recorded (they apply no table)
         self.fast_lanes = not record_transitions
-        self.sasl_machine = sasl_machine() if sasl is not None else None
-        if self.sasl_machine is not None:
-            self.sasl_machine.visited = self.transitions
+        self._init_handshake(
+            container_id or f"amqp10-{uuid.uuid4()}",
+            hostname,
+            max_frame_size,
+            channel_max,
+            properties,
+            offered_capabilities,
+            desired_capabilities,
+        )
+        self._init_sasl(sasl, self.transitions)
+        self._init_idle(idle_timeout_ms, idle_threshold_ms)
+        self._init_events()
+        self._init_io()
+
+    def _init_io(self) -> None:
         self._decoder = FrameDecoder(expect_header=True, max_frame_size=MIN_MAX_FRAME_SIZE)
         self._awaiting_header = True  # the decoder reads the next bytes as a header
         self._out = bytearray()
@@ -157,60 +118,20 @@ class Connection:
         # included: plain counters for statistics (e.g. a broker's connection list)
         self.frames_received = 0
         self.frames_sent = 0
-        self._events: deque[ev.Event] = deque()
-        self._observers: list[Callable[[ev.Event], bool | None]] = []
-        self.open_requested = False
-        self.open_sent = False
-        self._input_broken = False
-        self._sasl_failed = False
         # an event the application must answer was raised (a new open, begin or attach):
         # with `max_frames` the input pauses after that frame (see _handle_input)
         self.answer_due = False
         self.paused_for_answer = False  # the last _handle_input stopped for such an answer
-        self.sasl_outcome: int | None = None
-        self.sasl_username: str | None = None
-        self._sasl_exchange: ScramServer | None = None  # a challenge/response under way
-        self.remote_open: Open | None = None
-        self.remote_close: Close | None = None
-        self.remote_max_frame_size = MIN_MAX_FRAME_SIZE  # 2.4.1: before open, 512
-        self.remote_channel_max = 0
-        self.remote_idle_timeout_ms: int | None = None
         self.grants_pending: list[Session] = []  # window grants not yet handed out (2.5.6)
-        # answers (errors, end and detach replies) due while what must precede them is not
-        # out yet (our open, the session's begin: the peer pipelined), sent once it is
-        self._unsent_replies: list[tuple[Callable[[], None], Session | None, int]] = []
-        self._events_queued = 0  # events queued and taken so far: a reply waits its turn
-        self._events_taken = 0
         self.sessions_by_channel: dict[int, Session] = {}  # our channel -> session
         self.sessions_by_remote_channel: dict[int, Session] = {}  # peer channel -> session
-        self._now: float | None = None
-        self._last_received: float | None = None
-        self._last_sent: float | None = None
-        self._open_sent_at: float | None = None  # our idle clock runs from here (2.4.5)
         self._handlers = {Open: self._on_open, Close: self._on_close}
-        self._sasl_handlers = {
-            SaslMechanisms: self._on_sasl_mechanisms,
-            SaslInit: self._on_sasl_init,
-            SaslOutcome: self._on_sasl_outcome,
-            SaslChallenge: self._on_sasl_challenge,
-            SaslResponse: self._on_sasl_response,
-        }
-
-    @staticmethod
-    def _check_sasl_role(role: str, sasl: Any) -> None:
-        wanted = ClientSasl if role == "client" else ServerSasl
-        if sasl is not None and not isinstance(sasl, wanted):
-            raise ValueError(f"a {role} takes sasl={wanted.__name__}(...)")
 
     # --- public state -----------------------------------------------------------------
 
     @property
     def state(self) -> ConnState:
         return self.machine.state
-
-    @property
-    def sasl_state(self) -> SaslState | None:
-        return None if self.sasl_machine is None else self.sasl_machine.state
 
     @property
     def finished(self) -> bool:
@@ -222,10 +143,6 @@ class Connection:
         """Our open is out (pipelined or answered): sessions may be begun. With SASL
         that is after a successful outcome (5.3.2), so wait for it first."""
         return self.machine.allows(ConnInput.SEND_FRAME)
-
-    @property
-    def in_sasl(self) -> bool:
-        return self.sasl_machine is not None and self.sasl_machine.state is not SaslState.DONE
 
     # --- I/O ------------------------------------------------------------------------
 
@@ -290,14 +207,6 @@ class Connection:
                     return True
         return False
 
-    def _undecodable(self, exc: DecodeError) -> None:
-        if self._awaiting_header:
-            self._on_bad_header(None)
-        else:
-            self.fail(ProtocolError.of_decode(exc, "connection"))
-            if exc.condition == Cond.FRAMING_ERROR:
-                self._input_broken = True  # frame boundaries are lost
-
     def data_to_send(self, now: float | None = None) -> bytes:
         """Bytes to write to the peer (and clear them)."""
         if now is not None:
@@ -317,140 +226,7 @@ class Connection:
             self._open_sent_at = self._now
         return data
 
-    def add_observer(self, observer: Callable[[ev.Event], bool | None]) -> None:
-        """Call `observer(event)` for every event as the engine raises it, before it is
-        queued; an observer that returns True consumes the event (events() never yields
-        it). E.g. record the outcome of every DispositionReceived, or drop them."""
-        self._observers.append(observer)
-
-    def remove_observer(self, observer: Callable[[ev.Event], bool | None]) -> None:
-        self._observers.remove(observer)
-
-    def next_event(self) -> ev.Event | None:
-        if not self._events:
-            return None
-        event = self._events.popleft()
-        self._events_taken += 1
-        if self._unsent_replies:
-            self._send_unsent_replies()
-        return event
-
-    def events(self) -> Iterator[ev.Event]:
-        """Every pending event, oldest first."""
-        while self._events:
-            yield self.next_event()  # type: ignore[misc]
-
-    # --- timers (2.4.5) ----------------------------------------------------------------
-
-    def get_timer(self) -> float | None:
-        """When handle_timer() must next be called (same clock as `now`), or None."""
-        times = [t for t in (self._idle_deadline(), self._heartbeat_due()) if t is not None]
-        return min(times) if times else None
-
-    def _idle_deadline(self) -> float | None:
-        if not self.idle_timeout_ms or self.state not in _LIVE:
-            return None
-        base = self._last_received
-        if base is None or (self._open_sent_at is not None and self._open_sent_at > base):
-            base = self._open_sent_at
-        threshold = self.idle_threshold_ms or self.idle_timeout_ms
-        return None if base is None else base + threshold / 1000
-
-    def _heartbeat_due(self) -> float | None:
-        if not self.remote_idle_timeout_ms or self.state not in _LIVE:
-            return None
-        last = self._last_sent if self._last_sent is not None else self._now
-        if last is None:
-            return None
-        # 2.4.5: send frames well within the peer's idle timeout: at half of it
-        return last + self.remote_idle_timeout_ms / 2000
-
-    def handle_timer(self, now: float) -> None:
-        self._now = now
-        deadline = self._idle_deadline()
-        if deadline is not None and now >= deadline:
-            self.emit(ev.IdleTimeout(self.idle_threshold_ms or self.idle_timeout_ms or 0))
-            self.close(Cond.RESOURCE_LIMIT_EXCEEDED, "local idle-time-out expired")
-            return
-        due = self._heartbeat_due()
-        if due is not None and now >= due and not self._out:
-            self._out += EMPTY_FRAME
-            self.frames_sent += 1
-            self._last_sent = now
-
     # --- actions ----------------------------------------------------------------------
-
-    def open(
-        self,
-        hostname: str | None = None,
-        properties: dict | None = None,
-        offered_capabilities: list[str] | None = None,
-        desired_capabilities: list[str] | None = None,
-    ) -> None:
-        """Send our open (after the headers, and after SASL when configured)."""
-        if self.open_requested:
-            raise UsageError("open() was already called")
-        if not self.in_sasl and self.state is not ConnState.START:
-            self.machine.refuse_unless(ConnInput.SEND_OPEN)
-        self.open_requested = True
-        self.hostname = hostname or self.hostname
-        self.properties = properties or self.properties
-        self.offered_capabilities = offered_capabilities or self.offered_capabilities
-        self.desired_capabilities = desired_capabilities or self.desired_capabilities
-        if self.in_sasl:
-            if self.role == "client" and self.sasl_machine.state is SaslState.START:
-                self.sasl_machine.process(SaslInput.SEND_HEADER)
-                self._out += SASL_HEADER.encode()
-            return  # the open goes out after a successful sasl-outcome (5.3.2)
-        self._send_header_and_open()
-
-    def _send_header_and_open(self) -> None:
-        if self.machine.allows(ConnInput.SEND_HEADER):
-            self.machine.process(ConnInput.SEND_HEADER)
-            self._out += AMQP_HEADER.encode()
-        if self.open_requested and self.machine.allows(ConnInput.SEND_OPEN):
-            self.machine.process(ConnInput.SEND_OPEN)
-            self.write_open()
-
-    def write_open(self, frame: bytes | None = None) -> None:
-        """Write our open: `frame` as given (a crafted open, through write_frame: the
-        caller has set the fields it carries) or encoded from our fields."""
-        self.open_sent = True
-        if frame is not None:
-            self.write_frame(frame)
-            self._decoder.max_frame_size = self.max_frame_size  # 2.7.1, as below
-            return
-        self._out += encode_frame(
-            Open(
-                container_id=self.container_id,
-                hostname=self.hostname,
-                max_frame_size=self.max_frame_size,
-                channel_max=self.channel_max,
-                idle_time_out=self.idle_timeout_ms,
-                offered_capabilities=self.offered_capabilities,
-                desired_capabilities=self.desired_capabilities,
-                properties=self.properties,
-            )
-        )
-        self.frames_sent += 1
-        # once the peer has our open it may use our max-frame-size (2.7.1)
-        self._decoder.max_frame_size = self.max_frame_size
-
-    def close(self, error: Error | str | None = None, description: str | None = None) -> None:
-        """Send close (2.7.9); with an error the connection discards input until the
-        peer's close (2.4.6 DISCARDING). Before the AMQP layer runs (SASL), it only ends."""
-        err = as_error(error, description)
-        if self.in_sasl:
-            self._sasl_failed = True
-            return
-        inp = ConnInput.SEND_CLOSE if err is None else ConnInput.SEND_CLOSE_ERROR
-        action = self.machine.process(inp)
-        if action == OPEN_THEN_CLOSE or not self.open_sent:
-            # 2.4.1/2.4.6: open is always the first frame, also when the peer's open and
-            # close arrived together (OPEN_RCVD -> CLOSE_RCVD) and we answer its close
-            self.write_open()
-        self._out += encode_frame(Close(error=err))
-        self.frames_sent += 1
 
     def begin(
         self,
@@ -518,7 +294,7 @@ class Connection:
         goes through send_performative(..., raw=...) so the engine records it."""
         self._out += data
 
-    # --- engine-internal, used by Session -----------------------------------------
+    # --- engine-internal: for this connection's Sessions and Links, and crafted.py ---
 
     def allocate_channel(self, session: Session) -> int:
         limit = self.remote_channel_max if self.remote_open is not None else self.channel_max
@@ -528,41 +304,16 @@ class Connection:
                 return channel
         raise UsageError(f"no free channel <= channel-max {limit} (2.7.1)")
 
-    def _can_send(self) -> bool:
+    def can_send(self) -> bool:
+        """A session frame may be written now (SEND_FRAME is allowed: our open is out)."""
         return self.machine.allows(ConnInput.SEND_FRAME)
 
     def check_can_send(self) -> None:
+        """Apply SEND_FRAME (UsageError when the connection cannot send one)."""
         self.machine.process(ConnInput.SEND_FRAME)
 
-    def reply_when_sendable(
-        self, reply: Callable[[], None], session: Session | None = None
-    ) -> None:
-        """Call `reply()` (it writes an end, a detach, an error) now if our open is out, and
-        `session`'s begin when given (a link's frame). Otherwise it waits: a peer may
-        pipeline open, begin, attach and more in one write without waiting for ours (2.4.1,
-        2.5.1), and what the engine must answer to those frames still reaches it, where a
-        peer sending one frame at a time would see it: once the application has taken the
-        events raised up to here (it answered the open, begin and attach before them) and
-        it can go out, or at the latest at data_to_send(). `reply` checks again that it is
-        still due when called."""
-        if self._sendable(session):
-            reply()
-        else:
-            self._unsent_replies.append((reply, session, self._events_queued))
-
-    def _sendable(self, session: Session | None) -> bool:
-        return self._can_send() and (session is None or session.state is not SessState.BEGIN_RCVD)
-
-    def _send_unsent_replies(self, everything: bool = False) -> None:
-        """The waiting replies whose turn came (`everything`: all) and that can go out now."""
-        waiting, self._unsent_replies = self._unsent_replies, []
-        for reply, session, due in waiting:
-            if (everything or due <= self._events_taken) and self._sendable(session):
-                reply()
-            else:
-                self._unsent_replies.append((reply, session, due))
-
     def write_frame(self, frame_bytes: bytes) -> None:
+        """Queue one whole frame of a session, link or crafted performative for the peer."""
         self._out += frame_bytes
         self.frames_sent += 1
 
@@ -571,7 +322,7 @@ class Connection:
         transfer, disposition, detach, end: the bytes of one whole frame each) through
         `edit` before it is queued: deliberate misbehaviour, for fault injection (a broker
         that breaks a field rule on purpose). The endpoint's own state is not told of the
-        change. Free until called: it replaces `_write` on this instance only."""
+        change. Free until called: it replaces `write_frame` on this instance only."""
         plain = Connection.write_frame.__get__(self)
 
         def write(frame_bytes: bytes) -> None:
@@ -579,192 +330,15 @@ class Connection:
 
         self.write_frame = write  # type: ignore[method-assign]
 
-    def emit(self, event: ev.Event) -> None:
-        for observer in self._observers:
-            if observer(event):
-                return  # consumed: not queued for events()/next_event()
-        self._events.append(event)
-        self._events_queued += 1
-
     def session_unmapped(self, session: Session) -> None:
+        """`session` ended both ways: its channel of ours is free again."""
         if self.sessions_by_channel.get(session.channel) is session:
             del self.sessions_by_channel[session.channel]
 
     def remote_channel_ended(self, session: Session) -> None:
+        """The peer ended `session`: its incoming channel is free again (2.5.1)."""
         if self.sessions_by_remote_channel.get(session.remote_channel) is session:
             del self.sessions_by_remote_channel[session.remote_channel]
-
-    # --- headers (2.2, 5.3.1) --------------------------------------------------------
-
-    def _on_header(self, header: ProtocolHeader) -> None:
-        self.emit(ev.ProtocolHeaderReceived(header.protocol_id, header.is_supported))
-        wanted = ProtocolId.SASL if self.in_sasl else ProtocolId.AMQP
-        if header.protocol_id != wanted or not header.is_supported:
-            self._on_bad_header(header)
-        elif self.in_sasl:
-            self._on_sasl_header()
-        else:
-            self.machine.process(ConnInput.RECV_HEADER)
-            if self.state is ConnState.HDR_RCVD:
-                self._send_header_and_open()
-
-    def _on_bad_header(self, header: ProtocolHeader | None) -> None:
-        """2.2: answer with the header we support, then end the connection."""
-        ours = SASL_HEADER if self.in_sasl else AMQP_HEADER
-        sasl_sent = self.sasl_machine is not None and self.sasl_machine.state is not (
-            SaslState.START
-        )
-        try:
-            action = self.machine.process(ConnInput.RECV_BAD_HEADER)
-        except ProtocolError as exc:
-            self.fail(exc)
-            self._input_broken = True
-            return
-        if action == HEADER_THEN_END and not (self.in_sasl and sasl_sent):
-            self._out += ours.encode()
-        self._input_broken = True
-        what = "unreadable" if header is None else f"protocol id {header.protocol_id}"
-        error = ProtocolError(
-            Cond.FRAMING_ERROR, f"unsupported header: {what}", kind=ErrorKind.UNSUPPORTED_HEADER
-        )
-        self.emit(ev.ProtocolErrorRaised.of(error, "connection"))
-
-    # --- SASL (5.3) -----------------------------------------------------------------
-
-    def _sasl_step(self, inp: SaslInput) -> bool:
-        """Apply a SASL input; a refused RECV ends the connection (there is no close)."""
-        try:
-            self.sasl_machine.process(inp)
-        except ProtocolError as exc:
-            self.emit(ev.ProtocolErrorRaised.of(exc, "connection"))
-            self._sasl_failed = True
-            return False
-        return True
-
-    def _on_sasl_header(self) -> None:
-        if not self._sasl_step(SaslInput.RECV_HEADER):
-            return
-        if self.role == "server":
-            self.sasl_machine.process(SaslInput.SEND_HEADER)
-            self.sasl_machine.process(SaslInput.SEND_MECHANISMS)
-            self._out += SASL_HEADER.encode()
-            mechanisms = self.sasl.mechanisms_frame()
-            self._out += encode_frame(mechanisms, frame_type=FrameType.SASL)
-            self.frames_sent += 1
-
-    def _on_sasl_frame(self, frame: Frame) -> None:
-        if frame.type != FrameType.SASL:
-            error = ProtocolError(
-                Cond.ILLEGAL_STATE,
-                "AMQP frame during SASL",
-                kind=ErrorKind.AMQP_FRAME_DURING_SASL,
-            )
-            # the description is the error's whole text (condition: description), as sent
-            self.emit(
-                ev.ProtocolErrorRaised(error.condition, str(error), "connection", error=error)
-            )
-            self._sasl_failed = True
-            return
-        if frame.performative is None:  # 5.3.1: receipt of an empty frame is an
-            # irrecoverable error (SASL has no heartbeats: 2.4.5's empty frames come after open)
-            error = ProtocolError(
-                Cond.FRAMING_ERROR,
-                "empty frame during SASL",
-                kind=ErrorKind.EMPTY_FRAME_DURING_SASL,
-            )
-            self.emit(ev.ProtocolErrorRaised.of(error, "connection"))
-            self._sasl_failed = True
-            return
-        self._sasl_handlers[type(frame.performative)](frame.performative)
-
-    def _on_sasl_mechanisms(self, mechanisms: SaslMechanisms) -> None:
-        if not self._sasl_step(SaslInput.RECV_MECHANISMS):
-            return
-        offered = tuple(str(m) for m in mechanisms.sasl_server_mechanisms or ())
-        self.emit(ev.SaslMechanismsOffered(offered))
-        try:
-            init = self.sasl.init_for(offered)
-        except ProtocolError as exc:
-            self.emit(ev.ProtocolErrorRaised.of(exc, "connection"))
-            self._sasl_failed = True
-            return
-        self.sasl_machine.process(SaslInput.SEND_INIT)
-        self._out += encode_frame(init, frame_type=FrameType.SASL)
-        self.frames_sent += 1
-
-    def _on_sasl_init(self, init: SaslInit) -> None:
-        if self._sasl_exchange is not None:  # MECHS_SENT again after our challenge: a
-            self._on_sasl_unsupported(SaslInput.RECV_INIT)  # second init, not a response
-            return
-        if not self._sasl_step(SaslInput.RECV_INIT):
-            return
-        exchange = self.sasl.exchange_for(init)
-        if exchange is None:
-            code, username = self.sasl.judge(init)
-            self._send_sasl_outcome(str(init.mechanism), code, username)
-            return
-        challenge = exchange.first(init.initial_response or b"")
-        if challenge is None:
-            self._send_sasl_outcome(str(init.mechanism), SaslCode.AUTH, None)
-            return
-        self._sasl_exchange = exchange  # 5.3.2: challenge, response, then the outcome
-        self.sasl_machine.process(SaslInput.SEND_CHALLENGE)
-        self._out += encode_frame(SaslChallenge(challenge=challenge), frame_type=FrameType.SASL)
-        self.frames_sent += 1
-
-    def _send_sasl_outcome(
-        self, mechanism: str, code: int, username: str | None, data: bytes | None = None
-    ) -> None:
-        """The server's sasl-outcome (5.3.3.6; `data`: its additional-data on success)."""
-        self.sasl_machine.process(SaslInput.SEND_OUTCOME)
-        outcome = SaslOutcome(code=code, additional_data=data)
-        self._out += encode_frame(outcome, frame_type=FrameType.SASL)
-        self.frames_sent += 1
-        self.sasl_outcome, self.sasl_username = code, username
-        self.emit(ev.SaslAuthenticated(mechanism, username, code))
-        self.finish_sasl(code)
-
-    def _on_sasl_outcome(self, outcome: SaslOutcome) -> None:
-        if not self._sasl_step(SaslInput.RECV_OUTCOME):
-            return
-        self.sasl_outcome = outcome.code
-        self.emit(ev.SaslOutcomeReceived(outcome.code, outcome.additional_data))
-        self.finish_sasl(outcome.code)
-
-    def _on_sasl_challenge(self, challenge: SaslChallenge) -> None:
-        self._on_sasl_unsupported(SaslInput.RECV_CHALLENGE)
-
-    def _on_sasl_response(self, response: SaslResponse) -> None:
-        exchange = self._sasl_exchange
-        if exchange is None:
-            self._on_sasl_unsupported(SaslInput.RECV_RESPONSE)
-            return
-        if not self._sasl_step(SaslInput.RECV_RESPONSE):
-            return
-        self._sasl_exchange = None
-        accepted, server_final = exchange.final(response.response or b"")
-        code = SaslCode.OK if accepted else SaslCode.AUTH
-        self._send_sasl_outcome(SCRAM_SHA_256, code, exchange.username, server_final)
-
-    def _on_sasl_unsupported(self, inp: SaslInput) -> None:
-        """ANONYMOUS and PLAIN never challenge (RFC 4505, 4616) and the client speaks no
-        SCRAM: a legal challenge, or a response without our challenge, is still one our
-        mechanisms cannot answer, so the exchange fails."""
-        if self._sasl_step(inp):
-            error = ProtocolError(
-                Cond.NOT_IMPLEMENTED, f"{inp.value} unsupported", kind=ErrorKind.SASL_UNSUPPORTED
-            )
-            self.emit(ev.ProtocolErrorRaised.of(error, "connection"))
-            self._sasl_failed = True
-
-    def finish_sasl(self, code: int) -> None:
-        if code != SaslCode.OK:
-            self._sasl_failed = True  # 5.3.3.6: the connection is not established
-            return
-        self._decoder.expect_protocol_header()  # 5.3.2: the AMQP header follows
-        self._awaiting_header = True
-        if self.role == "client":
-            self._send_header_and_open()
 
     # --- frames ----------------------------------------------------------------------
 
@@ -801,34 +375,6 @@ class Connection:
                 self._on_session_frame(frame)
         except ProtocolError as exc:
             self.fail(exc)
-
-    def _on_open(self, open_: Open) -> None:
-        action = self.machine.process(ConnInput.RECV_OPEN)
-        if action == DISCARD:
-            return
-        self.remote_open = open_
-        self.remote_max_frame_size = open_.max_frame_size
-        self.remote_channel_max = open_.channel_max
-        self.remote_idle_timeout_ms = open_.idle_time_out or None
-        if open_.max_frame_size < MIN_MAX_FRAME_SIZE:  # 2.7.1: at least 512
-            raise ProtocolError(
-                Cond.FRAME_SIZE_TOO_SMALL,
-                f"max-frame-size {open_.max_frame_size} < {MIN_MAX_FRAME_SIZE}",
-                "connection",
-                ErrorKind.MAX_FRAME_SIZE_TOO_SMALL,
-                declared=open_.max_frame_size,
-                allowed=MIN_MAX_FRAME_SIZE,
-            )
-        if not self.open_sent:
-            self.answer_due = True  # the application opens (or refuses) first
-        self.emit(ev.RemoteOpen(open_))
-
-    def _on_close(self, close: Close) -> None:
-        self.machine.process(ConnInput.RECV_CLOSE)
-        self.remote_close = close
-        self.emit(ev.RemoteClose(close.error))
-        if self.auto_reply and self.machine.allows(ConnInput.SEND_CLOSE):
-            self.close()  # 2.4.3: answer the peer's close with ours
 
     def _on_session_frame(self, frame: Frame) -> None:
         if self.machine.process(ConnInput.RECV_FRAME) == DISCARD:
@@ -880,21 +426,3 @@ class Connection:
             session = Session(self, incoming=True)
         self.sessions_by_remote_channel[channel] = session
         session.receive_begin(channel, begin)
-
-    def _on_transport_closed(self) -> None:
-        clean = self.state is ConnState.END or self._sasl_failed
-        self.machine.process(ConnInput.TRANSPORT_CLOSED)
-        self.emit(ev.TransportClosed(clean))
-
-    # --- errors -------------------------------------------------------------------------
-
-    def fail(self, exc: ProtocolError) -> None:
-        """The peer broke a connection rule: report it and close with its condition."""
-        self.emit(ev.ProtocolErrorRaised.of(exc, "connection"))
-        if self.in_sasl:
-            self._sasl_failed = True  # SASL has no close: the exchange just ends (5.3.2)
-            return
-        if self.state in _CLOSE_SENT:
-            return  # 2.4.6: nothing more may be sent after close
-        if self.machine.allows(ConnInput.SEND_CLOSE_ERROR):
-            self.close(exc.condition, exc.description)

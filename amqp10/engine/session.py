@@ -1,10 +1,20 @@
-"""The session endpoint (2.5): begin/end, session flow control (2.5.6), handle -> Link
-dispatch, delivery-ids and dispositions.
+"""The session endpoint (2.5): session flow control (2.5.6), transfers in and out,
+dispositions; the hub that composes the session's parts.
 
 Owns: the session window state (next-incoming-id, incoming-window, next-outgoing-id,
-outgoing-window, remote-incoming-window as a horizon), the queue of transfer frames
-waiting for the peer's window, the handle maps. May touch: its Connection (to write
-frames and emit events) and its Links. Every state change goes through SESSION_TABLE.
+outgoing-window, remote-incoming-window as a horizon, the grants the peer may have seen),
+the queue of transfer frames waiting for the peer's window, delivery-ids, the dispatch of
+the peer's frames after SESSION_TABLE (`receive`), and the fast lane for a received
+one-frame transfer (`fast_transfer`). Its parts, each in a module of its own:
+session_lifecycle.py (begin, end, session errors) and session_links.py (attach, detach,
+the handle maps). May touch: its Connection through the documented engine methods
+(`write_frame`, `emit`, `check_can_send`, `grants_pending`, ...) and its Links through
+theirs (`receive_transfer`, `receive_flow`, `flow_fields`, and in the fast lane their
+2.6.7 state). Every state change goes through SESSION_TABLE.
+
+The per-transfer paths (`fast_transfer`, `write_transfer`, `_pump`, `_on_flow`) are hot:
+local bindings, serial arithmetic inlined with amqp10.serial's HALF/MASK, no call layer
+added (docs/engine.md, "Changing a rule").
 
 Window policy: with `auto_window=True` the incoming window is re-granted (a session
 flow) whenever it falls below half of `incoming_window`; with False the application
@@ -34,22 +44,18 @@ from amqpspec.amqp10.composites import (
     Disposition,
     End,
     Flow,
-    Source,
-    Target,
     Transfer,
 )
 from amqpspec.amqp10.engine import events as ev
-from amqpspec.amqp10.engine.conditions import as_error
 from amqpspec.amqp10.engine.flowcontrol import remote_incoming_horizon, window_left
 from amqpspec.amqp10.engine.link import Link
+from amqpspec.amqp10.engine.session_lifecycle import SessionLifecycle
+from amqpspec.amqp10.engine.session_links import SessionLinks
 from amqpspec.amqp10.engine.transitions import (
-    BEGIN_THEN_END,
     DISCARD,
-    ConnInput,
     LinkState,
     SessInput,
     SessState,
-    UsageError,
     session_machine,
 )
 from amqpspec.amqp10.errors import ErrorKind, ProtocolError
@@ -57,7 +63,7 @@ from amqpspec.amqp10.frames import Frame, encode_frame
 from amqpspec.amqp10.message import transfer_frames
 from amqpspec.amqp10.serial import HALF, serial_add, serial_max
 from amqpspec.amqp10.serial import MASK as SERIAL_MASK
-from amqpspec.amqp10.spec import Cond, RcvSettleMode, Role, SndSettleMode
+from amqpspec.amqp10.spec import Cond, Role
 
 if TYPE_CHECKING:
     from amqpspec.amqp10.composites import Error
@@ -79,16 +85,7 @@ _INPUT_OF = {
 }
 
 
-def _source(source: Any) -> Any:
-    """A plain address string stands for Source(address=...)."""
-    return Source(address=source) if isinstance(source, str) else source
-
-
-def _target(target: Any) -> Any:
-    return Target(address=target) if isinstance(target, str) else target
-
-
-class Session:
+class Session(SessionLifecycle, SessionLinks):
     """One session endpoint. Create with Connection.begin(); incoming sessions arrive
     in a RemoteBegin event and are answered with accept() or end()."""
 
@@ -136,14 +133,14 @@ class Session:
         # (frame or a maker of it, is_transfer): transfers waiting for the peer's window
         # and the frames that must stay behind them
         self._queue: deque[tuple[bytes | Callable[[], bytes], bool]] = deque()
-
-    def _configure(
-        self, incoming_window: int, outgoing_window: int, handle_max: int, auto_window: bool
-    ) -> None:
-        self.incoming_window_max = incoming_window
-        self.outgoing_window = outgoing_window
-        self.handle_max = handle_max
-        self.auto_window = auto_window
+        self._handlers = {  # peer frame type -> its handler, after the table (receive)
+            Attach: self._on_attach,
+            Flow: self._on_flow,
+            Transfer: self._on_transfer,
+            Disposition: self._on_disposition,
+            Detach: self._on_detach,
+            End: self._on_end,
+        }
 
     def __repr__(self) -> str:
         return f"<Session channel={self.channel} remote={self.remote_channel} {self.state.value}>"
@@ -167,131 +164,6 @@ class Session:
         self._queue.clear()
 
     # --- actions ----------------------------------------------------------------------
-
-    def send_begin(self) -> None:
-        """Send our begin (2.5.2) for a session made with `Session(connection, ...)`
-        (Connection.begin() does this itself); the session becomes BEGIN_SENT. A session
-        that already sent its begin refuses (UsageError): to put a second begin on the
-        wire on purpose, use Connection.send_performative(..., strict=False)."""
-        self.connection.check_can_send()
-        self.machine.process(SessInput.SEND_BEGIN)
-        self.write_begin()
-
-    def write_begin(self) -> None:
-        begin = Begin(
-            remote_channel=self.remote_channel,
-            next_outgoing_id=self.next_outgoing_id,
-            incoming_window=self.incoming_window,
-            outgoing_window=self.outgoing_window,
-            handle_max=self.handle_max,
-            offered_capabilities=self.offered_capabilities,
-            desired_capabilities=self.desired_capabilities,
-            properties=self.properties,
-        )
-        self.connection.write_frame(encode_frame(begin, self.channel))
-
-    def accept(
-        self,
-        incoming_window: int | None = None,
-        outgoing_window: int | None = None,
-        handle_max: int | None = None,
-        *,
-        auto_window: bool | None = None,
-        properties: dict | None = None,
-    ) -> None:
-        """Answer a peer's begin (BEGIN_RCVD) with ours (2.5.2). A session the peer has
-        already ended (its begin and end arrived together: the engine answered both) is
-        no longer answerable: UsageError, not a second begin on the channel."""
-        if self.state is not SessState.BEGIN_RCVD:
-            raise UsageError(f"accept() answers a peer's begin; session is {self.state.value}")
-        self.connection.machine.refuse_unless(ConnInput.SEND_FRAME)
-        self.machine.refuse_unless(SessInput.SEND_BEGIN)
-        # a channel of our own first: with none free under the peer's channel-max (2.7.1)
-        # the UsageError leaves the session as it was (not MAPPED with no channel)
-        self._map_local_channel()
-        self._configure(
-            self.incoming_window_max if incoming_window is None else incoming_window,
-            self.outgoing_window if outgoing_window is None else outgoing_window,
-            self.handle_max if handle_max is None else handle_max,
-            self.auto_window if auto_window is None else auto_window,
-        )
-        self.incoming_window = self.incoming_window_max
-        self.properties = properties or self.properties
-        self.connection.check_can_send()
-        self.machine.process(SessInput.SEND_BEGIN)
-        self.grant_window()
-        self.write_begin()
-
-    def _map_local_channel(self) -> None:
-        if self.channel is None:
-            self.channel = self.connection.allocate_channel(self)
-
-    def end(self, error: Error | str | None = None, description: str | None = None) -> None:
-        """Send end (2.7.8). Pending transfer frames are dropped; with an error, frames
-        from the peer are discarded until its end (2.5.5 DISCARDING)."""
-        err = as_error(error, description)
-        self.connection.check_can_send()
-        action = self.machine.process(
-            SessInput.SEND_END if err is None else SessInput.SEND_END_ERROR
-        )
-        if action == BEGIN_THEN_END or self.channel is None:
-            # the peer began (and maybe ended) before we answered: our begin goes
-            # first, an end alone would name no channel of ours (2.5.2)
-            self._map_local_channel()
-            self.write_begin()
-        self.drop_queued()
-        self.connection.write_frame(encode_frame(End(error=err), self.channel))
-        self.maybe_unmapped()
-
-    def attach_sender(
-        self,
-        name: str,
-        source: Any = None,
-        target: Any = None,
-        *,
-        snd_settle_mode: int = SndSettleMode.MIXED,
-        rcv_settle_mode: int = RcvSettleMode.FIRST,
-        initial_delivery_count: int = 0,
-        **attach_fields: Any,
-    ) -> Link:
-        """Attach a sending link (2.6.3). source/target: Source/Target composites, an
-        address string, or None; other Attach fields pass through by keyword
-        (max_message_size, properties, offered_capabilities, ...)."""
-        link = Link(
-            self,
-            name,
-            Role.SENDER,
-            _source(source),
-            _target(target),
-            snd_settle_mode,
-            rcv_settle_mode,
-        )
-        link.initial_delivery_count = link.delivery_count = initial_delivery_count
-        link.attach(attach_fields)
-        return link
-
-    def attach_receiver(
-        self,
-        name: str,
-        source: Any = None,
-        target: Any = None,
-        *,
-        snd_settle_mode: int = SndSettleMode.MIXED,
-        rcv_settle_mode: int = RcvSettleMode.FIRST,
-        **attach_fields: Any,
-    ) -> Link:
-        """Attach a receiving link (2.6.3); grant credit with link.flow(link_credit=n)."""
-        link = Link(
-            self,
-            name,
-            Role.RECEIVER,
-            _source(source),
-            _target(target),
-            snd_settle_mode,
-            rcv_settle_mode,
-        )
-        link.attach(attach_fields)
-        return link
 
     def flow(self, incoming_window: int | None = None, echo: bool = False) -> None:
         """Send a session flow (2.7.4), optionally with a new incoming-window."""
@@ -415,18 +287,6 @@ class Session:
             self._queue.extend((f, True) for f in frames)
         self._pump()
 
-    def write_detach(self, detach: Detach) -> None:
-        self.connection.check_can_send()
-        self.machine.process(SessInput.SEND_DETACH)
-        frame = encode_frame(detach, self.channel)
-        if self._queue:
-            self._queue.append((frame, False))  # keep it behind the link's transfers
-        else:
-            self.connection.write_frame(frame)
-
-    def write_attach(self, attach: Attach) -> None:
-        self._send_checked(SessInput.SEND_ATTACH, attach)
-
     def _pump(self) -> None:
         """Release queued frames while the peer's incoming window admits transfers."""
         queue, write = self._queue, self.connection.write_frame
@@ -460,48 +320,7 @@ class Session:
             self.incoming_window = self.incoming_window_max
             self.write_flow(None)
 
-    def allocate_handle(self, link: Link) -> int:
-        limit = min(self.handle_max, self.remote_handle_max)
-        handle = 0
-        while handle in self.links:
-            handle += 1
-        if handle > limit:
-            raise UsageError(f"no free handle <= handle-max {limit} (2.7.2)")
-        self.links[handle] = link
-        return handle
-
-    def await_attach(self, link: Link) -> None:
-        self._attaching[(link.name, link.role)] = link
-
-    def link_detached(self, link: Link) -> None:
-        if link.handle is not None and self.links.get(link.handle) is link:
-            del self.links[link.handle]
-
-    def remote_link_detached(self, link: Link) -> None:
-        if (
-            link.remote_handle is not None
-            and self.links_by_remote_handle.get(link.remote_handle) is link
-        ):
-            del self.links_by_remote_handle[link.remote_handle]
-
     # --- receiving --------------------------------------------------------------------
-
-    def receive_begin(self, channel: int, begin: Begin) -> None:
-        self.machine.process(SessInput.RECV_BEGIN)
-        self.remote_channel = channel
-        self.remote_begin = begin
-        self.next_incoming_id = begin.next_outgoing_id
-        self.remote_outgoing_window = begin.outgoing_window
-        self.remote_handle_max = begin.handle_max
-        # 2.5.6: the peer's incoming-window counts from our initial-outgoing-id
-        self._remote_horizon = remote_incoming_horizon(
-            None, begin.incoming_window, self.initial_outgoing_id
-        )
-        if self.state is SessState.MAPPED:
-            self.grant_window(seen=True)  # the peer answers our begin: it has our window
-        if self.state is SessState.BEGIN_RCVD:
-            self.connection.answer_due = True  # accept() or end() before what follows
-        self.connection.emit(ev.RemoteBegin(self, begin))
 
     def receive(self, frame: Frame) -> None:
         """One frame for this session: the table first, then the handler."""
@@ -509,30 +328,11 @@ class Session:
         try:
             if self.machine.process(_INPUT_OF[type(performative)]) == DISCARD:
                 return
-            self._handlers[type(performative)](self, frame)
+            self._handlers[type(performative)](frame)
         except ProtocolError as exc:
             if exc.scope == "connection":
                 raise
             self.fail(exc)
-
-    def _on_attach(self, frame: Frame) -> None:
-        attach: Attach = frame.performative
-        if attach.handle > self.handle_max:  # 2.7.2 handle-max: close with framing-error
-            raise ProtocolError(
-                Cond.FRAMING_ERROR,
-                f"handle {attach.handle} > handle-max {self.handle_max}",
-                kind=ErrorKind.HANDLE_OVER_MAX,
-                performative="attach",
-                declared=attach.handle,
-                allowed=self.handle_max,
-            )
-        link = self.links_by_remote_handle.get(attach.handle)
-        if link is None:
-            link = self._attaching.pop((attach.name, not attach.role), None)
-            if link is None:
-                link = Link(self, attach.name, not attach.role, None, None, None, None)
-        self.links_by_remote_handle.setdefault(attach.handle, link)
-        link.receive_attach(attach)
 
     def _on_flow(self, frame: Frame) -> None:
         flow: Flow = frame.performative
@@ -558,19 +358,6 @@ class Session:
             self.write_flow(None)
         self.connection.emit(ev.FlowReceived(self, link, flow))
         self._pump()
-
-    def _link_for(self, handle: int, what: str) -> Link:
-        link = self.links_by_remote_handle.get(handle)
-        if link is None:  # 2.8.16 (session-error): not currently attached
-            raise ProtocolError(
-                Cond.UNATTACHED_HANDLE,
-                f"{what} on handle {handle}",
-                "session",
-                ErrorKind.UNATTACHED_HANDLE,
-                performative=what,
-                declared=handle,
-            )
-        return link
 
     def _on_transfer(self, frame: Frame) -> None:
         transfer: Transfer = frame.performative
@@ -659,46 +446,3 @@ class Session:
         self.connection.emit(
             ev.DispositionReceived(self, d.role, d.first, last, d.settled, d.state, d.batchable)
         )
-
-    def _on_detach(self, frame: Frame) -> None:
-        detach: Detach = frame.performative
-        self._link_for(detach.handle, "detach").receive_detach(detach)
-
-    def _on_end(self, frame: Frame) -> None:
-        end: End = frame.performative
-        self.remote_end_error = end.error
-        self.connection.remote_channel_ended(self)
-        self.connection.emit(ev.RemoteEnd(self, end.error))
-        if self.connection.auto_reply and self.state is SessState.END_RCVD:
-            self.connection.reply_when_sendable(self._answer_end)
-        self.maybe_unmapped()
-
-    def _answer_end(self) -> None:
-        if self.state is SessState.END_RCVD:
-            self.end()  # 2.5.3: answer the peer's end with ours
-
-    def maybe_unmapped(self) -> None:
-        if self.state is SessState.UNMAPPED:
-            self.connection.session_unmapped(self)
-
-    _handlers = {
-        Attach: _on_attach,
-        Flow: _on_flow,
-        Transfer: _on_transfer,
-        Disposition: _on_disposition,
-        Detach: _on_detach,
-        End: _on_end,
-    }
-
-    # --- errors -------------------------------------------------------------------------
-
-    def fail(self, exc: ProtocolError) -> None:
-        """The peer broke a session rule: report it and end the session with it."""
-        error = ev.ProtocolErrorRaised.of(exc, "session", self)
-        self.connection.emit(error)
-        self.connection.reply_when_sendable(lambda: self._send_error(exc))
-
-    def _send_error(self, exc: ProtocolError) -> None:
-        """End with `exc` (after our begin if it is still due, 2.5.2) unless already ending."""
-        if self.machine.allows(SessInput.SEND_END_ERROR):
-            self.end(exc.condition, exc.description)
