@@ -69,20 +69,27 @@ class SettlementRules:
             return
         settled_by = deliveries.settled_by
         if not disposition.settled:
-            for offset in range(count):
-                delivery_id = serial_add(first, offset)
-                by = settled_by.get(delivery_id)
-                if by == "transfer" or by == origin:
-                    how = "was sent settled" if by == "transfer" else "was settled by this peer"
-                    self._report(
-                        "settlement.settled-again-unsettled",
-                        idx,
-                        origin,
-                        f"unsettled disposition of delivery-id {delivery_id:#x}, which {how}",
-                    )
-                    return
+            self._unsettled_again(origin, first, count, settled_by, idx)
             return
         for offset in range(count):
             delivery_id = serial_add(first, offset)
             if delivery_id not in settled_by:
                 deliveries.settle(delivery_id, origin)
+
+    def _unsettled_again(
+        self: Checker, origin: str, first: int, count: int, settled_by: dict, idx: int
+    ) -> None:
+        """2.6.12: a settled delivery stays settled; an unsettled disposition of one that was
+        sent settled, or that this peer settled already, is reported (the first only)."""
+        for offset in range(count):
+            delivery_id = serial_add(first, offset)
+            by = settled_by.get(delivery_id)
+            if by == "transfer" or by == origin:
+                how = "was sent settled" if by == "transfer" else "was settled by this peer"
+                self._report(
+                    "settlement.settled-again-unsettled",
+                    idx,
+                    origin,
+                    f"unsettled disposition of delivery-id {delivery_id:#x}, which {how}",
+                )
+                return
