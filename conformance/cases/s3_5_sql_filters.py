@@ -7,7 +7,9 @@ Neither text is in conformance/spec: the rules (the JMS selector's, Jakarta Mess
 section 3.8.1, quoted in conformance/steps/sql_expressions.py) are a model. A broker whose
 profile claims `sql-filter` / `selector-filter` and delivers otherwise DIFFERS from the
 `filtex-sql` / `jms-selector` model, never FAILED; a broker without the capability is
-UNSUPPORTED. What a broker delivers is judged by the suite's own evaluator
+UNSUPPORTED, and so is one without `drain-reply` (each receiver is drained: the drain
+reply is how the case knows every delivery its filter let through has come). What a
+broker delivers is judged by the suite's own evaluator
 (conformance/steps/sql_expressions.py, a lark grammar), never the broker's: the
 `*-fixed` cases check hand-picked expressions whose selections are also written out (the
 LIKE escape, NULL in three-valued logic, BETWEEN, IN, arithmetic, header and properties
@@ -183,7 +185,7 @@ def _generated(probe, ctx, dialect: str) -> None:
     "expression selects (TRUE, not FALSE nor UNKNOWN): LIKE with ESCAPE, NULL, BETWEEN, "
     "IN, arithmetic, header. and properties. fields.",
     model=MODELS[SQL],
-    requires={"queues", CAPABILITY[SQL]},
+    requires={"queues", "drain-reply", CAPABILITY[SQL]},
 )
 def sql_filter_fixed(probe, ctx):
     """Counters RabbitMQ 4.2's amqp_filter_sql_SUITE: four messages (names a_b, axb, a%b;
@@ -199,7 +201,7 @@ def sql_filter_fixed(probe, ctx):
     "messages its JMS selector selects: LIKE with ESCAPE, NULL, BETWEEN, IN, arithmetic, "
     "JMSPriority, JMSDeliveryMode, JMSCorrelationID.",
     model=MODELS[SELECTOR],
-    requires={"queues", CAPABILITY[SELECTOR]},
+    requires={"queues", "drain-reply", CAPABILITY[SELECTOR]},
 )
 def selector_filter_fixed(probe, ctx):
     """Counters Qpid Broker-J's FilterTest.selectorFilter (two messages, a selector on an
@@ -214,7 +216,7 @@ def selector_filter_fixed(probe, ctx):
     "Generated messages and SQL filter expressions: the broker delivers through each "
     "amqp:sql-filter exactly the messages the suite's own evaluator selects.",
     model=MODELS[SQL],
-    requires={"queues", CAPABILITY[SQL]},
+    requires={"queues", "drain-reply", CAPABILITY[SQL]},
     pipelined=False,  # the fixed case's variant covers the pipelined attach; run time
 )
 def sql_filter_generated(probe, ctx):
@@ -231,7 +233,7 @@ def sql_filter_generated(probe, ctx):
     "apache.org:selector-filter:string exactly the messages the suite's own evaluator "
     "selects.",
     model=MODELS[SELECTOR],
-    requires={"queues", CAPABILITY[SELECTOR]},
+    requires={"queues", "drain-reply", CAPABILITY[SELECTOR]},
     pipelined=False,  # the fixed case's variant covers the pipelined attach; run time
 )
 def selector_filter_generated(probe, ctx):
