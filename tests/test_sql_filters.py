@@ -25,6 +25,7 @@ from amqpspec.conformance.steps.sql_strategies import expressions, messages
 from amqpspec.conformance.verdicts import Verdict
 from amqpspec.reference_broker.faults.catalog import parse_faults
 from amqpspec.reference_broker.features.selectors import SelectorError, compile_expression
+from amqpspec.reference_broker.queues.classic import MODIFIED, RELEASED, ClassicQueue, Delivery
 
 MESSAGE = Message.of(
     b"m",
@@ -167,3 +168,26 @@ def test_cases_against_the_broker() -> None:
         faulty = case_verdicts(b, *FIXED_CASES)
     assert {v for v, _ in faulty.values()} == {Verdict.DIFFERS}, faulty
     assert all("ESCAPE" in reason for _, reason in faulty.values()), faulty
+
+
+def test_a_queue_hands_a_selector_consumer_only_what_it_accepts() -> None:
+    """queues/selection.py through ClassicQueue: a consumer accepting payloads b"a*" gets
+    a1 and a2 in order, a plain consumer the rest; a2 released goes back and is the
+    selector consumer's again, undeliverable-here keeps it from that consumer."""
+    queue = ClassicQueue("q")
+    for payload in (b"b0", b"a1", b"b2", b"a2"):
+        queue.publish(payload)
+    queue.add_consumer("sel", accepts=lambda payload: payload.startswith(b"a"))
+    queue.flow("sel", delivery_count=None, link_credit=5)
+    got = [e.message for e in queue.dispatch() if isinstance(e, Delivery)]
+    assert [m.payload for m in got] == [b"a1", b"a2"]
+    assert [m.payload for m in queue.ready_messages()] == [b"b0", b"b2"]
+    queue.settle("sel", [got[1].msg_id], RELEASED)
+    again = [e.message.payload for e in queue.dispatch() if isinstance(e, Delivery)]
+    assert again == [b"a2"]
+    queue.settle("sel", [got[1].msg_id], MODIFIED, undeliverable_here=True)
+    assert [e for e in queue.dispatch() if isinstance(e, Delivery)] == []
+    queue.add_consumer("plain")
+    queue.flow("plain", delivery_count=None, link_credit=5)
+    rest = [e.message.payload for e in queue.dispatch() if isinstance(e, Delivery)]
+    assert sorted(rest) == [b"a2", b"b0", b"b2"]
