@@ -15,8 +15,16 @@ receiveTransactionalAcquisitionFlowFailsDueToUnknownTransactionId): no sentence 
 the resource answers (amqp:transaction:unknown-id names the case): recorded (MAY), except
 that a transfer may not claim the undeclared transaction (4.4).
 
+A message acquired in a transaction (4.4.3) and accepted in it leaves the queue at commit
+and is back after a rollback (4.4.4.3; 4.4: the transfer's txn-id said the acquisition was
+that transaction's work); a broker without transactional acquisition is UNSUPPORTED there.
+
 Owns the cases `4.4/posting-mixed-with-plain`, `4.4.2/retirement-mixed-with-plain`,
-`4.4.2/retirement-unknown-txn-id`, `4.4.3/acquisition-unknown-txn-id`.
+`4.4.2/retirement-unknown-txn-id`, `4.4.3/acquisition-unknown-txn-id`,
+`4.4.3/acquisition-commit`, `4.4.3/acquisition-rollback`,
+`4.4.2/retirement-queue-deleted` (recorded, MAY) and
+`4.4.2/retirement-commit-rcv-settle-second` (a transactional acceptance the controller
+does not settle, on a rcv-settle-mode second link, applied at commit).
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from __future__ import annotations
 from amqpspec.amqp10.composites import Accepted, Released, Source, TransactionalState
 from amqpspec.amqp10.engine import RemoteDetach
 from amqpspec.amqp10.message import Message
-from amqpspec.amqp10.spec import Role
+from amqpspec.amqp10.spec import RcvSettleMode, Role
 from amqpspec.conformance.cases.s4_transactions import ROLLBACK_COMPLETES, SAME_TXN, WORK_TXN_IDS
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MUST, case
@@ -36,13 +44,14 @@ from amqpspec.conformance.steps.transactions import (
     answer_in_words,
     describe,
     error_condition,
+    in_words,
     outcome_of_post,
     post,
     retire,
     unknown_txn_id,
     visible,
 )
-from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed
+from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed, Unsupported
 
 DEFAULT_OUTCOME = "4.4.4.2/transactional-retirement.1"  # rolled back: MUST apply the default
 
@@ -220,3 +229,158 @@ def acquisition_unknown_txn_id(probe, ctx):
         WORK_TXN_IDS,
     )
     ctx.outcome(f"transfer:{getattr(state, 'NAME', type(state).__name__)}")
+
+
+def _acquired(probe, ctx, queue: str):
+    """4.4.3: one message acquired in a new transaction and accepted in it (settled):
+    (controller, txn-id, the delivery). UNSUPPORTED when the broker answers the flow with
+    amqp:not-implemented (no transactional acquisition: 4.4.3 allows that, and
+    `4.4.3/acquisition-refused-or-transactional` grades it)."""
+    session = probe.open_session()
+    controller = Controller(probe, session)
+    txn_id = controller.declare()
+    try:
+        event = acquire(probe, ctx, queue, session, txn_id)
+    except WaitTimeout:
+        raise CaseFailed(
+            "no transfer and no detach after a flow asking for transactional acquisition",
+            level=SHORTFALL,
+        ) from None
+    if isinstance(event, RemoteDetach):
+        raise Unsupported(
+            f"no transactional acquisition: the link was detached with {error_condition(event)}"
+        )
+    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
+    event.link.disposition(event.delivery_id, settled=True, state=state)
+    probe.flush()
+    return controller, txn_id, event
+
+
+@case(
+    "4.4.3/acquisition-commit",
+    MUST,
+    "A message acquired in a transaction and accepted in it leaves the queue when the "
+    "transaction commits.",
+    sentences=(WORK_TXN_IDS,),
+    role="sender",
+    requires={"queues"},
+    pipelined=False,
+)
+def acquisition_commit(probe, ctx):
+    """Counters Qpid Broker-J's TransactionalTransferTest.receiveTransactionalAcquisition
+    ReceiverSettleFirst: one queued message acquired through a flow with txn-id (its
+    transfer in that transaction), settled with transactional-state(txn-id, accepted);
+    commit; a new consumer gets nothing."""
+    queue = ctx.queue()
+    controller, txn_id, _ = _acquired(probe, ctx, queue)
+    _commit(controller, txn_id)
+    left = visible(ctx, queue)
+    ctx.must(
+        not left,
+        f"expected the message gone after the commit of txn-id {txn_id.hex()} that acquired "
+        f"and accepted it; a consumer got {left}",
+        WORK_TXN_IDS,
+    )
+
+
+@case(
+    "4.4.3/acquisition-rollback",
+    MUST,
+    "A message acquired in a transaction and accepted in it is back at the queue when the "
+    "transaction rolls back (the acquisition and the outcome undone).",
+    sentences=(WORK_TXN_IDS, ROLLBACK_COMPLETES),
+    role="sender",
+    requires={"queues"},
+    pipelined=False,
+)
+def acquisition_rollback(probe, ctx):
+    """Counters Qpid Broker-J's TransactionalTransferTest.receiveTransactionalAcquisition
+    DischargeFail: as `4.4.3/acquisition-commit`, then roll back: a new consumer gets the
+    message (4.4.4.3: "otherwise both the acquisition and outcome are rolled back"; the
+    transfer's txn-id said the acquisition was that transaction's work, 4.4)."""
+    queue = ctx.queue()
+    controller, txn_id, delivery = _acquired(probe, ctx, queue)
+    answer = controller.discharge(txn_id, fail=True)
+    ctx.must(
+        isinstance(answer, Accepted),
+        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
+        ROLLBACK_COMPLETES,
+    )
+    probe.detach(delivery.link)
+    back = visible(ctx, queue)
+    ctx.must(
+        back == [message_text(delivery)],
+        f"expected the message back at the queue after the rollback of txn-id {txn_id.hex()} "
+        f"that acquired and accepted it; a consumer got {back}",
+        WORK_TXN_IDS,
+    )
+
+
+@case(
+    "4.4.2/retirement-queue-deleted",
+    MAY,
+    "A delivery accepted in a transaction whose queue is deleted before the commit: the "
+    "broker's answers (to the receiving link, to the commit) are recorded (no sentence says "
+    "which; Qpid Broker-J detaches the link and refuses the commit).",
+    outcomes={
+        "detach:amqp:resource-deleted, commit rejected:amqp:transaction:rollback",
+        "detach:amqp:resource-deleted, commit accepted",
+    },
+    requires={"queues", "unsettled-deliveries", "declare-queues"},
+    pipelined=False,
+)
+def retirement_queue_deleted(probe, ctx):
+    """Counters Qpid Broker-J's QueueDeletionTest.transactedReceiverDetachedOnQueueDeletion
+    WhenTransactionInProgress: one message received unsettled, settled with
+    transactional-state(txn-id, accepted); the queue deleted through the admin adapter;
+    commit. Recorded: the receiving link's answer and the commit's (Broker-J: a detach
+    with amqp:resource-deleted, then amqp:transaction:rollback; the reference broker
+    accepts the commit, the accepted outcome leaving nothing to undo)."""
+    queue = ctx.queue()
+    controller, link, (delivery,) = retire(probe, ctx, queue)
+    txn_id = controller.declare()
+    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
+    link.disposition(delivery.delivery_id, settled=True, state=state)
+    probe.flush()
+    ctx.admin.delete_queue(queue)
+    detached = answer_in_words(probe, link, ctx.profile.wait)
+    ctx.outcome(f"{detached}, commit {in_words(controller.discharge(txn_id))}")
+
+
+@case(
+    "4.4.2/retirement-commit-rcv-settle-second",
+    MUST,
+    "On a link with rcv-settle-mode second, a delivery the controller gave a transactional "
+    "accepted without settling it: the outcome is applied when the transaction commits (the "
+    "message does not come back when the link goes).",
+    sentences=(WORK_TXN_IDS,),
+    role="sender",
+    requires={"queues", "unsettled-deliveries", "requeue-on-detach"},
+    pipelined=False,
+)
+def retirement_commit_rcv_settle_second(probe, ctx):
+    """Counters Qpid Broker-J's TransactionalTransferTest.receiveTransactionalRetirement
+    ReceiverSettleSecond (disabled there: Broker-J sends no disposition): a receiver with
+    rcv-settle-mode second gets one message unsettled and sends transactional-state(txn-id,
+    accepted) unsettled; commit; the broker's disposition for the delivery (4.4.4.2
+    "Upon a successful discharge the outcome is applied") is noted; the link detached with
+    the delivery still unsettled on our side: a new consumer gets nothing (an outcome not
+    applied would leave the message to come back)."""
+    queue = ctx.queue()
+    controller, link, (delivery,) = retire(probe, ctx, queue, rcv_settle_mode=RcvSettleMode.SECOND)
+    txn_id = controller.declare()
+    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
+    link.disposition(delivery.delivery_id, settled=False, state=state)
+    probe.flush()
+    _commit(controller, txn_id)
+    settled = answer_in_words(probe, link, 1.0, delivery.delivery_id, Role.SENDER)
+    ctx.note(f"after the commit the broker answered the delivery with {settled}")
+    probe.detach(link)
+    left = visible(ctx, queue)
+    ctx.must(
+        not left,
+        f"expected the message gone after the commit of its transactional acceptance (the "
+        f"delivery left unsettled by the controller, rcv-settle-mode second); a consumer got "
+        f"{left}",
+        WORK_TXN_IDS,
+    )

@@ -230,12 +230,18 @@ def visible(ctx: Any, queue: str, credit: int = 5, quiet: float = QUIET) -> list
 
 
 def retire(
-    probe: Probe, ctx: Any, queue: str, count: int = 1, *, source: Source | None = None
+    probe: Probe,
+    ctx: Any,
+    queue: str,
+    count: int = 1,
+    *,
+    source: Source | None = None,
+    **attach: Any,
 ) -> tuple[Controller, Link, list[TransferReceived]]:
     """`count` queued messages received unsettled on the controller's session (from
-    `source`, default the queue's), ready to be retired (4.4.2): (controller, receiver,
-    deliveries). A delivery that came settled leaves nothing to retire: a SHORTFALL (the
-    profile's unsettled-deliveries was wrong)."""
+    `source`, default the queue's; `attach` fields for the receiver's attach), ready to be
+    retired (4.4.2): (controller, receiver, deliveries). A delivery that came settled
+    leaves nothing to retire: a SHORTFALL (the profile's unsettled-deliveries was wrong)."""
     fill(probe, ctx, queue, count)
     session = probe.open_session()
     controller = Controller(probe, session)
@@ -244,6 +250,7 @@ def retire(
         ctx.source(queue) if source is None else source,
         credit=count,
         snd_settle_mode=SndSettleMode.UNSETTLED,
+        **attach,
     )
     deliveries = [probe.next_transfer(link) for _ in range(count)]
     if any(d.settled for d in deliveries):
@@ -295,13 +302,18 @@ def answer_in_words(
         event = probe.expect(answer, timeout, "the broker's answer")
     except WaitTimeout:
         return "timeout"
-    if isinstance(event, RemoteDetach):
-        return f"detach:{error_condition(event)}"
-    state = event.state
-    name = getattr(state, "NAME", type(state).__name__)
     if isinstance(event, TransferReceived):
-        return f"transfer:{name}"
-    condition = error_condition(state) or error_condition(getattr(state, "outcome", None))
+        return f"transfer:{getattr(event.state, 'NAME', type(event.state).__name__)}"
+    return in_words(event if isinstance(event, RemoteDetach) else event.state)
+
+
+def in_words(answer: Any) -> str:
+    """A detach (`detach:<condition>`) or a delivery state (`<name>[:<condition>]`, the
+    condition of its error or of its outcome's) as a recorded outcome."""
+    if isinstance(answer, RemoteDetach):
+        return f"detach:{error_condition(answer)}"
+    name = getattr(answer, "NAME", type(answer).__name__)
+    condition = error_condition(answer) or error_condition(getattr(answer, "outcome", None))
     return f"{name}:{condition}" if condition else str(name)
 
 
