@@ -33,12 +33,13 @@ from amqpspec.amqp10.composites import Accepted, Released, Source, Transactional
 from amqpspec.amqp10.engine import RemoteDetach
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import RcvSettleMode, Role
-from amqpspec.conformance.cases.s4_transactions import ROLLBACK_COMPLETES, SAME_TXN, WORK_TXN_IDS
+from amqpspec.conformance.cases.s4_transactions import SAME_TXN, WORK_TXN_IDS
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.queues import message_text
 from amqpspec.conformance.steps.transactions import (
+    ROLLBACK_COMPLETES,
     Controller,
     acquire,
     answer_in_words,
@@ -48,6 +49,7 @@ from amqpspec.conformance.steps.transactions import (
     outcome_of_post,
     post,
     retire,
+    roll_back,
     unknown_txn_id,
     visible,
 )
@@ -145,12 +147,7 @@ def retirement_mixed_with_plain(probe, ctx):
     state = TransactionalState(txn_id=txn_id, outcome=Accepted())
     link.disposition(retired.delivery_id, settled=True, state=state)
     probe.flush()
-    answer = controller.discharge(txn_id, fail=True)
-    ctx.must(
-        isinstance(answer, Accepted),
-        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
-        ROLLBACK_COMPLETES,
-    )
+    roll_back(ctx, controller, txn_id)
     probe.detach(link)
     back = visible(ctx, queue)
     expected = [message_text(retired)]
@@ -300,12 +297,7 @@ def acquisition_rollback(probe, ctx):
     transfer's txn-id said the acquisition was that transaction's work, 4.4)."""
     queue = ctx.queue()
     controller, txn_id, delivery = _acquired(probe, ctx, queue)
-    answer = controller.discharge(txn_id, fail=True)
-    ctx.must(
-        isinstance(answer, Accepted),
-        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
-        ROLLBACK_COMPLETES,
-    )
+    roll_back(ctx, controller, txn_id)
     probe.detach(delivery.link)
     back = visible(ctx, queue)
     ctx.must(

@@ -39,6 +39,7 @@ from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case
 from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.queues import message_text
 from amqpspec.conformance.steps.transactions import (
+    ROLLBACK_COMPLETES,
     TRANSACTION_ERRORS,
     UNKNOWN_ID,
     Controller,
@@ -49,6 +50,7 @@ from amqpspec.conformance.steps.transactions import (
     outcome_of_post,
     post,
     retire,
+    roll_back,
     unknown_txn_id,
     visible,
 )
@@ -56,7 +58,6 @@ from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed
 
 CANNOT_DISCHARGE = "4.3/discharging-a-transaction.2"  # MUST convey it as a transaction-error
 REJECTED_WITH_IT = "4.3/discharging-a-transaction.3"  # MUST be rejected carrying it
-ROLLBACK_COMPLETES = "4.3/discharging-a-transaction.5"  # MUST always complete fail=true
 DETACH_WITH_IT = "4.3/discharging-a-transaction.4"  # no rejected outcome: MUST detach with it
 SETTLED_DETACH = "4.2/declaring-a-transaction.4"  # a settled declare: should detach
 NO_LONGER_APPLY = "4.4.4.1/transactional-posting.4"  # MUST NOT allow the successful discharge
@@ -266,12 +267,7 @@ def posting_rollback_leaves_nothing(probe, ctx):
     delivery_id = post(probe, sender, txn_id, b"txn-unsettled")
     post(probe, sender, txn_id, b"txn-settled", settled=True)
     outcome_of_post(probe, delivery_id, ctx.profile.wait)
-    answer = controller.discharge(txn_id, fail=True)
-    ctx.must(
-        isinstance(answer, Accepted),
-        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
-        ROLLBACK_COMPLETES,
-    )
+    roll_back(ctx, controller, txn_id)
     left = visible(ctx, queue)
     ctx.must(
         not left,
@@ -369,12 +365,7 @@ def retirement_rollback_still_live(probe, ctx):
     state = TransactionalState(txn_id=txn_id, outcome=Accepted())
     link.disposition(delivery.delivery_id, settled=False, state=state)
     probe.flush()
-    answer = controller.discharge(txn_id, fail=True)
-    ctx.must(
-        isinstance(answer, Accepted),
-        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
-        ROLLBACK_COMPLETES,
-    )
+    roll_back(ctx, controller, txn_id)
     link.disposition(delivery.delivery_id, settled=True, state=Released())
     probe.flush()
     probe.detach(link)

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from amqpspec.amqp10.composites import (
+    Accepted,
     Coordinator,
     Declare,
     Declared,
@@ -50,6 +51,7 @@ UNKNOWN_ID = "amqp:transaction:unknown-id"  # 4.5.8 transaction-error
 TRANSACTION_ERRORS = frozenset(
     {UNKNOWN_ID, "amqp:transaction:rollback", "amqp:transaction:timeout"}
 )
+ROLLBACK_COMPLETES = "4.3/discharging-a-transaction.5"  # MUST always complete fail=true
 TIMEOUT = "amqp:transaction:timeout"  # 4.5.8 transaction-timeout
 TIMEOUT_MARGIN = 0.3  # seconds past a transaction timeout before the case looks
 TXN_ID = symbol("txn-id")  # 4.4.3: the flow property asking for transactional acquisition
@@ -176,6 +178,17 @@ class Controller:
 
     def discharge(self, txn_id: bytes, fail: bool = False) -> Any:
         return self.request(Discharge(txn_id=txn_id, fail=fail))
+
+
+def roll_back(ctx: Any, controller: Controller, txn_id: bytes) -> None:
+    """Discharge `txn_id` with fail=true: accepted, or FAILED (4.3: "the coordinator MUST
+    always be able to complete a discharge where the fail flag is set to true")."""
+    answer = controller.discharge(txn_id, fail=True)
+    ctx.must(
+        isinstance(answer, Accepted),
+        f"expected accepted for a discharge with fail=true; observed {describe(answer)}",
+        ROLLBACK_COMPLETES,
+    )
 
 
 def post(probe: Probe, link: Link, txn_id: bytes, body: bytes, *, settled: bool = False) -> int:
