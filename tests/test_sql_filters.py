@@ -25,7 +25,13 @@ from amqpspec.conformance.steps.sql_strategies import expressions, messages
 from amqpspec.conformance.verdicts import Verdict
 from amqpspec.reference_broker.faults.catalog import parse_faults
 from amqpspec.reference_broker.features.selectors import SelectorError, compile_expression
-from amqpspec.reference_broker.queues.classic import MODIFIED, RELEASED, ClassicQueue, Delivery
+from amqpspec.reference_broker.queues.classic import (
+    MODIFIED,
+    RELEASED,
+    ClassicQueue,
+    CreditReply,
+    Delivery,
+)
 
 MESSAGE = Message.of(
     b"m",
@@ -182,6 +188,9 @@ def test_a_queue_hands_a_selector_consumer_only_what_it_accepts() -> None:
     got = [e.message for e in queue.dispatch() if isinstance(e, Delivery)]
     assert [m.payload for m in got] == [b"a1", b"a2"]
     assert [m.payload for m in queue.ready_messages()] == [b"b0", b"b2"]
+    queue.flow("sel", delivery_count=None, link_credit=5, echo=True)
+    (reply,) = [e for e in queue.dispatch() if isinstance(e, CreditReply)]
+    assert reply.available == 0  # b0 and b2 await no credit of this link (2.6.7)
     queue.settle("sel", [got[1].msg_id], RELEASED)
     again = [e.message.payload for e in queue.dispatch() if isinstance(e, Delivery)]
     assert again == [b"a2"]

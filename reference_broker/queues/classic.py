@@ -36,7 +36,7 @@ from amqpspec.amqp10.serial import MASK as SERIAL_MASK
 
 from ..faults.catalog import NO_FAULTS, Faults
 from . import credit
-from .selection import take_accepted
+from .selection import count_accepted, take_accepted
 
 
 class QueueError(Exception):
@@ -470,8 +470,11 @@ class ClassicQueue:
         )
 
     def _available_to(self, consumer: Consumer) -> int:
-        """2.6.7 `available` as this consumer's flow reports it (the whole queue here)."""
-        return self.available
+        """2.6.7 `available` as this consumer's flow reports it: the whole queue, or what
+        its selector accepts (the rest awaits no credit of this link)."""
+        if consumer.accepts is None:
+            return self.available
+        return count_accepted(self._ready, self._returned, consumer.tag, consumer.accepts)
 
     # ------------------------------------------------------------------ settlement
     def settle(
