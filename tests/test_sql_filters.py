@@ -36,7 +36,7 @@ from amqpspec.reference_broker.queues.classic import (
 MESSAGE = Message.of(
     b"m",
     header=Header(priority=7, durable=True),
-    properties=Properties(subject="apple", correlation_id="c-1"),
+    properties=Properties(subject="apple", correlation_id="c-1", user_id=b"guest"),
     application_properties={"name": "a_b", "size": 3, "ratio": 2.5, "flag": True, "nil": None},
 )
 # (expression, dialect, selected?) on MESSAGE: each rule of the module docstrings
@@ -63,6 +63,7 @@ RULES = [
     ("flag AND flag = TRUE", SQL, True),
     ("h.priority = 7 AND header.durable AND p.subject = 'apple'", SQL, True),
     ("properties.correlation_id = 'c-1'", SQL, True),
+    ("p.user_id = p.user_id OR p.user_id IS NULL", SQL, False),  # binary: no selector type
     ("name = 'a_b' and Size = 3", SQL, False),  # identifiers are case-sensitive
     ("JMSPriority = 7 AND JMSDeliveryMode = 'PERSISTENT' AND JMSCorrelationID = 'c-1'",
      SELECTOR, True),

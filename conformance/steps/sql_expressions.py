@@ -226,8 +226,8 @@ def _compare(op: str, left: Any, right: Any) -> bool | None:
     if left is None or right is None:
         return None
     family = _family(left)
-    if family != _family(right):
-        return False  # non-like types
+    if family != _family(right) or family not in ("number", "string", "boolean"):
+        return False  # non-like types, or no type the selector rules compare (binary...)
     if family != "number" and op not in ("=", "<>"):
         return False  # strings and booleans: = and <> only
     if op == "=":
