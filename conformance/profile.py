@@ -15,7 +15,8 @@ File layout (every table optional except `name`):
     [addresses]    queue_source, queue_target ("{queue}"), exchange_target ("{exchange}",
                    "{key}"), unroutable_target; declare_queues = true|false
     [capabilities] <name> = true|false ...   (see CAPABILITIES)
-    [limits]       max_frame_size, channel_max, handle_max, idle_timeout_ms (broker's)
+    [limits]       max_frame_size, channel_max, handle_max, idle_timeout_ms,
+                   handshake_timeout_ms, sasl_timeout_ms (broker's)
     [admin]        adapter = "rabbitmq-http" | "management-node" | "rabbitmqctl" | "none";
                    url (http://, or amqp:// for management-node: default the broker's);
                    alarm = "http" | "rabbitmqctl"; rabbitmqctl = command; env_script = path
@@ -106,7 +107,9 @@ MODELS: dict[str, str] = {
     "resource alarms block publishers through session flow control (a flow with "
     "incoming-window 0 on every publishing session, reopened when the alarm clears) and "
     "everything else keeps working, transfers beyond the session's incoming-window end it "
-    "with amqp:session:window-violation, and a flow with echo=true is answered",
+    "with amqp:session:window-violation, a flow with echo=true is answered, and a client "
+    "silent in the middle of SASL has its connection closed when the broker's handshake "
+    "(or SASL) time-out expires",
     "filtex": "OASIS 'AMQP Filter Expressions' v1.0 (CSD01) property filters, which a "
     "broker claims with the properties-filter capability: a receiver whose source carries "
     "amqp:properties-filter / amqp:application-properties-filter gets exactly the messages "

@@ -34,6 +34,7 @@ TOML layout (every key optional)::
     channel_max = 64              # sessions per connection
     handle_max = 256              # links per session
     handshake_timeout = 10.0      # seconds from TCP accept to the client's open; 0 = none
+    sasl_timeout = 0.0            # seconds from the SASL header to its outcome; 0 = none
     transaction_timeout = 0.0     # seconds a transaction may live; 0 = none
     ...
     [alarms]
@@ -101,6 +102,10 @@ class Limits:
     # is closed: with open + close (amqp:resource-limit-exceeded) once the AMQP protocol
     # headers were exchanged, with a bare TCP close before (RabbitMQ's handshake_timeout)
     handshake_timeout: float = 10.0
+    # seconds from the client's SASL header to the SASL outcome (0 = no bound, the handshake
+    # time-out alone); beyond it a TCP close (5.3 has no close frame; Qpid Broker-J's
+    # authentication timeout)
+    sasl_timeout: float = 0.0
     # seconds a transaction may live before its commit is refused with
     # amqp:transaction:timeout (4.5.8; 0 = none): reference_broker/features/transactions.py
     transaction_timeout: float = 0.0
@@ -177,6 +182,7 @@ class BrokerConfig:
         )
         _check(self.limits.admin_timeout > 0, "admin_timeout must be positive (seconds)")
         _check(self.limits.handshake_timeout >= 0, "handshake_timeout must be >= 0 (seconds)")
+        _check(self.limits.sasl_timeout >= 0, "sasl_timeout must be >= 0 (seconds)")
         _check(self.limits.transaction_timeout >= 0, "transaction_timeout must be >= 0 (seconds)")
         _check((self.tls_cert is None) == (self.tls_key is None), "tls_cert needs tls_key")
         _check(self.tls_ca is None or self.tls_cert is not None, "tls_ca needs tls_cert")
@@ -390,6 +396,13 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
         "TCP close before",
     )
     add(
+        "--sasl-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="seconds from the client's SASL header to the SASL outcome (default 0 = none); "
+        "then a TCP close",
+    )
+    add(
         "--transaction-timeout",
         type=float,
         metavar="SECONDS",
@@ -418,6 +431,7 @@ _LIMIT_OPTIONS = (
     "max_connections",
     "max_connections_per_user",
     "handshake_timeout",
+    "sasl_timeout",
     "transaction_timeout",
 )
 _ALARM_OPTIONS = ("memory_high_watermark", "memory_high_watermark_bytes", "disk_free_limit_bytes")

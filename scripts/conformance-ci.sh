@@ -54,7 +54,7 @@ run_suite() {  # name profile url admin retries
 # 1. the bundled reference broker
 data=$(mktemp -d)
 python3 -m amqpspec.reference_broker --port $REF_PORT --admin-port $REF_ADMIN --ws-port $REF_WS \
-    --data-dir "$data" --idle-timeout 10 \
+    --data-dir "$data" --idle-timeout 10 --sasl-timeout 2 \
     >"$OUT/reference-broker.log" 2>&1 &
 ref_pid=$!
 wait_port $REF_PORT && run_suite reference reference "amqp://127.0.0.1:$REF_PORT" \

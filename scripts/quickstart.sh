@@ -53,7 +53,7 @@ mkdir -p "$OUT"
 LOG="$OUT/broker.log"
 step "starting the reference broker on 127.0.0.1:$PORT (admin API $ADMIN, WebSocket $WS), log in $LOG"
 python3 -m amqpspec.reference_broker --port "$PORT" --admin-port "$ADMIN" --ws-port "$WS" \
-    --idle-timeout 10 --log-level warning >"$LOG" 2>&1 &
+    --idle-timeout 10 --sasl-timeout 2 --log-level warning >"$LOG" 2>&1 &
 broker=$!
 stop_broker() {
     if kill -0 "$broker" 2>/dev/null; then

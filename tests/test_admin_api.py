@@ -290,6 +290,8 @@ def test_overview_nodes_connections(admin):
     assert overview["object_totals"]["channels"] == 2
     assert overview["queue_totals"]["messages"] == 0
     assert overview["listeners"][0]["port"] == 5672
+    assert overview["handshake_timeout"] == 10_000  # ms, RabbitMQ's key (the default 10 s)
+    assert overview["sasl_timeout"] == 0  # none by default
     (conn,) = admin.call("GET", "/api/connections")[1]
     assert (conn["peer_port"], conn["user"], conn["container_id"], conn["channels"]) == (
         50000,

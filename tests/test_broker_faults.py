@@ -568,6 +568,23 @@ def publish_without_write_permission(b, c) -> bool:
         user.close()
 
 
+def no_sasl_timeout(b, c) -> bool:
+    """A second connection sends the SASL header and then nothing: it is still open past
+    the broker's SASL time-out (0.5 s here)."""
+    import socket
+
+    from amqpspec.amqp10.frames import SASL_HEADER
+
+    with socket.create_connection(("127.0.0.1", b.port), timeout=2.0) as sock:
+        sock.sendall(SASL_HEADER.encode())
+        try:
+            while sock.recv(4096):  # the header and sasl-mechanisms, then EOF when dropped
+                pass
+        except TimeoutError:
+            return True  # 2 s, four time-outs, and the socket is still open
+    return False
+
+
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "overdeliver-on-regrant": (overdeliver_on_regrant, {}),
     "transfer-before-credit": (transfer_before_credit, {}),
@@ -597,6 +614,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "sasl-answers-as-client": (sasl_answers_as_client, {}),
     "scram-accepts-any-proof": (scram_accepts_any_proof, {}),
     "publish-without-write-permission": (publish_without_write_permission, {}),
+    "no-sasl-timeout": (no_sasl_timeout, {"sasl_timeout": 0.5}),
     "report-unknown-filters": (report_unknown_filters, {}),
     "properties-filter-ignores-subject": (properties_filter_ignores_subject, {}),
     "selector-like-escape-ignored": (selector_like_escape_ignored, {}),

@@ -66,6 +66,14 @@ def test_handshake_timeout_option_and_config_key(tmp_path) -> None:
         from_args(["--handshake-timeout", "-1"])
 
 
+def test_sasl_timeout_option_and_config_key() -> None:
+    assert from_args([]).limits.sasl_timeout == 0  # none: the handshake time-out alone
+    assert from_args(["--sasl-timeout", "2"]).limits.sasl_timeout == 2
+    assert from_mapping({"limits": {"sasl_timeout": 3}}).limits.sasl_timeout == 3
+    with pytest.raises(ConfigError):
+        from_args(["--sasl-timeout", "-1"])
+
+
 def test_session_and_link_limit_options() -> None:
     limits = from_args(["--channel-max", "3", "--handle-max", "7"]).limits
     assert (limits.channel_max, limits.handle_max) == (3, 7)

@@ -236,6 +236,7 @@ BROKER_FAULTS = {
     "sasl-answers-as-client",
     "scram-accepts-any-proof",
     "publish-without-write-permission",
+    "no-sasl-timeout",
     "report-unknown-filters",
     "properties-filter-ignores-subject",
     "selector-like-escape-ignored",

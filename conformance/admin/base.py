@@ -63,6 +63,12 @@ class Admin:
         it (the WebSocket binding's cases in a run over TCP: steps/websocket.py)."""
         raise Unsupported(f"admin adapter {self.name!r} cannot list the broker's listeners")
 
+    def timeout_ms(self, key: str) -> int:
+        """The broker's time-out `key` in ms (0 = none) as its admin API reports it:
+        "handshake_timeout" (TCP accept to the client's open), "sasl_timeout" (SASL header
+        to the outcome)."""
+        raise Unsupported(f"admin adapter {self.name!r} does not report a {key}")
+
     def close(self) -> None:
         pass
 

@@ -114,6 +114,15 @@ class RabbitMqHttpAdmin(Admin):
         if not self._call("transaction timeout", call, name, seconds):
             raise Unsupported("the admin API sets no transaction timeout for a connection")
 
+    def timeout_ms(self, key: str) -> int:
+        """`key` of /api/overview (the reference broker's handshake_timeout and
+        sasl_timeout; RabbitMQ's own overview has neither: UNSUPPORTED)."""
+        overview = self._call("overview", self.client.overview)
+        value = overview.get(key)
+        if not isinstance(value, int):
+            raise Unsupported(f"the broker's /api/overview reports no {key}")
+        return value
+
     def websocket_url(self) -> str:
         """The `amqp/ws` (`amqp/wss`) listener of /api/overview (the reference broker's with
         --ws-port; `path` is its own field, "/" when absent)."""

@@ -29,13 +29,23 @@ from amqpspec.reference_broker.runtime.process import BrokerProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IDLE_TIMEOUT_S = 10.0  # what CI and the quickstart use
+SASL_TIMEOUT_S = 2.0  # likewise: 5.3/sasl-silent-client-closed waits it out
 
 
 def reference_broker(*faults: str) -> BrokerProcess:
     """A reference broker subprocess with `faults` on, its admin API, and the idle-time-out
     CI and the quickstart use (10 s), so `2.4.5/idle-broker-closes-silent-peer` runs rather
-    than being UNSUPPORTED; stop() ends it."""
-    return BrokerProcess("--ws-port", "0", faults=faults, admin=True, idle_timeout=IDLE_TIMEOUT_S)
+    than being UNSUPPORTED, and the SASL time-out they use (2 s) for
+    `5.3/sasl-silent-client-closed`; stop() ends it."""
+    return BrokerProcess(
+        "--ws-port",
+        "0",
+        "--sasl-timeout",
+        str(SASL_TIMEOUT_S),
+        faults=faults,
+        admin=True,
+        idle_timeout=IDLE_TIMEOUT_S,
+    )
 
 
 def run_fault(fault: str | None, results: Path, keyword: str | None) -> str:

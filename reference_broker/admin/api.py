@@ -221,6 +221,11 @@ class AdminApi:
                 "listeners": [{"node": self.node_name, **lst} for lst in self.listeners],
                 "alarms": self.alarms.active_kinds() if self.alarms else [],
                 "faults": sorted(self.config.faults.enabled),
+                # RabbitMQ's handshake_timeout key, in its unit (ms; 0 = none): the time from
+                # the TCP accept to the client's open; sasl_timeout likewise from the SASL
+                # header to the outcome (conformance/cases/s5_3_sasl_timeout.py)
+                "handshake_timeout": round(self.config.limits.handshake_timeout * 1000),
+                "sasl_timeout": round(self.config.limits.sasl_timeout * 1000),
             },
         )
 

@@ -17,7 +17,7 @@ Where each fault lives:
   no-drain-reply, no-echo, ignore-alarm, negative-window-after-alarm, credit-per-frame,
   skip-window-check, insert-properties, sasl-answers-as-client,
   scram-accepts-any-proof (protocol/sasl.py), publish-without-write-permission
-  (protocol/permissions.py),
+  (protocol/permissions.py), no-sasl-timeout (protocol/connection.py),
   relay-error-without-delivery-tag (features/relay.py),
   keep-dynamic-nodes (features/dynamic_nodes.py), sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
@@ -361,6 +361,15 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "guards the publishing side)",
                 PROTOCOL_LAYER,
                 "protocol.permissions.ConnectionAccess.check_address (skip_write)",
+            ),
+            _fault(
+                "no-sasl-timeout",
+                "the SASL time-out is never armed: a client that sends the SASL header and "
+                "then nothing keeps its connection until the handshake time-out (if any)",
+                "Qpid Broker-J's SaslAuthenticationTimeoutTest (SASL started, then silence: "
+                "the broker closes within its authentication timeout)",
+                PROTOCOL_LAYER,
+                "protocol.connection.BrokerConnection.receive (Deadlines.start_sasl)",
             ),
             _fault(
                 "scram-accepts-any-proof",

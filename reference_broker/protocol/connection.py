@@ -43,7 +43,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from amqpspec.amqp10.engine import Connection, ConnState, UsageError
+from amqpspec.amqp10.engine import Connection, ConnState, SaslState, UsageError
 from amqpspec.amqp10.engine import events as ev
 from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE
 from amqpspec.amqp10.spec import Cond
@@ -59,7 +59,7 @@ from .context import BrokerContext
 from .deadlines import Deadlines
 from .delivery_handler import DeliveryHandler
 from .engine_setup import new_engine
-from .limits import connection_refusal, handshake_timeout_reason
+from .limits import connection_refusal, handshake_timeout_reason, sasl_timeout_reason
 from .link_handler import LinkHandler
 from .links import PublisherLink
 from .permissions import ConnectionAccess
@@ -156,6 +156,7 @@ class BrokerConnection:
 
     # ------------------------------------------------------------------ SASL (5.3, sasl.py)
     def _on_sasl(self, event: ev.SaslAuthenticated) -> None:
+        self.deadlines.sasl_due = None
         if event.code == 0:
             self.summary.user = event.username or "anonymous"
         else:
@@ -239,6 +240,8 @@ class BrokerConnection:
             data, self._head = self._head, b""
             header = data[:PROTOCOL_HEADER_SIZE]  # SASL first or not (engine_setup.py)
             engine = self.engine = new_engine(self.context, header, self.peer[0], self.tls_identity)
+            if engine.sasl is not None and not self.faults.no_sasl_timeout:
+                self.deadlines.start_sasl(engine, self.config.limits.sasl_timeout)
         # credit is decided every MAX_FRAMES_PER_STEP frames: a publisher's re-grant goes
         # out while we work on the rest of a large read
         more = engine.receive_data(data, now, MAX_FRAMES_PER_STEP)
@@ -315,6 +318,12 @@ class BrokerConnection:
             deadlines.handshake_due = None
             if engine is None or engine.remote_open is None:
                 self._handshake_timed_out(engine)
+                return
+        if deadlines.sasl_due is not None and now >= deadlines.sasl_due:
+            deadlines.sasl_due = None
+            if engine is not None and engine.sasl_state is not SaslState.DONE:
+                log.info("%s: %s", self.name, sasl_timeout_reason(self.config.limits))
+                self.shutdown()  # 5.3: no close frame in the SASL layer
                 return
         if engine is not None:
             engine.handle_timer(now)

@@ -50,6 +50,11 @@ def session_options(limits: Limits, publishers_blocked: bool) -> dict[str, Any]:
     }
 
 
+def sasl_timeout_reason(limits: Limits) -> str:
+    """The SASL time-out: no SASL outcome within the bound of the client's SASL header."""
+    return f"no SASL outcome within {limits.sasl_timeout:g} s of the SASL header (SASL timeout)"
+
+
 def handshake_timeout_reason(limits: Limits) -> str:
     """RabbitMQ's handshake_timeout: no open within the bound of the TCP accept."""
     return f"no open within {limits.handshake_timeout:g} s of the TCP accept (handshake timeout)"
