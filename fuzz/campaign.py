@@ -31,14 +31,15 @@ several peers on one queue of its own, judged per connection and across them by
 `fuzz.cross_oracle`), triaged by `triage_multi` and kept by `keep_multi` through the same
 queue, gate and store (its candidates are not grouped by behaviour: each multi-party
 signature is triaged).
+
+Beside this module, as parts of `Campaign`: a case's making (fuzz.making), its signature and
+behaviour (fuzz.buckets), the candidate intake and what is kept untriaged (fuzz.intake:
+`CandidateIntake`) and the memory watch (fuzz.memory_watch: `MemoryWatch`).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import queue
-import random
 import threading
 import time
 import traceback
@@ -52,10 +53,16 @@ from typing import Any
 
 from amqpspec.fuzz import multiparty, processes
 from amqpspec.fuzz.behaviour import behaviour_key, input_class
+from amqpspec.fuzz.buckets import case_behaviour as _behaviour_of
+from amqpspec.fuzz.buckets import case_signature as _signature_of
 from amqpspec.fuzz.case import Case, Step
-from amqpspec.fuzz.findings import Finding, FindingStore, finding_id, signature
-from amqpspec.fuzz.model import COVERAGE_UNIVERSE, ServerModel, case_container_id, with_container_id
-from amqpspec.fuzz.mutators import STRATEGIES, mutate_case
+from amqpspec.fuzz.findings import Finding, FindingStore, finding_id
+from amqpspec.fuzz.intake import CANDIDATES_DIR as CANDIDATES_DIR
+from amqpspec.fuzz.intake import CandidateIntake
+from amqpspec.fuzz.making import make_case
+from amqpspec.fuzz.memory_watch import MEMORY_SUSPECTS, MemoryWatch
+from amqpspec.fuzz.model import COVERAGE_UNIVERSE, ServerModel
+from amqpspec.fuzz.mutators import STRATEGIES
 from amqpspec.fuzz.oracle import (
     CRASH,
     ERROR_MISSING,
@@ -66,7 +73,6 @@ from amqpspec.fuzz.oracle import (
     Verdict,
     run_case,
 )
-from amqpspec.fuzz.seeds import pooled_scenario
 from amqpspec.fuzz.shrink import FieldResult, shrink_fields
 from amqpspec.fuzz.stops import WORKER_FAILED, TriageAbandonedError
 from amqpspec.traces.minimize import ddmin
@@ -85,7 +91,6 @@ FIELD_TESTS_OTHER = 100
 TRIAGE_QUEUE = 32  # candidates waiting for triage; a worker with a new one waits when full
 TRIAGE_GRACE_MIN_S = 30.0  # after a --duration budget, the queue is triaged this long at
 TRIAGE_GRACE_SHARE = 0.25  # least, or this share of the budget; then what is left is kept
-CANDIDATES_DIR = "candidates"  # DIR/candidates/<id>/reproducer.json: queued, never triaged
 PER_BEHAVIOUR = 2  # signatures of one broker behaviour triaged; further ones kept as examples
 TRIAGE_PARALLEL = 4  # tests of one ddmin round run at once (not for TRIAGED_ALONE kinds)
 TRIAGERS_MAX = 8  # triage threads: one per four workers, at most this many
@@ -99,13 +104,6 @@ OUTAGE_SUSPECTS = 256  # the crash candidates of one outage replayed alone, at m
 OUTAGE_GAP_S = 0.25  # drops further apart are two outages (a restart takes longer)
 OUTAGE_REPLAYS = 8  # the likeliest culprits of one outage replayed alone, at most (with 128
 # cases in flight, most are not it; a crash missed here comes again)
-MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
-MEMORY_PER_CONNECTION = 1024 * 1024  # what one open connection of a case may hold (RabbitMQ
-# 3.10: a reader, a writer and a session process each; bench/README.md "Fuzzer speed")
-MEMORY_SEARCH_S = 120.0  # the search for a case that made memory grow, at most (the
-# workers wait meanwhile); past it, the suspects left are replayed until this again
-MEMORY_SUSPECTS = 2000  # the cases since the last sample searched when memory grew (a
-# second of cases at the campaign's rate: a leaking case must still be among them)
 
 
 @dataclass(slots=True)
@@ -247,20 +245,6 @@ class _Exclusive:
             self.gate._cond.notify_all()
 
 
-def make_case(config: CampaignConfig, index: int) -> Case:
-    """Case `index` of the campaign: a function of (seed, index) only."""
-    seed = f"{config.seed}:{index}"
-    rng = random.Random(seed)
-    if config.corpus and rng.random() < 0.3:
-        base, origin = rng.choice(config.corpus), "corpus"
-    else:
-        origin, base = pooled_scenario(config.target.handshake, config.seed, rng)
-    strategy = rng.choice(config.strategies)
-    base = with_container_id(list(base), case_container_id(config.seed, index))
-    steps = mutate_case(base, strategy, rng)
-    return Case(steps, strategy, seed, f"from {origin}")
-
-
 def recheck_short(target: Target, case: Case, outcome: Outcome) -> Outcome:
     """A quick run the broker left silent for the quick bound only (`Outcome.short`,
     fuzz.answers) is no hang: it is run again with the full reply bound, whose outcome
@@ -292,21 +276,6 @@ def _matches(verdict: Verdict | None, wanted: Verdict) -> bool:
     return verdict is not None and (verdict.kind, verdict.rule) == (wanted.kind, wanted.rule)
 
 
-def _signature_of(case: Case | multiparty.MultiCase, verdict: Verdict) -> str:
-    if isinstance(case, multiparty.MultiCase):
-        return multiparty.multi_signature(verdict)
-    position = verdict.step if verdict.step is not None else len(case.steps) - 1
-    position = max(0, min(position, len(case.steps) - 1))
-    model = ServerModel()
-    state = "START/-/-"
-    for i, s in enumerate(case.steps[: position + 1]):
-        state = model.feed(s)
-        if i == position:
-            break
-    label = case.steps[position].label if case.steps else "none"
-    return signature(verdict.kind, verdict.rule, verdict.section, label, state)
-
-
 def triage(
     target: Target,
     case: Case,
@@ -336,18 +305,7 @@ def triage(
     reply = target.bounds.reply
     if wanted.kind == CRASH:
         reply = target.answers.bound(reply, cold=min(reply, CRASH_REPLY_COLD))
-
-    def attempt(steps: list[Step], careful: bool, quick: bool = False) -> Outcome:
-        """One test of the triage, unless the campaign abandons it first."""
-        if abandon is not None and abandon():
-            raise TriageAbandonedError(case.seed)
-        if gate is None:
-            return run_case(target, steps, careful, quick=quick, reply=reply)
-        gate.enter()
-        try:
-            return run_case(target, steps, careful, quick=quick, reply=reply)
-        finally:
-            gate.leave()
+    attempt = _Tests(target, case.seed, reply, abandon, gate).run
 
     careful = wanted.kind == RESOURCE
     held = wanted.kind in SILENCE_KINDS or bool(outcome.inconclusive)
@@ -390,22 +348,79 @@ def triage(
             candidates.insert(0, small.with_steps(shrunk.steps))
     if small.steps != case.steps:
         candidates.append(case.with_steps(case.steps))  # the case as found, last
-    reproduced, replays = 0, []
-    for small in candidates:  # the fields minimised, or if that does not confirm, not
-        replays = _replays(
-            lambda steps=small.steps: attempt(steps, careful, quick), confirm, parallel, wanted
-        )
-        reproduced = sum(_matches(r.verdict, wanted) for r in replays)
-        if reproduced == confirm:
-            break
-        field_counts = {}
-    if reproduced < confirm:
+    confirmed = _confirmed(
+        candidates, lambda steps: attempt(steps, careful, quick), confirm, parallel, wanted
+    )
+    if confirmed is None:
         return None
+    chosen, replays = confirmed
+    small = candidates[chosen]  # the fields minimised, or if that does not confirm, not
+    if chosen:
+        field_counts = {}
     final = replays[-1]
-    verdict = final.verdict or wanted
+    minimal = reduced.minimal and (small.steps != case.steps or reduced.items == case.steps)
+    record = {
+        "replays": f"{confirm}/{confirm}",
+        "minimal": minimal,
+        "broker": broker or target.url,
+        "extra": {"non_default_fields": field_counts} if field_counts else {},
+        "close_held": held,
+    }
+    return _finding(case, small, final, final.verdict or wanted, record), small, final
+
+
+class _Tests:
+    """The tests of one triage: each a run of the broker, unless the campaign abandons
+    the triage first; with a `gate`, each enters it as one case."""
+
+    def __init__(
+        self,
+        target: Target,
+        seed: str,
+        reply: float,
+        abandon: Callable[[], bool] | None,
+        gate: Gate | None,
+    ) -> None:
+        self.target, self.seed, self.reply = target, seed, reply
+        self.abandon, self.gate = abandon, gate
+
+    def run(self, steps: list[Step], careful: bool, quick: bool = False) -> Outcome:
+        """One test of the triage, unless the campaign abandons it first."""
+        if self.abandon is not None and self.abandon():
+            raise TriageAbandonedError(self.seed)
+        if self.gate is None:
+            return run_case(self.target, steps, careful, quick=quick, reply=self.reply)
+        self.gate.enter()
+        try:
+            return run_case(self.target, steps, careful, quick=quick, reply=self.reply)
+        finally:
+            self.gate.leave()
+
+
+def _confirmed(
+    candidates: list[Case],
+    run: Callable[[list[Step]], Outcome],
+    confirm: int,
+    parallel: int,
+    wanted: Verdict,
+) -> tuple[int, list[Outcome]] | None:
+    """The first candidate (its position) whose `confirm` replays all show `wanted`,
+    with those replays; None when none does."""
+    for position, candidate in enumerate(candidates):
+        replays = _replays(lambda steps=candidate.steps: run(steps), confirm, parallel, wanted)
+        if sum(_matches(r.verdict, wanted) for r in replays) == confirm:
+            return position, replays
+    return None
+
+
+def _finding(
+    case: Case, small: Case, final: Outcome, verdict: Verdict, record: dict[str, Any]
+) -> Finding:
+    """The finding of a confirmed candidate, minimised to `small` (`final`: its last
+    replay, the evidence kept; `record`: replays, minimal, broker, extra, close_held)."""
     sig = _signature_of(small, verdict)
     exchange = final.exchange
-    finding = Finding(
+    return Finding(
         id=finding_id(sig),
         kind=verdict.kind,
         signature=sig,
@@ -417,18 +432,13 @@ def triage(
         original_frames=[s.label for s in case.steps],
         seed=case.seed,
         strategy=case.strategy,
-        replays=f"{reproduced}/{confirm}",
-        minimal=reduced.minimal and (small.steps != case.steps or reduced.items == case.steps),
-        broker=broker or target.url,
-        extra={"non_default_fields": field_counts} if field_counts else {},
         expected=verdict.expected,
         observed=verdict.observed,
         level=verdict.level,
         sentence=verdict.sentence,
-        close_held=held,
         evidence=exchange.record() if exchange is not None else {},
+        **record,
     )
-    return finding, small, final
 
 
 def _replays(
@@ -475,59 +485,6 @@ def _key(steps: list[Step]) -> str:
     return "|".join(s.data.hex() for s in steps)
 
 
-def _grows(target: Target, cases: list[Case], workers: int = 1) -> bool:
-    """Run `cases` (`workers` at once, as the campaign ran them), let the broker settle;
-    did its memory grow past the bound meanwhile? (Connections closed by then: what is
-    left is what they leaked.)"""
-    assert target.memory is not None
-    time.sleep(target.bounds.memory_quiet)
-    before = target.memory()
-    if workers <= 1:
-        for case in cases:
-            run_case(target, case.steps, quick=True)
-        time.sleep(target.bounds.memory_settle)
-    else:
-        with ThreadPoolExecutor(workers, thread_name_prefix="fuzz-memory") as pool:
-            list(pool.map(lambda case: run_case(target, case.steps, quick=True), cases))
-        time.sleep(target.bounds.memory_quiet)  # many connections just closed
-    after = target.memory()
-    return before is not None and after is not None and after - before > target.bounds.memory_growth
-
-
-def _bisect_growth(
-    target: Target, suspects: list[Case], workers: int = 1, deadline: float | None = None
-) -> list[Case]:
-    """The suspects narrowed by halving to the few that make memory grow (group testing:
-    a batch is measured once), or all of them when no half does on its own or the
-    deadline passed."""
-    while len(suspects) > 2 and (deadline is None or time.monotonic() < deadline):
-        half = len(suspects) // 2
-        first, second = suspects[:half], suspects[half:]
-        if _grows(target, second, workers):
-            suspects = second
-        elif _grows(target, first, workers):
-            suspects = first
-        else:
-            break
-    return list(reversed(suspects))
-
-
-def growth_bound(target: Target, workers: int) -> int:
-    """How much the broker's memory may grow between two samples of a campaign with
-    `workers` connections in flight: the bound of one connection, plus what each
-    connection open at the second reading holds (MEMORY_PER_CONNECTION)."""
-    return target.bounds.memory_growth + max(0, workers - 1) * MEMORY_PER_CONNECTION
-
-
-def _behaviour_of(case: Case | multiparty.MultiCase, verdict: Verdict) -> str:
-    """The broker behaviour a verdict groups under (fuzz.behaviour; '' for a multi-party
-    case: every signature of those is triaged)."""
-    if isinstance(case, multiparty.MultiCase):
-        return ""
-    position = verdict.step if verdict.step is not None else len(case.steps) - 1
-    return behaviour_key(verdict.kind, verdict.rule, input_class(case.steps, position))
-
-
 @dataclass(slots=True)
 class CaseResult:
     """What the campaign counts of one case run: all a worker process sends back
@@ -555,7 +512,7 @@ class CaseResult:
         self.behaviour = _behaviour_of(case, outcome.verdict)
 
 
-class Campaign:
+class Campaign(CandidateIntake, MemoryWatch):
     def __init__(
         self, config: CampaignConfig, on_progress: Callable[[Stats], None] | None = None
     ) -> None:
@@ -680,95 +637,6 @@ class Campaign:
         outcome = Outcome(result.verdict, None, result.sent, result.inconclusive)
         return case, outcome
 
-    def _sample_memory(self) -> None:
-        """Every MEMORY_SAMPLE_S: the broker's memory; if it grew past the bound since the
-        last sample (`growth_bound`: more with more connections in flight), search the cases
-        run since then (halving, batches run as the workers ran them), then replay the
-        suspects left carefully to find the one, within MEMORY_SEARCH_S."""
-        target = self.config.target
-        if target.memory is None:
-            return
-        with self._lock:
-            last_time, last_value = self._sampled
-            if time.monotonic() - last_time < MEMORY_SAMPLE_S:
-                return
-            self._sampled = (time.monotonic(), last_value)
-            indices = list(self._recent)
-            self._recent.clear()
-        value = target.memory()
-        self._sampled = (time.monotonic(), value)
-        workers = self.config.workers
-        if (
-            value is None
-            or last_value is None
-            or value - last_value <= growth_bound(target, workers)
-        ):
-            return
-        found = None
-        with self.gate.exclusive():
-            deadline = time.monotonic() + MEMORY_SEARCH_S
-            batch = [make_case(self.config, i) for i in indices[-MEMORY_SUSPECTS:]]
-            for case in _bisect_growth(target, batch, min(workers, 16), deadline):
-                if time.monotonic() >= deadline:
-                    break  # bounded: the workers wait for this search
-                outcome = run_case(target, case.steps, careful=True, quick=True)
-                if outcome.verdict is not None and outcome.verdict.kind == RESOURCE:
-                    found = (case, outcome)
-                    break
-        if found is not None:
-            self._candidate(*found)
-        self._sampled = (time.monotonic(), target.memory())
-
-    def _candidate(
-        self, case: Case, outcome: Outcome, sig: str = "", behaviour: str | None = None
-    ) -> None:
-        """A case with a verdict: counted when its signature is known; kept as an example
-        when its behaviour has been triaged enough; else queued for the triage thread
-        (waiting while the queue is full, unless the campaign stops). `sig`, `behaviour`:
-        as `CaseResult.describe` found them, if it did."""
-        verdict = outcome.verdict
-        assert verdict is not None
-        sig = sig or _signature_of(case, verdict)
-        if verdict.kind == CRASH and not isinstance(case, multiparty.MultiCase):
-            self._crash_candidate(case, outcome, sig)
-            return
-        with self._lock:
-            if self._seen(sig):
-                self.stats.duplicates += 1
-                return
-        if behaviour is None:
-            behaviour = _behaviour_of(case, verdict)
-        with self._lock:
-            if self._seen(sig):  # another worker queued it meanwhile
-                self.stats.duplicates += 1
-                return
-            cap = self.config.per_behaviour if behaviour else 0
-            example = cap > 0 and self._behaviour_triages.get(behaviour, 0) >= cap
-            if example:
-                self._examples.add(sig)
-                self.stats.examples += 1
-            else:
-                self._behaviour_triages[behaviour] = self._behaviour_triages.get(behaviour, 0) + 1
-                self._behaviour_of[sig] = behaviour
-                self._waiting.add(sig)
-                self.stats.candidates += 1
-                self.stats.queued += 1
-        if example:
-            self._write_candidate(case, verdict, sig, behaviour)
-            return
-        self._enqueue(case, outcome, sig)
-
-    def _enqueue(self, case: Case, outcome: Outcome, sig: str) -> None:
-        """Into the triage queue, waiting while it is full; kept under DIR/candidates/ if
-        the budget runs out or the campaign stops meanwhile."""
-        while not self._stop.is_set() and not self._budget_spent():
-            try:
-                self._queue.put((case, outcome, sig), timeout=0.2)
-                return
-            except queue.Full:
-                continue
-        self._keep(case, outcome, sig)
-
     def _crash_candidate(self, case: Case, outcome: Outcome, sig: str) -> None:
         """A case that saw the broker go down: a suspect of the outage queued for triage,
         if there is one (it may hold several outages of the broker: `Outage.clusters`);
@@ -787,18 +655,6 @@ class Campaign:
             self.stats.queued += 1
         self._enqueue(case, outcome, sig)
 
-    def _seen(self, sig: str) -> bool:
-        """Confirmed, triaged, queued, kept (as an example or untriaged) or rejected twice
-        (under the lock)."""
-        return (
-            self.store.known(sig)
-            or sig in self._triaged
-            or sig in self._waiting
-            or sig in self._examples
-            or sig in self._kept
-            or self._rejected.get(sig, 0) >= 2
-        )
-
     def _triager(self) -> None:
         try:
             while (item := self._queue.get()) is not None:
@@ -811,48 +667,6 @@ class Campaign:
         except Exception as exc:  # a bug of ours: stop the campaign and say so (CLI exit 3)
             traceback.print_exc()
             self.stop(f"{WORKER_FAILED}: {exc!r}")
-
-    def _budget_spent(self) -> bool:
-        return self._deadline is not None and time.monotonic() >= self._deadline
-
-    def _grace_over(self) -> bool:
-        return self._grace_end is not None and time.monotonic() >= self._grace_end
-
-    def _keep(self, case: Case, outcome: Outcome, sig: str) -> None:
-        """A candidate the grace left untriaged: its case written as a reproducer under
-        DIR/candidates/<id>/ (`amqpspec fuzz replay` runs it), so none is lost."""
-        assert outcome.verdict is not None
-        self._write_candidate(case, outcome.verdict, sig, self._behaviour_of.get(sig, ""))
-        with self._lock:
-            self.stats.queued -= 1
-            self.stats.kept += 1
-            self._waiting.discard(sig)
-            self._kept.add(sig)
-        outage = self._take_outage(sig)  # an outage untriaged: its other suspects kept too
-        for suspect, seen, suspect_sig in outage.suspects[1:] if outage is not None else ():
-            assert seen.verdict is not None
-            self._write_candidate(suspect, seen.verdict, suspect_sig, "")
-            with self._lock:
-                self.stats.kept += 1
-
-    def _write_candidate(self, case: Case, verdict: Verdict, sig: str, behaviour: str) -> None:
-        """DIR/candidates/<id>/reproducer.json: an untriaged case, replayable."""
-        folder = os.path.join(self.config.out, CANDIDATES_DIR, finding_id(sig))
-        os.makedirs(folder, exist_ok=True)
-        record = case.to_json(
-            kind=verdict.kind,
-            signature=sig,
-            rule=verdict.rule,
-            section=verdict.section,
-            summary=verdict.summary,
-            expected=verdict.expected,
-            observed=verdict.observed,
-            level=verdict.level,
-            triaged=False,
-            behaviour=behaviour,
-        )
-        with open(os.path.join(folder, "reproducer.json"), "w", encoding="utf-8") as file:
-            json.dump(record, file, indent=2)
 
     def _known_crash(self, sig: str) -> bool:
         """A crash signature confirmed already (under the lock)."""

@@ -68,7 +68,7 @@ def measure_case_latency(config) -> float:  # type: ignore[no-untyped-def]
     a hang from a late answer without waiting the full bound: a silent case counts as
     PROBE_REPLY_S. The campaign runs these cases again as its own: nothing they find is
     lost."""
-    from amqpspec.fuzz.campaign import make_case
+    from amqpspec.fuzz.making import make_case
 
     reply = min(config.target.bounds.reply, PROBE_REPLY_S)
     times: list[float] = []

@@ -1,0 +1,143 @@
+"""The campaign's candidates: a case with a verdict counted, queued for triage, or kept.
+
+Owns: `CandidateIntake` (a part of fuzz.campaign.Campaign): `_candidate` (a verdict's
+signature known: counted; its broker behaviour triaged `per_behaviour` times already:
+kept as a further example; else queued, the worker waiting while the queue is full, a
+crash joining the outage queued, `_crash_candidate`), `_seen`, `_enqueue`, `_keep` and
+`_write_candidate` (a candidate left untriaged, written as a reproducer under
+DIR/candidates/<id>/ so that none is lost), `_budget_spent` and `_grace_over`.
+Reads and changes the campaign's counters and signature sets under its lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import time
+from typing import Any
+
+from amqpspec.fuzz import multiparty
+from amqpspec.fuzz.buckets import case_behaviour, case_signature
+from amqpspec.fuzz.case import Case
+from amqpspec.fuzz.findings import finding_id
+from amqpspec.fuzz.oracle import CRASH, Outcome, Verdict
+
+CANDIDATES_DIR = "candidates"  # DIR/candidates/<id>/reproducer.json: queued, never triaged
+
+
+class CandidateIntake:
+    """The candidate intake of fuzz.campaign.Campaign (a base class of it)."""
+
+    config: Any
+    store: Any
+    stats: Any
+    _lock: Any
+    _stop: Any
+    _queue: Any
+    _deadline: float | None
+    _grace_end: float | None
+
+    def _candidate(
+        self, case: Case, outcome: Outcome, sig: str = "", behaviour: str | None = None
+    ) -> None:
+        """A case with a verdict: counted when its signature is known; kept as an example
+        when its behaviour has been triaged enough; else queued for the triage thread
+        (waiting while the queue is full, unless the campaign stops). `sig`, `behaviour`:
+        as `CaseResult.describe` found them, if it did."""
+        verdict = outcome.verdict
+        assert verdict is not None
+        sig = sig or case_signature(case, verdict)
+        if verdict.kind == CRASH and not isinstance(case, multiparty.MultiCase):
+            self._crash_candidate(case, outcome, sig)
+            return
+        with self._lock:
+            if self._seen(sig):
+                self.stats.duplicates += 1
+                return
+        if behaviour is None:
+            behaviour = case_behaviour(case, verdict)
+        with self._lock:
+            if self._seen(sig):  # another worker queued it meanwhile
+                self.stats.duplicates += 1
+                return
+            cap = self.config.per_behaviour if behaviour else 0
+            example = cap > 0 and self._behaviour_triages.get(behaviour, 0) >= cap
+            if example:
+                self._examples.add(sig)
+                self.stats.examples += 1
+            else:
+                self._behaviour_triages[behaviour] = self._behaviour_triages.get(behaviour, 0) + 1
+                self._behaviour_of[sig] = behaviour
+                self._waiting.add(sig)
+                self.stats.candidates += 1
+                self.stats.queued += 1
+        if example:
+            self._write_candidate(case, verdict, sig, behaviour)
+            return
+        self._enqueue(case, outcome, sig)
+
+    def _enqueue(self, case: Case, outcome: Outcome, sig: str) -> None:
+        """Into the triage queue, waiting while it is full; kept under DIR/candidates/ if
+        the budget runs out or the campaign stops meanwhile."""
+        while not self._stop.is_set() and not self._budget_spent():
+            try:
+                self._queue.put((case, outcome, sig), timeout=0.2)
+                return
+            except queue.Full:
+                continue
+        self._keep(case, outcome, sig)
+
+    def _seen(self, sig: str) -> bool:
+        """Confirmed, triaged, queued, kept (as an example or untriaged) or rejected twice
+        (under the lock)."""
+        return (
+            self.store.known(sig)
+            or sig in self._triaged
+            or sig in self._waiting
+            or sig in self._examples
+            or sig in self._kept
+            or self._rejected.get(sig, 0) >= 2
+        )
+
+    def _budget_spent(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _grace_over(self) -> bool:
+        return self._grace_end is not None and time.monotonic() >= self._grace_end
+
+    def _keep(self, case: Case, outcome: Outcome, sig: str) -> None:
+        """A candidate the grace left untriaged: its case written as a reproducer under
+        DIR/candidates/<id>/ (`amqpspec fuzz replay` runs it), so none is lost."""
+        assert outcome.verdict is not None
+        self._write_candidate(case, outcome.verdict, sig, self._behaviour_of.get(sig, ""))
+        with self._lock:
+            self.stats.queued -= 1
+            self.stats.kept += 1
+            self._waiting.discard(sig)
+            self._kept.add(sig)
+        outage = self._take_outage(sig)  # an outage untriaged: its other suspects kept too
+        for suspect, seen, suspect_sig in outage.suspects[1:] if outage is not None else ():
+            assert seen.verdict is not None
+            self._write_candidate(suspect, seen.verdict, suspect_sig, "")
+            with self._lock:
+                self.stats.kept += 1
+
+    def _write_candidate(self, case: Case, verdict: Verdict, sig: str, behaviour: str) -> None:
+        """DIR/candidates/<id>/reproducer.json: an untriaged case, replayable."""
+        folder = os.path.join(self.config.out, CANDIDATES_DIR, finding_id(sig))
+        os.makedirs(folder, exist_ok=True)
+        record = case.to_json(
+            kind=verdict.kind,
+            signature=sig,
+            rule=verdict.rule,
+            section=verdict.section,
+            summary=verdict.summary,
+            expected=verdict.expected,
+            observed=verdict.observed,
+            level=verdict.level,
+            triaged=False,
+            behaviour=behaviour,
+        )
+        with open(os.path.join(folder, "reproducer.json"), "w", encoding="utf-8") as file:
+            json.dump(record, file, indent=2)

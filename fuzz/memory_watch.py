@@ -1,0 +1,121 @@
+"""The campaign's watch on the broker's memory: a case that makes it grow is a candidate.
+
+Owns: `MemoryWatch._sample_memory` (a part of fuzz.campaign.Campaign: every
+MEMORY_SAMPLE_S the broker's memory; if it grew past `growth_bound` since the last sample,
+the cases run since then are searched by halving, `bisect_growth` (batches run as the
+workers ran them, `grows`), and the suspects left replayed carefully, within
+MEMORY_SEARCH_S, the workers paused at the campaign's gate) and the MEMORY_* bounds.
+Reads the campaign's config, lock, gate and recent case indices; hands what it finds to
+the campaign's `_candidate`.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from amqpspec.fuzz.case import Case
+from amqpspec.fuzz.making import make_case
+from amqpspec.fuzz.oracle import RESOURCE, Target, run_case
+
+MEMORY_SAMPLE_S = 1.0  # how often a campaign reads the broker's memory
+MEMORY_PER_CONNECTION = 1024 * 1024  # what one open connection of a case may hold (RabbitMQ
+# 3.10: a reader, a writer and a session process each; bench/README.md "Fuzzer speed")
+MEMORY_SEARCH_S = 120.0  # the search for a case that made memory grow, at most (the
+# workers wait meanwhile); past it, the suspects left are replayed until this again
+MEMORY_SUSPECTS = 2000  # the cases since the last sample searched when memory grew (a
+# second of cases at the campaign's rate: a leaking case must still be among them)
+
+
+class MemoryWatch:
+    """The memory sampling of fuzz.campaign.Campaign (a base class of it)."""
+
+    config: Any
+    gate: Any
+    _lock: Any
+    _sampled: tuple[float, int | None]
+    _recent: Any
+
+    def _sample_memory(self) -> None:
+        """Every MEMORY_SAMPLE_S: the broker's memory; if it grew past the bound since the
+        last sample (`growth_bound`: more with more connections in flight), search the cases
+        run since then (halving, batches run as the workers ran them), then replay the
+        suspects left carefully to find the one, within MEMORY_SEARCH_S."""
+        target = self.config.target
+        if target.memory is None:
+            return
+        with self._lock:
+            last_time, last_value = self._sampled
+            if time.monotonic() - last_time < MEMORY_SAMPLE_S:
+                return
+            self._sampled = (time.monotonic(), last_value)
+            indices = list(self._recent)
+            self._recent.clear()
+        value = target.memory()
+        self._sampled = (time.monotonic(), value)
+        workers = self.config.workers
+        if (
+            value is None
+            or last_value is None
+            or value - last_value <= growth_bound(target, workers)
+        ):
+            return
+        found = None
+        with self.gate.exclusive():
+            deadline = time.monotonic() + MEMORY_SEARCH_S
+            batch = [make_case(self.config, i) for i in indices[-MEMORY_SUSPECTS:]]
+            for case in bisect_growth(target, batch, min(workers, 16), deadline):
+                if time.monotonic() >= deadline:
+                    break  # bounded: the workers wait for this search
+                outcome = run_case(target, case.steps, careful=True, quick=True)
+                if outcome.verdict is not None and outcome.verdict.kind == RESOURCE:
+                    found = (case, outcome)
+                    break
+        if found is not None:
+            self._candidate(*found)
+        self._sampled = (time.monotonic(), target.memory())
+
+
+def grows(target: Target, cases: list[Case], workers: int = 1) -> bool:
+    """Run `cases` (`workers` at once, as the campaign ran them), let the broker settle;
+    did its memory grow past the bound meanwhile? (Connections closed by then: what is
+    left is what they leaked.)"""
+    assert target.memory is not None
+    time.sleep(target.bounds.memory_quiet)
+    before = target.memory()
+    if workers <= 1:
+        for case in cases:
+            run_case(target, case.steps, quick=True)
+        time.sleep(target.bounds.memory_settle)
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="fuzz-memory") as pool:
+            list(pool.map(lambda case: run_case(target, case.steps, quick=True), cases))
+        time.sleep(target.bounds.memory_quiet)  # many connections just closed
+    after = target.memory()
+    return before is not None and after is not None and after - before > target.bounds.memory_growth
+
+
+def bisect_growth(
+    target: Target, suspects: list[Case], workers: int = 1, deadline: float | None = None
+) -> list[Case]:
+    """The suspects narrowed by halving to the few that make memory grow (group testing:
+    a batch is measured once), or all of them when no half does on its own or the
+    deadline passed."""
+    while len(suspects) > 2 and (deadline is None or time.monotonic() < deadline):
+        half = len(suspects) // 2
+        first, second = suspects[:half], suspects[half:]
+        if grows(target, second, workers):
+            suspects = second
+        elif grows(target, first, workers):
+            suspects = first
+        else:
+            break
+    return list(reversed(suspects))
+
+
+def growth_bound(target: Target, workers: int) -> int:
+    """How much the broker's memory may grow between two samples of a campaign with
+    `workers` connections in flight: the bound of one connection, plus what each
+    connection open at the second reading holds (MEMORY_PER_CONNECTION)."""
+    return target.bounds.memory_growth + max(0, workers - 1) * MEMORY_PER_CONNECTION
