@@ -348,19 +348,21 @@ def triage(
             candidates.insert(0, small.with_steps(shrunk.steps))
     if small.steps != case.steps:
         candidates.append(case.with_steps(case.steps))  # the case as found, last
-    confirmed = _confirmed(
-        candidates, lambda steps: attempt(steps, careful, quick), confirm, parallel, wanted
-    )
-    if confirmed is None:
-        return None
-    chosen, replays = confirmed
-    small = candidates[chosen]  # the fields minimised, or if that does not confirm, not
-    if chosen:
+    reproduced, replays = 0, []
+    for small in candidates:  # the fields minimised, or if that does not confirm, not
+        replays = _replays(
+            lambda steps=small.steps: attempt(steps, careful, quick), confirm, parallel, wanted
+        )
+        reproduced = sum(_matches(r.verdict, wanted) for r in replays)
+        if reproduced == confirm:
+            break
         field_counts = {}
+    if reproduced < confirm:
+        return None
     final = replays[-1]
     minimal = reduced.minimal and (small.steps != case.steps or reduced.items == case.steps)
     record = {
-        "replays": f"{confirm}/{confirm}",
+        "replays": f"{reproduced}/{confirm}",
         "minimal": minimal,
         "broker": broker or target.url,
         "extra": {"non_default_fields": field_counts} if field_counts else {},
@@ -395,22 +397,6 @@ class _Tests:
             return run_case(self.target, steps, careful, quick=quick, reply=self.reply)
         finally:
             self.gate.leave()
-
-
-def _confirmed(
-    candidates: list[Case],
-    run: Callable[[list[Step]], Outcome],
-    confirm: int,
-    parallel: int,
-    wanted: Verdict,
-) -> tuple[int, list[Outcome]] | None:
-    """The first candidate (its position) whose `confirm` replays all show `wanted`,
-    with those replays; None when none does."""
-    for position, candidate in enumerate(candidates):
-        replays = _replays(lambda steps=candidate.steps: run(steps), confirm, parallel, wanted)
-        if sum(_matches(r.verdict, wanted) for r in replays) == confirm:
-            return position, replays
-    return None
 
 
 def _finding(
