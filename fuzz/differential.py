@@ -46,14 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from amqpspec.fuzz.campaign import (
-    CANDIDATES_DIR,
-    FIELD_TESTS_HELD,
-    MINIMIZE_TESTS_HELD,
-    Campaign,
-    CampaignConfig,
-    make_case,
-)
+from amqpspec.fuzz.campaign import FIELD_TESTS_HELD, MINIMIZE_TESTS_HELD, Campaign, CampaignConfig
 from amqpspec.fuzz.case import Case, Step, load_case
 from amqpspec.fuzz.divergence import (
     DIVERGENCE,
@@ -68,6 +61,8 @@ from amqpspec.fuzz.divergence import (
     compare,
 )
 from amqpspec.fuzz.findings import Finding, finding_id, write_pcap
+from amqpspec.fuzz.intake import CANDIDATES_DIR
+from amqpspec.fuzz.making import make_case
 from amqpspec.fuzz.model import ServerModel
 from amqpspec.fuzz.oracle import MUST, Outcome, Target, run_case
 from amqpspec.fuzz.shrink import shrink_fields
