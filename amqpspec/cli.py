@@ -116,13 +116,19 @@ def version_line() -> str:
     return f"amqpspec {__version__}; amqp10 {describe()}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with `only` (a subcommand), only that subcommand's module is
+    imported (the others are listed by name and help: `amqpspec run` does not pay for
+    importing the fuzzer, PySpark's triage or the benchmarks)."""
     parser = argparse.ArgumentParser(
         prog="amqpspec", description="AMQP 1.0 conformance and fuzz test suite"
     )
     parser.add_argument("--version", action="store_true", help="version and amqp10's build")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=help_text, description=help_text)
+            continue
         module = _load(module_name)
         missing = isinstance(module, MissingExtra)
         if missing:
@@ -135,11 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand `argv` names (its first word, when it is one), else None."""
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    return first if first in SUBCOMMANDS else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
         print(version_line())  # without importing every subcommand
         return 0
-    parser = build_parser()
+    parser = build_parser(_chosen(sys.argv[1:] if argv is None else argv))
     args, unknown = parser.parse_known_args(argv)
     if isinstance(getattr(args, "_module", None), MissingExtra):
         return args._module.run(args)  # whatever the arguments: the extra to install

@@ -141,6 +141,10 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         PLUGIN,
         "-p",
         "no:cacheprovider",
+        # no assertion rewriting: the suite asserts nothing, and pytest would otherwise
+        # rewrite every module of each plugin's distribution (all of hypothesis) at each
+        # run where bytecode is not written (PYTHONDONTWRITEBYTECODE): seconds of start-up
+        "--assert=plain",
         "--rootdir",
         str(SUITE.parent.parent),  # item ids stay conformance/suite.py::test_case[<case id>]
         "-c",
