@@ -223,9 +223,23 @@ def test_a_timeout_says_what_the_broker_did_instead() -> None:
     quiet = Recording(1, start=100.0, end=105.0)
     quiet.items = [_frame(3, SERVER, 101.0, drain)]
     assert broker_did(quiet, 0).startswith("the broker's last frame: @flow(19) [")
-    assert broker_did(quiet, 0).endswith("(frame #3), then nothing for 4000 ms")
+    assert broker_did(quiet, 0).endswith(
+        "(frame #3); no frame after it, and the connection still open"
+    )
     later = broker_did(quiet, 1)
-    assert later.startswith("nothing from the broker for 4000 ms (its last frame before: @flow")
+    assert later.startswith(
+        "the broker sent no frame and kept the connection open (its last frame before: @flow"
+    )
+    quiet.items.append(_frame(4, CLIENT, 101.5, drain))  # ours after its last: named, no wait
+    assert broker_did(quiet, 0).endswith(
+        "(frame #3); no frame after it (after our flow (frame #4)), and the connection still open"
+    )
+    flow = broker_did(quiet, 0).split("last frame: ")[1].split("; no frame")[0]
+    assert broker_did(quiet, 4) == (
+        "the broker sent no frame after our flow (frame #4) and kept the connection open "
+        f"(its last frame before: {flow})"
+    )
+    assert " ms" not in broker_did(quiet, 0) + broker_did(quiet, 4)
     assert broker_did(quiet, 1, closed=True) == "the broker closed the TCP connection"  # no open
     opened = Recording(1, start=100.0, end=105.0)
     opened.items = [_frame(2, SERVER, 100.5, Open(container_id="broker"))]
@@ -249,7 +263,8 @@ def test_a_drain_case_names_the_broker_frame_not_the_wait(tmp_path: Path) -> Non
     reason = entry["2.6.7/drain-empty-queue"]["reason"]
     assert entry["2.6.7/drain-empty-queue"]["verdict"] == "FAILED", reason
     assert reason.startswith("expected a flow for the link with link-credit 0 answering the drain;")
-    assert "observed the broker's last frame" in reason or "observed nothing" in reason
+    assert "observed the broker's last frame" in reason or "observed the broker sent no" in reason
+    assert "after our flow (frame #" in reason, reason  # the drain, not a heartbeat after it
     assert "(frame #" in reason and '2.6.7/flow-control.12: "If the Sender' in reason
     assert run.returncode == 1
 

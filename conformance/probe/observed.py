@@ -5,13 +5,13 @@ Owns `brief(item)` (one trace item in broker terms: `end with amqp:internal-erro
 since)`, which a wait that found nothing and a graded outcome use to say what the broker
 did instead of only what the probe waited for: the frame that ended something (close, end,
 a detach with an error) and how long after the probe's last frame it came, the TCP close,
-or the broker's last frame and the silence after it (docs/conformance.md, "Reasons").
+or the broker's last frame (or none) with the connection still open, never how long the
+probe waited (docs/conformance.md, "Reasons").
 Pure functions of a recording; touches nothing.
 """
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from amqpspec.amqp10.frames import Frame, ProtocolHeader
@@ -52,16 +52,32 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
 
+def _ours(items: list[TraceItem], *, heartbeats: bool = True) -> TraceItem | None:
+    """The probe's last item in `items` (a frame or a protocol header; an empty frame only
+    with `heartbeats`), or None."""
+    for item in reversed(items):
+        if item.direction != CLIENT or item.item is None:
+            continue
+        if heartbeats or not isinstance(item.item, Frame) or item.item.performative is not None:
+            return item
+    return None
+
+
+def _our_name(item: TraceItem) -> str:
+    """`our open (frame #6)`, `our header (frame #0)`, `our empty frame (frame #9)`."""
+    name = item.item.name if isinstance(item.item, Frame) else "header"
+    if isinstance(item.item, Frame) and item.item.performative is None:
+        name = "empty frame"
+    return f"our {name} (frame #{item.index})"
+
+
 def _after(items: list[TraceItem], position: int) -> str:
     """`N ms after our <frame> (frame #k)`: the probe's last item before `position`."""
-    for earlier in reversed(items[:position]):
-        if earlier.direction == CLIENT and earlier.item is not None:
-            name = earlier.item.name if isinstance(earlier.item, Frame) else "header"
-            if isinstance(earlier.item, Frame) and earlier.item.performative is None:
-                name = "empty frame"
-            delay = items[position].time - earlier.time
-            return f" {_ms(max(0.0, delay))} after our {name} (frame #{earlier.index})"
-    return ""
+    earlier = _ours(items[:position])
+    if earlier is None:
+        return ""
+    delay = items[position].time - earlier.time
+    return f" {_ms(max(0.0, delay))} after {_our_name(earlier)}"
 
 
 def broker_did(recording: Recording, since: int = 0, *, closed: bool = False) -> str:
@@ -78,7 +94,6 @@ def broker_did(recording: Recording, since: int = 0, *, closed: bool = False) ->
                 continue
             return f"the broker sent {brief(item)}{_after(items, position)}"
     later = [i for i in items[since:] if i.direction == SERVER]
-    end = recording.end if recording.end is not None else time.time()
     if closed:
         last = f"; its last frame: {brief(later[-1])}" if later else ""
         opened = any(
@@ -91,12 +106,17 @@ def broker_did(recording: Recording, since: int = 0, *, closed: bool = False) ->
         if undecoded:  # its close may be among the bytes the monitor could not decode
             return f"the broker closed the TCP connection after bytes we could not decode{last}"
         return f"the broker closed the TCP connection without a close frame{last}"
+    ours = _ours(items, heartbeats=False)  # the frame the broker owes an answer, if any
     if later:
-        quiet = end - later[-1].time
-        return f"the broker's last frame: {brief(later[-1])}, then nothing for {_ms(quiet)}"
+        last = later[-1]
+        also = f" (after {_our_name(ours)})" if ours is not None and ours.index > last.index else ""
+        return (
+            f"the broker's last frame: {brief(last)}; no frame after it{also}, and the "
+            "connection still open"
+        )
     before = [i for i in items[:since] if i.direction == SERVER]
-    start = items[since - 1].time if 0 < since <= len(items) else recording.start
-    silent = f"nothing from the broker for {_ms(max(0.0, end - start))}"
+    after = f" after {_our_name(ours)}" if ours is not None else ""
+    silent = f"the broker sent no frame{after} and kept the connection open"
     if before:
         return f"{silent} (its last frame before: {brief(before[-1])})"
     return silent

@@ -118,7 +118,7 @@ def text_message(url: str, text: str, timeout: float) -> Answer:
             try:
                 message = await ws.receive(timeout=timeout)
             except TimeoutError:
-                return Answer(False, None, f"nothing within {timeout:g} s, still open")
+                return Answer(False, None, "no message and no close: the WebSocket kept open")
             if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
                 code = ws.close_code
                 return Answer(True, code, f"the WebSocket closed (code {code})")
