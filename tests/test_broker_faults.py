@@ -192,7 +192,7 @@ def skip_window_check(b, c) -> bool:
     management(b).raise_alarm("memory")  # our window goes to 0 and stays there
     c.wait_for(lambda: any(e.flow.incoming_window == 0 for e in c.of(FlowReceived)), "window 0")
     # a peer ignoring the window: it believes it may send 40 frames
-    session._remote_horizon = serial_add(session.next_outgoing_id, 1000)
+    session.remote_horizon = serial_add(session.next_outgoing_id, 1000)
     for i in range(40):
         link.send(Message.of(str(i).encode()).encode(), settled=True)  # lax client policy
     c.settle(0.4)

@@ -126,7 +126,7 @@ def _state(conn: Connection) -> tuple:
                 session.state,
                 session.next_incoming_id,
                 session.incoming_window,
-                session._enforced_horizon,
+                session.enforced_horizon,
                 session.next_outgoing_id,
                 session.next_delivery_id,
             )

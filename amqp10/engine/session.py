@@ -119,9 +119,12 @@ class Session(SessionLifecycle, SessionLinks):
         self.next_outgoing_id = initial_outgoing_id
         self.next_incoming_id: int | None = None  # learned from the peer's begin
         self.incoming_window = incoming_window
-        self._enforced_horizon: int | None = None  # highest next-incoming-id + window seen
+        # 2.5.6 as horizons (serial numbers), read by tests and tools: the first transfer-id
+        # beyond every window of ours the peer can have seen (None before our first grant
+        # is out), and the first transfer-id the peer's window does not admit
+        self.enforced_horizon: int | None = None
         self._pending_horizon: int | None = None  # granted, not yet handed to data_to_send()
-        self._remote_horizon = 0  # first transfer-id the peer's window does not admit
+        self.remote_horizon = 0
         self.remote_outgoing_window = 0
         self.remote_handle_max = 0xFFFFFFFF
         self.next_delivery_id = 0
@@ -152,7 +155,7 @@ class Session(SessionLifecycle, SessionLinks):
     @property
     def remote_incoming_window(self) -> int:
         """2.5.6: transfer frames the peer still admits."""
-        return window_left(self._remote_horizon, self.next_outgoing_id)
+        return window_left(self.remote_horizon, self.next_outgoing_id)
 
     @property
     def queued_frames(self) -> int:
@@ -214,8 +217,8 @@ class Session(SessionLifecycle, SessionLinks):
             return
         horizon = serial_add(self.next_incoming_id, self.incoming_window)
         if seen:
-            enforced = self._enforced_horizon
-            self._enforced_horizon = horizon if enforced is None else serial_max(enforced, horizon)
+            enforced = self.enforced_horizon
+            self.enforced_horizon = horizon if enforced is None else serial_max(enforced, horizon)
             return
         pending = self._pending_horizon
         if pending is None:
@@ -228,8 +231,8 @@ class Session(SessionLifecycle, SessionLinks):
         """data_to_send() handed out our latest grant: from now on the peer may use it."""
         horizon, self._pending_horizon = self._pending_horizon, None
         if horizon is not None:
-            enforced = self._enforced_horizon
-            self._enforced_horizon = horizon if enforced is None else serial_max(enforced, horizon)
+            enforced = self.enforced_horizon
+            self.enforced_horizon = horizon if enforced is None else serial_max(enforced, horizon)
 
     def write_flow(
         self, link: Link | None, echo: bool = False, properties: dict[Any, Any] | None = None
@@ -304,7 +307,7 @@ class Session(SessionLifecycle, SessionLinks):
         """next-outgoing-id + 1 when the peer's incoming window admits one more transfer
         frame (2.5.6: serial_ge(remote horizon, next-outgoing-id + 1), inlined), else None."""
         following = (self.next_outgoing_id + 1) & SERIAL_MASK
-        horizon = self._remote_horizon
+        horizon = self.remote_horizon
         if horizon == following or 0 < ((horizon - following) & SERIAL_MASK) < HALF:
             return following
         return None
@@ -337,7 +340,7 @@ class Session(SessionLifecycle, SessionLinks):
     def _on_flow(self, frame: Frame) -> None:
         flow: Flow = frame.performative
         # 2.5.6: remote-incoming-window from the flow
-        self._remote_horizon = remote_incoming_horizon(
+        self.remote_horizon = remote_incoming_horizon(
             flow.next_incoming_id, flow.incoming_window, self.initial_outgoing_id
         )
         self.remote_outgoing_window = flow.outgoing_window
@@ -364,7 +367,7 @@ class Session(SessionLifecycle, SessionLinks):
         # 2.7.5: the handle first (which link the frame is for, whenever it arrived), then
         # 2.5.6: each transfer frame takes one id of our incoming window
         link = self._link_for(transfer.handle, "transfer")
-        horizon = self._enforced_horizon  # beyond it: serial_ge(next-incoming-id, horizon)
+        horizon = self.enforced_horizon  # beyond it: serial_ge(next-incoming-id, horizon)
         if self.connection.policy.enforce_window and (
             horizon is None or not 0 < ((horizon - self.next_incoming_id) & SERIAL_MASK) <= HALF
         ):
@@ -404,7 +407,7 @@ class Session(SessionLifecycle, SessionLinks):
         ):
             return False
         next_id = self.next_incoming_id
-        horizon = self._enforced_horizon  # as in _on_transfer
+        horizon = self.enforced_horizon  # as in _on_transfer
         if (
             horizon is None or not 0 < ((horizon - next_id) & SERIAL_MASK) <= HALF
         ) and self.connection.policy.enforce_window:

@@ -126,7 +126,7 @@ class SessionLifecycle:
         self.remote_outgoing_window = begin.outgoing_window
         self.remote_handle_max = begin.handle_max
         # 2.5.6: the peer's incoming-window counts from our initial-outgoing-id
-        self._remote_horizon = remote_incoming_horizon(
+        self.remote_horizon = remote_incoming_horizon(
             None, begin.incoming_window, self.initial_outgoing_id
         )
         if self.state is SessState.MAPPED:
