@@ -25,7 +25,9 @@ File layout (every table optional except `name`):
                    one it is configured with, or the one the admin adapter sets for the
                    case's connection; with the transaction-timeout capability)
     [jobs]         concurrent = [case ids]: cases registered `serial` because other brokers
-                   race beside them, which this broker runs beside others under --jobs N
+                   race beside them, which this broker runs beside others under --jobs N;
+                   beside_serial = [case ids]: cases this broker runs while the serial ones
+                   do (nothing those change on it reaches them)
 """
 
 from __future__ import annotations
@@ -181,6 +183,7 @@ class Profile:
     case_budget: float = 60.0
     transaction_timeout: float | None = None  # [timeouts] transaction
     concurrent: frozenset[str] = frozenset()  # [jobs] concurrent: serial cases run beside
+    beside_serial: frozenset[str] = frozenset()  # [jobs] beside_serial: run with serial ones
     models: frozenset[str] = frozenset()  # `model`: the MODELS it claims
     path: str = ""
 
@@ -265,6 +268,7 @@ def profile_from_dict(data: dict[str, Any], path: str = "") -> Profile:
         case_budget=float(timeouts.get("case_budget", 60.0)),
         transaction_timeout=(float(timeouts["transaction"]) if "transaction" in timeouts else None),
         concurrent=frozenset(data.get("jobs", {}).get("concurrent", [])),
+        beside_serial=frozenset(data.get("jobs", {}).get("beside_serial", [])),
         models=frozenset(claimed),
         path=path,
     )

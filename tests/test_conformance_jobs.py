@@ -24,6 +24,7 @@ from amqpspec.conformance.run.registry import (
     BROKER_GLOBAL,
     Case,
     beside_others,
+    beside_serial,
     load_cases,
     suite_cases,
 )
@@ -38,10 +39,12 @@ def _fake(case_id: str, serial: bool = False) -> Case:
 
 
 class Recorder:
-    """An `execute` that sleeps `hold` seconds per case and records when each ran."""
+    """An `execute` that sleeps `hold` seconds per case (`long` for a case named `long*`)
+    and records when each ran."""
 
-    def __init__(self, hold: float = 0.05) -> None:
+    def __init__(self, hold: float = 0.05, long: float | None = None) -> None:
         self.hold = hold
+        self.long = hold if long is None else long
         self.lock = threading.Lock()
         self.intervals: dict[str, tuple[float, float]] = {}
         self.running = 0
@@ -52,7 +55,7 @@ class Recorder:
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)
-        time.sleep(self.hold)
+        time.sleep(self.long if "/long" in case.case_id else self.hold)
         with self.lock:
             self.running -= 1
         self.intervals[case.case_id] = (started, time.monotonic())
@@ -90,6 +93,30 @@ def test_cases_run_n_at_a_time_in_order_and_serial_ones_alone() -> None:
     start5, end5 = recorder.intervals["9.9/c5"]
     assert all(recorder.intervals[c.case_id][1] <= start5 for c in cases[:5])
     assert all(recorder.intervals[c.case_id][0] >= end5 for c in cases[6:])
+
+
+def test_cases_beside_serial_ones_run_through_the_serial_phase() -> None:
+    """`beside_serial` cases (first in order) run while the serial cases do, within the N
+    slots; every other case still waits for the serial ones to end."""
+    beside = [dataclasses.replace(_fake(f"long{i}"), beside_serial=True) for i in range(2)]
+    serial = [_fake(f"s{i}", serial=True) for i in range(3)]
+    rest = [_fake(f"c{i}") for i in range(6)]
+    cases = [*beside, *serial, *rest]
+    recorder = Recorder(hold=0.1, long=0.5)
+    scheduler = CaseScheduler(recorder, jobs=3)
+    scheduler.start(cases)
+    try:
+        assert [scheduler.result(case) for case in cases] == [c.case_id.upper() for c in cases]
+    finally:
+        scheduler.stop()
+    assert recorder.most == 3  # the two beside cases and one serial case: never more than N
+    first_serial = recorder.intervals["9.9/s0"][0]
+    assert all(recorder.intervals[c.case_id][0] < first_serial for c in beside)
+    assert set(_overlaps(recorder, "9.9/s0")) == {c.case_id for c in beside}
+    for case in serial:  # beside each other never: only with the beside cases
+        assert not set(_overlaps(recorder, case.case_id)) - {c.case_id for c in beside}
+    end_serial = recorder.intervals["9.9/s2"][1]
+    assert all(recorder.intervals[c.case_id][0] >= end_serial for c in rest)
 
 
 def test_a_result_asked_for_before_its_case_was_dispatched_arrives() -> None:
@@ -139,6 +166,21 @@ def test_a_profile_runs_the_serial_cases_it_names_beside_others() -> None:
         beside_others(cases, ["2.6.7/credit-hypothesis-drain-echo"])
     for name in ("rabbitmq3", "proton-example", "proton-python"):
         assert "2.6.7/credit-hypothesis-grants" not in load_profile(name).concurrent
+
+
+def test_a_profile_names_cases_to_run_beside_the_serial_ones() -> None:
+    """`[jobs] beside_serial`: the reference profile's cases open no session (its alarm
+    changes only sessions' windows); a serial or unknown case cannot be named."""
+    names = load_profile("reference").beside_serial
+    cases = beside_serial(suite_cases("also"), names)
+    marked = {case.base_id for case in cases if case.beside_serial}
+    assert marked == names and not any(c.serial for c in cases if c.beside_serial)
+    with pytest.raises(ValueError, match="serial case"):
+        beside_serial(cases, ["2.5.6/alarm-closes-window"])
+    with pytest.raises(ValueError, match="not a registered case"):
+        beside_serial(cases, ["9.9/no-such-case"])
+    for name in ("rabbitmq3", "proton-example", "proton-python"):
+        assert not load_profile(name).beside_serial
 
 
 # --- a real run: --jobs 1 and --jobs N give the same verdicts ------------------------------

@@ -4,9 +4,12 @@ Owns `CaseScheduler`: given a session's cases in pytest's item order, it runs th
 pytest's item loop on N threads (a case is mostly bounded waiting on its own connections,
 so threads suffice), never more than N at once, in item order; a `serial` case (broker-
 global state, `registry.BROKER_GLOBAL`) waits until every earlier case has finished and
-runs alone, and no later case starts before it is done. pytest's loop takes each case's
-result with `result(case)` in item order, so everything that records (index.json, traces,
-JUnit, allure, the progress display) stays in the main thread and in order. The scheduler
+runs alone, and no later case starts before it is done, except that earlier cases marked
+`beside_serial` (a profile's `[jobs] beside_serial`: nothing a serial case changes on that
+broker reaches them) go on running beside it, each in a slot of the N. pytest's loop takes
+each case's result with `result(case)` in item order, so everything that records
+(index.json, traces, JUnit, allure, the progress display) stays in the main thread and in
+order. The scheduler
 knows nothing about verdicts: it calls the `execute` it is given (the plugin's: health
 probe, the case, --expect-retries) and hands back what it returned or raised. Touches
 nothing else.
@@ -79,25 +82,36 @@ class CaseScheduler(Generic[T]):
             raise
 
     def _dispatch_all(self, work: list[tuple[Case, Future[T]]]) -> None:
-        running: set[Future[None]] = set()
+        running: set[Future[None]] = set()  # what a serial case waits for
+        beside: set[Future[None]] = set()  # what it may run with
         for case, future in work:
             if case.serial:
                 wait(running)
                 running.clear()
-                if self._stopping.is_set():
+                if not self._slot():
                     break
-                self._run(case, future)
+                try:
+                    self._run(case, future)
+                finally:
+                    self._slots.release()
                 continue
-            while not self._slots.acquire(timeout=_POLL_S):
-                if self._stopping.is_set():
-                    break
-            if self._stopping.is_set():
+            if not self._slot():
                 break
             task = self._pool.submit(self._run, case, future)
             task.add_done_callback(lambda _: self._slots.release())
-            running.add(task)
+            (beside if case.beside_serial else running).add(task)
             running = {task for task in running if not task.done()}
-        wait(running)
+        wait(running | beside)
+
+    def _slot(self) -> bool:
+        """Take one of the N slots (waiting for one to free); False once stop() was called."""
+        while not self._slots.acquire(timeout=_POLL_S):
+            if self._stopping.is_set():
+                return False
+        if self._stopping.is_set():
+            self._slots.release()
+            return False
+        return True
 
     def _run(self, case: Case, future: Future[T]) -> None:
         if not future.set_running_or_notify_cancel():

@@ -59,7 +59,13 @@ from amqpspec.conformance.run.context import BrokerTarget, CaseResult
 from amqpspec.conformance.run.facts import RunFacts
 from amqpspec.conformance.run.jobs import DEFAULT_JOBS, CaseScheduler
 from amqpspec.conformance.run.preflight import HEALTH_TIMEOUT_S, BrokerHealth
-from amqpspec.conformance.run.registry import Case, beside_others, old_ids, suite_cases
+from amqpspec.conformance.run.registry import (
+    Case,
+    beside_others,
+    beside_serial,
+    old_ids,
+    suite_cases,
+)
 from amqpspec.conformance.run.results import (
     Expectation,
     ResultsDir,
@@ -442,9 +448,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         mode = metafunc.config.getoption("amqp_pipelined", "also") or "also"
         cases = suite_cases(mode)
         state = metafunc.config.stash.get(_STATE, None)
-        if state is not None and state.profile.concurrent:
+        if state is not None:
             try:
                 cases = beside_others(cases, state.profile.concurrent)
+                cases = beside_serial(cases, state.profile.beside_serial)
             except ValueError as exc:
                 raise pytest.UsageError(f"profile {state.profile.name!r} [jobs]: {exc}") from exc
         params = [
@@ -456,15 +463,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A renamed case keeps its old ids as keywords, so `-k <old id>` still selects it.
-    Under --jobs N the serial cases come first: they run alone while nothing else has
-    started, instead of each waiting for every case before it to finish."""
+    Under --jobs N the cases the profile runs beside the serial ones come first, then the
+    serial cases: they run alone (but for those) while nothing else has started, instead of
+    each waiting for every case before it to finish."""
     for item in items:
         case = _case_of(item)
         if case is not None:
             item.extra_keyword_matches.update(old_ids(case.case_id))
     state = config.stash.get(_STATE, None)
     if state is not None and state.jobs > 1:
-        items.sort(key=lambda item: not ((case := _case_of(item)) is not None and case.serial))
+        items.sort(key=lambda item: _phase(_case_of(item)))
+
+
+def _phase(case: Case | None) -> int:
+    """Where a case starts under --jobs N: 0 beside the serial cases, 1 serial, 2 after."""
+    if case is None:
+        return 2
+    return 0 if case.beside_serial else 1 if case.serial else 2
 
 
 def _case_of(item: pytest.Item) -> Case | None:

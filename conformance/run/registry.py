@@ -81,6 +81,7 @@ class Case:
     pipelined: bool = True  # its frames need no broker reply before the first wait
     variant: str = ""  # PIPELINED: this is the pipelined variant of the case `base_id`
     serial: bool = False  # runs alone under --jobs N (broker-global state)
+    beside_serial: bool = False  # runs while the serial cases do (a profile's [jobs] beside_serial)
     sentences: tuple[str, ...] = ()  # manifest ids of the spec sentences it checks
     role: Role | None = None  # the broker's link role in the case
     model: str | None = None  # the model (profile.MODELS) a MODEL case or `ctx.model` checks
@@ -230,6 +231,21 @@ def beside_others(cases: list[Case], concurrent: Iterable[str]) -> list[Case]:
         if BROKER_GLOBAL & serial[case_id].requires:
             raise ValueError(f"{case_id!r} changes broker-global state: it always runs alone")
     return [dataclasses.replace(c, serial=False) if c.base_id in named else c for c in cases]
+
+
+def beside_serial(cases: list[Case], names: Iterable[str]) -> list[Case]:
+    """`cases` with those named in `names` (base ids: a profile's `[jobs] beside_serial`,
+    cases that nothing a serial case changes on this broker can reach, e.g. ones that never
+    begin a session beside a memory alarm) marked to run while the serial cases do, both
+    variants. ValueError for a name that is no registered case, or a serial one."""
+    named = frozenset(names)
+    known = {c.base_id: c for c in load_cases()}
+    for case_id in sorted(named):
+        if case_id not in known:
+            raise ValueError(f"{case_id!r} is not a registered case")
+        if known[case_id].serial:
+            raise ValueError(f"{case_id!r} is a serial case: it runs alone")
+    return [dataclasses.replace(c, beside_serial=True) if c.base_id in named else c for c in cases]
 
 
 def pipelined_variant(case: Case) -> Case:
