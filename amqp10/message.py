@@ -188,6 +188,44 @@ def split_sections(payload: bytes) -> list[RawSection]:
     return sections
 
 
+# 3.2's sections by descriptor code (0x70 header .. 0x78 footer) -> (name, rank in 3.2 order)
+_RANK_OF_CODE: dict[int, tuple[str, int]] = {
+    0x70 + index: (name, rank) for index, (name, rank) in enumerate(_ORDER.items())
+}
+_SMALLULONG, _ULONG = 0x53, 0x80
+
+
+def misordered_section(payload: bytes) -> str | None:
+    """The first section of `payload` out of 3.2's order (one after a later kind, or a
+    second header, properties, ...), or None. Cheap enough for every publish: each
+    section's descriptor code is read and its value stepped over (codec.value_end), nothing
+    decoded. A payload whose sections cannot be told apart this way (not a described value,
+    a symbolic descriptor, bytes that do not parse) is not judged here: None."""
+    pos, end, last_rank, last_name = 0, len(payload), -1, ""
+    try:
+        while pos < end:
+            if payload[pos] != 0x00 or pos + 2 >= end:
+                return None
+            code = payload[pos + 1]
+            if code == _SMALLULONG:
+                number, value_at = payload[pos + 2], pos + 3
+            elif code == _ULONG and pos + 10 <= end:
+                number, value_at = int.from_bytes(payload[pos + 2 : pos + 10], "big"), pos + 10
+            else:
+                return None
+            known = _RANK_OF_CODE.get(number)
+            if known is None:
+                return None
+            name, rank = known
+            if rank < last_rank or (rank == last_rank and rank != 5):
+                return f"{name} after {last_name}"
+            last_rank, last_name = rank, name
+            pos = codec.value_end(payload, value_at, end)
+    except DecodeError:
+        return None
+    return None
+
+
 def _assign(message: Message, name: str, section: Any) -> None:
     if name in ("header", "properties"):
         setattr(message, name, section)

@@ -585,6 +585,22 @@ def no_sasl_timeout(b, c) -> bool:
     return False
 
 
+def accept_misordered_sections(b, c) -> bool:
+    """A message whose properties section follows its body, published unsettled to the
+    queue: accepted (3.2's order unchecked) rather than rejected with decode-error."""
+    from amqpspec.amqp10.composites import Data
+
+    session = _session(c)
+    link = session.attach_sender("s", target=Target(address=QUEUE))
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    c.wait_for(lambda: link.link_credit > 0, "credit")
+    payload = Data(b"body").encode() + Properties(subject="late").encode()
+    sent = link.send(payload, b"t-1", settled=False)
+    c.wait_for(lambda: [e for e in c.of(DispositionReceived) if e.first <= sent], "outcome")
+    (state,) = [e.state for e in c.of(DispositionReceived) if e.first <= sent <= e.last]
+    return isinstance(state, Accepted)
+
+
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "overdeliver-on-regrant": (overdeliver_on_regrant, {}),
     "transfer-before-credit": (transfer_before_credit, {}),
@@ -615,6 +631,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "scram-accepts-any-proof": (scram_accepts_any_proof, {}),
     "publish-without-write-permission": (publish_without_write_permission, {}),
     "no-sasl-timeout": (no_sasl_timeout, {"sasl_timeout": 0.5}),
+    "accept-misordered-sections": (accept_misordered_sections, {}),
     "report-unknown-filters": (report_unknown_filters, {}),
     "properties-filter-ignores-subject": (properties_filter_ignores_subject, {}),
     "selector-like-escape-ignored": (selector_like_escape_ignored, {}),

@@ -237,6 +237,7 @@ BROKER_FAULTS = {
     "scram-accepts-any-proof",
     "publish-without-write-permission",
     "no-sasl-timeout",
+    "accept-misordered-sections",
     "report-unknown-filters",
     "properties-filter-ignores-subject",
     "selector-like-escape-ignored",

@@ -30,6 +30,7 @@ from amqpspec.amqp10.message import (
     Message,
     TransferAssembler,
     max_transfer_payload,
+    misordered_section,
     transfer_frame_count,
     transfer_frames,
 )
@@ -210,3 +211,14 @@ def test_aborted_transfer_discards_the_delivery():
     # The next delivery starts clean.
     nxt = Transfer(handle=0, delivery_id=2, delivery_tag=b"b")
     assert assembler.feed(nxt, b"whole") == (nxt, b"whole")
+
+
+def test_misordered_section_names_the_first_break_of_the_3_2_order() -> None:
+    header, props = Header(durable=True).encode(), Properties(subject="s").encode()
+    body = Data(b"x").encode()
+    assert misordered_section(header + props + body + body) is None  # two data sections
+    assert misordered_section(body + props) == "properties after data"
+    assert misordered_section(header + header + body) == "header after header"
+    assert misordered_section(AmqpValue(1).encode() + Footer({}).encode()) is None
+    # not told apart without decoding: left to the full decoder
+    assert misordered_section(b"garbage") is None and misordered_section(b"") is None

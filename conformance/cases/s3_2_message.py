@@ -2,8 +2,10 @@
 by section and byte for byte (steps/messages.py): every body kind, properties and
 application-properties present or omitted, annotations and a footer around the bare
 message, an empty properties section, a properties section in an encoding other than the
-smallest; and the header fields the broker should carry (durable, priority, ttl) and
-message annotations.
+smallest; the header fields the broker should carry (durable, priority, ttl) and
+message annotations; and messages whose sections break 3.2's order (a properties section
+after the body, two headers), refused with amqp:decode-error in RabbitMQ 4's model (no
+sentence says what a receiver does with them).
 
 Owns the cases `3.2/message-*` and `3.2.x/message-*`.
 """
@@ -23,9 +25,12 @@ from amqpspec.amqp10.composites import (
 )
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import symbol, timestamp, ubyte, uint, ulong
-from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case, case_function
+from amqpspec.conformance.run.registry import MAY, MODEL, MUST, SHOULD, case, case_function
 from amqpspec.conformance.steps.deliveries import roundtrip
+from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.messages import INSERTED, MODIFIED, Encoded, check_bare_unchanged
+from amqpspec.conformance.steps.refusals import published_answer
+from amqpspec.conformance.steps.sentences import RABBITMQ4
 
 # 3.2 message-format.1 and .2, as the XML has them (one paragraph)
 IMMUTABLE = f"{INSERTED} {MODIFIED}"
@@ -245,3 +250,52 @@ def header_odd_values(probe, ctx):
     )
     _, payload = roundtrip(probe, ctx, sent)
     check_bare_unchanged(ctx, sent, payload)
+
+
+# what RabbitMQ 4 answers an illegal message with (its sections_out_of_order test: the link
+# detached with decode-error); a rejected outcome with the condition refuses it as plainly
+DECODE_ERROR = frozenset(
+    f"{ending}:amqp:decode-error" for ending in ("detach", "end", "close", "rejected")
+)
+MISORDERED = {
+    # slug -> (sections in the order sent, what is wrong)
+    "out-of-order": (
+        (Data(b"body first"), Properties(subject="after the body")),
+        "a properties section after the body",
+    ),
+    "section-repeated": (
+        (Header(durable=False), Header(durable=False), Data(b"two headers")),
+        "two header sections",
+    ),
+}
+
+
+def _misordered(sections: tuple):
+    def run(probe, ctx):
+        queue = ctx.queue()
+        _, sender = publisher(probe, ctx, queue)
+        payload = b"".join(section.encode() for section in sections)
+        ctx.outcome(published_answer(probe, sender, Encoded(payload=payload)))
+
+    return run
+
+
+for _slug, (_sections, _what) in MISORDERED.items():
+    _run = case_function(
+        _misordered(_sections),
+        "message_sections_" + _slug.replace("-", "_"),
+        f"A message of {_what} published unsettled to a queue: refused with "
+        "amqp:decode-error (rejected, or its link ended).",
+        __name__,
+    )
+    case(
+        f"3.2/message-sections-{_slug}",
+        MODEL,
+        "A message consists of zero or one header, delivery-annotations, "
+        "message-annotations, properties and application-properties sections, the body and "
+        "zero or one footer, in that order (3.2; no sentence says what a receiver does with "
+        f"other bytes): {_what} is refused with amqp:decode-error.",
+        model=RABBITMQ4,
+        requires={"queues"},
+        outcomes=DECODE_ERROR,
+    )(_run)

@@ -1,7 +1,8 @@
 """Steps whose point is the broker's refusal: crafted bytes or a frame and how the broker
 ends the connection, session or link after them (2.3, 2.6.2, 2.7), a protocol header it
 does not speak (2.2; `refused_header_case` registers such a case for the module that calls
-it), and a SASL exchange it must fail (5.3).
+it), a SASL exchange it must fail (5.3), and what it makes of one message it should
+refuse (`published_answer`: an outcome or an ending).
 
 Owns sending the crafted input and grading the answer; registers no case of its own.
 Touches nothing else.
@@ -13,10 +14,21 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from amqpspec.amqp10.composites import Rejected
+from amqpspec.amqp10.engine import (
+    DispositionReceived,
+    Link,
+    RemoteClose,
+    RemoteDetach,
+    RemoteEnd,
+    TransportClosed,
+)
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, ProtocolHeader
-from amqpspec.conformance.probe import Probe
+from amqpspec.amqp10.message import Message
+from amqpspec.conformance.probe import Probe, WaitTimeout
 from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.run.registry import MUST, RunFunction, case, case_function
+from amqpspec.conformance.steps.links import wait_credit
 from amqpspec.conformance.steps.sentences import (
     NEGOTIATION,
     SUPPORTED_HEADERS,
@@ -24,7 +36,7 @@ from amqpspec.conformance.steps.sentences import (
     VERSION_HIGHEST_BELOW,
     VERSION_UNSUPPORTED,
 )
-from amqpspec.conformance.verdicts import CaseFailed
+from amqpspec.conformance.verdicts import CaseFailed, NoDelivery
 
 
 def _ending_after(
@@ -149,3 +161,28 @@ def refused_sasl_init(probe: Probe, ctx: CaseContext, init: Any) -> None:
     probe.send_frame(init)
     ctx.outcome(sasl_outcome(probe))
     check_no_open_after(probe, ctx)
+
+
+def published_answer(probe: Probe, sender: Link, message: Message, timeout: float = 2.0) -> str:
+    """One unsettled `message` on `sender` (credit granted within `timeout`, else
+    'no-credit'), and what the broker made of it: 'rejected:<condition>', 'accepted' (or
+    another outcome's name), an ending ('detach:<condition>', 'end:...', 'close:...',
+    'tcp-close') or 'timeout'."""
+    try:
+        wait_credit(probe, sender, timeout=timeout)
+    except NoDelivery:
+        return "no-credit"
+    since = probe.mark()
+    probe.send_message(sender, message, settled=False)
+    answers = (DispositionReceived, RemoteDetach, RemoteEnd, RemoteClose, TransportClosed)
+    try:
+        event = probe.expect(lambda e: isinstance(e, answers), timeout, "the message's outcome")
+    except WaitTimeout:
+        return "timeout"
+    if not isinstance(event, DispositionReceived):
+        return probe.error_outcome(timeout=0.5, since=since)
+    state = event.state
+    if isinstance(state, Rejected):
+        error = state.error
+        return f"rejected:{error.condition if error is not None else 'none'}"
+    return type(state).__name__.lower() if state is not None else "no outcome"

@@ -18,6 +18,7 @@ Where each fault lives:
   skip-window-check, insert-properties, sasl-answers-as-client,
   scram-accepts-any-proof (protocol/sasl.py), publish-without-write-permission
   (protocol/permissions.py), no-sasl-timeout (protocol/connection.py),
+  accept-misordered-sections (protocol/delivery_handler.py),
   relay-error-without-delivery-tag (features/relay.py),
   keep-dynamic-nodes (features/dynamic_nodes.py), sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
@@ -370,6 +371,16 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "the broker closes within its authentication timeout)",
                 PROTOCOL_LAYER,
                 "protocol.connection.BrokerConnection.receive (Deadlines.start_sasl)",
+            ),
+            _fault(
+                "accept-misordered-sections",
+                "a message whose sections break 3.2's order (a properties section after the "
+                "body, a second header) is taken and queued as it came",
+                "a broker that stores payloads without parsing them (Qpid Broker-J's "
+                "DecodeErrorTest.illegalMessage and RabbitMQ's sections_out_of_order expect "
+                "amqp:decode-error)",
+                PROTOCOL_LAYER,
+                "protocol.delivery_handler.DeliveryHandler.on_transfer",
             ),
             _fault(
                 "scram-accepts-any-proof",
