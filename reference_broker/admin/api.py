@@ -19,6 +19,10 @@ Routes (vhost is always "/", written %2F; names are percent-decoded per path seg
   GET    /api/alarms                        PUT|DELETE /api/alarms/{memory|disk}
   GET    /api/users                         GET|PUT|DELETE /api/users/{name}
   GET|PUT|DELETE /api/permissions/%2F/{name}  (users and permissions: administrator only)
+  POST   /api/restart                       (administrator only; the broker's own, not
+         RabbitMQ's: 202, then the broker stops and starts again in place from its data dir
+         on the same ports, runtime/server.py; 400 without --data-dir, where a restart would
+         lose every durable message. /api/overview's `boot_id` changes with each start)
 The users and permissions routes are users.py's (runtime users, in memory); requests,
 responses and HTTP errors are http_types.py's values.
 Errors are JSON `{"error": ..., "reason": ...}` with RabbitMQ's wording where it has one.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -100,6 +105,7 @@ class AdminApi:
         *,
         node_name: str = "reference@localhost",
         listeners: list[dict[str, Any]] | None = None,
+        restart: Callable[[], None] | None = None,
     ) -> None:
         self.vhost = vhost
         self.alarms = alarms
@@ -109,6 +115,8 @@ class AdminApi:
         self.users = UserRoutes(config)  # /api/users, /api/permissions (users.py)
         self.listeners = listeners if listeners is not None else []
         self.started_at = time.time()
+        self.restart = restart
+        self.boot_id = os.urandom(8).hex()  # a new one with each start (a restart's end)
 
     # ------------------------------------------------------------------ entry point
     def handle(self, request: Request) -> Response:
@@ -144,7 +152,7 @@ class AdminApi:
             raise HttpError(403, "not_authorised", "Access refused (administrator only)")
         if request.method in ("GET", "HEAD"):
             return
-        if head == "alarms" and "administrator" not in user.tags:
+        if head in ("alarms", "restart") and "administrator" not in user.tags:
             raise HttpError(403, "not_authorised", "Access refused (administrator only)")
         if head == "connections" and "administrator" not in user.tags:
             summary = self.vhost.connections.get(rest[0]) if rest else None
@@ -179,6 +187,7 @@ class AdminApi:
             "alarms": self._alarms,
             "users": self.users.users,  # users.py
             "permissions": self.users.permissions,
+            "restart": self._restart,
         }
         handler = table.get(head)
         if handler is None:
@@ -226,8 +235,24 @@ class AdminApi:
                 # header to the outcome (conformance/cases/s5_3_sasl_timeout.py)
                 "handshake_timeout": round(self.config.limits.handshake_timeout * 1000),
                 "sasl_timeout": round(self.config.limits.sasl_timeout * 1000),
+                "boot_id": self.boot_id,
             },
         )
+
+    def _restart(self, request: Request, rest: list[str]) -> Response:
+        """POST /api/restart: stop and start again in place (runtime/server.py)."""
+        self._only(request, "POST")
+        if rest or self.restart is None:
+            raise not_found()
+        if self.config.data_dir is None:
+            raise HttpError(
+                400,
+                "bad_request",
+                "the broker keeps no data (no --data-dir): a restart would lose every "
+                "durable message",
+            )
+        self.restart()
+        return Response(202, {"restarting": True, "boot_id": self.boot_id})
 
     def _whoami(self, request: Request, rest: list[str]) -> Response:
         self._only(request, "GET")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import HttpVersion10, HttpVersion11, web
@@ -176,9 +177,11 @@ async def start_admin(
     host: str | None = None,
     port: int | None = None,
     listeners: list[dict[str, Any]] | None = None,
+    restart: Callable[[], None] | None = None,
 ) -> tuple[AdminServer, int]:
-    """Build and start the admin server from the config; returns (server, bound port)."""
-    api = AdminApi(vhost, alarms, config, listeners=listeners)
+    """Build and start the admin server from the config; returns (server, bound port).
+    `restart`: what POST /api/restart calls (the server's restart in place)."""
+    api = AdminApi(vhost, alarms, config, listeners=listeners, restart=restart)
     limits = config.limits
     server = AdminServer(api, max_body=limits.admin_max_body, timeout=limits.admin_timeout)
     bound = await server.start(

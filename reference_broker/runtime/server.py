@@ -4,7 +4,9 @@ Owns: building the broker from a `BrokerConfig` on the running loop (the shared
 `BrokerContext` with a pump.LoopScheduler, whose housekeeping it starts), the AMQP
 listener (and the amqps one when a TLS cert/key is configured, the WebSocket one, websocket.py,
 when a ws port is), the admin HTTP API, the
-"ready" log line, and a clean stop. `BrokerThread` runs one broker in a background
+"ready" log line, a clean stop, and a restart in place (`restart()`, the admin API's
+POST /api/restart: everything stopped and built again from the config and the data dir,
+on the ports bound before). `BrokerThread` runs one broker in a background
 thread for tests and tools. May touch: everything it builds, through their APIs;
 nothing of the protocol (protocol/connection.py does that).
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import ssl
 import threading
@@ -31,6 +34,7 @@ from .pump import AmqpProtocol, LoopScheduler
 from .websocket import start_websocket
 
 log = logging.getLogger("reference_broker")
+RESTART_DELAY_S = 0.02  # after POST /api/restart: its answer is written before the restart
 
 
 def install_uvloop() -> bool:
@@ -48,6 +52,8 @@ class BrokerServer:
         self.config = config
         self.vhost: VirtualHost | None = None
         self.alarms = alarms
+        self._given_alarms = alarms  # a restart starts from these again (None: the config's)
+        self.restarts = 0
         self.context: BrokerContext | None = None
         self.admin: AdminServer | None = None
         self.port: int | None = None
@@ -57,6 +63,7 @@ class BrokerServer:
         self._ws_runner: Any = None
         self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()
+        self._restarting: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -79,7 +86,7 @@ class BrokerServer:
             await self._start_websocket(listeners)
         if config.admin_port >= 0:
             self.admin, self.admin_port = await start_admin(
-                self.vhost, self.alarms, config, listeners=listeners
+                self.vhost, self.alarms, config, listeners=listeners, restart=self.request_restart
             )
         self.context.start_housekeeping()
         admin = f"admin {config.admin_host}:{self.admin_port}" if self.admin else "no admin"
@@ -131,7 +138,34 @@ class BrokerServer:
             }
         )
 
+    def request_restart(self) -> None:
+        """Restart soon, in the broker's loop (the admin API's answer goes out first)."""
+        loop = asyncio.get_running_loop()
+
+        def begin() -> None:
+            self._restarting = loop.create_task(self.restart())  # kept: tasks are weak refs
+
+        loop.call_later(RESTART_DELAY_S, begin)
+
+    async def restart(self) -> None:
+        """Stop everything (listeners, connections, queues in memory, the store closed) and
+        start again from the config on the same ports: what the data dir holds comes back
+        (durable queues, exchanges, bindings and their messages), nothing else does."""
+        log.info("restarting")
+        pinned = {"port": self.port, "admin_port": self.admin_port}
+        pinned.update({"tls_port": self.tls_port} if self.tls_port else {})
+        pinned.update({"ws_port": self.ws_port} if self.ws_port is not None else {})
+        await self._shutdown()
+        self.config = dataclasses.replace(self.config, **pinned)
+        self.alarms, self.admin, self._ws_runner = self._given_alarms, None, None
+        self.restarts += 1
+        await self.start()
+
     async def stop(self) -> None:
+        await self._shutdown()
+        self._stopped.set()
+
+    async def _shutdown(self) -> None:
         for server in self._servers:
             server.close()
         if self.context is not None:
@@ -150,7 +184,6 @@ class BrokerServer:
             await self.admin.close()
         if self.vhost is not None:
             self.vhost.close()
-        self._stopped.set()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
