@@ -19,7 +19,8 @@ File layout (every table optional except `name`):
                    handshake_timeout_ms, sasl_timeout_ms (broker's)
     [admin]        adapter = "rabbitmq-http" | "management-node" | "rabbitmqctl" | "none";
                    url (http://, or amqp:// for management-node: default the broker's);
-                   alarm = "http" | "rabbitmqctl"; rabbitmqctl = command; env_script = path
+                   alarm = "http" | "rabbitmqctl"; restart = "http" (the reference
+                   broker's POST /api/restart) | "none"; rabbitmqctl = command; env_script = path
     [timeouts]     wait (seconds per wait), case_budget (seconds per case), transaction
                    (seconds after its declare the broker times a transaction out: the
                    one it is configured with, or the one the admin adapter sets for the
@@ -90,6 +91,8 @@ CAPABILITIES: dict[str, str] = {
     "attached again resumes them (2.6.13)",
     "transaction-timeout": "local transactions (Part 4) time out: rolled back by the broker "
     "[timeouts] transaction seconds after their declare (amqp:transaction:timeout, 4.5.8)",
+    "restart": "the admin adapter can restart the broker (stop it, start it again on the "
+    "same ports and data, wait until it listens): the durability cases (3.2.1)",
     "websocket": "AMQP over WebSocket (OASIS AMQP WebSocket Binding v1.0, subprotocol amqp): "
     "the binding's cases run when the run's --broker is a ws:// or wss:// URL",
     "management-node": "RabbitMQ 4's /management node (HTTP-over-AMQP on a link pair) on the "
@@ -159,6 +162,7 @@ class AdminSettings:
     adapter: str = "none"
     url: str | None = None
     alarm: str = "http"
+    restart: str = "none"  # "http": POST /api/restart (the reference broker's, in place)
     rabbitmqctl: str = "/usr/lib/rabbitmq/bin/rabbitmqctl"
     env_script: str | None = None
 

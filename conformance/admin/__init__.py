@@ -49,7 +49,7 @@ def make_admin(
             if settings.alarm == "rabbitmqctl"
             else None
         )
-        return RabbitMqHttpAdmin(url, settings.alarm, ctl)
+        return RabbitMqHttpAdmin(url, settings.alarm, ctl, restart=settings.restart)
     if adapter == "rabbitmqctl":
         return RabbitMqCtlAdmin(RabbitMqCtl(settings.rabbitmqctl, settings.env_script))
     return NoAdmin()

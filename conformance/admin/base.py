@@ -1,5 +1,6 @@
 """The admin interface: how the suite manages a broker out of band (queues, alarms, closing a
-client connection or setting its transaction timeout, restricted users, listeners).
+client connection or setting its transaction timeout, restricted users, listeners, a
+restart).
 
 Owns: `Admin` (every operation raises Unsupported unless an adapter implements it) and
 `NoAdmin`; the adapters are `rabbitmq.py` (HTTP API, rabbitmqctl) and `management_node.py`
@@ -57,6 +58,11 @@ class Admin:
 
     def delete_user(self, name: str) -> None:
         raise Unsupported(f"admin adapter {self.name!r} cannot delete users")
+
+    def restart(self) -> None:
+        """Stop the broker and start it again (the same ports and data), returning once it
+        listens again (a bounded wait); every connection to it is gone."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot restart the broker")
 
     def websocket_url(self) -> str:
         """The ws:// URL of the broker's AMQP-over-WebSocket listener, as its admin API lists

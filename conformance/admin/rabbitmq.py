@@ -3,7 +3,11 @@ broker serves the same subset) and `RabbitMqCtlAdmin` (rabbitmqctl, with the env
 tools/brokers/rabbitmq.sh, through `RabbitMqCtl`). Restricted users (`restricted_user` /
 `delete_user`): PUT /api/users, PUT /api/permissions/%2F/{user}, DELETE /api/users. Memory
 alarms: `PUT/DELETE /api/alarms/memory` on the reference broker;
-`rabbitmqctl set_vm_memory_high_watermark 0.00001` / restore on RabbitMQ. Touches nothing else.
+`rabbitmqctl set_vm_memory_high_watermark 0.00001` / restore on RabbitMQ. A restart
+(`restart`, profile `[admin] restart = "http"`): the reference broker's POST /api/restart,
+then /api/overview polled until it answers with another boot_id (RESTART_WAIT_S at most);
+RabbitMQ has no such route, and the suite never restarts a shared RabbitMQ. Touches nothing
+else.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from amqpspec.reference_broker.admin.client import ManagementClient, ManagementE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _RESTORED_WATERMARK = "0.4"
+RESTART_WAIT_S = 10.0  # the reference broker is back in ~10 ms; a loaded machine's bound
+_RESTART_POLL_S = 0.01
 
 
 class RabbitMqCtl:
@@ -57,7 +63,9 @@ class RabbitMqCtl:
 class RabbitMqHttpAdmin(Admin):
     name = "rabbitmq-http"
 
-    def __init__(self, url: str, alarm: str = "http", ctl: RabbitMqCtl | None = None) -> None:
+    def __init__(
+        self, url: str, alarm: str = "http", ctl: RabbitMqCtl | None = None, restart: str = "none"
+    ) -> None:
         parts = urlsplit(url)
         base = f"{parts.scheme or 'http'}://{parts.hostname or '127.0.0.1'}:{parts.port or 15672}"
         self.client = ManagementClient(
@@ -65,6 +73,7 @@ class RabbitMqHttpAdmin(Admin):
         )
         self.alarm = alarm
         self.ctl = ctl
+        self.restart_mode = restart
 
     def _call(self, what: str, func, *args):  # type: ignore[no-untyped-def]
         try:
@@ -138,6 +147,28 @@ class RabbitMqHttpAdmin(Admin):
         raise Unsupported(
             f"the broker's admin API lists no {WS_LISTENER} listener (AMQP over WebSocket)"
         )
+
+    def restart(self) -> None:
+        """POST /api/restart, then wait (bounded) until /api/overview shows a new boot_id."""
+        if self.restart_mode != "http":
+            raise Unsupported(f"admin adapter {self.name!r} restarts no broker (profile's [admin])")
+        try:
+            before = self.client.restart()
+        except ManagementError as exc:
+            self.client.close()
+            if exc.status in (400, 404):  # no data dir, or no such route
+                raise Unsupported(f"the broker refuses a restart: {exc}") from exc
+            raise HarnessError(f"admin restart: {exc}") from exc
+        self.client.close()
+        end = time.monotonic() + RESTART_WAIT_S
+        while time.monotonic() < end:
+            try:
+                if self.client.overview().get("boot_id") != before:
+                    return
+            except (ManagementError, OSError, http.client.HTTPException):
+                self.client.close()  # stopped, not listening yet
+            time.sleep(_RESTART_POLL_S)
+        raise HarnessError(f"the broker was not back within {RESTART_WAIT_S} s of its restart")
 
     def restricted_user(self, name: str) -> tuple[str, str]:
         password = f"{name}-pw"

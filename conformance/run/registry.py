@@ -60,8 +60,9 @@ SENTENCE_ID = re.compile(r"\d+(\.\d+)*/[a-z0-9][a-z0-9.-]*\.\d+")
 # here, because the context module reads the levels above (no import cycle)
 RunFunction = Callable[["Probe", Any], None]
 # capabilities whose cases change what every connection sees (a memory alarm blocks every
-# publisher of the broker): such a case is serial, it never runs beside another
-BROKER_GLOBAL = frozenset({"alarms"})
+# publisher of the broker; a restart drops every connection): such a case is serial, it
+# never runs beside another
+BROKER_GLOBAL = frozenset({"alarms", "restart"})
 
 
 @dataclass(frozen=True, slots=True)

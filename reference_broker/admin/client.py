@@ -192,6 +192,13 @@ class ManagementClient:
     def clear_alarm(self, kind: str) -> None:
         self.call("DELETE", f"/api/alarms/{_name(kind)}")
 
+    def restart(self) -> str:
+        """POST /api/restart (the reference broker's own route): the broker stops and starts
+        again in place; returns the boot_id it had (/api/overview shows a new one once it
+        is back)."""
+        data = self.call("POST", "/api/restart")
+        return str((data or {}).get("boot_id", ""))
+
     def create_user(self, name: str, password: str, tags: str = "") -> None:
         """PUT /api/users/{name} (creates or updates; the caller needs administrator)."""
         self.call("PUT", f"/api/users/{_name(name)}", {"password": password, "tags": tags})

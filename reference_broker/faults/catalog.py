@@ -9,8 +9,9 @@ of `Faults` (`faults.overdeliver_on_regrant`), so an off path costs one attribut
 Where each fault lives:
 - queue layer (`reference_broker.queues.classic`, implemented there): overdeliver-on-regrant,
   transfer-before-credit, ignore-drain, excess-credit-after-drain, no-requeue-on-detach,
-  redeliver-undeliverable-here; and the faults that show only with two consumers of one
-  queue (CONCURRENCY_FAULTS: `python -m amqpspec.fuzz.detection` finds them with
+  redeliver-undeliverable-here, durable-messages-in-memory, consume-on-delivery (shown by a
+  restart: conformance/cases/s3_2_1_durability.py); and the faults that show only with two
+  consumers of one queue (CONCURRENCY_FAULTS: `python -m amqpspec.fuzz.detection` finds them with
   multi-party cases): shared-credit-across-links, lose-requeue-on-concurrent-detach,
   deliver-to-two-consumers.
 - protocol layer (the connection/session code that drives the engine; wired there):
@@ -514,6 +515,25 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "times a transaction out)",
                 PROTOCOL_LAYER,
                 "features.transactions.Transactions._declare",
+            ),
+            _fault(
+                "durable-messages-in-memory",
+                "a durable queue confirms each publish without writing it to the store: "
+                "accepted durable messages are gone after a restart (3.2.1)",
+                "3.2.1 durable (a broker that acknowledges before, or instead of, the write "
+                "to disk; what bench/overload/kill_soak.py looks for)",
+                QUEUE_LAYER,
+                "queues.classic.ClassicQueue.publish",
+            ),
+            _fault(
+                "consume-on-delivery",
+                "a durable message is written off in the store when it is sent to a "
+                "consumer, not when the consumer settles it: a delivery still unsettled at "
+                "a restart is gone (3.2.1)",
+                "3.2.1 durable (a broker that records the consumption at delivery, not at "
+                "the consumer's outcome)",
+                QUEUE_LAYER,
+                "queues.classic.ClassicQueue._deliver_round_robin",
             ),
         )
     }

@@ -229,6 +229,9 @@ class ClassicQueue:
         self._next_id += 1
         self.published_total += 1
         token = self._log.append_publish(self.name, msg.msg_id, payload) if self._log else None
+        if token is not None and self.faults.durable_messages_in_memory:
+            self._log.append_ack(self.name, msg.msg_id)  # fault: not kept (3.2.1)
+            token = None
         self._ready.append(msg)
         if self._consumers and self._on_ready is not None:
             self._on_ready(self)
@@ -408,6 +411,8 @@ class ClassicQueue:
                 self._discard(msg)
             else:
                 consumer.unacked[msg.msg_id] = msg
+                if self._log is not None and self.faults.consume_on_delivery:
+                    self._log.append_ack(self.name, msg.msg_id)  # fault: before its outcome
             append(Delivery(self, consumer, msg, consumer.settled, consumer.delivery_count))
             if not single:
                 consumers.move_to_end(consumer.tag)  # the next dispatch starts with the others

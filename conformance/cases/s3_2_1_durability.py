@@ -1,0 +1,171 @@
+"""3.2.1 durable across a broker restart: "Durable Messages MUST NOT be lost even if an
+intermediary is unexpectedly terminated and restarted." The broker is restarted through
+the profile's admin adapter (capability `restart`: the reference broker's POST
+/api/restart with its --data-dir; a profile without it is UNSUPPORTED, and the suite never
+restarts a shared RabbitMQ), between a publish the broker accepted and a receiver's attach.
+
+FAILED only for a durable message the broker accepted (3.4.2 accepted: it took the
+message) into a durable queue (declared through the admin adapter) that no receiver took
+before the restart and that no receiver gets after it. A broker that refuses durable
+messages (rejected, or a detach: 3.2.1's second sentence lets a target that cannot keep
+them refuse them) claims no durability: UNSUPPORTED. What becomes of a message sent with
+durable false is recorded only: no sentence says it must go or stay.
+
+The cases restart the broker, so they run alone (registry.BROKER_GLOBAL) and each waits
+until the broker listens again before it goes on (the adapter's bounded wait).
+
+Owns the cases `3.2.1/durable-*-restart` and `3.2.1/non-durable-message-restart`.
+"""
+
+from __future__ import annotations
+
+from amqpspec.amqp10.composites import Accepted, Data, Header
+from amqpspec.amqp10.engine import DispositionReceived, RemoteClose, RemoteDetach, RemoteEnd
+from amqpspec.amqp10.message import Message
+from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.run.context import CaseContext
+from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.steps.deliveries import collect
+from amqpspec.conformance.steps.links import unsettled_consumer
+from amqpspec.conformance.steps.queues import message_text, texts
+from amqpspec.conformance.verdicts import NoDelivery, Unsupported
+
+DURABLE_KEPT = "3.2.1/header.durable.1"  # durable messages MUST NOT be lost at a restart
+BACK_QUIET = 0.2  # seconds of nothing more once the expected messages came back
+
+
+def _outcome(probe: Probe, sender, delivery_id: int) -> object:
+    """The broker's answer to the delivery: its outcome, or the event that ended the link."""
+    event = probe.expect(
+        lambda e: (
+            (isinstance(e, DispositionReceived) and e.first <= delivery_id <= e.last)
+            or (isinstance(e, RemoteDetach) and e.link is sender)
+            or (isinstance(e, RemoteEnd) and e.session is sender.session)
+            or isinstance(e, RemoteClose)
+        ),
+        what="the outcome of the durable message",
+    )
+    return event.state if isinstance(event, DispositionReceived) else event
+
+
+def publish_kept(probe: Probe, ctx: CaseContext, queue: str, bodies: list[bytes], durable=True):
+    """Send each body to `queue` unsettled with header durable=`durable`; each must be
+    accepted. A durable message refused (rejected, the link or more ended) is the broker
+    saying it cannot keep it (3.2.1): UNSUPPORTED."""
+    session = probe.open_session()
+    sender = probe.attach_sender(session, ctx.target_address(queue))
+    for body in bodies:
+        message = Message(header=Header(durable=durable), body=[Data(body)])
+        answer = _outcome(probe, sender, probe.send_message(sender, message))
+        if not isinstance(answer, Accepted):
+            raise Unsupported(
+                f"the broker did not accept a message with durable={durable} ({answer!r}): "
+                "it claims no durable store (3.2.1 lets it refuse)"
+            )
+    probe.detach(sender, wait=False)
+
+
+def restart(ctx: CaseContext) -> None:
+    """Restart the broker through the admin adapter (bounded: it listens again)."""
+    ctx.require("restart")
+    ctx.admin.restart()
+    ctx.note("the broker was restarted through the admin adapter")
+
+
+def _back(ctx: CaseContext, queue: str, count: int) -> list[bytes]:
+    """The bodies a new connection's receiver from `queue` gets: `count` of them (each
+    within the profile's wait; fewer when no more come), and any more within BACK_QUIET."""
+    other = ctx.probe()
+    _, link = unsettled_consumer(other, ctx, queue, credit=count + 5)
+    got = []
+    try:
+        got = other.receive(link, count)
+    except NoDelivery as exc:
+        ctx.note(f"after the restart: {exc}")
+        got = other.transfers(link)
+    return texts(got + collect(other, link, BACK_QUIET))
+
+
+def _check_back(ctx: CaseContext, queue: str, expected: list[bytes], what: str) -> None:
+    """After the restart a new connection's receiver gets every body in `expected`."""
+    back = _back(ctx, queue, len(expected))
+    missing = sorted(set(expected) - set(back))
+    ctx.must(
+        not missing,
+        f"expected the {what} back after the restart ({sorted(expected)}); observed "
+        f"{back or 'no delivery'} from queue {queue!r}: lost {missing}",
+        DURABLE_KEPT,
+    )
+    extra = sorted(set(back) - set(expected))
+    if extra:
+        ctx.note(f"also back after the restart: {extra} (settled before it)")
+
+
+@case(
+    "3.2.1/durable-message-survives-restart",
+    MUST,
+    "Durable messages the broker accepted into a durable queue are there after the broker "
+    "is restarted.",
+    sentences=(DURABLE_KEPT,),
+    requires=("restart", "declare-queues"),
+    pipelined=False,
+)
+def durable_message_survives_restart(probe, ctx):
+    """Counters Qpid Broker-J's TransferTest durable rows' premise (a target that keeps
+    durable messages): three messages with header durable=true, each accepted, into a
+    durable queue; a receiver takes and accepts the first; the broker is restarted: a new
+    connection's receiver gets the other two (a consumed one back is noted)."""
+    queue = ctx.queue()
+    bodies = [b"durable-1", b"durable-2", b"durable-3"]
+    publish_kept(probe, ctx, queue, bodies)
+    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
+    first = probe.receive(link, 1)[0]  # accepted and settled before the restart
+    probe.close()
+    restart(ctx)
+    kept = [b for b in bodies if b != message_text(first)]
+    _check_back(ctx, queue, kept, "durable messages no receiver took")
+
+
+@case(
+    "3.2.1/durable-unsettled-delivery-survives-restart",
+    MUST,
+    "A durable message delivered to a receiver that had not settled it when the broker "
+    "restarted is there after the restart.",
+    sentences=(DURABLE_KEPT,),
+    requires=("restart", "declare-queues", "unsettled-deliveries"),
+    pipelined=False,
+)
+def durable_unsettled_survives_restart(probe, ctx):
+    """A durable message, accepted into a durable queue, delivered unsettled to a
+    receiver that sends no outcome; the broker is restarted under it: a new connection's
+    receiver gets the message (its consumption never completed)."""
+    queue = ctx.queue()
+    publish_kept(probe, ctx, queue, [b"durable-in-flight"])
+    _, link = unsettled_consumer(probe, ctx, queue, credit=1)
+    delivery = probe.receive(link, 1, settle=False)[0]
+    if delivery.settled:
+        raise Unsupported("the broker sent the delivery settled (no unsettled consumption)")
+    restart(ctx)
+    probe.disconnect()
+    _check_back(ctx, queue, [b"durable-in-flight"], "durable message left unsettled")
+
+
+@case(
+    "3.2.1/non-durable-message-restart",
+    MAY,
+    "A message sent with durable false into a durable queue, the broker restarted: whether "
+    "it is still there is recorded (3.2.1 says what durable messages must do, nothing of the "
+    "others).",
+    requires=("restart", "declare-queues"),
+    outcomes={"kept", "lost"},
+    pipelined=False,
+)
+def non_durable_message_restart(probe, ctx):
+    """A message with header durable=false, accepted into a durable queue; the broker is
+    restarted: whether a new connection's receiver gets it is recorded (RabbitMQ drops a
+    classic queue's transient messages; the reference broker keeps a durable queue's)."""
+    queue = ctx.queue()
+    publish_kept(probe, ctx, queue, [b"transient"], durable=False)
+    probe.close()
+    restart(ctx)
+    ctx.outcome("kept" if _back(ctx, queue, 0) else "lost")
