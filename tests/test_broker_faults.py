@@ -10,6 +10,8 @@ answers echo itself, so `no-echo` suppresses every echo reply (link and session)
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable
 
 import pytest
@@ -17,6 +19,7 @@ from broker_support import (
     EngineClient,
     connected_client,
     management,
+    running_broker,
     running_broker_with_queue,
 )
 
@@ -45,6 +48,7 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import Described, symbol
+from amqpspec.reference_broker.admin.client import ManagementError
 from amqpspec.reference_broker.features.transactions import LOCAL_TRANSACTIONS
 
 QUEUE = "/queues/q"
@@ -601,6 +605,43 @@ def accept_misordered_sections(b, c) -> bool:
     return isinstance(state, Accepted)
 
 
+def _restarted_keeps(b, *, consumed: bool) -> bool:
+    """A broker with `b`'s faults and a data dir, a durable queue "q" holding one message
+    (taken unsettled by a receiver when `consumed`); POST /api/restart: whether the
+    message is still in the queue after it (3.2.1)."""
+    import tempfile
+
+    faults = tuple(sorted(b.server.config.faults.enabled))
+    with tempfile.TemporaryDirectory() as data, running_broker(faults=faults, data_dir=data) as d:
+        management(d).declare_queue("q", durable=True)
+        _publish(d, 1)
+        with connected_client(d) as c:
+            if consumed:
+                link = _receiver(c, _session(c))
+                link.flow(link_credit=1)
+                c.wait_event(Transfer, where=lambda e: e.link is link)
+            admin = management(d)
+            before = admin.restart()
+            c.wait_for(lambda: c.closed, "the connection dropped by the restart")
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ManagementError):
+                if management(d).overview().get("boot_id") != before:
+                    break
+            time.sleep(0.01)
+        return d.call(lambda: d.server.vhost.get_queue("q").messages) == 1
+
+
+def durable_messages_in_memory(b, c) -> bool:
+    """A durable message in a durable queue, the broker restarted: it is gone."""
+    return not _restarted_keeps(b, consumed=False)
+
+
+def consume_on_delivery(b, c) -> bool:
+    """A durable message delivered unsettled when the broker restarts: it is gone."""
+    return not _restarted_keeps(b, consumed=True)
+
+
 SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "overdeliver-on-regrant": (overdeliver_on_regrant, {}),
     "transfer-before-credit": (transfer_before_credit, {}),
@@ -638,6 +679,8 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "txn-post-immediately": (txn_post_immediately, {}),
     "txn-discharge-unknown-accepted": (txn_discharge_unknown_accepted, {}),
     "txn-timeout-never-fires": (txn_timeout_never_fires, {"transaction_timeout": 0.2}),
+    "durable-messages-in-memory": (durable_messages_in_memory, {}),
+    "consume-on-delivery": (consume_on_delivery, {}),
 }
 
 

@@ -3,7 +3,8 @@
     python -m amqpspec.conformance.fault_matrix [--results DIR] [--out reports] [-k EXPR] [FAULT...]
 
 Owns: starting one reference broker per fault (`reference_broker()`: a
-reference_broker.runtime.process.BrokerProcess with CI's settings, stopped after its run;
+reference_broker.runtime.process.BrokerProcess with CI's settings, a temporary data dir
+included, stopped after its run;
 tests/test_conformance.py starts its brokers with it too), running
 `amqpspec run` against it with `--broker-name reference+<fault>` into one results DIR (so
 `amqpspec report DIR` shows faults x cases), and writing `<out>/fault-detection.md`: for
@@ -33,10 +34,11 @@ SASL_TIMEOUT_S = 2.0  # likewise: 5.3/sasl-silent-client-closed waits it out
 
 
 def reference_broker(*faults: str) -> BrokerProcess:
-    """A reference broker subprocess with `faults` on, its admin API, and the idle-time-out
+    """A reference broker subprocess with `faults` on, its admin API, the idle-time-out
     CI and the quickstart use (10 s), so `2.4.5/idle-broker-closes-silent-peer` runs rather
-    than being UNSUPPORTED, and the SASL time-out they use (2 s) for
-    `5.3/sasl-silent-client-closed`; stop() ends it."""
+    than being UNSUPPORTED, the SASL time-out they use (2 s) for
+    `5.3/sasl-silent-client-closed`, and a temporary data dir as CI's, so the durability
+    cases restart it (3.2.1); stop() ends it and removes the dir."""
     return BrokerProcess(
         "--ws-port",
         "0",
@@ -45,6 +47,7 @@ def reference_broker(*faults: str) -> BrokerProcess:
         faults=faults,
         admin=True,
         idle_timeout=IDLE_TIMEOUT_S,
+        temp_data_dir=True,
     )
 
 

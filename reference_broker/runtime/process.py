@@ -4,9 +4,10 @@
 Owns: starting the broker exactly as users do (command-line options), on ports it binds
 itself (`--port 0`, `--admin-port 0`: no race for a port) and reads back from its one
 ready line within a bounded wait; draining its log (to a file, or keeping the last lines
-for error messages) so a full pipe never blocks it; stopping it (SIGTERM, then SIGKILL,
-both bounded) or killing it outright. Used by the tests, the conformance fault matrix and
-the benchmarks. May touch: nothing of the broker but its command line.
+for error messages) so a full pipe never blocks it; with `temp_data_dir`, a `--data-dir`
+of its own (a temporary directory removed when it ends: what a restart reloads); stopping
+it (SIGTERM, then SIGKILL, both bounded) or killing it outright. Used by the tests, the
+conformance fault matrix and the benchmarks. May touch: nothing of the broker but its command line.
 
     with BrokerProcess(faults=["no-echo"], admin=True, idle_timeout=10) as broker:
         broker.url, broker.admin_url, broker.port, broker.admin_port
@@ -20,6 +21,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Collection, Iterable
 from pathlib import Path
@@ -57,8 +59,10 @@ class BrokerProcess:
         log: str | os.PathLike[str] | None = None,
         wait: float = 60.0,  # a bound for a loaded 2-core machine; it starts in ~1 s when quiet
         python_options: Iterable[str] = (),
+        temp_data_dir: bool = False,
     ) -> None:
         self.wait = wait
+        self._data = tempfile.TemporaryDirectory(prefix="amqpspec-") if temp_data_dir else None
         # python_options: e.g. ("-m", "cProfile", "-o", PATH) to profile the broker
         argv = [sys.executable, *python_options, "-m", "amqpspec.reference_broker", "--port", "0"]
         argv += ["--admin-port", "0" if admin else "-1", "--log-level", "info"]
@@ -66,6 +70,8 @@ class BrokerProcess:
             argv += ["--idle-timeout", str(idle_timeout)]
         for fault in faults:
             argv += ["--fault", fault]
+        if self._data is not None:
+            argv += ["--data-dir", self._data.name]
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{path}" if path else str(ROOT)
@@ -137,6 +143,9 @@ class BrokerProcess:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self._data is not None:
+            self._data.cleanup()
+            self._data = None
         return self.proc.returncode
 
     def stop(self) -> int:
