@@ -52,14 +52,16 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 LOG="$OUT/broker.log"
 step "starting the reference broker on 127.0.0.1:$PORT (admin API $ADMIN, WebSocket $WS), log in $LOG"
+DATA=$(mktemp -d)   # its --data-dir: the durability cases restart it (3.2.1)
 python3 -m amqpspec.reference_broker --port "$PORT" --admin-port "$ADMIN" --ws-port "$WS" \
-    --idle-timeout 10 --sasl-timeout 2 --log-level warning >"$LOG" 2>&1 &
+    --data-dir "$DATA" --idle-timeout 10 --sasl-timeout 2 --log-level warning >"$LOG" 2>&1 &
 broker=$!
 stop_broker() {
     if kill -0 "$broker" 2>/dev/null; then
         kill "$broker" 2>/dev/null || true
         wait "$broker" 2>/dev/null || true
     fi
+    rm -rf "$DATA"
 }
 trap stop_broker EXIT
 for _ in $(seq 1 300); do   # at most 30 s
