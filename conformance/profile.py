@@ -147,6 +147,12 @@ MODELS: dict[str, str] = {
     "with a sasl-challenge (server-first, extending our nonce), a response with the right "
     "proof gets sasl-outcome ok whose additional-data is the server's signature, one with a "
     "wrong proof is refused (RFC 5802 3, 5)",
+    "termdur": "terminus-durability (3.5.5) and terminus-expiry-policy (3.5.6), which state "
+    "without a normative word what is kept, read as a promise: a dynamic node asked for by a "
+    "terminus with expiry-policy never and durable configuration (or unsettled-state), which "
+    "the broker reports back as created, outlives its connection (the link is suspended, its "
+    "terminus never expires) and a broker restart (its existence is retained durably), as "
+    "Qpid Broker-J's DeleteOnCloseTest.dynamicNodeIsPersisted checks",
     "soleconn": "OASIS 'AMQP Enforcing Connection Uniqueness' v1.0 (CS01, 2018), which a "
     "broker claims with the sole-connection capability: sole-connection-for-container "
     "offered in its open, a second connection of a client container-id refused "

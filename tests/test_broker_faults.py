@@ -47,7 +47,7 @@ from amqpspec.amqp10.engine import TransferReceived as Transfer
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond
-from amqpspec.amqp10.types import Described, symbol
+from amqpspec.amqp10.types import Described, symbol, uint
 from amqpspec.reference_broker.admin.client import ManagementError
 from amqpspec.reference_broker.features.transactions import LOCAL_TRANSACTIONS
 
@@ -333,6 +333,24 @@ def keep_dynamic_nodes(b, c) -> bool:
     link.detach()
     c.wait_event(RemoteDetach, where=lambda e: e.link is link)
     return b.call(lambda: b.server.vhost.has_queue(name))
+
+
+def forget_persistent_nodes(b, c) -> bool:
+    """A dynamic source that never expires and is kept durably (expiry-policy never,
+    durable configuration: dynamic_nodes.py), its connection closed without a detach: the
+    node is gone."""
+    other = EngineClient(b.port)
+    try:
+        other.open()
+        session = _session(other)
+        source = Source(dynamic=True, expiry_policy=symbol("never"), durable=uint(1))
+        link = session.attach_receiver("persistent", source=source)
+        other.wait_event(RemoteAttach, where=lambda e: e.link is link)
+        name = link.remote_attach.source.address.removeprefix("/queues/")
+    finally:
+        other.close()
+    c.settle(0.2)  # the broker handles the close
+    return not b.call(lambda: b.server.vhost.has_queue(name))
 
 
 def sole_connection_weak_detection(b, c) -> bool:
@@ -665,6 +683,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "transfer-without-message-format": (transfer_without_message_format, {}),
     "relay-error-without-delivery-tag": (relay_error_without_delivery_tag, {}),
     "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
+    "forget-persistent-nodes": (forget_persistent_nodes, {}),
     "sole-connection-weak-detection": (sole_connection_weak_detection, {}),
     "forget-unsettled-on-reattach": (forget_unsettled_on_reattach, {}),
     "session-scoped-delivery-tags": (session_scoped_delivery_tags, {}),

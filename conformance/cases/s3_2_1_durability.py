@@ -25,13 +25,12 @@ from amqpspec.amqp10.message import Message
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.run.registry import MAY, MUST, case
-from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.links import unsettled_consumer
-from amqpspec.conformance.steps.queues import message_text, texts
-from amqpspec.conformance.verdicts import NoDelivery, Unsupported
+from amqpspec.conformance.steps.queues import message_text
+from amqpspec.conformance.steps.restarts import bodies_back, restart
+from amqpspec.conformance.verdicts import Unsupported
 
 DURABLE_KEPT = "3.2.1/header.durable.1"  # durable messages MUST NOT be lost at a restart
-BACK_QUIET = 0.2  # seconds of nothing more once the expected messages came back
 
 
 def _outcome(probe: Probe, sender, delivery_id: int) -> object:
@@ -65,30 +64,9 @@ def publish_kept(probe: Probe, ctx: CaseContext, queue: str, bodies: list[bytes]
     probe.detach(sender, wait=False)
 
 
-def restart(ctx: CaseContext) -> None:
-    """Restart the broker through the admin adapter (bounded: it listens again)."""
-    ctx.require("restart")
-    ctx.admin.restart()
-    ctx.note("the broker was restarted through the admin adapter")
-
-
-def _back(ctx: CaseContext, queue: str, count: int) -> list[bytes]:
-    """The bodies a new connection's receiver from `queue` gets: `count` of them (each
-    within the profile's wait; fewer when no more come), and any more within BACK_QUIET."""
-    other = ctx.probe()
-    _, link = unsettled_consumer(other, ctx, queue, credit=count + 5)
-    got = []
-    try:
-        got = other.receive(link, count)
-    except NoDelivery as exc:
-        ctx.note(f"after the restart: {exc}")
-        got = other.transfers(link)
-    return texts(got + collect(other, link, BACK_QUIET))
-
-
 def _check_back(ctx: CaseContext, queue: str, expected: list[bytes], what: str) -> None:
     """After the restart a new connection's receiver gets every body in `expected`."""
-    back = _back(ctx, queue, len(expected))
+    back = bodies_back(ctx, queue, len(expected))
     missing = sorted(set(expected) - set(back))
     ctx.must(
         not missing,
@@ -168,4 +146,4 @@ def non_durable_message_restart(probe, ctx):
     publish_kept(probe, ctx, queue, [b"transient"], durable=False)
     probe.close()
     restart(ctx)
-    ctx.outcome("kept" if _back(ctx, queue, 0) else "lost")
+    ctx.outcome("kept" if bodies_back(ctx, queue, 0) else "lost")

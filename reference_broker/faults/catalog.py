@@ -21,7 +21,8 @@ Where each fault lives:
   (protocol/permissions.py), no-sasl-timeout (protocol/connection.py),
   accept-misordered-sections (protocol/delivery_handler.py),
   relay-error-without-delivery-tag (features/relay.py),
-  keep-dynamic-nodes (features/dynamic_nodes.py), sole-connection-weak-detection
+  keep-dynamic-nodes and forget-persistent-nodes (features/dynamic_nodes.py),
+  sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
   report-unknown-filters and properties-filter-ignores-subject (features/filters.py),
   selector-like-escape-ignored (features/selectors.py),
@@ -410,6 +411,16 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "temporary destinations are, whatever policy the attach reported)",
                 PROTOCOL_LAYER,
                 "features.dynamic_nodes.DynamicNodes.sweep",
+            ),
+            _fault(
+                "forget-persistent-nodes",
+                "a dynamic node whose terminus never expires and is kept durably (expiry-"
+                "policy never, durable configuration) is a temporary queue all the same: gone "
+                "with its connection and at a restart",
+                "Qpid Broker-J's DeleteOnCloseTest.dynamicNodeIsPersisted (3.5.5 / 3.5.6 "
+                "read as a promise: the termdur model)",
+                PROTOCOL_LAYER,
+                "features.dynamic_nodes.DynamicNodes._persistent",
             ),
             _fault(
                 "sole-connection-weak-detection",

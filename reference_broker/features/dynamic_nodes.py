@@ -27,8 +27,17 @@ entry must be one of the defined lifetime-policies"), amqp:invalid-field, as are
 supported-dist-modes that are not symbols (3.5.9: "one or more symbols which are valid
 distribution-modes").
 
+A persistent node (Qpid Broker-J's DeleteOnCloseTest.dynamicNodeIsPersisted, the
+`termdur` model of conformance/profile.py): a dynamic source or target asked for with
+expiry-policy never ("The Terminus never expires", 3.5.6) and durable configuration or
+unsettled-state ("the existence and configuration of the Terminus is retained durably",
+3.5.5) is a durable queue, not the connection's: when the connection goes without closing
+the link, the link is suspended for ever and its node stays, and a restart brings the queue
+back from the data dir (as an ordinary durable queue: the broker keeps no link across a
+restart to close it later). The terminus is reported as asked (2.6.3).
+
 The `keep-dynamic-nodes` fault ignores the policies: every node lives until its
-connection ends.
+connection ends. The `forget-persistent-nodes` fault makes every node a temporary one.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ LIFETIME_POLICY = symbol("lifetime-policy")
 DIST_MODES = symbol("supported-dist-modes")
 TEMPORARY_QUEUE = "temporary-queue"  # the JMS mapping's terminus capabilities
 TEMPORARY_TOPIC = "temporary-topic"
+DURABLE_CONFIGURATION = 1  # 3.5.5 terminus-durability: configuration (unsettled-state is 2)
 TOPIC_PREFIX = "amqpspec.tmp-topic-"  # a temporary topic's exchange (amq.* is reserved)
 ON_CLOSE = "delete-on-close"
 NO_LINKS = "delete-on-no-links"
@@ -104,6 +114,8 @@ class DynamicNode:
     topic: bool = False  # a temporary topic: a fanout exchange, a queue per subscriber
     subscriptions: dict[Any, str] = field(default_factory=dict)  # receiver link -> its queue
     suspended: tuple[str, bool] | None = None  # the creator detached closed=false: its key
+    persistent: bool = False  # a durable queue whose terminus never expires: kept when the
+    # connection goes (the link suspended for ever) and across a restart
 
 
 class DynamicNodes:
@@ -131,15 +143,25 @@ class DynamicNodes:
             echoed = TEMPORARY_TOPIC if topic else TEMPORARY_QUEUE
             return queue, self._reported(terminus, address, policy, echoed, asked)
         topic = TEMPORARY_TOPIC in asked and not link.is_sender  # the broker receives: a target
+        durable = False
         if topic:
             name = self._topic_name()
             self.vhost.declare_exchange(name, "fanout", durable=False)
             queue, address, echoed = None, exchange_address(name), TEMPORARY_TOPIC
         else:
-            queue = self.vhost.owners.create_dynamic_queue(connection)
+            durable = self._persistent(terminus)
+            queue = self.vhost.owners.create_dynamic_queue(connection, durable=durable)
             name, address, echoed = queue.name, queue_address(queue.name), TEMPORARY_QUEUE
         self.nodes[name] = DynamicNode(name, policy, connection, link, {link}, topic)
+        self.nodes[name].persistent = not topic and durable
         return queue, self._reported(terminus, address, policy, echoed, asked)
+
+    def _persistent(self, terminus: Any) -> bool:
+        """The terminus never expires and is kept durably (3.5.5, 3.5.6): its node too."""
+        if self.faults.forget_persistent_nodes:
+            return False
+        never = str(terminus.expiry_policy or "") == "never"
+        return never and int(terminus.durable or 0) >= DURABLE_CONFIGURATION
 
     @staticmethod
     def _reported(terminus: Any, address: str, policy: str, echoed: str, asked: set[str]) -> Any:
@@ -193,11 +215,15 @@ class DynamicNodes:
         if node is not None:
             node.links.add(link)
 
-    def detached(self, link: Any, *, suspended: bool = False) -> None:
+    def detached(self, link: Any, *, suspended: bool = False, kept: bool = False) -> None:
         """`link` is gone (closed, its session or connection ended), or suspended
-        (detach closed=false: it still exists); then delete what the policies say."""
+        (detach closed=false: it still exists); then delete what the policies say. `kept`:
+        it went without a detach closed=true (its session or connection ended), so the
+        link of a persistent node, whose terminus never expires, still exists."""
         if not self.nodes:
             return
+        if kept and not suspended:
+            suspended = any(n.creator is link and n.persistent for n in self.nodes.values())
         if suspended:  # the link still exists: its nodes wait for it to attach again
             for node in self.nodes.values():
                 if node.creator is link:
@@ -216,7 +242,9 @@ class DynamicNodes:
         """The connection ended: its nodes go with it (its queues already did:
         vhost.owners.release_owner)."""
         for name, node in list(self.nodes.items()):
-            if node.connection is connection:
+            if node.connection is connection and node.persistent and node.creator is not None:
+                del self.nodes[name]  # its link suspended for ever (expiry never): kept
+            elif node.connection is connection:
                 self._delete(name, node)
 
     def sweep(self) -> None:

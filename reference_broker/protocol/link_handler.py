@@ -316,7 +316,7 @@ class LinkHandler:
         key = (self.summary.container_id, link.name, link.is_sender)
         if self.context.attached_links.get(key, (None, None))[1] is link:
             del self.context.attached_links[key]
-        self.context.dynamic.detached(link, suspended=suspended)
+        self.context.dynamic.detached(link, suspended=suspended, kept=why != CLOSED)
         state = session.links.pop(link, None)
         if state is None:
             return

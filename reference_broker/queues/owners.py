@@ -34,15 +34,19 @@ class QueueOwners:
         self._dynamic_owner.pop(name, None)
         self._exclusive_owner.pop(name, None)
 
-    def create_dynamic_queue(self, owner: Any) -> ClassicQueue:
+    def create_dynamic_queue(self, owner: Any, *, durable: bool = False) -> ClassicQueue:
         """A temporary queue for a dynamic source/target (3.5.3, reply-to): a unique
         `amq.gen-...` name, not durable, exclusive to `owner` (its connection: another's
         consumer is resource-locked), deleted by `release_owner(owner)` at the latest
-        (features/dynamic_nodes.py deletes it earlier, as its lifetime policy says)."""
+        (features/dynamic_nodes.py deletes it earlier, as its lifetime policy says).
+        `durable`: a persistent dynamic node's (its terminus never expires and is kept
+        durably): a durable queue, neither exclusive nor owned, kept across a restart."""
         while True:
             name = DYNAMIC_PREFIX + base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
             if name not in self.vhost.queues:
                 break
+        if durable:
+            return self.vhost.declare_queue(name, durable=True, auto_delete=False)[0]
         queue, _ = self.vhost.declare_queue(
             name, durable=False, auto_delete=False, exclusive_owner=owner
         )
