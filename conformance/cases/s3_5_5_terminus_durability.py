@@ -14,7 +14,7 @@ as the `termdur` model (DIFFERS, never FAILED), which the reference profile clai
 that refuses dynamic nodes, or reports the terminus back with another expiry-policy or less
 durability (2.6.3 lets it adjust: it then claims no persistence), is UNSUPPORTED.
 
-Owns the case `3.5.5/dynamic-node-persisted`.
+Owns the cases of 3.5.5 across a restart: `3.5.5/dynamic-node-persisted`.
 """
 
 from __future__ import annotations
