@@ -119,6 +119,25 @@ def test_cases_beside_serial_ones_run_through_the_serial_phase() -> None:
     assert all(recorder.intervals[c.case_id][0] >= end_serial for c in rest)
 
 
+def test_a_case_that_must_run_alone_waits_for_the_beside_serial_cases_too() -> None:
+    """A restart case (registry.ALONE) drops every connection: it starts only after every
+    earlier case ended, the `beside_serial` ones included, and nothing runs beside it."""
+    beside = [dataclasses.replace(_fake(f"long{i}"), beside_serial=True) for i in range(2)]
+    alone = dataclasses.replace(_fake("restart", serial=True), requires=frozenset({"restart"}))
+    assert alone.alone and not _fake("s", serial=True).alone
+    cases = [*beside, _fake("c0"), alone, _fake("c1")]
+    recorder = Recorder(hold=0.05, long=0.3)
+    scheduler = CaseScheduler(recorder, jobs=4)
+    scheduler.start(cases)
+    try:
+        assert [scheduler.result(case) for case in cases] == [c.case_id.upper() for c in cases]
+    finally:
+        scheduler.stop()
+    assert _overlaps(recorder, alone.case_id) == []
+    start = recorder.intervals[alone.case_id][0]
+    assert all(recorder.intervals[c.case_id][1] <= start for c in cases[:3])
+
+
 def test_a_result_asked_for_before_its_case_was_dispatched_arrives() -> None:
     recorder = Recorder(hold=0.2)
     cases = [_fake("first", serial=True), _fake("second", serial=True), _fake("third")]

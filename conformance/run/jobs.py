@@ -6,7 +6,8 @@ so threads suffice), never more than N at once, in item order; a `serial` case (
 global state, `registry.BROKER_GLOBAL`) waits until every earlier case has finished and
 runs alone, and no later case starts before it is done, except that earlier cases marked
 `beside_serial` (a profile's `[jobs] beside_serial`: nothing a serial case changes on that
-broker reaches them) go on running beside it, each in a slot of the N. pytest's loop takes
+broker reaches them) go on running beside it, each in a slot of the N; an `alone` serial
+case (a restart: `registry.ALONE`) waits for those too. pytest's loop takes
 each case's result with `result(case)` in item order, so everything that records
 (index.json, traces, JUnit, allure, the progress display) stays in the main thread and in
 order. The scheduler
@@ -86,6 +87,9 @@ class CaseScheduler(Generic[T]):
         beside: set[Future[None]] = set()  # what it may run with
         for case, future in work:
             if case.serial:
+                if case.alone:  # nothing beside it at all (a restart drops every connection)
+                    running |= beside
+                    beside.clear()
                 wait(running)
                 running.clear()
                 if not self._slot():

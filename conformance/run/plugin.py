@@ -465,7 +465,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """A renamed case keeps its old ids as keywords, so `-k <old id>` still selects it.
     Under --jobs N the cases the profile runs beside the serial ones come first, then the
     serial cases: they run alone (but for those) while nothing else has started, instead of
-    each waiting for every case before it to finish."""
+    each waiting for every case before it to finish; the cases nothing may run beside (a
+    restart, registry.ALONE) come last, after every other case ended."""
     for item in items:
         case = _case_of(item)
         if case is not None:
@@ -476,9 +477,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _phase(case: Case | None) -> int:
-    """Where a case starts under --jobs N: 0 beside the serial cases, 1 serial, 2 after."""
+    """Where a case starts under --jobs N: 0 beside the serial cases, 1 serial, 2 after, 3
+    alone at the end (the `beside_serial` cases would wait for it in phase 1)."""
     if case is None:
         return 2
+    if case.alone:
+        return 3
     return 0 if case.beside_serial else 1 if case.serial else 2
 
 

@@ -63,6 +63,9 @@ RunFunction = Callable[["Probe", Any], None]
 # publisher of the broker; a restart drops every connection): such a case is serial, it
 # never runs beside another
 BROKER_GLOBAL = frozenset({"alarms", "restart"})
+# of those, the capabilities whose cases nothing may run beside, not even a profile's
+# `beside_serial` cases: a restart drops every connection (they run last: plugin.py)
+ALONE = frozenset({"restart"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,11 @@ class Case:
     @property
     def section(self) -> str:
         return self.case_id.split("/", 1)[0]
+
+    @property
+    def alone(self) -> bool:
+        """Nothing runs beside it, not even the `beside_serial` cases (ALONE)."""
+        return bool(ALONE & self.requires)
 
     @property
     def base_id(self) -> str:
