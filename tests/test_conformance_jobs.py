@@ -95,6 +95,16 @@ def test_cases_run_n_at_a_time_in_order_and_serial_ones_alone() -> None:
     assert all(recorder.intervals[c.case_id][0] >= end5 for c in cases[6:])
 
 
+def _run_all(recorder: Recorder, cases: list[Case], jobs: int) -> None:
+    """Run `cases` on a CaseScheduler of `jobs`; every result comes back, in order."""
+    scheduler = CaseScheduler(recorder, jobs=jobs)
+    scheduler.start(cases)
+    try:
+        assert [scheduler.result(case) for case in cases] == [c.case_id.upper() for c in cases]
+    finally:
+        scheduler.stop()
+
+
 def test_cases_beside_serial_ones_run_through_the_serial_phase() -> None:
     """`beside_serial` cases (first in order) run while the serial cases do, within the N
     slots; every other case still waits for the serial ones to end."""
@@ -103,12 +113,7 @@ def test_cases_beside_serial_ones_run_through_the_serial_phase() -> None:
     rest = [_fake(f"c{i}") for i in range(6)]
     cases = [*beside, *serial, *rest]
     recorder = Recorder(hold=0.1, long=0.5)
-    scheduler = CaseScheduler(recorder, jobs=3)
-    scheduler.start(cases)
-    try:
-        assert [scheduler.result(case) for case in cases] == [c.case_id.upper() for c in cases]
-    finally:
-        scheduler.stop()
+    _run_all(recorder, cases, jobs=3)
     assert recorder.most == 3  # the two beside cases and one serial case: never more than N
     first_serial = recorder.intervals["9.9/s0"][0]
     assert all(recorder.intervals[c.case_id][0] < first_serial for c in beside)
@@ -127,12 +132,7 @@ def test_a_case_that_must_run_alone_waits_for_the_beside_serial_cases_too() -> N
     assert alone.alone and not _fake("s", serial=True).alone
     cases = [*beside, _fake("c0"), alone, _fake("c1")]
     recorder = Recorder(hold=0.05, long=0.3)
-    scheduler = CaseScheduler(recorder, jobs=4)
-    scheduler.start(cases)
-    try:
-        assert [scheduler.result(case) for case in cases] == [c.case_id.upper() for c in cases]
-    finally:
-        scheduler.stop()
+    _run_all(recorder, cases, jobs=4)
     assert _overlaps(recorder, alone.case_id) == []
     start = recorder.intervals[alone.case_id][0]
     assert all(recorder.intervals[c.case_id][1] <= start for c in cases[:3])
