@@ -195,12 +195,13 @@ _RANK_OF_CODE: dict[int, tuple[str, int]] = {
 _SMALLULONG, _ULONG = 0x53, 0x80
 
 
-def misordered_section(payload: bytes) -> str | None:
-    """The first section of `payload` out of 3.2's order (one after a later kind, or a
-    second header, properties, ...), or None. Cheap enough for every publish: each
-    section's descriptor code is read and its value stepped over (codec.value_end), nothing
-    decoded. A payload whose sections cannot be told apart this way (not a described value,
-    a symbolic descriptor, bytes that do not parse) is not judged here: None."""
+def section_fault(payload: bytes) -> str | None:
+    """What is wrong with the sections of `payload`, or None: the first section out of
+    3.2's order (one after a later kind, or a second header, properties, ...), or a section
+    whose value runs past the payload's end (malformed). Cheap enough for every publish:
+    each section's descriptor code is read and its value stepped over (codec.value_end),
+    nothing decoded. A payload whose sections cannot be told apart this way (not a described
+    value, a symbolic descriptor) is not judged here: None."""
     pos, end, last_rank, last_name = 0, len(payload), -1, ""
     try:
         while pos < end:
@@ -220,7 +221,10 @@ def misordered_section(payload: bytes) -> str | None:
             if rank < last_rank or (rank == last_rank and rank != 5):
                 return f"{name} after {last_name}"
             last_rank, last_name = rank, name
-            pos = codec.value_end(payload, value_at, end)
+            try:
+                pos = codec.value_end(payload, value_at, end)
+            except DecodeError as exc:
+                return f"{name} section malformed ({exc})"
     except DecodeError:
         return None
     return None

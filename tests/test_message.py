@@ -30,7 +30,7 @@ from amqpspec.amqp10.message import (
     Message,
     TransferAssembler,
     max_transfer_payload,
-    misordered_section,
+    section_fault,
     transfer_frame_count,
     transfer_frames,
 )
@@ -213,12 +213,13 @@ def test_aborted_transfer_discards_the_delivery():
     assert assembler.feed(nxt, b"whole") == (nxt, b"whole")
 
 
-def test_misordered_section_names_the_first_break_of_the_3_2_order() -> None:
+def test_section_fault_names_a_break_of_the_3_2_order_or_a_malformed_section() -> None:
     header, props = Header(durable=True).encode(), Properties(subject="s").encode()
     body = Data(b"x").encode()
-    assert misordered_section(header + props + body + body) is None  # two data sections
-    assert misordered_section(body + props) == "properties after data"
-    assert misordered_section(header + header + body) == "header after header"
-    assert misordered_section(AmqpValue(1).encode() + Footer({}).encode()) is None
+    assert section_fault(header + props + body + body) is None  # two data sections
+    assert section_fault(body + props) == "properties after data"
+    assert section_fault(header + header + body) == "header after header"
+    assert section_fault(AmqpValue(1).encode() + Footer({}).encode()) is None
     # not told apart without decoding: left to the full decoder
-    assert misordered_section(b"garbage") is None and misordered_section(b"") is None
+    assert section_fault(b"garbage") is None and section_fault(b"") is None
+    assert section_fault(header + body[:-1]).startswith("data section malformed")

@@ -4,8 +4,9 @@ application-properties present or omitted, annotations and a footer around the b
 message, an empty properties section, a properties section in an encoding other than the
 smallest; the header fields the broker should carry (durable, priority, ttl) and
 message annotations; and messages whose sections break 3.2's order (a properties section
-after the body, two headers), refused with amqp:decode-error in RabbitMQ 4's model (no
-sentence says what a receiver does with them).
+after the body, two headers) or that cannot be decoded (a data section cut short),
+refused with amqp:decode-error in RabbitMQ 4's model (no sentence says what a receiver
+does with them).
 
 Owns the cases `3.2/message-*` and `3.2.x/message-*`.
 """
@@ -257,32 +258,35 @@ def header_odd_values(probe, ctx):
 DECODE_ERROR = frozenset(
     f"{ending}:amqp:decode-error" for ending in ("detach", "end", "close", "rejected")
 )
-MISORDERED = {
-    # slug -> (sections in the order sent, what is wrong)
+ILLEGAL = {
+    # slug -> (the payload sent, what is wrong with it)
     "out-of-order": (
-        (Data(b"body first"), Properties(subject="after the body")),
+        Data(b"body first").encode() + Properties(subject="after the body").encode(),
         "a properties section after the body",
     ),
     "section-repeated": (
-        (Header(durable=False), Header(durable=False), Data(b"two headers")),
+        Header(durable=False).encode() + Header(durable=False).encode() + Data(b"2").encode(),
         "two header sections",
+    ),
+    "malformed": (  # Qpid Broker-J's MalformedMessageTest: a body that cannot be decoded
+        Header(durable=False).encode() + Data(b"cut short" * 2).encode()[:-8],
+        "a data section whose binary runs 8 octets past the payload's end",
     ),
 }
 
 
-def _misordered(sections: tuple):
+def _illegal(payload: bytes):
     def run(probe, ctx):
         queue = ctx.queue()
         _, sender = publisher(probe, ctx, queue)
-        payload = b"".join(section.encode() for section in sections)
         ctx.outcome(published_answer(probe, sender, Encoded(payload=payload)))
 
     return run
 
 
-for _slug, (_sections, _what) in MISORDERED.items():
+for _slug, (_payload, _what) in ILLEGAL.items():
     _run = case_function(
-        _misordered(_sections),
+        _illegal(_payload),
         "message_sections_" + _slug.replace("-", "_"),
         f"A message of {_what} published unsettled to a queue: refused with "
         "amqp:decode-error (rejected, or its link ended).",
@@ -294,7 +298,7 @@ for _slug, (_sections, _what) in MISORDERED.items():
         "A message consists of zero or one header, delivery-annotations, "
         "message-annotations, properties and application-properties sections, the body and "
         "zero or one footer, in that order (3.2; no sentence says what a receiver does with "
-        f"other bytes): {_what} is refused with amqp:decode-error.",
+        f"other bytes): a message of {_what} is refused with amqp:decode-error.",
         model=RABBITMQ4,
         requires={"queues"},
         outcomes=DECODE_ERROR,

@@ -377,7 +377,7 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
             _fault(
                 "accept-misordered-sections",
                 "a message whose sections break 3.2's order (a properties section after the "
-                "body, a second header) is taken and queued as it came",
+                "body, a second header) or run past its end is taken and queued as it came",
                 "a broker that stores payloads without parsing them (Qpid Broker-J's "
                 "DecodeErrorTest.illegalMessage and RabbitMQ's sections_out_of_order expect "
                 "amqp:decode-error)",

@@ -3,9 +3,9 @@ dispositions (2.6.7, 2.7.4-2.7.6), the broker's hot path.
 
 Owns: routing a publish into the vhost (after the checks its link and the alarms ask for:
 2.7.5 resumed deliveries ignored, anonymous terminus permissions, undecodable messages and
-messages whose sections break 3.2's order rejected with amqp:decode-error), its confirm
-(accepted at once, after the store's group commit for a durable queue, or
-released/rejected), the publishers whose credit to consider
+messages whose sections break 3.2's order or run past its end rejected with
+amqp:decode-error), its confirm (accepted at once, after the store's group commit for a
+durable queue, or released/rejected), the publishers whose credit to consider
 re-granting after each step (`credit_checks`, credit.py's rule in links.py), transfers on
 the control links (Part 4) and /management links handed on, echo of session and link flows
 answered from the broker's own state (the engine's auto_echo is off), a consumer's flow to
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from amqpspec.amqp10.composites import Error, Rejected
 from amqpspec.amqp10.engine import UsageError
 from amqpspec.amqp10.engine import events as ev
-from amqpspec.amqp10.message import Message, misordered_section
+from amqpspec.amqp10.message import Message, section_fault
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond, Role
 
@@ -116,9 +116,9 @@ class DeliveryHandler:
                 to, subject = props.to, props.subject
             headers = message.application_properties
         elif self.check_section_order:  # routing decodes nothing: the order, cheaply
-            misplaced = misordered_section(event.payload)
+            misplaced = section_fault(event.payload)
             if misplaced is not None:
-                reason = f"message section {misplaced} (3.2 order)"
+                reason = f"message: {misplaced} (3.2)"
                 self._refuse_publish(session, event, Cond.DECODE_ERROR, reason)
                 return
         if event.state is not None and is_transactional(event.state):  # 4.4.1
