@@ -112,9 +112,11 @@ MODELS: dict[str, str] = {
     "resource alarms block publishers through session flow control (a flow with "
     "incoming-window 0 on every publishing session, reopened when the alarm clears) and "
     "everything else keeps working, transfers beyond the session's incoming-window end it "
-    "with amqp:session:window-violation, a flow with echo=true is answered, and a client "
+    "with amqp:session:window-violation, a flow with echo=true is answered, a client "
     "silent in the middle of SASL has its connection closed when the broker's handshake "
-    "(or SASL) time-out expires",
+    "(or SASL) time-out expires, a user without rights is refused a link or its message "
+    "with amqp:unauthorized-access, and a message whose sections break 3.2's order or "
+    "cannot be decoded is refused with amqp:decode-error",
     "filtex": "OASIS 'AMQP Filter Expressions' v1.0 (CSD01) property filters, which a "
     "broker claims with the properties-filter capability: a receiver whose source carries "
     "amqp:properties-filter / amqp:application-properties-filter gets exactly the messages "
