@@ -25,7 +25,7 @@ import json
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -335,21 +335,32 @@ def run_job(
 ) -> int:
     """The whole job on an existing SparkSession; returns the exit code. `split_bytes`:
     the size of the byte-range splits captures are read in (default 128 MiB)."""
-    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
-
-    from amqpspec.spark_triage import clusters as clustering
-    from amqpspec.spark_triage import report
-    from amqpspec.spark_triage.datasource import (
-        DEFAULT_SPLIT_BYTES,
-        NAME,
-        CaptureSource,
-        files_json,
-        plan,
-    )
+    from amqpspec.spark_triage.datasource import CaptureSource
 
     spark.dataSource.register(CaptureSource)
     out.mkdir(parents=True, exist_ok=True)
     step = progress.add_task("read + check connections", total=None)
+    read = _reader(spark, broker_label, split_bytes)
+    # a few groups per core, so one big connection does not leave the other cores idle
+    count = partitions or 4 * spark.sparkContext.defaultParallelism
+    spark.conf.set("spark.sql.shuffle.partitions", str(count))
+    results = _checked(spark, inputs, read, count, broker_label, liveness_bound, split_bytes)
+    work = out / "_results.parquet"
+    results.write.mode("overwrite").parquet(str(work))  # any executor error: a failed job
+    progress.update(step, total=1, completed=1)
+    # What follows works on the result rows (one per connection and violation, small next
+    # to the segments): one shuffle partition per core, not four, saves tasks.
+    small = partitions or spark.sparkContext.defaultParallelism
+    spark.conf.set("spark.sql.shuffle.partitions", str(small))
+    tables, step = _write_tables(spark.read.parquet(str(work)), out, count, progress)
+    summary = _cluster_and_report(spark, inputs, read, out, tables, progress, step, liveness_bound)
+    shutil.rmtree(work, ignore_errors=True)
+    return 1 if summary["must_violations"] else 0
+
+
+def _reader(spark, broker_label: str | None, split_bytes: int | None) -> Callable[[list], Any]:
+    """`read(files)`: the capture data source's segments of `files`, each with its flow."""
+    from amqpspec.spark_triage.datasource import NAME, files_json
 
     def read(files: list) -> Any:
         segments = (
@@ -360,6 +371,21 @@ def run_job(
             .load()
         )
         return with_flow(segments)
+
+    return read
+
+
+def _checked(
+    spark,
+    inputs: list,
+    read: Callable[[list], Any],
+    count: int,
+    broker_label: str | None,
+    liveness_bound: float | None,
+    split_bytes: int | None,
+) -> Any:
+    """The result rows of every connection of `inputs` (a DataFrame, not yet computed)."""
+    from amqpspec.spark_triage.datasource import DEFAULT_SPLIT_BYTES, plan
 
     # A file read in one split is checked by the task that reads it (no shuffle of its
     # segments: the JVM only sees result rows, so the work is Python's and spreads over
@@ -376,9 +402,6 @@ def run_job(
     ]
     paths = {split.path for split in whole}
     shuffled = [item for item in inputs if item.path not in paths]
-    # a few groups per core, so one big connection does not leave the other cores idle
-    count = partitions or 4 * spark.sparkContext.defaultParallelism
-    spark.conf.set("spark.sql.shuffle.partitions", str(count))
     parts = []
     if whole:
         parts.append(_check_whole_splits(spark, whole, sizes, broker_label, liveness_bound))
@@ -395,15 +418,15 @@ def run_job(
         parts.append(ordered.groupBy("source", "flow").applyInArrow(udf, schema=_spark_type()))
     if not parts:
         parts.append(spark.createDataFrame([], _spark_type()))
-    results = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-    work = out / "_results.parquet"
-    results.write.mode("overwrite").parquet(str(work))  # any executor error: a failed job
-    progress.update(step, total=1, completed=1)
-    # What follows works on the result rows (one per connection and violation, small next
-    # to the segments): one shuffle partition per core, not four, saves tasks.
-    small = partitions or spark.sparkContext.defaultParallelism
-    spark.conf.set("spark.sql.shuffle.partitions", str(small))
-    rows = spark.read.parquet(str(work))
+    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+
+def _write_tables(rows: Any, out: Path, count: int, progress) -> tuple[tuple[Any, Any], Any]:
+    """violations.parquet and connections.parquet from the result rows; returns both
+    DataFrames and the progress step begun. A bad input refuses the job (BadInputError, by
+    the row's kind)."""
+    from pyspark.sql import functions as F  # noqa: N812 - the usual Spark spelling
+
     refused = rows.filter(F.col("kind") == BAD_INPUT).select("reason").limit(1).collect()
     if refused:  # bad input, by the row's kind (the reason is the reader's message)
         raise BadInputError(refused[0]["reason"])
@@ -417,6 +440,24 @@ def run_job(
         frame.select(*columns).orderBy("source", "connection_key").coalesce(
             max(1, min(count, 8))
         ).write.mode("overwrite").parquet(str(out / name))
+    return (violations, connections), step
+
+
+def _cluster_and_report(
+    spark,
+    inputs: list,
+    read: Callable[[list], Any],
+    out: Path,
+    tables: tuple[Any, Any],
+    progress,
+    step: Any,
+    liveness_bound: float | None,
+) -> dict[str, Any]:
+    """clusters.json, the minimised reproducers and the report; returns the summary."""
+    from amqpspec.spark_triage import clusters as clustering
+    from amqpspec.spark_triage import report
+
+    violations, connections = tables
     found = clustering.clusters(violations, connections)
     progress.update(step, total=1, completed=1)
     step = progress.add_task("minimise reproducers", total=len(found))
@@ -438,8 +479,7 @@ def run_job(
     step = progress.add_task("report", total=None)
     report.write(out, found, violations.select(*VIOLATION_COLUMNS).toPandas(), summary)
     progress.update(step, total=1, completed=1)
-    shutil.rmtree(work, ignore_errors=True)
-    return 1 if summary["must_violations"] else 0
+    return summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -462,6 +502,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options alone (before any input is read), or None."""
+    if not args.out:
+        return "--out DIR is required"
+    if args.split_bytes is not None and args.split_bytes < 4096:
+        return "--split-bytes must be 4096 or more"
+    return None
+
+
 def triage(args: argparse.Namespace) -> int:
     """Discover inputs, start (or join) Spark, run the job; the exit code
     (amqpspec.exit_status): 0 no MUST violation, 1 MUST violations, 2 bad input or usage
@@ -481,10 +530,8 @@ def triage(args: argparse.Namespace) -> int:
         console.print(line, markup=False, highlight=False)
         return code
 
-    if not args.out:
-        return fail("amqpspec triage: --out DIR is required", exit_status.BAD_INPUT)
-    if args.split_bytes is not None and args.split_bytes < 4096:
-        return fail("amqpspec triage: --split-bytes must be 4096 or more", exit_status.BAD_INPUT)
+    if problem := _usage_problem(args):
+        return fail(f"amqpspec triage: {problem}", exit_status.BAD_INPUT)
     try:
         inputs = discover(args.inputs)
     except InputError as exc:
