@@ -83,11 +83,19 @@ def executor_problems(spark: Any, paths: list[str]) -> list[str]:
             url_problems = urlfs.unreadable(urls)
         yield host, os.getcwd(), missing, url_problems, failed
 
+    rows = _bounded(context, lambda: context.parallelize(range(tasks), tasks).mapPartitions(probe))
+    shared.unpersist()
+    return _problems(rows)
+
+
+def _bounded(context: Any, job: Any) -> list:
+    """`job()`'s rows collected within PREFLIGHT_TIMEOUT_S; NoExecutorsError (the jobs
+    cancelled) when no executor ran it in time."""
     answer: dict[str, Any] = {}
 
     def run() -> None:
         try:
-            answer["rows"] = context.parallelize(range(tasks), tasks).mapPartitions(probe).collect()
+            answer["rows"] = job().collect()
         except Exception as exc:  # cancelled, or the cluster failed it
             answer["error"] = exc
 
@@ -104,8 +112,11 @@ def executor_problems(spark: Any, paths: list[str]) -> list[str]:
         )
     if "error" in answer:
         raise answer["error"]
-    rows = answer["rows"]
-    shared.unpersist()
+    return answer["rows"]
+
+
+def _problems(rows: list) -> list[str]:
+    """One line per host and problem (import, unreadable files, unreadable URLs)."""
     problems: list[str] = []
     seen = set()
     for host, cwd, missing, url_problems, failed in rows:

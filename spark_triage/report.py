@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import html
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +201,39 @@ def _html_table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{cells}</tr>{body}</table>"
 
 
+BROKER_HEAD = [
+    "broker",
+    "connections",
+    "frames",
+    "with MUST violations",
+    "SHOULD only",
+    "not checkable",
+]
+INPUT_HEAD = ["input", "kind", "broker", "bytes"]
+
+
+@dataclass
+class _Report:
+    """What report.md and report.html both say, in the order they say it."""
+
+    header: list[tuple[str, str]]
+    totals: str
+    brokers: list[list[str]]
+    defects: str
+    rows: list
+    rule_head: list[str]
+    rule_rows: list[list[str]]
+    plots: list[tuple[str, str]]
+    inputs: list[list[str]]
+
+
 def write(out: Path, clusters: list[dict], violations: pd.DataFrame, summary: dict) -> None:
+    report = _report(out, clusters, violations, summary)
+    _write_markdown(out, report)
+    _write_html(out, report)
+
+
+def _report(out: Path, clusters: list[dict], violations: pd.DataFrame, summary: dict) -> _Report:
     plots = _plots(out, clusters, violations)
     totals = (
         f"{summary['connections']} connections, {summary['frames']} frames; "
@@ -221,60 +254,58 @@ def write(out: Path, clusters: list[dict], violations: pd.DataFrame, summary: di
         ]
         for b in summary.get("brokers", [])
     ]
-    broker_head = [
-        "broker",
-        "connections",
-        "frames",
-        "with MUST violations",
-        "SHOULD only",
-        "not checkable",
-    ]
     defects = ", ".join(
         f"{name} {count}" for name, count in sorted(summary.get("defects", {}).items())
     )
     header, inputs = _header(summary)
-    input_head = ["input", "kind", "broker", "bytes"]
     rule_head, rule_rows = _per_rule_rows(violations)
+    return _Report(header, totals, brokers, defects, rows, rule_head, rule_rows, plots, inputs)
+
+
+def _write_markdown(out: Path, r: _Report) -> None:
     md = ["# AMQP 1.0 triage report", ""]
-    md += [f"- {name}: {value}" for name, value in header]
-    md += ["", totals, ""]
-    md += _md_table(broker_head, brokers)
-    md += ["", f"Capture defects (counted, never dropped): {defects or 'none'}.", ""]
+    md += [f"- {name}: {value}" for name, value in r.header]
+    md += ["", r.totals, ""]
+    md += _md_table(BROKER_HEAD, r.brokers)
+    md += ["", f"Capture defects (counted, never dropped): {r.defects or 'none'}.", ""]
     md += ["## Clusters", ""]
     md += ["| " + " | ".join(_HEAD) + " |", "|" + " --- |" * len(_HEAD)]
-    md += ["| " + " | ".join(_md_cell(t, link) for t, link in row) + " |" for row in rows]
+    md += ["| " + " | ".join(_md_cell(t, link) for t, link in row) + " |" for row in r.rows]
     md += ["", "## Violations per rule and broker", ""]
-    md += _md_table(rule_head, rule_rows)
+    md += _md_table(r.rule_head, r.rule_rows)
     md.append("")
-    md += [f"![{title}]({path})" for title, path in plots]
-    if inputs:
-        md += ["", "## Inputs", "", *_md_table(input_head, inputs)]
+    md += [f"![{title}]({path})" for title, path in r.plots]
+    if r.inputs:
+        md += ["", "## Inputs", "", *_md_table(INPUT_HEAD, r.inputs)]
     (out / "report.md").write_text("\n".join(md) + "\n")
-    broker_table = _html_table(broker_head, brokers)
+
+
+def _write_html(out: Path, r: _Report) -> None:
+    broker_table = _html_table(BROKER_HEAD, r.brokers)
     cluster_cells = "".join(f"<th>{html.escape(h)}</th>" for h in _HEAD)
     cluster_table = (
         f"<table><tr>{cluster_cells}</tr>"
         + "".join(
-            "<tr>" + "".join(_html_cell(t, link) for t, link in row) + "</tr>" for row in rows
+            "<tr>" + "".join(_html_cell(t, link) for t, link in row) + "</tr>" for row in r.rows
         )
         + "</table>"
     )
     images = "".join(
         f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' "
         f"src='data:image/png;base64,{base64.b64encode((out / path).read_bytes()).decode()}'>"
-        for title, path in plots
+        for title, path in r.plots
     )
     head_list = "".join(
-        f"<li>{html.escape(name)}: {html.escape(value)}</li>" for name, value in header
+        f"<li>{html.escape(name)}: {html.escape(value)}</li>" for name, value in r.header
     )
-    input_table = f"<h2>Inputs</h2>{_html_table(input_head, inputs)}" if inputs else ""
+    input_table = f"<h2>Inputs</h2>{_html_table(INPUT_HEAD, r.inputs)}" if r.inputs else ""
     (out / "report.html").write_text(
         "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>AMQP 1.0 triage"
         "</title><style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:3px 6px;font-size:90%}a{color:#0b5394}</style>"
         f"</head><body><h1>AMQP 1.0 triage report</h1><ul>{head_list}</ul>"
-        f"<p>{html.escape(totals)}</p>{broker_table}"
-        f"<p>Capture defects (counted, never dropped): {html.escape(defects or 'none')}.</p>"
+        f"<p>{html.escape(r.totals)}</p>{broker_table}"
+        f"<p>Capture defects (counted, never dropped): {html.escape(r.defects or 'none')}.</p>"
         f"<h2>Clusters</h2>{cluster_table}<h2>Violations per rule and broker</h2>"
-        f"{_html_table(rule_head, rule_rows)}{images}{input_table}</body></html>\n"
+        f"{_html_table(r.rule_head, r.rule_rows)}{images}{input_table}</body></html>\n"
     )

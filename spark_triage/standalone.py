@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,7 +151,6 @@ def start(
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     home = spark_home()
-    launcher = str(home / "bin" / "spark-class")
     env = dict(
         os.environ,
         **(env or {}),
@@ -161,14 +161,37 @@ def start(
     )
     port, web = free_port(), free_port()
     cluster = Cluster(f"spark://{HOST}:{port}", f"http://{HOST}:{web}/json/", workdir)
+    launch = _launcher(cluster, str(home / "bin" / "spark-class"), env)
+    try:
+        master = "org.apache.spark.deploy.master.Master"
+        launch("master", master, "--host", HOST, "--port", str(port), "--webui-port", str(web))
+        for index in range(workers):
+            work = workdir / f"worker-{index}"
+            work.mkdir(exist_ok=True)
+            launch(
+                f"worker-{index}",
+                "org.apache.spark.deploy.worker.Worker",
+                *("--host", HOST, "--port", str(free_port()), "--webui-port", str(free_port())),
+                *("--cores", str(cores), "--memory", memory, "--work-dir", str(work)),
+                cluster.url,
+            )
+        _wait_for_workers(cluster, workers)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _launcher(cluster: Cluster, launcher: str, env: dict[str, str]) -> Callable[..., None]:
+    """`launch(name, *argv)`: start one Spark daemon, its output in WORKDIR/NAME.log."""
 
     def launch(name: str, *argv: str) -> None:
-        log = (workdir / f"{name}.log").open("wb")
+        log = (cluster.workdir / f"{name}.log").open("wb")
         with log:
             cluster.processes.append(
                 subprocess.Popen(
                     [launcher, *argv],
-                    cwd=workdir,
+                    cwd=cluster.workdir,
                     env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -176,51 +199,22 @@ def start(
                 )
             )
 
-    try:
-        launch(
-            "master",
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--webui-port",
-            str(web),
-        )
-        for index in range(workers):
-            work = workdir / f"worker-{index}"
-            work.mkdir(exist_ok=True)
-            launch(
-                f"worker-{index}",
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                HOST,
-                "--port",
-                str(free_port()),
-                "--webui-port",
-                str(free_port()),
-                "--cores",
-                str(cores),
-                "--memory",
-                memory,
-                "--work-dir",
-                str(work),
-                cluster.url,
+    return launch
+
+
+def _wait_for_workers(cluster: Cluster, workers: int) -> None:
+    """Until `workers` workers are registered with the master (at most START_TIMEOUT_S);
+    ClusterError if a daemon exits or the time runs out."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while cluster.alive_workers() < workers:
+        dead = [p for p in cluster.processes if p.poll() is not None]
+        if dead or time.monotonic() > deadline:
+            why = f"exited ({dead[0].args[1]})" if dead else f"not up in {START_TIMEOUT_S} s"
+            raise ClusterError(
+                f"Spark standalone cluster {why}: {cluster.alive_workers()} of {workers} "
+                f"workers alive; logs in {cluster.workdir}"
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while cluster.alive_workers() < workers:
-            dead = [p for p in cluster.processes if p.poll() is not None]
-            if dead or time.monotonic() > deadline:
-                why = f"exited ({dead[0].args[1]})" if dead else f"not up in {START_TIMEOUT_S} s"
-                raise ClusterError(
-                    f"Spark standalone cluster {why}: {cluster.alive_workers()} of {workers} "
-                    f"workers alive; logs in {workdir}"
-                )
-            time.sleep(0.5)
-    except BaseException:
-        cluster.stop()
-        raise
-    return cluster
+        time.sleep(0.5)
 
 
 def main(argv: list[str] | None = None) -> int:

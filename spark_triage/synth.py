@@ -262,6 +262,27 @@ def synthesize(out: str, connections: int, seed: int, cases_per_kind: int | None
     if missing:
         print(f"triage synth: no traces for {', '.join(missing)}", file=sys.stderr)
         return 2
+    truth, files = _place(by_kind, connections, rng)
+    _write_corpus(corpus, files, truth)
+    (root / "truth.json").write_text(
+        json.dumps({"version": 1, "liveness_bound": LIVENESS_BOUND, "connections": truth}, indent=1)
+        + "\n"
+    )
+    faults = sorted({entry["fault"] for entry in truth if entry["fault"]})
+    print(
+        f"triage synth: {len(truth)} connections in {len(files)} files under {corpus}, "
+        f"{len(faults)} fault kinds; truth in {root / 'truth.json'}; triage with "
+        f"--liveness-bound {LIVENESS_BOUND}"
+    )
+    return 0
+
+
+def _place(
+    by_kind: dict[str, list[_Connection]], connections: int, rng: random.Random
+) -> tuple[list[dict], dict[str, list[Packet]]]:
+    """`connections` copies of the templates, kinds in turn, moved to their own ports and
+    times (some reusing the previous port), with noise: the truth entries and the packets
+    of each file (PER_FILE connections a file)."""
     names = sorted(by_kind)
     truth: list[dict] = []
     files: dict[str, list[Packet]] = {}
@@ -276,12 +297,7 @@ def synthesize(out: str, connections: int, seed: int, cases_per_kind: int | None
         port += 1
         packets = move_flow(template.packets, client_port, SERVER_PORT, clock)
         clock += 50_000_000 + (packets[-1].time_ns - packets[0].time_ns)
-        noise = ["port-reuse"] if reuse else []
-        for noise_kind in NOISE_KINDS:
-            if kind and noise_kind in DESTRUCTIVE:
-                continue  # destructive noise only where no fault is to be seen
-            if rng.random() < 0.3 and add_noise(packets, noise_kind, rng):
-                noise.append(noise_kind)
+        noise = (["port-reuse"] if reuse else []) + _noise(packets, kind, rng)
         epoch = sum(
             1
             for entry in truth
@@ -303,6 +319,24 @@ def synthesize(out: str, connections: int, seed: int, cases_per_kind: int | None
         )
         same_file = (number + 1) // PER_FILE == number // PER_FILE
         previous_port = client_port if same_file else None
+    return truth, files
+
+
+def _noise(packets: list[Packet], kind: FaultKind | None, rng: random.Random) -> list[str]:
+    """Capture noise added to one connection's packets (each kind with chance 0.3);
+    destructive noise only where no fault is to be seen."""
+    added = []
+    for noise_kind in NOISE_KINDS:
+        if kind and noise_kind in DESTRUCTIVE:
+            continue
+        if rng.random() < 0.3 and add_noise(packets, noise_kind, rng):
+            added.append(noise_kind)
+    return added
+
+
+def _write_corpus(corpus: Path, files: dict[str, list[Packet]], truth: list[dict]) -> None:
+    """Each file in its turn of the forms (pcap, pcapng, gzipped), packets in time order;
+    the truth entries renamed to the files written."""
     renamed: dict[str, str] = {}
     for index, (name, packets) in enumerate(sorted(files.items())):
         form, compress = FILE_FORMS[index % len(FILE_FORMS)]
@@ -312,14 +346,3 @@ def synthesize(out: str, connections: int, seed: int, cases_per_kind: int | None
                 capture.write(packet.time_ns, packet.data, wirelen=packet.wirelen)
     for entry in truth:
         entry["file"] = renamed[entry["file"]]
-    (root / "truth.json").write_text(
-        json.dumps({"version": 1, "liveness_bound": LIVENESS_BOUND, "connections": truth}, indent=1)
-        + "\n"
-    )
-    faults = sorted({entry["fault"] for entry in truth if entry["fault"]})
-    print(
-        f"triage synth: {len(truth)} connections in {len(files)} files under {corpus}, "
-        f"{len(faults)} fault kinds; truth in {root / 'truth.json'}; triage with "
-        f"--liveness-bound {LIVENESS_BOUND}"
-    )
-    return 0
