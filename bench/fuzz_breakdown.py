@@ -90,22 +90,21 @@ def _patched(module: Any, name: str, make: Callable[[Callable], Callable]) -> It
         setattr(module, name, original)
 
 
-def measure(target: Any, seconds: float, seed: int, workers: str) -> Breakdown:
-    """One campaign (as bench.fuzz_campaigns.run_campaign) with its time broken down."""
-    from contextlib import ExitStack
+class _Timers:
+    """The wrappers `measure` patches into the fuzz campaign: each adds the time spent in
+    what it wraps (per role: main or worker) to one Breakdown, under one lock."""
 
-    from amqpspec.bench.fuzz_campaigns import run_campaign
+    def __init__(self) -> None:
+        self.result = Breakdown()
+        self.lock = threading.Lock()
 
-    result = Breakdown()
-    lock = threading.Lock()
-
-    def add(what: str, seconds: float) -> None:
+    def add(self, what: str, seconds: float) -> None:
         key = (_role(), what)
-        with lock:
-            result.spent[key] += seconds
-            result.calls[key] += 1
+        with self.lock:
+            self.result.spent[key] += seconds
+            self.result.calls[key] += 1
 
-    def timed(what: str) -> Callable[[Callable], Callable]:
+    def timed(self, what: str) -> Callable[[Callable], Callable]:
         def make(original: Callable) -> Callable:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 nested = getattr(_local, "in_" + what, False)
@@ -116,13 +115,13 @@ def measure(target: Any, seconds: float, seed: int, workers: str) -> Breakdown:
                 finally:
                     setattr(_local, "in_" + what, nested)
                     if not nested:
-                        add(what, time.monotonic() - started)
+                        self.add(what, time.monotonic() - started)
 
             return wrapper
 
         return make
 
-    def connect(original: Callable) -> Callable:
+    def connect(self, original: Callable) -> Callable:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             started = time.monotonic()
             try:
@@ -131,24 +130,24 @@ def measure(target: Any, seconds: float, seed: int, workers: str) -> Breakdown:
                 _local.refused = True
                 raise
             finally:
-                add("connect", time.monotonic() - started)
+                self.add("connect", time.monotonic() - started)
 
         return wrapper
 
-    def wait_broker(original: Callable) -> Callable:
+    def wait_broker(self, original: Callable) -> Callable:
         def wrapper(probe: Any, stream: Any, seconds: float, done: Callable) -> Any:
             started = time.monotonic()
             try:
                 return original(probe, stream, seconds, done)
             finally:
                 spent = time.monotonic() - started
-                add("reply wait", spent)
+                self.add("reply wait", spent)
                 if spent >= seconds - 0.01 and seconds >= 0.5:
                     _local.silent = True
 
         return wrapper
 
-    def run_case(original: Callable) -> Callable:
+    def run_case(self, original: Callable) -> Callable:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if _role() != "worker" or getattr(_local, "in_case", False):
                 return original(*args, **kwargs)
@@ -170,14 +169,14 @@ def measure(target: Any, seconds: float, seed: int, workers: str) -> Breakdown:
                 kind = "answered"
             if verdict is not None and kind != "crash":
                 kind += f"+{verdict.kind}"
-            with lock:
-                result.cases[kind] += 1
-                result.case_time[kind] += spent
+            with self.lock:
+                self.result.cases[kind] += 1
+                self.result.case_time[kind] += spent
             return outcome
 
         return wrapper
 
-    def triage_one(original: Callable) -> Callable:
+    def triage_one(self, original: Callable) -> Callable:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             _local.triage = True
             started = time.monotonic()
@@ -185,51 +184,61 @@ def measure(target: Any, seconds: float, seed: int, workers: str) -> Breakdown:
                 return original(*args, **kwargs)
             finally:
                 _local.triage = False
-                add("triage (whole)", time.monotonic() - started)
+                self.add("triage (whole)", time.monotonic() - started)
 
         return wrapper
 
-    def gate_enter(original: Callable) -> Callable:
-        def wrapper(self: Any) -> Any:
+    def gate_enter(self, original: Callable) -> Callable:
+        def wrapper(gate: Any) -> Any:
             started = time.monotonic()
             try:
-                return original(self)
+                return original(gate)
             finally:
-                add("gate wait", time.monotonic() - started)
+                self.add("gate wait", time.monotonic() - started)
 
         return wrapper
 
-    def exclusive_enter(original: Callable) -> Callable:
-        def wrapper(self: Any) -> Any:
-            original(self)
-            self._breakdown_started = time.monotonic()
+    def exclusive_enter(self, original: Callable) -> Callable:
+        def wrapper(exclusive: Any) -> Any:
+            original(exclusive)
+            exclusive._breakdown_started = time.monotonic()
 
         return wrapper
 
-    def exclusive_exit(original: Callable) -> Callable:
-        def wrapper(self: Any, *exc: Any) -> Any:
-            with lock:
-                result.exclusive += time.monotonic() - self._breakdown_started
-                result.exclusive_count += 1
-            return original(self, *exc)
+    def exclusive_exit(self, original: Callable) -> Callable:
+        def wrapper(exclusive: Any, *exc: Any) -> Any:
+            with self.lock:
+                self.result.exclusive += time.monotonic() - exclusive._breakdown_started
+                self.result.exclusive_count += 1
+            return original(exclusive, *exc)
 
         return wrapper
 
+
+def measure(target: Any, seconds: float, seed: int, workers: str) -> Breakdown:
+    """One campaign (as bench.fuzz_campaigns.run_campaign) with its time broken down."""
+    from contextlib import ExitStack
+
+    from amqpspec.bench.fuzz_campaigns import run_campaign
+
+    timers = _Timers()
+    result = timers.result
     with ExitStack() as stack:
         # one process: the timers count in this one (fuzz.processes forks the workers)
         stack.enter_context(_patched(pace, "choose_processes", lambda _: lambda workers: 1))
-        stack.enter_context(_patched(oracle, "_connect", connect))
-        stack.enter_context(_patched(oracle, "_wait_broker", wait_broker))
-        stack.enter_context(_patched(oracle, "alive", timed("liveness")))
-        stack.enter_context(_patched(oracle, "wait_back", timed("wait for restart")))
-        stack.enter_context(_patched(campaign_module, "run_case", run_case))
-        stack.enter_context(_patched(campaign_module.Campaign, "_triage_one", triage_one))
-        stack.enter_context(_patched(campaign_module.Gate, "enter", gate_enter))
+        stack.enter_context(_patched(oracle, "_connect", timers.connect))
+        stack.enter_context(_patched(oracle, "_wait_broker", timers.wait_broker))
+        stack.enter_context(_patched(oracle, "alive", timers.timed("liveness")))
+        stack.enter_context(_patched(oracle, "wait_back", timers.timed("wait for restart")))
+        stack.enter_context(_patched(campaign_module, "run_case", timers.run_case))
+        stack.enter_context(_patched(campaign_module.Campaign, "_triage_one", timers.triage_one))
+        stack.enter_context(_patched(campaign_module.Gate, "enter", timers.gate_enter))
         if hasattr(campaign_module.Campaign, "_enqueue"):  # a full triage queue holds a worker
-            put = timed("triage queue put")
+            put = timers.timed("triage queue put")
             stack.enter_context(_patched(campaign_module.Campaign, "_enqueue", put))
-        stack.enter_context(_patched(campaign_module._Exclusive, "__enter__", exclusive_enter))
-        stack.enter_context(_patched(campaign_module._Exclusive, "__exit__", exclusive_exit))
+        exclusive = campaign_module._Exclusive
+        stack.enter_context(_patched(exclusive, "__enter__", timers.exclusive_enter))
+        stack.enter_context(_patched(exclusive, "__exit__", timers.exclusive_exit))
         figures = run_campaign(target, seconds, seed, workers)
     result.wall = figures.wall
     result.workers = figures.workers
