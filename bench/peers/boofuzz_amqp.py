@@ -122,14 +122,12 @@ def protocol_header(name: str, protocol_id: int) -> Request:
     return Request(name, children=(Static("amqp", b"AMQP"), *version, Byte("revision", 0)))
 
 
-def requests(queue: str) -> dict[str, Request]:
-    """Every message of the model, by name."""
-    source = described_list("source", 0x28, (string("address", queue),))
-    target = described_list("target", 0x29, (string("address", queue),))
-    no_source = described_list("source", 0x28, (null("address"),))
-    no_target = described_list("target", 0x29, (null("address"),))
-    accepted = Static("state", b"\x00\x53\x24\x45")  # accepted, 3.4.2: an empty list
-    performatives = {
+Performatives = dict[str, tuple[int, tuple, int]]  # name -> (descriptor, fields, frame type)
+
+
+def _connection_performatives() -> Performatives:
+    """SASL init, open and begin: what comes before a link."""
+    return {
         "sasl-init": (  # 5.3.3.2; SASL frames are TYPE 1
             0x41,
             (
@@ -161,6 +159,17 @@ def requests(queue: str) -> dict[str, Request]:
             ),
             0,
         ),
+    }
+
+
+def _link_performatives(queue: str) -> Performatives:
+    """A receiver and a sender on `queue`, their flow, disposition and detach."""
+    source = described_list("source", 0x28, (string("address", queue),))
+    target = described_list("target", 0x29, (string("address", queue),))
+    no_source = described_list("source", 0x28, (null("address"),))
+    no_target = described_list("target", 0x29, (null("address"),))
+    accepted = Static("state", b"\x00\x53\x24\x45")  # accepted, 3.4.2: an empty list
+    return {
         "attach-receiver": (  # 2.7.3, role receiver: the broker sends from the queue
             0x12,
             (
@@ -218,6 +227,14 @@ def requests(queue: str) -> dict[str, Request]:
             ),
             0,
         ),
+    }
+
+
+def requests(queue: str) -> dict[str, Request]:
+    """Every message of the model, by name."""
+    performatives = {
+        **_connection_performatives(),
+        **_link_performatives(queue),
         "end": (0x17, (), 0),  # 2.7.8
         "close": (0x18, (), 0),  # 2.7.9
     }
