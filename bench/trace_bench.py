@@ -60,6 +60,9 @@ def _cut(data: bytes, rng: random.Random) -> list[bytes]:
     return pieces
 
 
+WINDOW = 2**31 - 1
+
+
 def write_synthetic_capture(path: str, messages: int, connections: int = 4) -> int:
     """A capture of `messages` transfers; returns the number of AMQP frames in it."""
     rng = random.Random(1)
@@ -70,84 +73,101 @@ def write_synthetic_capture(path: str, messages: int, connections: int = 4) -> i
         now = 1_700_000_000.0
         for number in range(1, connections + 1):
             writer.open_connection(number, f"127.0.0.1:{40000 + number}", "127.0.0.1:5672", now)
-            client = [
-                AMQP_HEADER.encode(),
-                encode_frame(Open(container_id=f"sender-{number}")),
-                encode_frame(
-                    Begin(next_outgoing_id=0, incoming_window=2**31 - 1, outgoing_window=2**31 - 1)
-                ),
-                encode_frame(
-                    Attach(
-                        name="s",
-                        handle=0,
-                        role=Role.SENDER,
-                        source=Source(),
-                        target=Target(address="q"),
-                        initial_delivery_count=0,
-                    )
-                ),
-            ]
-            server = [
-                AMQP_HEADER.encode(),
-                encode_frame(Open(container_id="broker")),
-                encode_frame(
-                    Begin(
-                        remote_channel=0,
-                        next_outgoing_id=0,
-                        incoming_window=2**31 - 1,
-                        outgoing_window=2**31 - 1,
-                    )
-                ),
-                encode_frame(
-                    Attach(
-                        name="s",
-                        handle=0,
-                        role=Role.RECEIVER,
-                        source=Source(),
-                        target=Target(address="q"),
-                    )
-                ),
-            ]
+            client, server = _link_setup(number)
             frames += 6
-            writer.data(number, CLIENT, b"".join(client), now)
-            writer.data(number, SERVER, b"".join(server), now)
+            writer.data(number, CLIENT, client, now)
+            writer.data(number, SERVER, server, now)
             sent = 0
             while sent < per_connection:
                 burst = min(rng.randint(1, 20), per_connection - sent)
-                flow = Flow(
-                    next_incoming_id=sent,
-                    incoming_window=2**31 - 1,
-                    next_outgoing_id=0,
-                    outgoing_window=2**31 - 1,
-                    handle=0,
-                    delivery_count=sent,
-                    link_credit=burst,
-                )
-                now += 0.0001
-                writer.data(number, SERVER, encode_frame(flow), now)
-                transfers = b"".join(
-                    encode_frame(
-                        Transfer(
-                            handle=0,
-                            delivery_id=sent + i,
-                            delivery_tag=(sent + i).to_bytes(4, "big"),
-                            message_format=0,
-                        ),
-                        payload=body,
-                    )
-                    for i in range(burst)
-                )
-                for piece in _cut(transfers, rng):
-                    now += 0.00001
-                    writer.data(number, CLIENT, piece, now)
-                disposition = Disposition(
-                    role=Role.RECEIVER, first=sent, last=sent + burst - 1, settled=True
-                )
-                writer.data(number, SERVER, encode_frame(disposition), now)
+                now = _burst(writer, number, sent, burst, body, rng, now)
                 sent += burst
                 frames += burst + 2
             writer.close_connection(number, now)
     return frames
+
+
+def _link_setup(number: int) -> tuple[bytes, bytes]:
+    """Each side's header, open, begin and attach of a sender link to queue q."""
+    client = [
+        AMQP_HEADER.encode(),
+        encode_frame(Open(container_id=f"sender-{number}")),
+        encode_frame(Begin(next_outgoing_id=0, incoming_window=WINDOW, outgoing_window=WINDOW)),
+        encode_frame(
+            Attach(
+                name="s",
+                handle=0,
+                role=Role.SENDER,
+                source=Source(),
+                target=Target(address="q"),
+                initial_delivery_count=0,
+            )
+        ),
+    ]
+    server = [
+        AMQP_HEADER.encode(),
+        encode_frame(Open(container_id="broker")),
+        encode_frame(
+            Begin(
+                remote_channel=0,
+                next_outgoing_id=0,
+                incoming_window=WINDOW,
+                outgoing_window=WINDOW,
+            )
+        ),
+        encode_frame(
+            Attach(
+                name="s",
+                handle=0,
+                role=Role.RECEIVER,
+                source=Source(),
+                target=Target(address="q"),
+            )
+        ),
+    ]
+    return b"".join(client), b"".join(server)
+
+
+def _burst(
+    writer: PcapWriter,
+    number: int,
+    sent: int,
+    burst: int,
+    body: bytes,
+    rng: random.Random,
+    now: float,
+) -> float:
+    """The broker's flow granting `burst`, the transfers (cut in random pieces) and the
+    broker's settling disposition; returns the time of the last."""
+    flow = Flow(
+        next_incoming_id=sent,
+        incoming_window=WINDOW,
+        next_outgoing_id=0,
+        outgoing_window=WINDOW,
+        handle=0,
+        delivery_count=sent,
+        link_credit=burst,
+    )
+    now += 0.0001
+    writer.data(number, SERVER, encode_frame(flow), now)
+    transfers = b"".join(
+        encode_frame(
+            Transfer(
+                handle=0,
+                delivery_id=sent + i,
+                delivery_tag=(sent + i).to_bytes(4, "big"),
+                message_format=0,
+            ),
+            payload=body,
+        )
+        for i in range(burst)
+    )
+    for piece in _cut(transfers, rng):
+        now += 0.00001
+        writer.data(number, CLIENT, piece, now)
+    disposition = Disposition(role=Role.RECEIVER, first=sent, last=sent + burst - 1, settled=True)
+    writer.data(number, SERVER, encode_frame(disposition), now)
+    return now
 
 
 def time_reader(path: str) -> tuple[int, float]:
@@ -269,7 +289,27 @@ loop.run_until_complete(RecordingProxy("127.0.0.1", {listen}, "127.0.0.1", {upst
 def bench_proxy(args: argparse.Namespace) -> None:
     work = tempfile.mkdtemp(prefix="amqpspec-proxy-bench-")
     use_c = _build_c_examples(work)
-    broker_port, capture_port, relay_port = free_port(), free_port(), free_port()
+    ports = {"direct": free_port(), "bare relay": free_port(), "amqpspec capture": free_port()}
+    broker, capture, relay = _start_hops(work, use_c, ports)
+    try:
+        for port in ports.values():
+            _wait_port(port)
+        results = _time_clients(args, work, use_c, ports)
+    finally:
+        relay.terminate()
+        capture.send_signal(signal.SIGINT)
+        capture.wait(120)
+        broker.terminate()
+        relay.wait(10)
+        broker.wait(10)
+    _print_proxy_results(args, work, use_c, results)
+
+
+def _start_hops(
+    work: str, use_c: bool, ports: dict[str, int]
+) -> tuple[subprocess.Popen, subprocess.Popen, subprocess.Popen]:
+    """The broker (ports["direct"]), `amqpspec capture` in front of it and the bare relay."""
+    broker_port = ports["direct"]
     if use_c:
         broker = subprocess.Popen(
             [os.path.join(work, "broker"), "127.0.0.1", str(broker_port)],
@@ -283,18 +323,9 @@ def bench_proxy(args: argparse.Namespace) -> None:
         )
     capture = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "amqpspec.cli",
-            "capture",
-            "--listen",
-            f"127.0.0.1:{capture_port}",
-            "--upstream",
-            f"127.0.0.1:{broker_port}",
-            "--out",
-            work,
-            "--trace-id",
-            "bench",
+            *(sys.executable, "-m", "amqpspec.cli", "capture"),
+            *("--listen", f"127.0.0.1:{ports['amqpspec capture']}"),
+            *("--upstream", f"127.0.0.1:{broker_port}", "--out", work, "--trace-id", "bench"),
         ],
         stdout=subprocess.DEVNULL,
         cwd=ROOT,
@@ -303,50 +334,37 @@ def bench_proxy(args: argparse.Namespace) -> None:
         [
             sys.executable,
             "-c",
-            BARE_RELAY.format(root=ROOT, listen=relay_port, upstream=broker_port),
+            BARE_RELAY.format(root=ROOT, listen=ports["bare relay"], upstream=broker_port),
         ],
     )
+    return broker, capture, relay
+
+
+def _time_clients(
+    args: argparse.Namespace, work: str, use_c: bool, ports: dict[str, int]
+) -> dict[str, dict[str, list[float]]]:
+    """msgs/s of a sender then a receiver through each hop, `args.rounds` rounds."""
     results: dict[str, dict[str, list[float]]] = {}
-    try:
-        for port in (broker_port, capture_port, relay_port):
-            _wait_port(port)
-        targets = {
-            "direct": broker_port,
-            "bare relay": relay_port,
-            "amqpspec capture": capture_port,
-        }
-        for round_number in range(args.rounds):
-            for label, port in targets.items():
-                queue = f"q{round_number}-{port}"
-                for role in ("send", "receive"):
-                    if use_c:
-                        command = [
-                            os.path.join(work, role),
-                            "127.0.0.1",
-                            str(port),
-                            queue,
-                            str(args.messages),
-                        ]
-                    else:
-                        command = [
-                            sys.executable,
-                            os.path.join(HELPERS, "proton_clients.py"),
-                            role,
-                            f"127.0.0.1:{port}",
-                            queue,
-                            str(args.messages),
-                        ]
-                    start = time.perf_counter()
-                    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=600)
-                    rate = args.messages / (time.perf_counter() - start)
-                    results.setdefault(label, {}).setdefault(role, []).append(rate)
-    finally:
-        relay.terminate()
-        capture.send_signal(signal.SIGINT)
-        capture.wait(120)
-        broker.terminate()
-        relay.wait(10)
-        broker.wait(10)
+    for round_number in range(args.rounds):
+        for label, port in ports.items():
+            queue = f"q{round_number}-{port}"
+            for role in ("send", "receive"):
+                if use_c:
+                    command = [os.path.join(work, role), "127.0.0.1", str(port)]
+                else:
+                    client = os.path.join(HELPERS, "proton_clients.py")
+                    command = [sys.executable, client, role, f"127.0.0.1:{port}"]
+                command += [queue, str(args.messages)]
+                start = time.perf_counter()
+                subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=600)
+                rate = args.messages / (time.perf_counter() - start)
+                results.setdefault(label, {}).setdefault(role, []).append(rate)
+    return results
+
+
+def _print_proxy_results(
+    args: argparse.Namespace, work: str, use_c: bool, results: dict[str, dict[str, list[float]]]
+) -> None:
     clients = "proton C examples" if use_c else "python-qpid-proton"
     print(f"{clients}, {args.messages} messages per run, {args.rounds} rounds, median msgs/s:")
     direct = {role: statistics.median(rates) for role, rates in results["direct"].items()}
