@@ -585,6 +585,24 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     clients = build_c_clients(pathlib.Path(args.build_dir), (args.credit,))
+    samples, labels = _measure(args, names, clients)
+    summary = medians(samples)
+    title = (
+        f"{args.messages:,} x 12-byte messages, credit {args.credit}, Proton C example "
+        f"clients, median of {args.rounds} rounds (msgs/s, higher is better)"
+    )
+    cpu = cpu_per_100k(samples)
+    print_table(HEADERS, table_rows(summary, labels, cpu), title, left_columns=("broker", "mode"))
+    path = _write_report(args, samples, labels, summary, cpu)
+    print(f"report {path}")
+    return 0
+
+
+def _measure(
+    args: argparse.Namespace, names: list[str], clients: pathlib.Path
+) -> tuple[list[Sample], dict[str, str]]:
+    """Start the brokers `names`, run `args.rounds` rounds (each starting with the next
+    broker); the samples and each broker's label."""
     samples: list[Sample] = []
     labels: dict[str, str] = {}
     with (
@@ -615,13 +633,17 @@ def run(args: argparse.Namespace) -> int:
                     + ", ".join(f"{s.mode} {s.rate:,.0f}/s" for s in got),
                     flush=True,
                 )
-    summary = medians(samples)
-    title = (
-        f"{args.messages:,} x 12-byte messages, credit {args.credit}, Proton C example "
-        f"clients, median of {args.rounds} rounds (msgs/s, higher is better)"
-    )
-    cpu = cpu_per_100k(samples)
-    print_table(HEADERS, table_rows(summary, labels, cpu), title, left_columns=("broker", "mode"))
+    return samples, labels
+
+
+def _write_report(
+    args: argparse.Namespace,
+    samples: list[Sample],
+    labels: dict[str, str],
+    summary: dict[str, dict[str, float]],
+    cpu: dict[str, dict[str, float]],
+) -> pathlib.Path:
+    """OUT/brokers-DATE.json: the command, the machine, the medians and every sample."""
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC)
@@ -647,8 +669,7 @@ def run(args: argparse.Namespace) -> int:
         "samples": [asdict(s) | {"rate": s.rate} for s in samples],
     }
     path.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"report {path}")
-    return 0
+    return path
 
 
 def _command_line() -> str:
