@@ -215,6 +215,20 @@ def depth_run(
     sampler = ProcessSampler(target.pid).start()
     t0 = sampler.samples[0][0]
     watch = BrokerWatch(admin_url, QUEUE, t0).start()
+    sent, got, consumer_at = _publish_then_consume(args, common, records, build, watch)
+    summary = sampler.stop()
+    return _depth_figures(target, records, sampler, watch, (t0, consumer_at), (sent, got), summary)
+
+
+def _publish_then_consume(
+    args: argparse.Namespace,
+    common: dict,
+    records: pathlib.Path,
+    build: pathlib.Path,
+    watch: BrokerWatch,
+) -> tuple[dict, dict, float]:
+    """The sender arrow, then the receiver arrow; their results and when the consumer
+    started (monotonic). Stops `watch`."""
     sender = arrows.spawn_arrow(
         args.sender_arrow, ArrowSpec("send", **common, max_unsettled=1000), build
     )
@@ -240,7 +254,21 @@ def depth_run(
                 process.kill()
                 process.wait(10)
         watch.stop()
-    summary = sampler.stop()
+    return sent, got, consumer_at
+
+
+def _depth_figures(
+    target: arrows.Target,
+    records: pathlib.Path,
+    sampler: ProcessSampler,
+    watch: BrokerWatch,
+    times: tuple[float, float],
+    results: tuple[dict, dict],
+    summary: dict,
+) -> dict:
+    """The run's rates, depths, events and series from the receiver's records."""
+    t0, consumer_at = times
+    sent, got = results
     sent_ns, received_ns = read_records(str(records))
     send_sorted, got_sorted = sorted(sent_ns), sorted(received_ns)
     publish = per_second(send_sorted, send_sorted[0])
@@ -390,7 +418,8 @@ def plot_depth(report: dict, path: pathlib.Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the trend, the brokers, the depth run's and the RabbitMQ node's options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trend", choices=("credit", "depth"))
     parser.add_argument("--brokers", default="reference,rabbitmq")
@@ -434,7 +463,11 @@ def main(argv: list[str] | None = None) -> int:
         "--rabbitmq-node", help="node name (default amqpspec-bench-PID@localhost)"
     )
     rabbitmq.add_argument("--rabbitmq-data-dir", help="data dir (default: a temp dir)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if not c_arrow_available():  # both sweeps receive with the C arrow
         print(MISSING, file=sys.stderr)
         return 2
