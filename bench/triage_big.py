@@ -179,59 +179,9 @@ def run(args: argparse.Namespace) -> None:
     results = {}
     try:
         for name in names:
-            out = work / f"out-{name.replace('.', '-')}"
-            shutil.rmtree(out, ignore_errors=True)
-            env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
-            command = [
-                sys.executable,
-                "-m",
-                "amqpspec.cli",
-                "triage",
-                name,
-                "--out",
-                out.name,
-                "--master",
-                cluster.url,
-            ]
-            peaks = {"jvm": 0, "python": 0}
-            done = threading.Event()
-
-            def sample(peaks: dict = peaks, done: threading.Event = done) -> None:
-                workers = cluster.pids[1:]
-                while not done.wait(0.5):
-                    for pid, (comm, rss) in _tree_rss(workers).items():
-                        kind = (
-                            "jvm"
-                            if comm == "java" and pid not in workers
-                            else ("python" if comm.startswith("python") else None)
-                        )
-                        if kind:
-                            peaks[kind] = max(peaks[kind], rss)
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            started = time.perf_counter()
-            process = subprocess.run(
-                command, cwd=work, env=env, capture_output=True, text=True, timeout=3600
-            )
-            elapsed = time.perf_counter() - started
-            done.set()
-            sampler.join()
-            line = f"triage {name} --master {cluster.url}: exit {process.returncode}"
-            if process.returncode in (0, 1):
-                results[name] = _summary(out)
-                clusters, _violations, connections, frames = results[name]
-                line += (
-                    f", {elapsed:.0f} s, {connections} connections, {frames:,} frames "
-                    f"({frames / elapsed:,.0f}/s), clusters {clusters}"
-                )
-            else:
-                line += f", {elapsed:.0f} s\n{process.stderr[-3000:]}"
-            print(
-                f"{line}; peak RSS: executor JVM {peaks['jvm'] / 2**20:,.0f} MiB, Python "
-                f"worker {peaks['python'] / 2**20:,.0f} MiB",
-                flush=True,
-            )
+            summary = _triage_one(work, name, cluster)
+            if summary is not None:
+                results[name] = summary
     finally:
         cluster.stop()
         print(f"cluster stopped (PIDs {cluster.pids})")
@@ -243,6 +193,58 @@ def run(args: argparse.Namespace) -> None:
                 f"{name} vs small files: {'the same' if same else 'DIFFERENT'} clusters, "
                 "violations, connections and frames"
             )
+
+
+def _triage_one(work: Path, name: str, cluster: standalone.Cluster) -> tuple | None:
+    """`amqpspec triage NAME` on the cluster, its time and peak memory printed; the
+    summary of its output (None when it failed)."""
+    out = work / f"out-{name.replace('.', '-')}"
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
+    command = [sys.executable, "-m", "amqpspec.cli", "triage", name]
+    command += ["--out", out.name, "--master", cluster.url]
+    peaks = {"jvm": 0, "python": 0}
+    done = threading.Event()
+    sampler = threading.Thread(target=_sample_peaks, args=(cluster, peaks, done), daemon=True)
+    sampler.start()
+    started = time.perf_counter()
+    process = subprocess.run(
+        command, cwd=work, env=env, capture_output=True, text=True, timeout=3600
+    )
+    elapsed = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    line = f"triage {name} --master {cluster.url}: exit {process.returncode}"
+    summary = None
+    if process.returncode in (0, 1):
+        summary = _summary(out)
+        clusters, _violations, connections, frames = summary
+        line += (
+            f", {elapsed:.0f} s, {connections} connections, {frames:,} frames "
+            f"({frames / elapsed:,.0f}/s), clusters {clusters}"
+        )
+    else:
+        line += f", {elapsed:.0f} s\n{process.stderr[-3000:]}"
+    print(
+        f"{line}; peak RSS: executor JVM {peaks['jvm'] / 2**20:,.0f} MiB, Python "
+        f"worker {peaks['python'] / 2**20:,.0f} MiB",
+        flush=True,
+    )
+    return summary
+
+
+def _sample_peaks(cluster: standalone.Cluster, peaks: dict, done: threading.Event) -> None:
+    """Every 0.5 s until `done`: the peak RSS of the executors' JVMs and Python workers."""
+    workers = cluster.pids[1:]
+    while not done.wait(0.5):
+        for pid, (comm, rss) in _tree_rss(workers).items():
+            kind = (
+                "jvm"
+                if comm == "java" and pid not in workers
+                else ("python" if comm.startswith("python") else None)
+            )
+            if kind:
+                peaks[kind] = max(peaks[kind], rss)
 
 
 def main() -> None:
