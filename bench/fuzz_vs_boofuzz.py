@@ -176,6 +176,12 @@ def report(results: Results, args: argparse.Namespace) -> str:
             lines.append(
                 f"- `{run.fault}`: case #{run.index} `{run.case_name}`: `{_hex(run.data)}`"
             )
+    return "\n".join(lines + _clean_lines(results, args)) + "\n"
+
+
+def _clean_lines(results: Results, args: argparse.Namespace) -> list[str]:
+    """What each tool found on the clean reference broker (none of its faults on)."""
+    lines: list[str] = []
     if results.clean is not None:
         ours, theirs = results.clean
         verdict = "0 findings" if ours.seconds is None else f"FINDING {ours.signature}"
@@ -201,7 +207,26 @@ def report(results: Results, args: argparse.Namespace) -> str:
             f"boofuzz's detectors on the clean broker, each message after the open fuzzed "
             f"alone for {args.clean_nodes:.0f} s: {failures} failures ({each}).",
         ]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _run_clean(args: argparse.Namespace, results: Results) -> None:
+    """Both tools on the clean broker (--clean), and boofuzz per message (--clean-nodes)."""
+    if args.clean > 0:
+        results.clean = (
+            detect([], args.clean, args.seed, workers=args.workers, stop_at_first=False),
+            run_boofuzz([], args.clean),
+        )
+        print(
+            f"clean: amqpspec {results.clean[0].cases} cases; boofuzz "
+            f"{_boofuzz_cells(results.clean[1])}",
+            flush=True,
+        )
+    if args.clean_nodes > 0:
+        for node in POST_OPEN:
+            run = run_boofuzz([], args.clean_nodes, node)
+            print(f"clean {node}: boofuzz {_boofuzz_cells(run)}", flush=True)
+            results.clean_nodes.append(run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,21 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             run = run_boofuzz([theirs.fault], args.hindsight, HINDSIGHT[theirs.fault])
             print(f"{theirs.fault} (hindsight): boofuzz {_boofuzz_cells(run)}", flush=True)
             results.hindsight.append(run)
-    if args.clean > 0:
-        results.clean = (
-            detect([], args.clean, args.seed, workers=args.workers, stop_at_first=False),
-            run_boofuzz([], args.clean),
-        )
-        print(
-            f"clean: amqpspec {results.clean[0].cases} cases; boofuzz "
-            f"{_boofuzz_cells(results.clean[1])}",
-            flush=True,
-        )
-    if args.clean_nodes > 0:
-        for node in POST_OPEN:
-            run = run_boofuzz([], args.clean_nodes, node)
-            print(f"clean {node}: boofuzz {_boofuzz_cells(run)}", flush=True)
-            results.clean_nodes.append(run)
+    _run_clean(args, results)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "fuzz-vs-boofuzz-figures.md")
     with open(path + ".tmp", "w", encoding="utf-8") as file:

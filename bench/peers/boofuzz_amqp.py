@@ -163,10 +163,12 @@ def _connection_performatives() -> Performatives:
 
 
 def _link_performatives(queue: str) -> Performatives:
-    """A receiver and a sender on `queue`, their flow, disposition and detach."""
+    """A receiver on `queue`, its flow, disposition and detach, then a sender to it."""
+    return {**_receiver_performatives(queue), **_sender_performatives(queue)}
+
+
+def _receiver_performatives(queue: str) -> Performatives:
     source = described_list("source", 0x28, (string("address", queue),))
-    target = described_list("target", 0x29, (string("address", queue),))
-    no_source = described_list("source", 0x28, (null("address"),))
     no_target = described_list("target", 0x29, (null("address"),))
     accepted = Static("state", b"\x00\x53\x24\x45")  # accepted, 3.4.2: an empty list
     return {
@@ -211,6 +213,13 @@ def _link_performatives(queue: str) -> Performatives:
             0,
         ),
         "detach": (0x16, (uint("handle", 0), boolean("closed", True)), 0),  # 2.7.7
+    }
+
+
+def _sender_performatives(queue: str) -> Performatives:
+    target = described_list("target", 0x29, (string("address", queue),))
+    no_source = described_list("source", 0x28, (null("address"),))
+    return {
         "attach-sender": (  # 2.7.3, role sender: the client publishes to the queue
             0x12,
             (
