@@ -166,6 +166,28 @@ def arrow_result(process: subprocess.Popen, what: str, timeout: float) -> dict:
     return result
 
 
+def _run_arrows(
+    args: argparse.Namespace, receive: ArrowSpec, send: ArrowSpec, build_dir: pathlib.Path
+) -> tuple[dict, dict]:
+    """The receiver arrow up, then the sender arrow to the end; both results."""
+    receiver = spawn_arrow(args.receiver_arrow, receive, build_dir)
+    try:
+        wait_ready(receiver, f"receiver arrow ({args.receiver_arrow})")
+        sender = spawn_arrow(args.sender_arrow, send, build_dir)
+        try:
+            sent = arrow_result(sender, f"sender arrow ({args.sender_arrow})", args.timeout + 30)
+        finally:
+            if sender.poll() is None:
+                sender.kill()
+                sender.wait(10)
+        got = arrow_result(receiver, f"receiver arrow ({args.receiver_arrow})", args.timeout + 30)
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+            receiver.wait(10)
+    return sent, got
+
+
 def run_one(target: Target, args: argparse.Namespace, work: pathlib.Path) -> dict:
     """Receiver, then sender, through `target`; the figures (bench.arrows.results)."""
     build_dir = pathlib.Path(args.build_dir)
@@ -203,21 +225,7 @@ def run_one(target: Target, args: argparse.Namespace, work: pathlib.Path) -> dic
         password=target.password,
     )
     sampler = ProcessSampler(target.pid).start() if target.pid else None
-    receiver = spawn_arrow(args.receiver_arrow, receive, build_dir)
-    try:
-        wait_ready(receiver, f"receiver arrow ({args.receiver_arrow})")
-        sender = spawn_arrow(args.sender_arrow, send, build_dir)
-        try:
-            sent = arrow_result(sender, f"sender arrow ({args.sender_arrow})", args.timeout + 30)
-        finally:
-            if sender.poll() is None:
-                sender.kill()
-                sender.wait(10)
-        got = arrow_result(receiver, f"receiver arrow ({args.receiver_arrow})", args.timeout + 30)
-    finally:
-        if receiver.poll() is None:
-            receiver.kill()
-            receiver.wait(10)
+    sent, got = _run_arrows(args, receive, send, build_dir)
     broker = sampler.stop() if sampler else None
     sent_ns, received_ns = read_records(str(records))
     result = {"broker": target.name, "label": target.label} | summarise(

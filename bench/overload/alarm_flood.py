@@ -118,6 +118,45 @@ class Flood:
         return self.received_total >= self.count or self.peer.closed
 
 
+def _sampled(
+    broker: BrokerProcess,
+    pump: Pump,
+    count: int,
+    body_size: int,
+    timeout: float,
+    into: tuple[list[tuple[float, int]], list[tuple[float, bool]]],
+) -> tuple[Flood, int, float, Any]:
+    """The flood published and consumed, the broker's RSS sampled every 0.1 s and the
+    admin API's alarms every 0.5 s (into `into`); the client, the RSS before, the seconds
+    it took and the alarms in effect at the end."""
+    samples, alarm_samples = into
+    baseline = rss(broker.proc.pid)
+    with ManagementClient(f"http://127.0.0.1:{broker.admin_port}") as admin:
+        admin.declare_queue(QUEUE, durable=False)
+        client = Flood(broker.port, count, body_size)
+        pump.add(client.peer)
+        started = time.monotonic()
+        next_alarm_check = 0.0
+        next_rss = 0.0
+
+        def tick() -> None:
+            nonlocal next_alarm_check, next_rss
+            client.publish()
+            now = time.monotonic()
+            if now >= next_rss:
+                samples.append((now - started, rss(broker.proc.pid)))
+                next_rss = now + 0.1
+            if now >= next_alarm_check:
+                alarm_samples.append((now - started, "memory" in admin.alarms_in_effect()))
+                next_alarm_check = now + 0.5
+
+        pump.run_until(lambda: client.done, timeout, "the flood", tick)
+        elapsed = time.monotonic() - started
+        samples.append((elapsed, rss(broker.proc.pid)))
+        alarm_after = admin.alarms_in_effect()
+    return client, baseline, elapsed, alarm_after
+
+
 def flood(total_mb: int, watermark_mb: int, body_kb: int, timeout: float) -> dict[str, Any]:
     watermark = watermark_mb * MB
     body_size = body_kb * 1024
@@ -127,30 +166,9 @@ def flood(total_mb: int, watermark_mb: int, body_kb: int, timeout: float) -> dic
     samples: list[tuple[float, int]] = []
     alarm_samples: list[tuple[float, bool]] = []
     try:
-        baseline = rss(broker.proc.pid)
-        with ManagementClient(f"http://127.0.0.1:{broker.admin_port}") as admin:
-            admin.declare_queue(QUEUE, durable=False)
-            client = Flood(broker.port, count, body_size)
-            pump.add(client.peer)
-            started = time.monotonic()
-            next_alarm_check = 0.0
-            next_rss = 0.0
-
-            def tick() -> None:
-                nonlocal next_alarm_check, next_rss
-                client.publish()
-                now = time.monotonic()
-                if now >= next_rss:
-                    samples.append((now - started, rss(broker.proc.pid)))
-                    next_rss = now + 0.1
-                if now >= next_alarm_check:
-                    alarm_samples.append((now - started, "memory" in admin.alarms_in_effect()))
-                    next_alarm_check = now + 0.5
-
-            pump.run_until(lambda: client.done, timeout, "the flood", tick)
-            elapsed = time.monotonic() - started
-            samples.append((elapsed, rss(broker.proc.pid)))
-            alarm_after = admin.alarms_in_effect()
+        client, baseline, elapsed, alarm_after = _sampled(
+            broker, pump, count, body_size, timeout, (samples, alarm_samples)
+        )
     finally:
         pump.close()
         broker.stop()

@@ -283,6 +283,16 @@ def drive_hostile(
 # --- the run ---------------------------------------------------------------------------------
 
 
+def _phase_rates(samples: Any, bounds: tuple[float, float, float, float]) -> dict[str, float]:
+    """The normal client's msgs/s before, during and after the hostile peers."""
+    before, during, after, end = bounds
+    return {
+        "before": rate_between(samples, before, during),
+        "during": rate_between(samples, during, after),
+        "after": rate_between(samples, after, end),
+    }
+
+
 def hostile(
     slowloris: int,
     randoms: int,
@@ -319,11 +329,7 @@ def hostile(
             client.kill()
             client.join(5)
         broker.stop()
-    rates = {
-        "before": rate_between(samples, t_before, t_during),
-        "during": rate_between(samples, t_during, t_after),
-        "after": rate_between(samples, t_after, t_after + seconds),
-    }
+    rates = _phase_rates(samples, (t_before, t_during, t_after, t_after + seconds))
     answers = hostile_result["answers"]
     bad = sum(
         counter.get("undecodable", 0) + counter.get("no-answer", 0) for counter in answers.values()
