@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -87,22 +88,21 @@ def write_synthetic_capture(path: str, messages: int, connections: int = 4) -> i
     return frames
 
 
+def _attach(role: Role, **fields: Any) -> bytes:
+    """The attach of link "s" (handle 0) to queue q, as `role`."""
+    target = Target(address="q")
+    return encode_frame(
+        Attach(name="s", handle=0, role=role, source=Source(), target=target, **fields)
+    )
+
+
 def _link_setup(number: int) -> tuple[bytes, bytes]:
     """Each side's header, open, begin and attach of a sender link to queue q."""
     client = [
         AMQP_HEADER.encode(),
         encode_frame(Open(container_id=f"sender-{number}")),
         encode_frame(Begin(next_outgoing_id=0, incoming_window=WINDOW, outgoing_window=WINDOW)),
-        encode_frame(
-            Attach(
-                name="s",
-                handle=0,
-                role=Role.SENDER,
-                source=Source(),
-                target=Target(address="q"),
-                initial_delivery_count=0,
-            )
-        ),
+        _attach(Role.SENDER, initial_delivery_count=0),
     ]
     server = [
         AMQP_HEADER.encode(),
@@ -115,15 +115,7 @@ def _link_setup(number: int) -> tuple[bytes, bytes]:
                 outgoing_window=WINDOW,
             )
         ),
-        encode_frame(
-            Attach(
-                name="s",
-                handle=0,
-                role=Role.RECEIVER,
-                source=Source(),
-                target=Target(address="q"),
-            )
-        ),
+        _attach(Role.RECEIVER),
     ]
     return b"".join(client), b"".join(server)
 
