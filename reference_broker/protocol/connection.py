@@ -7,10 +7,11 @@ implements it on asyncio; scheduler.ManualScheduler in memory, see runtime/memor
 Split the way the engine splits connection, session and link: this module owns
 `BrokerConnection`, the connection level (2.4): the engine made once the protocol header
 says SASL or not (engine_setup.py), the event table that hands each engine event to its
-handler, open with the configured limits and sole-connection admission, close, the idle
-time-out, connection-scoped protocol errors, its deadlines (engine timer, handshake, close
-grace) and the turn's steps. The handlers beside it: session_handler.py (begin, end,
-windows), link_handler.py (attach, detach, release: requeue, recovery, dynamic nodes,
+handler, close, the idle time-out, connection-scoped protocol errors, its deadlines (engine
+timer, handshake, close grace) and the turn's steps. The handlers beside it:
+open_handler.py (the peer's open with the configured limits and sole-connection
+admission, the handshake time-out), session_handler.py (begin, end, windows),
+link_handler.py (attach, detach, release: requeue, recovery, dynamic nodes,
 /management pairs, coordinators), delivery_handler.py (the hot path: transfers, flows,
 dispositions, publisher credit); permissions.py (`ConnectionAccess`) judges what the user
 may do; context.py holds what every connection shares (`BrokerContext`). May touch: the
@@ -43,25 +44,24 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from amqpspec.amqp10.engine import Connection, ConnState, SaslState, UsageError
+from amqpspec.amqp10.engine import Connection, SaslState, UsageError
 from amqpspec.amqp10.engine import events as ev
 from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE
 from amqpspec.amqp10.spec import Cond
 
 from ..admin.management_links import ManagementPair
 from ..faults.parser import DIE, FaultTriggeredError, inspect
-from ..features import relay
 from ..features.recovery import CONNECTION_ENDED
-from ..features.sole_connection import SoleConnections
 from ..features.transactions import Transactions
 from ..queues.vhost import ConnectionSummary
 from .context import BrokerContext
 from .deadlines import Deadlines
 from .delivery_handler import DeliveryHandler
 from .engine_setup import new_engine
-from .limits import connection_refusal, handshake_timeout_reason, sasl_timeout_reason
+from .limits import sasl_timeout_reason
 from .link_handler import LinkHandler
 from .links import PublisherLink
+from .open_handler import OpenHandler
 from .permissions import ConnectionAccess
 from .sasl import answer_as_sasl_client
 from .session_handler import SessionHandler
@@ -128,6 +128,7 @@ class BrokerConnection:
             self.scheduler, self.config.limits.handshake_timeout, self._on_timer
         )
         context.connections.add(self)
+        self.open_handler = OpenHandler(self)  # open_handler.py: the peer's open, or none
         self.session_handler = SessionHandler(self)
         self.link_handler = LinkHandler(self)
         self.delivery_handler = DeliveryHandler(self)
@@ -141,7 +142,7 @@ class BrokerConnection:
             ev.TransferReceived: deliveries.on_transfer,
             ev.FlowReceived: deliveries.on_flow,
             ev.DispositionReceived: deliveries.on_disposition,
-            ev.RemoteOpen: self._on_open,
+            ev.RemoteOpen: self.open_handler.on_open,
             ev.RemoteBegin: sessions.on_begin,
             ev.RemoteAttach: links.on_attach,
             ev.RemoteDetach: links.on_detach,
@@ -317,7 +318,7 @@ class BrokerConnection:
         if deadlines.handshake_due is not None and now >= deadlines.handshake_due:
             deadlines.handshake_due = None
             if engine is None or engine.remote_open is None:
-                self._handshake_timed_out(engine)
+                self.open_handler.timed_out(engine)
                 return
         if deadlines.sasl_due is not None and now >= deadlines.sasl_due:
             deadlines.sasl_due = None
@@ -329,20 +330,6 @@ class BrokerConnection:
             engine.handle_timer(now)
             self._drain_events()
         self.mark_dirty()
-
-    def _handshake_timed_out(self, engine: Connection | None) -> None:
-        """RabbitMQ's handshake_timeout: no open within the bound of the TCP accept. Once
-        the AMQP protocol headers were exchanged (after SASL, if any) a frame can say why:
-        our open, then close with amqp:resource-limit-exceeded (2.4.1: open comes first;
-        2.7.9), and the peer gets CLOSE_GRACE_S to answer; before that, a TCP close."""
-        reason = handshake_timeout_reason(self.config.limits)
-        log.info("%s: %s", self.name, reason)
-        if engine is None or engine.state is not ConnState.HDR_EXCH:
-            self.shutdown()
-            return
-        engine.close(Cond.RESOURCE_LIMIT_EXCEEDED, reason)
-        self.deadlines.schedule_hard_close()
-        self.mark_dirty()  # flushed at the turn's end; the timer re-arms for the grace
 
     def _drain_events(self) -> None:
         handlers = self._handlers
@@ -405,39 +392,6 @@ class BrokerConnection:
             self.shutdown()
 
     # ------------------------------------------------------------------ connection (2.4)
-    def _on_open(self, event: ev.RemoteOpen) -> None:
-        self.deadlines.handshake_due = None
-        self.summary.container_id = event.open.container_id
-        props = event.open.properties
-        if isinstance(props, dict):
-            self.summary.client_properties = {str(k): str(v) for k, v in props.items()}
-        engine = self.engine
-        users = (summary.user for summary in self.vhost.connections.values())
-        refusal = connection_refusal(self.config.limits, users, self.summary.user)
-        # features/sole_connection.py (soleconn): refuse this one, or close the container's others
-        admission = self.context.sole.admit(self, event.open) if refusal is None else None
-        properties: dict[Any, Any] = {"product": "amqpspec reference broker"}
-        properties.update(admission.properties if admission is not None else {})
-        engine.open(
-            properties=properties,
-            offered_capabilities=relay.offered_capabilities()  # features/relay.py (anonterm)
-            + SoleConnections.offered_capabilities(),
-        )
-        if refusal is not None:  # open, then close at once with the reason (2.4.1)
-            log.info("%s: %s", self.name, refusal)
-            engine.close(Cond.RESOURCE_LIMIT_EXCEEDED, refusal)
-            self.deadlines.schedule_hard_close()
-            return
-        assert admission is not None
-        if admission.refuse:  # open, then close at once with the reason (2.4.1)
-            log.info("%s: %s", self.name, admission.error)
-            engine.close(admission.error)
-            self.deadlines.schedule_hard_close()
-            return
-        for other in admission.close:
-            other.close_with(admission.error)
-        self.vhost.register_connection(self.summary)
-
     def close_with(self, error: Any) -> None:
         """Close this connection with `error` from another connection's turn (written at
         the turn's end); the peer gets CLOSE_GRACE_S to answer."""
