@@ -2,11 +2,13 @@
 octets before the open exchange closes the connection with framing-error (2.7.1 MUST: the
 maximum before negotiation is 512, 2.4.1), a close with an error answered with a close
 (2.4.3 MUST: a close frame before closing) and nothing sent after the broker's close
-(2.4.3, 2.7.9 MUST), the broker's heartbeats (2.4.5 SHOULD); how it answers a second open,
+(2.4.3, 2.7.9 MUST), the broker's heartbeats and an idle-time-out of ours it keeps or
+refuses with a close carrying an error (2.4.5 SHOULD); how it answers a second open,
 a begin before open and an open on channel 1 (the probe breaks the spec there; no sentence
 binds the answer: MAY; an open the broker answers with is on channel 0, 2.4.1 "can only").
 
-Owns the cases `2.4.1/*`, `2.4.6/*` and `2.4.5/broker-heartbeats` (the idle time-out
+Owns the cases `2.4.1/*`, `2.4.6/*`, `2.4.5/broker-heartbeats` and
+`2.4.5/broker-short-idle-time-out` (the idle time-out
 cases are in s2_4_5_idle.py, the open's limits in s2_7_1_open.py).
 """
 
@@ -32,6 +34,7 @@ OVERSIZED = "2.7.1/open.max-frame-size.2"  # an oversized frame: close with fram
 CLOSE_LAST = "2.4.3/closing-a-connection.2"  # the close is the last thing ever written
 NOTHING_AFTER_CLOSE = "2.7.9/close.2"  # illegal to send anything after a close
 IDLE_EXCEEDED = "2.4.5/idle-time-out-of-a-connection.8"  # exceeding it: SHOULD close with an error
+IDLE_UNSUPPORTED = "2.4.5/idle-time-out-of-a-connection.3"  # can't support it: SHOULD close
 
 REFUSE = {
     "close:amqp:connection:framing-error",
@@ -160,19 +163,72 @@ def broker_heartbeats(probe, ctx):
     """We open with idle-time-out 2,000 ms and stay silent except for our own heartbeats:
     over 5 s the broker never lets 2 s pass without a frame."""
     probe.open(idle_timeout_ms=2000)
-    opened = next(t for t in probe.recording.items if t.name == "open" and t.direction == SERVER)
-    probe.idle(5.0)
-    times = [opened.time] + [
-        t.time for t in probe.recording.items if t.direction == SERVER and t.index > opened.index
-    ]
-    times.append(probe.recording.end or times[-1])
-    gap = max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+    gap = _longest_silence(probe, 5.0)
     ctx.check(not probe.closed, f"expected the connection open while idle; {probe.observed(0)}")
     ctx.check(
         gap < 2.0,
         f"expected a broker frame at least every 2 s (our idle-time-out); observed {gap:.2f} s "
         "without one and no close",
     )
+
+
+def _longest_silence(probe, seconds: float) -> float:
+    """Stay idle for `seconds` (our heartbeats only) after the broker's open: the longest
+    time the broker let pass without a frame (to the end of the recording)."""
+    opened = next(t for t in probe.recording.items if t.name == "open" and t.direction == SERVER)
+    probe.idle(seconds)
+    times = [opened.time] + [
+        t.time for t in probe.recording.items if t.direction == SERVER and t.index > opened.index
+    ]
+    times.append(probe.recording.end or times[-1])
+    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+
+
+SHORT_IDLE_MS = 500  # below RabbitMQ 4's minimum (1 s: its idle_time_out_too_short test)
+
+
+@case(
+    "2.4.5/broker-short-idle-time-out",
+    SHOULD,
+    "If a peer can not, for any reason support a proposed idle time-out, then it should "
+    "close the connection using a close frame with an error explaining why: our open's "
+    f"idle-time-out of {SHORT_IDLE_MS} ms is kept (a broker frame at least every "
+    f"{2 * SHORT_IDLE_MS} ms, twice it for a loaded machine) or refused with a close frame "
+    "carrying an error.",
+    sentences=(IDLE_UNSUPPORTED,),
+    outcomes={"close:*", "kept"},
+    budget=20.0,
+    pipelined=False,  # reads the broker's open
+)
+def idle_time_out_short(probe, ctx):
+    """We open with idle-time-out 500 ms and stay silent but for our heartbeats for 2 s:
+    the broker keeps it (a frame at least every 1 s) or closes with an error."""
+    probe.open(idle_timeout_ms=SHORT_IDLE_MS, wait_open=True)
+    gap = _longest_silence(probe, 2.0)
+    ended = [t for t in probe.recording.items if t.name == "close"]
+    ctx.check(
+        not ended or ended[0].direction == SERVER,
+        f"expected a broker frame within our idle-time-out of {SHORT_IDLE_MS} ms or a close "
+        f"with an error; observed neither, and our engine closed the connection when the "
+        f"time-out expired ({probe.observed(0)})",
+    )
+    if ended:
+        error = ended[0].item.performative.error
+        ctx.check(error is not None, f"expected the close to carry an error; {probe.observed(0)}")
+        ctx.outcome(f"close:{error.condition}")
+        return
+    ctx.check(
+        not probe.closed,
+        f"expected a close frame with an error when refusing idle-time-out {SHORT_IDLE_MS} "
+        f"ms; observed a TCP close without one ({probe.observed(0)})",
+    )
+    ctx.check(
+        gap < 2 * SHORT_IDLE_MS / 1000,
+        f"expected a broker frame at least every {2 * SHORT_IDLE_MS} ms (our idle-time-out "
+        f"{SHORT_IDLE_MS} ms) or a close with an error; observed {gap:.2f} s without a frame "
+        "and no close",
+    )
+    ctx.outcome("kept")
 
 
 @case(
