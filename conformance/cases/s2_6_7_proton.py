@@ -26,13 +26,52 @@ STEP_S = 0.2  # how long one step of the proton event loop may wait for I/O
 MESSAGES = 2000
 
 
+class _Ending:
+    """How the receiver ends (a mixin before MessagingHandler, so these handlers are the
+    ones proton calls): a closed or detached link, the case's timer, a link or transport
+    error each cancel the timer and close the connection; the errors are kept in `error`."""
+
+    received: int
+    count: int
+    error: str | None
+    timer: Any
+    connection: Any
+
+    def on_link_closed(self, event: Any) -> None:
+        self._finish(event)
+
+    def on_link_remote_detach(self, event: Any) -> None:  # a detach without closed=true
+        self._finish(event)
+
+    def on_timer_task(self, event: Any) -> None:
+        self.error = f"timed out after {self.received} of {self.count} messages"
+        self.timer = None
+        self._finish(event)
+
+    def on_link_error(self, event: Any) -> None:
+        self.error = f"link error: {event.link.remote_condition}"
+        self._finish(event)
+
+    def on_transport_error(self, event: Any) -> None:
+        self.error = f"transport error: {event.transport.condition}"
+        self._finish(event)
+
+    def _finish(self, event: Any) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+
 def _handler_class() -> Any:
     try:
         from proton.handlers import MessagingHandler
     except ImportError as exc:
         raise Unsupported("python-qpid-proton is not installed") from exc
 
-    class PrefetchReceiver(MessagingHandler):
+    class PrefetchReceiver(_Ending, MessagingHandler):
         """Receive `count` messages with prefetch 2 (re-grant after every delivery)."""
 
         def __init__(self, url: str, address: str, count: int, timeout: float, mechs: str):
@@ -61,33 +100,6 @@ def _handler_class() -> Any:
             self.received += 1
             if self.received >= self.count:
                 event.receiver.close()  # detach first; the connection closes once detached
-
-        def on_link_closed(self, event: Any) -> None:
-            self._finish(event)
-
-        def on_link_remote_detach(self, event: Any) -> None:  # a detach without closed=true
-            self._finish(event)
-
-        def on_timer_task(self, event: Any) -> None:
-            self.error = f"timed out after {self.received} of {self.count} messages"
-            self.timer = None
-            self._finish(event)
-
-        def on_link_error(self, event: Any) -> None:
-            self.error = f"link error: {event.link.remote_condition}"
-            self._finish(event)
-
-        def on_transport_error(self, event: Any) -> None:
-            self.error = f"transport error: {event.transport.condition}"
-            self._finish(event)
-
-        def _finish(self, event: Any) -> None:
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
-            if self.connection is not None:
-                self.connection.close()
-                self.connection = None
 
     return PrefetchReceiver
 
