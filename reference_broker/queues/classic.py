@@ -36,6 +36,7 @@ from amqpspec.amqp10.serial import MASK as SERIAL_MASK
 
 from ..faults.catalog import NO_FAULTS, Faults
 from . import credit
+from .requeued import take_requeued
 from .selection import count_accepted, take_accepted
 
 
@@ -91,6 +92,25 @@ class QueuedMessage:
 
     def __lt__(self, other: QueuedMessage) -> bool:  # heap order = original order
         return self.msg_id < other.msg_id
+
+    def modify(
+        self,
+        tag: str,
+        delivery_failed: bool,
+        undeliverable_here: bool,
+        annotations: dict[Any, Any] | None,
+    ) -> None:
+        """The modified outcome (3.4.5) from consumer `tag`: delivery-failed counts a
+        failed delivery (3.2.1), undeliverable-here keeps it from that consumer, and the
+        message-annotations are merged."""
+        if delivery_failed:
+            self.delivery_count += 1
+        if undeliverable_here:
+            if self.undeliverable_to is None:
+                self.undeliverable_to = set()
+            self.undeliverable_to.add(tag)
+        if annotations:
+            self.annotations = {**(self.annotations or {}), **annotations}
 
 
 @dataclass(slots=True, eq=False)
@@ -448,16 +468,8 @@ class ClassicQueue:
     def _take_for(self, consumer: Consumer) -> QueuedMessage | None:
         if consumer.accepts is not None:  # a selector: the oldest message it accepts
             return take_accepted(self._ready, self._returned, consumer.tag, consumer.accepts)
-        returned = self._returned
-        if returned:
-            head = returned[0]
-            if head.undeliverable_to is None or consumer.tag not in head.undeliverable_to:
-                return heapq.heappop(returned)
-            for msg in sorted(returned):  # rare: skip the ones undeliverable here
-                if msg.undeliverable_to is None or consumer.tag not in msg.undeliverable_to:
-                    returned.remove(msg)
-                    heapq.heapify(returned)
-                    return msg
+        if self._returned and (msg := take_requeued(self._returned, consumer.tag)) is not None:
+            return msg
         if self._ready:
             return self._ready.popleft()
         return None
@@ -515,14 +527,8 @@ class ClassicQueue:
                 self._discard(msg)
                 continue
             if outcome is Outcome.MODIFIED:
-                if delivery_failed:
-                    msg.delivery_count += 1
-                if undeliverable_here and not self.faults.redeliver_undeliverable_here:
-                    if msg.undeliverable_to is None:
-                        msg.undeliverable_to = set()
-                    msg.undeliverable_to.add(tag)
-                if annotations:
-                    msg.annotations = {**(msg.annotations or {}), **annotations}
+                here = undeliverable_here and not self.faults.redeliver_undeliverable_here
+                msg.modify(tag, delivery_failed, here, annotations)
             self._requeue(msg)
             requeued = True
         if requeued and self._on_ready is not None:
