@@ -89,11 +89,7 @@ class DeliveryHandler:
         link = event.link
         publisher = self.publishers.get(link)
         if publisher is None:
-            if self.transactions.control_transfer(event):
-                return
-            pair = self.management_links.get(link)
-            if pair is not None:
-                self.connection.link_handler.management_request(pair, event)
+            self._control_transfer(event)
             return
         session = publisher.session
         if event.resume:
@@ -147,6 +143,15 @@ class DeliveryHandler:
             # decided after the whole read: the engine has already counted every transfer
             # of it against the credit, and the unconfirmed count must include them too
             self.credit_checks.append(publisher)
+
+    def _control_transfer(self, event: ev.TransferReceived) -> None:
+        """A transfer on a link that publishes nothing: a transaction coordinator's control
+        message (4.5) or a /management request."""
+        if self.transactions.control_transfer(event):
+            return
+        pair = self.management_links.get(event.link)
+        if pair is not None:
+            self.connection.link_handler.management_request(pair, event)
 
     def _publish_refused(
         self, publisher: PublisherLink, event: ev.TransferReceived, exc: Exception
