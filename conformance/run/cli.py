@@ -145,6 +145,13 @@ def pytest_args(args: argparse.Namespace, broker_name: str) -> list[str]:
         # rewrite every module of each plugin's distribution (all of hypothesis) at each
         # run where bytecode is not written (PYTHONDONTWRITEBYTECODE): seconds of start-up
         "--assert=plain",
+        # the installed pytest plugins the suite does not use, not even imported
+        "-p",
+        "no:benchmark",
+        "-p",
+        "no:timeout",
+        "-p",
+        "no:hypothesispytest",
         "--rootdir",
         str(SUITE.parent.parent),  # item ids stay conformance/suite.py::test_case[<case id>]
         "-c",
