@@ -34,7 +34,7 @@ from typing import Any
 from amqpspec.amqp10.composites import Accepted
 from amqpspec.amqp10.engine import DispositionReceived, Event, FlowReceived, TransferReceived
 from amqpspec.amqp10.message import Message
-from amqpspec.bench.overload.peer import Peer, Pump, rss, write_report
+from amqpspec.bench.overload.peer import Peer, Pump, exit_status, rss, script_main, write_report
 from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 
@@ -245,14 +245,11 @@ def run(args: argparse.Namespace) -> int:
         f"{result['published_after_first_unblock']} published after the first unblock"
     )
     print(f"published {result['published']}, received {result['received']}, lost {result['lost']}")
-    print("OK" if result["ok"] else "FAILED")
-    return 0 if result["ok"] else 1
+    return exit_status(result["ok"])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return script_main(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from typing import Any
 from amqpspec.amqp10.composites import Accepted
 from amqpspec.amqp10.engine import DispositionReceived, RemoteBegin
 from amqpspec.amqp10.message import Message
-from amqpspec.bench.overload.peer import Peer, Pump, rss, write_report
+from amqpspec.bench.overload.peer import Peer, Pump, exit_status, rss, script_main, write_report
 from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 
@@ -177,14 +177,11 @@ def run(args: argparse.Namespace) -> int:
     for phase in ("probe_idle", "probe_with_connections_held", "probe_after_close"):
         p = result[phase]
         print(f"{phase}: median {p['median_ms']} ms, p95 {p['p95_ms']} ms, max {p['max_ms']} ms")
-    print("OK" if result["ok"] else "OVER GOAL")
-    return 0 if result["ok"] else 1
+    return exit_status(result["ok"], "OVER GOAL")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return script_main(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from amqpspec.amqp10.engine import DispositionReceived, RemoteAttach, TransferRe
 from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.frames import AMQP_HEADER, Frame, decode_stream, encode_frame
 from amqpspec.amqp10.message import Message
-from amqpspec.bench.overload.peer import Peer, Pump, write_report
+from amqpspec.bench.overload.peer import Peer, Pump, exit_status, script_main, write_report
 from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 
@@ -405,14 +405,11 @@ def run(args: argparse.Namespace) -> int:
     for kind, counter in result["answers"].items():
         print(f"{kind} answers: {counter}")
     print(f"broker alive: {result['broker_alive']}, admin API: {result['admin_api_answered']}")
-    print("OK" if result["ok"] else "FAILED")
-    return 0 if result["ok"] else 1
+    return exit_status(result["ok"])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return script_main(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

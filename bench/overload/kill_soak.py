@@ -49,7 +49,15 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.types import Described, symbol
 from amqpspec.bench.overload import kill_soak_txn
 from amqpspec.bench.overload.kill_soak_txn import TXN_QUEUE, TxnPublisher, TxnTally
-from amqpspec.bench.overload.peer import WAIT, Peer, Pump, ended, write_report
+from amqpspec.bench.overload.peer import (
+    WAIT,
+    Peer,
+    Pump,
+    ended,
+    exit_status,
+    script_main,
+    write_report,
+)
 from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 
@@ -365,14 +373,11 @@ def run(args: argparse.Namespace) -> int:
         f"{txn['committed_lost']} committed messages lost, {txn['rolled_back_seen']} "
         f"rolled-back messages seen, {txn['partial']} partial"
     )
-    print("OK" if result["ok"] else "FAILED")
-    return 0 if result["ok"] else 1
+    return exit_status(result["ok"])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return script_main(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":
