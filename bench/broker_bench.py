@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from amqpspec import amqp10
+from amqpspec.bench.script import script_main
 from amqpspec.bench.table import print_table
 from amqpspec.reference_broker.runtime.process import BrokerProcess, free_port
 
@@ -680,9 +681,7 @@ def _command_line() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return script_main(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from amqpspec.amqp10.composites import Disposition, Flow, Transfer
 from amqpspec.amqp10.frames import decode_frame, encode_frame
 from amqpspec.amqp10.message import Message
+from amqpspec.bench.script import script_main
 from amqpspec.bench.table import print_table
 
 BODY = b"hello world!"  # 12 bytes
@@ -237,9 +238,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return script_main(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

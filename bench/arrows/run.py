@@ -43,6 +43,7 @@ from amqpspec.bench.arrows.plots import plot_runs
 from amqpspec.bench.arrows.procstat import ProcessSampler, pid_listening_on
 from amqpspec.bench.arrows.results import summarise
 from amqpspec.bench.arrows.spec import MIN_BODY, ArrowSpec, read_records, split_url
+from amqpspec.bench.script import script_main
 from amqpspec.bench.table import print_table
 from amqpspec.reference_broker.runtime.process import free_port
 
@@ -414,9 +415,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    return script_main(__doc__, add_arguments, run, argv)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ from typing import Any
 from amqpspec.amqp10.composites import Accepted
 from amqpspec.amqp10.engine import DispositionReceived, Event, FlowReceived, TransferReceived
 from amqpspec.amqp10.message import Message
-from amqpspec.bench.overload.peer import Peer, Pump, exit_status, rss, script_main, write_report
+from amqpspec.bench.overload.peer import Peer, Pump, exit_status, rss, write_report
+from amqpspec.bench.script import script_main
 from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 

@@ -43,7 +43,8 @@ from amqpspec.amqp10.engine import DispositionReceived, RemoteAttach, TransferRe
 from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.frames import AMQP_HEADER, Frame, decode_stream, encode_frame
 from amqpspec.amqp10.message import Message
-from amqpspec.bench.overload.peer import Peer, Pump, exit_status, script_main, write_report
+from amqpspec.bench.overload.peer import Peer, Pump, exit_status, write_report
+from amqpspec.bench.script import script_main
 from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 

@@ -55,9 +55,9 @@ from amqpspec.bench.overload.peer import (
     Pump,
     ended,
     exit_status,
-    script_main,
     write_report,
 )
+from amqpspec.bench.script import script_main
 from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 

@@ -9,7 +9,6 @@ overload-<name>.json. May touch: the amqp10 engine (a client `Connection` per pe
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -178,19 +177,6 @@ def write_report(name: str, result: dict[str, Any], out: str | os.PathLike[str] 
     path = directory / f"overload-{name}.json"
     path.write_text(json.dumps({**machine(), **result}, indent=2, default=str) + "\n")
     return str(path)
-
-
-def script_main(
-    doc: str | None,
-    add_arguments: Callable[[argparse.ArgumentParser], None],
-    run: Callable[[argparse.Namespace], int],
-    argv: list[str] | None = None,
-) -> int:
-    """What every overload module's `main` does: its docstring's first line as the description,
-    its `add_arguments` for the options, its `run` on what was parsed."""
-    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
 
 
 def exit_status(ok: bool, failed: str = "FAILED") -> int:
