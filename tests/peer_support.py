@@ -1,12 +1,29 @@
 """A fake peer on loopback for the fuzz oracle's unit tests (a core unit test may use one;
 the fuzzer's real evidence comes from the brokers). Owns `LoopbackPeer`: a server socket on
 a free port of 127.0.0.1 whose connections are each served on a thread of their own by the
-subclass's `_serve(conn)`; `close()` stops accepting (every wait in it is bounded)."""
+subclass's `_serve(conn)`; `close()` stops accepting (every wait in it is bounded). Also
+`chunks`: what a served connection delivers, read until the peer stops or the socket ends."""
 
 from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
+
+
+def chunks(conn: socket.socket, stop: threading.Event, size: int = 65536) -> Iterator[bytes]:
+    """`conn`'s bytes as they arrive, until `stop` is set, the peer's EOF or a socket error;
+    each read bounded by the timeout the caller set on `conn` (a quiet spell reads again)."""
+    while not stop.is_set():
+        try:
+            data = conn.recv(size)
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        yield data
 
 
 class LoopbackPeer:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from peer_support import chunks
 
 from amqpspec.amqp10.checker import Violation
 from amqpspec.amqp10.composites import End, Error, Flow, Open
@@ -84,15 +85,7 @@ class SilentPeer:
             conn.settimeout(0.2)
         except OSError:  # closed already (the test ended)
             return
-        while not self._stop.is_set():
-            try:
-                data = conn.recv(65536)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if not data:
-                return
+        for data in chunks(conn, self._stop):
             self.received += len(data)
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 
-from peer_support import LoopbackPeer
+from peer_support import LoopbackPeer, chunks
 
 from amqpspec.amqp10.builder import build_frame
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
@@ -39,15 +39,7 @@ class LateCloser(LoopbackPeer):
         conn.settimeout(0.1)
         got, opened = b"", False
         with conn:
-            while not self.stop.is_set():
-                try:
-                    data = conn.recv(4096)
-                except TimeoutError:
-                    continue
-                except OSError:
-                    return
-                if not data:
-                    return
+            for data in chunks(conn, self.stop, 4096):
                 got += data
                 if not opened:
                     opened = True

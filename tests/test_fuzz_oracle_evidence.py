@@ -19,7 +19,7 @@ import socket
 import time
 
 import pytest
-from peer_support import LoopbackPeer
+from peer_support import LoopbackPeer, chunks
 
 from amqpspec.amqp10.builder import build_frame, mutate
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
@@ -86,15 +86,7 @@ class Peer(LoopbackPeer):
         decoder = FrameDecoder(expect_header=True)
         deaf = False
         with conn:
-            while not self.stop.is_set():
-                try:
-                    data = conn.recv(65536)
-                except TimeoutError:
-                    continue
-                except OSError:
-                    return
-                if not data:
-                    return
+            for data in chunks(conn, self.stop):
                 if deaf:
                     continue
                 decoder.feed(data)
