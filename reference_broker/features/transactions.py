@@ -92,7 +92,6 @@ MULTI_TXNS_PER_SSN = symbol("amqp:multi-txns-per-ssn")
 UNKNOWN_ID = "amqp:transaction:unknown-id"
 ROLLBACK = "amqp:transaction:rollback"
 TIMEOUT = "amqp:transaction:timeout"
-REJECTED_OUTCOME = "amqp:rejected:list"
 TXN_ID = symbol("txn-id")  # 4.4.3: the flow property naming the acquiring transaction
 TRANSACTIONAL_STATE = TransactionalState.NAME
 
@@ -155,14 +154,7 @@ class CoordinatorLink:
     def allows_rejected(self) -> bool:
         """4.2 / 4.3: does the control link's source support the rejected outcome (the
         sender's source; its `outcomes` null means the default set, which has it)?"""
-        attach = self.link.remote_attach
-        source = attach.source if attach is not None else None
-        outcomes = getattr(source, "outcomes", None)
-        if outcomes is None:
-            return True
-        if isinstance(outcomes, str):
-            outcomes = [outcomes]
-        return REJECTED_OUTCOME in [str(o) for o in outcomes]
+        return relay.rejects(self.link)
 
     def confirmed(self) -> None:
         """A commit's records are durable (the context's durable waiters call this)."""
