@@ -51,6 +51,18 @@ def grant(credit: int) -> bytes:
     return encode_frame(flow)
 
 
+def settled_transfer(number: int, body: bytes) -> bytes:
+    """Pre-settled delivery `number` on handle 0 (its delivery-id, its one-byte tag) of `body`."""
+    transfer = Transfer(
+        handle=0,
+        delivery_id=number,
+        delivery_tag=bytes([number]),
+        message_format=0,
+        settled=True,
+    )
+    return encode_frame(transfer, payload=Message.of(body).encode())
+
+
 def exchange(transfers: int = 30) -> tuple[bytes, bytes]:
     """(client bytes, server bytes) of a short sender session."""
     client = [
@@ -64,18 +76,7 @@ def exchange(transfers: int = 30) -> tuple[bytes, bytes]:
         ),
     ]
     for number in range(transfers):
-        client.append(
-            encode_frame(
-                Transfer(
-                    handle=0,
-                    delivery_id=number,
-                    delivery_tag=bytes([number]),
-                    message_format=0,
-                    settled=True,
-                ),
-                payload=Message.of(b"x" * (number * 7 % 300)).encode(),
-            )
-        )
+        client.append(settled_transfer(number, b"x" * (number * 7 % 300)))
     client.append(encode_frame(Close()))
     server = [
         AMQP_HEADER.encode(),
@@ -206,19 +207,5 @@ def session_frames(transfers: int, credit: int) -> list[tuple[str, bytes]]:
         (CLIENT, grant(credit)),
     ]
     for number in range(transfers):
-        frames.append(
-            (
-                SERVER,
-                encode_frame(
-                    Transfer(
-                        handle=0,
-                        delivery_id=number,
-                        delivery_tag=bytes([number]),
-                        message_format=0,
-                        settled=True,
-                    ),
-                    payload=Message.of(b"hello").encode(),
-                ),
-            )
-        )
+        frames.append((SERVER, settled_transfer(number, b"hello")))
     return frames
