@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 BUCKET = "captures"
 
 
@@ -43,6 +45,8 @@ def _free_port() -> int:
 
 @contextmanager
 def s3_server() -> Iterator[S3Server]:
+    """The server and its bucket; the calling test skips where moto's server is missing."""
+    pytest.importorskip("moto.server", reason="pip install 'moto[server]' (the test extra)")
     import boto3
     from moto.server import ThreadedMotoServer
 

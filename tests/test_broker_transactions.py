@@ -64,6 +64,14 @@ class Controller:
     def discharge(self, txn_id: bytes, fail: bool = False) -> object:
         return self.request(Discharge(txn_id=txn_id, fail=fail))
 
+    def assert_times_out(self, seconds: float) -> None:
+        """A transaction declared now, discharged `seconds` later, is refused with
+        amqp:transaction:timeout (4.5.8 transaction-timeout)."""
+        txn_id = self.declare()
+        self.broker.advance(seconds)
+        state = self.discharge(txn_id)
+        assert str(state.error.condition) == "amqp:transaction:timeout"
+
 
 def state_of(conn, delivery_id: int, role: bool) -> object:
     found = [
@@ -193,11 +201,7 @@ def test_a_refused_settled_post_makes_the_commit_fail():
 def test_transaction_timeout():
     config = broker_config(limits={"transaction_timeout": 5.0})
     with MemoryBroker(config) as broker, memory_session(broker) as (conn, session):
-        ctl = Controller(broker, conn, session)
-        txn_id = ctl.declare()
-        broker.advance(6.0)
-        state = ctl.discharge(txn_id)
-        assert str(state.error.condition) == "amqp:transaction:timeout"
+        Controller(broker, conn, session).assert_times_out(6.0)
 
 
 def test_without_rejected_outcome_the_control_link_is_detached():
@@ -415,11 +419,7 @@ def test_connection_transaction_timeout_through_the_admin_api():
 
         assert put(b'{"seconds": -1}') == 400
         assert put(b'{"seconds": 0.5}') == 204
-        ctl = Controller(broker, conn, session)
-        txn_id = ctl.declare()
-        broker.advance(1.0)
-        state = ctl.discharge(txn_id)
-        assert str(state.error.condition) == "amqp:transaction:timeout"
+        Controller(broker, conn, session).assert_times_out(1.0)
 
 
 def test_fault_timeout_never_fires():

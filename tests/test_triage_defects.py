@@ -18,12 +18,11 @@ Each is pinned twice: by `check_flow` alone (fast) and by the Spark job and the 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from triage_support import QuietProgress, local_spark
 
 from amqpspec.amqp10.checker.rules import RULES
 from amqpspec.amqp10.checker.signature import OPENED, signature
@@ -179,25 +178,8 @@ def test_the_earliest_stall_sets_the_cutoff_not_the_first_raw_item(templates, tm
 
 @pytest.fixture(scope="module")
 def spark():
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from amqpspec.spark_triage.session import spark_session
-
-    session = spark_session("local[2]", 2)
-    yield session
-    session.stop()
-
-
-class _Quiet:
-    def add_task(self, *args, **kwargs):
-        return 0
-
-    def update(self, *args, **kwargs):
-        pass
-
-    def advance(self, *args, **kwargs):
-        pass
+    with local_spark() as session:
+        yield session
 
 
 def _corpus(templates: dict[str, list[Packet]], root: Path) -> Path:
@@ -243,7 +225,9 @@ def test_defect_only_connections_make_no_cluster_in_spark(spark, templates, tmp_
 
     root = _corpus(templates, tmp_path)
     out = tmp_path / "triage"
-    code = run_job(spark, discover([str(root / "corpus")]), out, 2, None, _Quiet(), LIVENESS_BOUND)
+    code = run_job(
+        spark, discover([str(root / "corpus")]), out, 2, None, QuietProgress(), LIVENESS_BOUND
+    )
     assert code == 1  # the faulty client's cluster
     assert score_main(str(out), str(root / "truth.json")) == 0
     result = json.loads((out / "score.json").read_text())

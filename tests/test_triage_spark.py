@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
-from triage_support import big_endian, editcap, gzipped
+from triage_support import QuietProgress, big_endian, editcap, gzipped, local_spark
 
 from amqpspec.spark_triage.inputs import discover
 from amqpspec.spark_triage.job import run_job
@@ -24,27 +24,10 @@ CREDIT = "v1+link.credit.transfer-beyond-credit+2.6.7+transfer+opened"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-class _Quiet:
-    def add_task(self, *args, **kwargs):
-        return 0
-
-    def update(self, *args, **kwargs):
-        pass
-
-    def advance(self, *args, **kwargs):
-        pass
-
-
 @pytest.fixture(scope="module")
 def spark():
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from amqpspec.spark_triage.session import spark_session
-
-    session = spark_session("local[2]", 2)
-    yield session
-    session.stop()
+    with local_spark() as session:
+        yield session
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +65,7 @@ def corpus(tmp_path_factory) -> Path:
 def triaged(spark, corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     # captures read in 400 kB byte-range splits (several per file), as files over 2 GiB are
-    code = run_job(spark, discover([str(corpus)]), out, 2, None, _Quiet(), None, 400_000)
+    code = run_job(spark, discover([str(corpus)]), out, 2, None, QuietProgress(), None, 400_000)
     return code, out
 
 
@@ -222,7 +205,7 @@ def test_synthetic_corpus_is_triaged_and_scored(spark, tmp_path):
         assert _tshark_packets(path) > 0
     out = tmp_path / "triage"
     code = run_job(
-        spark, discover([str(tmp_path / "corpus")]), out, 2, None, _Quiet(), LIVENESS_BOUND
+        spark, discover([str(tmp_path / "corpus")]), out, 2, None, QuietProgress(), LIVENESS_BOUND
     )
     assert code == 1
     assert score_main(str(out), str(tmp_path / "truth.json")) == 0

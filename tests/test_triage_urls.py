@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
 from s3_support import BUCKET, s3_server
-from triage_support import gzipped
+from triage_support import QuietProgress, gzipped, local_spark
 
 from amqpspec.spark_triage.inputs import FRAMELOG, PCAP, PCAPNG, InputError, discover
 
@@ -27,20 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SPLIT = 400_000  # the pcapng in several splits, as a file over 2 GiB is read
 
 
-class _Quiet:
-    def add_task(self, *args, **kwargs):
-        return 0
-
-    def update(self, *args, **kwargs):
-        pass
-
-    def advance(self, *args, **kwargs):
-        pass
-
-
 @pytest.fixture(scope="module")
 def s3():
-    pytest.importorskip("moto.server", reason="pip install 'moto[server]' (the test extra)")
     with s3_server() as server:
         yield server
 
@@ -120,23 +108,17 @@ def test_discovery_under_a_prefix_matches_the_local_tree(s3, corpus, prefix, tmp
 
 @pytest.fixture(scope="module")
 def spark(s3):
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from amqpspec.spark_triage.session import spark_session
-
     # the executors read the bucket with their own environment: this process's JVM may
     # predate the server (an earlier module's), so the settings go as spark.executorEnv
     conf = {f"spark.executorEnv.{name}": value for name, value in s3.env.items()}
-    session = spark_session("local[2]", 2, conf)
-    yield session
-    session.stop()
+    with local_spark(conf) as session:
+        yield session
 
 
 def _triaged(spark, inputs: list, out: Path) -> int:
     from amqpspec.spark_triage.job import run_job
 
-    return run_job(spark, inputs, out, 2, None, _Quiet(), None, SPLIT)
+    return run_job(spark, inputs, out, 2, None, QuietProgress(), None, SPLIT)
 
 
 def _rows(out: Path, name: str, local_root: Path, prefix: str) -> list[tuple]:

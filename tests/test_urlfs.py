@@ -25,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def s3():
-    pytest.importorskip("moto.server", reason="pip install 'moto[server]' (the test extra)")
     with s3_server() as server:
         yield server
 

@@ -1,14 +1,20 @@
 """Capture variants for the triage tests: the same packets as classic pcap in the other byte
 order, or gzip'd; written with struct from a classic pcap (an independent writer from the
-reader under test). tshark's editcap makes the pcapng <-> pcap and nanosecond variants."""
+reader under test). tshark's editcap makes the pcapng <-> pcap and nanosecond variants.
+Also what the run_job tests share: a local Spark session, a progress display showing nothing."""
 
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import struct
 import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 EDITCAP = shutil.which("editcap")
 
@@ -37,3 +43,31 @@ def gzipped(source: Path, target: Path) -> Path:
     with source.open("rb") as src, gzip.open(target, "wb") as out:
         shutil.copyfileobj(src, out)
     return target
+
+
+class QuietProgress:
+    """run_job's progress display, showing nothing."""
+
+    def add_task(self, *args, **kwargs):
+        return 0
+
+    def update(self, *args, **kwargs):
+        pass
+
+    def advance(self, *args, **kwargs):
+        pass
+
+
+@contextmanager
+def local_spark(conf: dict[str, str] | None = None) -> Iterator[Any]:
+    """A local[2] Spark session whose executors run this interpreter, stopped on exit."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from amqpspec.spark_triage.session import spark_session
+
+    session = spark_session("local[2]", 2, conf)
+    try:
+        yield session
+    finally:
+        session.stop()
