@@ -380,15 +380,23 @@ def test_drain_with_nothing_to_send_and_echo():
     assert (echo.delivery_count, echo.link_credit, echo.available) == (10, 3, 7)
 
 
-def test_session_window_exhaustion_and_refill():
+def windowed_link(incoming_window: int, link_credit: int):
+    """A sender on an opened pair whose receiving session grants its incoming-window by hand
+    (auto_window off, `incoming_window` to start) and whose receiver grants `link_credit`:
+    (pair, client session, server session, sender, receiver)."""
     pair = opened_pair()
     cs, ss = session_pair(pair)
     ss.auto_window = False
-    ss.flow(incoming_window=2)
+    ss.flow(incoming_window=incoming_window)
     pair.pump()
     sender, receiver = sender_link(pair, cs)
-    receiver.flow(link_credit=10)
+    receiver.flow(link_credit=link_credit)
     pair.pump()
+    return pair, cs, ss, sender, receiver
+
+
+def test_session_window_exhaustion_and_refill():
+    pair, cs, ss, sender, _receiver = windowed_link(incoming_window=2, link_credit=10)
     assert cs.remote_incoming_window == 2
     for i in range(5):
         sender.send(bytes([i]))
@@ -419,14 +427,7 @@ def test_auto_window_refills():
 
 
 def test_detach_waits_behind_queued_transfers():
-    pair = opened_pair()
-    cs, ss = session_pair(pair)
-    ss.auto_window = False
-    ss.flow(incoming_window=1)
-    pair.pump()
-    sender, receiver = sender_link(pair, cs)
-    receiver.flow(link_credit=5)
-    pair.pump()
+    pair, _cs, ss, sender, receiver = windowed_link(incoming_window=1, link_credit=5)
     sender.send(b"1")
     sender.send(b"2")
     sender.detach()
