@@ -9,7 +9,8 @@
                `link_handler`, `delivery_handler`, `deadlines`), `context` (what all
                connections share), `sessions`, `links`, `credit`, and beside them `sasl`,
                `limits`, `permissions`.
-- `features/`  relay, dynamic_nodes, transactions, recovery, filters, sole_connection, alarms.
+- `features/`  relay, dynamic_nodes, topic_subscriptions, transactions, recovery, filters,
+  sole_connection, alarms.
 - `admin/`     the admin HTTP API (`api`, `views`, `http_server`, `client`) and the
                `/management` node (`management`, `management_links`).
 - `faults/`    `catalog` of switchable real-world bugs, `parser` and `wire` fault effects.

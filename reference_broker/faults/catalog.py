@@ -22,6 +22,7 @@ Where each fault lives:
   accept-misordered-sections (protocol/delivery_handler.py),
   relay-error-without-delivery-tag (features/relay.py),
   keep-dynamic-nodes and forget-persistent-nodes (features/dynamic_nodes.py),
+  close-shared-subscription-with-links (features/topic_subscriptions.py),
   sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
   report-unknown-filters and properties-filter-ignores-subject (features/filters.py),
@@ -421,6 +422,15 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "read as a promise: the termdur model)",
                 PROTOCOL_LAYER,
                 "features.dynamic_nodes.DynamicNodes._persistent",
+            ),
+            _fault(
+                "close-shared-subscription-with-links",
+                "a durable shared topic subscription detached with closed=true while other "
+                "links are still attached to it is removed all the same, without an error",
+                "Qpid Broker-J's TopicDestinationTest.sharedGlobalDurableSubscriptionClose"
+                "WithActiveLink (the JMS mapping's subscriptions: amqp:resource-locked)",
+                PROTOCOL_LAYER,
+                "features.topic_subscriptions.TopicSubscriptions.detached",
             ),
             _fault(
                 "sole-connection-weak-detection",

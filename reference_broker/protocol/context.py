@@ -26,6 +26,7 @@ from ..features.alarms import ResourceAlarms, alarms_from_config
 from ..features.dynamic_nodes import DynamicNodes
 from ..features.recovery import Recovery
 from ..features.sole_connection import SoleConnections
+from ..features.topic_subscriptions import TopicSubscriptions
 from ..queues.classic import CreditReply, Delivery
 from ..queues.store import GroupCommit
 from ..queues.vhost import VirtualHost
@@ -59,6 +60,8 @@ class BrokerContext:
         self.commit = GroupCommit(store, scheduler) if store is not None else None
         self.faults: Faults = config.faults
         self.dynamic = DynamicNodes(vhost, self.faults)  # features/dynamic_nodes.py (3.5.10)
+        # features/topic_subscriptions.py (the JMS mapping's topic subscriptions)
+        self.topics = TopicSubscriptions(vhost, self.faults)
         self.sole = SoleConnections(self.faults)  # features/sole_connection.py (soleconn)
         self.recovery = Recovery(vhost, self.faults, scheduler.now)  # features/recovery.py (2.6.13)
         self.connections: set[BrokerConnection] = set()

@@ -59,6 +59,7 @@ class LinkHandler:
         "sessions",
         "summary",
         "vhost",
+        "watching_closes",
     )
 
     def __init__(self, connection: BrokerConnection) -> None:
@@ -74,6 +75,7 @@ class LinkHandler:
         self.management_links = connection.management_links
         self.management_pairs = connection.management_pairs
         self.mark_dirty = connection.mark_dirty
+        self.watching_closes = False  # _watch_closes
 
     def on_attach(self, event: ev.RemoteAttach) -> None:
         session = self.sessions.get(event.link.session)
@@ -119,7 +121,11 @@ class LinkHandler:
         if source is not None and source.address == MANAGEMENT_ADDRESS:
             self._attach_management(session, link)
             return
-        if source is not None and source.dynamic:  # 3.5.3, 3.5.10: features/dynamic_nodes.py
+        topic = self.context.topics.attach(self.summary.container_id, link, source)
+        if topic is not None:  # the JMS mapping's subscriptions: features/topic_subscriptions.py
+            queue, source = topic
+            self._watch_closes()
+        elif source is not None and source.dynamic:  # 3.5.3, 3.5.10: features/dynamic_nodes.py
             queue, source = self.context.dynamic.create(self.connection, link, source)
         elif self._resume_consumer(session, link, attach):  # 2.6.13: features/recovery.py
             return
@@ -164,6 +170,20 @@ class LinkHandler:
             )
         session.links[link] = consumer
         session.consumers[link] = consumer
+
+    def _watch_closes(self) -> None:
+        """From this connection's first topic subscription on: see each detach as the
+        engine raises it, before its automatic answer, so that a refused close
+        (features/topic_subscriptions.py) is answered with its error instead."""
+        if not self.watching_closes:
+            self.connection.engine.add_observer(self._before_detach)
+            self.watching_closes = True
+
+    def _before_detach(self, event: ev.Event) -> None:
+        if isinstance(event, ev.RemoteDetach) and event.closed:
+            reason = self.context.topics.refuse_close(event.link)
+            if reason is not None:  # the JMS mapping's subscription in use by other links
+                self.detach_error(event.link, Cond.RESOURCE_LOCKED, reason)
 
     def _resume_consumer(self, session: BrokerSession, link: Any, attach: Any) -> bool:
         """A consumer link attached again whose terminus was kept (features/recovery.py): resumed on
@@ -317,6 +337,8 @@ class LinkHandler:
         if self.context.attached_links.get(key, (None, None))[1] is link:
             del self.context.attached_links[key]
         self.context.dynamic.detached(link, suspended=suspended, kept=why != CLOSED)
+        # features/topic_subscriptions.py
+        self.context.topics.detached(link, closed=why == CLOSED and not suspended)
         state = session.links.pop(link, None)
         if state is None:
             return

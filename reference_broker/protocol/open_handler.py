@@ -21,6 +21,7 @@ from amqpspec.amqp10.spec import Cond
 
 from ..features import relay
 from ..features.sole_connection import SoleConnections
+from ..features.topic_subscriptions import TopicSubscriptions
 from .limits import connection_refusal, handshake_timeout_reason
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ class OpenHandler:
         engine.open(
             properties=properties,
             offered_capabilities=relay.offered_capabilities()  # features/relay.py (anonterm)
-            + SoleConnections.offered_capabilities(),
+            + SoleConnections.offered_capabilities()
+            + TopicSubscriptions.offered_capabilities(),  # features/topic_subscriptions.py
         )
         if refusal is not None:  # open, then close at once with the reason (2.4.1)
             log.info("%s: %s", conn.name, refusal)
