@@ -335,6 +335,24 @@ def keep_dynamic_nodes(b, c) -> bool:
     return b.call(lambda: b.server.vhost.has_queue(name))
 
 
+def close_shared_subscription_with_links(b, c) -> bool:
+    """A durable shared global subscription (features/topic_subscriptions.py) with two
+    links, one detached with closed=true: answered without amqp:resource-locked."""
+    session = _session(c)
+    source = Source(
+        address="/exchanges/amq.topic",
+        durable=uint(1),
+        expiry_policy=symbol("never"),
+        capabilities=[symbol("topic"), symbol("shared"), symbol("global")],
+    )
+    first = session.attach_receiver("fault-sub|global", source=source)
+    second = session.attach_receiver("fault-sub|global2", source=source)
+    c.wait_event(RemoteAttach, where=lambda e: e.link is second)
+    first.detach()
+    detach = c.wait_event(RemoteDetach, where=lambda e: e.link is first)
+    return detach.error is None
+
+
 def forget_persistent_nodes(b, c) -> bool:
     """A dynamic source that never expires and is kept durably (expiry-policy never,
     durable configuration: dynamic_nodes.py), its connection closed without a detach: the
@@ -684,6 +702,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "relay-error-without-delivery-tag": (relay_error_without_delivery_tag, {}),
     "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
     "forget-persistent-nodes": (forget_persistent_nodes, {}),
+    "close-shared-subscription-with-links": (close_shared_subscription_with_links, {}),
     "sole-connection-weak-detection": (sole_connection_weak_detection, {}),
     "forget-unsettled-on-reattach": (forget_unsettled_on_reattach, {}),
     "session-scoped-delivery-tags": (session_scoped_delivery_tags, {}),
