@@ -13,7 +13,8 @@ File layout (every table optional except `name`):
                                # a string or a list; none by default)
     [connection]   sasl = "PLAIN" | "ANONYMOUS" | "none"; username; password; hostname
     [addresses]    queue_source, queue_target ("{queue}"), exchange_target ("{exchange}",
-                   "{key}"), unroutable_target; declare_queues = true|false
+                   "{key}"), unroutable_target, topic_source (the topic a JMS subscription
+                   is made on); declare_queues = true|false
     [capabilities] <name> = true|false ...   (see CAPABILITIES)
     [limits]       max_frame_size, channel_max, handle_max, idle_timeout_ms,
                    handshake_timeout_ms, sasl_timeout_ms (broker's)
@@ -83,6 +84,10 @@ CAPABILITIES: dict[str, str] = {
     "filter-set on a stream queue (RabbitMQ 4.1+)",
     "sql-filter": "the OASIS AMQP Filter Expressions SQL filter (amqp:sql-filter, 0x120) in "
     "a receiver's source filter-set on a stream queue (RabbitMQ 4.2+)",
+    "topic-subscriptions": "the AMQP JMS mapping's topic subscriptions: a receiver whose "
+    "source carries the topic capability on the profile's topic_source subscribes to it, "
+    "durable (expiry-policy never) or volatile, shared by link name (sub|global) when "
+    "SHARED-SUBS is offered",
     "selector-filter": "the JMS selector filter (apache.org:selector-filter:string) in a "
     "receiver's source filter-set on a queue (Qpid Broker-J, ActiveMQ Artemis): the "
     "receiver is handed the messages the selector accepts, the others stay queued",
@@ -149,6 +154,14 @@ MODELS: dict[str, str] = {
     "with a sasl-challenge (server-first, extending our nonce), a response with the right "
     "proof gets sasl-outcome ok whose additional-data is the server's signature, one with a "
     "wrong proof is refused (RFC 5802 3, 5)",
+    "jms-topics": "the AMQP JMS mapping's topic subscriptions (bindmap-jms working draft, as "
+    "Qpid JMS and Qpid Broker-J's TopicDestinationTest use them), which a broker claims with "
+    "the topic-subscriptions capability: a receiver with source capability topic is "
+    "attached as the subscription's sender; shared ones (capabilities shared, global) are "
+    "named by the link name up to its first |; a durable one (expiry-policy never, durable "
+    "configuration) outlives links detached with closed=false, is found again by a "
+    "null-source attach of its link name and removed by a detach with closed=true, which "
+    "is refused with amqp:resource-locked while another link is attached",
     "termdur": "terminus-durability (3.5.5) and terminus-expiry-policy (3.5.6), which state "
     "without a normative word what is kept, read as a promise: a dynamic node asked for by a "
     "terminus with expiry-policy never and durable configuration (or unsettled-state), which "
@@ -187,6 +200,7 @@ class Profile:
     queue_target: str = "{queue}"
     exchange_target: str | None = None
     unroutable_target: str | None = None
+    topic_source: str | None = None  # a topic subscriptions are made on (cases/s3_5_jms_topics.py)
     declare_queues: bool = False
     capabilities: frozenset[str] = frozenset()
     limits: dict[str, int] = field(default_factory=dict)
@@ -272,6 +286,7 @@ def profile_from_dict(data: dict[str, Any], path: str = "") -> Profile:
         queue_target=addresses.get("queue_target", "{queue}"),
         exchange_target=addresses.get("exchange_target"),
         unroutable_target=addresses.get("unroutable_target"),
+        topic_source=addresses.get("topic_source"),
         declare_queues=bool(addresses.get("declare_queues", False)),
         capabilities=frozenset(name for name, on in caps.items() if on),
         limits=dict(data.get("limits", {})),
