@@ -58,6 +58,7 @@ from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MODEL, case
 from amqpspec.conformance.steps.deliveries import collect, exactly
+from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.steps.transactions import Controller, describe
 from amqpspec.conformance.verdicts import Unsupported
 
@@ -97,15 +98,7 @@ def _relay(probe, ctx, *, outcomes=None):
         raise Unsupported(f"the broker does not offer {RELAY} in its open (offered: {offered})")
     source = Source(outcomes=outcomes) if outcomes is not None else Source()
     link = session.attach_sender(f"amqpspec-relay-{id(source)}", source, Target())
-    probe.flush()
-    event = probe.expect(
-        lambda e: (
-            (isinstance(e, RemoteAttach) and e.link is link)
-            or (isinstance(e, RemoteEnd) and e.session is session)
-            or isinstance(e, RemoteClose)
-        ),
-        what="attach",
-    )
+    event = attach_answer(probe, session, link, "attach")
     ctx.check(
         isinstance(event, RemoteAttach) and event.attach.target is not None,
         f"expected the null target attached (the broker offers {RELAY}); observed {event}",

@@ -48,6 +48,7 @@ from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.deliveries import collect, exactly
+from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.verdicts import Unsupported
 
 DYNAMIC_TARGET_ADDRESS = "3.5.4/target.address.2"  # set by the receiver when dynamic is true
@@ -79,15 +80,7 @@ def _dynamic(probe, ctx, *, target: bool, policy: Any = None, session=None):
             dynamic=True, expiry_policy="link-detach", dynamic_node_properties=properties
         )
         link = session.attach_receiver(f"amqpspec-dyn-s-{id(terminus)}", terminus, Target())
-    probe.flush()
-    event = probe.expect(
-        lambda e: (
-            (isinstance(e, RemoteAttach) and e.link is link)
-            or (isinstance(e, RemoteEnd) and e.session is session)
-            or isinstance(e, RemoteClose)
-        ),
-        what="attach",
-    )
+    event = attach_answer(probe, session, link, "attach")
     if not isinstance(event, RemoteAttach):
         ctx.note(f"the broker answered the dynamic attach with {event}")
         raise Unsupported(f"the broker refuses dynamic nodes ({_refusal(event)})")
@@ -448,15 +441,7 @@ def _invalid_node_properties(probe, ctx, properties: dict) -> None:
     source = Source(dynamic=True, expiry_policy="link-detach", dynamic_node_properties=properties)
     since = probe.mark()
     link = session.attach_receiver("amqpspec-dyn-invalid", source, Target())
-    probe.flush()
-    event = probe.expect(
-        lambda e: (
-            (isinstance(e, RemoteAttach) and e.link is link)
-            or (isinstance(e, RemoteEnd) and e.session is session)
-            or isinstance(e, RemoteClose)
-        ),
-        what="attach",
-    )
+    event = attach_answer(probe, session, link, "attach")
     reported = event.attach.source if isinstance(event, RemoteAttach) else None
     if reported is None:
         ctx.outcome(probe.error_outcome(timeout=1.0, since=since))

@@ -30,10 +30,11 @@ from __future__ import annotations
 import uuid
 
 from amqpspec.amqp10.composites import Source
-from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteEnd
+from amqpspec.amqp10.engine import RemoteAttach
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import symbol, uint
 from amqpspec.conformance.run.registry import MODEL, case
+from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.verdicts import Unsupported
 
 JMS_TOPICS = "jms-topics"  # profile.MODELS
@@ -83,15 +84,7 @@ def _subscribe(probe, ctx, session, name: str, source: Source | None):
     """A receiver named `name` from `source`: its link and the broker's attach; the
     model's difference when the broker refuses it (null source, end or close)."""
     link = session.attach_receiver(name, source, None)
-    probe.flush()
-    event = probe.expect(
-        lambda e: (
-            (isinstance(e, RemoteAttach) and e.link is link)
-            or (isinstance(e, RemoteEnd) and e.session is session)
-            or isinstance(e, RemoteClose)
-        ),
-        what=f"the attach of {name!r}",
-    )
+    event = attach_answer(probe, session, link, f"the attach of {name!r}")
     attach = event.attach if isinstance(event, RemoteAttach) else None
     ctx.model(
         attach is not None and attach.source is not None and attach.role == Role.SENDER,

@@ -9,9 +9,10 @@ Owns the cases `3.5.*/terminus-*`.
 from __future__ import annotations
 
 from amqpspec.amqp10.composites import Source, Target
-from amqpspec.amqp10.engine import RemoteAttach, RemoteClose, RemoteDetach, RemoteEnd
+from amqpspec.amqp10.engine import RemoteAttach, RemoteDetach
 from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.deliveries import exactly
+from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.verdicts import Unsupported
 
@@ -24,15 +25,7 @@ def _dynamic_receiver(probe, ctx):
     link = session.attach_receiver(
         "amqpspec-dynamic", Source(dynamic=True, expiry_policy="link-detach"), Target()
     )
-    probe.flush()
-    event = probe.expect(
-        lambda e: (
-            (isinstance(e, RemoteAttach) and e.link is link)
-            or (isinstance(e, RemoteEnd) and e.session is session)
-            or isinstance(e, RemoteClose)
-        ),
-        what="attach",
-    )
+    event = attach_answer(probe, session, link, "attach")
     if not isinstance(event, RemoteAttach):
         ctx.note(f"the broker answered the dynamic attach with {event}")
         raise Unsupported(f"the broker refuses dynamic sources ({type(event).__name__})")

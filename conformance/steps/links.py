@@ -1,6 +1,7 @@
 """Steps for sessions and links: receivers and senders on a queue, waiting for a sender's
 credit, session and link flows crafted from the engine's state, and a connection opened
-with a small max-frame-size.
+with a small max-frame-size, the broker's answer to an attach (its attach, or the end or
+close that refused it).
 
 Owns compositions of `Probe` calls only; registers no case. Touches nothing else.
 """
@@ -10,7 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from amqpspec.amqp10.composites import Flow
-from amqpspec.amqp10.engine import FlowReceived, Link, Session
+from amqpspec.amqp10.engine import (
+    FlowReceived,
+    Link,
+    RemoteAttach,
+    RemoteClose,
+    RemoteEnd,
+    Session,
+)
 from amqpspec.amqp10.spec import SndSettleMode
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.run.context import CaseContext
@@ -92,3 +100,17 @@ def small_frame_probe(ctx: CaseContext, max_frame_size: int = 512) -> Probe:
     receiver = ctx.probe()
     receiver.open(max_frame_size=max_frame_size)
     return receiver
+
+
+def attach_answer(probe: Probe, session: Session, link: Link, what: str = "attach") -> Any:
+    """Flush the attach of `link` and wait for the broker's answer: its RemoteAttach, or the
+    RemoteEnd of `session` or the RemoteClose that refused it."""
+    probe.flush()
+    return probe.expect(
+        lambda e: (
+            (isinstance(e, RemoteAttach) and e.link is link)
+            or (isinstance(e, RemoteEnd) and e.session is session)
+            or isinstance(e, RemoteClose)
+        ),
+        what=what,
+    )
