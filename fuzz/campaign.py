@@ -56,6 +56,12 @@ from amqpspec.fuzz.behaviour import behaviour_key, input_class
 from amqpspec.fuzz.buckets import case_behaviour as _behaviour_of
 from amqpspec.fuzz.buckets import case_signature as _signature_of
 from amqpspec.fuzz.case import Case, Step
+from amqpspec.fuzz.crash_sites import ELEMENT_THRESHOLD, CrashSites
+from amqpspec.fuzz.crash_triage import ALONE_SHARE as ALONE_SHARE
+from amqpspec.fuzz.crash_triage import OUTAGE_GAP_S as OUTAGE_GAP_S
+from amqpspec.fuzz.crash_triage import OUTAGE_REPLAYS as OUTAGE_REPLAYS
+from amqpspec.fuzz.crash_triage import CrashTriage
+from amqpspec.fuzz.crash_triage import Outage as Outage
 from amqpspec.fuzz.findings import Finding, FindingStore, finding_id
 from amqpspec.fuzz.intake import CANDIDATES_DIR as CANDIDATES_DIR
 from amqpspec.fuzz.intake import CandidateIntake
@@ -75,7 +81,7 @@ from amqpspec.fuzz.oracle import (
 )
 from amqpspec.fuzz.shrink import FieldResult, shrink_fields
 from amqpspec.fuzz.stops import WORKER_FAILED, TriageAbandonedError
-from amqpspec.traces.minimize import ddmin
+from amqpspec.traces.minimize import MinimizeResult, ddmin
 
 MINIMIZE_TESTS = 150
 MINIMIZE_TESTS_CRASH = 24  # each test of a crash waits for the broker to restart
@@ -98,12 +104,10 @@ TRIAGERS_MAX = 8  # triage threads: one per four workers, at most this many
 # reading, which concurrent cases would disturb (a silence is judged against a bound of
 # seconds, which the cases beside it do not approach)
 TRIAGED_ALONE = (CRASH, RESOURCE)
+CRASH_LAG_S = 0.05  # a crash test is its own if the broker dropped it this soon after its
+# last step (the Proton C example broker drops the culprit within a millisecond)
 CRASH_REPLY_COLD = 0.25  # a crash's triage test waits this for an answer while this process
 # has too few answers to learn a bound from (fuzz.answers): a crash shows in milliseconds
-OUTAGE_SUSPECTS = 256  # the crash candidates of one outage replayed alone, at most
-OUTAGE_GAP_S = 0.25  # drops further apart are two outages (a restart takes longer)
-OUTAGE_REPLAYS = 8  # the likeliest culprits of one outage replayed alone, at most (with 128
-# cases in flight, most are not it; a crash missed here comes again)
 
 
 @dataclass(slots=True)
@@ -123,6 +127,8 @@ class CampaignConfig:
     queues: Any = None  # multi-party: declares and deletes each run's queue (None: the broker
     # makes queues on attach)
     processes: int = 1  # worker processes the workers are spread over (fuzz.processes)
+    crash_threshold: int = ELEMENT_THRESHOLD  # crashes of one mutation site before its cases
+    # are skipped (fuzz.crash_sites; 0: never skipped)
 
     @property
     def triage_grace(self) -> float | None:
@@ -147,6 +153,9 @@ class Stats:
     kept: int = 0  # candidates left untriaged after the grace, kept in DIR/candidates/
     examples: int = 0  # new signatures of a behaviour triaged enough, kept in DIR/candidates/
     suspects: int = 0  # crash candidates that joined the outage of an earlier one (Outage)
+    polished: int = 0  # crashes kept unminimised while the cases ran, minimised in the grace
+    skipped: int = 0  # cases not run: their mutation site crashed the broker enough
+    # (fuzz.crash_sites)
 
     @property
     def rate(self) -> float:
@@ -157,73 +166,42 @@ class Stats:
         return len(self.covered) / len(COVERAGE_UNIVERSE)
 
 
-@dataclass(slots=True)
-class Outage:
-    """The crash candidates of one outage of the broker. Every case in flight when the
-    broker went down saw a drop and a refused connection; at most one of them (the first
-    queued, or another) caused it. The outage is triaged once, alone: each suspect
-    replayed until one brings the broker down again (`Campaign._triage_outage`), instead of
-    a triage alone, the workers paused, per case that was merely in flight."""
-
-    suspects: list = field(default_factory=list)  # (case, outcome, sig); the first queued
-
-    def clusters(self) -> list[list]:
-        """The suspects split into the broker's outages (drops more than OUTAGE_GAP_S
-        apart: the broker came back and went down again while this one was queued), in
-        time order, each with the likeliest culprit first: the case whose last step went
-        out last before the drop (`Verdict.lag`, smallest first; a case that saw no drop,
-        or whose bytes went out after it, last, in the last outage)."""
-
-        def down(suspect: tuple) -> float:
-            return suspect[1].verdict.down
-
-        def lag(suspect: tuple) -> float:
-            value = suspect[1].verdict.lag
-            return value if value is not None and value >= 0 else float("inf")
-
-        dated = sorted((s for s in self.suspects if s[1].verdict.down is not None), key=down)
-        groups: list[list] = []
-        last = None
-        for suspect in dated:
-            if last is None or down(suspect) - last > OUTAGE_GAP_S:
-                groups.append([])
-            groups[-1].append(suspect)
-            last = down(suspect)
-        undated = [s for s in self.suspects if s[1].verdict.down is None]
-        if undated:
-            if not groups:
-                groups.append([])
-            groups[-1].extend(undated)
-        return [sorted(group, key=lag) for group in groups]
-
-
 class Gate:
     """Many cases at once, or one triage alone (a readers-writer lock). With a
     multiprocessing `context` its state is shared by the worker processes too
-    (fuzz.processes): a triage alone then pauses the cases of every process."""
+    (fuzz.processes): a triage alone then pauses the cases of every process. The tests of
+    triages run beside the cases enter it too (`enter(test=True)`): none starts while a
+    triage alone runs, but a triage alone does not wait for those in flight (a test that
+    holds its close for the full reply bound would keep every worker waiting for seconds;
+    what a crash replay does to it at worst is fail that one test)."""
 
     def __init__(self, context: Any = None) -> None:
         if context is None:
             self._cond: Any = threading.Condition()
-            self._state: Any = [0, 0]  # cases in flight, a triage alone holds the gate
+            self._state: Any = [0, 0, 0]  # cases in flight, a triage alone, tests in flight
         else:
             self._cond = context.Condition()
-            self._state = context.Array("i", 2, lock=False)
+            self._state = context.Array("i", 3, lock=False)
 
-    def enter(self) -> None:
+    def enter(self, test: bool = False) -> None:
         with self._cond:
             while self._state[1]:
                 self._cond.wait()
-            self._state[0] += 1
+            self._state[2 if test else 0] += 1
 
-    def leave(self) -> None:
+    def leave(self, test: bool = False) -> None:
         with self._cond:
-            self._state[0] -= 1
+            self._state[2 if test else 0] -= 1
             if self._state[1]:  # only a triage alone waits for the cases to leave
                 self._cond.notify_all()
 
     def exclusive(self) -> _Exclusive:
         return _Exclusive(self)
+
+    def wanted(self) -> bool:
+        """A triage alone waits for the cases in flight to leave (read without the lock: a
+        hint for a case to leave sooner)."""
+        return bool(self._state[1])
 
 
 class _Exclusive:
@@ -285,8 +263,14 @@ def triage(
     abandon: Callable[[], bool] | None = None,
     parallel: int = 1,
     gate: Gate | None = None,
+    minimise: bool = True,
 ) -> tuple[Finding, Case, Outcome] | None:
     """Minimise, confirm and describe one candidate; None when it does not reproduce.
+    With `minimise` False it is only confirmed (`confirm` replays of the case as found,
+    stopping at the first that misses): a crash while the cases run (fuzz.crash_triage).
+    A test of a crash counts only if the broker dropped it within CRASH_LAG_S of its last
+    step (or before it): a broker that goes down later went down for something else (an
+    earlier test's death still under way, a restart not finished, another client).
 
     A candidate found with the close sent at once (the campaign's quick look) whose verdict
     rests on the broker's silence, or that the quick run marked inconclusive, is run again
@@ -317,31 +301,37 @@ def triage(
     quick = not held
     last: dict[str, Outcome] = {}
 
+    def accepted(verdict: Verdict | None) -> bool:
+        if not _matches(verdict, wanted):
+            return False
+        if verdict is None or verdict.kind != CRASH:
+            return True
+        return verdict.lag is not None and verdict.lag <= CRASH_LAG_S
+
     def still_fails(steps: list[Step]) -> bool:
         result = attempt(steps, careful, quick)
-        if _matches(result.verdict, wanted):
+        if accepted(result.verdict):
             last[_key(steps)] = result
             return True
         return False
 
-    if wanted.kind == CRASH:
-        budget = MINIMIZE_TESTS_CRASH
+    if not minimise:
+        reduced = MinimizeResult(list(case.steps), 0, False)
     else:
-        budget = MINIMIZE_TESTS_HELD if held else MINIMIZE_TESTS
-    try:
-        reduced = ddmin(
-            case.steps,
-            still_fails,
-            keep=lambda s: s.is_header,
-            max_tests=budget,
-            parallel=parallel,
-        )
-    except ValueError:
-        return None  # the first replay did not reproduce it: flaky, not kept
+        try:
+            reduced = ddmin(
+                case.steps,
+                still_fails,
+                keep=lambda s: s.is_header,
+                max_tests=_minimise_budget(wanted.kind, held),
+                parallel=parallel,
+            )
+        except ValueError:
+            return None  # the first replay did not reproduce it: flaky, not kept
     small = case.with_steps(reduced.items)
     found = last.get(_key(small.steps))
     candidates, field_counts = [small], {}
-    if found is not None and found.verdict is not None:
+    if minimise and found is not None and found.verdict is not None:
         shrunk = _shrink(small, found.verdict, still_fails, last, wanted.kind, held, parallel)
         if shrunk.steps != small.steps:
             field_counts = {"before": shrunk.before, "after": shrunk.after, "tests": shrunk.tests}
@@ -351,9 +341,9 @@ def triage(
     reproduced, replays = 0, []
     for small in candidates:  # the fields minimised, or if that does not confirm, not
         replays = _replays(
-            lambda steps=small.steps: attempt(steps, careful, quick), confirm, parallel, wanted
+            lambda steps=small.steps: attempt(steps, careful, quick), confirm, parallel, accepted
         )
-        reproduced = sum(_matches(r.verdict, wanted) for r in replays)
+        reproduced = sum(accepted(r.verdict) for r in replays)
         if reproduced == confirm:
             break
         field_counts = {}
@@ -392,11 +382,11 @@ class _Tests:
             raise TriageAbandonedError(self.seed)
         if self.gate is None:
             return run_case(self.target, steps, careful, quick=quick, reply=self.reply)
-        self.gate.enter()
+        self.gate.enter(test=True)
         try:
             return run_case(self.target, steps, careful, quick=quick, reply=self.reply)
         finally:
-            self.gate.leave()
+            self.gate.leave(test=True)
 
 
 def _finding(
@@ -427,8 +417,19 @@ def _finding(
     )
 
 
+def _minimise_budget(kind: str, held: bool) -> int:
+    """The ddmin tests a triage may spend: each test of a crash waits for a restart, and
+    each one that holds the close waits up to the reply bound."""
+    if kind == CRASH:
+        return MINIMIZE_TESTS_CRASH
+    return MINIMIZE_TESTS_HELD if held else MINIMIZE_TESTS
+
+
 def _replays(
-    run: Callable[[], Outcome], times: int, parallel: int, wanted: Verdict
+    run: Callable[[], Outcome],
+    times: int,
+    parallel: int,
+    accepted: Callable[[Verdict | None], bool],
 ) -> list[Outcome]:
     """`times` replays: one after the other, stopping at the first that misses, or (with
     `parallel` > 1) all at once. When all match, the last is the evidence kept."""
@@ -436,7 +437,7 @@ def _replays(
         replays: list[Outcome] = []
         for _ in range(times):
             replays.append(run())
-            if not _matches(replays[-1].verdict, wanted):
+            if not accepted(replays[-1].verdict):
                 break
         return replays
     with ThreadPoolExecutor(min(parallel, times), thread_name_prefix="fuzz-confirm") as pool:
@@ -487,6 +488,7 @@ class CaseResult:
     behaviour: str | None = None
     case: Any = None
     outcome: Any = None
+    skipped: bool = False  # not run: its mutation site is exhausted (fuzz.crash_sites)
 
     def describe(self, case: Case | multiparty.MultiCase, outcome: Outcome) -> None:
         """The verdict's signature and behaviour, computed where the case ran."""
@@ -498,7 +500,7 @@ class CaseResult:
         self.behaviour = _behaviour_of(case, outcome.verdict)
 
 
-class Campaign(CandidateIntake, MemoryWatch):
+class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
     def __init__(
         self, config: CampaignConfig, on_progress: Callable[[Stats], None] | None = None
     ) -> None:
@@ -508,6 +510,7 @@ class Campaign(CandidateIntake, MemoryWatch):
         self._shares = self._process_shares()
         ctx = processes.context() if len(self._shares) > 1 else None
         self.gate = Gate(ctx)
+        self.crash_sites = CrashSites(ctx, config.crash_threshold)
         self._counter = processes.Counter(ctx)
         self._lock = threading.Lock()
         self._stop: Any = ctx.Event() if ctx is not None else threading.Event()
@@ -525,8 +528,7 @@ class Campaign(CandidateIntake, MemoryWatch):
         self._behaviour_of: dict[str, str] = {}  # a queued signature's behaviour key
         self._behaviour_triages: dict[str, int] = {}  # behaviour -> signatures queued/triaged
         self._draining = False  # the cases are done: the triage threads empty the queue
-        self._outage: Outage | None = None  # the crash candidates of one outage, queued
-        self._crashes: dict[str, int] = {}  # crash behaviour -> crashes confirmed of it
+        self._init_crash_triage()
         self._grace_end: float | None = None  # then, until when (None: no bound)
 
     def _process_shares(self) -> list[int]:
@@ -569,10 +571,13 @@ class Campaign(CandidateIntake, MemoryWatch):
         if multiparty.chosen(self.config.kind, index):
             return self._run_multi(index)
         case = make_case(self.config, index)
+        if self.crash_sites.exhausted(case):
+            return CaseResult(index, set(), skipped=True)
         self.gate.enter()
         try:
             outcome = run_case(self.config.target, case.steps, quick=True)
-            outcome = recheck_short(self.config.target, case, outcome)
+            if not self.gate.wanted():  # else the triage holds the close for the bound
+                outcome = recheck_short(self.config.target, case, outcome)
         finally:
             self.gate.leave()
         model = ServerModel()
@@ -598,7 +603,11 @@ class Campaign(CandidateIntake, MemoryWatch):
 
     def _account(self, result: CaseResult) -> None:
         """Count one case run (here or in a worker process), queue its candidate, sample
-        the broker's memory, report progress."""
+        the broker's memory, report progress. A skipped case is counted apart."""
+        if result.skipped:
+            with self._lock:
+                self.stats.skipped += 1
+            return
         with self._lock:
             self.stats.cases += 1
             self.stats.covered |= result.covered
@@ -623,24 +632,6 @@ class Campaign(CandidateIntake, MemoryWatch):
         outcome = Outcome(result.verdict, None, result.sent, result.inconclusive)
         return case, outcome
 
-    def _crash_candidate(self, case: Case, outcome: Outcome, sig: str) -> None:
-        """A case that saw the broker go down: a suspect of the outage queued for triage,
-        if there is one (it may hold several outages of the broker: `Outage.clusters`);
-        else the first of a new outage, queued. Never rejected one by one: most of an
-        outage's cases were only in flight."""
-        with self._lock:
-            outage = self._outage
-            if outage is not None:
-                if len(outage.suspects) < OUTAGE_SUSPECTS:
-                    outage.suspects.append((case, outcome, sig))
-                self.stats.suspects += 1
-                return
-            self._outage = Outage([(case, outcome, sig)])
-            self._waiting.add(sig)
-            self.stats.candidates += 1
-            self.stats.queued += 1
-        self._enqueue(case, outcome, sig)
-
     def _triager(self) -> None:
         try:
             while (item := self._queue.get()) is not None:
@@ -653,110 +644,6 @@ class Campaign(CandidateIntake, MemoryWatch):
         except Exception as exc:  # a bug of ours: stop the campaign and say so (CLI exit 3)
             traceback.print_exc()
             self.stop(f"{WORKER_FAILED}: {exc!r}")
-
-    def _known_crash(self, sig: str) -> bool:
-        """A crash signature confirmed already (under the lock)."""
-        return self.store.known(sig) or sig in self._triaged
-
-    def _settled(self, group: list) -> str:
-        """How one outage of the broker is settled without replaying it (under the lock):
-        'known' when its likeliest culprit's signature is a confirmed crash, 'example'
-        when its crash behaviour (fuzz.behaviour) has `per_behaviour` crashes confirmed
-        already (it is then kept as a further example, as for other candidates), '' when
-        it must be replayed."""
-        case, outcome, sig = group[0]
-        if self._known_crash(sig):
-            return "known"
-        cap = self.config.per_behaviour
-        behaviour = _behaviour_of(case, outcome.verdict)
-        if cap > 0 and self._crashes.get(behaviour, 0) >= cap:
-            return "example"
-        return ""
-
-    def _settle(self, group: list, how: str) -> None:
-        """Count a settled outage (`_settled`); an example's likeliest culprit is written
-        under DIR/candidates/ (replayable)."""
-        case, outcome, sig = group[0]
-        with self._lock:
-            self.stats.duplicates += len(group) - (how == "example")
-            self.stats.examples += how == "example"
-        if how == "example":
-            behaviour = _behaviour_of(case, outcome.verdict)
-            self._write_candidate(case, outcome.verdict, sig, behaviour)
-
-    def _explained(self, sig: str) -> bool:
-        """The outage(s) `sig` leads are all settled without a replay (`_settled`): then
-        they are counted (and kept as examples) and taken, and nothing pauses the
-        workers."""
-        with self._lock:
-            outage = self._outage
-            if outage is None or outage.suspects[0][2] != sig:
-                return False
-            groups = outage.clusters()
-            settled = [self._settled(group) for group in groups]
-            if not all(settled):
-                return False
-            self._outage = None
-        for group, how in zip(groups, settled, strict=True):
-            self._settle(group, how)
-        return True
-
-    def _take_outage(self, sig: str) -> Outage | None:
-        """The outage `sig` leads, taken (a crash seen from now on is of a later outage)."""
-        with self._lock:
-            outage = self._outage
-            if outage is None or outage.suspects[0][2] != sig:
-                return None
-            self._outage = None
-            return outage
-
-    def _triage_outage(self, case: Case, outcome: Outcome, sig: str) -> list[tuple[Any, str]]:
-        """Alone (the workers paused, so every case of the outage is in): per outage of
-        the broker among the suspects, none replayed if it is settled (`_settled`: the
-        likeliest culprit's signature is a confirmed crash, or its behaviour has enough
-        confirmed crashes); else its OUTAGE_REPLAYS likeliest suspects replayed one by one
-        until one brings the broker down again and confirms (then minimised: `triage`, and
-        kept at once). Returns each finding's triage result with the culprit's signature."""
-        outage = self._take_outage(sig) or Outage([(case, outcome, sig)])
-        found: list[tuple[Any, str]] = []
-        for group in outage.clusters():
-            with self._lock:
-                how = self._settled(group)
-            if how:  # the likeliest culprit: that crash again, or its behaviour's
-                self._settle(group, how)
-                continue
-            for index, (suspect, seen, suspect_sig) in enumerate(group):
-                if index >= OUTAGE_REPLAYS:
-                    break  # not rejected: none of its suspects is
-                with self._lock:
-                    if self._known_crash(suspect_sig):
-                        continue  # a confirmed crash, less likely the culprit: not replayed
-                try:
-                    result = triage(
-                        self.config.target,
-                        suspect,
-                        seen,
-                        self.config.confirm,
-                        abandon=self._grace_over,
-                    )
-                except TriageAbandonedError:
-                    for later, kept, later_sig in group[index:]:
-                        if later is case:
-                            continue  # the one queued: kept by _keep
-                        assert kept.verdict is not None
-                        self._write_candidate(later, kept.verdict, later_sig, "")
-                        with self._lock:
-                            self.stats.kept += 1
-                    raise
-                if result is not None:
-                    behaviour = _behaviour_of(suspect, seen.verdict)
-                    with self._lock:
-                        self._triaged.add(suspect_sig)
-                        self._crashes[behaviour] = self._crashes.get(behaviour, 0) + 1
-                    self._keep_finding(result)  # at once, before the next outage's replays
-                    found.append((result, suspect_sig))
-                    break
-        return found
 
     def _triage_one(self, case: Case, outcome: Outcome, sig: str) -> None:
         """Minimise, confirm and keep one candidate (alone for the TRIAGED_ALONE kinds)."""
@@ -772,21 +659,23 @@ class Campaign(CandidateIntake, MemoryWatch):
                 self.stats.queued -= 1
                 self._waiting.discard(sig)
             return
+        if outage and self._alone_spent():  # replayed after the budget
+            self._defer_outage(case, outcome, sig)
+            return
         found: list[tuple[Any, str]] = []
         result = None
         try:
-            if outage:
-                with self.gate.exclusive():
-                    found = self._triage_outage(case, outcome, sig)
+            if outage:  # its findings kept at once (fuzz.crash_triage)
+                self._triage_outage_alone(case, outcome, sig)
             elif alone:
                 with self.gate.exclusive():
                     result = triage_one(*args, abandon=self._grace_over)
-            elif isinstance(case, multiparty.MultiCase):  # beside the cases, as one of them
-                self.gate.enter()
+            elif isinstance(case, multiparty.MultiCase):  # beside the cases, as a test
+                self.gate.enter(test=True)
                 try:
                     result = triage_one(*args, abandon=self._grace_over)
                 finally:
-                    self.gate.leave()
+                    self.gate.leave(test=True)
             else:  # beside the cases, each test as one of them for a triage alone
                 result = triage(
                     *args, abandon=self._grace_over, parallel=TRIAGE_PARALLEL, gate=self.gate
@@ -818,6 +707,18 @@ class Campaign(CandidateIntake, MemoryWatch):
             self._keep_finding(item)
         if outcome.verdict.kind == CRASH and "not back" in outcome.verdict.summary:
             self.stop("the broker did not come back after a crash")
+
+    def _triage_case(self, case: Case, outcome: Outcome, minimise: bool) -> Any:
+        """`triage` of one crash suspect, alone (fuzz.crash_triage)."""
+        config = self.config
+        return triage(
+            config.target,
+            case,
+            outcome,
+            config.confirm,
+            abandon=self._grace_over,
+            minimise=minimise,
+        )
 
     def _keep_finding(self, result: Any) -> None:
         """A confirmed finding, written at once (FindingStore)."""
@@ -872,6 +773,7 @@ class Campaign(CandidateIntake, MemoryWatch):
             for thread in triagers:
                 while thread.is_alive():
                     thread.join(0.2)
+            self._polish_crashes()
         except KeyboardInterrupt:
             self.stop("interrupted")
             for thread in threads:

@@ -180,31 +180,61 @@ class FindingStore:
         with self._lock:
             if finding.id in self.findings:
                 return False
-            folder = os.path.join(self.directory, "findings", finding.id)
-            os.makedirs(folder, exist_ok=True)
-            finding.reproducer = os.path.join("findings", finding.id, REPRODUCER_NAME)
-            record = case.to_json(
-                kind=finding.kind,
-                signature=finding.signature,
-                rule=finding.rule,
-                section=finding.section,
-                summary=finding.summary,
-                expected=finding.expected,
-                observed=finding.observed,
-                level=finding.level,
-                close_held=finding.close_held,
-                original_steps=[s.to_json() for s in case.original],
-            )
-            atomic_write(os.path.join(folder, REPRODUCER_NAME), json_bytes(record))
-            text = transcript(case, recording, finding, exchange).encode()
-            atomic_write(os.path.join(folder, "reproducer.txt"), text)
-            if recording is not None and recording.chunks:
-                dropped = exchange.dropped if exchange is not None else None
-                write_pcap(os.path.join(folder, "reproducer.pcap"), recording, dropped)
-            finding.found_at = finding.found_at or _now()
-            self.findings[finding.id] = finding
-            self._flush()
+            self._write(finding, case, recording, exchange)
             return True
+
+    def replace(
+        self,
+        finding: Finding,
+        case: Case,
+        recording: Recording | None,
+        exchange: Exchange | None = None,
+    ) -> bool:
+        """A finding kept earlier (same id: its bucket as first confirmed) written again
+        from a smaller reproducer (a crash minimised after the budget: fuzz.campaign);
+        its confirmation time stays. False if no finding has that id."""
+        with self._lock:
+            earlier = self.findings.get(finding.id)
+            if earlier is None:
+                return False
+            finding.signature = earlier.signature
+            finding.found_at = earlier.found_at
+            finding.original_frames = earlier.original_frames or finding.original_frames
+            self._write(finding, case, recording, exchange)
+            return True
+
+    def _write(
+        self,
+        finding: Finding,
+        case: Case,
+        recording: Recording | None,
+        exchange: Exchange | None,
+    ) -> None:
+        """The finding's files under findings/<id>/, then findings.json (under the lock)."""
+        folder = os.path.join(self.directory, "findings", finding.id)
+        os.makedirs(folder, exist_ok=True)
+        finding.reproducer = os.path.join("findings", finding.id, REPRODUCER_NAME)
+        record = case.to_json(
+            kind=finding.kind,
+            signature=finding.signature,
+            rule=finding.rule,
+            section=finding.section,
+            summary=finding.summary,
+            expected=finding.expected,
+            observed=finding.observed,
+            level=finding.level,
+            close_held=finding.close_held,
+            original_steps=[s.to_json() for s in case.original],
+        )
+        atomic_write(os.path.join(folder, REPRODUCER_NAME), json_bytes(record))
+        text = transcript(case, recording, finding, exchange).encode()
+        atomic_write(os.path.join(folder, "reproducer.txt"), text)
+        if recording is not None and recording.chunks:
+            dropped = exchange.dropped if exchange is not None else None
+            write_pcap(os.path.join(folder, "reproducer.pcap"), recording, dropped)
+        finding.found_at = finding.found_at or _now()
+        self.findings[finding.id] = finding
+        self._flush()
 
     def add_written(self, finding: Finding, write: Callable[[str], None]) -> bool:
         """A finding whose files `write(folder)` puts in findings/<id>/ (a multi-party
