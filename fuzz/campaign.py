@@ -156,6 +156,7 @@ class Stats:
     polished: int = 0  # crashes kept unminimised while the cases ran, minimised in the grace
     skipped: int = 0  # cases not run: their mutation site crashed the broker enough
     # (fuzz.crash_sites)
+    exhausted: list = field(default_factory=list)  # those sites, in the order exhausted
 
     @property
     def rate(self) -> float:
@@ -768,12 +769,12 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             grace = self.config.triage_grace
             self._grace_end = None if grace is None else time.monotonic() + grace
             self._stop.set()
+            self._polish_crashes()  # first: the crashes confirmed, then what is queued
             for _ in triagers:
                 self._queue.put(None)
             for thread in triagers:
                 while thread.is_alive():
                     thread.join(0.2)
-            self._polish_crashes()
         except KeyboardInterrupt:
             self.stop("interrupted")
             for thread in threads:

@@ -125,6 +125,15 @@ def _add_pace_arguments(parser: argparse.ArgumentParser) -> None:
         help="signatures of one broker behaviour minimised and confirmed; further ones are "
         "kept untriaged in DIR/candidates/ as examples (default 2; 0: triage every one)",
     )
+    parser.add_argument(
+        "--crash-threshold",
+        type=int,
+        default=None,
+        metavar="N",
+        help="crashes of the broker one mutation site (a field or kind of mutation of one "
+        "performative) may cause before its cases are skipped, 4N for a whole performative "
+        "(fuzz.crash_sites, as boofuzz's crash thresholds; default 3; 0: never skip)",
+    )
     parser.add_argument("--out", help="campaign directory (findings.json, findings/)")
     parser.add_argument(
         "--restart-wait",
@@ -215,6 +224,8 @@ def _campaign_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     check_budget(args)
     if args.triage_per_behaviour is not None and args.triage_per_behaviour < 0:
         raise FuzzUsageError("--triage-per-behaviour must be 0 or more")
+    if args.crash_threshold is not None and args.crash_threshold < 0:
+        raise FuzzUsageError("--crash-threshold must be 0 or more")
     strategies = parse_strategies(args.strategy)
     target = target_of(args)
     if not alive(target):
@@ -235,6 +246,8 @@ def _campaign_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         config.queues = queue_admin(args, target)
     if args.triage_per_behaviour is not None:
         config.per_behaviour = args.triage_per_behaviour
+    if args.crash_threshold is not None:
+        config.crash_threshold = args.crash_threshold
     config.workers = chosen_workers(args.workers, [config], args.quiet)
     config.processes = chosen_processes(args.processes, config.workers)
     return config
@@ -253,6 +266,14 @@ def _print_campaign(args: argparse.Namespace, config, stats, total: int) -> None
             f"budget's grace, kept in {os.path.join(args.out, 'candidates')} "
             "(`amqpspec fuzz replay DIR/candidates/<id>` runs one)"
         )
+    if stats.exhausted:
+        print(
+            f"amqpspec fuzz: {stats.skipped} case(s) skipped: their mutation site crashed the "
+            f"broker {config.crash_threshold}x or more (--crash-threshold): "
+            + ", ".join(stats.exhausted)
+        )
+    if stats.polished:
+        print(f"amqpspec fuzz: {stats.polished} crash(es) minimised after the budget")
     if stats.examples:
         print(
             f"amqpspec fuzz: {stats.examples} candidate(s) of new signatures of a broker "

@@ -222,6 +222,7 @@ class Progress:
             f"{stats.findings} (findings.md: {self.behaviours()} behaviour(s))  triage: "
             f"{stats.triaged} done, {stats.queued} queued, {stats.kept + stats.examples} kept, "
             f"{stats.duplicates} known  state coverage {100 * stats.coverage:.1f}%"
+            + (f"  skipped {skipped} (crash thresholds)" if (skipped := _skipped(stats)) else "")
         )
 
     def update(self, stats) -> None:  # type: ignore[no-untyped-def]
@@ -266,3 +267,9 @@ def failed_status(stats) -> int | None:  # type: ignore[no-untyped-def]
         file=sys.stderr,
     )
     return exit_status.JOB_FAILED
+
+
+def _skipped(stats) -> int:  # type: ignore[no-untyped-def]
+    """Cases skipped by the crash thresholds (fuzz.crash_sites), where a campaign counts
+    them."""
+    return getattr(stats, "skipped", 0)

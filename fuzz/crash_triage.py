@@ -150,7 +150,7 @@ class CrashTriage:
         under DIR/candidates/ (replayable). A known crash's site counts one crash more."""
         case, outcome, sig = group[0]
         if how == "known":
-            self.crash_sites.record(case)
+            self._count_crashes(case, 1)
         with self._lock:
             self.stats.duplicates += len(group) - (how == "example")
             self.stats.examples += how == "example"
@@ -183,6 +183,13 @@ class CrashTriage:
                 return None
             self._outage = None
             return outage
+
+    def _count_crashes(self, case: Case, crashes: int) -> None:
+        """`crashes` of the broker caused by `case`, counted for its mutation site."""
+        newly = self.crash_sites.record(case, crashes)
+        if newly:
+            with self._lock:
+                self.stats.exhausted.extend(newly)
 
     def _alone_spent(self) -> bool:
         """While the cases run, the crash triages alone have taken their ALONE_SHARE of
@@ -246,7 +253,7 @@ class CrashTriage:
                 raise
             if result is None:
                 continue
-            self.crash_sites.record(suspect, 1 + self.config.confirm)
+            self._count_crashes(suspect, 1 + self.config.confirm)
             behaviour = case_behaviour(suspect, seen.verdict)
             with self._lock:
                 self._triaged.add(suspect_sig)
@@ -262,7 +269,8 @@ class CrashTriage:
         ran, minimised like any crash (alone) and written again under its id
         (`FindingStore.replace`); then the outages past ALONE_SHARE, replayed alone. What
         the grace leaves stays as it was: a confirmed crash larger (`minimal` false in
-        findings.json), an outage's likeliest suspects under DIR/candidates/."""
+        findings.json), an outage's likeliest culprit under DIR/candidates/. Run as the
+        budget ends, before the triage threads empty the queue (they wait meanwhile)."""
         if not self._draining:
             return  # interrupted: nothing more is sent to the broker
         try:
@@ -282,10 +290,10 @@ class CrashTriage:
                     self._replay_outage(outage, None)
         except TriageAbandonedError:
             pass
-        for outage in self._late:  # past the grace: its likeliest suspects kept
+        for outage in self._late:  # past the grace: each outage's likeliest culprit kept
             for group in outage.clusters():
-                for suspect, seen, suspect_sig in group[:OUTAGE_REPLAYS]:
-                    self._write_candidate(suspect, seen.verdict, suspect_sig, "")
-                    with self._lock:
-                        self.stats.kept += 1
+                suspect, seen, suspect_sig = group[0]
+                self._write_candidate(suspect, seen.verdict, suspect_sig, "")
+                with self._lock:
+                    self.stats.kept += 1
         self._late.clear()
