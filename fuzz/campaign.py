@@ -266,27 +266,17 @@ def triage(
     gate: Gate | None = None,
     minimise: bool = True,
 ) -> tuple[Finding, Case, Outcome] | None:
-    """Minimise, confirm and describe one candidate; None when it does not reproduce.
-    With `minimise` False it is only confirmed (`confirm` replays of the case as found,
-    stopping at the first that misses): a crash while the cases run (fuzz.crash_triage).
-    A test of a crash counts only if the broker dropped it within CRASH_LAG_S of its last
-    step (or before it): a broker that goes down later went down for something else (an
-    earlier test's death still under way, a restart not finished, another client).
-
-    A candidate found with the close sent at once (the campaign's quick look) whose verdict
-    rests on the broker's silence, or that the quick run marked inconclusive, is run again
-    with the close held for the bound: that run's verdict (if any) is the one minimised and
-    confirmed, every test holding the close too. Other verdicts (the broker's own frames
-    break a rule, it dropped the socket without close, it crashed) are proved whatever the
-    fuzzer did after the bad frame, and stay quick. `parallel`: tests of one ddmin round run
-    that many at once (a broker that answers seconds later costs concurrency, not time);
-    1 for a candidate whose proof other traffic would spoil (TRIAGED_ALONE). `gate`: each
-    test enters it as one case (a triage alone waits for tests, never for whole triages)."""
+    """Minimise, confirm and describe one candidate; None when it does not reproduce
+    (`minimise` False: only confirmed, `_reduce`; a crash test judged by `_accepting`).
+    A candidate whose verdict rests on the broker's silence, or that the quick run marked
+    inconclusive, is run again with the close held for the bound, and every test holds
+    it; other verdicts are proved whatever the fuzzer did after the bad frame and stay
+    quick. `parallel`: tests of one ddmin round run at once (1 for TRIAGED_ALONE kinds);
+    `gate`: each test enters it as a test (`Gate`)."""
     wanted = outcome.verdict
     assert wanted is not None
-    # a quick test waits the full reply bound for the broker's answer, but a crash's tests
-    # (alone, the workers paused) the bound learnt from its answers (fuzz.answers): a
-    # crash shows as a drop and a refused connection, at once
+    # a crash's tests (alone) wait the bound learnt from the answers (fuzz.answers), not
+    # the full one: a crash shows as a drop and a refused connection, at once
     reply = target.bounds.reply
     if wanted.kind == CRASH:
         reply = target.answers.bound(reply, cold=min(reply, CRASH_REPLY_COLD))
@@ -302,12 +292,7 @@ def triage(
     quick = not held
     last: dict[str, Outcome] = {}
 
-    def accepted(verdict: Verdict | None) -> bool:
-        if not _matches(verdict, wanted):
-            return False
-        if verdict is None or verdict.kind != CRASH:
-            return True
-        return verdict.lag is not None and verdict.lag <= CRASH_LAG_S
+    accepted = _accepting(wanted)
 
     def still_fails(steps: list[Step]) -> bool:
         result = attempt(steps, careful, quick)
@@ -316,45 +301,23 @@ def triage(
             return True
         return False
 
-    if not minimise:
-        reduced = MinimizeResult(list(case.steps), 0, False)
-    else:
-        try:
-            reduced = ddmin(
-                case.steps,
-                still_fails,
-                keep=lambda s: s.is_header,
-                max_tests=_minimise_budget(wanted.kind, held),
-                parallel=parallel,
-            )
-        except ValueError:
-            return None  # the first replay did not reproduce it: flaky, not kept
-    small = case.with_steps(reduced.items)
-    found = last.get(_key(small.steps))
-    candidates, field_counts = [small], {}
-    if minimise and found is not None and found.verdict is not None:
-        shrunk = _shrink(small, found.verdict, still_fails, last, wanted.kind, held, parallel)
-        if shrunk.steps != small.steps:
-            field_counts = {"before": shrunk.before, "after": shrunk.after, "tests": shrunk.tests}
-            candidates.insert(0, small.with_steps(shrunk.steps))
-    if small.steps != case.steps:
-        candidates.append(case.with_steps(case.steps))  # the case as found, last
-    reproduced, replays = 0, []
-    for small in candidates:  # the fields minimised, or if that does not confirm, not
-        replays = _replays(
-            lambda steps=small.steps: attempt(steps, careful, quick), confirm, parallel, accepted
-        )
-        reproduced = sum(accepted(r.verdict) for r in replays)
-        if reproduced == confirm:
-            break
-        field_counts = {}
-    if reproduced < confirm:
+    reducing = _reduce(case, still_fails, last, wanted.kind, held, parallel, minimise)
+    if reducing is None:
+        return None  # the first replay did not reproduce it: flaky, not kept
+    reduced, candidates, field_counts = reducing
+    confirmed = _confirm(
+        candidates, lambda steps: attempt(steps, careful, quick), confirm, parallel, accepted
+    )
+    if confirmed is None:
         return None
+    small, replays = confirmed
+    reproduced = confirm
+    if small is not candidates[0]:
+        field_counts = {}  # the fields minimised did not confirm
     final = replays[-1]
-    minimal = reduced.minimal and (small.steps != case.steps or reduced.items == case.steps)
     record = {
         "replays": f"{reproduced}/{confirm}",
-        "minimal": minimal,
+        "minimal": reduced.minimal and (small.steps != case.steps or reduced.items == case.steps),
         "broker": broker or target.url,
         "extra": {"non_default_fields": field_counts} if field_counts else {},
         "close_held": held,
@@ -416,6 +379,72 @@ def _finding(
         evidence=exchange.record() if exchange is not None else {},
         **record,
     )
+
+
+def _accepting(wanted: Verdict) -> Callable[[Verdict | None], bool]:
+    """Whether a test's verdict reproduces `wanted`; a crash only if the broker dropped
+    the test within CRASH_LAG_S of its last step (or before it)."""
+
+    def accepted(verdict: Verdict | None) -> bool:
+        if not _matches(verdict, wanted):
+            return False
+        if verdict is None or verdict.kind != CRASH:
+            return True
+        return verdict.lag is not None and verdict.lag <= CRASH_LAG_S
+
+    return accepted
+
+
+def _reduce(
+    case: Case,
+    still_fails: Callable[[list[Step]], bool],
+    last: dict[str, Outcome],
+    kind: str,
+    held: bool,
+    parallel: int,
+    minimise: bool,
+) -> tuple[MinimizeResult, list[Case], dict[str, int]] | None:
+    """The case minimised (ddmin, then its fields: `_shrink`) unless not `minimise`: the
+    result, the cases to confirm in order (fields minimised, steps minimised, as found) and
+    the field counts; None when the case as found does not reproduce."""
+    if not minimise:
+        return MinimizeResult(list(case.steps), 0, False), [case], {}
+    try:
+        reduced = ddmin(
+            case.steps,
+            still_fails,
+            keep=lambda s: s.is_header,
+            max_tests=_minimise_budget(kind, held),
+            parallel=parallel,
+        )
+    except ValueError:
+        return None
+    small = case.with_steps(reduced.items)
+    found = last.get(_key(small.steps))
+    candidates, field_counts = [small], {}
+    if found is not None and found.verdict is not None:
+        shrunk = _shrink(small, found.verdict, still_fails, last, kind, held, parallel)
+        if shrunk.steps != small.steps:
+            field_counts = {"before": shrunk.before, "after": shrunk.after, "tests": shrunk.tests}
+            candidates.insert(0, small.with_steps(shrunk.steps))
+    if small.steps != case.steps:
+        candidates.append(case.with_steps(case.steps))  # the case as found, last
+    return reduced, candidates, field_counts
+
+
+def _confirm(
+    candidates: list[Case],
+    run: Callable[[list[Step]], Outcome],
+    confirm: int,
+    parallel: int,
+    accepted: Callable[[Verdict | None], bool],
+) -> tuple[Case, list[Outcome]] | None:
+    """The first candidate every one of `confirm` replays reproduces, with its replays."""
+    for small in candidates:  # the fields minimised, or if that does not confirm, not
+        replays = _replays(lambda steps=small.steps: run(steps), confirm, parallel, accepted)
+        if sum(accepted(r.verdict) for r in replays) == confirm:
+            return small, replays
+    return None
 
 
 def _minimise_budget(kind: str, held: bool) -> int:
@@ -655,13 +684,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         triage_one: Any = triage
         if isinstance(case, multiparty.MultiCase):
             triage_one = partial(multiparty.triage_multi, queues=self.config.queues)
-        if outage and self._explained(sig):  # counted, the workers never paused
-            with self._lock:
-                self.stats.queued -= 1
-                self._waiting.discard(sig)
-            return
-        if outage and self._alone_spent():  # replayed after the budget
-            self._defer_outage(case, outcome, sig)
+        if outage and self._outage_waits(case, outcome, sig):
             return
         found: list[tuple[Any, str]] = []
         result = None

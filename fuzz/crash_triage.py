@@ -191,6 +191,20 @@ class CrashTriage:
             with self._lock:
                 self.stats.exhausted.extend(newly)
 
+    def _outage_waits(self, case: Case, outcome: Outcome, sig: str) -> bool:
+        """The outage `sig` leads needs no triage alone now: settled without a replay
+        (`_explained`: counted, the workers never paused) or past the share of time alone
+        (`_defer_outage`: replayed after the budget)."""
+        if self._explained(sig):
+            with self._lock:
+                self.stats.queued -= 1
+                self._waiting.discard(sig)
+            return True
+        if self._alone_spent():
+            self._defer_outage(case, outcome, sig)
+            return True
+        return False
+
     def _alone_spent(self) -> bool:
         """While the cases run, the crash triages alone have taken their ALONE_SHARE of
         the time so far: a further outage waits for the grace (`_defer_outage`)."""
