@@ -202,3 +202,21 @@ class Trace:
 def found(violations: list[Violation], rule_id: str) -> list[int]:
     """Frame indices at which `rule_id` was reported."""
     return [v.frame_index for v in violations if v.rule_id == rule_id]
+
+
+def publishing(
+    sender: str = C, initial_delivery_count: int = 0, name: str = "p", **attach: Any
+) -> Trace:
+    """The sender attaches a link `name` first and the receiver answers (a client publishing
+    when `sender` is C); `attach`: more fields of the sender's attach."""
+    trace = Trace().connect().begin()
+    receiver = S if sender == C else C
+    trace.frame(
+        sender,
+        Attach(
+            name=name, handle=0, role=False, target=Target(address="q"),
+            initial_delivery_count=initial_delivery_count, **attach,
+        ),
+    )  # fmt: skip
+    trace.frame(receiver, Attach(name=name, handle=0, role=True, target=Target(address="q")))
+    return trace

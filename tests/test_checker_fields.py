@@ -9,10 +9,10 @@ snd-settle-mode unsettled held on every frame of a delivery unless it is aborted
 from __future__ import annotations
 
 import pytest
-from checker_support import C, S, Trace, found
+from checker_support import C, S, Trace, found, publishing
 
 from amqpspec.amqp10.checker import Checker
-from amqpspec.amqp10.composites import Accepted, Attach, Begin, Source, Target
+from amqpspec.amqp10.composites import Accepted, Attach, Begin, Source
 
 MISSING = "link.flow.receiver-delivery-count-missing"
 BEFORE = "link.flow.receiver-delivery-count-before-attach"
@@ -38,17 +38,7 @@ def check(trace: Trace, fast: bool) -> list:
 
 def answered(sender: str, initial: int = 0, **attach) -> Trace:
     """`sender` attaches a sending link first; the receiver's attach answers it."""
-    trace = Trace().connect().begin()
-    receiver = S if sender == C else C
-    trace.frame(
-        sender,
-        Attach(
-            name="l", handle=0, role=False, target=Target(address="q"),
-            initial_delivery_count=initial, **attach,
-        ),
-    )  # fmt: skip
-    trace.frame(receiver, Attach(name="l", handle=0, role=True, target=Target(address="q")))
-    return trace
+    return publishing(sender, initial, name="l", **attach)
 
 
 def receiver_first(receiver: str, initial: int = 0) -> Trace:

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from checker_support import C, S, Trace, found
+from checker_support import C, S, Trace, found, publishing
 
 from amqpspec.amqp10.checker import RULES
-from amqpspec.amqp10.composites import Accepted, Attach, Begin, End, Open, Source, Target
+from amqpspec.amqp10.composites import Accepted, Attach, Begin, End, Open, Source
 from amqpspec.amqp10.frames import EMPTY_FRAME, SASL_HEADER, Frame, FrameType, decode_frame
 from amqpspec.amqp10.types import symbol
 
@@ -459,21 +459,6 @@ def _stall() -> Case:
 
 
 # --- performative fields (2.7.3-2.7.5) ----------------------------------------------------
-def publishing(sender: str = C, initial_delivery_count: int = 0) -> Trace:
-    """The sender attaches first and the receiver answers (a client publishing)."""
-    trace = Trace().connect().begin()
-    receiver = S if sender == C else C
-    trace.frame(
-        sender,
-        Attach(
-            name="p", handle=0, role=False, target=Target(address="q"),
-            initial_delivery_count=initial_delivery_count,
-        ),
-    )  # fmt: skip
-    trace.frame(receiver, Attach(name="p", handle=0, role=True, target=Target(address="q")))
-    return trace
-
-
 @case("link.attach.initial-delivery-count")
 def _initial_delivery_count() -> Case:
     bad = Trace().connect().begin()
