@@ -241,16 +241,13 @@ def _section(cls: type, table: Mapping[str, Any], where: str) -> Any:
     return cls(**table)
 
 
-_TOP_LEVEL = {
+# the command-line options that set the top-level key of their name as given
+_PLAIN_OPTIONS = (
     "host",
     "port",
     "admin_host",
     "admin_port",
     "data_dir",
-    "log_level",
-    "loopback_users",
-    "sasl_anonymous",
-    "anonymous_login_user",
     "tls_cert",
     "tls_key",
     "tls_ca",
@@ -258,6 +255,13 @@ _TOP_LEVEL = {
     "ws_port",
     "ws_path",
     "ws_tls",
+    "log_level",
+)
+_TOP_LEVEL = {
+    *_PLAIN_OPTIONS,
+    "loopback_users",
+    "sasl_anonymous",
+    "anonymous_login_user",
     "fsync",
     "faults",
     "users",
@@ -453,21 +457,7 @@ def from_args(args: argparse.Namespace | Sequence[str]) -> BrokerConfig:
     get = vars(args).get
     config = load_toml(get("config_file")) if get("config_file") else BrokerConfig()
     changes: dict[str, Any] = {}
-    for key in (
-        "host",
-        "port",
-        "admin_host",
-        "admin_port",
-        "data_dir",
-        "tls_cert",
-        "tls_key",
-        "tls_ca",
-        "tls_port",
-        "ws_port",
-        "ws_path",
-        "ws_tls",
-        "log_level",
-    ):
+    for key in _PLAIN_OPTIONS:
         if get(key) is not None:
             changes[key] = get(key)
     if get("user"):
