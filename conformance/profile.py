@@ -154,6 +154,11 @@ MODELS: dict[str, str] = {
     "with a sasl-challenge (server-first, extending our nonce), a response with the right "
     "proof gets sasl-outcome ok whose additional-data is the server's signature, one with a "
     "wrong proof is refused (RFC 5802 3, 5)",
+    "jms-temporary": "the AMQP JMS mapping's temporary destinations (bindmap-jms working draft "
+    "5.3, as Qpid Broker-J's TemporaryDestinationTest checks them), which a broker claims by "
+    "echoing temporary-queue or temporary-topic in the dynamic target it creates: only the "
+    "creating connection may receive from the node (another's receiver is refused with "
+    "amqp:resource-locked, JMS 2.0 6.2.2), any connection may send to it",
     "jms-topics": "the AMQP JMS mapping's topic subscriptions (bindmap-jms working draft, as "
     "Qpid JMS and Qpid Broker-J's TopicDestinationTest use them), which a broker claims with "
     "the topic-subscriptions capability: a receiver with source capability topic is "

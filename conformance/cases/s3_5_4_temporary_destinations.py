@@ -1,0 +1,148 @@
+"""JMS temporary destinations as the AMQP JMS mapping makes them (OASIS "AMQP JMS Mapping
+Version 1.0", bindmap-jms working draft, 5.3; Qpid Broker-J's TemporaryDestinationTest):
+a sender asks for a dynamic target (3.5.4) with the capability `temporary-queue` or
+`temporary-topic`, expiry-policy link-detach, lifetime-policy delete-on-close. JMS (2.0
+section 6.2.2) lets only the creating connection consume from a temporary destination;
+any connection may send to it. Broker-J refuses another connection's receiver with
+amqp:resource-locked.
+
+Not part of the core specification, so not in the normative manifest: the `jms-temporary`
+model (profile.MODELS), DIFFERS when broken, never FAILED. Gated by what the broker
+answers: one that refuses dynamic targets, or does not echo the capability in the target it
+reports (2.6.3: the terminus as created), does not claim the temporary destination:
+UNSUPPORTED. (3.5.4/temporary-queue and 3.5.4/temporary-topic record the same answers on
+every broker, MAY.)
+
+Owns the cases `3.5.4/temporary-*-other-connection-*`.
+"""
+
+from __future__ import annotations
+
+from amqpspec.amqp10.composites import DeleteOnClose, Source, Target
+from amqpspec.amqp10.engine import RemoteAttach, RemoteDetach
+from amqpspec.amqp10.types import symbol
+from amqpspec.conformance.run.registry import MODEL, case
+from amqpspec.conformance.steps.links import attach_answer
+from amqpspec.conformance.verdicts import Unsupported
+
+JMS_TEMPORARY = "jms-temporary"  # profile.MODELS
+LIFETIME = symbol("lifetime-policy")
+RESOURCE_LOCKED = "amqp:resource-locked"
+
+
+def _temporary(probe, capability: str) -> str:
+    """A sender with a dynamic target asking for `capability`: the node's address.
+    UNSUPPORTED when the broker refuses it or does not echo the capability."""
+    session = probe.open_session()
+    target = Target(
+        dynamic=True,
+        expiry_policy="link-detach",
+        capabilities=[symbol(capability)],
+        dynamic_node_properties={LIFETIME: DeleteOnClose()},
+    )
+    link = session.attach_sender(f"amqpspec-{capability}-{id(target)}", Source(), target)
+    event = attach_answer(probe, session, link)
+    reported = event.attach.target if isinstance(event, RemoteAttach) else None
+    if reported is None or not reported.dynamic or not reported.address:
+        raise Unsupported(f"the broker created no dynamic node: {event}")
+    echoed = reported.capabilities
+    echoed = {str(c) for c in ([echoed] if isinstance(echoed, str) else list(echoed or ()))}
+    if capability not in echoed:
+        raise Unsupported(
+            f"the broker does not report {capability} in the target it created "
+            f"({reported.capabilities!r}): it does not claim the JMS temporary destination"
+        )
+    return reported.address
+
+
+def _other_receiver(ctx, address: str, capability: str) -> None:
+    """Another connection's receiver from the temporary node: refused (JMS 2.0 6.2.2),
+    detached with closed=true and amqp:resource-locked as Broker-J does."""
+    other = ctx.probe()
+    session = other.open_session()
+    source = Source(address=address, capabilities=[symbol(capability)])
+    link = session.attach_receiver("amqpspec-temp-other-receiver", source, Target())
+    event = attach_answer(other, session, link)
+    attached = isinstance(event, RemoteAttach) and event.attach.source is not None
+    ctx.model(
+        not attached,
+        f"expected another connection's receiver from {capability} {address!r} refused "
+        f"(only the creating connection consumes, JMS 2.0 6.2.2); observed it attached",
+    )
+    if isinstance(event, RemoteAttach):
+        event = other.expect(
+            lambda e: isinstance(e, RemoteDetach) and e.link is link, what="the detach"
+        )
+    error = getattr(event, "error", None)
+    condition = str(error.condition) if error is not None else None
+    ctx.model(
+        condition == RESOURCE_LOCKED,
+        f"expected the refusal to carry {RESOURCE_LOCKED}; observed {event}",
+    )
+
+
+def _other_sender(ctx, address: str, capability: str) -> None:
+    """Another connection's sender to the temporary node: attached."""
+    other = ctx.probe()
+    session = other.open_session()
+    target = Target(address=address, capabilities=[symbol(capability)])
+    link = session.attach_sender("amqpspec-temp-other-sender", Source(), target)
+    event = attach_answer(other, session, link)
+    ctx.model(
+        isinstance(event, RemoteAttach) and event.attach.target is not None,
+        f"expected another connection's sender to {capability} {address!r} attached (any "
+        f"connection may send to a temporary destination); observed {event}",
+    )
+
+
+@case(
+    "3.5.4/temporary-queue-other-connection-receiver-refused",
+    MODEL,
+    "A receiver from another connection than the one that created a temporary queue is "
+    "refused with amqp:resource-locked (the JMS mapping's temporary-queue).",
+    model=JMS_TEMPORARY,
+)
+def temporary_queue_other_receiver(probe, ctx):
+    """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryQueueReceiving
+    LinkFromOtherConnectionDisallowed."""
+    _other_receiver(ctx, _temporary(probe, "temporary-queue"), "temporary-queue")
+
+
+@case(
+    "3.5.4/temporary-queue-other-connection-sender-allowed",
+    MODEL,
+    "A sender from another connection than the one that created a temporary queue is "
+    "attached (the JMS mapping's temporary-queue).",
+    model=JMS_TEMPORARY,
+)
+def temporary_queue_other_sender(probe, ctx):
+    """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryQueueSendingLink
+    FromOtherConnectionAllowed."""
+    _other_sender(ctx, _temporary(probe, "temporary-queue"), "temporary-queue")
+
+
+@case(
+    "3.5.4/temporary-topic-other-connection-receiver-refused",
+    MODEL,
+    "A receiver from another connection than the one that created a temporary topic is "
+    "refused with amqp:resource-locked (the JMS mapping's temporary-topic).",
+    model=JMS_TEMPORARY,
+)
+def temporary_topic_other_receiver(probe, ctx):
+    """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryTopicSubscription
+    ReceivingLinkFromOtherConnectionDisallowed (the topic made by a dynamic target here,
+    where Broker-J's creating link is a receiver)."""
+    _other_receiver(ctx, _temporary(probe, "temporary-topic"), "temporary-topic")
+
+
+@case(
+    "3.5.4/temporary-topic-other-connection-sender-allowed",
+    MODEL,
+    "A sender from another connection than the one that created a temporary topic is "
+    "attached (the JMS mapping's temporary-topic).",
+    model=JMS_TEMPORARY,
+)
+def temporary_topic_other_sender(probe, ctx):
+    """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryTopicSendingLink
+    FromOtherConnectionAllowed."""
+    _other_sender(ctx, _temporary(probe, "temporary-topic"), "temporary-topic")
