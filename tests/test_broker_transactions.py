@@ -82,6 +82,16 @@ def state_of(conn, delivery_id: int, role: bool) -> object:
     return found[-1] if found else None
 
 
+def publishing_to_q(broker, conn, session) -> tuple[object, Controller, object]:
+    """Queue q (not durable), a control link, then a sender publishing to /queues/q."""
+    broker.vhost.declare_queue("q", durable=False)
+    queue = broker.vhost.get_queue("q")
+    ctl = Controller(broker, conn, session)
+    sender = session.attach_sender("pub", Source(), Target(address="/queues/q"))
+    broker.pump()
+    return queue, ctl, sender
+
+
 def post(broker, conn, sender, txn_id: bytes, text: bytes) -> object:
     delivery_id = sender.send(
         Message.of(text).encode(), settled=False, state=TransactionalState(txn_id=txn_id)
@@ -100,11 +110,7 @@ def test_coordinator_attach_offers_local_transactions():
 
 def test_posting_is_applied_at_commit_and_dropped_at_rollback():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
-        broker.vhost.declare_queue("q", durable=False)
-        queue = broker.vhost.get_queue("q")
-        ctl = Controller(broker, conn, session)
-        sender = session.attach_sender("pub", Source(), Target(address="/queues/q"))
-        broker.pump()
+        queue, ctl, sender = publishing_to_q(broker, conn, session)
         committed, rolled_back = ctl.declare(), ctl.declare()
         assert committed != rolled_back
         state = post(broker, conn, sender, committed, b"kept")
@@ -150,11 +156,7 @@ def test_retirement_applied_at_commit_and_released_at_rollback():
 
 def test_control_link_detach_rolls_back():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
-        broker.vhost.declare_queue("q", durable=False)
-        queue = broker.vhost.get_queue("q")
-        ctl = Controller(broker, conn, session)
-        sender = session.attach_sender("pub", Source(), Target(address="/queues/q"))
-        broker.pump()
+        queue, ctl, sender = publishing_to_q(broker, conn, session)
         txn_id = ctl.declare()
         post(broker, conn, sender, txn_id, b"x")
         ctl.link.detach(closed=True)
@@ -217,11 +219,7 @@ def test_without_rejected_outcome_the_control_link_is_detached():
 def test_fault_post_immediately_makes_posts_visible_and_keeps_them():
     config = broker_config(faults=("txn-post-immediately",))
     with MemoryBroker(config) as broker, memory_session(broker) as (conn, session):
-        broker.vhost.declare_queue("q", durable=False)
-        queue = broker.vhost.get_queue("q")
-        ctl = Controller(broker, conn, session)
-        sender = session.attach_sender("pub", Source(), Target(address="/queues/q"))
-        broker.pump()
+        queue, ctl, sender = publishing_to_q(broker, conn, session)
         txn_id = ctl.declare()
         post(broker, conn, sender, txn_id, b"x")
         assert queue.messages == 1
