@@ -91,6 +91,19 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def verdict_fields(self) -> dict[str, Any]:
+        """What a reproducer.json carries of the verdict, beside the case it replays."""
+        return {
+            "kind": self.kind,
+            "signature": self.signature,
+            "rule": self.rule,
+            "section": self.section,
+            "summary": self.summary,
+            "expected": self.expected,
+            "observed": self.observed,
+            "level": self.level,
+        }
+
 
 def atomic_write(path: str, data: bytes) -> None:
     temporary = f"{path}.tmp{os.getpid()}.{threading.get_ident()}"
@@ -215,14 +228,7 @@ class FindingStore:
         os.makedirs(folder, exist_ok=True)
         finding.reproducer = os.path.join("findings", finding.id, REPRODUCER_NAME)
         record = case.to_json(
-            kind=finding.kind,
-            signature=finding.signature,
-            rule=finding.rule,
-            section=finding.section,
-            summary=finding.summary,
-            expected=finding.expected,
-            observed=finding.observed,
-            level=finding.level,
+            **finding.verdict_fields(),
             close_held=finding.close_held,
             original_steps=[s.to_json() for s in case.original],
         )

@@ -813,16 +813,7 @@ def keep_multi(
     add it to the store (findings.json, findings.md), at once. False if its bucket exists."""
 
     def write(folder: str) -> None:
-        record = case.to_json(
-            kind=finding.kind,
-            signature=finding.signature,
-            rule=finding.rule,
-            section=finding.section,
-            summary=finding.summary,
-            expected=finding.expected,
-            observed=finding.observed,
-            level=finding.level,
-        )
+        record = case.to_json(**finding.verdict_fields())
         atomic_write(os.path.join(folder, "reproducer.json"), json_bytes(record))
         text = transcript(case, outcome, finding).encode()
         atomic_write(os.path.join(folder, "reproducer.txt"), text)
