@@ -3,6 +3,8 @@ and the queue-layer faults (each shown to change behaviour)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +28,16 @@ from amqpspec.reference_broker.queues.classic import (
 def fill(queue: ClassicQueue, n: int, start: int = 0) -> None:
     for i in range(start, start + n):
         queue.publish(b"m%d" % i)
+
+
+def first_dispatch(messages: int, **flow: Any) -> tuple[ClassicQueue, list]:
+    """Queue q holding `messages`, consumer c granted by one flow from delivery-count 0
+    (`flow`: its other fields): the queue and what its dispatch then gives."""
+    q = ClassicQueue("q")
+    q.add_consumer("c")
+    fill(q, messages)
+    q.flow("c", delivery_count=0, **flow)
+    return q, q.dispatch()
 
 
 def deliveries(events) -> list[Delivery]:
@@ -195,10 +207,7 @@ def test_property_deliveries_never_pass_the_latest_horizon(steps):
 
 # ---------------------------------------------------------------------- drain / echo
 def test_drain_on_empty_queue_replies_promptly_and_advances_delivery_count():
-    q = ClassicQueue("q")
-    q.add_consumer("c")
-    q.flow("c", delivery_count=0, link_credit=5, drain=True)
-    events = q.dispatch()
+    q, events = first_dispatch(0, link_credit=5, drain=True)
     assert deliveries(events) == []
     (reply,) = replies(events)
     assert reply.drain is True
@@ -207,11 +216,7 @@ def test_drain_on_empty_queue_replies_promptly_and_advances_delivery_count():
 
 
 def test_drain_sends_available_then_reply_after_the_deliveries():
-    q = ClassicQueue("q")
-    q.add_consumer("c")
-    fill(q, 2)
-    q.flow("c", delivery_count=0, link_credit=5, drain=True)
-    events = q.dispatch()
+    q, events = first_dispatch(2, link_credit=5, drain=True)
     assert [type(e).__name__ for e in events] == ["Delivery", "Delivery", "CreditReply"]
     reply = events[-1]
     assert reply.delivery_count == 5 and reply.link_credit == 0 and reply.available == 0
@@ -220,22 +225,14 @@ def test_drain_sends_available_then_reply_after_the_deliveries():
 
 
 def test_drain_with_more_messages_than_credit_still_replies():
-    q = ClassicQueue("q")
-    q.add_consumer("c")
-    fill(q, 5)
-    q.flow("c", delivery_count=0, link_credit=2, drain=True)
-    events = q.dispatch()
+    _q, events = first_dispatch(5, link_credit=2, drain=True)
     assert len(deliveries(events)) == 2
     (reply,) = replies(events)
     assert (reply.delivery_count, reply.link_credit, reply.available) == (2, 0, 3)
 
 
 def test_echo_reply_reports_state_without_draining():
-    q = ClassicQueue("q")
-    q.add_consumer("c")
-    fill(q, 4)
-    q.flow("c", delivery_count=0, link_credit=3, echo=True)
-    events = q.dispatch()
+    q, events = first_dispatch(4, link_credit=3, echo=True)
     (reply,) = replies(events)
     assert reply.echo and not reply.drain
     assert (reply.delivery_count, reply.link_credit, reply.available) == (3, 0, 1)
