@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,6 +74,15 @@ def test_xml_was_read():
     assert len(_by_class("restricted")) > 30
 
 
+def _sectioned(name: str, tables: dict[str, Any]) -> tuple[Any, Any]:
+    """The XML element of type `name` and its entry in `tables`, whose section must be the
+    XML's (doc/section)."""
+    xml_type = XML["types"][name]
+    table = tables[name]
+    assert table.section == f"{xml_type['doc']}/{xml_type['section']}"
+    return xml_type["element"], table
+
+
 def test_table_holds_exactly_the_xml_types():
     assert set(spec.PRIMITIVES) == set(_by_class("primitive"))
     assert set(spec.COMPOSITES) == set(_by_class("composite"))
@@ -84,10 +94,7 @@ def test_table_holds_exactly_the_xml_types():
 
 @pytest.mark.parametrize("name", sorted(_by_class("primitive")))
 def test_primitive_encodings(name):
-    xml_type = XML["types"][name]
-    element = xml_type["element"]
-    table = spec.PRIMITIVES[name]
-    assert table.section == f"{xml_type['doc']}/{xml_type['section']}"
+    element, table = _sectioned(name, spec.PRIMITIVES)
     expected = [
         (enc.get("name"), int(enc.get("code"), 0), enc.get("category"), int(enc.get("width")))
         for enc in _children(element, "encoding")
@@ -104,10 +111,7 @@ def test_every_constructor_code_is_unique():
 
 @pytest.mark.parametrize("name", sorted(_by_class("composite")))
 def test_composite_fields(name):
-    xml_type = XML["types"][name]
-    element = xml_type["element"]
-    table = spec.COMPOSITES[name]
-    assert table.section == f"{xml_type['doc']}/{xml_type['section']}"
+    element, table = _sectioned(name, spec.COMPOSITES)
     assert table.source == element.get("source") == "list"
     assert table.provides == _provides(element)
     (descriptor,) = _children(element, "descriptor")
@@ -130,10 +134,7 @@ def test_composite_fields(name):
 
 @pytest.mark.parametrize("name", sorted(_by_class("restricted")))
 def test_restricted_types(name):
-    xml_type = XML["types"][name]
-    element = xml_type["element"]
-    table = spec.RESTRICTED[name]
-    assert table.section == f"{xml_type['doc']}/{xml_type['section']}"
+    element, table = _sectioned(name, spec.RESTRICTED)
     assert table.source == element.get("source")
     assert table.provides == _provides(element)
     descriptors = _children(element, "descriptor")
