@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from broker_support import WAIT, proton_receive
+from broker_support import WAIT, recovered_after_restart
 from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
@@ -80,12 +80,7 @@ def test_confirmed_messages_survive_sigkill(tmp_path):
             start = publisher.next
         finally:
             broker.kill()
-    broker = BrokerProcess("--data-dir", data_dir)
-    try:
-        url = f"amqp://127.0.0.1:{broker.port}"
-        recovered = proton_receive(url, "/queues/durable-q", None).bodies
-        # every confirmed publish is back (unconfirmed ones may or may not be), once
-        assert not all_confirmed - set(recovered)
-        assert len(recovered) == len(set(recovered))
-    finally:
-        broker.kill()
+    recovered = recovered_after_restart(data_dir, "/queues/durable-q")
+    # every confirmed publish is back (unconfirmed ones may or may not be), once
+    assert not all_confirmed - set(recovered)
+    assert len(recovered) == len(set(recovered))

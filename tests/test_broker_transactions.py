@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from urllib.parse import quote
 
-from broker_support import broker_config, memory_session, proton_receive
+from broker_support import broker_config, memory_session, recovered_after_restart
 
 from amqpspec.amqp10.composites import (
     Accepted,
@@ -358,13 +358,7 @@ def test_committed_work_survives_kill_9_and_rollback_leaves_nothing(tmp_path):
         _proton_transaction(url, "/queue/txq", ["r1"], commit=False)
     finally:
         broker.kill()
-    broker = BrokerProcess("--data-dir", data_dir)
-    try:
-        url = f"amqp://127.0.0.1:{broker.port}"
-        recovered = proton_receive(url, "/queues/txq", None).bodies
-        assert recovered == ["c1", "c2"]
-    finally:
-        broker.kill()
+    assert recovered_after_restart(data_dir, "/queues/txq") == ["c1", "c2"]
 
 
 def _retired_in(broker, conn, session, ctl) -> tuple[object, bytes]:

@@ -24,6 +24,7 @@ from amqpspec.amqp10.origins import CLIENT, ORIGINS, SERVER
 from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.config import BrokerConfig, Limits
 from amqpspec.reference_broker.faults.catalog import Faults
+from amqpspec.reference_broker.runtime.process import BrokerProcess
 from amqpspec.reference_broker.runtime.server import BrokerThread
 
 WAIT = 10.0
@@ -394,3 +395,13 @@ def proton_receive(
 
     Container(Receiver()).run()
     return run
+
+
+def recovered_after_restart(data_dir: str, address: str) -> list[Any]:
+    """The bodies a broker process started again on `data_dir` gives a receiver of `address`
+    (read until nothing arrives for a second); the broker is killed after."""
+    broker = BrokerProcess("--data-dir", data_dir)
+    try:
+        return proton_receive(f"amqp://127.0.0.1:{broker.port}", address, None).bodies
+    finally:
+        broker.kill()
