@@ -353,6 +353,24 @@ def close_shared_subscription_with_links(b, c) -> bool:
     return detach.error is None
 
 
+def forget_durable_subscriptions(b, c) -> bool:
+    """A durable topic subscription (features/topic_subscriptions.py) whose one link
+    detached with closed=false: its queue is gone."""
+    session = _session(c)
+    source = Source(
+        address="/exchanges/amq.topic",
+        durable=uint(1),
+        expiry_policy=symbol("never"),
+        capabilities=[symbol("topic")],
+    )
+    link = session.attach_receiver("fault-durable-sub", source=source)
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    link.detach(closed=False)
+    c.wait_event(RemoteDetach, where=lambda e: e.link is link)
+    queues = b.call(lambda: list(b.server.vhost.queues))
+    return not any(q.startswith("amqpspec.sub-") for q in queues)
+
+
 def forget_persistent_nodes(b, c) -> bool:
     """A dynamic source that never expires and is kept durably (expiry-policy never,
     durable configuration: dynamic_nodes.py), its connection closed without a detach: the
@@ -703,6 +721,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "keep-dynamic-nodes": (keep_dynamic_nodes, {}),
     "forget-persistent-nodes": (forget_persistent_nodes, {}),
     "close-shared-subscription-with-links": (close_shared_subscription_with_links, {}),
+    "forget-durable-subscriptions": (forget_durable_subscriptions, {}),
     "sole-connection-weak-detection": (sole_connection_weak_detection, {}),
     "forget-unsettled-on-reattach": (forget_unsettled_on_reattach, {}),
     "session-scoped-delivery-tags": (session_scoped_delivery_tags, {}),

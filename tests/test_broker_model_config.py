@@ -231,6 +231,7 @@ BROKER_FAULTS = {
     "relay-error-without-delivery-tag",
     "keep-dynamic-nodes",
     "close-shared-subscription-with-links",
+    "forget-durable-subscriptions",
     "forget-persistent-nodes",
     "durable-messages-in-memory",
     "consume-on-delivery",

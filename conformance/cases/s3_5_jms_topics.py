@@ -13,7 +13,9 @@ configuration or unsettled-state: 3.5.5, 3.5.6) and volatile otherwise; shared (
 container's alone. A durable subscription's links detach with closed=false to keep it and
 closed=true to remove it; removing it while another link is attached is refused with
 amqp:resource-locked. A receiver attached with a null source by a subscription's link name
-finds the subscription and is told its source.
+finds the subscription and is told its source. What the topic gets while a durable
+subscription has no link attached waits in it (JMS 2.0 6.11.1); a message is sent to the
+topic by a sender to its address.
 
 Capability-gated: a profile without the `topic-subscriptions` capability (and a
 `topic_source` address: the exchange a subscription is made on) is UNSUPPORTED on every
@@ -29,10 +31,12 @@ from __future__ import annotations
 
 import uuid
 
-from amqpspec.amqp10.composites import Source
+from amqpspec.amqp10.composites import Properties, Source, Target
 from amqpspec.amqp10.engine import RemoteAttach
+from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import symbol, uint
+from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MODEL, case
 from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.verdicts import Unsupported
@@ -224,3 +228,39 @@ def shared_durable_close_in_use(probe, ctx):
     )
     if second.remote_detach is None:
         _detach(probe, ctx, second, closed=True)  # the last link: the subscription goes
+
+
+@case(
+    "3.5.3/jms-topic-durable-keeps-messages",
+    MODEL,
+    "A durable subscription whose link detached with closed=false keeps what the topic "
+    "gets meanwhile: the link attached again receives it.",
+    model=JMS_TOPICS,
+)
+def durable_keeps_messages(probe, ctx):
+    """What a durable subscription is for (JMS 2.0 6.11.1; Broker-J's TopicDestinationTest
+    checks only the link handshakes): a non-shared durable subscription's link detached
+    with closed=false; a message sent to the topic (a sender to the topic's address,
+    capability topic, settled); the link attached again with the same name gets it within
+    the profile's wait; then closed, which removes the subscription."""
+    address = _topic(ctx)
+    session = probe.open_session()
+    name = _name()
+    source = _source(address, durable=True)
+    link, _ = _subscribe(probe, ctx, session, name, source)
+    _detach(probe, ctx, link, closed=False)
+    sender = probe.attach_sender(session, Target(address=address, capabilities=[TOPIC]))
+    kept = Message.of(b"kept for the subscription", properties=Properties(subject="amqpspec"))
+    probe.send_message(sender, kept, settled=True)
+    again, _ = _subscribe(probe, ctx, probe.open_session(), name, source)
+    probe.grant(again, 1)
+    try:
+        got = probe.receive(again, 1)
+    except WaitTimeout:
+        got = []
+    ctx.model(
+        len(got) == 1,
+        f"expected the message sent to {address!r} while subscription {name!r} was "
+        f"detached (closed=false) delivered when it attached again; observed {len(got)}",
+    )
+    _detach(probe, ctx, again, closed=True)

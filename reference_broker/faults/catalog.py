@@ -22,7 +22,8 @@ Where each fault lives:
   accept-misordered-sections (protocol/delivery_handler.py),
   relay-error-without-delivery-tag (features/relay.py),
   keep-dynamic-nodes and forget-persistent-nodes (features/dynamic_nodes.py),
-  close-shared-subscription-with-links (features/topic_subscriptions.py),
+  close-shared-subscription-with-links and forget-durable-subscriptions
+  (features/topic_subscriptions.py),
   sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
   report-unknown-filters and properties-filter-ignores-subject (features/filters.py),
@@ -431,6 +432,17 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "WithActiveLink (the JMS mapping's subscriptions: amqp:resource-locked)",
                 PROTOCOL_LAYER,
                 "features.topic_subscriptions.TopicSubscriptions.detached",
+            ),
+            _fault(
+                "forget-durable-subscriptions",
+                "a durable topic subscription (source expiry-policy never, durable "
+                "configuration) is volatile all the same: gone with its last link, whether "
+                "it detached with closed=false or not, and what the topic got meanwhile lost",
+                "JMS 2.0 6.11.1 durable subscriptions as the AMQP JMS mapping makes them "
+                "(Qpid Broker-J's TopicDestinationTest.sharedGlobalDurableSubscriptionLink"
+                "AttachDetach)",
+                PROTOCOL_LAYER,
+                "features.topic_subscriptions.TopicSubscriptions._create",
             ),
             _fault(
                 "sole-connection-weak-detection",

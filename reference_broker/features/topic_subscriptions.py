@@ -26,6 +26,7 @@ The mapping's conventions (Qpid Broker-J's TopicDestinationTest follows them):
 
 The `close-shared-subscription-with-links` fault deletes a durable subscription on a detach
 with closed=true even while other links are attached to it, and answers without an error.
+The `forget-durable-subscriptions` fault makes every subscription volatile.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class TopicSubscriptions:
     ) -> Subscription:
         never = str(source.expiry_policy or "") == "never"
         durable = never and int(source.durable or 0) >= DURABLE_CONFIGURATION
+        durable = durable and not self.faults.forget_durable_subscriptions
         scope = "global" if key[0] is None else key[0]
         name = f"{QUEUE_PREFIX}{scope}-{key[1]}"
         self.vhost.declare_queue(name, durable=durable, auto_delete=False)
