@@ -284,6 +284,14 @@ def _frame_after_end() -> Case:
     return bad, index, good, {}
 
 
+def consuming(answer: Attach) -> tuple[Trace, int]:
+    """The client attaches a receiving link q and the server answers with `answer`: the
+    trace and the answer's frame index."""
+    trace = Trace().connect().begin()
+    trace.frame(C, Attach(name="q", handle=0, role=True))
+    return trace, trace.frame(S, answer)
+
+
 # --- link lifecycle -----------------------------------------------------------------------
 @case("link.attach.handle-in-use")
 def _handle_in_use() -> Case:
@@ -305,12 +313,8 @@ def _handle_max() -> Case:
 
 @case("link.attach.role")
 def _attach_role() -> Case:
-    bad = Trace().connect().begin()
-    bad.frame(C, Attach(name="q", handle=0, role=True))
-    index = bad.frame(S, Attach(name="q", handle=0, role=True))
-    good = Trace().connect().begin()
-    good.frame(C, Attach(name="q", handle=0, role=True))
-    good.frame(S, Attach(name="q", handle=0, role=False, initial_delivery_count=0))
+    bad, index = consuming(Attach(name="q", handle=0, role=True))
+    good, _ = consuming(Attach(name="q", handle=0, role=False, initial_delivery_count=0))
     return bad, index, good, {}
 
 
@@ -461,12 +465,8 @@ def _stall() -> Case:
 # --- performative fields (2.7.3-2.7.5) ----------------------------------------------------
 @case("link.attach.initial-delivery-count")
 def _initial_delivery_count() -> Case:
-    bad = Trace().connect().begin()
-    bad.frame(C, Attach(name="q", handle=0, role=True))
-    index = bad.frame(S, Attach(name="q", handle=0, role=False))
-    good = Trace().connect().begin()
-    good.frame(C, Attach(name="q", handle=0, role=True))
-    good.frame(S, Attach(name="q", handle=0, role=False, initial_delivery_count=0))
+    bad, index = consuming(Attach(name="q", handle=0, role=False))
+    good, _ = consuming(Attach(name="q", handle=0, role=False, initial_delivery_count=0))
     return bad, index, good, {}
 
 
