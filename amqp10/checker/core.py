@@ -2,8 +2,8 @@
 
 Owns: `Checker` (dispatch, framing 2.2/2.3, SASL order 5.3.2, connection 2.4/2.7.1/2.7.9,
 idle timeout 2.4.5, the time-based sweeps) and `check_connection`. Sessions, links and
-settlement live in `sessions.py`, `links.py` and `settlement.py` (mixins over the same
-state). Pure: time only comes in as the `time` argument; no I/O.
+settlement live in `sessions.py`, `links.py` (the time-based link rules in
+`liveness.py`) and `settlement.py` (mixins over the same state). Pure: time only comes in as the `time` argument; no I/O.
 
 Conservative where frames race: a frame of one side can only depend on frames of the
 other side that appear before it in the trace, and which of those it had read is
@@ -20,6 +20,7 @@ from typing import Any
 from amqpspec.amqp10.checker.fastlane import FastLane
 from amqpspec.amqp10.checker.fields import FieldRules
 from amqpspec.amqp10.checker.links import LinkRules
+from amqpspec.amqp10.checker.liveness import LivenessRules
 from amqpspec.amqp10.checker.rules import Violation, violation
 from amqpspec.amqp10.checker.sessions import SessionRules
 from amqpspec.amqp10.checker.settlement import SettlementRules
@@ -70,7 +71,7 @@ def _complete(performative: Any) -> bool:
     return True
 
 
-class Checker(SessionRules, LinkRules, SettlementRules, FieldRules, FastLane):
+class Checker(SessionRules, LinkRules, LivenessRules, SettlementRules, FieldRules, FastLane):
     """Checks one connection. `feed` each item in trace order; `finish` at the end.
 
     `fast=False` turns off the fast lane (fastlane.py): every frame then goes through the
