@@ -13,7 +13,14 @@ reports (2.6.3: the terminus as created), does not claim the temporary destinati
 UNSUPPORTED. (3.5.4/temporary-queue and 3.5.4/temporary-topic record the same answers on
 every broker, MAY.)
 
-Owns the cases `3.5.4/temporary-*-other-connection-*`.
+The creating connection's own receiver is attached (Broker-J's createTemporaryQueueReceiving
+Link), and a node made with delete-on-close is gone once its connection closes (Broker-J's
+deleteOnCloseWithConnectionClose*, which ask the broker's admin; here a receiver from the
+address on another connection must be refused with amqp:not-found, which tells a node that
+is gone from one that refuses others' receivers with amqp:resource-locked).
+
+Owns the cases `3.5.4/temporary-*-other-connection-*`, `3.5.4/temporary-queue-receiver` and
+`3.5.4/temporary-*-gone-with-connection`.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from amqpspec.conformance.verdicts import Unsupported
 JMS_TEMPORARY = "jms-temporary"  # profile.MODELS
 LIFETIME = symbol("lifetime-policy")
 RESOURCE_LOCKED = "amqp:resource-locked"
+NOT_FOUND = "amqp:not-found"  # 2.8.15: the node does not exist
 
 
 def _temporary(probe, capability: str) -> str:
@@ -55,6 +63,19 @@ def _temporary(probe, capability: str) -> str:
     return reported.address
 
 
+def _refusal(probe, link, event) -> tuple[bool, str | None]:
+    """Whether the broker attached `link` (its answer `event`), and the condition of the
+    detach, end or close that refused it."""
+    if isinstance(event, RemoteAttach) and event.attach.source is not None:
+        return True, None
+    if isinstance(event, RemoteAttach):  # a null source: the detach follows (2.6.3)
+        event = probe.expect(
+            lambda e: isinstance(e, RemoteDetach) and e.link is link, what="the detach"
+        )
+    error = getattr(event, "error", None)
+    return False, str(error.condition) if error is not None else None
+
+
 def _other_receiver(ctx, address: str, capability: str) -> None:
     """Another connection's receiver from the temporary node: refused (JMS 2.0 6.2.2),
     detached with closed=true and amqp:resource-locked as Broker-J does."""
@@ -62,22 +83,12 @@ def _other_receiver(ctx, address: str, capability: str) -> None:
     session = other.open_session()
     source = Source(address=address, capabilities=[symbol(capability)])
     link = session.attach_receiver("amqpspec-temp-other-receiver", source, Target())
-    event = attach_answer(other, session, link)
-    attached = isinstance(event, RemoteAttach) and event.attach.source is not None
+    attached, condition = _refusal(other, link, attach_answer(other, session, link))
     ctx.model(
-        not attached,
+        not attached and condition == RESOURCE_LOCKED,
         f"expected another connection's receiver from {capability} {address!r} refused "
-        f"(only the creating connection consumes, JMS 2.0 6.2.2); observed it attached",
-    )
-    if isinstance(event, RemoteAttach):
-        event = other.expect(
-            lambda e: isinstance(e, RemoteDetach) and e.link is link, what="the detach"
-        )
-    error = getattr(event, "error", None)
-    condition = str(error.condition) if error is not None else None
-    ctx.model(
-        condition == RESOURCE_LOCKED,
-        f"expected the refusal to carry {RESOURCE_LOCKED}; observed {event}",
+        f"with {RESOURCE_LOCKED} (only the creating connection consumes, JMS 2.0 6.2.2); "
+        f"observed {'attached' if attached else f'refused with {condition}'}",
     )
 
 
@@ -146,3 +157,71 @@ def temporary_topic_other_sender(probe, ctx):
     """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryTopicSendingLink
     FromOtherConnectionAllowed."""
     _other_sender(ctx, _temporary(probe, "temporary-topic"), "temporary-topic")
+
+
+@case(
+    "3.5.4/temporary-queue-receiver",
+    MODEL,
+    "The connection that created a temporary queue attaches a receiver from its address: "
+    "attached, its source naming that address (the JMS mapping's temporary-queue).",
+    model=JMS_TEMPORARY,
+)
+def temporary_queue_receiver(probe, ctx):
+    """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryQueueReceivingLink:
+    a dynamic target with temporary-queue; a receiver from its address on the same
+    connection, capability temporary-queue."""
+    address = _temporary(probe, "temporary-queue")
+    session = probe.open_session()
+    source = Source(address=address, capabilities=[symbol("temporary-queue")])
+    link = session.attach_receiver("amqpspec-temp-queue-receiver", source, Target())
+    event = attach_answer(probe, session, link)
+    reported = event.attach.source if isinstance(event, RemoteAttach) else None
+    ctx.model(
+        reported is not None and reported.address == address,
+        f"expected the creating connection's receiver from {address!r} attached with that "
+        f"source address; observed {event}",
+    )
+
+
+def _gone_with_connection(ctx, capability: str) -> None:
+    """The temporary node (delete-on-close) made on a connection that then closes: a
+    receiver from its address on another connection is refused (the node is gone)."""
+    creator = ctx.probe()
+    address = _temporary(creator, capability)
+    creator.close()
+    other = ctx.probe()
+    session = other.open_session()
+    link = session.attach_receiver("amqpspec-temp-gone", Source(address=address), Target())
+    attached, condition = _refusal(other, link, attach_answer(other, session, link))
+    ctx.model(
+        not attached and condition == NOT_FOUND,
+        f"expected {capability} {address!r} (delete-on-close) gone with the connection that "
+        f"created it: a receiver from it refused with {NOT_FOUND}; observed "
+        f"{'attached' if attached else f'refused with {condition}'}",
+    )
+
+
+@case(
+    "3.5.4/temporary-queue-gone-with-connection",
+    MODEL,
+    "A temporary queue (delete-on-close) is gone once the connection that created it "
+    "closes: a receiver from its address is refused (the JMS mapping's temporary-queue).",
+    model=JMS_TEMPORARY,
+)
+def temporary_queue_gone(probe, ctx):
+    """Counters Qpid Broker-J's TemporaryDestinationTest.deleteOnCloseWithConnectionClose
+    ForQueue (Broker-J asks its admin whether the node exists; here a receiver asks)."""
+    _gone_with_connection(ctx, "temporary-queue")
+
+
+@case(
+    "3.5.4/temporary-topic-gone-with-connection",
+    MODEL,
+    "A temporary topic (delete-on-close) is gone once the connection that created it "
+    "closes: a receiver from its address is refused (the JMS mapping's temporary-topic).",
+    model=JMS_TEMPORARY,
+)
+def temporary_topic_gone(probe, ctx):
+    """Counters Qpid Broker-J's TemporaryDestinationTest.deleteOnCloseWithConnectionClose
+    ForTopic."""
+    _gone_with_connection(ctx, "temporary-topic")

@@ -58,7 +58,7 @@ from amqpspec.amqp10.types import symbol
 
 from ..faults.catalog import Faults
 from ..queues.addressing import AddressError, exchange_address, queue_address
-from ..queues.errors import ResourceLockedError
+from ..queues.errors import NotFoundError, ResourceLockedError
 
 LIFETIME_POLICY = symbol("lifetime-policy")
 DIST_MODES = symbol("supported-dist-modes")
@@ -192,13 +192,14 @@ class DynamicNodes:
 
     def subscribe(self, connection: Any, link: Any, address: Any) -> Any:
         """A receiver from a temporary topic's address: its own queue bound to the topic
-        (None when the address is no temporary topic). Only the creating connection may
-        consume from it (JMS temporary topics): amqp:resource-locked for another."""
+        (None when the address is no temporary topic's; amqp:not-found when it names one
+        that is gone). Only the creating connection may consume from it (JMS temporary
+        topics): amqp:resource-locked for another."""
         if not isinstance(address, str) or not address.startswith("/exchanges/" + TOPIC_PREFIX):
             return None
         node = self.nodes.get(address.removeprefix("/exchanges/"))
-        if node is None or not node.topic:
-            return None
+        if node is None or not node.topic:  # gone (with its connection, by its policy)
+            raise NotFoundError(f"no temporary topic '{address.removeprefix('/exchanges/')}'")
         if node.connection is not connection:
             raise ResourceLockedError(
                 f"temporary topic '{node.name}' is its creating connection's only"
