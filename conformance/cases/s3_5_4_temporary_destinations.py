@@ -76,20 +76,27 @@ def _refusal(probe, link, event) -> tuple[bool, str | None]:
     return False, str(error.condition) if error is not None else None
 
 
-def _other_receiver(ctx, address: str, capability: str) -> None:
-    """Another connection's receiver from the temporary node: refused (JMS 2.0 6.2.2),
-    detached with closed=true and amqp:resource-locked as Broker-J does."""
+def _refused_elsewhere(ctx, address: str, capability: str, expected: str, why: str) -> None:
+    """A receiver from `address` on another connection: refused with `expected` (the
+    model's difference otherwise; `why` the rule)."""
     other = ctx.probe()
     session = other.open_session()
     source = Source(address=address, capabilities=[symbol(capability)])
     link = session.attach_receiver("amqpspec-temp-other-receiver", source, Target())
     attached, condition = _refusal(other, link, attach_answer(other, session, link))
     ctx.model(
-        not attached and condition == RESOURCE_LOCKED,
-        f"expected another connection's receiver from {capability} {address!r} refused "
-        f"with {RESOURCE_LOCKED} (only the creating connection consumes, JMS 2.0 6.2.2); "
-        f"observed {'attached' if attached else f'refused with {condition}'}",
+        not attached and condition == expected,
+        f"expected a receiver from {capability} {address!r} on another connection refused "
+        f"with {expected} ({why}); observed "
+        f"{'attached' if attached else f'refused with {condition}'}",
     )
+
+
+def _other_receiver(ctx, address: str, capability: str) -> None:
+    """Another connection's receiver from the temporary node: refused (JMS 2.0 6.2.2),
+    detached with closed=true and amqp:resource-locked as Broker-J does."""
+    why = "only the creating connection consumes, JMS 2.0 6.2.2"
+    _refused_elsewhere(ctx, address, capability, RESOURCE_LOCKED, why)
 
 
 def _other_sender(ctx, address: str, capability: str) -> None:
@@ -189,16 +196,8 @@ def _gone_with_connection(ctx, capability: str) -> None:
     creator = ctx.probe()
     address = _temporary(creator, capability)
     creator.close()
-    other = ctx.probe()
-    session = other.open_session()
-    link = session.attach_receiver("amqpspec-temp-gone", Source(address=address), Target())
-    attached, condition = _refusal(other, link, attach_answer(other, session, link))
-    ctx.model(
-        not attached and condition == NOT_FOUND,
-        f"expected {capability} {address!r} (delete-on-close) gone with the connection that "
-        f"created it: a receiver from it refused with {NOT_FOUND}; observed "
-        f"{'attached' if attached else f'refused with {condition}'}",
-    )
+    why = "delete-on-close: gone with the connection that created it"
+    _refused_elsewhere(ctx, address, capability, NOT_FOUND, why)
 
 
 @case(
