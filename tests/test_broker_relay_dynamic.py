@@ -239,6 +239,25 @@ def test_a_temporary_topic_fans_out_to_its_subscribers_and_goes_with_its_link():
         assert not [q for q in broker.vhost.queues if q.startswith("amq.gen-")]
 
 
+def test_a_dynamic_source_asking_for_a_temporary_topic_subscribes_its_receiver():
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        receiver, source, _ = _dynamic(
+            session, broker, conn, target=False, capabilities=[symbol("temporary-topic")]
+        )
+        assert source.address.startswith("/exchanges/amqpspec.tmp-topic-")
+        assert [str(c) for c in source.capabilities] == ["temporary-topic"]
+        sender = session.attach_sender("to-topic", target=source.address)
+        broker.pump()
+        receiver.flow(link_credit=5)
+        sender.send(Message.of(b"to-the-subscriber").encode(), settled=True)
+        broker.pump()
+        assert [e.link for e in conn.of(TransferReceived)] == [receiver]
+        receiver.detach()
+        broker.pump()
+        assert source.address.removeprefix("/exchanges/") not in broker.vhost.exchanges
+        assert not [q for q in broker.vhost.queues if q.startswith("amq.gen-")]
+
+
 def test_a_suspended_link_attached_again_resumes_its_node_and_closing_it_deletes_it():
     with MemoryBroker() as broker, memory_session(broker) as (_, session):
         terminus = Source(dynamic=True, dynamic_node_properties={LIFETIME: DeleteOnClose()})

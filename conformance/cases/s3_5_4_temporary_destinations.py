@@ -17,18 +17,23 @@ The creating connection's own receiver is attached (Broker-J's createTemporaryQu
 Link), and a node made with delete-on-close is gone once its connection closes (Broker-J's
 deleteOnCloseWithConnectionClose*, which ask the broker's admin; here a receiver from the
 address on another connection must be refused with amqp:not-found, which tells a node that
-is gone from one that refuses others' receivers with amqp:resource-locked).
+is gone from one that refuses others' receivers with amqp:resource-locked). A temporary topic
+asked for by a receiver's dynamic source (Broker-J's createTemporaryTopicSubscriptionReceiving
+Link) makes that receiver its subscriber: what a sender to its address sends reaches it.
 
 Owns the cases `3.5.4/temporary-*-other-connection-*`, `3.5.4/temporary-queue-receiver` and
-`3.5.4/temporary-*-gone-with-connection`.
+`3.5.4/temporary-*-gone-with-connection`, `3.5.4/temporary-topic-dynamic-source`.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from amqpspec.amqp10.composites import DeleteOnClose, Source, Target
 from amqpspec.amqp10.engine import RemoteAttach, RemoteDetach
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.run.registry import MODEL, case
+from amqpspec.conformance.steps.deliveries import granted_one
 from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.verdicts import Unsupported
 
@@ -38,24 +43,32 @@ RESOURCE_LOCKED = "amqp:resource-locked"
 NOT_FOUND = "amqp:not-found"  # 2.8.15: the node does not exist
 
 
-def _temporary(probe, capability: str) -> str:
-    """A sender with a dynamic target asking for `capability`: the node's address.
-    UNSUPPORTED when the broker refuses it or does not echo the capability."""
-    session = probe.open_session()
-    target = Target(
+def _listed(value) -> list:
+    return [value] if isinstance(value, str) else list(value or ())
+
+
+def _asked(terminus: type, capability: str):
+    """A dynamic source or target asking for `capability`, as Broker-J asks: expiry-policy
+    link-detach, lifetime-policy delete-on-close."""
+    return terminus(
         dynamic=True,
         expiry_policy="link-detach",
         capabilities=[symbol(capability)],
         dynamic_node_properties={LIFETIME: DeleteOnClose()},
     )
+
+
+def _temporary(probe, capability: str) -> str:
+    """A sender with a dynamic target asking for `capability`: the node's address.
+    UNSUPPORTED when the broker refuses it or does not echo the capability."""
+    session = probe.open_session()
+    target = _asked(Target, capability)
     link = session.attach_sender(f"amqpspec-{capability}-{id(target)}", Source(), target)
     event = attach_answer(probe, session, link)
     reported = event.attach.target if isinstance(event, RemoteAttach) else None
     if reported is None or not reported.dynamic or not reported.address:
         raise Unsupported(f"the broker created no dynamic node: {event}")
-    echoed = reported.capabilities
-    echoed = {str(c) for c in ([echoed] if isinstance(echoed, str) else list(echoed or ()))}
-    if capability not in echoed:
+    if capability not in {str(c) for c in _listed(reported.capabilities)}:
         raise Unsupported(
             f"the broker does not report {capability} in the target it created "
             f"({reported.capabilities!r}): it does not claim the JMS temporary destination"
@@ -99,18 +112,24 @@ def _other_receiver(ctx, address: str, capability: str) -> None:
     _refused_elsewhere(ctx, address, capability, RESOURCE_LOCKED, why)
 
 
-def _other_sender(ctx, address: str, capability: str) -> None:
-    """Another connection's sender to the temporary node: attached."""
-    other = ctx.probe()
-    session = other.open_session()
+def _sender(ctx, probe, address: str, capability: str, who: str) -> Any:
+    """A sender to the temporary node on `probe`'s connection: attached (any connection may
+    send to a temporary destination). The link."""
+    session = probe.open_session()
     target = Target(address=address, capabilities=[symbol(capability)])
-    link = session.attach_sender("amqpspec-temp-other-sender", Source(), target)
-    event = attach_answer(other, session, link)
+    link = session.attach_sender(f"amqpspec-temp-sender-{id(target)}", Source(), target)
+    event = attach_answer(probe, session, link)
     ctx.model(
         isinstance(event, RemoteAttach) and event.attach.target is not None,
-        f"expected another connection's sender to {capability} {address!r} attached (any "
-        f"connection may send to a temporary destination); observed {event}",
+        f"expected {who}'s sender to {capability} {address!r} attached (any connection may "
+        f"send to a temporary destination); observed {event}",
     )
+    return link
+
+
+def _other_sender(ctx, address: str, capability: str) -> None:
+    """Another connection's sender to the temporary node: attached."""
+    _sender(ctx, ctx.probe(), address, capability, "another connection")
 
 
 @case(
@@ -224,3 +243,34 @@ def temporary_topic_gone(probe, ctx):
     """Counters Qpid Broker-J's TemporaryDestinationTest.deleteOnCloseWithConnectionClose
     ForTopic."""
     _gone_with_connection(ctx, "temporary-topic")
+
+
+@case(
+    "3.5.4/temporary-topic-dynamic-source",
+    MODEL,
+    "A receiver asking for a dynamic source with temporary-topic subscribes to the "
+    "temporary topic it creates: a sender to the reported address is attached and what it "
+    "sends reaches the receiver (the JMS mapping's temporary-topic).",
+    model=JMS_TEMPORARY,
+)
+def temporary_topic_dynamic_source(probe, ctx):
+    """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryTopicSubscription
+    ReceivingLink (which stops at the sender's attach and flow; here one message goes
+    through): a dynamic source, temporary-topic, delete-on-close, link-detach."""
+    session = probe.open_session()
+    source = _asked(Source, "temporary-topic")
+    link = session.attach_receiver("amqpspec-temp-topic-source", source, Target())
+    event = attach_answer(probe, session, link)
+    reported = event.attach.source if isinstance(event, RemoteAttach) else None
+    if reported is None or not reported.address:
+        raise Unsupported(f"the broker created no dynamic source: {event}")
+    if "temporary-topic" not in {str(c) for c in _listed(reported.capabilities)}:
+        raise Unsupported(f"the broker does not report temporary-topic ({reported!r})")
+    sender = _sender(ctx, probe, reported.address, "temporary-topic", "the same connection")
+    probe.send_message(sender, b"to the temporary topic", settled=True)
+    got = granted_one(probe, link)
+    ctx.model(
+        got == 1,
+        f"expected the message sent to {reported.address!r} delivered to the receiver whose "
+        f"dynamic source created it; observed {got}",
+    )

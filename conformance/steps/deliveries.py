@@ -13,7 +13,7 @@ from typing import Any
 
 from amqpspec.amqp10.engine import Link, Session, TransferReceived
 from amqpspec.amqp10.message import Message
-from amqpspec.conformance.probe import Probe
+from amqpspec.conformance.probe import Probe, WaitTimeout
 from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.steps.links import consumer, unsettled_consumer
 from amqpspec.conformance.steps.queues import fill, message_text, publish_messages, texts
@@ -181,3 +181,13 @@ def check_split(ctx: CaseContext, deliveries: list[TransferReceived]) -> None:
         f"expected deliveries in several frames (max-frame-size 512); observed frame counts "
         f"{[d.frame_count for d in deliveries]}",
     )
+
+
+def granted_one(probe: Probe, link: Link) -> int:
+    """Grant `link` one credit and receive: 1 when a delivery came within the probe's
+    wait, else 0."""
+    probe.grant(link, 1)
+    try:
+        return len(probe.receive(link, 1))
+    except WaitTimeout:
+        return 0

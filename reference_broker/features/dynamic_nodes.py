@@ -4,9 +4,10 @@ source and target, 3.5.9 dynamic-node-properties, 3.5.10 lifetime policies).
 Owns: `DynamicNodes` (one per broker, on the BrokerContext): creating the queue a dynamic
 terminus asks for, the terminus the broker reports back (its address, the lifetime-policy
 it applies in dynamic-node-properties, the `temporary-queue` capability of the JMS mapping
-echoed when asked), temporary topics (a dynamic target asked for with the JMS mapping's
-`temporary-topic` capability: a fanout exchange at /exchanges/amqpspec.tmp-topic-..., each
-receiver from that address a subscriber with a queue of its own, deleted with its link),
+echoed when asked), temporary topics (a dynamic target or source asked for with the JMS
+mapping's `temporary-topic` capability: a fanout exchange at /exchanges/amqpspec.tmp-topic-...,
+each receiver from that address, and the receiver whose dynamic source made it, a
+subscriber with a queue of its own, deleted with its link),
 the links that have each node as source or target, and deleting each node when its policy
 says. May touch: the vhost's queues and exchanges through their APIs.
 
@@ -127,9 +128,10 @@ class DynamicNodes:
         self.nodes: dict[str, DynamicNode] = {}
 
     def create(self, connection: Any, link: Any, terminus: Any) -> tuple[Any, Any]:
-        """The queue for a dynamic source or target (None for a temporary topic), and the
+        """The queue for a dynamic source or target (None for a target's temporary topic; a
+        source's: its receiver's subscription queue), and the
         terminus to report (2.6.3: as created): its address, the lifetime-policy applied,
-        `temporary-queue` / `temporary-topic` echoed. A dynamic target asked for with
+        `temporary-queue` / `temporary-topic` echoed. A dynamic target or source asked for with
         `temporary-topic` is a topic: a fanout exchange, each receiver from its address
         a subscriber with a queue of its own."""
         policy = lifetime_policy(terminus.dynamic_node_properties)
@@ -138,11 +140,11 @@ class DynamicNodes:
         resumed = self._resume(connection, link)
         if resumed is not None:  # the suspended link attached again: its node, as it was
             name, policy, topic = resumed.name, resumed.policy, resumed.topic
-            queue = None if topic else self.vhost.queues[name]
+            queue = self.vhost.queues.get(resumed.subscriptions.get(link, name))
             address = exchange_address(name) if topic else queue_address(name)
             echoed = TEMPORARY_TOPIC if topic else TEMPORARY_QUEUE
             return queue, self._reported(terminus, address, policy, echoed, asked)
-        topic = TEMPORARY_TOPIC in asked and not link.is_sender  # the broker receives: a target
+        topic = TEMPORARY_TOPIC in asked
         durable = False
         if topic:
             name = self._topic_name()
@@ -154,6 +156,8 @@ class DynamicNodes:
             name, address, echoed = queue.name, queue_address(queue.name), TEMPORARY_QUEUE
         self.nodes[name] = DynamicNode(name, policy, connection, link, {link}, topic)
         self.nodes[name].persistent = not topic and durable
+        if topic and link.is_sender:  # a dynamic source: its receiver the first subscriber
+            queue = self._subscription(self.nodes[name], connection, link)
         return queue, self._reported(terminus, address, policy, echoed, asked)
 
     def _persistent(self, terminus: Any) -> bool:
@@ -179,6 +183,8 @@ class DynamicNodes:
             if node.connection is connection and node.suspended == key:
                 node.suspended = None
                 node.links.discard(node.creator)
+                if node.creator in node.subscriptions:  # a dynamic source's subscription
+                    node.subscriptions[link] = node.subscriptions.pop(node.creator)
                 node.creator = link
                 node.links.add(link)
                 return node
@@ -204,6 +210,10 @@ class DynamicNodes:
             raise ResourceLockedError(
                 f"temporary topic '{node.name}' is its creating connection's only"
             )
+        return self._subscription(node, connection, link)
+
+    def _subscription(self, node: DynamicNode, connection: Any, link: Any) -> Any:
+        """`link`'s own queue bound to the temporary topic `node`."""
         queue = self.vhost.owners.create_dynamic_queue(connection)
         self.vhost.bind(node.name, queue.name)
         node.subscriptions[link] = queue.name
