@@ -3,7 +3,8 @@
 Owns: `Checker` (dispatch, framing 2.2/2.3, SASL order 5.3.2, connection 2.4/2.7.1/2.7.9,
 idle timeout 2.4.5, the time-based sweeps) and `check_connection`. Sessions, links and
 settlement live in `sessions.py`, `links.py` (the time-based link rules in
-`liveness.py`) and `settlement.py` (mixins over the same state). Pure: time only comes in as the `time` argument; no I/O.
+`liveness.py`) and `settlement.py` (mixins over the same state). Pure: time only comes in
+as the `time` argument; no I/O.
 
 Conservative where frames race: a frame of one side can only depend on frames of the
 other side that appear before it in the trace, and which of those it had read is
