@@ -76,6 +76,12 @@ class Install:
     def bin(self, name: str) -> str:
         return str(self.venv / "bin" / name)
 
+    def run(
+        self, what: str, argv: list[str], *, timeout: float, ok=(0,)
+    ) -> subprocess.CompletedProcess[str]:
+        """`step` in the work folder with the install's environment."""
+        return step(what, argv, cwd=self.work, env=self.env, timeout=timeout, ok=ok)
+
 
 def _clean_env() -> dict[str, str]:
     """This environment without what would point a process at the checkout or change pytest."""
@@ -166,7 +172,7 @@ def test_one_top_level_package_with_its_data(installed: Install) -> None:
     site = installed.site
     strays = [name for name in (*PARTS, "tests", "scripts", "tools") if (site / name).exists()]
     assert not strays, f"the wheel installed top-level packages besides amqpspec: {strays}"
-    listed = step(
+    listed = installed.run(
         "listing the installed distribution's files",
         [
             str(installed.python),
@@ -175,8 +181,6 @@ def test_one_top_level_package_with_its_data(installed: Install) -> None:
             "print(json.dumps(sorted({str(f).split('/')[0] for f in d.files}))); "
             "print((d.read_text('top_level.txt') or '').strip())",
         ],
-        cwd=installed.work,
-        env=installed.env,
         timeout=60,
     ).stdout.splitlines()
     tops = json.loads(listed[0])
@@ -231,7 +235,7 @@ def test_broker_and_run_from_another_folder(installed: Install) -> None:
             f"amqpspec broker did not say ready within 30 s (exit {broker.poll()}):\n"
             f"{_tail(log_path.read_text())}"
         )
-        run = step(
+        run = installed.run(
             "amqpspec run against amqpspec broker, from a folder outside the checkout",
             [
                 installed.bin("amqpspec"),
@@ -245,8 +249,6 @@ def test_broker_and_run_from_another_folder(installed: Install) -> None:
                 "-k",
                 CASES,
             ],
-            cwd=installed.work,
-            env=installed.env,
             timeout=300,
         )
     finally:
@@ -272,26 +274,22 @@ def _compiler() -> bool:
 def test_amqp10_compiled_where_a_compiler_exists(installed: Install) -> None:
     if not _compiler():
         pytest.skip(f"no C compiler or no Python headers: {NO_COMPILER}")
-    mode = step(
+    mode = installed.run(
         "importing amqpspec.amqp10 in the virtualenv",
         [
             str(installed.python),
             "-c",
             "import amqpspec.amqp10 as a; print(a.implementation()['mode'])",
         ],
-        cwd=installed.work,
-        env=installed.env,
         timeout=60,
     )
     assert mode.stdout.strip() == "compiled", (
         f"amqp10 runs {mode.stdout.strip()!r} although a compiler and Python.h exist; the "
         f"build said: {installed.build_log or '(nothing)'}; {mode.stderr.strip()}"
     )
-    version = step(
+    version = installed.run(
         "amqpspec --version",
         [installed.bin("amqpspec"), "--version"],
-        cwd=installed.work,
-        env=installed.env,
         timeout=60,
     )
     assert "amqp10 compiled" in version.stdout, version.stdout
@@ -307,7 +305,7 @@ def test_amqp10_compiled_where_a_compiler_exists(installed: Install) -> None:
     ],
 )
 def test_a_missing_extra_names_its_install(installed: Install, argv: list[str], extra: str):
-    lacking = step(
+    lacking = installed.run(
         "looking for the extras' packages in the base install",
         [
             str(installed.python),
@@ -315,16 +313,12 @@ def test_a_missing_extra_names_its_install(installed: Install, argv: list[str], 
             "import importlib.util as u; "
             "print([m for m in ('pyarrow', 'scapy', 'pyspark') if u.find_spec(m)])",
         ],
-        cwd=installed.work,
-        env=installed.env,
         timeout=60,
     ).stdout.strip()
     assert lacking == "[]", f"the base install has extras' packages: {lacking}"
-    done = step(
+    done = installed.run(
         f"amqpspec {' '.join(argv)} without its extra",
         [installed.bin("amqpspec"), *argv],
-        cwd=installed.work,
-        env=installed.env,
         timeout=60,
         ok=(0, 1, 2),
     )
@@ -339,11 +333,9 @@ def test_a_missing_extra_names_its_install(installed: Install, argv: list[str], 
 def test_another_pytest_project_is_unaffected(installed: Install) -> None:
     """Last: it adds a pytest plugin to the virtualenv. amqpspec registers no pytest plugin,
     so a project beside it sees neither its options nor its plugin."""
-    step(
+    installed.run(
         "pip install pytest-profiling in the virtualenv",
         [str(installed.python), "-m", "pip", "install", "-q", "pytest-profiling"],
-        cwd=installed.work,
-        env=installed.env,
         timeout=600,
     )
     project = installed.work.parent / "tiny-project"
