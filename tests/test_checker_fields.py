@@ -12,7 +12,7 @@ import pytest
 from checker_support import C, S, Trace, found, publishing
 
 from amqpspec.amqp10.checker import Checker
-from amqpspec.amqp10.composites import Accepted, Attach, Begin, Source
+from amqpspec.amqp10.composites import Accepted, Attach, Begin, Source, Target
 
 MISSING = "link.flow.receiver-delivery-count-missing"
 BEFORE = "link.flow.receiver-delivery-count-before-attach"
@@ -106,6 +106,55 @@ def test_delivery_count_before_the_senders_attach_is_reported(receiver, fast):
     violations = check(trace, fast)
     assert found(violations, BEFORE) == [index]
     assert next(v for v in violations if v.rule_id == BEFORE).origin == receiver
+
+
+def _stop(trace: Trace, origin: str, stop: str) -> int:
+    return trace.detach(origin) if stop == "detach" else trace.end(origin)
+
+
+@pytest.mark.parametrize("stop", ["detach", "end"])
+@pytest.mark.parametrize("sender", [C, S])
+def test_an_answer_crossing_the_senders_detach_or_end_saw_the_attach(sender, stop, fast):
+    """A publisher pipelines its attach and its detach or end; the receiver's attach
+    answers the sender's (2.6.3) after that frame in the trace, and its flows set
+    delivery-count: it saw the attach (2.7.4), however the sender's end crossed them."""
+    receiver = other(sender)
+    trace = Trace().connect().begin()
+    attach = Attach(name="l", handle=0, role=False, target=Target(address="q"))
+    trace.frame(sender, attach.replace(initial_delivery_count=7))
+    _stop(trace, sender, stop)
+    trace.frame(receiver, Attach(name="l", handle=0, role=True, target=Target(address="q")))
+    trace.flow(receiver, 7, 100)
+    trace.flow(receiver, 7, 100, echo=True, drain=True)  # owed nothing by a detached end
+    _stop(trace, receiver, stop)
+    assert check(trace, fast) == []
+
+
+def test_an_answer_to_a_session_begun_attached_and_ended_saw_the_attach(fast):
+    """The client begins, attaches a sender and ends before the server answers its begin:
+    the server's begin, attach and grant answer them all the same (2.5.2, 2.6.3)."""
+    trace = Trace().connect()
+    trace.frame(C, Begin(next_outgoing_id=0, incoming_window=9, outgoing_window=9))
+    trace.frame(C, Attach(name="l", handle=0, role=False, initial_delivery_count=3))
+    trace.end(C)
+    trace.frame(
+        S, Begin(remote_channel=0, next_outgoing_id=0, incoming_window=9, outgoing_window=9)
+    )
+    trace.frame(S, Attach(name="l", handle=0, role=True, target=Target(address="q")))
+    trace.flow(S, 3, 10)
+    trace.end(S)
+    assert check(trace, fast) == []
+
+
+def test_a_request_crossing_the_senders_detach_is_owed_no_answer(fast):
+    """A drain and an echo the receiver sent after the sender's detach (2.7.7): the
+    detached sender owes no flow back (2.6.7, 2.7.4), by time or by the end of the trace."""
+    trace = Trace().setup(time=0.0)
+    trace.detach(S, time=1.0)
+    trace.flow(C, 0, 5, drain=True, echo=True, time=1.1)
+    trace.frame(S, Begin(next_outgoing_id=0, incoming_window=9, outgoing_window=9), channel=1)
+    assert trace.check(liveness_bound=5.0, now=10.0) == []
+    assert check(trace, fast) == []
 
 
 # --- behind what the receiver provably knew -----------------------------------------------

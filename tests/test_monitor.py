@@ -559,3 +559,43 @@ def test_random_legal_engine_traffic_has_no_violations(data):
     assert violations == [], "\n".join(map(str, violations))
     assert apps[CLIENT].errors == apps[SERVER].errors == []
     assert pair.client.finished and pair.server.finished
+
+
+def _remote(kind, events):
+    (event,) = [e for e in events if isinstance(e, kind)]
+    return event
+
+
+@pytest.mark.parametrize("stop", ["detach", "end"])
+def test_an_answer_crossing_the_senders_detach_or_end_has_no_violations(stop):
+    """The race the random traffic found, fixed: the client attaches a sender and detaches
+    it (or ends its session) before the server answers; the server's attach and its grant
+    cross that frame on the wire. The grant sets delivery-count: the server saw the
+    sender's attach (2.7.4), its own attach answers it (2.6.3)."""
+    pair = ConnectionPair()
+    pair.open()
+    session = pair.client.begin()
+    pair.pump()
+    _remote(RemoteBegin, pair.take(SERVER)).session.accept()
+    pair.pump()
+    sender = session.attach_sender("l", source=Source(address="l"), target="l")
+    pair.pump()
+    receiver = _remote(RemoteAttach, pair.take(SERVER)).link
+    sender.detach() if stop == "detach" else session.end()
+    receiver.accept()
+    receiver.flow(link_credit=4, echo=True)
+    pair.pump()
+    pair.client.close()
+    pair.pump()
+    monitor = ConnectionMonitor()
+    out = MonitorOutput()
+    for direction, data in pair.wire:
+        _add(out, monitor.feed(CLIENT if direction == "c>s" else SERVER, data, 0.0))
+    _add(out, monitor.finish())
+    names = [(item.direction, item.name) for item in out.items]
+    assert names.index((CLIENT, stop)) < names.index((SERVER, "attach"))  # the race
+    flows = [i.item.performative for i in out.items if i.name == "flow"]
+    grant = next(flow for flow in flows if flow.link_credit is not None)
+    assert grant.delivery_count == 0 and grant.link_credit == 4
+    assert out.violations == []
+    assert pair.client.finished and pair.server.finished

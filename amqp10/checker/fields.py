@@ -12,8 +12,9 @@ Called from sessions.py, links.py and settlement.py. May touch: the state record
 What a receiver "has seen" (2.7.4), proven only:
 - its attach answered the sender's (it came after the sender's attach in the trace, the
   establishing sequence of 2.6.3; two attaches of one name crossing on the wire would
-  look the same, which no peer answering a link does), or it provably read that far
-  (`Checker.proven`);
+  look the same, which no peer answering a link does), also when the sender's detach or
+  end came in between (a crossing: the link is kept until both ends attached and
+  detached, links.py), or it provably read that far (`Checker.proven`);
 - a flow of its session whose next-incoming-id is past a transfer frame of the link ("the
   expected transfer-id of the next incoming transfer frame", 2.7.4), or its disposition of
   a delivery of the link: it read that transfer, so the attach and every frame the sender

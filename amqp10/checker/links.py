@@ -119,14 +119,25 @@ class LinkRules:
             return
         del end.handles[handle]
         end.detached_handles.add(handle)
+        self._end_detached(end.session, link, origin)
+
+    def _end_detached(self: Checker, session: Any, link: Link, origin: str) -> None:
+        """`origin`'s end of `link` detached (its detach or end, 2.7.7, 2.7.8): a drain or
+        echo request is owed no more. The link is forgotten once both ends attached and
+        detached. An attach not yet answered stays answerable: "On receipt of the attach,
+        the remote Session Endpoint creates a corresponding Link Endpoint [...] and an
+        attach Frame is issued" (2.6.3), also when the detach or end crossed that answer,
+        and the answering receiver's flow sets delivery-count, having seen the sender's
+        attach (2.7.4, fields.py)."""
         link.ends[origin].detached = True
         link.drain_pending = None
         link.echo_pending.clear()
-        if all(e.detached for e in link.ends.values()):
-            self._forget_link(end.session, link)
+        if len(link.ends) == 2 and all(e.detached for e in link.ends.values()):
+            self._forget_link(session, link)
 
     def _forget_link(self: Checker, session: Any, link: Link) -> None:
-        """Both ends detached: the link's state can go (the name may be attached anew)."""
+        """Both ends detached, or the session ended at both ends: the link's state can go
+        (the name may be attached anew)."""
         self._links.pop(id(link), None)
         for key, links in list(session.links.items()):
             if link in links:
@@ -140,7 +151,7 @@ class LinkRules:
         if link is None:
             return
         link.echo_pending.pop(origin, None)  # any flow of ours answers a pending echo
-        if flow.echo:
+        if flow.echo and _attached(link, other(origin)):
             link.echo_pending[other(origin)] = (idx, time)
         if link.ends[origin].role:
             self._receiver_flow(origin, link, flow, idx, time)
@@ -177,8 +188,9 @@ class LinkRules:
         grants.grant(idx, horizon, credit, bool(flow.drain))
         if flow.drain:
             link.drain_grants.append(idx)
-            # A reply is owed when there is credit to drain (2.6.7).
-            link.drain_pending = (idx, horizon, time) if serial_lt(lenient, horizon) else None
+            # A reply is owed when there is credit to drain (2.6.7), by a sender still attached.
+            owed = serial_lt(lenient, horizon) and _attached(link, other(origin))
+            link.drain_pending = (idx, horizon, time) if owed else None
         else:
             link.drain_pending = None
         if not was_outstanding and serial_lt(lenient, horizon):
@@ -383,9 +395,14 @@ def _first_joined(links: list[Link] | None, origin: str) -> Link | None:
 
 
 def _joins(link: Link | None, origin: str) -> bool:
-    """`origin`'s attach answers `link`: the peer attached it and has not detached."""
-    return (
-        link is not None
-        and origin not in link.ends
-        and any(not e.detached for e in link.ends.values())
-    )
+    """`origin`'s attach answers `link`: the peer attached it, `origin` not yet. The peer
+    may have detached or ended since: its attach is answered all the same (2.6.3; see
+    `LinkRules._end_detached`)."""
+    return link is not None and bool(link.ends) and origin not in link.ends
+
+
+def _attached(link: Link, origin: str) -> bool:
+    """`origin`'s end of `link` has not detached (or has not attached yet): a request
+    (drain, echo) is owed an answer only by an attached end."""
+    end = link.ends.get(origin)
+    return end is None or not end.detached

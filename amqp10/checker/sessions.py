@@ -108,17 +108,12 @@ class SessionRules:
         peer.ended_channels.add(frame.channel)
         session = end.session
         for link in end.handles.values():
-            link_end = link.ends.get(origin)
-            if link_end is not None:
-                link_end.detached = True
-            # the end detaches the link (2.7.8): a drain or echo request is owed no more
-            link.drain_pending = None
-            link.echo_pending.clear()
-            if all(e.detached for e in link.ends.values()):
-                self._forget_link(session, link)
+            self._end_detached(session, link, origin)  # the end detaches the link (2.7.8)
         end.handles.clear()
         if all(e.ended for e in session.ends.values()):
             self._sessions.pop(id(session), None)
+        if len(session.ends) == 2 and all(e.ended for e in session.ends.values()):
+            # an unanswered begin keeps its links: its answer may answer their attaches
             for link in [link for links in session.links.values() for link in links]:
                 self._forget_link(session, link)
 
