@@ -57,11 +57,7 @@ from amqpspec.fuzz.buckets import case_behaviour as _behaviour_of
 from amqpspec.fuzz.buckets import case_signature as _signature_of
 from amqpspec.fuzz.case import Case, Step
 from amqpspec.fuzz.crash_sites import ELEMENT_THRESHOLD, CrashSites
-from amqpspec.fuzz.crash_triage import ALONE_SHARE as ALONE_SHARE
-from amqpspec.fuzz.crash_triage import OUTAGE_GAP_S as OUTAGE_GAP_S
-from amqpspec.fuzz.crash_triage import OUTAGE_REPLAYS as OUTAGE_REPLAYS
 from amqpspec.fuzz.crash_triage import CrashTriage
-from amqpspec.fuzz.crash_triage import Outage as Outage
 from amqpspec.fuzz.findings import Finding, FindingStore, finding_id
 from amqpspec.fuzz.intake import CANDIDATES_DIR as CANDIDATES_DIR
 from amqpspec.fuzz.intake import CandidateIntake
