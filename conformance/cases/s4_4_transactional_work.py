@@ -36,18 +36,21 @@ from amqpspec.amqp10.spec import RcvSettleMode, Role
 from amqpspec.conformance.cases.s4_transactions import SAME_TXN, WORK_TXN_IDS
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MUST, case
-from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.queues import message_text
 from amqpspec.conformance.steps.transactions import (
     ROLLBACK_COMPLETES,
-    Controller,
+    accept_in,
     acquire,
     answer_in_words,
+    check_at_queue,
+    commit,
+    declared,
     describe,
     error_condition,
     in_words,
     outcome_of_post,
     post,
+    posting,
     retire,
     roll_back,
     unknown_txn_id,
@@ -56,15 +59,6 @@ from amqpspec.conformance.steps.transactions import (
 from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed, Unsupported
 
 DEFAULT_OUTCOME = "4.4.4.2/transactional-retirement.1"  # rolled back: MUST apply the default
-
-
-def _commit(controller: Controller, txn_id: bytes) -> None:
-    """Commit `txn_id`; a refusal leaves nothing to grade after it (SHORTFALL)."""
-    answer = controller.discharge(txn_id)
-    if not isinstance(answer, Accepted):
-        raise CaseFailed(
-            f"expected the commit accepted; observed {describe(answer)}", level=SHORTFALL
-        )
 
 
 @case(
@@ -85,10 +79,7 @@ def posting_mixed_with_plain(probe, ctx):
     (txn-id) for the first, no transactional-state for the second; a consumer gets `plain`
     only; commit: it gets `txn-posted`."""
     queue = ctx.queue()
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
-    _, sender = publisher(probe, ctx, queue, session=session)
+    controller, txn_id, sender = posting(probe, ctx, queue)
     txn_delivery = post(probe, sender, txn_id, b"txn-posted")
     plain_delivery = probe.send_message(sender, Message.of(b"plain"), settled=False)
     txn_state = outcome_of_post(probe, txn_delivery, ctx.profile.wait)
@@ -105,20 +96,11 @@ def posting_mixed_with_plain(probe, ctx):
         f"outside any); observed {describe(plain_state)}",
         WORK_TXN_IDS,
     )
-    early = visible(ctx, queue)
-    ctx.must(
-        early == [b"plain"],
-        f"expected only the plain message at the queue before the commit of txn-id "
-        f"{txn_id.hex()}; a consumer got {early}",
-        WORK_TXN_IDS,
-    )
-    _commit(controller, txn_id)
-    late = visible(ctx, queue)
-    ctx.must(
-        late == [b"txn-posted"],
-        f"expected the transactional message at the queue after the commit; a consumer got {late}",
-        WORK_TXN_IDS,
-    )
+    before = f"only the plain message at the queue before the commit of txn-id {txn_id.hex()}"
+    check_at_queue(ctx, queue, [b"plain"], before, WORK_TXN_IDS)
+    commit(controller, txn_id)
+    after = "the transactional message at the queue after the commit"
+    check_at_queue(ctx, queue, [b"txn-posted"], after, WORK_TXN_IDS)
 
 
 @case(
@@ -208,10 +190,10 @@ def acquisition_unknown_txn_id(probe, ctx):
     txn-id never declared: the broker's answer is recorded (Broker-J: a detach with
     amqp:transaction:unknown-id); a transfer whose transactional-state names that txn-id
     says the work is in a transaction that does not exist (4.4 MUST)."""
-    session = probe.open_session()
-    unknown = unknown_txn_id(Controller(probe, session).declare())
+    controller, txn_id = declared(probe)
+    unknown = unknown_txn_id(txn_id)
     try:
-        event = acquire(probe, ctx, ctx.queue(), session, unknown)
+        event = acquire(probe, ctx, ctx.queue(), controller.session, unknown)
     except WaitTimeout:
         ctx.outcome("timeout")
         return
@@ -233,11 +215,9 @@ def _acquired(probe, ctx, queue: str):
     (controller, txn-id, the delivery). UNSUPPORTED when the broker answers the flow with
     amqp:not-implemented (no transactional acquisition: 4.4.3 allows that, and
     `4.4.3/acquisition-refused-or-transactional` grades it)."""
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
+    controller, txn_id = declared(probe)
     try:
-        event = acquire(probe, ctx, queue, session, txn_id)
+        event = acquire(probe, ctx, queue, controller.session, txn_id)
     except WaitTimeout:
         raise CaseFailed(
             "no transfer and no detach after a flow asking for transactional acquisition",
@@ -270,14 +250,9 @@ def acquisition_commit(probe, ctx):
     commit; a new consumer gets nothing."""
     queue = ctx.queue()
     controller, txn_id, _ = _acquired(probe, ctx, queue)
-    _commit(controller, txn_id)
-    left = visible(ctx, queue)
-    ctx.must(
-        not left,
-        f"expected the message gone after the commit of txn-id {txn_id.hex()} that acquired "
-        f"and accepted it; a consumer got {left}",
-        WORK_TXN_IDS,
-    )
+    commit(controller, txn_id)
+    what = f"the message gone after the commit of txn-id {txn_id.hex()} that acquired"
+    check_at_queue(ctx, queue, [], f"{what} and accepted it", WORK_TXN_IDS)
 
 
 @case(
@@ -299,12 +274,9 @@ def acquisition_rollback(probe, ctx):
     controller, txn_id, delivery = _acquired(probe, ctx, queue)
     roll_back(ctx, controller, txn_id)
     probe.detach(delivery.link)
-    back = visible(ctx, queue)
-    ctx.must(
-        back == [message_text(delivery)],
-        f"expected the message back at the queue after the rollback of txn-id {txn_id.hex()} "
-        f"that acquired and accepted it; a consumer got {back}",
-        WORK_TXN_IDS,
+    what = f"the message back at the queue after the rollback of txn-id {txn_id.hex()}"
+    check_at_queue(
+        ctx, queue, [message_text(delivery)], f"{what} that acquired and accepted it", WORK_TXN_IDS
     )
 
 
@@ -330,10 +302,7 @@ def retirement_queue_deleted(probe, ctx):
     accepts the commit, the accepted outcome leaving nothing to undo)."""
     queue = ctx.queue()
     controller, link, (delivery,) = retire(probe, ctx, queue)
-    txn_id = controller.declare()
-    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
-    link.disposition(delivery.delivery_id, settled=True, state=state)
-    probe.flush()
+    txn_id = accept_in(probe, controller, link, delivery.delivery_id)
     ctx.admin.delete_queue(queue)
     detached = answer_in_words(probe, link, ctx.profile.wait)
     ctx.outcome(f"{detached}, commit {in_words(controller.discharge(txn_id))}")
@@ -360,19 +329,10 @@ def retirement_commit_rcv_settle_second(probe, ctx):
     applied would leave the message to come back)."""
     queue = ctx.queue()
     controller, link, (delivery,) = retire(probe, ctx, queue, rcv_settle_mode=RcvSettleMode.SECOND)
-    txn_id = controller.declare()
-    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
-    link.disposition(delivery.delivery_id, settled=False, state=state)
-    probe.flush()
-    _commit(controller, txn_id)
+    commit(controller, accept_in(probe, controller, link, delivery.delivery_id, settled=False))
     settled = answer_in_words(probe, link, 1.0, delivery.delivery_id, Role.SENDER)
     ctx.note(f"after the commit the broker answered the delivery with {settled}")
     probe.detach(link)
-    left = visible(ctx, queue)
-    ctx.must(
-        not left,
-        f"expected the message gone after the commit of its transactional acceptance (the "
-        f"delivery left unsettled by the controller, rcv-settle-mode second); a consumer got "
-        f"{left}",
-        WORK_TXN_IDS,
-    )
+    what = "the message gone after the commit of its transactional acceptance (the delivery"
+    what += " left unsettled by the controller, rcv-settle-mode second)"
+    check_at_queue(ctx, queue, [], what, WORK_TXN_IDS)

@@ -36,25 +36,28 @@ from amqpspec.amqp10.engine import RemoteDetach
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case
-from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.queues import message_text
 from amqpspec.conformance.steps.transactions import (
     ROLLBACK_COMPLETES,
     TRANSACTION_ERRORS,
     UNKNOWN_ID,
     Controller,
+    accept_in,
     acquire,
     answer_in_words,
+    check_at_queue,
+    commit,
+    declared,
     describe,
     error_condition,
     outcome_of_post,
     post,
+    posting,
     retire,
     roll_back,
     unknown_txn_id,
     visible,
 )
-from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed
 
 CANNOT_DISCHARGE = "4.3/discharging-a-transaction.2"  # MUST convey it as a transaction-error
 REJECTED_WITH_IT = "4.3/discharging-a-transaction.3"  # MUST be rejected carrying it
@@ -102,8 +105,7 @@ def _unable_to_discharge(ctx, answer, what: str) -> None:
 )
 def rollback_always_completes(probe, ctx):
     """Declare a transaction, discharge it with fail=true: the outcome is accepted."""
-    controller = Controller(probe, probe.open_session())
-    txn_id = controller.declare()
+    controller, txn_id = declared(probe)
     answer = controller.discharge(txn_id, fail=True)
     ctx.check(
         isinstance(answer, Accepted),
@@ -123,8 +125,7 @@ def rollback_always_completes(probe, ctx):
 def discharge_unknown_id(probe, ctx):
     """Declare a transaction (the gate), then discharge (commit) a txn-id that differs
     from it in every octet: rejected with amqp:transaction:unknown-id."""
-    controller = Controller(probe, probe.open_session())
-    txn_id = controller.declare()
+    controller, txn_id = declared(probe)
     unknown = unknown_txn_id(txn_id)
     answer = controller.discharge(unknown)
     _unable_to_discharge(ctx, answer, f"txn-id {unknown.hex()} (never declared)")
@@ -141,8 +142,7 @@ def discharge_unknown_id(probe, ctx):
 )
 def discharge_twice(probe, ctx):
     """Declare, commit (accepted), commit the same txn-id again: the second is refused."""
-    controller = Controller(probe, probe.open_session())
-    txn_id = controller.declare()
+    controller, txn_id = declared(probe)
     first = controller.discharge(txn_id)
     ctx.check(
         isinstance(first, Accepted),
@@ -167,10 +167,7 @@ def posting_presumptive_outcome(probe, ctx):
     disposition for it carrying transactional-state(txn-id, accepted | rejected | released
     | modified) arrives before the discharge's accepted."""
     queue = ctx.queue()
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
-    _, sender = publisher(probe, ctx, queue, session=session)
+    controller, txn_id, sender = posting(probe, ctx, queue)
     delivery_id = post(probe, sender, txn_id, b"posted")
     state = outcome_of_post(probe, delivery_id, ctx.profile.wait)
     answer = controller.discharge(txn_id)
@@ -218,32 +215,15 @@ def posting_visible_after_commit(probe, ctx):
     transactional-state said the posting was the transaction's work (4.4), which does not
     make the message available before the transaction is discharged (4.4.1)."""
     queue = ctx.queue()
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
-    _, sender = publisher(probe, ctx, queue, session=session)
+    controller, txn_id, sender = posting(probe, ctx, queue)
     delivery_id = post(probe, sender, txn_id, b"txn-unsettled")
     post(probe, sender, txn_id, b"txn-settled", settled=True)
     outcome_of_post(probe, delivery_id, ctx.profile.wait)
-    early = visible(ctx, queue)
-    ctx.must(
-        not early,
-        f"expected no message at the queue before the commit (posted in txn-id "
-        f"{txn_id.hex()}); a consumer got {early}",
-        WORK_TXN_IDS,
-    )
-    answer = controller.discharge(txn_id)
-    if not isinstance(answer, Accepted):
-        raise CaseFailed(  # no sentence makes a commit succeed: recorded, not graded
-            f"expected the commit accepted; observed {describe(answer)}", level=SHORTFALL
-        )
-    late = visible(ctx, queue)
-    ctx.must(
-        sorted(late) == [b"txn-settled", b"txn-unsettled"],
-        f"expected both posted messages at the queue after the commit was accepted; a "
-        f"consumer got {late}",
-        WORK_TXN_IDS,
-    )
+    before = f"no message at the queue before the commit (posted in txn-id {txn_id.hex()})"
+    check_at_queue(ctx, queue, [], before, WORK_TXN_IDS)
+    commit(controller, txn_id)
+    after = "both posted messages at the queue after the commit was accepted"
+    check_at_queue(ctx, queue, [b"txn-settled", b"txn-unsettled"], after, WORK_TXN_IDS)
 
 
 @case(
@@ -260,21 +240,13 @@ def posting_rollback_leaves_nothing(probe, ctx):
     consumer gets nothing. A message there after the rollback is work the broker did
     outside the transaction its transactional-state named."""
     queue = ctx.queue()
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
-    _, sender = publisher(probe, ctx, queue, session=session)
+    controller, txn_id, sender = posting(probe, ctx, queue)
     delivery_id = post(probe, sender, txn_id, b"txn-unsettled")
     post(probe, sender, txn_id, b"txn-settled", settled=True)
     outcome_of_post(probe, delivery_id, ctx.profile.wait)
     roll_back(ctx, controller, txn_id)
-    left = visible(ctx, queue)
-    ctx.must(
-        not left,
-        f"expected nothing at the queue after the rollback of txn-id {txn_id.hex()}; a "
-        f"consumer got {left}",
-        WORK_TXN_IDS,
-    )
+    what = f"nothing at the queue after the rollback of txn-id {txn_id.hex()}"
+    check_at_queue(ctx, queue, [], what, WORK_TXN_IDS)
 
 
 @case(
@@ -292,21 +264,13 @@ def control_link_detach_rolls_back(probe, ctx):
     and discharging the txn-id on a new control link is refused (4.1: the transaction was
     rolled back; 4.3)."""
     queue = ctx.queue()
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
-    _, sender = publisher(probe, ctx, queue, session=session)
+    controller, txn_id, sender = posting(probe, ctx, queue)
     delivery_id = post(probe, sender, txn_id, b"txn-posted")
     outcome_of_post(probe, delivery_id, ctx.profile.wait)
     probe.detach(controller.link)
-    left = visible(ctx, queue)
-    ctx.must(
-        not left,
-        f"expected nothing at the queue once the control link of txn-id {txn_id.hex()} "
-        f"closed (4.1: rolled back); a consumer got {left}",
-        WORK_TXN_IDS,
-    )
-    again = Controller(probe, session, name="txn-ctl-again")
+    what = f"nothing at the queue once the control link of txn-id {txn_id.hex()} closed"
+    check_at_queue(ctx, queue, [], f"{what} (4.1: rolled back)", WORK_TXN_IDS)
+    again = Controller(probe, controller.session, name="txn-ctl-again")
     answer = again.discharge(txn_id)
     _unable_to_discharge(ctx, answer, f"txn-id {txn_id.hex()} (rolled back with its link)")
 
@@ -326,23 +290,10 @@ def retirement_commit(probe, ctx):
     transaction's work and the transaction committed)."""
     queue = ctx.queue()
     controller, link, (delivery,) = retire(probe, ctx, queue)
-    txn_id = controller.declare()
-    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
-    link.disposition(delivery.delivery_id, settled=True, state=state)
-    probe.flush()
-    answer = controller.discharge(txn_id)
-    if not isinstance(answer, Accepted):
-        raise CaseFailed(
-            f"expected the commit accepted; observed {describe(answer)}", level=SHORTFALL
-        )
+    commit(controller, accept_in(probe, controller, link, delivery.delivery_id))
     probe.detach(link)
-    left = visible(ctx, queue)
-    ctx.must(
-        not left,
-        f"expected the message gone after its transactional acceptance committed; a "
-        f"consumer got {left}",
-        WORK_TXN_IDS,
-    )
+    what = "the message gone after its transactional acceptance committed"
+    check_at_queue(ctx, queue, [], what, WORK_TXN_IDS)
 
 
 @case(
@@ -361,10 +312,7 @@ def retirement_rollback_still_live(probe, ctx):
     consumer (the transactional acceptance was not applied)."""
     queue = ctx.queue()
     controller, link, (delivery,) = retire(probe, ctx, queue)
-    txn_id = controller.declare()
-    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
-    link.disposition(delivery.delivery_id, settled=False, state=state)
-    probe.flush()
+    txn_id = accept_in(probe, controller, link, delivery.delivery_id, settled=False)
     roll_back(ctx, controller, txn_id)
     link.disposition(delivery.delivery_id, settled=True, state=Released())
     probe.flush()
@@ -392,10 +340,8 @@ def acquisition_refused_or_transactional(probe, ctx):
     """One queued message; a receiver on the controller's session grants credit in a flow
     whose properties carry txn-id: either a detach with amqp:not-implemented (no
     transactional acquisition, 4.4.3) or a transfer with transactional-state(txn-id)."""
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
-    event = acquire(probe, ctx, ctx.queue(), session, txn_id)
+    controller, txn_id = declared(probe)
+    event = acquire(probe, ctx, ctx.queue(), controller.session, txn_id)
     if isinstance(event, RemoteDetach):
         condition = error_condition(event)
         ctx.must(
@@ -430,9 +376,7 @@ def discharge_unknown_id_no_rejected_outcome(probe, ctx):
     """A control link whose source supports accepted only (outcomes=[amqp:accepted:list]):
     declare (the gate), then discharge a txn-id never declared: the broker detaches the
     control link with amqp:transaction:unknown-id (a transaction-error), not rejected."""
-    source = Source(outcomes=[symbol("amqp:accepted:list")])
-    controller = Controller(probe, probe.open_session(), source=source)
-    txn_id = controller.declare()
+    controller, txn_id = declared(probe, source=Source(outcomes=[symbol("amqp:accepted:list")]))
     unknown = unknown_txn_id(txn_id)
     answer = controller.discharge(unknown)
     condition = error_condition(answer)
@@ -456,8 +400,7 @@ def discharge_unknown_id_no_rejected_outcome(probe, ctx):
 def declare_settled_detached(probe, ctx):
     """Declare once unsettled (the gate), then send a declare settled: the broker detaches
     the control link with an error (4.2 "it should detach with an appropriate error")."""
-    controller = Controller(probe, probe.open_session())
-    controller.declare()
+    controller, _ = declared(probe)
     try:
         answer = controller.request(Declare(), settled=True, timeout=2.0)
     except WaitTimeout:
@@ -485,10 +428,7 @@ def posting_commit_after_sender_detach(probe, ctx):
     (closed), commit: accepted and the message at the queue, or the commit refused (a
     transaction-error); accepted with no message is the MUST NOT of 4.4.4.1 broken."""
     queue = ctx.queue()
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
-    _, sender = publisher(probe, ctx, queue, session=session)
+    controller, txn_id, sender = posting(probe, ctx, queue)
     delivery_id = post(probe, sender, txn_id, b"txn-posted")
     state = outcome_of_post(probe, delivery_id, ctx.profile.wait)
     probe.detach(sender)
@@ -523,10 +463,7 @@ def posting_unknown_txn_id(probe, ctx):
     the declared one in every octet: the broker's answer (a rejected outcome, a detach of
     the link, or the message taken) is recorded."""
     queue = ctx.queue()
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
-    _, sender = publisher(probe, ctx, queue, session=session)
+    _, txn_id, sender = posting(probe, ctx, queue)
     unknown = unknown_txn_id(txn_id)
     delivery_id = post(probe, sender, unknown, b"txn-unknown")
     ctx.outcome(answer_in_words(probe, sender, ctx.profile.wait, delivery_id))
@@ -548,10 +485,7 @@ def settled_post_queue_deleted_no_commit(probe, ctx):
     link destroyed, never accepted (4.4.4.1: "Should the resource be unable to process the
     delivery it MUST NOT allow the successful discharge of the associated transaction")."""
     queue = ctx.queue()
-    session = probe.open_session()
-    controller = Controller(probe, session)
-    txn_id = controller.declare()
-    _, sender = publisher(probe, ctx, queue, session=session)
+    controller, txn_id, sender = posting(probe, ctx, queue)
     post(probe, sender, txn_id, b"txn-settled", settled=True)
     probe.pump(0.2)  # the transfer reaches the broker before the queue goes
     ctx.admin.delete_queue(queue)

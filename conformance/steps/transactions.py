@@ -42,7 +42,7 @@ from amqpspec.amqp10.spec import Role, SndSettleMode
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import Probe, WaitTimeout
 from amqpspec.conformance.steps.deliveries import collect
-from amqpspec.conformance.steps.links import consumer
+from amqpspec.conformance.steps.links import consumer, publisher
 from amqpspec.conformance.steps.queues import fill, message_text
 from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed, Unanswered, Unsupported
 
@@ -178,6 +178,55 @@ class Controller:
 
     def discharge(self, txn_id: bytes, fail: bool = False) -> Any:
         return self.request(Discharge(txn_id=txn_id, fail=fail))
+
+
+def declared(probe: Probe, **options: Any) -> tuple[Controller, bytes]:
+    """A controller on a new session (`options` for its control link) and a transaction it
+    declared (4.2): (controller, txn-id). The gate of every transaction case."""
+    controller = Controller(probe, probe.open_session(), **options)
+    return controller, controller.declare()
+
+
+def posting(probe: Probe, ctx: Any, queue: str) -> tuple[Controller, bytes, Link]:
+    """A transaction declared (`declared`) and a sender to `queue` on the controller's
+    session, ready to post in it (4.4.1): (controller, txn-id, sender)."""
+    controller, txn_id = declared(probe)
+    _, sender = publisher(probe, ctx, queue, session=controller.session)
+    return controller, txn_id, sender
+
+
+def commit(controller: Controller, txn_id: bytes) -> None:
+    """Commit `txn_id`; a refusal leaves nothing to grade after it (SHORTFALL: no sentence
+    makes a commit succeed)."""
+    answer = controller.discharge(txn_id)
+    if not isinstance(answer, Accepted):
+        raise CaseFailed(
+            f"expected the commit accepted; observed {describe(answer)}", level=SHORTFALL
+        )
+
+
+def accept_in(
+    probe: Probe, controller: Controller, link: Link, delivery_id: int, *, settled: bool = True
+) -> bytes:
+    """4.4.2 transactional retirement: a transaction declared on `controller`, and the
+    delivery `delivery_id` of `link` given transactional-state(txn-id, accepted) (`settled`
+    or not); the txn-id."""
+    txn_id = controller.declare()
+    state = TransactionalState(txn_id=txn_id, outcome=Accepted())
+    link.disposition(delivery_id, settled=settled, state=state)
+    probe.flush()
+    return txn_id
+
+
+def check_at_queue(
+    ctx: Any, queue: str, expected: list[bytes], what: str, *sentences: str
+) -> list[bytes]:
+    """4.4: what a fresh consumer of `queue` gets (`visible`) is `expected` (in any order),
+    or FAILED quoting `sentences`, the reason saying what was expected (`what`) and what
+    the consumer got. What it got."""
+    got = visible(ctx, queue)
+    ctx.must(sorted(got) == sorted(expected), f"expected {what}; a consumer got {got}", *sentences)
+    return got
 
 
 def roll_back(ctx: Any, controller: Controller, txn_id: bytes) -> None:
