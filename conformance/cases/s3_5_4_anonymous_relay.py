@@ -56,7 +56,7 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
-from amqpspec.conformance.run.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, case, case_function
 from amqpspec.conformance.steps.deliveries import collect, exactly
 from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.steps.transactions import Controller, describe
@@ -187,6 +187,59 @@ def _unroutable(probe, ctx, *, settled: bool, outcomes=None) -> tuple[str, objec
     return answer, error, tag
 
 
+def _routed(ctx, queue: str, count: int, what: str) -> None:
+    """anonterm 2.2: a fresh connection's receiver from `queue` gets exactly `count`
+    messages (`what`: which, in the reason)."""
+    other = ctx.probe()
+    receiver = other.attach_receiver(other.open_session(), ctx.source(queue), credit=count)
+    try:
+        exactly(other, receiver, count)
+    except AssertionError as exc:
+        ctx.check(False, f"expected {what} to {queue!r}; {exc}")
+
+
+# anonterm 2.2.2: the answer a routing error owes, in the reason: what was expected, the
+# sentence, the name of what carries the error
+ANSWERS = {
+    "rejected": ("the message rejected", MUST_REJECT, "rejected outcome"),
+    "detach": ("the link detached with an error", MUST_DETACH, "detach"),
+}
+
+
+def _graded(ctx, expected: str, answer: str, error, tag: bytes) -> None:
+    """anonterm 2.2.2: the unroutable message got the `expected` answer (ANSWERS) and its
+    error names the delivery-tag (DIFFERS from the model otherwise)."""
+    what, sentence, carrier = ANSWERS[expected]
+    ctx.model(answer == expected, f"expected {what}; observed {answer}. {sentence}")
+    _names_tag(ctx, error, tag, carrier)
+
+
+def _unknown_destination_case(
+    slug: str, sentence: str, name: str, doc: str, *, expected: str, **sent
+) -> None:
+    """Declare `3.5.4/anonymous-relay-<slug>`: one message to an unknown queue through the
+    relay (`sent`: `_unroutable`'s settled and outcomes, or `_txn_unroutable`'s outcomes
+    with in_transaction=True), graded by `_graded` against the `expected` answer."""
+    in_transaction = sent.pop("in_transaction", False)
+
+    def run(probe, ctx):
+        if in_transaction:
+            answer, error, tag = _txn_unroutable(probe, ctx, expected, **sent)
+        else:
+            answer, error, tag = _unroutable(probe, ctx, **sent)
+        _graded(ctx, expected, answer, error, tag)
+
+    declare = case(
+        f"3.5.4/anonymous-relay-{slug}",
+        MODEL,
+        sentence,
+        model=ANONTERM,
+        requires={"queues"},
+        pipelined=False,
+    )
+    declare(case_function(run, name, doc, __name__))
+
+
 @case(
     "3.5.4/anonymous-relay-known-destination",
     MODEL,
@@ -202,80 +255,49 @@ def relay_known_destination(probe, ctx):
     _, link = _relay(probe, ctx)
     queue = ctx.queue()
     probe.send_message(link, _message(ctx.target_address(queue)), settled=True)
-    other = ctx.probe()
-    session = other.open_session()
-    receiver = other.attach_receiver(session, ctx.source(queue), credit=1)
-    try:
-        exactly(other, receiver, 1)
-    except AssertionError as exc:
-        ctx.check(False, f"expected the message routed by its to to {queue!r}; {exc}")
+    _routed(ctx, queue, 1, "the message routed by its to")
 
 
-@case(
-    "3.5.4/anonymous-relay-unknown-destination-rejected",
-    MODEL,
+_unknown_destination_case(
+    "unknown-destination-rejected",
     "An unsettled message whose to names no node, on a link whose source supports the "
     "rejected outcome, is rejected with an error naming its delivery-tag (anonterm 2.2.2, "
     "MUST).",
-    model=ANONTERM,
-    requires={"queues"},
-    pipelined=False,
-)
-def relay_unknown_destination_rejected(probe, ctx):
+    "relay_unknown_destination_rejected",
     """Counters Qpid Broker-J's AnonymousTerminusTest.
     transferUnsettledToUnknownDestinationWhenRejectedOutcomeSupportedBySource: source
     outcomes accepted and rejected; an unsettled message to a queue never declared: the
     broker rejects it (FAILED otherwise, a MUST of the relay it offers), the error's info
-    carrying the delivery-tag."""
-    answer, error, tag = _unroutable(probe, ctx, settled=False, outcomes=[ACCEPTED, REJECTED])
-    ctx.model(
-        answer == "rejected", f"expected the message rejected; observed {answer}. {MUST_REJECT}"
-    )
-    _names_tag(ctx, error, tag, "rejected outcome")
-
-
-@case(
-    "3.5.4/anonymous-relay-unknown-destination-settled-detach",
-    MODEL,
+    carrying the delivery-tag.""",
+    expected="rejected",
+    settled=False,
+    outcomes=[ACCEPTED, REJECTED],
+)
+_unknown_destination_case(
+    "unknown-destination-settled-detach",
     "A settled message whose to names no node cannot be rejected: the link is detached with "
     "an error naming its delivery-tag (anonterm 2.2.2, MUST).",
-    model=ANONTERM,
-    requires={"queues"},
-    pipelined=False,
-)
-def relay_unknown_destination_settled_detach(probe, ctx):
+    "relay_unknown_destination_settled_detach",
     """Counters Qpid Broker-J's AnonymousTerminusTest.transferPreSettledToUnknownDestination:
     a settled message to a queue never declared: the broker detaches the link with an
-    error whose info carries the delivery-tag."""
-    answer, error, tag = _unroutable(probe, ctx, settled=True)
-    ctx.model(
-        answer == "detach",
-        f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
-    )
-    _names_tag(ctx, error, tag, "detach")
-
-
-@case(
-    "3.5.4/anonymous-relay-unknown-destination-no-rejected-detach",
-    MODEL,
+    error whose info carries the delivery-tag.""",
+    expected="detach",
+    settled=True,
+)
+_unknown_destination_case(
+    "unknown-destination-no-rejected-detach",
     "An unsettled message whose to names no node, on a link whose source does not support "
     "the rejected outcome: the link is detached with an error naming its delivery-tag "
     "(anonterm 2.2.2, MUST).",
-    model=ANONTERM,
-    requires={"queues"},
-    pipelined=False,
-)
-def relay_unknown_destination_no_rejected_detach(probe, ctx):
+    "relay_unknown_destination_no_rejected_detach",
     """Counters Qpid Broker-J's AnonymousTerminusTest.
     transferUnsettledToUnknownDestinationWhenRejectedOutcomeNotSupportedBySource: source
     outcomes accepted only; an unsettled message to a queue never declared: the broker
-    detaches the link with an error whose info carries the delivery-tag."""
-    answer, error, tag = _unroutable(probe, ctx, settled=False, outcomes=[ACCEPTED])
-    ctx.model(
-        answer == "detach",
-        f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
-    )
-    _names_tag(ctx, error, tag, "detach")
+    detaches the link with an error whose info carries the delivery-tag.""",
+    expected="detach",
+    settled=False,
+    outcomes=[ACCEPTED],
+)
 
 
 def _txn_post(probe, link, txn_id: bytes, to: str, tag: bytes, settled: bool = False) -> int:
@@ -293,6 +315,24 @@ def _relay_in_transaction(probe, ctx, *, outcomes=None):
     session, link = _relay(probe, ctx, outcomes=outcomes)
     controller = Controller(probe, session)
     return link, controller, controller.declare()
+
+
+def _txn_unroutable(probe, ctx, expected: str, *, outcomes) -> tuple[str, object, bytes]:
+    """One unsettled message to an unknown queue through the relay inside a transaction
+    (4.4.1): (answer, error, its tag). Unless the answer is the `expected` one, the
+    transaction is committed and a node the broker created on demand is UNSUPPORTED."""
+    link, controller, txn_id = _relay_in_transaction(probe, ctx, outcomes=outcomes)
+    queue = ctx.queue("unknown", declare=False)
+    tag = b"amqpspec-txn-unroutable"
+    since = probe.mark()
+    delivery_id = _txn_post(probe, link, txn_id, ctx.target_address(queue), tag)
+    answer, error = _error_of(probe, link, delivery_id, since)
+    ctx.note(f"the broker answered the unroutable message with {answer}: {error!r}")
+    if answer != expected:
+        controller.discharge(txn_id)
+        if _created_on_demand(ctx, queue):
+            raise Unsupported(f"the broker created node {queue!r} on demand: nothing unknown")
+    return answer, error, tag
 
 
 @case(
@@ -318,76 +358,36 @@ def relay_txn_known_destination(probe, ctx):
     ctx.note(f"the commit was answered with {describe(answer)}")
     if not isinstance(answer, Accepted):
         raise Unsupported(f"the commit was not accepted ({describe(answer)}): nothing to route")
-    other = ctx.probe()
-    receiver = other.attach_receiver(other.open_session(), ctx.source(queue), credit=2)
-    try:
-        exactly(other, receiver, 2)
-    except AssertionError as exc:
-        ctx.check(False, f"expected the committed messages routed by their to to {queue!r}; {exc}")
+    _routed(ctx, queue, 2, "the committed messages routed by their to")
 
 
-@case(
-    "3.5.4/anonymous-relay-txn-unknown-destination-rejected",
-    MODEL,
+_unknown_destination_case(
+    "txn-unknown-destination-rejected",
     "A transactional message whose to names no node, on a link whose source supports the "
     "rejected outcome, is rejected (its transactional-state's outcome) with an error naming "
     "its delivery-tag (anonterm 2.2.2, MUST).",
-    model=ANONTERM,
-    requires={"queues"},
-    pipelined=False,
-)
-def relay_txn_unknown_destination_rejected(probe, ctx):
+    "relay_txn_unknown_destination_rejected",
     """Counters Qpid Broker-J's AnonymousTerminusTest.
     transferUnsettledInTransactionToUnknownDestinationWhenRejectedOutcomeSupportedBySource:
     source outcomes accepted and rejected; an unsettled transactional message to a queue
     never declared: the broker's transactional-state carries a rejected outcome whose
-    error names the delivery-tag (a detach instead FAILS: the source supports rejected)."""
-    link, controller, txn_id = _relay_in_transaction(probe, ctx, outcomes=[ACCEPTED, REJECTED])
-    queue = ctx.queue("unknown", declare=False)
-    tag = b"amqpspec-txn-unroutable"
-    since = probe.mark()
-    delivery_id = _txn_post(probe, link, txn_id, ctx.target_address(queue), tag)
-    answer, error = _error_of(probe, link, delivery_id, since)
-    ctx.note(f"the broker answered the unroutable message with {answer}: {error!r}")
-    if answer != "rejected":
-        controller.discharge(txn_id)
-        if _created_on_demand(ctx, queue):
-            raise Unsupported(f"the broker created node {queue!r} on demand: nothing unknown")
-    ctx.model(
-        answer == "rejected", f"expected the message rejected; observed {answer}. {MUST_REJECT}"
-    )
-    _names_tag(ctx, error, tag, "rejected outcome")
-
-
-@case(
-    "3.5.4/anonymous-relay-txn-unknown-destination-no-rejected-detach",
-    MODEL,
+    error names the delivery-tag (a detach instead FAILS: the source supports rejected).""",
+    expected="rejected",
+    in_transaction=True,
+    outcomes=[ACCEPTED, REJECTED],
+)
+_unknown_destination_case(
+    "txn-unknown-destination-no-rejected-detach",
     "A transactional message whose to names no node, on a link whose source does not "
     "support the rejected outcome: the link is detached with an error naming its "
     "delivery-tag (anonterm 2.2.2, MUST).",
-    model=ANONTERM,
-    requires={"queues"},
-    pipelined=False,
-)
-def relay_txn_unknown_destination_no_rejected_detach(probe, ctx):
+    "relay_txn_unknown_destination_no_rejected_detach",
     """Counters Qpid Broker-J's AnonymousTerminusTest.
     transferUnsettledInTransactionToUnknownDestinationWhenRejectedOutcomeNotSupportedBySource:
     source outcomes accepted only; an unsettled transactional message to a queue never
     declared: the broker detaches the link with an error whose info carries the
-    delivery-tag."""
-    link, controller, txn_id = _relay_in_transaction(probe, ctx, outcomes=[ACCEPTED])
-    queue = ctx.queue("unknown", declare=False)
-    tag = b"amqpspec-txn-unroutable"
-    since = probe.mark()
-    delivery_id = _txn_post(probe, link, txn_id, ctx.target_address(queue), tag)
-    answer, error = _error_of(probe, link, delivery_id, since)
-    ctx.note(f"the broker answered the unroutable message with {answer}: {error!r}")
-    if answer != "detach":
-        controller.discharge(txn_id)
-        if _created_on_demand(ctx, queue):
-            raise Unsupported(f"the broker created node {queue!r} on demand: nothing unknown")
-    ctx.model(
-        answer == "detach",
-        f"expected the link detached with an error; observed {answer}. {MUST_DETACH}",
-    )
-    _names_tag(ctx, error, tag, "detach")
+    delivery-tag.""",
+    expected="detach",
+    in_transaction=True,
+    outcomes=[ACCEPTED],
+)
