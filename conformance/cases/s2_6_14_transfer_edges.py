@@ -31,6 +31,7 @@ Owns the cases `2.6.14/interleaved-*`, `2.6.14/continuation-*`,
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 
 from amqpspec.amqp10.builder import mutate
 from amqpspec.amqp10.composites import Accepted, Received, Transfer
@@ -39,7 +40,7 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.run.context import CaseContext
-from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, RunFunction, case, case_function
 from amqpspec.conformance.steps.deliveries import collect, queued_receiver
 from amqpspec.conformance.steps.links import consumer, publisher, unsettled_consumer
 from amqpspec.conformance.steps.refusals import sent_bytes_outcome
@@ -57,8 +58,56 @@ FIRST_ID = "2.7.5/transfer.delivery-id.1"  # delivery-id on the first transfer (
 FIRST_TAG = "2.7.5/transfer.delivery-tag.1"  # delivery-tag on the first transfer (sender)
 RECEIVED_NOT_SENT = "3.4.1/received.1"  # the Sender never sends the received state
 ENDINGS = {"detach:*", "end:*", "close:*"}
+QUEUES = frozenset({"queues"})
+MULTI_FRAME = frozenset({"queues", "multi-frame"})
 SETTLE_WAIT = 2.0  # seconds for the broker's dispositions (a local broker answers in ms)
 ANSWER_WAIT = 0.5  # seconds for the broker to end something after an illegal frame
+
+
+def _recorded_case(
+    case_id: str,
+    sentence: str,
+    *,
+    sentences: tuple[str, ...] = (),
+    requires: frozenset[str] = QUEUES,
+    outcomes: Iterable[str] = ENDINGS,
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a transfer the probe makes illegal or the text does not address: the
+    broker (the receiver) answers as it may (MAY, `outcomes`), recorded. No pipelined
+    variant: for a recorded answer the stepwise run is enough (keeps the run short)."""
+    return case(
+        case_id,
+        MAY,
+        sentence,
+        sentences=sentences,
+        role="receiver",
+        requires=requires,
+        pipelined=False,
+        outcomes=outcomes,
+    )
+
+
+def _received_case(
+    case_id: str, sentence: str, *, sentences: tuple[str, ...], requires: frozenset[str] = QUEUES
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a MUST that binds the broker as the receiver of our transfers."""
+    return case(case_id, MUST, sentence, sentences=sentences, role="receiver", requires=requires)
+
+
+def _unchanged_case(case_id: str, sentence: str) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a multi-frame delivery the broker receives (3.2: its bare message comes
+    out unchanged; 2.7.5: it settles it, rcv-settle-mode first)."""
+    return _received_case(
+        case_id, sentence, sentences=(BARE_ENCODING, SETTLE_FIRST), requires=MULTI_FRAME
+    )
+
+
+def _publishing(probe: Probe, ctx: CaseContext, **attach: object) -> tuple[str, Session, Link, int]:
+    """A fresh queue and a sender to it (`attach`: fields of its attach), granted credit:
+    (queue, session, sender, the delivery-id its first transfer takes)."""
+    queue = ctx.queue()
+    session, sender = publisher(probe, ctx, queue, **attach)
+    return queue, session, sender, session.next_outgoing_id
 
 
 def _body(text: str) -> bytes:
@@ -157,15 +206,11 @@ def _recorded(probe: Probe, ctx: CaseContext, since: int, ids: set[int]) -> None
     ctx.outcome(ending)
 
 
-@case(
+@_unchanged_case(
     "2.6.14/interleaved-links",
-    MUST,
     "Messages being transferred along different links MAY be interleaved (2.6.14); the "
     "exact encoding of sections of the bare message MUST NOT be modified: two multi-frame "
     "deliveries interleaved across two links of one session each come out unchanged.",
-    sentences=(BARE_ENCODING, SETTLE_FIRST),
-    role="receiver",
-    requires={"queues", "multi-frame"},
 )
 def interleaved_links(probe, ctx):
     """Two senders on one session, each to its own queue; their three-frame deliveries
@@ -192,25 +237,19 @@ def interleaved_links(probe, ctx):
         _check_unchanged(ctx, _queued(probe, ctx, queue), bytes(sent))
 
 
-@case(
+@_recorded_case(
     "2.6.14/interleaved-same-link",
-    MAY,
     "Messages transferred along a single link MUST NOT be interleaved (binds the sender, the "
     "probe here); no sentence says how the receiver answers: recorded.",
     sentences=(NOT_INTERLEAVED,),
-    role="receiver",
-    requires={"queues", "multi-frame"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
-    outcomes=ENDINGS,
+    requires=MULTI_FRAME,
 )
 def interleaved_same_link(probe, ctx):
     """On one link, the first frame of a delivery (more=true), then a whole new delivery
     (a new delivery-id and tag) before the first is complete, then the first one's last
     frame: the broker's answer (Broker-J ends the link or session with an error)."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue)
+    _, session, sender, base = _publishing(probe, ctx)
     whole = _body("interleaved-one-link")
-    base = session.next_outgoing_id
     since = probe.mark()
     _send(probe, session, [
         _first(sender, base, b"first", whole[:10], more=True),
@@ -220,24 +259,18 @@ def interleaved_same_link(probe, ctx):
     _recorded(probe, ctx, since, {base, base + 1})
 
 
-@case(
+@_unchanged_case(
     "2.6.14/continuation-without-payload",
-    MUST,
     "The exact encoding of sections of the bare message MUST NOT be modified: a delivery "
     "whose continuation transfers carry no payload (an empty one between two halves, an "
     "empty last one) comes out unchanged.",
-    sentences=(BARE_ENCODING, SETTLE_FIRST),
-    role="receiver",
-    requires={"queues", "multi-frame"},
 )
 def continuation_without_payload(probe, ctx):
     """A delivery in four frames: half its bytes (more=true), an empty continuation
     (more=true), the other half (more=true), an empty last frame (more=false): settled
     (rcv-settle-mode first) and delivered with the same body."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue)
+    queue, session, sender, base = _publishing(probe, ctx)
     whole = _body("continuation-" + "c" * 40)
-    base = session.next_outgoing_id
     _send(probe, session, [
         _first(sender, base, b"empty-parts", whole[:20], more=True),
         (Transfer(handle=sender.handle, more=True), b""),
@@ -249,24 +282,18 @@ def continuation_without_payload(probe, ctx):
     _check_unchanged(ctx, _queued(probe, ctx, queue), Message.decode(whole).body[0].value)
 
 
-@case(
+@_unchanged_case(
     "2.6.14/continuation-with-id-or-tag",
-    MUST,
     "On continuation transfers the delivery-id MAY be omitted and the delivery-tag may be "
     "(2.7.5): continuations that repeat one of them (the same values) carry the same "
     "delivery, which comes out unchanged (3.2) and settled (rcv-settle-mode first).",
-    sentences=(BARE_ENCODING, SETTLE_FIRST),
-    role="receiver",
-    requires={"queues", "multi-frame"},
 )
 def continuation_with_id_or_tag(probe, ctx):
     """A delivery in three frames: the first with delivery-id and tag (more=true), the
     second repeating the delivery-id only (more=true), the last repeating the tag only
     (more=false): settled and delivered with the same body."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue)
+    queue, session, sender, base = _publishing(probe, ctx)
     whole = _body("id-or-tag-" + "i" * 40)
-    base = session.next_outgoing_id
     _send(probe, session, [
         _first(sender, base, b"id-or-tag", whole[:20], more=True),
         (Transfer(handle=sender.handle, delivery_id=base, more=True), whole[20:40]),
@@ -280,9 +307,7 @@ def continuation_with_id_or_tag(probe, ctx):
 def _first_without(probe: Probe, ctx: CaseContext, field: str) -> None:
     """A whole delivery in one unsettled transfer lacking `field` (delivery_id or
     delivery_tag): the broker's answer recorded."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue)
-    base = session.next_outgoing_id
+    _, session, sender, base = _publishing(probe, ctx)
     fields = {"delivery_id": base, "delivery_tag": b"half-named", field: None}
     transfer = Transfer(handle=sender.handle, message_format=0, settled=False, **fields)
     since = probe.mark()
@@ -290,51 +315,43 @@ def _first_without(probe: Probe, ctx: CaseContext, field: str) -> None:
     _recorded(probe, ctx, since, {base})
 
 
-@case(
-    "2.7.5/first-transfer-without-delivery-id",
-    MAY,
+def _first_without_case(field: str, sentence_id: str, sentence: str, doc: str) -> None:
+    """Declare `2.7.5/first-transfer-without-<field>` (`_first_without`)."""
+
+    def run(probe, ctx):
+        _first_without(probe, ctx, field)
+
+    slug = field.replace("_", "-")
+    declare = _recorded_case(
+        f"2.7.5/first-transfer-without-{slug}", sentence, sentences=(sentence_id,)
+    )
+    declare(case_function(run, f"first_transfer_without_{field}", doc, __name__))
+
+
+_first_without_case(
+    "delivery_id",
+    FIRST_ID,
     "The delivery-id MUST be supplied on the first transfer of a multi-transfer delivery "
     "(binds the sender, the probe here); a single transfer with a tag and no delivery-id: "
     "no sentence says how the receiver answers (amqp:invalid-field names the error).",
-    sentences=(FIRST_ID,),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
-    outcomes=ENDINGS,
-)
-def first_transfer_without_delivery_id(probe, ctx):
     """One unsettled transfer with a delivery-tag and no delivery-id: the broker's answer
-    (Broker-J detaches the link with invalid-field)."""
-    _first_without(probe, ctx, "delivery_id")
-
-
-@case(
-    "2.7.5/first-transfer-without-delivery-tag",
-    MAY,
+    (Broker-J detaches the link with invalid-field).""",
+)
+_first_without_case(
+    "delivery_tag",
+    FIRST_TAG,
     "The delivery-tag MUST be specified for the first transfer of a multi transfer message "
     "(binds the sender, the probe here); a single transfer with a delivery-id and no tag: "
     "no sentence says how the receiver answers (amqp:invalid-field names the error).",
-    sentences=(FIRST_TAG,),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
-    outcomes=ENDINGS,
-)
-def first_transfer_without_delivery_tag(probe, ctx):
     """One unsettled transfer with a delivery-id and no delivery-tag: the broker's answer
-    (Broker-J detaches the link with invalid-field)."""
-    _first_without(probe, ctx, "delivery_tag")
+    (Broker-J detaches the link with invalid-field).""",
+)
 
 
-@case(
+@_recorded_case(
     "2.7.5/transfer-handle-null",
-    MAY,
     "transfer handle is mandatory (null is not permitted, 1.3: binds the sender, the probe "
     "here); no sentence says how the receiver answers a transfer with a null handle.",
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
-    outcomes=ENDINGS,
 )
 def transfer_handle_null(probe, ctx):
     """A sender granted credit, then a transfer (0x14) naming its delivery but with a null
@@ -354,71 +371,65 @@ def _settle_flag_against_mode(
 ) -> None:
     """A sender attached with snd-settle-mode `mode`, then one transfer whose settled flag
     contradicts it: the broker's answer recorded (its attach's mode noted)."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue, snd_settle_mode=mode)
+    _, session, sender, base = _publishing(probe, ctx, snd_settle_mode=mode)
     answered = sender.remote_attach.snd_settle_mode
     if answered != mode:
         ctx.note(f"the broker's attach says snd-settle-mode {answered}, ours {mode}")
-    base = session.next_outgoing_id
     since = probe.mark()
     _send(probe, session, [_first(sender, base, b"flag", _body("settle-flag"), settled=settled)])
     _recorded(probe, ctx, since, {base})
 
 
-@case(
-    "2.7.5/transfer-settled-flag-unsettled-link",
-    MAY,
+def _settle_flag_case(
+    mode: SndSettleMode, settled: bool, sentence_id: str, sentence: str, doc: str
+) -> None:
+    """Declare `2.7.5/transfer-settled-flag-<mode>-link` (`_settle_flag_against_mode`)."""
+
+    def run(probe, ctx):
+        _settle_flag_against_mode(probe, ctx, mode, settled)
+
+    name = "unsettled" if mode == SndSettleMode.UNSETTLED else "settled"
+    declare = _recorded_case(
+        f"2.7.5/transfer-settled-flag-{name}-link", sentence, sentences=(sentence_id,)
+    )
+    declare(case_function(run, f"transfer_settled_flag_{name}_link", doc, __name__))
+
+
+_settle_flag_case(
+    SndSettleMode.UNSETTLED,
+    True,
+    UNSETTLED_ON_UNSETTLED_LINK,
     "If the negotiated value for snd-settle-mode at attachment is unsettled, then this field "
     "MUST be false (or unset) on every transfer frame for a delivery (binds the sender, the "
     "probe here); no sentence says how the receiver answers a settled one.",
-    sentences=(UNSETTLED_ON_UNSETTLED_LINK,),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
-    outcomes=ENDINGS,
-)
-def transfer_settled_flag_unsettled_link(probe, ctx):
     """A sender attached with snd-settle-mode unsettled, then a transfer with settled=true:
-    the broker's answer (RabbitMQ 4 detaches the link with invalid-field)."""
-    _settle_flag_against_mode(probe, ctx, SndSettleMode.UNSETTLED, True)
-
-
-@case(
-    "2.7.5/transfer-settled-flag-settled-link",
-    MAY,
+    the broker's answer (RabbitMQ 4 detaches the link with invalid-field).""",
+)
+_settle_flag_case(
+    SndSettleMode.SETTLED,
+    False,
+    SETTLED_ON_SETTLED_LINK,
     "If the negotiated value for snd-settle-mode at attachment is settled, then this field "
     "MUST be true on at least one transfer frame for a delivery (binds the sender, the probe "
     "here); no sentence says how the receiver answers an unsettled one.",
-    sentences=(SETTLED_ON_SETTLED_LINK,),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
-    outcomes=ENDINGS,
-)
-def transfer_settled_flag_settled_link(probe, ctx):
     """A sender attached with snd-settle-mode settled, then a transfer with settled=false:
-    the broker's answer (RabbitMQ 4 detaches the link with invalid-field)."""
-    _settle_flag_against_mode(probe, ctx, SndSettleMode.SETTLED, False)
+    the broker's answer (RabbitMQ 4 detaches the link with invalid-field).""",
+)
 
 
-@case(
+@_recorded_case(
     "2.7.5/transfer-without-payload",
-    MAY,
     "A transfer carrying no message section at all (more=false, empty payload): no "
     "sentence says what a receiver answers (Broker-J rejects it with decode-error): "
     "recorded.",
-    role="receiver",
-    requires={"queues", "empty-transfer"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
     outcomes=ENDINGS | {"no-error"},
+    requires={"queues", "empty-transfer"},
 )
 def transfer_without_payload(probe, ctx):
     """One unsettled transfer with an empty payload: the broker's answer (a disposition's
     state, or the link, session or connection ended) is recorded, and what the queue
     holds afterwards noted."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue)
-    base = session.next_outgoing_id
+    queue, session, sender, base = _publishing(probe, ctx)
     since = probe.mark()
     _send(probe, session, [_first(sender, base, b"empty", b"")])
     _recorded(probe, ctx, since, {base})
@@ -426,25 +437,19 @@ def transfer_without_payload(probe, ctx):
         ctx.note(f"queued afterwards: {len(_queued(probe, ctx, queue))}")
 
 
-@case(
+@_recorded_case(
     "2.7.5/message-format-changed",
-    MAY,
     "message-format MUST be specified on the first transfer and may only be omitted on "
     "continuation transfers (binds the sender); the text does not address a continuation "
     "naming another format: the receiver's answer is recorded.",
     sentences=(FORMAT_FIRST,),
-    role="receiver",
-    requires={"queues", "multi-frame"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
-    outcomes=ENDINGS,
+    requires=MULTI_FRAME,
 )
 def message_format_changed(probe, ctx):
     """A two-frame delivery whose first frame says message-format 0 and whose
     continuation says 1: the broker's answer (Broker-J ends the link with an error)."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue)
+    _, session, sender, base = _publishing(probe, ctx)
     whole = _body("format-changed")
-    base = session.next_outgoing_id
     since = probe.mark()
     _send(probe, session, [
         _first(sender, base, b"format", whole[:8], more=True),
@@ -453,22 +458,17 @@ def message_format_changed(probe, ctx):
     _recorded(probe, ctx, since, {base})
 
 
-@case(
+@_received_case(
     "2.7.5/transfer-rcv-settle-first",
-    MUST,
     "If first, this indicates that the Receiver MUST settle the delivery once it has "
     "arrived without waiting for the Sender to settle first: an unsettled transfer stating "
     "rcv-settle-mode first is settled by the broker's disposition.",
     sentences=(SETTLE_FIRST,),
-    role="receiver",
-    requires={"queues"},
 )
 def transfer_rcv_settle_first(probe, ctx):
     """An unsettled transfer with rcv-settle-mode first on its own frame: the broker's
     disposition settles it (no settled disposition within the bound is FAILED)."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue)
-    base = session.next_outgoing_id
+    _, session, sender, base = _publishing(probe, ctx)
     since = probe.mark()
     frame = _first(sender, base, b"first", _body("rcv-first"), rcv_settle_mode=RcvSettleMode.FIRST)
     _send(probe, session, [frame])
@@ -481,28 +481,21 @@ def transfer_rcv_settle_first(probe, ctx):
     ctx.note(f"settled with {settled[base]}")
 
 
-@case(
+@_recorded_case(
     "2.7.5/transfer-rcv-settle-second-on-first-link",
-    MAY,
     "If the negotiated link value is first, then it is illegal to set this field to second "
     "(binds the sender, the probe here); no sentence says how the receiver answers: "
     "recorded.",
     sentences=(SECOND_ILLEGAL,),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
-    outcomes=ENDINGS,
 )
 def transfer_rcv_settle_second_on_first_link(probe, ctx):
     """A sender attached with rcv-settle-mode first (the broker's attach states its
     value), then an unsettled transfer stating rcv-settle-mode second: the broker's answer
     (Broker-J detaches the link with invalid-field)."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue, rcv_settle_mode=RcvSettleMode.FIRST)
+    _, session, sender, base = _publishing(probe, ctx, rcv_settle_mode=RcvSettleMode.FIRST)
     negotiated = sender.remote_attach.rcv_settle_mode
     if negotiated not in (None, RcvSettleMode.FIRST):
         ctx.note(f"the broker's attach says rcv-settle-mode {negotiated}: not illegal there")
-    base = session.next_outgoing_id
     since = probe.mark()
     frame = _first(
         sender, base, b"second", _body("rcv-second"), rcv_settle_mode=RcvSettleMode.SECOND
@@ -511,15 +504,12 @@ def transfer_rcv_settle_second_on_first_link(probe, ctx):
     _recorded(probe, ctx, since, {base})
 
 
-@case(
+@_received_case(
     "2.6.12/delivery-tag-other-link",
-    MUST,
     "A delivery-tag identifies a delivery on its link; the Receiver MUST settle a delivery "
     "in rcv-settle-mode first once it has arrived: two unsettled deliveries with the same "
     "tag on two links of one session are each settled and delivered.",
     sentences=(SETTLE_FIRST, BARE_ENCODING),
-    role="receiver",
-    requires={"queues"},
 )
 def delivery_tag_other_link(probe, ctx):
     """Two senders on one session, one queue; the same tag on a delivery on each: the
@@ -536,22 +526,17 @@ def delivery_tag_other_link(probe, ctx):
     _settled_and_queued(probe, ctx, queue, {base, base + 1}, [b"same-tag-0", b"same-tag-1"])
 
 
-@case(
+@_received_case(
     "2.6.12/delivery-tag-reused-after-settle",
-    MUST,
     "The delivery-tag MUST be unique amongst deliveries that could be considered "
     "unsettled, so a settled delivery's tag may be reused; the Receiver MUST settle a "
     "delivery in rcv-settle-mode first once it has arrived: both are settled and delivered.",
     sentences=(SETTLE_FIRST, BARE_ENCODING),
-    role="receiver",
-    requires={"queues"},
 )
 def delivery_tag_reused_after_settle(probe, ctx):
     """An unsettled delivery tagged `reused`, settled by the broker and then by us, then a
     second delivery with the same tag: both settled by the broker, both queued."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue)
-    base = session.next_outgoing_id
+    queue, session, sender, base = _publishing(probe, ctx)
     _send(probe, session, [_first(sender, base, b"reused", _body("reused-0"))])
     if _ended(probe, ctx, {base}):
         return
@@ -575,25 +560,18 @@ def _settled_and_queued(
         ctx.note(f"queued {got}, sent {bodies} (recorded)")
 
 
-@case(
+@_recorded_case(
     "2.6.12/delivery-tag-duplicate-unsettled",
-    MAY,
     "The delivery-tag MUST be unique amongst all deliveries that could be considered "
     "unsettled by either end of the Link (binds the sender, the probe here); no sentence "
     "says how the receiver answers: recorded.",
     sentences=(TAG_UNIQUE,),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,  # a recorded answer: the stepwise run is enough (keeps the run short)
-    outcomes=ENDINGS,
 )
 def delivery_tag_duplicate_unsettled(probe, ctx):
     """Two unsettled deliveries with the same tag written in one burst (the first is
     unsettled at our end when the second goes): the broker's answer (Broker-J's own test
     is disabled upstream)."""
-    queue = ctx.queue()
-    session, sender = publisher(probe, ctx, queue)
-    base = session.next_outgoing_id
+    _, session, sender, base = _publishing(probe, ctx)
     since = probe.mark()
     _send(probe, session, [
         _first(sender, base, b"twice", _body("twice-0")),
