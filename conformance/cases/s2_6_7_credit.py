@@ -15,8 +15,8 @@ formula, flow-control.2), fewer are recorded (no sentence makes a sender use its
 from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_offset
-from amqpspec.conformance.run.registry import MUST, case, case_function
-from amqpspec.conformance.steps.credit import drain_reply, echo_reply
+from amqpspec.conformance.run.registry import case_function
+from amqpspec.conformance.steps.credit import drain_reply, echo_reply, grant_case
 from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,
     check_split,
@@ -26,18 +26,17 @@ from amqpspec.conformance.steps.deliveries import (
 from amqpspec.conformance.steps.links import consumer, small_frame_probe
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.steps.sentences import (
+    CREDIT,
     CREDIT_BEFORE_ATTACH,
     CREDIT_DECREMENT,
     CREDIT_FORMULA,
     CREDIT_LIMIT,
     DRAIN_ADVANCE,
     FLOW_DELIVERY_COUNT_SENDER,
-    LINK_CREDIT_ILLEGAL,
     RABBITMQ4,
 )
 from amqpspec.conformance.verdicts import NoDelivery
 
-CREDIT = (LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)  # what every grant case rests on
 CREDIT_MATCHED = "2.6.7/flow-control.3"  # the sender's credit matches the delivery-limit
 
 
@@ -49,14 +48,7 @@ def _one_grant(credit: int, queued: int, name: str, doc: str):
     return case_function(run, name, doc, __name__)
 
 
-case(
-    "2.6.7/credit-single-grant",
-    MUST,
-    CREDIT_LIMIT,
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
-)(
+grant_case("2.6.7/credit-single-grant", CREDIT_LIMIT)(
     _one_grant(
         3,
         5,
@@ -67,14 +59,7 @@ case(
 
 
 for _credit, _queued in ((1, 3), (2, 5), (200, 250)):
-    case(
-        f"2.6.7/credit-{_credit}",
-        MUST,
-        CREDIT_LIMIT,
-        sentences=CREDIT,
-        role="sender",
-        requires={"queues"},
-    )(
+    grant_case(f"2.6.7/credit-{_credit}", CREDIT_LIMIT)(
         _one_grant(
             _credit,
             _queued,
@@ -85,14 +70,7 @@ for _credit, _queued in ((1, 3), (2, 5), (200, 250)):
 
 
 for _credit, _queued in ((3, 4), (5, 12), (10, 11), (50, 80), (100, 101)):
-    case(
-        f"2.6.7/credit-exact-{_credit}",
-        MUST,
-        CREDIT_LIMIT,
-        sentences=CREDIT,
-        role="sender",
-        requires={"queues"},
-    )(
+    grant_case(f"2.6.7/credit-exact-{_credit}", CREDIT_LIMIT)(
         _one_grant(
             _credit,
             _queued,
@@ -102,14 +80,7 @@ for _credit, _queued in ((3, 4), (5, 12), (10, 11), (50, 80), (100, 101)):
     )
 
 
-@case(
-    "2.6.7/credit-zero-no-transfer",
-    MUST,
-    CREDIT_LIMIT,
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
-)
+@grant_case("2.6.7/credit-zero-no-transfer", CREDIT_LIMIT)
 def credit_zero(probe, ctx):
     """Messages queued, receiver attached without credit, then an explicit grant of 0:
     no transfer may arrive."""
@@ -120,13 +91,9 @@ def credit_zero(probe, ctx):
     )
 
 
-@case(
+@grant_case(
     "2.6.7/credit-granted-before-messages",
-    MUST,
     CREDIT_LIMIT + " Credit granted on an empty queue stays valid until used.",
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
 )
 def credit_before_messages(probe, ctx):
     """Grant 3 on an empty queue, then queue 6: exactly 3 transfers."""
@@ -137,13 +104,9 @@ def credit_before_messages(probe, ctx):
     exactly(probe, link, 3)
 
 
-@case(
+@grant_case(
     "2.6.7/credit-queue-fills-later",
-    MUST,
     CREDIT_LIMIT + " Credit not used yet stays granted while the queue fills in steps.",
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
 )
 def credit_queue_fills_later(probe, ctx):
     """Grant 5 with 2 queued: 2 transfers; then 6 more queued: exactly 3 more (5 in all)."""
@@ -153,13 +116,9 @@ def credit_queue_fills_later(probe, ctx):
     exactly(probe, link, 3)
 
 
-@case(
+@grant_case(
     "2.6.7/credit-zero-then-grant",
-    MUST,
     CREDIT_LIMIT + " A later grant enables exactly the credit it gives.",
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
 )
 def credit_zero_then_grant(probe, ctx):
     """5 queued, attach without credit: nothing for 0.5 s; then grant 2: exactly 2."""
@@ -175,14 +134,11 @@ def credit_zero_then_grant(probe, ctx):
     exactly(probe, link, 2)
 
 
-@case(
+@grant_case(
     "2.6.7/credit-grant-before-attach-reply",
-    MUST,
     "A flow without delivery-count means the receiver has not seen the sender's attach: the "
     "sender uses initial-delivery-count (2.6.7). " + CREDIT_LIMIT,
     sentences=(*CREDIT, CREDIT_BEFORE_ATTACH),
-    role="sender",
-    requires={"queues"},
 )
 def credit_grant_early(probe, ctx):
     """Credit 2 granted right after our attach, before the broker's attach arrives: exactly
@@ -197,13 +153,9 @@ def credit_grant_early(probe, ctx):
     exactly(probe, link, 2)
 
 
-@case(
+@grant_case(
     "2.6.7/credit-after-consumption",
-    MUST,
     CREDIT_LIMIT + " New credit is granted relative to the receiver's delivery-count.",
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
 )
 def credit_topup(probe, ctx):
     """Grant 3, consume 3, grant 3 again (new credit only after the old is used): exactly 6
@@ -214,13 +166,11 @@ def credit_topup(probe, ctx):
     exactly(probe, link, 3)
 
 
-@case(
+@grant_case(
     "2.6.7/credit-flow-state-reported",
-    MUST,
     "The sender's flow carries its current delivery-count (2.7.4) and the link-credit the "
     "formula gives (2.6.7); an echo is answered (RabbitMQ 4's model) with that state.",
     sentences=(FLOW_DELIVERY_COUNT_SENDER, CREDIT_MATCHED, CREDIT_FORMULA, CREDIT_DECREMENT),
-    role="sender",
     model=RABBITMQ4,
     requires={"queues", "echo"},
 )
@@ -243,14 +193,12 @@ def credit_state_echo(probe, ctx):
     )
 
 
-@case(
+@grant_case(
     "2.6.7/credit-multi-frame-counts-once",
-    MUST,
     "delivery-count is incremented whenever a Message is sent (not per transfer frame), and "
     "the sender MUST decrease link-credit by the same amount; its flow reports its current "
     "delivery-count (2.7.4).",
     sentences=(CREDIT_DECREMENT, FLOW_DELIVERY_COUNT_SENDER),
-    role="sender",
     model=RABBITMQ4,
     requires={"queues", "multi-frame", "echo"},
 )
@@ -283,13 +231,10 @@ def credit_multi_frame(probe, ctx):
     )
 
 
-@case(
+@grant_case(
     "2.6.7/credit-multi-frame-exact",
-    MUST,
     "Only the first transfer frame of a multi-frame delivery takes link-credit (2.6.7, "
     "2.6.14). " + CREDIT_LIMIT,
-    sentences=CREDIT,
-    role="sender",
     requires={"queues", "multi-frame"},
 )
 def credit_multi_frame_exact(probe, ctx):
@@ -302,13 +247,11 @@ def credit_multi_frame_exact(probe, ctx):
     check_split(ctx, exactly(receiver, link, 3))
 
 
-@case(
+@grant_case(
     "2.6.7/credit-multi-frame-drain",
-    MUST,
     "delivery-count is incremented once per delivery, not per transfer frame (2.6.7, "
     "2.6.14); a drain then advances it by exactly the credit left (drain reply).",
     sentences=(DRAIN_ADVANCE, CREDIT_DECREMENT),
-    role="sender",
     requires={"queues", "multi-frame", "drain-reply"},
 )
 def credit_multi_frame_drain(probe, ctx):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from amqpspec.amqp10.serial import serial_add, serial_gt, serial_offset
 from amqpspec.conformance.probe.observed import brief
 from amqpspec.conformance.run.registry import MUST, case
-from amqpspec.conformance.steps.credit import drain
+from amqpspec.conformance.steps.credit import drain, grant_case
 from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,
     collect,
@@ -26,25 +26,19 @@ from amqpspec.conformance.steps.deliveries import (
 from amqpspec.conformance.steps.links import consumer, publisher, wait_credit
 from amqpspec.conformance.steps.queues import body, fill
 from amqpspec.conformance.steps.sentences import (
-    CREDIT_FORMULA,
+    CREDIT,
     CREDIT_LIMIT,
     DRAIN_ADVANCE,
-    LINK_CREDIT_ILLEGAL,
 )
 from amqpspec.conformance.verdicts import CaseFailed
 
-CREDIT = (LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)
 RECEIVER_COUNT = "2.7.4/flow.delivery-count.3"  # receiver: the sender's last known count
 
 
-@case(
+@grant_case(
     "2.6.7/credit-links-independent",
-    MUST,
     "Link credit is per link: each link has its own delivery-count and link-credit (2.6.7); "
     + CREDIT_LIMIT,
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
 )
 def credit_links_independent(probe, ctx):
     """Five receivers on one session, credits 1..5, ten messages behind each: every link
@@ -70,13 +64,9 @@ def credit_links_independent(probe, ctx):
             ctx.note(f"the link granted {credit} got {len(got)} (fewer: no sentence requires)")
 
 
-@case(
+@grant_case(
     "2.6.7/credit-many-links-one-session",
-    MUST,
     "Each link has its own delivery-count and link-credit (2.6.7). " + CREDIT_LIMIT,
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
 )
 def credit_many_links(probe, ctx):
     """Twelve receivers on one session, credits 0..11 (cycling 0, 1, 2, 3), five messages
@@ -104,13 +94,9 @@ def credit_many_links(probe, ctx):
             ctx.note(f"the link granted {credit} got {len(got)} (fewer: no sentence requires)")
 
 
-@case(
+@grant_case(
     "2.6.7/credit-two-sessions-independent",
-    MUST,
     "Link credit is per link, whatever session carries it (2.6.7). " + CREDIT_LIMIT,
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
 )
 def credit_two_sessions(probe, ctx):
     """One queue, two receivers on two sessions with credit 2 and 3; 10 queued: exactly 5
@@ -130,12 +116,10 @@ def credit_two_sessions(probe, ctx):
         ctx.note(f"{len(a) + len(b)} deliveries for 5 credits, 10 queued (fewer: recorded)")
 
 
-@case(
+@grant_case(
     "2.6.7/credit-drained-link-other-unaffected",
-    MUST,
     "A drain applies to the link it was sent for; other links keep their credit (2.6.7).",
     sentences=(DRAIN_ADVANCE, *CREDIT),
-    role="sender",
     requires={"queues", "drain-reply"},
 )
 def credit_drain_one_link(probe, ctx):

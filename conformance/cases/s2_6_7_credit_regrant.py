@@ -13,11 +13,12 @@ echo answered is RabbitMQ 4's model (DIFFERS without one).
 
 from __future__ import annotations
 
-from amqpspec.conformance.run.registry import MUST, case, case_function
+from amqpspec.conformance.run.registry import case_function
 from amqpspec.conformance.steps.credit import (
     broker_violated,
     check_drains_answered,
     echo_reply,
+    grant_case,
     prefetch_receive,
 )
 from amqpspec.conformance.steps.deliveries import (
@@ -30,15 +31,12 @@ from amqpspec.conformance.steps.deliveries import (
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import body, fill
 from amqpspec.conformance.steps.sentences import (
-    CREDIT_FORMULA,
+    CREDIT,
     CREDIT_LIMIT,
     DRAIN_ADVANCE,
-    LINK_CREDIT_ILLEGAL,
     RABBITMQ4,
 )
 from amqpspec.conformance.verdicts import NoDelivery
-
-CREDIT = (LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)
 
 REPLACES = (
     " The receiver's flow sets the credit: link-credit(snd) := delivery-count(rcv) + "
@@ -46,14 +44,10 @@ REPLACES = (
 )
 
 
-@case(
+@grant_case(
     "2.6.7/credit-regrant-in-flight",
-    MUST,
     CREDIT_LIMIT + " A receiver may grant again at any time; the new link-credit replaces "
     "the old (link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)).",
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
     budget=120.0,
 )
 def credit_regrant_in_flight(probe, ctx):
@@ -76,13 +70,9 @@ def _prefetch(prefetch: int, count: int):
 
 
 for _prefetch_n, _count in ((1, 1000), (10, 1000)):
-    case(
+    grant_case(
         f"2.6.7/credit-prefetch-{_prefetch_n}-regrant",
-        MUST,
         CREDIT_LIMIT + REPLACES,
-        sentences=CREDIT,
-        role="sender",
-        requires={"queues"},
         budget=90.0,
     )(_prefetch(_prefetch_n, _count))
 
@@ -116,14 +106,7 @@ def _repeated_grants(probe, ctx, credits: tuple[int, ...], queued: int) -> None:
         probe.detach(link)
 
 
-@case(
-    "2.6.7/credit-same-grant-repeated",
-    MUST,
-    CREDIT_LIMIT + REPLACES,
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
-)
+@grant_case("2.6.7/credit-same-grant-repeated", CREDIT_LIMIT + REPLACES)
 def credit_same_grant_repeated(probe, ctx):
     """Eight rounds on fresh links: five flows in a row, each delivery-count d0 +
     link-credit 2 (one horizon): exactly 2 transfers per round, not 10 (a broker that adds
@@ -131,27 +114,16 @@ def credit_same_grant_repeated(probe, ctx):
     _repeated_grants(probe, ctx, (2, 2, 2, 2, 2), 10)
 
 
-@case(
-    "2.6.7/credit-grow-grant",
-    MUST,
-    CREDIT_LIMIT + REPLACES,
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
-)
+@grant_case("2.6.7/credit-grow-grant", CREDIT_LIMIT + REPLACES)
 def credit_grow_grant(probe, ctx):
     """Eight rounds on fresh links: grants 1, 3, 6 in a row before any transfer is read
     (same delivery-count): the last replaces the others, so exactly 6 per round."""
     _repeated_grants(probe, ctx, (1, 3, 6), 12)
 
 
-@case(
+@grant_case(
     "2.6.7/credit-regrant-after-batch",
-    MUST,
     CREDIT_LIMIT + REPLACES,
-    sentences=CREDIT,
-    role="sender",
-    requires={"queues"},
     budget=60.0,
 )
 def credit_regrant_after_batch(probe, ctx):
@@ -167,13 +139,10 @@ def credit_regrant_after_batch(probe, ctx):
     check_nothing_more(ctx, probe, link, lambda n: f"{n} transfers beyond the 500 queued")
 
 
-@case(
+@grant_case(
     "2.6.7/credit-reduced-in-flight",
-    MUST,
     "The receiver may reduce credit while transfers are in flight; those are legal, but once "
     "the sender has applied the new flow (its echo reply proves it) " + CREDIT_LIMIT,
-    sentences=CREDIT,
-    role="sender",
     model=RABBITMQ4,
     requires={"queues", "echo"},
 )
@@ -190,13 +159,10 @@ def credit_reduced(probe, ctx):
     ctx.note(f"{total} in flight before the reduction applied; echo reply horizon {horizon}")
 
 
-@case(
+@grant_case(
     "2.6.7/credit-reduce-to-zero-then-grant",
-    MUST,
     "A receiver may reduce credit to zero while transfers are in flight; once the sender's "
     "echo reply shows it applied that, a new grant of n allows exactly n more. " + CREDIT_LIMIT,
-    sentences=CREDIT,
-    role="sender",
     model=RABBITMQ4,
     requires={"queues", "echo"},
 )
@@ -230,14 +196,11 @@ SCHEDULE_SEEDS = range(1, 7)
 SCHEDULE_STOCK = 20  # messages queued before each schedule; `publish` steps add more
 
 
-@case(
+@grant_case(
     "2.6.7/credit-random-schedules",
-    MUST,
     CREDIT_LIMIT + " Each new grant replaces the old; drain uses up the credit; an echo "
     "reports the current state.",
     sentences=(*CREDIT, DRAIN_ADVANCE),
-    role="sender",
-    requires={"queues"},
     budget=120.0,
 )
 def credit_random_schedules(probe, ctx):

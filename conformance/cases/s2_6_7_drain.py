@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_offset
 from amqpspec.conformance.run.registry import MAY, MUST, case
-from amqpspec.conformance.steps.credit import check_advanced, drain, drain_reply
+from amqpspec.conformance.steps.credit import check_advanced, drain, drain_case, drain_reply
 from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,
     collect,
@@ -25,26 +25,16 @@ from amqpspec.conformance.steps.deliveries import (
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import fill, texts
 from amqpspec.conformance.steps.sentences import (
-    CREDIT_FORMULA,
     DRAIN,
     DRAIN_ADVANCE,
-    LINK_CREDIT_ILLEGAL,
+    DRAINING,
     NOT_RESENT,
     RABBITMQ4,
 )
 from amqpspec.conformance.verdicts import NoDelivery
 
-DRAINING = (DRAIN_ADVANCE, LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)
 
-
-@case(
-    "2.6.7/drain-empty-queue",
-    MUST,
-    DRAIN,
-    sentences=DRAINING,
-    role="sender",
-    requires={"queues", "drain-reply"},
-)
+@drain_case("2.6.7/drain-empty-queue", DRAIN)
 def drain_empty(probe, ctx):
     """Empty queue, link-credit 10 with drain: a prompt flow with delivery-count +10 and
     link-credit 0, and no transfer."""
@@ -58,14 +48,7 @@ def drain_empty(probe, ctx):
     )
 
 
-@case(
-    "2.6.7/drain-partial",
-    MUST,
-    DRAIN,
-    sentences=DRAINING,
-    role="sender",
-    requires={"queues", "drain-reply"},
-)
+@drain_case("2.6.7/drain-partial", DRAIN)
 def drain_partial(probe, ctx):
     """3 queued, link-credit 10 with drain: 3 transfers, then a flow with delivery-count
     +10 and link-credit 0."""
@@ -77,14 +60,7 @@ def drain_partial(probe, ctx):
     ctx.check(not extra, f"expected 3 transfers from 3 queued; observed {len(got) + len(extra)}")
 
 
-@case(
-    "2.6.7/drain-exact",
-    MUST,
-    DRAIN,
-    sentences=DRAINING,
-    role="sender",
-    requires={"queues", "drain-reply"},
-)
+@drain_case("2.6.7/drain-exact", DRAIN)
 def drain_exact(probe, ctx):
     """5 queued, link-credit 5 with drain: 5 transfers and a flow with link-credit 0 and
     delivery-count +5."""
@@ -94,14 +70,7 @@ def drain_exact(probe, ctx):
     check_advanced(ctx, reply, dc0, 5)
 
 
-@case(
-    "2.6.7/drain-credit-after",
-    MUST,
-    DRAIN,
-    sentences=DRAINING,
-    role="sender",
-    requires={"queues", "drain-reply"},
-)
+@drain_case("2.6.7/drain-credit-after", DRAIN)
 def drain_then_credit(probe, ctx):
     """Drain an empty queue, then queue 5 and grant 2 without drain: exactly 2 transfers
     (no credit left over from before the drain: DISPATCH-1090)."""
@@ -120,14 +89,7 @@ def drain_then_credit(probe, ctx):
     exactly(probe, link, 2)
 
 
-@case(
-    "2.6.7/drain-in-flight",
-    MUST,
-    DRAIN,
-    sentences=DRAINING,
-    role="sender",
-    requires={"queues", "drain-reply"},
-)
+@drain_case("2.6.7/drain-in-flight", DRAIN)
 def drain_in_flight(probe, ctx):
     """10 queued, link-credit 20, then at once (transfers in flight) the same horizon with
     drain: 10 transfers, then a flow with delivery-count +20 and link-credit 0. Fewer
@@ -148,13 +110,11 @@ def drain_in_flight(probe, ctx):
     )
 
 
-@case(
+@drain_case(
     "2.6.7/drain-then-detach-nothing-unsettled",
-    MUST,
     DRAIN + " A Source MUST NOT resend a Message which has previously been successfully "
     "transferred (3.5.2): the accepted ones do not come back.",
     sentences=(*DRAINING, NOT_RESENT),
-    role="sender",
     requires={"queues", "drain-reply", "unsettled-deliveries"},
 )
 def drain_then_detach(probe, ctx):
@@ -191,12 +151,9 @@ def drain_twice(probe, ctx):
     )
 
 
-@case(
+@drain_case(
     "2.6.7/drain-zero-credit",
-    MUST,
     DRAIN + " With no link-credit there is nothing to consume: no transfer may follow.",
-    sentences=DRAINING,
-    role="sender",
     requires=NEEDS,
 )
 def drain_zero_credit(probe, ctx):
@@ -229,12 +186,9 @@ def drain_with_echo(probe, ctx):
     check_advanced(ctx, reply, dc0, 6, "drain+echo reply")
 
 
-@case(
+@drain_case(
     "2.6.7/drain-after-partial-consumption",
-    MUST,
     DRAIN,
-    sentences=DRAINING,
-    role="sender",
     requires=NEEDS,
 )
 def drain_after_partial(probe, ctx):
@@ -260,13 +214,10 @@ def drain_large_credit(probe, ctx):
     check_advanced(ctx, reply, dc0, 1000)
 
 
-@case(
+@drain_case(
     "2.6.7/drain-unsettled-then-detach-requeued",
-    MUST,
     DRAIN + " Deliveries the drain sent but the receiver never settled go back to the queue "
     "when the link detaches (RabbitMQ 4's model).",
-    sentences=DRAINING,
-    role="sender",
     model=RABBITMQ4,
     requires=NEEDS | {"unsettled-deliveries", "requeue-on-detach"},
 )
@@ -289,12 +240,9 @@ def drain_unsettled_detach(probe, ctx):
     )
 
 
-@case(
+@drain_case(
     "2.6.7/drain-link-usable-after",
-    MUST,
     DRAIN + " After the drain the receiver may grant new credit on the same link.",
-    sentences=DRAINING,
-    role="sender",
     requires=NEEDS,
 )
 def drain_link_usable_after(probe, ctx):

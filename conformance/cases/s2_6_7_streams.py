@@ -23,16 +23,14 @@ from amqpspec.conformance.steps.credit import check_advanced, drain
 from amqpspec.conformance.steps.deliveries import exactly
 from amqpspec.conformance.steps.queues import fill, texts
 from amqpspec.conformance.steps.sentences import (
-    CREDIT_FORMULA,
+    CREDIT,
     CREDIT_LIMIT,
     DRAIN,
     DRAIN_ADVANCE,
-    LINK_CREDIT_ILLEGAL,
     RABBITMQ4,
 )
 
 REPORTED = "2.6.3/establishing-or-resuming-a-link.3"  # the terminus as created is reported
-CREDIT = (LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)
 
 STREAM = {"x-queue-type": "stream"}
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")

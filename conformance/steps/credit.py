@@ -2,11 +2,15 @@
 mark, MUST violations of the broker so far, a drain and its reply, an echo and its
 reply, `available` after consumption, and the proton prefetch pattern.
 
-Owns compositions of `Probe` calls and the checks cases make right after them; registers
-no case. Touches nothing else.
+Owns compositions of `Probe` calls and the checks cases make right after them, and how a
+grant or drain case is declared (`grant_case`, `drain_case`: the sentences every such case
+rests on, the broker the link's sender); registers no case itself. Touches nothing else.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from amqpspec.amqp10.composites import Flow
 from amqpspec.amqp10.engine import Link, TransferReceived
@@ -16,10 +20,38 @@ from amqpspec.amqp10.origins import CLIENT, SERVER
 from amqpspec.amqp10.serial import serial_offset
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.run.context import CaseContext
-from amqpspec.conformance.run.registry import MUST
+from amqpspec.conformance.run.registry import MUST, RunFunction, case
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.steps.sentences import CREDIT, DRAINING
 from amqpspec.conformance.verdicts import MODEL_LEVEL, CaseFailed, NoDelivery
+
+GRANT_NEEDS = frozenset({"queues"})
+DRAIN_NEEDS = frozenset({"queues", "drain-reply"})
+
+
+def grant_case(
+    case_id: str,
+    sentence: str,
+    *,
+    sentences: Iterable[str] = CREDIT,
+    requires: Iterable[str] = GRANT_NEEDS,
+    **options: Any,
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a MUST on the broker as the sender of a link we grant credit (2.6.7:
+    no transfer beyond the credit, the credit formula: `CREDIT`); `options` as `case`'s."""
+    return case(
+        case_id, MUST, sentence, sentences=sentences, role="sender", requires=requires, **options
+    )
+
+
+def drain_case(case_id: str, sentence: str, **options: Any) -> Callable[[RunFunction], RunFunction]:
+    """`grant_case` for a drain (2.6.7: the sender advances its delivery-count until the
+    link-credit is zero and sends its flow state: `DRAINING`), on a broker that answers a
+    drain (`DRAIN_NEEDS`) unless `options` say otherwise."""
+    options.setdefault("sentences", DRAINING)
+    options.setdefault("requires", DRAIN_NEEDS)
+    return grant_case(case_id, sentence, **options)
 
 
 def broker_violated(probe: Probe) -> bool:

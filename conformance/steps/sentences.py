@@ -36,6 +36,8 @@ CREDIT_DECREMENT = "2.6.7/flow-control.6"  # delivery-count up, link-credit down
 DRAIN_ADVANCE = "2.6.7/flow-control.12"  # drain, nothing available: advance, send the state
 CREDIT_BEFORE_ATTACH = "2.6.7/flow-control.5"  # no delivery-count yet: the initial one
 FLOW_DELIVERY_COUNT_SENDER = "2.7.4/flow.delivery-count.2"  # the sender's current count
+CREDIT = (LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)  # what every grant case rests on
+DRAINING = (DRAIN_ADVANCE, LINK_CREDIT_ILLEGAL, CREDIT_FORMULA)  # what every drain case rests on
 CREDIT_LIMIT = (
     "If the link-credit is less than or equal to zero, i.e., the delivery-count is the same "
     "as or greater than the delivery-limit, it is illegal to send more messages."
