@@ -20,6 +20,8 @@ Owns the cases `5.3.*/*`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from amqpspec.amqp10.builder import build_frame, sasl_frame
 from amqpspec.amqp10.composites import (
     Open,
@@ -31,7 +33,7 @@ from amqpspec.amqp10.composites import (
 from amqpspec.amqp10.engine import ClientSasl
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER
 from amqpspec.amqp10.types import symbol
-from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case, case_function
 from amqpspec.conformance.steps.refusals import (
     check_no_open_after,
     offered_mechanisms,
@@ -50,6 +52,7 @@ EMPTY_FRAME = "5.3.1/sasl-frames.4"  # receipt of an empty frame is an irrecover
 ROLES = "5.3.2/sasl-negotiation.3"  # SASL client/server MUST be the TCP client/server
 FRAME_FLOOR = "2.7.1/open.max-frame-size.3"  # frames up to 512 octets MUST be accepted
 SASL_FRAME_MAX = 512  # 5.3.1: the maximum size of a SASL frame is MIN-MAX-FRAME-SIZE
+EXCHANGE_HEADERS = "upon successful completion the peers must exchange protocol headers."
 
 
 @case(
@@ -102,30 +105,33 @@ def _header_after_ok(probe, ctx) -> None:
     )
 
 
-@case(
-    "5.3.3.2/sasl-anonymous",
-    MUST,
-    "ANONYMOUS (RFC 4505): a server that offers it completes the exchange (its outcome "
-    "recorded); upon successful completion the peers must exchange protocol headers.",
-    sentences=(HEADERS_AFTER_OK,),
-    requires={"sasl-anonymous"},
-)
-def sasl_anonymous(probe, ctx):
-    """SASL ANONYMOUS: outcome ok, then the broker's open."""
-    _opens_with(probe, ctx, "ANONYMOUS")
+def _opens_with_case(mechanism: str, sentence: str, doc: str) -> None:
+    """Declare `5.3.3.2/sasl-<mechanism>` (`_opens_with`), on a broker that has it."""
+    slug = mechanism.lower()
+
+    def run(probe, ctx):
+        _opens_with(probe, ctx, mechanism)
+
+    declare = case(
+        f"5.3.3.2/sasl-{slug}",
+        MUST,
+        f"{sentence} {EXCHANGE_HEADERS}",
+        sentences=(HEADERS_AFTER_OK,),
+        requires={f"sasl-{slug}"},
+    )
+    declare(case_function(run, f"sasl_{slug}", doc, __name__))
 
 
-@case(
-    "5.3.3.2/sasl-plain",
-    MUST,
-    "PLAIN (RFC 4616) with valid credentials: outcome ok (recorded); upon successful "
-    "completion the peers must exchange protocol headers.",
-    sentences=(HEADERS_AFTER_OK,),
-    requires={"sasl-plain"},
+_opens_with_case(
+    "ANONYMOUS",
+    "ANONYMOUS (RFC 4505): a server that offers it completes the exchange (its outcome recorded);",
+    "SASL ANONYMOUS: outcome ok, then the broker's open.",
 )
-def sasl_plain(probe, ctx):
-    """SASL PLAIN with the profile's credentials: outcome ok, then the broker's open."""
-    _opens_with(probe, ctx, "PLAIN")
+_opens_with_case(
+    "PLAIN",
+    "PLAIN (RFC 4616) with valid credentials: outcome ok (recorded);",
+    "SASL PLAIN with the profile's credentials: outcome ok, then the broker's open.",
+)
 
 
 @case(
@@ -233,7 +239,7 @@ def open_before_outcome(probe, ctx):
     "5.3.3.2/sasl-anonymous-trace",
     MUST,
     "ANONYMOUS (RFC 4505): the initial response is optional trace information (the outcome "
-    "recorded); upon successful completion the peers must exchange protocol headers.",
+    "recorded); " + EXCHANGE_HEADERS,
     sentences=(HEADERS_AFTER_OK,),
     requires={"sasl-anonymous"},
     outcomes={"sasl-outcome:0"},
@@ -318,52 +324,47 @@ def _server_frame_from_client(probe, ctx, frame) -> None:
 SERVER_ONLY_ANSWERS = {"tcp-close", "sasl-outcome:*", "ignored"}
 
 
-@case(
-    "5.3.2/sasl-client-sends-mechanisms",
-    MUST,
-    "The peer playing the role of the SASL Client and the peer playing the role of the SASL "
-    "server MUST correspond to the TCP client and server respectively: a sasl-mechanisms "
-    "from the client does not make the broker answer with a sasl-init (its refusal recorded).",
-    sentences=(ROLES,),
-    outcomes=SERVER_ONLY_ANSWERS,
-    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
-)
-def client_sends_mechanisms(probe, ctx):
+def _client_sends_case(frame: Any, answer: str, doc: str, *, named: str = "") -> None:
+    """Declare `5.3.2/sasl-client-sends-<frame>` (`_server_frame_from_client`): `answer`
+    says what the broker does not do in return (`named`: the frame in words, its name by
+    default)."""
+    slug = frame.NAME.removeprefix("sasl-")
+
+    def run(probe, ctx):
+        _server_frame_from_client(probe, ctx, frame)
+
+    declare = case(
+        f"5.3.2/sasl-client-sends-{slug}",
+        MUST,
+        "The peer playing the role of the SASL Client and the peer playing the role of the "
+        f"SASL server MUST correspond to the TCP client and server respectively: a "
+        f"{named or frame.NAME} from the client does not make the broker {answer}.",
+        sentences=(ROLES,),
+        outcomes=SERVER_ONLY_ANSWERS,
+        pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+    )
+    declare(case_function(run, f"client_sends_{slug}", doc, __name__))
+
+
+_client_sends_case(
+    SaslMechanisms(sasl_server_mechanisms=[symbol("PLAIN")]),
+    "answer with a sasl-init (its refusal recorded)",
     """After the broker's sasl-mechanisms, our own sasl-mechanisms [PLAIN]: no sasl-init
-    from the broker."""
-    _server_frame_from_client(probe, ctx, SaslMechanisms(sasl_server_mechanisms=[symbol("PLAIN")]))
-
-
-@case(
-    "5.3.2/sasl-client-sends-challenge",
-    MUST,
-    "The peer playing the role of the SASL Client and the peer playing the role of the SASL "
-    "server MUST correspond to the TCP client and server respectively: a sasl-challenge from "
-    "the client does not make the broker answer with a sasl-response (its refusal recorded).",
-    sentences=(ROLES,),
-    outcomes=SERVER_ONLY_ANSWERS,
-    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+    from the broker.""",
 )
-def client_sends_challenge(probe, ctx):
-    """After the broker's sasl-mechanisms, a sasl-challenge from us: no sasl-response."""
-    _server_frame_from_client(probe, ctx, SaslChallenge(challenge=b"amqpspec"))
-
-
-@case(
-    "5.3.2/sasl-client-sends-outcome",
-    MUST,
-    "The peer playing the role of the SASL Client and the peer playing the role of the SASL "
-    "server MUST correspond to the TCP client and server respectively: a sasl-outcome ok "
-    "from the client does not make the broker act as the SASL client (its refusal, and an "
-    "open it answers our header and open with, recorded).",
-    sentences=(ROLES,),
-    outcomes=SERVER_ONLY_ANSWERS,
-    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
+_client_sends_case(
+    SaslChallenge(challenge=b"amqpspec"),
+    "answer with a sasl-response (its refusal recorded)",
+    "After the broker's sasl-mechanisms, a sasl-challenge from us: no sasl-response.",
 )
-def client_sends_outcome(probe, ctx):
+_client_sends_case(
+    SaslOutcome(code=0),
+    "act as the SASL client (its refusal, and an open it answers our header and open with, "
+    "recorded)",
     """After the broker's sasl-mechanisms, a sasl-outcome ok from us, then the AMQP header
-    and an open: no sasl-init or sasl-response from the broker."""
-    _server_frame_from_client(probe, ctx, SaslOutcome(code=0))
+    and an open: no sasl-init or sasl-response from the broker.""",
+    named="sasl-outcome ok",
+)
 
 
 def _long_init(ctx, probe, frame_size: int) -> SaslInit:
