@@ -8,9 +8,11 @@ Owns the cases `3.5.*/terminus-*`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from amqpspec.amqp10.composites import Source, Target
 from amqpspec.amqp10.engine import RemoteAttach, RemoteDetach
-from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, RunFunction, case, case_function
 from amqpspec.conformance.steps.deliveries import exactly
 from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.steps.queues import fill
@@ -75,53 +77,56 @@ def dynamic_source_usable(probe, ctx):
     exactly(probe, link, 1)
 
 
-@case(
-    "3.5.3/terminus-source-address-reported",
-    MUST,
-    "In this case the endpoint MUST report the actual properties of the terminus as "
-    "created: for an existing node, the source address asked for.",
-    sentences=(AS_CREATED,),
-    requires={"queues"},
-)
-def source_address_reported(probe, ctx):
-    """A receiver from a queue: the broker's source address is ours."""
-    queue = ctx.queue()
-    session = probe.open_session()
-    link = probe.attach_receiver(session, ctx.source(queue))
-    reported = link.remote_attach.source.address
-    ctx.check(
-        reported == ctx.source(queue),
-        f"expected source address {ctx.source(queue)!r}; observed {reported!r}",
+def _as_created_case(case_id: str, what: str) -> Callable[[RunFunction], RunFunction]:
+    """`case` for 2.6.3's report of the terminus as created (`what`: which property)."""
+    return case(
+        case_id,
+        MUST,
+        "In this case the endpoint MUST report the actual properties of the terminus as "
+        f"created: {what}",
+        sentences=(AS_CREATED,),
+        requires={"queues"},
     )
 
 
-@case(
-    "3.5.4/terminus-target-address-reported",
-    MUST,
-    "In this case the endpoint MUST report the actual properties of the terminus as "
-    "created: for an existing node, the target address asked for.",
-    sentences=(AS_CREATED,),
-    requires={"queues"},
-)
-def target_address_reported(probe, ctx):
-    """A sender to a queue: the broker's target address is ours."""
-    queue = ctx.queue()
-    session = probe.open_session()
-    link = probe.attach_sender(session, ctx.target_address(queue))
-    reported = link.remote_attach.target.address
-    ctx.check(
-        reported == ctx.target_address(queue),
-        f"expected target address {ctx.target_address(queue)!r}; observed {reported!r}",
+def _address_reported_case(section: str, terminus: str, doc: str) -> None:
+    """Declare `<section>/terminus-<terminus>-address-reported`: a link to or from a queue
+    (a receiver for its source, a sender for its target); the broker's attach reports the
+    address we asked for."""
+
+    def run(probe, ctx):
+        queue = ctx.queue()
+        session = probe.open_session()
+        if terminus == "source":
+            address = ctx.source(queue)
+            link = probe.attach_receiver(session, address)
+        else:
+            address = ctx.target_address(queue)
+            link = probe.attach_sender(session, address)
+        reported = getattr(link.remote_attach, terminus).address
+        ctx.check(
+            reported == address,
+            f"expected {terminus} address {address!r}; observed {reported!r}",
+        )
+
+    declare = _as_created_case(
+        f"{section}/terminus-{terminus}-address-reported",
+        f"for an existing node, the {terminus} address asked for.",
     )
+    declare(case_function(run, f"{terminus}_address_reported", doc, __name__))
 
 
-@case(
+_address_reported_case(
+    "3.5.3", "source", "A receiver from a queue: the broker's source address is ours."
+)
+_address_reported_case(
+    "3.5.4", "target", "A sender to a queue: the broker's target address is ours."
+)
+
+
+@_as_created_case(
     "3.5.3/terminus-durable-reported",
-    MUST,
-    "In this case the endpoint MUST report the actual properties of the terminus as "
-    "created: durable, a terminus-durability (0 none, 1 configuration, 2 unsettled-state).",
-    sentences=(AS_CREATED,),
-    requires={"queues"},
+    "durable, a terminus-durability (0 none, 1 configuration, 2 unsettled-state).",
 )
 def durable_reported(probe, ctx):
     """A receiver asking for a configuration-durable source (expiry never): the broker's
