@@ -27,6 +27,7 @@ Owns the cases `3.5.4/terminus-dynamic-target-*`, `3.5.4/temporary-queue`,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from amqpspec.amqp10.composites import (
@@ -46,7 +47,7 @@ from amqpspec.amqp10.engine import (
 )
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import WaitTimeout
-from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, case, case_function
 from amqpspec.conformance.steps.deliveries import collect, exactly
 from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.verdicts import Unsupported
@@ -379,6 +380,55 @@ def delete_on_no_links_or_messages(probe, ctx):
     _kept_with_messages(probe, ctx, DeleteOnNoLinksOrMessages())
 
 
+def _temporary_node(probe, ctx, kind: str):
+    """A sender with a dynamic target asking for the JMS mapping's temporary-`kind`
+    capability (queue or topic), delete-on-close: (session, link, the broker's target),
+    its capabilities noted. UNSUPPORTED when the broker refuses dynamic nodes or creates
+    none."""
+    session = probe.open_session()
+    target = Target(
+        dynamic=True,
+        expiry_policy="link-detach",
+        capabilities=[symbol(f"temporary-{kind}")],
+        dynamic_node_properties={LIFETIME: DeleteOnClose()},
+    )
+    link = session.attach_sender(f"amqpspec-temp-{kind}", Source(), target)
+    probe.flush()
+    event = probe.expect(
+        lambda e: isinstance(e, RemoteAttach | RemoteEnd | RemoteClose), what="attach"
+    )
+    if not isinstance(event, RemoteAttach) or event.attach.target is None:
+        raise Unsupported(f"the broker refuses dynamic nodes ({_refusal(event)})")
+    reported = event.attach.target
+    if not reported.dynamic or not reported.address:
+        raise Unsupported(f"the broker created no dynamic node: {reported!r}")
+    ctx.note(f"the broker's target capabilities: {reported.capabilities!r}")
+    return session, link, reported
+
+
+def _attached_or_refused(probe, link) -> str:
+    """'attached' when the broker's attach answering `link` carries its terminus, else
+    'refused' (recorded)."""
+    answer = probe.expect(
+        lambda e: isinstance(e, RemoteAttach | RemoteDetach) and e.link is link, what="attach"
+    )
+    if not isinstance(answer, RemoteAttach):
+        return "refused"
+    terminus = answer.attach.target if link.is_sender else answer.attach.source
+    return "attached" if terminus is not None else "refused"
+
+
+def _note_other_connection(ctx, address: str, answer_of: Callable[[Any, Any], str]) -> None:
+    """A second connection's sender to the node at `address` and receiver from it: how the
+    broker answered each (`answer_of(probe, link)`), noted (recorded, not judged)."""
+    other = ctx.probe()
+    session = other.open_session()
+    sender = other.attach_sender(session, address, wait=False)
+    ctx.note(f"another connection's sender to the node: {answer_of(other, sender)}")
+    receiver = other.attach_receiver(session, address, wait=False)
+    ctx.note(f"another connection's receiver from it: {answer_of(other, receiver)}")
+
+
 @case(
     "3.5.4/temporary-queue",
     MAY,
@@ -392,40 +442,8 @@ def temporary_queue(probe, ctx):
     Allowed (recorded, not judged): a sender with a dynamic target, capability
     temporary-queue, delete-on-close; the broker's capabilities; a second connection's
     sender to the node and its receiver from it."""
-    session = probe.open_session()
-    target = Target(
-        dynamic=True,
-        expiry_policy="link-detach",
-        capabilities=[symbol("temporary-queue")],
-        dynamic_node_properties={LIFETIME: DeleteOnClose()},
-    )
-    link = session.attach_sender("amqpspec-temp-queue", Source(), target)
-    probe.flush()
-    event = probe.expect(
-        lambda e: isinstance(e, RemoteAttach | RemoteEnd | RemoteClose), what="attach"
-    )
-    if not isinstance(event, RemoteAttach) or event.attach.target is None:
-        raise Unsupported(f"the broker refuses dynamic nodes ({_refusal(event)})")
-    reported = event.attach.target
-    if not reported.dynamic or not reported.address:
-        raise Unsupported(f"the broker created no dynamic node: {reported!r}")
-    ctx.note(f"the broker's target capabilities: {reported.capabilities!r}")
-    other = ctx.probe()
-    other_session = other.open_session()
-    sender = other.attach_sender(other_session, reported.address, wait=False)
-    answer = other.expect(
-        lambda e: isinstance(e, RemoteAttach | RemoteDetach) and e.link is sender,
-        what="attach",
-    )
-    allowed = isinstance(answer, RemoteAttach) and answer.attach.target is not None
-    ctx.note(f"another connection's sender to the node: {'attached' if allowed else 'refused'}")
-    receiver = other.attach_receiver(other_session, reported.address, wait=False)
-    answer = other.expect(
-        lambda e: isinstance(e, RemoteAttach | RemoteDetach) and e.link is receiver,
-        what="attach",
-    )
-    allowed = isinstance(answer, RemoteAttach) and answer.attach.source is not None
-    ctx.note(f"another connection's receiver from it: {'attached' if allowed else 'refused'}")
+    _, link, reported = _temporary_node(probe, ctx, "queue")
+    _note_other_connection(ctx, reported.address, _attached_or_refused)
     probe.detach(link)
 
 
@@ -467,30 +485,37 @@ def _invalid_node_properties(probe, ctx, properties: dict) -> None:
     ctx.outcome("attached")
 
 
-@case(
-    "3.5.9/node-properties-lifetime-policy-invalid",
-    MAY,
-    "A dynamic source whose lifetime-policy is no lifetime-policy (a string): the probe "
-    "breaks 3.5.9, the broker's answer is recorded; what it reports back must be valid.",
-    outcomes={"attached", "detach:*", "end:*", "close:*"},
-)
-def node_properties_lifetime_policy_invalid(probe, ctx):
+def _invalid_properties_case(field: str, what: str, properties: dict, doc: str) -> None:
+    """Declare `3.5.9/node-properties-<field>-invalid` (`_invalid_node_properties`)."""
+
+    def run(probe, ctx):
+        _invalid_node_properties(probe, ctx, properties)
+
+    declare = case(
+        f"3.5.9/node-properties-{field}-invalid",
+        MAY,
+        f"A dynamic source whose {what}: the probe breaks 3.5.9, the broker's answer is "
+        "recorded; what it reports back must be valid.",
+        outcomes={"attached", "detach:*", "end:*", "close:*"},
+    )
+    name = f"node_properties_{field.replace('-', '_')}_invalid"
+    declare(case_function(run, name, doc, __name__))
+
+
+_invalid_properties_case(
+    "lifetime-policy",
+    "lifetime-policy is no lifetime-policy (a string)",
+    {LIFETIME: "delete-on-close"},
     """Counters Qpid Broker-J's DecodeErrorTest.nodePropertiesLifetimePolicy (which expects
-    a decode-error): lifetime-policy "delete-on-close" as a string, not the described type."""
-    _invalid_node_properties(probe, ctx, {LIFETIME: "delete-on-close"})
-
-
-@case(
-    "3.5.9/node-properties-dist-modes-invalid",
-    MAY,
-    "A dynamic source whose supported-dist-modes is no symbol (an integer): the probe breaks "
-    "3.5.9, the broker's answer is recorded; what it reports back must be valid.",
-    outcomes={"attached", "detach:*", "end:*", "close:*"},
+    a decode-error): lifetime-policy "delete-on-close" as a string, not the described type.""",
 )
-def node_properties_dist_modes_invalid(probe, ctx):
+_invalid_properties_case(
+    "dist-modes",
+    "supported-dist-modes is no symbol (an integer)",
+    {DIST_MODES: 7},
     """Counters Qpid Broker-J's DecodeErrorTest.nodePropertiesSupportedDistributionModes
-    (which expects a decode-error): supported-dist-modes 7, not symbols."""
-    _invalid_node_properties(probe, ctx, {DIST_MODES: 7})
+    (which expects a decode-error): supported-dist-modes 7, not symbols.""",
+)
 
 
 def _answer(probe, link) -> str:
@@ -526,24 +551,7 @@ def temporary_topic(probe, ctx):
     target, capability temporary-topic, delete-on-close; a receiver on the same connection
     from its address gets what the sender sends; a second connection's sender to it and
     receiver from it; then the sender closes."""
-    session = probe.open_session()
-    target = Target(
-        dynamic=True,
-        expiry_policy="link-detach",
-        capabilities=[symbol("temporary-topic")],
-        dynamic_node_properties={LIFETIME: DeleteOnClose()},
-    )
-    link = session.attach_sender("amqpspec-temp-topic", Source(), target)
-    probe.flush()
-    event = probe.expect(
-        lambda e: isinstance(e, RemoteAttach | RemoteEnd | RemoteClose), what="attach"
-    )
-    if not isinstance(event, RemoteAttach) or event.attach.target is None:
-        raise Unsupported(f"the broker refuses dynamic nodes ({_refusal(event)})")
-    reported = event.attach.target
-    if not reported.dynamic or not reported.address:
-        raise Unsupported(f"the broker created no dynamic node: {reported!r}")
-    ctx.note(f"the broker's target capabilities: {reported.capabilities!r}")
+    session, link, reported = _temporary_node(probe, ctx, "topic")
     receiver = probe.attach_receiver(session, reported.address, wait=False)
     answer = _answer(probe, receiver)
     ctx.note(f"a receiver on the same connection from the node: {answer}")
@@ -552,10 +560,5 @@ def temporary_topic(probe, ctx):
         probe.publish(link, 1, b"to-the-topic", timeout=5.0)
         delivered = collect(probe, receiver, 1.0)
         ctx.note(f"the message the link sent reached that receiver: {bool(delivered)}")
-    other = ctx.probe()
-    other_session = other.open_session()
-    sender = other.attach_sender(other_session, reported.address, wait=False)
-    ctx.note(f"another connection's sender to the node: {_answer(other, sender)}")
-    thief = other.attach_receiver(other_session, reported.address, wait=False)
-    ctx.note(f"another connection's receiver from it: {_answer(other, thief)}")
+    _note_other_connection(ctx, reported.address, _answer)
     probe.detach(link)
