@@ -16,7 +16,12 @@ from __future__ import annotations
 
 from amqpspec.amqp10.serial import serial_offset
 from amqpspec.conformance.run.registry import case_function
-from amqpspec.conformance.steps.credit import drain_reply, echo_reply, grant_case
+from amqpspec.conformance.steps.credit import (
+    drain_reply,
+    echo_after_receiving,
+    echo_reply,
+    grant_case,
+)
 from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,
     check_split,
@@ -177,11 +182,7 @@ def credit_topup(probe, ctx):
 def credit_state_echo(probe, ctx):
     """Grant 5 with 2 queued: 2 transfers; an echo then reports delivery-count +2 and
     link-credit 3 (or less, never more)."""
-    _, link = queued_receiver(probe, ctx, 2)
-    dc0 = link.delivery_count
-    probe.grant(link, 5)
-    probe.receive(link, 2)
-    flow = echo_reply(probe, link, 3)
+    dc0, flow = echo_after_receiving(probe, ctx, 2, granted=5, credit=3)
     ctx.check(
         serial_offset(dc0, flow.delivery_count) == 2,
         f"expected delivery-count {dc0} + 2 in the echo reply (2 deliveries sent); observed "

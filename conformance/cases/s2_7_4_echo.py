@@ -12,10 +12,16 @@ Owns the cases `2.7.4/*` (echo) and `2.6.7/available-*`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from amqpspec.amqp10.serial import serial_offset
-from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
-from amqpspec.conformance.steps.credit import available_after, echo_reply, server_flows
-from amqpspec.conformance.steps.deliveries import queued_receiver
+from amqpspec.conformance.run.registry import MAY, MODEL, MUST, RunFunction, case, case_function
+from amqpspec.conformance.steps.credit import (
+    available_after,
+    echo_after_receiving,
+    echo_reply,
+    server_flows,
+)
 from amqpspec.conformance.steps.links import consumer, publisher, session_flow
 from amqpspec.conformance.steps.sentences import (
     AVAILABLE,
@@ -55,15 +61,26 @@ def echo_session(probe, ctx):
     probe.wait_for_frame("flow", since=since)  # none: DIFFERS (the model answers echo)
 
 
-@case(
+def _echo_reply_case(
+    case_id: str, sentence: str, *, sentences: tuple[str, ...] = STATE
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a MUST on the state of the broker's (the link sender's) flow in its reply
+    to our echo (the reply itself is RabbitMQ 4's model)."""
+    return case(
+        case_id,
+        MUST,
+        sentence,
+        sentences=sentences,
+        role="sender",
+        model=RABBITMQ4,
+        requires={"echo", "queues"},
+    )
+
+
+@_echo_reply_case(
     "2.7.4/echo-link-state",
-    MUST,
     "When the flow state is sent from the Sender this field MUST be set to the current "
     "delivery-count; link-credit follows the formula (2.6.7): in an echo reply.",
-    sentences=STATE,
-    role="sender",
-    model=RABBITMQ4,
-    requires={"echo", "queues"},
 )
 def echo_state(probe, ctx):
     """Grant 4 on an empty queue with echo: the reply's delivery-count equals the attach's
@@ -84,16 +101,37 @@ def echo_state(probe, ctx):
     )
 
 
-@case(
-    "2.6.7/available-reported",
-    MAY,
-    AVAILABLE + " (no keyword: recorded)",
-    requires={"available", "echo", "queues"},
+def _available_case(slug: str, queued: int, consumed: int, why: str, name: str, doc: str) -> None:
+    """Declare `2.6.7/available-<slug>`: `queued` messages, `consumed` of them received,
+    then an echo: the broker's flow reports the rest as available (`why`: in the reason);
+    none left may also be reported as no available at all."""
+    left = queued - consumed
+    accepted = (None, 0) if left == 0 else (left,)
+
+    def run(probe, ctx):
+        flow = available_after(probe, ctx, queued, consumed)
+        ctx.check(
+            flow.available in accepted,
+            f"expected available {left} ({why}); observed {flow.available}",
+        )
+
+    declare = case(
+        f"2.6.7/available-{slug}",
+        MAY,
+        AVAILABLE + " (no keyword: recorded)",
+        requires={"available", "echo", "queues"},
+    )
+    declare(case_function(run, name, doc, __name__))
+
+
+_available_case(
+    "reported",
+    5,
+    0,
+    "5 queued",
+    "available",
+    "5 queued, no credit, echo: the broker's flow reports available = 5.",
 )
-def available(probe, ctx):
-    """5 queued, no credit, echo: the broker's flow reports available = 5."""
-    flow = available_after(probe, ctx, 5, 0)
-    ctx.check(flow.available == 5, f"expected available 5 (5 queued); observed {flow.available}")
 
 
 SESSION_STATE = (
@@ -158,24 +196,15 @@ def echo_publisher_link(probe, ctx):
     ctx.check(flow.link_credit is not None, "expected link-credit in the echo reply; observed none")
 
 
-@case(
+@_echo_reply_case(
     "2.7.4/echo-after-deliveries",
-    MUST,
     "When the flow state is sent from the Sender delivery-count MUST be its current one, "
     "advanced once per delivery sent, and link-credit decreased by the same amount.",
-    sentences=STATE,
-    role="sender",
-    model=RABBITMQ4,
-    requires={"echo", "queues"},
 )
 def echo_after_deliveries(probe, ctx):
     """4 queued, grant 4, receive 4, then echo with credit 0: the reply's delivery-count is
     the initial one + 4 and link-credit 0."""
-    _, link = queued_receiver(probe, ctx, 4)
-    dc0 = link.delivery_count
-    probe.grant(link, 4)
-    probe.receive(link, 4)
-    flow = echo_reply(probe, link, 0)
+    dc0, flow = echo_after_receiving(probe, ctx, 4, granted=4, credit=0)
     ctx.check(
         serial_offset(dc0, flow.delivery_count) == 4,
         f"expected delivery-count {dc0} + 4 in the echo reply; observed {flow.delivery_count}",
@@ -186,15 +215,11 @@ def echo_after_deliveries(probe, ctx):
     )
 
 
-@case(
+@_echo_reply_case(
     "2.7.4/echo-zero-credit",
-    MUST,
     "The Sender's link-credit MUST be set according to the formula when flow information is "
     "given by the receiver: after a grant of 0 it is 0 (in an echo reply).",
     sentences=(CREDIT_FORMULA,),
-    role="sender",
-    model=RABBITMQ4,
-    requires={"echo", "queues"},
 )
 def echo_zero_credit(probe, ctx):
     """Empty queue, a flow with link-credit 0 and echo: reply link-credit 0."""
@@ -207,28 +232,19 @@ def echo_zero_credit(probe, ctx):
     )
 
 
-@case(
-    "2.6.7/available-after-consumption",
-    MAY,
-    AVAILABLE + " (no keyword: recorded)",
-    requires={"available", "echo", "queues"},
+_available_case(
+    "after-consumption",
+    6,
+    2,
+    "4 left",
+    "available_after_consumption",
+    "6 queued, receive 2, then echo with credit 0: available = 4.",
 )
-def available_after_consumption(probe, ctx):
-    """6 queued, receive 2, then echo with credit 0: available = 4."""
-    flow = available_after(probe, ctx, 6, 2)
-    ctx.check(flow.available == 4, f"expected available 4 (4 left); observed {flow.available}")
-
-
-@case(
-    "2.6.7/available-empty-queue",
-    MAY,
-    AVAILABLE + " (no keyword: recorded)",
-    requires={"available", "echo", "queues"},
+_available_case(
+    "empty-queue",
+    0,
+    0,
+    "empty queue",
+    "available_empty",
+    "Empty queue, echo: available is 0 (or absent).",
 )
-def available_empty(probe, ctx):
-    """Empty queue, echo: available is 0 (or absent)."""
-    flow = available_after(probe, ctx, 0, 0)
-    ctx.check(
-        flow.available in (None, 0),
-        f"expected available 0 (empty queue); observed {flow.available}",
-    )

@@ -21,6 +21,7 @@ from amqpspec.amqp10.serial import serial_offset
 from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.run.registry import MUST, RunFunction, case
+from amqpspec.conformance.steps.deliveries import queued_receiver
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.steps.sentences import CREDIT, DRAINING
@@ -176,6 +177,18 @@ def echo_reply(probe: Probe, link: Link, credit: int) -> Flow:
             f"expected a flow for the link answering our echo; {probe.observed(since)}",
             level=MODEL_LEVEL,
         ) from exc
+
+
+def echo_after_receiving(
+    probe: Probe, ctx: CaseContext, queued: int, *, granted: int, credit: int
+) -> tuple[int, Flow]:
+    """`queued` messages received on a link granted `granted`, then our flow of `credit`
+    with echo: (the link's delivery-count before them, the broker's reply)."""
+    _, link = queued_receiver(probe, ctx, queued)
+    before = link.delivery_count
+    probe.grant(link, granted)
+    probe.receive(link, queued)
+    return before, echo_reply(probe, link, credit)
 
 
 def available_after(probe: Probe, ctx: CaseContext, queued: int, consumed: int) -> Flow:
