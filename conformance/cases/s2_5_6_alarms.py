@@ -28,7 +28,7 @@ from amqpspec.conformance.steps.alarms import (
     window_flow,
 )
 from amqpspec.conformance.steps.credit import server_flows
-from amqpspec.conformance.steps.deliveries import exactly
+from amqpspec.conformance.steps.deliveries import consumed_exactly, exactly
 from amqpspec.conformance.steps.frames import send_transfers
 from amqpspec.conformance.steps.links import consumer, publisher, wait_credit
 from amqpspec.conformance.steps.queues import body, fill
@@ -169,8 +169,7 @@ def publish_after_clear(probe, ctx):
     window_flow(probe, since, lambda w: w > 0, 10.0)
     wait_credit(probe, sender)
     probe.publish(sender, 3, lambda i: body(i), timeout=10.0)
-    _, link = consumer(probe, ctx, queue, credit=3)
-    exactly(probe, link, 3)
+    consumed_exactly(probe, ctx, queue, 3)
 
 
 @case("2.5.6/alarm-held-transfer-completes", MODEL, BLOCKED, model=RABBITMQ4, requires=ALARM_NEEDS)
@@ -185,8 +184,7 @@ def held_transfer_completes(probe, ctx):
         probe.send_message(sender, body(0), settled=False)
         probe.idle(0.3)
     probe.publish(sender, 1, lambda i: body(1), timeout=10.0)
-    _, link = consumer(probe, ctx, queue, credit=2)
-    exactly(probe, link, 2)
+    consumed_exactly(probe, ctx, queue, 2)
 
 
 CLAIM_WAIT = 10.0  # the MUST cases give the broker longer for its window-0 flow

@@ -22,7 +22,7 @@ from amqpspec.amqp10.serial import serial_add, serial_offset
 from amqpspec.conformance.run.registry import MODEL, MUST, case
 from amqpspec.conformance.steps.alarms import memory_alarm, window_closed_or_unsupported
 from amqpspec.conformance.steps.credit import server_flows
-from amqpspec.conformance.steps.deliveries import check_split, collect, exactly
+from amqpspec.conformance.steps.deliveries import check_split, collect, consumed_exactly, exactly
 from amqpspec.conformance.steps.frames import send_one_delivery
 from amqpspec.conformance.steps.links import (
     consumer,
@@ -206,8 +206,7 @@ def outgoing_id_wrap(probe, ctx):
             f"expected next-incoming-id within the ids we sent ({WRAP_START} + 0..12, across "
             f"the wrap); observed {nid}",
         )
-    _, link = consumer(probe, ctx, queue, credit=12)
-    exactly(probe, link, 12)
+    consumed_exactly(probe, ctx, queue, 12)
 
 
 @case(

@@ -21,6 +21,7 @@ from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
 from amqpspec.conformance.steps.deliveries import (
     collect,
     collect_again,
+    consumed_exactly,
     exactly,
     queued_receiver,
     take_unsettled,
@@ -227,8 +228,7 @@ def presettled_no_disposition(probe, ctx):
         not dispositions,
         f"expected no disposition for pre-settled messages; observed {len(dispositions)}",
     )
-    _, link = consumer(probe, ctx, queue, credit=5)
-    exactly(probe, link, 5)
+    consumed_exactly(probe, ctx, queue, 5)
 
 
 @case(
@@ -272,5 +272,4 @@ def mixed_publish(probe, ctx):
     )
     for index in range(6):
         probe.publish(sender, 1, body(index), settled=index % 2 == 0, timeout=10.0)
-    _, link = consumer(probe, ctx, queue, credit=6)
-    exactly(probe, link, 6)
+    consumed_exactly(probe, ctx, queue, 6)

@@ -194,6 +194,17 @@ def credit_state_echo(probe, ctx):
     )
 
 
+def _small_frame_consumer(probe, ctx, queued: int, size: int, *, credit: int = 0):
+    """A new queue holding `queued` messages of `size` bytes, and a receiver from it (granted
+    `credit`) on a connection whose max-frame-size is 512, so that each delivery takes
+    several frames: (that connection's probe, the receiver)."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, queued, size=size)
+    receiver = small_frame_probe(ctx)
+    _, link = consumer(receiver, ctx, queue, credit=credit)
+    return receiver, link
+
+
 @grant_case(
     "2.6.7/credit-multi-frame-counts-once",
     "delivery-count is incremented whenever a Message is sent (not per transfer frame), and "
@@ -207,10 +218,7 @@ def credit_multi_frame(probe, ctx):
     """Our max-frame-size 512; three 3,000-byte messages queued; link-credit 2: exactly two
     whole (multi-frame) deliveries, and the echo reply reports link-credit 0 with
     delivery-count advanced by 2 (azure-uamqp-c PR #383 counted frames)."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 3, size=3000)
-    receiver = small_frame_probe(ctx)
-    _, link = consumer(receiver, ctx, queue)
+    receiver, link = _small_frame_consumer(probe, ctx, 3, 3000)
     dc0 = link.delivery_count
     since = receiver.mark()
     receiver.grant(link, 2)
@@ -241,10 +249,7 @@ def credit_multi_frame(probe, ctx):
 def credit_multi_frame_exact(probe, ctx):
     """Our max-frame-size 512; five 2,500-byte messages queued; credit 3: exactly 3 whole
     deliveries, each in several frames."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 5, size=2500)
-    receiver = small_frame_probe(ctx)
-    _, link = consumer(receiver, ctx, queue, credit=3)
+    receiver, link = _small_frame_consumer(probe, ctx, 5, 2500, credit=3)
     check_split(ctx, exactly(receiver, link, 3))
 
 
@@ -259,10 +264,7 @@ def credit_multi_frame_drain(probe, ctx):
     """Our max-frame-size 512; five 3,000-byte messages queued; link-credit 10 with drain: all
     five (multi-frame) deliveries, then a drain reply with delivery-count +10. A broker that
     counts frames runs out of credit early (azure-uamqp-c PR #383)."""
-    queue = ctx.queue()
-    fill(probe, ctx, queue, 5, size=3000)
-    receiver = small_frame_probe(ctx)
-    _, link = consumer(receiver, ctx, queue)
+    receiver, link = _small_frame_consumer(probe, ctx, 5, 3000)
     dc0 = link.delivery_count
     since = receiver.mark()
     receiver.grant(link, 10, drain=True)

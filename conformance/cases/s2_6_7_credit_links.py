@@ -15,10 +15,11 @@ from __future__ import annotations
 from amqpspec.amqp10.serial import serial_add, serial_gt, serial_offset
 from amqpspec.conformance.probe.observed import brief
 from amqpspec.conformance.run.registry import MUST, case
-from amqpspec.conformance.steps.credit import drain, grant_case
+from amqpspec.conformance.steps.credit import drain, drain_case, grant_case
 from amqpspec.conformance.steps.deliveries import (
     check_nothing_more,
     collect,
+    consumed_exactly,
     exactly,
     queued_receiver,
     settle_all,
@@ -26,9 +27,7 @@ from amqpspec.conformance.steps.deliveries import (
 from amqpspec.conformance.steps.links import consumer, publisher, wait_credit
 from amqpspec.conformance.steps.queues import body, fill
 from amqpspec.conformance.steps.sentences import (
-    CREDIT,
     CREDIT_LIMIT,
-    DRAIN_ADVANCE,
 )
 from amqpspec.conformance.verdicts import CaseFailed
 
@@ -116,11 +115,9 @@ def credit_two_sessions(probe, ctx):
         ctx.note(f"{len(a) + len(b)} deliveries for 5 credits, 10 queued (fewer: recorded)")
 
 
-@grant_case(
+@drain_case(
     "2.6.7/credit-drained-link-other-unaffected",
     "A drain applies to the link it was sent for; other links keep their credit (2.6.7).",
-    sentences=(DRAIN_ADVANCE, *CREDIT),
-    requires={"queues", "drain-reply"},
 )
 def credit_drain_one_link(probe, ctx):
     """Two receivers on one session with credit 4 on empty queues; drain the first; then
@@ -173,8 +170,7 @@ def publisher_delivery_count_wrap(probe, ctx):
         serial_offset(start, sender.delivery_count) == 8,
         f"expected our delivery-count {start} + 8; it is {sender.delivery_count}",
     )
-    _, link = consumer(probe, ctx, queue, credit=10)
-    exactly(probe, link, 8)
+    consumed_exactly(probe, ctx, queue, 8, credit=10)
 
 
 @case(

@@ -43,6 +43,15 @@ def exactly(probe: Probe, link: Link, count: int, quiet: float = 0.5) -> list[Tr
     return got
 
 
+def consumed_exactly(
+    probe: Probe, ctx: CaseContext, queue: str, count: int, *, credit: int | None = None
+) -> list[TransferReceived]:
+    """A new receiver from `queue`, granted `credit` (`count` unless given), gets exactly
+    `count` deliveries (`exactly`)."""
+    _, link = consumer(probe, ctx, queue, credit=count if credit is None else credit)
+    return exactly(probe, link, count)
+
+
 def settle_all(probe: Probe, link: Link, deliveries: Iterable[TransferReceived]) -> None:
     for delivery in deliveries:
         if not delivery.settled:
