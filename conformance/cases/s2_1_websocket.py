@@ -21,13 +21,14 @@ Owns the cases `2.1/websocket-*` (2.1 Transport: the byte stream AMQP runs over)
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 
 from aiohttp import WSCloseCode
 
 from amqpspec.amqp10.engine import RemoteClose
 from amqpspec.amqp10.frames import SASL_HEADER
 from amqpspec.amqp10.message import Message
-from amqpspec.conformance.run.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, RunFunction, case
 from amqpspec.conformance.run.ws_bridge import SUBPROTOCOL
 from amqpspec.conformance.steps.deliveries import roundtrip
 from amqpspec.conformance.steps.websocket import (
@@ -61,15 +62,22 @@ def _roundtrip(probe, ctx, bridge) -> None:
     )
 
 
-@case(
+def _websocket_case(
+    case_id: str, sentence: str, *, also: Iterable[str] = ()
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for the WebSocket binding (the WSB model): on a broker with a WebSocket
+    listener (and the capabilities `also` names); no pipelined variant (each case makes its
+    own connections through the WebSocket bridge, steps/websocket.py, pipelined where it
+    says so)."""
+    return case(case_id, MODEL, sentence, model=WSB, requires={"websocket", *also}, pipelined=False)
+
+
+@_websocket_case(
     "2.1/websocket-byte-per-message",
-    MODEL,
     "The AMQP stream sent one byte per binary WebSocket message (the protocol header, SASL, "
     "open, begin, attach, transfer all split) is reassembled: the broker answers as over "
     "TCP and the message comes back whole (WSB: frames need not align with messages).",
-    model=WSB,
-    requires={"websocket", "queues"},
-    pipelined=False,
+    also={"queues"},
 )
 def websocket_byte_per_message(probe, ctx):
     """Counters Qpid Broker-J's WebSocketTest.amqpFramesSplitOverManyWebSocketFrames (WSB
@@ -80,14 +88,11 @@ def websocket_byte_per_message(probe, ctx):
     _roundtrip(split_probe, ctx, bridge)
 
 
-@case(
+@_websocket_case(
     "2.1/websocket-frames-in-one-message",
-    MODEL,
     "Many AMQP frames in one binary WebSocket message (open, begin, attach and transfer "
     "written at once) are each handled: the message comes back whole (WSB).",
-    model=WSB,
-    requires={"websocket", "queues"},
-    pipelined=False,
+    also={"queues"},
 )
 def websocket_frames_in_one_message(probe, ctx):
     """A pipelined probe (its frames up to the first that needs a reply in one write,
@@ -96,14 +101,10 @@ def websocket_frames_in_one_message(probe, ctx):
     _roundtrip(batch_probe, ctx, bridge)
 
 
-@case(
+@_websocket_case(
     "2.1/websocket-subprotocol-required",
-    MODEL,
     "The WebSocket upgrade offering the subprotocol amqp is accepted naming amqp; one "
     "offering only another subprotocol is refused (WSB: AMQP is spoken under amqp only).",
-    model=WSB,
-    requires={"websocket"},
-    pipelined=False,
 )
 def websocket_subprotocol_required(probe, ctx):
     """Counters Qpid Broker-J's WebSocketTest.successfulOpen (WSB 2.1, Opening a WebSocket
@@ -125,14 +126,10 @@ def websocket_subprotocol_required(probe, ctx):
     )
 
 
-@case(
+@_websocket_case(
     "2.1/websocket-text-message-refused",
-    MODEL,
     "A text WebSocket message (AMQP travels in binary messages only) makes the broker close "
     "the WebSocket (RFC 6455 code 1003, unsupported data, or another).",
-    model=WSB,
-    requires={"websocket"},
-    pipelined=False,
 )
 def websocket_text_message_refused(probe, ctx):
     """After an amqp upgrade, the AMQP protocol header sent as a text message; the broker
@@ -142,15 +139,12 @@ def websocket_text_message_refused(probe, ctx):
     ctx.check(answer.closed, f"expected the WebSocket closed; observed {answer.detail}")
 
 
-@case(
+@_websocket_case(
     "2.1/websocket-protocol-header",
-    MODEL,
     "The SASL protocol header alone in a binary WebSocket message is answered with the "
     "broker's SASL header in a binary message, then sasl-mechanisms (WSB 2.2, 2.3: the "
     "protocol headers travel over the WebSocket as over TCP).",
-    model=WSB,
-    requires={"websocket", "sasl-plain"},
-    pipelined=False,  # headers alone
+    also={"sasl-plain"},
 )
 def websocket_protocol_header(probe, ctx):
     """Counters Qpid Broker-J's WebSocketTest.protocolHeader: the header as the first
@@ -170,15 +164,11 @@ def websocket_protocol_header(probe, ctx):
         ) from exc
 
 
-@case(
+@_websocket_case(
     "2.1/websocket-close-handshake",
-    MODEL,
     "After the AMQP close exchange the broker ends the WebSocket with the close handshake "
     "(a close frame, code 1000), not by dropping the TCP connection (WSB 4, Closing a "
     "Connection).",
-    model=WSB,
-    requires={"websocket"},
-    pipelined=False,
 )
 def websocket_close_handshake(probe, ctx):
     """An open connection closed with an AMQP close: once the broker answered it, the

@@ -17,11 +17,13 @@ begins go through the engine, which records them as sent.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from amqpspec.amqp10.builder import build_frame, mutate
 from amqpspec.amqp10.composites import Attach, Begin, Flow, Transfer
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import Described, ulong
-from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.run.registry import MAY, MUST, RunFunction, case
 from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.refusals import (
     refused_after_open,
@@ -95,12 +97,19 @@ def frame_too_big(probe, ctx):
     ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, bytes(limit + 1)))
 
 
-@case(
+def _undecodable_case(
+    case_id: str, sentence: str, *, outcomes: Iterable[str]
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a frame body the probe makes undecodable as a performative (2.3.2: the
+    performative MUST be encoded as a described list; binds the sender, the probe here): no
+    sentence says how the receiver answers, recorded (MAY, `outcomes`)."""
+    return case(case_id, MAY, sentence, sentences=(PERFORMATIVE_ENCODED,), outcomes=outcomes)
+
+
+@_undecodable_case(
     "2.3.2/malformed-performative",
-    MAY,
     "A frame body that does not decode as a performative: no sentence says how the receiver "
     "answers (typically amqp:decode-error, 2.8.15: data could not be decoded).",
-    sentences=(PERFORMATIVE_ENCODED,),
     outcomes=DECODE,
 )
 def malformed_performative(probe, ctx):
@@ -111,12 +120,10 @@ def malformed_performative(probe, ctx):
     ctx.outcome(sent_bytes_outcome(probe, build_frame(body, session.channel)))
 
 
-@case(
+@_undecodable_case(
     "2.3.2/unknown-performative",
-    MAY,
     "The performative MUST be one of those defined (binds the sender, here the probe); "
     "no sentence says how the receiver answers an unknown descriptor.",
-    sentences=(PERFORMATIVE_ENCODED,),
     outcomes=DECODE | {"close:amqp:not-implemented"},
 )
 def unknown_performative(probe, ctx):
@@ -133,12 +140,10 @@ LENIENT = {"close:*", "end:*"}
 BEGIN = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
 
 
-@case(
+@_undecodable_case(
     "2.3.2/truncated-list",
-    MAY,
     "A performative whose list encoding ends before its declared size/count cannot be "
     "decoded; no sentence says how the receiver answers (typically amqp:decode-error).",
-    sentences=(PERFORMATIVE_ENCODED,),
     outcomes=BODY_DECODE,
 )
 def truncated_list(probe, ctx):
@@ -147,12 +152,10 @@ def truncated_list(probe, ctx):
     refused_after_open(probe, ctx, mutate(BEGIN).truncate(-4).frame(0))
 
 
-@case(
+@_undecodable_case(
     "2.3.2/bad-constructor",
-    MAY,
     "Each encoded value starts with a constructor (format code); an unassigned format code "
     "(0xff) cannot be decoded; no sentence says how the receiver answers.",
-    sentences=(PERFORMATIVE_ENCODED,),
     outcomes=BODY_DECODE,
 )
 def bad_constructor(probe, ctx):
@@ -161,12 +164,10 @@ def bad_constructor(probe, ctx):
     refused_after_open(probe, ctx, frame)
 
 
-@case(
+@_undecodable_case(
     "2.3.2/body-not-described",
-    MAY,
     "The performative MUST be encoded as a described type (binds the sender, here the "
     "probe); no sentence says how the receiver answers other bytes.",
-    sentences=(PERFORMATIVE_ENCODED,),
     outcomes=BODY_DECODE,
 )
 def body_not_described(probe, ctx):
@@ -174,12 +175,10 @@ def body_not_described(probe, ctx):
     refused_after_open(probe, ctx, build_frame("not a performative", 0))
 
 
-@case(
+@_undecodable_case(
     "2.7.2/mandatory-field-null",
-    MAY,
     "begin next-outgoing-id is mandatory (null is not permitted, 1.3); no sentence says how "
     "the receiver answers a begin with it null.",
-    sentences=(PERFORMATIVE_ENCODED,),
     outcomes=BODY_DECODE | {"end:amqp:decode-error"},
 )
 def mandatory_null(probe, ctx):
@@ -188,12 +187,10 @@ def mandatory_null(probe, ctx):
     refused_after_open(probe, ctx, mutate(Begin(), count=4).frame(0))
 
 
-@case(
+@_undecodable_case(
     "2.7.3/attach-name-null",
-    MAY,
     "attach name, handle and role are mandatory (null is not permitted, 1.3); no sentence "
     "says how the receiver answers an attach with a null name.",
-    sentences=(PERFORMATIVE_ENCODED,),
     outcomes=BODY_DECODE | {"detach:amqp:invalid-field", "detach:amqp:decode-error"},
 )
 def attach_name_null(probe, ctx):
