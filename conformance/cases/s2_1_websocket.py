@@ -31,6 +31,7 @@ from amqpspec.amqp10.message import Message
 from amqpspec.conformance.run.registry import MODEL, RunFunction, case
 from amqpspec.conformance.run.ws_bridge import SUBPROTOCOL
 from amqpspec.conformance.steps.deliveries import roundtrip
+from amqpspec.conformance.steps.refusals import mechanisms_after_header
 from amqpspec.conformance.steps.websocket import (
     bridged_probe,
     text_message,
@@ -154,14 +155,7 @@ def websocket_protocol_header(probe, ctx):
     header_probe.send_raw(SASL_HEADER.encode())
     answer = header_probe.header_answer()
     ctx.check(answer == "header:3.1.0.0", f"expected the SASL header back; observed {answer}")
-    since = header_probe.mark()
-    try:
-        header_probe.wait_for_frame("sasl-mechanisms", since=0)
-    except CaseFailed as exc:
-        raise CaseFailed(
-            f"expected sasl-mechanisms after the broker's SASL header; "
-            f"{header_probe.observed(since)}"
-        ) from exc
+    mechanisms_after_header(header_probe)
 
 
 @_websocket_case(

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, TLS_HEADER, ProtocolHeader
 from amqpspec.conformance.run.registry import MUST, case
-from amqpspec.conformance.steps.refusals import header_refused, refused_header_case
+from amqpspec.conformance.steps.refusals import (
+    header_refused,
+    mechanisms_after_header,
+    refused_header_case,
+)
 from amqpspec.conformance.steps.sentences import (
     PROTOCOL_ID_UNACCEPTABLE,
     VERSION_SUPPORTED,
     VERSION_UNPARSED,
 )
 from amqpspec.conformance.steps.sentences import SUPPORTED_HEADERS as SUPPORTED
-from amqpspec.conformance.verdicts import CaseFailed
 
 REFUSED_HEADERS = (  # (case slug, header sent, run function name, description)
     (
@@ -143,13 +146,7 @@ def sasl_answered(probe, ctx):
     """SASL header: the broker answers with the SASL header."""
     probe.send_raw(SASL_HEADER.encode())
     ctx.outcome(probe.header_answer())
-    since = probe.mark()
-    try:
-        probe.wait_for_frame("sasl-mechanisms", since=0)
-    except CaseFailed as exc:
-        raise CaseFailed(
-            f"expected sasl-mechanisms after the broker's SASL header; {probe.observed(since)}"
-        ) from exc
+    mechanisms_after_header(probe)
 
 
 @case(

@@ -126,6 +126,18 @@ def refused_header_case(
 # SASL (5.3)
 
 
+def mechanisms_after_header(probe: Probe) -> None:
+    """5.3.2: the broker's sasl-mechanisms follows its SASL header; CaseFailed (at the
+    case's level) naming what came instead."""
+    since = probe.mark()
+    try:
+        probe.wait_for_frame("sasl-mechanisms", since=0)
+    except CaseFailed as exc:
+        raise CaseFailed(
+            f"expected sasl-mechanisms after the broker's SASL header; {probe.observed(since)}"
+        ) from exc
+
+
 def offered_mechanisms(probe: Probe) -> list[str]:
     """Wait for sasl-mechanisms: the names it offers."""
     frame = probe.wait_for_frame("sasl-mechanisms")
