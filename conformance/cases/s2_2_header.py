@@ -10,8 +10,10 @@ Owns the cases `2.2/*`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, TLS_HEADER, ProtocolHeader
-from amqpspec.conformance.run.registry import MUST, case
+from amqpspec.conformance.run.registry import MUST, RunFunction, case
 from amqpspec.conformance.steps.refusals import (
     header_refused,
     mechanisms_after_header,
@@ -24,36 +26,31 @@ from amqpspec.conformance.steps.sentences import (
 )
 from amqpspec.conformance.steps.sentences import SUPPORTED_HEADERS as SUPPORTED
 
-REFUSED_HEADERS = (  # (case slug, header sent, run function name, description)
+REFUSED_HEADERS = (  # (case slug, header sent, description); the run function: the slug
     (
         "unsupported-version",
         (0, 2, 0, 0),
-        "unsupported_version",
         "We send AMQP 0 2.0.0: the broker answers AMQP 0 1.0.0 (or SASL 1.0.0) and closes.",
     ),
     (
         "unknown-protocol-id",
         (9, 1, 0, 0),
-        "unknown_protocol_id",
         "We send protocol id 9: the broker answers with a header of a protocol id it accepts "
         "(any, 2.2) and closes.",
     ),
     (
         "wrong-minor",
         (0, 1, 1, 0),
-        "wrong_minor",
         "AMQP 0 1.1.0: answered with a supported header, then closed.",
     ),
     (
         "wrong-revision",
         (0, 1, 0, 9),
-        "wrong_revision",
         "AMQP 0 1.0.9: answered with a supported header, then closed.",
     ),
     (
         "wrong-major",
         (0, 9, 0, 0),
-        "wrong_major",
         "AMQP 0 9.0.0 (a major version that does "
         "not exist): answered with a supported header, then closed. (Not 0 0.9.1: that is "
         "AMQP 0-9-1's own header.)",
@@ -61,11 +58,11 @@ REFUSED_HEADERS = (  # (case slug, header sent, run function name, description)
     (
         "sasl-wrong-version",
         (3, 2, 0, 0),
-        "sasl_wrong_version",
         "SASL 3 2.0.0: answered with a supported header (SASL 1.0.0 or AMQP), then closed.",
     ),
 )
-for _slug, _version, _name, _doc in REFUSED_HEADERS:
+for _slug, _version, _doc in REFUSED_HEADERS:
+    _name = _slug.replace("-", "_")
     if _slug == "unknown-protocol-id":  # .11: an acceptable protocol id, any (no SHOULD)
         refused_header_case(
             f"2.2/header-{_slug}",
@@ -99,15 +96,25 @@ def not_amqp(probe, ctx):
     header_refused(probe, ctx, b"GET / HTTP/1.1\r\n\r\n")
 
 
-@case(
+def _answered_case(case_id: str, sentence: str) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a protocol header the broker supports, answered with its own (2.2: the
+    requested version, or the SASL header, a protocol id it accepts): nothing to pipeline,
+    a header alone."""
+    return case(
+        case_id,
+        MUST,
+        sentence,
+        sentences=(VERSION_SUPPORTED, PROTOCOL_ID_UNACCEPTABLE),
+        outcomes=SUPPORTED,
+        pipelined=False,
+    )
+
+
+@_answered_case(
     "2.2/header-amqp-answered",
-    MUST,
     "If the requested protocol version is supported, the server MUST send its own protocol "
     "header with the requested version; a server that requires SASL sends the SASL header "
     "(an acceptable protocol id) and closes.",
-    sentences=(VERSION_SUPPORTED, PROTOCOL_ID_UNACCEPTABLE),
-    outcomes=SUPPORTED,
-    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def amqp_answered(probe, ctx):
     """We send AMQP 0 1.0.0 (no SASL): the broker answers AMQP 0 1.0.0 or SASL 3 1.0.0."""
@@ -149,14 +156,10 @@ def sasl_answered(probe, ctx):
     mechanisms_after_header(probe)
 
 
-@case(
+@_answered_case(
     "2.2/header-byte-by-byte",
-    MUST,
     "The protocol header is 8 octets on a byte stream; TCP may deliver it in pieces, and the "
     "server MUST answer it as a whole with its own header (2.2).",
-    sentences=(VERSION_SUPPORTED, PROTOCOL_ID_UNACCEPTABLE),
-    outcomes=SUPPORTED,
-    pipelined=False,  # nothing to pipeline: headers, SASL or open alone
 )
 def header_byte_by_byte(probe, ctx):
     """The header (SASL if the profile uses SASL, else AMQP) sent one byte at a time with
