@@ -32,7 +32,7 @@ from typing import Any
 from amqpspec.amqp10.composites import DeleteOnClose, Source, Target
 from amqpspec.amqp10.engine import RemoteAttach, RemoteDetach
 from amqpspec.amqp10.types import symbol
-from amqpspec.conformance.run.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, RunFunction, case, case_function
 from amqpspec.conformance.steps.deliveries import granted_one
 from amqpspec.conformance.steps.links import attach_answer
 from amqpspec.conformance.verdicts import Unsupported
@@ -132,57 +132,64 @@ def _other_sender(ctx, address: str, capability: str) -> None:
     _sender(ctx, ctx.probe(), address, capability, "another connection")
 
 
-@case(
-    "3.5.4/temporary-queue-other-connection-receiver-refused",
-    MODEL,
-    "A receiver from another connection than the one that created a temporary queue is "
-    "refused with amqp:resource-locked (the JMS mapping's temporary-queue).",
-    model=JMS_TEMPORARY,
-)
-def temporary_queue_other_receiver(probe, ctx):
+def _jms_case(slug: str, sentence: str, run: RunFunction) -> None:
+    """Register `run` (made by a factory: `case_function`) as the case `3.5.4/<slug>` of the
+    JMS temporary-destination model."""
+    case(f"3.5.4/{slug}", MODEL, sentence, model=JMS_TEMPORARY)(run)
+
+
+# the link another connection attaches to a temporary node: (case slug, the sentence's
+# ending, the check)
+OTHER_CONNECTION = {
+    "receiver": ("receiver-refused", "refused with amqp:resource-locked", _other_receiver),
+    "sender": ("sender-allowed", "attached", _other_sender),
+}
+
+
+def _other_connection_case(kind: str, end: str, doc: str) -> None:
+    """Declare `3.5.4/temporary-<kind>-other-connection-<...>`: a temporary `kind` (queue
+    or topic) made on the case's connection; another connection's `end` (receiver or
+    sender, OTHER_CONNECTION) is refused or attached as the JMS mapping says."""
+    capability = f"temporary-{kind}"
+    slug, answered, check = OTHER_CONNECTION[end]
+
+    def temporary_other(probe, ctx):
+        check(ctx, _temporary(probe, capability), capability)
+
+    run = case_function(temporary_other, f"temporary_{kind}_other_{end}", doc, __name__)
+
+    sentence = (
+        f"A {end} from another connection than the one that created a temporary {kind} is "
+        f"{answered} (the JMS mapping's {capability})."
+    )
+    _jms_case(f"{capability}-other-connection-{slug}", sentence, run)
+
+
+_other_connection_case(
+    "queue",
+    "receiver",
     """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryQueueReceiving
-    LinkFromOtherConnectionDisallowed."""
-    _other_receiver(ctx, _temporary(probe, "temporary-queue"), "temporary-queue")
-
-
-@case(
-    "3.5.4/temporary-queue-other-connection-sender-allowed",
-    MODEL,
-    "A sender from another connection than the one that created a temporary queue is "
-    "attached (the JMS mapping's temporary-queue).",
-    model=JMS_TEMPORARY,
+    LinkFromOtherConnectionDisallowed.""",
 )
-def temporary_queue_other_sender(probe, ctx):
+_other_connection_case(
+    "queue",
+    "sender",
     """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryQueueSendingLink
-    FromOtherConnectionAllowed."""
-    _other_sender(ctx, _temporary(probe, "temporary-queue"), "temporary-queue")
-
-
-@case(
-    "3.5.4/temporary-topic-other-connection-receiver-refused",
-    MODEL,
-    "A receiver from another connection than the one that created a temporary topic is "
-    "refused with amqp:resource-locked (the JMS mapping's temporary-topic).",
-    model=JMS_TEMPORARY,
+    FromOtherConnectionAllowed.""",
 )
-def temporary_topic_other_receiver(probe, ctx):
+_other_connection_case(
+    "topic",
+    "receiver",
     """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryTopicSubscription
     ReceivingLinkFromOtherConnectionDisallowed (the topic made by a dynamic target here,
-    where Broker-J's creating link is a receiver)."""
-    _other_receiver(ctx, _temporary(probe, "temporary-topic"), "temporary-topic")
-
-
-@case(
-    "3.5.4/temporary-topic-other-connection-sender-allowed",
-    MODEL,
-    "A sender from another connection than the one that created a temporary topic is "
-    "attached (the JMS mapping's temporary-topic).",
-    model=JMS_TEMPORARY,
+    where Broker-J's creating link is a receiver).""",
 )
-def temporary_topic_other_sender(probe, ctx):
+_other_connection_case(
+    "topic",
+    "sender",
     """Counters Qpid Broker-J's TemporaryDestinationTest.createTemporaryTopicSendingLink
-    FromOtherConnectionAllowed."""
-    _other_sender(ctx, _temporary(probe, "temporary-topic"), "temporary-topic")
+    FromOtherConnectionAllowed.""",
+)
 
 
 @case(
@@ -219,30 +226,31 @@ def _gone_with_connection(ctx, capability: str) -> None:
     _refused_elsewhere(ctx, address, capability, NOT_FOUND, why)
 
 
-@case(
-    "3.5.4/temporary-queue-gone-with-connection",
-    MODEL,
-    "A temporary queue (delete-on-close) is gone once the connection that created it "
-    "closes: a receiver from its address is refused (the JMS mapping's temporary-queue).",
-    model=JMS_TEMPORARY,
-)
-def temporary_queue_gone(probe, ctx):
-    """Counters Qpid Broker-J's TemporaryDestinationTest.deleteOnCloseWithConnectionClose
-    ForQueue (Broker-J asks its admin whether the node exists; here a receiver asks)."""
-    _gone_with_connection(ctx, "temporary-queue")
+def _gone_case(kind: str, doc: str) -> None:
+    """Declare `3.5.4/temporary-<kind>-gone-with-connection` (`_gone_with_connection`)."""
+
+    def temporary_gone(probe, ctx):
+        _gone_with_connection(ctx, f"temporary-{kind}")
+
+    run = case_function(temporary_gone, f"temporary_{kind}_gone", doc, __name__)
+
+    sentence = (
+        f"A temporary {kind} (delete-on-close) is gone once the connection that created it "
+        f"closes: a receiver from its address is refused (the JMS mapping's temporary-{kind})."
+    )
+    _jms_case(f"temporary-{kind}-gone-with-connection", sentence, run)
 
 
-@case(
-    "3.5.4/temporary-topic-gone-with-connection",
-    MODEL,
-    "A temporary topic (delete-on-close) is gone once the connection that created it "
-    "closes: a receiver from its address is refused (the JMS mapping's temporary-topic).",
-    model=JMS_TEMPORARY,
-)
-def temporary_topic_gone(probe, ctx):
+_gone_case(
+    "queue",
     """Counters Qpid Broker-J's TemporaryDestinationTest.deleteOnCloseWithConnectionClose
-    ForTopic."""
-    _gone_with_connection(ctx, "temporary-topic")
+    ForQueue (Broker-J asks its admin whether the node exists; here a receiver asks).""",
+)
+_gone_case(
+    "topic",
+    """Counters Qpid Broker-J's TemporaryDestinationTest.deleteOnCloseWithConnectionClose
+    ForTopic.""",
+)
 
 
 @case(
