@@ -24,6 +24,7 @@ from amqpspec.amqp10.composites import Attach, Begin, Flow, Transfer
 from amqpspec.amqp10.spec import Role
 from amqpspec.amqp10.types import Described, ulong
 from amqpspec.conformance.run.registry import MAY, MUST, RunFunction, case
+from amqpspec.conformance.steps.declaring import opening_case
 from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.refusals import (
     refused_after_open,
@@ -69,7 +70,7 @@ def size_below_header(probe, ctx):
     refused_after_open(probe, ctx, build_frame(None, size=4, trailer=bytes(8)))
 
 
-@case(
+@opening_case(
     "2.3.1/frame-above-max-frame-size",
     MUST,
     "A peer that receives an oversized frame MUST close the Connection with the "
@@ -77,7 +78,6 @@ def size_below_header(probe, ctx):
     sentences=(OVERSIZED,),
     requires={"queues"},
     outcomes={"close:amqp:connection:framing-error"},
-    pipelined=False,  # reads the broker's open or begin
 )
 def frame_too_big(probe, ctx):
     """After open, on an attached sender link with credit, one transfer frame larger than

@@ -21,10 +21,10 @@ from amqpspec.amqp10.engine import RemoteClose
 from amqpspec.amqp10.origins import SERVER
 from amqpspec.conformance.probe.observed import brief
 from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case
+from amqpspec.conformance.steps.declaring import opening_case
 from amqpspec.conformance.steps.links import consumer
 from amqpspec.conformance.steps.queues import fill
-from amqpspec.conformance.steps.refusals import sent_frame_outcome
-from amqpspec.conformance.steps.sentences import CLOSE_FIRST
+from amqpspec.conformance.steps.refusals import close_answered_case, sent_frame_outcome
 from amqpspec.conformance.verdicts import CaseFailed
 
 OPEN_FIRST = "2.7.1/open.1"  # the first frame in either direction MUST be an open
@@ -45,13 +45,12 @@ REFUSE = {
 }
 
 
-@case(
+@opening_case(
     "2.4.1/open-answered",
     MUST,
     "The first frame sent on a connection in either direction MUST contain an Open body: the "
     "broker's first frame after the headers (and SASL) is its open.",
     sentences=(OPEN_FIRST, OPEN_BEFORE_OTHERS),
-    pipelined=False,  # reads the broker's open or begin
 )
 def open_answered(probe, ctx):
     """Headers, SASL and our open: the broker's first frame is its open (an empty
@@ -148,7 +147,7 @@ def begin_before_open(probe, ctx):
     ctx.outcome(sent_frame_outcome(probe, begin, timeout=2.0))
 
 
-@case(
+@opening_case(
     "2.4.5/broker-heartbeats",
     SHOULD,
     "If during operation a peer exceeds the remote peer's idle time-out's threshold, it "
@@ -157,7 +156,6 @@ def begin_before_open(probe, ctx):
     sentences=(IDLE_EXCEEDED,),
     requires={"heartbeats"},
     budget=20.0,
-    pipelined=False,  # reads the broker's open or begin
 )
 def broker_heartbeats(probe, ctx):
     """We open with idle-time-out 2,000 ms and stay silent except for our own heartbeats:
@@ -187,7 +185,7 @@ def _longest_silence(probe, seconds: float) -> float:
 SHORT_IDLE_MS = 500  # below RabbitMQ 4's minimum (1 s: its idle_time_out_too_short test)
 
 
-@case(
+@opening_case(
     "2.4.5/broker-short-idle-time-out",
     SHOULD,
     "If a peer can not, for any reason support a proposed idle time-out, then it should "
@@ -198,7 +196,6 @@ SHORT_IDLE_MS = 500  # below RabbitMQ 4's minimum (1 s: its idle_time_out_too_sh
     sentences=(IDLE_UNSUPPORTED,),
     outcomes={"close:*", "kept"},
     budget=20.0,
-    pipelined=False,  # reads the broker's open
 )
 def idle_time_out_short(probe, ctx):
     """We open with idle-time-out 500 ms and stay silent but for our heartbeats for 2 s:
@@ -231,22 +228,15 @@ def idle_time_out_short(probe, ctx):
     ctx.outcome("kept")
 
 
-@case(
+close_answered_case(
     "2.4.6/close-with-error-answered",
-    MUST,
-    "Prior to closing a Connection, each peer MUST write a close frame: a broker that "
-    "receives a close (with or without error) answers with its own close.",
-    sentences=(CLOSE_FIRST,),
-    outcomes={"close:*"},
-)
-def close_with_error(probe, ctx):
+    "a broker that receives a close (with or without error) answers with its own close.",
+    "close_with_error",
     """Open, begin, close with amqp:internal-error: the broker answers with a close (a TCP
-    close without it, or no answer, is FAILED)."""
-    probe.open_session()
-    since = probe.mark()
-    probe.conn.close(Error(condition="amqp:internal-error", description="amqpspec"))
-    probe.flush()
-    ctx.outcome(probe.error_outcome(since=since))
+    close without it, or no answer, is FAILED).""",
+    __name__,
+    Error(condition="amqp:internal-error", description="amqpspec"),
+)
 
 
 @case(

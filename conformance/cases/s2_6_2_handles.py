@@ -16,6 +16,7 @@ from amqpspec.amqp10.composites import Attach, Detach, Source, Target, Transfer
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
 from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.steps.declaring import above_max_case
 from amqpspec.conformance.steps.links import link_flow, session_flow
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
 from amqpspec.conformance.steps.sentences import (
@@ -121,15 +122,7 @@ def handle_in_use(probe, ctx):
     ctx.outcome(sent_frame_outcome(probe, attach, session.channel))
 
 
-@case(
-    "2.7.3/handle-above-handle-max",
-    MUST,
-    "A peer that receives a handle outside the supported range MUST close the Connection "
-    "with the framing-error error-code.",
-    sentences=(HANDLE_ABOVE,),
-    outcomes={"close:amqp:connection:framing-error"},
-    pipelined=False,  # reads the broker's open or begin
-)
+@above_max_case("2.7.3/handle-above-handle-max", "handle", HANDLE_ABOVE)
 def handle_above_max(probe, ctx):
     """A crafted attach with handle (broker's handle-max + 1): the broker refuses it."""
     session = probe.open_session()

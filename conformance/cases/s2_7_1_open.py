@@ -15,6 +15,7 @@ from amqpspec.amqp10.composites import Begin, Open
 from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.origins import SERVER
 from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.steps.declaring import above_max_case, opening_case
 from amqpspec.conformance.steps.links import consumer, small_frame_probe
 from amqpspec.conformance.steps.queues import fill
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
@@ -34,13 +35,12 @@ CLOSE_ANY = {
 }
 
 
-@case(
+@opening_case(
     "2.7.1/open-max-frame-size-floor",
     MUST,
     "Both peers MUST accept frames of up to 512 (MIN-MAX-FRAME-SIZE) octets large: the "
     "broker's open announces no less.",
     sentences=(FRAME_FLOOR,),
-    pipelined=False,  # reads the broker's open or begin
 )
 def max_frame_size_floor(probe, ctx):
     """The broker's open: max-frame-size absent (2^32-1) or >= 512."""
@@ -116,13 +116,12 @@ def channel_max_respected(probe, ctx):
     )
 
 
-@case(
+@opening_case(
     "2.7.1/open-channel-max-zero",
     MUST,
     "A peer MUST not use channel numbers outside the range that its partner can handle: with "
     "our channel-max 0 only channel 0 exists, so the broker answers our begin on channel 0.",
     sentences=(CHANNEL_LIMIT,),
-    pipelined=False,  # reads the broker's open or begin
 )
 def channel_max_zero(probe, ctx):
     """We open with channel-max 0 and begin one session: the broker's begin is on
@@ -135,15 +134,7 @@ def channel_max_zero(probe, ctx):
     )
 
 
-@case(
-    "2.7.1/channel-above-max",
-    MUST,
-    "A peer that receives a channel number outside the supported range MUST close the "
-    "Connection with the framing-error error-code.",
-    sentences=(CHANNEL_ABOVE,),
-    outcomes={"close:amqp:connection:framing-error"},
-    pipelined=False,  # reads the broker's open or begin
-)
+@above_max_case("2.7.1/channel-above-max", "channel number", CHANNEL_ABOVE)
 def channel_above_max(probe, ctx):
     """A crafted begin on channel (broker's channel-max + 1): the broker refuses it."""
     event = probe.open()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from amqpspec.amqp10.composites import Begin, End, Error
 from amqpspec.amqp10.engine import RemoteEnd
 from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.conformance.steps.declaring import opening_case
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
 from amqpspec.conformance.steps.sessions import REMOTE_CHANNEL, end_session, must_name_our_channel
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
@@ -20,13 +21,12 @@ from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 CHANNEL_LIMIT = "2.7.1/open.channel-max.1"  # no channel above the partner's channel-max
 
 
-@case(
+@opening_case(
     "2.7.2/begin-remote-channel",
     MUST,
     "When an endpoint responds to a remotely initiated Session, the remote-channel MUST be "
     "set to the channel on which the remote Session sent the begin.",
     sentences=(REMOTE_CHANNEL,),
-    pipelined=False,  # reads the broker's open or begin
 )
 def begin_remote_channel(probe, ctx):
     """Three sessions: each broker begin names our channel in remote-channel."""
@@ -41,13 +41,12 @@ def begin_remote_channel(probe, ctx):
         )
 
 
-@case(
+@opening_case(
     "2.7.2/begin-many-sessions",
     MUST,
     "A peer MUST not use channel numbers outside the range that its partner can handle: "
     "with our channel-max 31, twenty begins answered on channels up to 31.",
     sentences=(CHANNEL_LIMIT,),
-    pipelined=False,  # reads the broker's open or begin
 )
 def many_sessions(probe, ctx):
     """channel-max 31, twenty sessions: twenty begins answered, every broker channel <= 31."""

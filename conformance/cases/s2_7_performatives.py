@@ -17,10 +17,10 @@ from amqpspec.amqp10.message import Message
 from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.links import consumer, small_frame_probe
 from amqpspec.conformance.steps.queues import fill
+from amqpspec.conformance.steps.refusals import close_answered_case
 
 NOT_FOUND = {"detach:amqp:not-found"}
 NULL_TERMINUS = "2.6.3/establishing-or-resuming-a-link.1"  # then MUST detach at once
-CLOSE_FIRST = "2.4.3/closing-a-connection.1"  # a close frame before closing
 BARE_ENCODING = "3.2/message-format.2"  # the bare message's exact encoding not modified
 BARE_NOT_INSERTED = "3.2/message-format.1"  # an omitted section not inserted
 PROPERTIES_UNALTERED = "3.2.4/properties.1"  # properties retransmitted unaltered
@@ -164,22 +164,15 @@ def end_answered(probe, ctx):
     )
 
 
-@case(
+close_answered_case(
     "2.7.9/close-answered",
-    MUST,
-    "Prior to closing a Connection, each peer MUST write a close frame: the broker answers "
-    "our close with its own before the connection ends (its error, if any, recorded).",
-    sentences=(CLOSE_FIRST,),
-    outcomes={"close:*"},
-)
-def close_answered(probe, ctx):
+    "the broker answers our close with its own before the connection ends (its error, if "
+    "any, recorded).",
+    "close_answered",
     """Open, begin, close: the broker answers with a close (a TCP close without it, or no
-    answer, is FAILED)."""
-    probe.open_session()
-    since = probe.mark()
-    probe.conn.close()
-    probe.flush()
-    ctx.outcome(probe.error_outcome(since=since))  # its error, if any, is in the note
+    answer, is FAILED).""",
+    __name__,
+)
 
 
 @case(

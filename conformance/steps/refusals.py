@@ -1,7 +1,8 @@
 """Steps whose point is the broker's refusal: crafted bytes or a frame and how the broker
 ends the connection, session or link after them (2.3, 2.6.2, 2.7), a protocol header it
 does not speak (2.2; `refused_header_case` registers such a case for the module that calls
-it), a SASL exchange it must fail (5.3), and what it makes of one message it should
+it), our close answered with the broker's (2.4.3; `close_answered_case` likewise), a SASL
+exchange it must fail (5.3), and what it makes of one message it should
 refuse (`published_answer`: an outcome or an ending).
 
 Owns sending the crafted input and grading the answer; registers no case of its own.
@@ -14,7 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from amqpspec.amqp10.composites import Rejected
+from amqpspec.amqp10.composites import Error, Rejected
 from amqpspec.amqp10.engine import (
     DispositionReceived,
     Link,
@@ -30,6 +31,7 @@ from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.run.registry import MUST, RunFunction, case, case_function
 from amqpspec.conformance.steps.links import wait_credit
 from amqpspec.conformance.steps.sentences import (
+    CLOSE_FIRST,
     NEGOTIATION,
     SUPPORTED_HEADERS,
     VERSION_HIGHEST,
@@ -120,6 +122,31 @@ def refused_header_case(
         outcomes=outcomes,
         lenient=lenient,
         pipelined=False,  # a protocol header alone: nothing to pipeline
+    )(case_function(run, name, doc, module))
+
+
+def close_answered_case(
+    case_id: str, answered: str, name: str, doc: str, module: str, error: Error | None = None
+) -> RunFunction:
+    """Register the case `case_id` (2.4.3 MUST: "Prior to closing a Connection, each peer
+    MUST write a close frame", `answered` saying how it applies): open, begin, our close
+    (with `error`), answered with the broker's close before the connection ends (its
+    error, if any, recorded in the note; a TCP close without it, or no answer, is
+    FAILED)."""
+
+    def run(probe: Probe, ctx: CaseContext) -> None:
+        probe.open_session()
+        since = probe.mark()
+        probe.conn.close(error)
+        probe.flush()
+        ctx.outcome(probe.error_outcome(since=since))
+
+    return case(
+        case_id,
+        MUST,
+        f"Prior to closing a Connection, each peer MUST write a close frame: {answered}",
+        sentences=(CLOSE_FIRST,),
+        outcomes={"close:*"},
     )(case_function(run, name, doc, module))
 
 
