@@ -13,12 +13,11 @@ Owns the cases `2.6.1/link-stolen`, `2.6.2/*` and `2.7.3/handle-*`.
 from __future__ import annotations
 
 from amqpspec.amqp10.composites import Attach, Detach, Source, Target, Transfer
-from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role
 from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.declaring import above_max_case
 from amqpspec.conformance.steps.links import link_flow, session_flow
-from amqpspec.conformance.steps.refusals import sent_frame_outcome
+from amqpspec.conformance.steps.refusals import sent_frame_outcome, sent_transfer_outcome
 from amqpspec.conformance.steps.sentences import (
     FLOW_UNATTACHED,
     SESSION_ERROR,
@@ -63,8 +62,7 @@ def unattached_transfer(probe, ctx):
     """A transfer on handle 78, never attached: the broker ends the session."""
     session = probe.open_session()
     transfer = Transfer(handle=78, delivery_id=0, delivery_tag=b"u", message_format=0)
-    payload = Message.of(b"x").encode()
-    ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload))
+    ctx.outcome(sent_transfer_outcome(probe, session, transfer))
 
 
 @case(
@@ -158,8 +156,7 @@ def transfer_on_receiver(probe, ctx):
     session = probe.open_session()
     link = probe.attach_receiver(session, ctx.source(ctx.queue()))
     transfer = Transfer(handle=link.handle, delivery_id=0, delivery_tag=b"wrong", message_format=0)
-    payload = Message.of(b"x").encode()
-    ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload, timeout=2.0))
+    ctx.outcome(sent_transfer_outcome(probe, session, transfer, timeout=2.0))
 
 
 @case(

@@ -18,11 +18,11 @@ Owns the cases `2.7.1/open-every-field`, `2.7.2/begin-every-field`,
 from __future__ import annotations
 
 from amqpspec.amqp10.composites import Accepted, Close, Error, Open, Rejected, Transfer
-from amqpspec.amqp10.engine import DispositionReceived
 from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
-from amqpspec.conformance.steps.deliveries import collect, exactly
+from amqpspec.conformance.steps.deliveries import collect, exactly, settles
+from amqpspec.conformance.steps.frames import crafted_transfer
 from amqpspec.conformance.steps.links import consumer, link_flow, publisher
 from amqpspec.conformance.steps.queues import body, fill, message_text
 from amqpspec.conformance.steps.sentences import NOT_RESENT, RABBITMQ4
@@ -275,13 +275,8 @@ def resume_unknown_delivery(probe, ctx):
             probe, ctx, queue, unsettled={b"amqpspec-resumed": None}, incomplete_unsettled=True
         ),
     )
-    transfer = Transfer(
-        handle=sender.handle,
-        delivery_id=session.next_outgoing_id,
-        delivery_tag=b"amqpspec-resumed",
-        message_format=0,
-        settled=False,
-        resume=True,
+    transfer = crafted_transfer(
+        sender, session.next_outgoing_id, b"amqpspec-resumed", settled=False, resume=True
     )
     known = sender.remote_attach.unsettled or {}
     probe.send_frame(transfer, session.channel, body(7).encode())
@@ -325,13 +320,7 @@ def _settled_in_mode_second(
     link.disposition(delivery.delivery_id, settled=False, state=state, batchable=batchable)
     probe.flush()
     settled = probe.expect(
-        lambda e: (
-            isinstance(e, DispositionReceived)
-            and e.role == Role.SENDER
-            and e.settled
-            and e.first <= delivery.delivery_id <= e.last
-        ),
-        what="the broker's settlement (mode second)",
+        settles(Role.SENDER, delivery.delivery_id), what="the broker's settlement (mode second)"
     )
     ctx.note(f"settled by the broker with {settled.state}")
     link.disposition(delivery.delivery_id, settled=True, state=state)

@@ -41,8 +41,12 @@ from amqpspec.amqp10.message import Message
 from amqpspec.conformance.admin.management_node import ManagementNodeAdmin
 from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
+from amqpspec.conformance.steps.frames import crafted_transfer
 from amqpspec.conformance.steps.links import link_flow, publisher
-from amqpspec.conformance.steps.refusals import published_answer, sent_frame_outcome
+from amqpspec.conformance.steps.refusals import (
+    published_answer,
+    sent_transfer_outcome,
+)
 from amqpspec.conformance.steps.sentences import (
     ANY_END,
     CLOSE_FIRST,
@@ -87,15 +91,8 @@ def transfer_limit_exceeded(probe, ctx):
     since = probe.mark()
     flow = link_flow(session, sender, delivery_count=spent, link_credit=0)
     probe.send_frame(flow, session.channel, strict=False, flush=False)
-    transfer = Transfer(
-        handle=sender.handle,
-        delivery_id=session.next_outgoing_id,
-        delivery_tag=b"over",
-        message_format=0,
-        settled=True,
-    )
-    payload = Message.of(b"x").encode()
-    outcome = sent_frame_outcome(probe, transfer, session.channel, payload, timeout=2.0)
+    transfer = crafted_transfer(sender, session.next_outgoing_id, b"over", settled=True)
+    outcome = sent_transfer_outcome(probe, session, transfer, timeout=2.0)
     # a grant sent before the broker counted our transfer (its delivery-count still at
     # `spent`) covers it: the case is moot; one counting it (delivery-count past `spent`)
     # came after it, and the broker took the excess message as 2.6.7 allows
@@ -132,8 +129,7 @@ def invalid_field_first_transfer(probe, ctx):
     (the first frame of a delivery): refused with amqp:invalid-field."""
     session, sender = publisher(probe, ctx, ctx.queue())
     transfer = Transfer(handle=sender.handle, message_format=0, settled=True)
-    payload = Message.of(b"x").encode()
-    ctx.outcome(sent_frame_outcome(probe, transfer, session.channel, payload, timeout=2.0))
+    ctx.outcome(sent_transfer_outcome(probe, session, transfer, timeout=2.0))
 
 
 @case(

@@ -24,6 +24,7 @@ from amqpspec.conformance.steps.deliveries import (
     collect,
     queued_receiver,
     settle_first,
+    settles,
     take_unsettled,
 )
 from amqpspec.conformance.steps.links import unsettled_consumer
@@ -99,12 +100,7 @@ def accepted_on_publish(probe, ctx):
         ctx.note(f"outcome {event.state!r} for a message a queue took")
     if not event.settled:  # 2.7.5: settled once it arrived; a later settlement may follow
         probe.expect(
-            lambda e: (
-                isinstance(e, DispositionReceived)
-                and e.role == Role.RECEIVER
-                and e.settled
-                and e.first <= event.first <= e.last
-            ),
+            settles(Role.RECEIVER, event.first),
             what="disposition settling the published message (rcv-settle-mode first)",
         )
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from amqpspec.amqp10.engine import Link, Session, TransferReceived
+from amqpspec.amqp10.engine import DispositionReceived, Link, Session, TransferReceived
 from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.spec import Role
 from amqpspec.conformance.probe import Probe, WaitTimeout
 from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.steps.links import consumer, unsettled_consumer
@@ -50,6 +51,17 @@ def consumed_exactly(
     `count` deliveries (`exactly`)."""
     _, link = consumer(probe, ctx, queue, credit=count if credit is None else credit)
     return exactly(probe, link, count)
+
+
+def settles(role: Role, delivery_id: int) -> Callable[[Any], bool]:
+    """A `Probe.expect` predicate: the broker's disposition, as `role`, settling
+    `delivery_id`."""
+    return lambda e: (
+        isinstance(e, DispositionReceived)
+        and e.role == role
+        and e.settled
+        and e.first <= delivery_id <= e.last
+    )
 
 
 def settle_all(probe: Probe, link: Link, deliveries: Iterable[TransferReceived]) -> None:

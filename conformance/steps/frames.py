@@ -17,6 +17,14 @@ from amqpspec.amqp10.message import Message
 from amqpspec.conformance.probe import Probe
 
 
+def crafted_transfer(sender: Link, delivery_id: int, tag: bytes, **fields: Any) -> Transfer:
+    """The first (or only) transfer of delivery `delivery_id` on `sender`, message-format 0
+    (`fields`: its other fields), for a case to send as it is."""
+    return Transfer(
+        handle=sender.handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, **fields
+    )
+
+
 def send_transfers(
     probe: Probe, session: Session, sender: Link, tags: list[bytes], **fields: Any
 ) -> None:

@@ -22,6 +22,7 @@ from amqpspec.amqp10.engine import (
     RemoteClose,
     RemoteDetach,
     RemoteEnd,
+    Session,
     TransportClosed,
 )
 from amqpspec.amqp10.frames import AMQP_HEADER, SASL_HEADER, ProtocolHeader
@@ -73,6 +74,13 @@ def sent_frame_outcome(
     ended something after it (`silence` when it ended nothing within `timeout`)."""
     send = functools.partial(probe.send_frame, performative, channel, payload, strict=False)
     return _ending_after(probe, send, timeout, silence)
+
+
+def sent_transfer_outcome(probe: Probe, session: Session, transfer: Any, **options: Any) -> str:
+    """`sent_frame_outcome` for a crafted `transfer` on `session` carrying a one-byte-body
+    message (`options`: its timeout, silence)."""
+    payload = Message.of(b"x").encode()
+    return sent_frame_outcome(probe, transfer, session.channel, payload, **options)
 
 
 def refused_after_open(probe: Probe, ctx: CaseContext, data: bytes) -> None:
