@@ -105,6 +105,17 @@ def requeue_tcp_drop(probe, ctx):
     _requeued_after(probe, ctx, lambda *_: probe.disconnect())
 
 
+def _two_settled_then(probe, ctx, count: int, link_goes_away) -> None:
+    """`count` unsettled deliveries, the first two accepted and settled, then
+    `link_goes_away(session, link)`: only the others come back (`_no_accepted_resent`)."""
+    queue = ctx.queue()
+    session, link, got = take_unsettled(probe, ctx, queue, count)
+    for delivery in got[:2]:
+        probe.settle(link, delivery)
+    link_goes_away(session, link)
+    _no_accepted_resent(ctx, queue, got[:2], got[2:])
+
+
 @case(
     "2.6.6/settled-not-redelivered",
     MODEL,
@@ -117,12 +128,7 @@ def requeue_tcp_drop(probe, ctx):
 )
 def settled_not_redelivered(probe, ctx):
     """4 unsettled, the first 2 accepted and settled, detach: only the other 2 come back."""
-    queue = ctx.queue()
-    _, link, got = take_unsettled(probe, ctx, queue, 4)
-    for delivery in got[:2]:
-        probe.settle(link, delivery)
-    _gone(probe, probe.detach, link)
-    _no_accepted_resent(ctx, queue, got[:2], got[2:])
+    _two_settled_then(probe, ctx, 4, lambda session, link: _gone(probe, probe.detach, link))
 
 
 @case(
@@ -136,12 +142,7 @@ def settled_not_redelivered(probe, ctx):
 )
 def partly_settled_session_end(probe, ctx):
     """5 unsettled; 2 accepted and settled; the session ends: exactly the other 3 back."""
-    queue = ctx.queue()
-    session, link, got = take_unsettled(probe, ctx, queue, 5)
-    for delivery in got[:2]:
-        probe.settle(link, delivery)
-    _gone(probe, probe.end, session)
-    _no_accepted_resent(ctx, queue, got[:2], got[2:])
+    _two_settled_then(probe, ctx, 5, lambda session, link: _gone(probe, probe.end, session))
 
 
 @case("2.6.6/requeue-many-tcp-drop", MODEL, REQUEUE, model=RABBITMQ4, requires=NEEDS)
