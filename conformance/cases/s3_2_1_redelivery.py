@@ -9,7 +9,9 @@ Owns the cases `3.2.1/redelivery-*`.
 
 from __future__ import annotations
 
-from amqpspec.conformance.run.registry import MAY, MODEL, case
+from collections.abc import Callable
+
+from amqpspec.conformance.run.registry import MAY, MODEL, RunFunction, case
 from amqpspec.conformance.steps.deliveries import (
     check_requeued,
     consume_again,
@@ -22,13 +24,16 @@ from amqpspec.conformance.steps.sentences import RABBITMQ4
 from amqpspec.conformance.steps.sentences import REQUEUE_NEEDS as NEEDS
 
 
-@case(
+def _marks_case(case_id: str, sentence: str) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a redelivery's marks (3.2.1 first-acquirer, delivery-count) after an
+    unsettled delivery's requeue: RabbitMQ 4's model, on a broker that marks redeliveries."""
+    return case(case_id, MODEL, sentence, model=RABBITMQ4, requires=NEEDS | {"redelivery-marks"})
+
+
+@_marks_case(
     "3.2.1/redelivery-first-acquirer",
-    MODEL,
     "first-acquirer: if this value is true, then this message has not been acquired by any "
     "other link; a redelivered message is not first-acquirer (3.2.1).",
-    model=RABBITMQ4,
-    requires=NEEDS | {"redelivery-marks"},
 )
 def redelivery_marks(probe, ctx):
     """A message received unsettled, its link detached, then redelivered: the redelivery
@@ -45,14 +50,11 @@ def redelivery_marks(probe, ctx):
     )
 
 
-@case(
+@_marks_case(
     "3.2.1/redelivery-delivery-count",
-    MODEL,
     "delivery-count: the number of unsuccessful previous attempts to deliver this message; "
     "a message requeued after its link went away unsettled has delivery-count >= 1 when "
     "the broker counts it (3.2.1).",
-    model=RABBITMQ4,
-    requires=NEEDS | {"redelivery-marks"},
 )
 def redelivery_delivery_count(probe, ctx):
     """1 message received unsettled, link detached, received again: header delivery-count
@@ -86,14 +88,11 @@ def first_delivery_marks(probe, ctx):
     ctx.check(not count, f"expected header delivery-count 0 on a first delivery; observed {count}")
 
 
-@case(
+@_marks_case(
     "3.2.1/redelivery-after-tcp-drop-marks",
-    MODEL,
     "first-acquirer: if true, the message has not been acquired by any other link; a "
     "message redelivered after its first consumer's connection dropped is not "
     "first-acquirer (3.2.1).",
-    model=RABBITMQ4,
-    requires=NEEDS | {"redelivery-marks"},
 )
 def redelivery_marks_tcp_drop(probe, ctx):
     """1 message unsettled, TCP dropped, redelivered: first-acquirer is not true."""
