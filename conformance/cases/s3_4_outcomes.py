@@ -15,10 +15,12 @@ Owns the cases `3.4.*/*` (settlement itself is in s2_6_12_settlement.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from amqpspec.amqp10.composites import Accepted, Error, Modified, Rejected, Released
 from amqpspec.amqp10.engine import DispositionReceived
 from amqpspec.amqp10.spec import Role
-from amqpspec.conformance.run.registry import MODEL, MUST, case
+from amqpspec.conformance.run.registry import MODEL, MUST, RunFunction, case, case_function
 from amqpspec.conformance.steps.deliveries import (
     check_rejected_gone,
     collect,
@@ -124,34 +126,45 @@ def released_unroutable(probe, ctx):
     )
 
 
-@case(
-    "3.4.3/rejected-not-redelivered",
-    MODEL,
+def _rejected_case(
+    slug: str, name: str, sentence: str, error: Error, look: tuple[int, float], doc: str
+) -> None:
+    """Declare `3.4.3/rejected-<slug>` (RabbitMQ 4's model): one message settled rejected
+    with `error`, then nothing comes back (`check_rejected_gone` with the credit and quiet
+    time `look`)."""
+
+    def run(probe, ctx):
+        link, _ = settle_first(probe, ctx, ctx.queue(), Rejected(error=error))
+        check_rejected_gone(probe, ctx, link, *look)
+
+    declare = case(
+        f"3.4.3/rejected-{slug}",
+        MODEL,
+        sentence,
+        model=RABBITMQ4,
+        requires=NEEDS | {"rejected-outcome"},
+    )
+    declare(case_function(run, name, doc, __name__))
+
+
+_rejected_case(
+    "not-redelivered",
+    "rejected",
     "rejected: the message is invalid and unprocessable; a terminal outcome (3.3: ARCHIVED), "
     "so it is not delivered to the consumer again (RabbitMQ 4's model; no keyword).",
-    model=RABBITMQ4,
-    requires=NEEDS | {"rejected-outcome"},
+    Error(condition="amqp:internal-error"),
+    (5, 1.0),
+    "Receive one message, settle it rejected, consume again: nothing comes back.",
 )
-def rejected(probe, ctx):
-    """Receive one message, settle it rejected, consume again: nothing comes back."""
-    rejected = Rejected(error=Error(condition="amqp:internal-error"))
-    link, _ = settle_first(probe, ctx, ctx.queue(), rejected)
-    check_rejected_gone(probe, ctx, link, 5, 1.0)
-
-
-@case(
-    "3.4.3/rejected-with-description",
-    MODEL,
+_rejected_case(
+    "with-description",
+    "rejected_with_description",
     "rejected: the message is invalid and unprocessable; error carries diagnostic "
     "information. A terminal outcome: the message is not delivered to the consumer again.",
-    model=RABBITMQ4,
-    requires=NEEDS | {"rejected-outcome"},
+    Error(condition="amqp:decode-error", description="amqpspec: cannot process"),
+    (3, 0.8),
+    "Reject one message with amqp:decode-error and a description: not delivered again.",
 )
-def rejected_with_description(probe, ctx):
-    """Reject one message with amqp:decode-error and a description: not delivered again."""
-    error = Error(condition="amqp:decode-error", description="amqpspec: cannot process")
-    link, _ = settle_first(probe, ctx, ctx.queue(), Rejected(error=error))
-    check_rejected_gone(probe, ctx, link, 3, 0.8)
 
 
 @case(
@@ -225,14 +238,26 @@ def released_several(probe, ctx):
             _count_unchanged(ctx, by_body[message_text(delivery)], delivery)
 
 
-@case(
+def _modified_case(
+    case_id: str, sentence: str, sentence_id: str
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a MUST of 3.4.5 modified on the broker as the sender of the delivery we
+    settle modified (`sentence_id`, the manifest's)."""
+    return case(
+        case_id,
+        MUST,
+        sentence,
+        sentences=(sentence_id,),
+        role="sender",
+        requires=NEEDS | {"modified-outcome"},
+    )
+
+
+@_modified_case(
     "3.4.5/modified-delivery-failed-count",
-    MUST,
     "If the delivery-failed flag is set, any Messages modified MUST have their "
     "delivery-count incremented (seen on the redelivery; none: recorded).",
-    sentences=(FAILED_COUNT,),
-    role="sender",
-    requires=NEEDS | {"modified-outcome"},
+    FAILED_COUNT,
 )
 def modified_delivery_failed(probe, ctx):
     """Settle one message modified(delivery-failed): the redelivery has header
@@ -250,14 +275,11 @@ def modified_delivery_failed(probe, ctx):
     )
 
 
-@case(
+@_modified_case(
     "3.4.5/modified-undeliverable-here",
-    MUST,
     "If the undeliverable-here is set, then any Messages released MUST NOT be redelivered "
     "to the modifying Link Endpoint (ARTEMIS-794).",
-    sentences=(NOT_HERE,),
-    role="sender",
-    requires=NEEDS | {"modified-outcome"},
+    NOT_HERE,
 )
 def modified_undeliverable_here(probe, ctx):
     """Settle one message modified(undeliverable-here) with credit left on the link: it is
