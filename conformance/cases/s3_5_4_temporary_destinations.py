@@ -132,10 +132,12 @@ def _other_sender(ctx, address: str, capability: str) -> None:
     _sender(ctx, ctx.probe(), address, capability, "another connection")
 
 
-def _jms_case(slug: str, sentence: str, run: RunFunction) -> None:
-    """Register `run` (made by a factory: `case_function`) as the case `3.5.4/<slug>` of the
-    JMS temporary-destination model."""
-    case(f"3.5.4/{slug}", MODEL, sentence, model=JMS_TEMPORARY)(run)
+def _jms_case(slug: str, sentence: str, run: RunFunction, name: str, doc: str) -> None:
+    """Register `run`, made by a factory (`case_function`: its `name`, `doc`), as the case
+    `3.5.4/<slug>` of the JMS temporary-destination model."""
+    case(f"3.5.4/{slug}", MODEL, sentence, model=JMS_TEMPORARY)(
+        case_function(run, name, doc, __name__)
+    )
 
 
 # the link another connection attaches to a temporary node: (case slug, the sentence's
@@ -153,16 +155,15 @@ def _other_connection_case(kind: str, end: str, doc: str) -> None:
     capability = f"temporary-{kind}"
     slug, answered, check = OTHER_CONNECTION[end]
 
-    def temporary_other(probe, ctx):
+    def run(probe, ctx):
         check(ctx, _temporary(probe, capability), capability)
-
-    run = case_function(temporary_other, f"temporary_{kind}_other_{end}", doc, __name__)
 
     sentence = (
         f"A {end} from another connection than the one that created a temporary {kind} is "
         f"{answered} (the JMS mapping's {capability})."
     )
-    _jms_case(f"{capability}-other-connection-{slug}", sentence, run)
+    name = f"temporary_{kind}_other_{end}"
+    _jms_case(f"{capability}-other-connection-{slug}", sentence, run, name, doc)
 
 
 _other_connection_case(
@@ -226,19 +227,22 @@ def _gone_with_connection(ctx, capability: str) -> None:
     _refused_elsewhere(ctx, address, capability, NOT_FOUND, why)
 
 
+GONE = (
+    "A temporary {kind} (delete-on-close) is gone once the connection that created it "
+    "closes: a receiver from its address is refused (the JMS mapping's temporary-{kind})."
+)
+
+
 def _gone_case(kind: str, doc: str) -> None:
     """Declare `3.5.4/temporary-<kind>-gone-with-connection` (`_gone_with_connection`)."""
 
-    def temporary_gone(probe, ctx):
+    def run(probe, ctx):
         _gone_with_connection(ctx, f"temporary-{kind}")
 
-    run = case_function(temporary_gone, f"temporary_{kind}_gone", doc, __name__)
-
-    sentence = (
-        f"A temporary {kind} (delete-on-close) is gone once the connection that created it "
-        f"closes: a receiver from its address is refused (the JMS mapping's temporary-{kind})."
+    sentence = GONE.format(kind=kind)
+    _jms_case(
+        f"temporary-{kind}-gone-with-connection", sentence, run, f"temporary_{kind}_gone", doc
     )
-    _jms_case(f"temporary-{kind}-gone-with-connection", sentence, run)
 
 
 _gone_case(
