@@ -26,6 +26,7 @@ Owns the cases `3.5.3/sql-filter-*` and `3.5.3/selector-filter-*`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -34,7 +35,7 @@ from hypothesis import strategies as st
 
 from amqpspec.amqp10.composites import Header, Properties
 from amqpspec.amqp10.message import Message
-from amqpspec.conformance.run.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, RunFunction, case
 from amqpspec.conformance.steps.filtered_receivers import received_through
 from amqpspec.conformance.steps.queues import publish_messages
 from amqpspec.conformance.steps.sql_expressions import (
@@ -178,14 +179,28 @@ def _generated(probe, ctx, dialect: str) -> None:
     )
 
 
-@case(
+def _filter_case(
+    case_id: str, dialect: str, sentence: str, *, generated: bool = False
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for the `dialect`'s filter (its model, on a broker with its capability that
+    answers a drain); a `generated` case has no pipelined variant (the fixed case's covers
+    the pipelined attach; run time)."""
+    return case(
+        case_id,
+        MODEL,
+        sentence,
+        model=MODELS[dialect],
+        requires={"queues", "drain-reply", CAPABILITY[dialect]},
+        pipelined=not generated,
+    )
+
+
+@_filter_case(
     "3.5.3/sql-filter-fixed",
-    MODEL,
+    SQL,
     "A receiver whose source carries amqp:sql-filter gets exactly the messages its "
     "expression selects (TRUE, not FALSE nor UNKNOWN): LIKE with ESCAPE, NULL, BETWEEN, "
     "IN, arithmetic, header. and properties. fields.",
-    model=MODELS[SQL],
-    requires={"queues", "drain-reply", CAPABILITY[SQL]},
 )
 def sql_filter_fixed(probe, ctx):
     """Counters RabbitMQ 4.2's amqp_filter_sql_SUITE: four messages (names a_b, axb, a%b;
@@ -194,14 +209,12 @@ def sql_filter_fixed(probe, ctx):
     _fixed(probe, ctx, SQL)
 
 
-@case(
+@_filter_case(
     "3.5.3/selector-filter-fixed",
-    MODEL,
+    SELECTOR,
     "A receiver whose source carries apache.org:selector-filter:string gets exactly the "
     "messages its JMS selector selects: LIKE with ESCAPE, NULL, BETWEEN, IN, arithmetic, "
     "JMSPriority, JMSDeliveryMode, JMSCorrelationID.",
-    model=MODELS[SELECTOR],
-    requires={"queues", "drain-reply", CAPABILITY[SELECTOR]},
 )
 def selector_filter_fixed(probe, ctx):
     """Counters Qpid Broker-J's FilterTest.selectorFilter (two messages, a selector on an
@@ -210,14 +223,12 @@ def selector_filter_fixed(probe, ctx):
     _fixed(probe, ctx, SELECTOR)
 
 
-@case(
+@_filter_case(
     "3.5.3/sql-filter-generated",
-    MODEL,
+    SQL,
     "Generated messages and SQL filter expressions: the broker delivers through each "
     "amqp:sql-filter exactly the messages the suite's own evaluator selects.",
-    model=MODELS[SQL],
-    requires={"queues", "drain-reply", CAPABILITY[SQL]},
-    pipelined=False,  # the fixed case's variant covers the pipelined attach; run time
+    generated=True,
 )
 def sql_filter_generated(probe, ctx):
     """Hypothesis (seed 20261127, one example of 8 to 12 messages and 12 expressions):
@@ -226,15 +237,13 @@ def sql_filter_generated(probe, ctx):
     _generated(probe, ctx, SQL)
 
 
-@case(
+@_filter_case(
     "3.5.3/selector-filter-generated",
-    MODEL,
+    SELECTOR,
     "Generated messages and JMS selectors: the broker delivers through each "
     "apache.org:selector-filter:string exactly the messages the suite's own evaluator "
     "selects.",
-    model=MODELS[SELECTOR],
-    requires={"queues", "drain-reply", CAPABILITY[SELECTOR]},
-    pipelined=False,  # the fixed case's variant covers the pipelined attach; run time
+    generated=True,
 )
 def selector_filter_generated(probe, ctx):
     """As 3.5.3/sql-filter-generated, with the JMS selector's identifiers (JMSPriority,
