@@ -38,6 +38,8 @@ from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MUST, case
 from amqpspec.conformance.steps.queues import message_text
 from amqpspec.conformance.steps.transactions import (
+    QUEUES,
+    RETIRE_NEEDS,
     ROLLBACK_COMPLETES,
     accept_in,
     acquire,
@@ -51,7 +53,9 @@ from amqpspec.conformance.steps.transactions import (
     outcome_of_post,
     post,
     posting,
+    posting_case,
     retire,
+    retiring_case,
     roll_back,
     unknown_txn_id,
     visible,
@@ -61,16 +65,13 @@ from amqpspec.conformance.verdicts import SHORTFALL, CaseFailed, Unsupported
 DEFAULT_OUTCOME = "4.4.4.2/transactional-retirement.1"  # rolled back: MUST apply the default
 
 
-@case(
+@posting_case(
     "4.4/posting-mixed-with-plain",
-    MUST,
     "On one link, a message posted in a transaction and one posted outside it: the plain "
     "one's disposition names no transaction and it is at the queue at once, the "
     "transactional one's names its transaction and it is there only after the commit.",
-    sentences=(WORK_TXN_IDS, SAME_TXN),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,
+    WORK_TXN_IDS,
+    SAME_TXN,
 )
 def posting_mixed_with_plain(probe, ctx):
     """Counters Qpid Broker-J's TransferTest.transferMixtureOfTransactionalAndNonTransactional
@@ -103,16 +104,15 @@ def posting_mixed_with_plain(probe, ctx):
     check_at_queue(ctx, queue, [b"txn-posted"], after, WORK_TXN_IDS)
 
 
-@case(
+@retiring_case(
     "4.4.2/retirement-mixed-with-plain",
     MUST,
     "Of two deliveries of one link, one accepted outside a transaction and one accepted "
     "(settled) in a transaction that is rolled back: the first is gone, the second gets the "
     "default outcome (released: back at the queue).",
-    sentences=(WORK_TXN_IDS, DEFAULT_OUTCOME),
-    role="sender",
-    requires={"queues", "unsettled-deliveries"},
-    pipelined=False,
+    WORK_TXN_IDS,
+    DEFAULT_OUTCOME,
+    requires=RETIRE_NEEDS,
 )
 def retirement_mixed_with_plain(probe, ctx):
     """Counters Qpid Broker-J's TransferTest.receiveMixtureOfTransactionalAndNonTransactional
@@ -233,15 +233,13 @@ def _acquired(probe, ctx, queue: str):
     return controller, txn_id, event
 
 
-@case(
+@retiring_case(
     "4.4.3/acquisition-commit",
     MUST,
     "A message acquired in a transaction and accepted in it leaves the queue when the "
     "transaction commits.",
-    sentences=(WORK_TXN_IDS,),
-    role="sender",
-    requires={"queues"},
-    pipelined=False,
+    WORK_TXN_IDS,
+    requires=QUEUES,
 )
 def acquisition_commit(probe, ctx):
     """Counters Qpid Broker-J's TransactionalTransferTest.receiveTransactionalAcquisition
@@ -255,15 +253,14 @@ def acquisition_commit(probe, ctx):
     check_at_queue(ctx, queue, [], f"{what} and accepted it", WORK_TXN_IDS)
 
 
-@case(
+@retiring_case(
     "4.4.3/acquisition-rollback",
     MUST,
     "A message acquired in a transaction and accepted in it is back at the queue when the "
     "transaction rolls back (the acquisition and the outcome undone).",
-    sentences=(WORK_TXN_IDS, ROLLBACK_COMPLETES),
-    role="sender",
-    requires={"queues"},
-    pipelined=False,
+    WORK_TXN_IDS,
+    ROLLBACK_COMPLETES,
+    requires=QUEUES,
 )
 def acquisition_rollback(probe, ctx):
     """Counters Qpid Broker-J's TransactionalTransferTest.receiveTransactionalAcquisition
@@ -308,16 +305,14 @@ def retirement_queue_deleted(probe, ctx):
     ctx.outcome(f"{detached}, commit {in_words(controller.discharge(txn_id))}")
 
 
-@case(
+@retiring_case(
     "4.4.2/retirement-commit-rcv-settle-second",
     MUST,
     "On a link with rcv-settle-mode second, a delivery the controller gave a transactional "
     "accepted without settling it: the outcome is applied when the transaction commits (the "
     "message does not come back when the link goes).",
-    sentences=(WORK_TXN_IDS,),
-    role="sender",
+    WORK_TXN_IDS,
     requires={"queues", "unsettled-deliveries", "requeue-on-detach"},
-    pipelined=False,
 )
 def retirement_commit_rcv_settle_second(probe, ctx):
     """Counters Qpid Broker-J's TransactionalTransferTest.receiveTransactionalRetirement

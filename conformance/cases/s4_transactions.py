@@ -38,6 +38,8 @@ from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MAY, MUST, SHOULD, case
 from amqpspec.conformance.steps.queues import message_text
 from amqpspec.conformance.steps.transactions import (
+    QUEUES,
+    RETIRE_NEEDS,
     ROLLBACK_COMPLETES,
     TRANSACTION_ERRORS,
     UNKNOWN_ID,
@@ -47,13 +49,16 @@ from amqpspec.conformance.steps.transactions import (
     answer_in_words,
     check_at_queue,
     commit,
+    coordinator_case,
     declared,
     describe,
     error_condition,
     outcome_of_post,
     post,
     posting,
+    posting_case,
     retire,
+    retiring_case,
     roll_back,
     unknown_txn_id,
     visible,
@@ -95,13 +100,11 @@ def _unable_to_discharge(ctx, answer, what: str) -> None:
         ctx.note(f"the transaction-error is {condition}, not {UNKNOWN_ID}")
 
 
-@case(
+@coordinator_case(
     "4.3/rollback-always-completes",
     MUST,
     "A discharge with fail=true is always completed: accepted.",
-    sentences=(ROLLBACK_COMPLETES,),
-    role="receiver",
-    pipelined=False,
+    ROLLBACK_COMPLETES,
 )
 def rollback_always_completes(probe, ctx):
     """Declare a transaction, discharge it with fail=true: the outcome is accepted."""
@@ -113,14 +116,13 @@ def rollback_always_completes(probe, ctx):
     )
 
 
-@case(
+@coordinator_case(
     "4.3/discharge-unknown-id",
     MUST,
     "A discharge naming a txn-id never declared is refused with a transaction-error "
     "(amqp:transaction:unknown-id) in a rejected outcome.",
-    sentences=(CANNOT_DISCHARGE, REJECTED_WITH_IT),
-    role="receiver",
-    pipelined=False,
+    CANNOT_DISCHARGE,
+    REJECTED_WITH_IT,
 )
 def discharge_unknown_id(probe, ctx):
     """Declare a transaction (the gate), then discharge (commit) a txn-id that differs
@@ -131,14 +133,13 @@ def discharge_unknown_id(probe, ctx):
     _unable_to_discharge(ctx, answer, f"txn-id {unknown.hex()} (never declared)")
 
 
-@case(
+@coordinator_case(
     "4.3/discharge-twice",
     MUST,
     "A second discharge of a transaction already committed is refused with a "
     "transaction-error (amqp:transaction:unknown-id) in a rejected outcome.",
-    sentences=(CANNOT_DISCHARGE, REJECTED_WITH_IT),
-    role="receiver",
-    pipelined=False,
+    CANNOT_DISCHARGE,
+    REJECTED_WITH_IT,
 )
 def discharge_twice(probe, ctx):
     """Declare, commit (accepted), commit the same txn-id again: the second is refused."""
@@ -152,15 +153,14 @@ def discharge_twice(probe, ctx):
     _unable_to_discharge(ctx, answer, f"txn-id {txn_id.hex()} (already discharged)")
 
 
-@case(
+@posting_case(
     "4.4.1/posting-presumptive-outcome",
-    MUST,
     "A message posted in a transaction gets a disposition with a transactional-state of "
     "that transaction and a terminal outcome, before the commit is accepted.",
-    sentences=(PRESUMPTIVE, PRESUMPTIVE_STATE, BEFORE_COMMIT, SAME_TXN),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,
+    PRESUMPTIVE,
+    PRESUMPTIVE_STATE,
+    BEFORE_COMMIT,
+    SAME_TXN,
 )
 def posting_presumptive_outcome(probe, ctx):
     """Declare, post one unsettled message with transactional-state(txn-id), commit: a
@@ -199,15 +199,11 @@ def posting_presumptive_outcome(probe, ctx):
     )
 
 
-@case(
+@posting_case(
     "4.4.1/posting-visible-after-commit",
-    MUST,
     "A posted message is not available at the queue before its transaction commits, and is "
     "after (the txn-id of its disposition said which transaction the work belongs to).",
-    sentences=(WORK_TXN_IDS,),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,
+    WORK_TXN_IDS,
 )
 def posting_visible_after_commit(probe, ctx):
     """Declare, post two messages (one unsettled, one settled) in the transaction: a
@@ -226,14 +222,10 @@ def posting_visible_after_commit(probe, ctx):
     check_at_queue(ctx, queue, [b"txn-settled", b"txn-unsettled"], after, WORK_TXN_IDS)
 
 
-@case(
+@posting_case(
     "4.4.1/posting-rollback-leaves-nothing",
-    MUST,
     "A message posted in a transaction that is rolled back never becomes available.",
-    sentences=(WORK_TXN_IDS,),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,
+    WORK_TXN_IDS,
 )
 def posting_rollback_leaves_nothing(probe, ctx):
     """Declare, post one unsettled and one settled message, roll back (fail=true): a
@@ -249,15 +241,12 @@ def posting_rollback_leaves_nothing(probe, ctx):
     check_at_queue(ctx, queue, [], what, WORK_TXN_IDS)
 
 
-@case(
+@posting_case(
     "4.1/control-link-detach-rolls-back",
-    MUST,
     "Closing the control link rolls back its open transactions: what they posted never "
     "becomes available, and a later discharge of one is refused with a transaction-error.",
-    sentences=(WORK_TXN_IDS, CANNOT_DISCHARGE),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,
+    WORK_TXN_IDS,
+    CANNOT_DISCHARGE,
 )
 def control_link_detach_rolls_back(probe, ctx):
     """Declare, post a message, detach the control link (closed): a consumer gets nothing,
@@ -275,14 +264,12 @@ def control_link_detach_rolls_back(probe, ctx):
     _unable_to_discharge(ctx, answer, f"txn-id {txn_id.hex()} (rolled back with its link)")
 
 
-@case(
+@retiring_case(
     "4.4.2/retirement-commit",
     MUST,
     "A delivery accepted in a transaction leaves the queue when the transaction commits.",
-    sentences=(WORK_TXN_IDS,),
-    role="sender",
-    requires={"queues", "unsettled-deliveries"},
-    pipelined=False,
+    WORK_TXN_IDS,
+    requires=RETIRE_NEEDS,
 )
 def retirement_commit(probe, ctx):
     """Receive one message unsettled, settle it with transactional-state(txn-id, accepted),
@@ -296,15 +283,13 @@ def retirement_commit(probe, ctx):
     check_at_queue(ctx, queue, [], what, WORK_TXN_IDS)
 
 
-@case(
+@retiring_case(
     "4.4.2/retirement-rollback-still-live",
     SHOULD,
     "After a rollback, a delivery the controller retired in it without settling is still "
     "live: a later (non-transactional) released returns it to the queue.",
-    sentences=(STILL_LIVE,),
-    role="sender",
-    requires={"queues", "unsettled-deliveries"},
-    pipelined=False,
+    STILL_LIVE,
+    requires=RETIRE_NEEDS,
 )
 def retirement_rollback_still_live(probe, ctx):
     """Receive one message unsettled, send transactional-state(txn-id, accepted) without
@@ -325,16 +310,15 @@ def retirement_rollback_still_live(probe, ctx):
     )
 
 
-@case(
+@retiring_case(
     "4.4.3/acquisition-refused-or-transactional",
     MUST,
     "A flow asking for transactional acquisition (txn-id in its properties): the broker "
     "either detaches the link with amqp:not-implemented or sends transfers whose state "
     "names that transaction.",
-    sentences=(NO_ACQUISITION, WORK_TXN_IDS),
-    role="sender",
-    requires={"queues"},
-    pipelined=False,
+    NO_ACQUISITION,
+    WORK_TXN_IDS,
+    requires=QUEUES,
 )
 def acquisition_refused_or_transactional(probe, ctx):
     """One queued message; a receiver on the controller's session grants credit in a flow
@@ -363,14 +347,13 @@ def acquisition_refused_or_transactional(probe, ctx):
     controller.discharge(txn_id, fail=True)
 
 
-@case(
+@coordinator_case(
     "4.3/discharge-unknown-id-no-rejected-outcome",
     MUST,
     "On a control link whose source does not support the rejected outcome, a discharge the "
     "coordinator cannot complete detaches the link with the transaction-error.",
-    sentences=(CANNOT_DISCHARGE, DETACH_WITH_IT),
-    role="receiver",
-    pipelined=False,
+    CANNOT_DISCHARGE,
+    DETACH_WITH_IT,
 )
 def discharge_unknown_id_no_rejected_outcome(probe, ctx):
     """A control link whose source supports accepted only (outcomes=[amqp:accepted:list]):
@@ -388,14 +371,12 @@ def discharge_unknown_id_no_rejected_outcome(probe, ctx):
     )
 
 
-@case(
+@coordinator_case(
     "4.2/declare-settled-detached",
     SHOULD,
     "A declare sent settled (which the controller must not do) makes the coordinator detach "
     "the control link with an error.",
-    sentences=(SETTLED_DETACH,),
-    role="receiver",
-    pipelined=False,
+    SETTLED_DETACH,
 )
 def declare_settled_detached(probe, ctx):
     """Declare once unsettled (the gate), then send a declare settled: the broker detaches
@@ -412,16 +393,12 @@ def declare_settled_detached(probe, ctx):
     )
 
 
-@case(
+@posting_case(
     "4.4.1/posting-commit-after-sender-detach",
-    MUST,
     "A commit after the posting link detached: either refused, or accepted with the posted "
     "message at the queue (a resource that can no longer apply the outcome it announced "
     "must not accept the commit).",
-    sentences=(NO_LONGER_APPLY,),
-    role="receiver",
-    requires={"queues"},
-    pipelined=False,
+    NO_LONGER_APPLY,
 )
 def posting_commit_after_sender_detach(probe, ctx):
     """Declare, post one unsettled message, take its transactional-state, detach the sender
@@ -469,15 +446,12 @@ def posting_unknown_txn_id(probe, ctx):
     ctx.outcome(answer_in_words(probe, sender, ctx.profile.wait, delivery_id))
 
 
-@case(
+@posting_case(
     "4.4.4.1/settled-post-queue-deleted-no-commit",
-    MUST,
     "A message posted settled in a transaction whose queue is deleted before the commit: "
     "the resource cannot process it, so the commit is not accepted.",
-    sentences=(UNABLE_TO_PROCESS,),
-    role="receiver",
+    UNABLE_TO_PROCESS,
     requires={"queues", "declare-queues"},
-    pipelined=False,
 )
 def settled_post_queue_deleted_no_commit(probe, ctx):
     """Declare, post one settled message to a fresh queue, delete the queue through the

@@ -2,7 +2,8 @@
 
 Owns `Controller` (a control link to the broker's coordinator, 4.5.1: attached, gated on
 the capability the broker's attach states, declare / discharge as messages whose outcome
-is read from the broker's disposition, 4.2 / 4.3) and the helpers that post transactionally
+is read from the broker's disposition, 4.2 / 4.3), how the Part 4 cases are declared
+(`coordinator_case`, `posting_case`, `retiring_case`) and the helpers that post transactionally
 (4.4.1), receive deliveries to retire (4.4.2), look at what a queue holds, and name a
 broker's answer in a line. A broker that refuses the coordinator, does
 not state `amqp:local-transactions` in its attach, or does not answer a declare with
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from amqpspec.amqp10.composites import (
@@ -41,6 +43,7 @@ from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import Role, SndSettleMode
 from amqpspec.amqp10.types import symbol
 from amqpspec.conformance.probe import Probe, WaitTimeout
+from amqpspec.conformance.run.registry import MUST, Level, RunFunction, case
 from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.links import consumer, publisher
 from amqpspec.conformance.steps.queues import fill, message_text
@@ -57,6 +60,51 @@ TIMEOUT_MARGIN = 0.3  # seconds past a transaction timeout before the case looks
 TXN_ID = symbol("txn-id")  # 4.4.3: the flow property asking for transactional acquisition
 QUIET = 1.0  # seconds in which nothing may arrive at a consumer looking at a queue
 _names = itertools.count(1)  # control link names (unique per connection is enough, 2.6.1)
+QUEUES = frozenset({"queues"})
+RETIRE_NEEDS = frozenset({"queues", "unsettled-deliveries"})  # deliveries left to retire
+
+
+def coordinator_case(
+    case_id: str, level: Level, sentence: str, *sentences: str
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a Part 4 case on the coordinator alone: the broker the receiver of our
+    declares and discharges (its `sentences`). Like every Part 4 case, no pipelined variant:
+    its first wait is the gate, the broker's attach of the coordinator, which `Controller`
+    reads before anything else is sent."""
+    return case(case_id, level, sentence, sentences=sentences, role="receiver", pipelined=False)
+
+
+def posting_case(
+    case_id: str, sentence: str, *sentences: str, requires: Iterable[str] = QUEUES
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a MUST on transactional posting (4.4.1): the broker the receiver of the
+    messages posted in a transaction (no pipelined variant: `coordinator_case`)."""
+    return case(
+        case_id,
+        MUST,
+        sentence,
+        sentences=sentences,
+        role="receiver",
+        requires=requires,
+        pipelined=False,
+    )
+
+
+def retiring_case(
+    case_id: str, level: Level, sentence: str, *sentences: str, requires: Iterable[str]
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for transactional retirement or acquisition (4.4.2, 4.4.3): the broker the
+    sender of the deliveries the controller retires or acquires in a transaction (no
+    pipelined variant: `coordinator_case`)."""
+    return case(
+        case_id,
+        level,
+        sentence,
+        sentences=sentences,
+        role="sender",
+        requires=requires,
+        pipelined=False,
+    )
 
 
 def describe(answer: Any) -> str:
