@@ -17,10 +17,11 @@ Owns the cases `4.5.8/*`. Counters Qpid Broker-J's TransactionTimeoutTest.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from amqpspec.amqp10.composites import Accepted, TransactionalState
 from amqpspec.conformance.cases.s4_transactions import WORK_TXN_IDS
-from amqpspec.conformance.run.registry import MODEL, case
+from amqpspec.conformance.run.registry import MODEL, RunFunction, case
 from amqpspec.conformance.steps.links import publisher
 from amqpspec.conformance.steps.queues import message_text
 from amqpspec.conformance.steps.transactions import (
@@ -52,14 +53,24 @@ def _commit_too_late(ctx, controller: Controller, txn_id: bytes, closed, seconds
     return answer
 
 
-@case(
+def _timeout_case(case_id: str, sentence: str, *needs: str) -> Callable[[RunFunction], RunFunction]:
+    """`case` for the transaction-timeout model, on a broker whose profile names its
+    timeout (and has what `needs` names); no pipelined variant (as every Part 4 case:
+    steps/transactions.py `coordinator_case`)."""
+    return case(
+        case_id,
+        MODEL,
+        sentence,
+        model=TXN_TIMEOUT,
+        requires={"queues", *needs, "transaction-timeout"},
+        pipelined=False,
+    )
+
+
+@_timeout_case(
     "4.5.8/transaction-timeout-posting",
-    MODEL,
     "A message posted in a transaction that outlives the broker's transaction timeout: "
     "the commit is refused with amqp:transaction:timeout and the message never appears.",
-    model=TXN_TIMEOUT,
-    requires={"queues", "transaction-timeout"},
-    pipelined=False,
 )
 def transaction_timeout_posting(probe, ctx):
     """Counters Qpid Broker-J's TransactionTimeoutTest.transactionalPostingTimeout: the
@@ -86,15 +97,12 @@ def transaction_timeout_posting(probe, ctx):
     )
 
 
-@case(
+@_timeout_case(
     "4.5.8/transaction-timeout-retirement",
-    MODEL,
     "A delivery accepted (settled) in a transaction that outlives the broker's transaction "
     "timeout: the message is back at its queue once the time is up, before any discharge, "
     "and the commit is refused with amqp:transaction:timeout.",
-    model=TXN_TIMEOUT,
-    requires={"queues", "unsettled-deliveries", "transaction-timeout"},
-    pipelined=False,
+    "unsettled-deliveries",
 )
 def transaction_timeout_retirement(probe, ctx):
     """Counters Qpid Broker-J's TransactionTimeoutTest.transactionalRetirementTimeout: the
