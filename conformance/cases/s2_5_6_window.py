@@ -16,10 +16,12 @@ s2_5_6_alarms.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from amqpspec.amqp10.composites import Flow
 from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.serial import serial_add, serial_offset
-from amqpspec.conformance.run.registry import MODEL, MUST, case
+from amqpspec.conformance.run.registry import MODEL, MUST, RunFunction, case
 from amqpspec.conformance.steps.alarms import memory_alarm, window_closed_or_unsupported
 from amqpspec.conformance.steps.credit import server_flows
 from amqpspec.conformance.steps.deliveries import check_split, collect, consumed_exactly, exactly
@@ -119,14 +121,17 @@ REMOTE_WINDOW = "2.5.6/session-flow-control.1"  # the sender keeps remote-incomi
 NEXT_INCOMING = "2.5.6/session-flow-control.3"  # next-incoming-id from the next-outgoing-id
 
 
-@case(
-    "2.5.6/session-window-zero-then-open",
-    MUST,
-    WINDOW,
-    sentences=(REMOTE_WINDOW,),
-    role="sender",
-    requires={"queues"},
-)
+def _remote_window_case(
+    case_id: str, sentence: str, *, requires: Iterable[str] = frozenset({"queues"})
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for the broker as a sender keeping to our session's incoming-window (2.5.6:
+    REMOTE_WINDOW)."""
+    return case(
+        case_id, MUST, sentence, sentences=(REMOTE_WINDOW,), role="sender", requires=requires
+    )
+
+
+@_remote_window_case("2.5.6/session-window-zero-then-open", WINDOW)
 def window_zero_then_open(probe, ctx):
     """Begin with incoming-window 0, a receiver with credit 3, 3 queued: no transfer for
     0.6 s; then a session flow with incoming-window 10: exactly 3."""
@@ -145,14 +150,7 @@ def window_zero_then_open(probe, ctx):
     exactly(probe, link, 3)
 
 
-@case(
-    "2.5.6/session-window-one",
-    MUST,
-    WINDOW,
-    sentences=(REMOTE_WINDOW,),
-    role="sender",
-    requires={"queues"},
-)
+@_remote_window_case("2.5.6/session-window-one", WINDOW)
 def window_one(probe, ctx):
     """incoming-window 1, re-opened by one frame at a time (our engine's auto window), 30
     deliveries with credit 30: all arrive, never beyond the window (checker)."""
@@ -164,12 +162,9 @@ def window_one(probe, ctx):
     ctx.check(len(got) == 30, f"expected 30 deliveries; observed {len(got)}")
 
 
-@case(
+@_remote_window_case(
     "2.5.6/session-window-small-multi-frame",
-    MUST,
     WINDOW,
-    sentences=(REMOTE_WINDOW,),
-    role="sender",
     requires={"queues", "multi-frame"},
 )
 def window_small_multi_frame(probe, ctx):

@@ -49,6 +49,8 @@ Owns the cases `2.6.13/*` of link recovery and `2.7.3/incomplete-unsettled-*`.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from amqpspec.amqp10.composites import Accepted, Source, Target
 from amqpspec.amqp10.engine import (
@@ -60,7 +62,7 @@ from amqpspec.amqp10.engine import (
 )
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.spec import SndSettleMode
-from amqpspec.conformance.run.registry import MUST, case
+from amqpspec.conformance.run.registry import MUST, RunFunction, case
 from amqpspec.conformance.steps.deliveries import collect
 from amqpspec.conformance.steps.queues import fill, message_text
 from amqpspec.conformance.steps.sentences import NOT_RESENT
@@ -150,15 +152,23 @@ def _broker_map(ctx, attach, tags: list[bytes]) -> None:
     )
 
 
-@case(
+def _resume_case(
+    case_id: str, sentence: str, *sentences: str, **options: Any
+) -> Callable[[RunFunction], RunFunction]:
+    """`case` for a MUST of link recovery (2.6.13) on the broker as the sender of the
+    deliveries left unsettled (`sentences`; `options` as `case`'s), on a broker that
+    recovers links (RECOVERY)."""
+    return case(
+        case_id, MUST, sentence, sentences=sentences, role="sender", requires=RECOVERY, **options
+    )
+
+
+@_resume_case(
     "2.6.13/reattach-unsettled-map",
-    MUST,
     "A suspended link attached again: the broker's attach carries the unsettled deliveries "
     "of the terminus it kept (2.6.3: the attach frame MUST include its unsettled delivery "
     "state).",
-    sentences=(ATTACH_UNSETTLED,),
-    requires=RECOVERY,
-    role="sender",
+    ATTACH_UNSETTLED,
 )
 def reattach_unsettled_map(probe, ctx):
     """After Broker-J's ResumeDeliveriesTest.resumeReceivingLinkEmptyUnsettled (which settles
@@ -173,15 +183,16 @@ def reattach_unsettled_map(probe, ctx):
     _settle_all(probe, link, collect(probe, link, 0.3))
 
 
-@case(
+@_resume_case(
     "2.6.13/resume-both-unsettled",
-    MUST,
     "Deliveries both ends consider unsettled MUST be resumed by the sender (2.6.13), with "
     "the resume flag set to true and their delivery-tag (2.6.13, 3.4.6 tag 4); a tag only "
     "the receiver lists MUST be ignored by the sender (2.6.13).",
-    sentences=(BOTH_RESUMED, RESUME_FLAG, RESEND_RESUMED, RECEIVER_ONLY, ATTACH_UNSETTLED),
-    requires=RECOVERY,
-    role="sender",
+    BOTH_RESUMED,
+    RESUME_FLAG,
+    RESEND_RESUMED,
+    RECEIVER_ONLY,
+    ATTACH_UNSETTLED,
 )
 def resume_both_unsettled(probe, ctx):
     """Counters Broker-J's ResumeDeliveriesTest.resumeReceivingLinkOneUnsettledWithNoOutcome:
@@ -230,15 +241,14 @@ def resume_both_unsettled(probe, ctx):
     _settle_all(probe, link, again)
 
 
-@case(
+@_resume_case(
     "2.6.13/resume-receiver-outcome",
-    MUST,
     "A delivery the receiver lists with a terminal outcome: the sender MUST send a resuming "
     "transfer for its tag (3.4.6, tag 3) and SHOULD set the state at the source; an "
     "accepted message is never sent again (3.5.2).",
-    sentences=(RESUMING_TRANSFER, RESUME_FLAG, NOT_RESENT),
-    requires=RECOVERY,
-    role="sender",
+    RESUMING_TRANSFER,
+    RESUME_FLAG,
+    NOT_RESENT,
 )
 def resume_receiver_outcome(probe, ctx):
     """Counters Broker-J's ResumeDeliveriesTest.resumeReceivingLinkWithSingleUnsettledAccepted:
@@ -279,14 +289,12 @@ def resume_receiver_outcome(probe, ctx):
     )
 
 
-@case(
+@_resume_case(
     "2.6.13/resume-sender-only-resent",
-    MUST,
     "Deliveries only the sender holds unsettled (the receiver's map is complete and empty): "
     "the sender MUST resend the messages, with the resume flag not set (3.4.6, tag 1).",
-    sentences=(RESEND_NOT_RESUMED, ATTACH_UNSETTLED),
-    requires=RECOVERY,
-    role="sender",
+    RESEND_NOT_RESUMED,
+    ATTACH_UNSETTLED,
 )
 def resume_sender_only_resent(probe, ctx):
     """The 3.4.6 table's delivery-tag 1 (no Broker-J counterpart): 3 deliveries unsettled, detach
@@ -315,15 +323,14 @@ def resume_sender_only_resent(probe, ctx):
     )
 
 
-@case(
+@_resume_case(
     "2.6.13/resume-after-connection-loss",
-    MUST,
     "A link from a source with expiry-policy never outlives its connection dropped without "
     "a close: the same link attached on a new connection of the same container carries the "
     "unsettled deliveries (2.6.3) and resumes them (2.6.13).",
-    sentences=(ATTACH_UNSETTLED, BOTH_RESUMED, RESUME_FLAG),
-    requires=RECOVERY,
-    role="sender",
+    ATTACH_UNSETTLED,
+    BOTH_RESUMED,
+    RESUME_FLAG,
     pipelined=False,
 )
 def resume_after_connection_loss(probe, ctx):
@@ -356,15 +363,14 @@ def resume_after_connection_loss(probe, ctx):
     _settle_all(other, link, again)
 
 
-@case(
+@_resume_case(
     "2.6.13/resume-incomplete-map",
-    MUST,
     "A suspended link resumed with an incomplete unsettled map: the deliveries it lists are "
     "resumed (2.6.13) and nothing new is sent, neither the deliveries it does not list nor "
     "messages queued since (2.7.3 incomplete-unsettled MUST NOT).",
-    sentences=(BOTH_RESUMED, RESUME_FLAG, INCOMPLETE),
-    requires=RECOVERY,
-    role="sender",
+    BOTH_RESUMED,
+    RESUME_FLAG,
+    INCOMPLETE,
 )
 def resume_incomplete_map(probe, ctx):
     """After Broker-J's ResumeDeliveriesTest.incompleteUnsettledReceiving: 3 deliveries
