@@ -4,7 +4,9 @@ Owns: `Message` (header, delivery-annotations, message-annotations, properties,
 application-properties, body as data / amqp-sequence / amqp-value sections, footer) with
 its strict section-order decoding, `split_sections` (each section with its exact bytes, so
 the bare message can be compared section by section), and the split of one delivery's
-payload into transfer frames that fit a max-frame-size, plus reassembly of such frames.
+payload into transfer frames that fit a max-frame-size, plus reassembly of such frames
+(and the part of a delivery received so far, for link recovery: `received_point` and
+`resume_offset` count its sections as 3.4.1's received state does).
 """
 
 from __future__ import annotations
@@ -230,6 +232,36 @@ def section_fault(payload: bytes) -> str | None:
     return None
 
 
+def received_point(partial: bytes) -> tuple[int, int]:
+    """3.4.1 received, as the receiver states it for the first bytes of a message:
+    (section-number, section-offset) of the first byte not yet received. Each whole section
+    is stepped over (codec.value_end); one cut off gives its number and the bytes of it
+    received ("the first byte of the given section which has not yet been received")."""
+    pos, end, number = 0, len(partial), 0
+    while pos < end:
+        try:
+            following = codec.value_end(partial, pos, end)
+        except DecodeError:
+            return number, end - pos
+        pos, number = following, number + 1
+    return number, 0
+
+
+def resume_offset(partial: bytes, section_number: int, section_offset: int) -> int | None:
+    """Where in the message's bytes a resumed delivery whose first transfer carries
+    received(section-number, section-offset) starts (3.4.1: "the offset in the payload at
+    which the first resumed delivery is starting"), counted on the `partial` bytes received
+    before; None when that point lies past them."""
+    pos, end = 0, len(partial)
+    for _ in range(section_number):
+        try:
+            pos = codec.value_end(partial, pos, end)
+        except DecodeError:
+            return None
+    start = pos + section_offset
+    return start if start <= end else None
+
+
 def _assign(message: Message, name: str, section: Any) -> None:
     if name in ("header", "properties"):
         setattr(message, name, section)
@@ -299,6 +331,13 @@ class TransferAssembler:
     @property
     def in_progress(self) -> bool:
         return self._first is not None
+
+    def pending(self) -> tuple[Transfer, bytes] | None:
+        """The delivery under way: its first transfer and the payload received so far (a
+        link suspended in the middle of it keeps them for its resumption, 2.6.13)."""
+        if self._first is None:
+            return None
+        return self._first, b"".join(self._chunks)
 
     def feed(self, transfer: Transfer, payload: bytes) -> tuple[Transfer, bytes] | None:
         """Returns (first transfer, whole payload) when the delivery is complete.

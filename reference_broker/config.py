@@ -22,6 +22,7 @@ TOML layout (every key optional)::
     ws_path = "/"
     ws_tls = false                # true: wss:// with tls_cert / tls_key
     idle_timeout = 60             # seconds advertised in open.idle-time-out; 0 = none
+    settle_second = true          # rcv-settle-mode second for publishers asking for it
     [users.guest]
     password = "guest"
     tags = ["administrator"]
@@ -156,6 +157,9 @@ class BrokerConfig:
     ws_path: str = "/"
     ws_tls: bool = False  # the WebSocket listener over TLS (wss://) with tls_cert / tls_key
     fsync: bool = True
+    # rcv-settle-mode second for publishers asking for it (2.8.3,
+    # features/publisher_recovery.py); False: every publisher gets first
+    settle_second: bool = True
     faults: Faults = field(default_factory=Faults)
     limits: Limits = field(default_factory=Limits)
     alarms: AlarmConfig = field(default_factory=AlarmConfig)
@@ -263,6 +267,7 @@ _TOP_LEVEL = {
     "sasl_anonymous",
     "anonymous_login_user",
     "fsync",
+    "settle_second",
     "faults",
     "users",
     "limits",
@@ -364,6 +369,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="switch on a deliberate bug (repeatable; 'help' lists them)",
     )
     add("--no-fsync", action="store_true", default=None, help="skip fsync (unsafe; benchmarks)")
+    add(
+        "--no-settle-second",
+        action="store_true",
+        default=None,
+        help="answer every publisher with rcv-settle-mode first, also one asking for second",
+    )
     add_limit_arguments(parser)
 
 
@@ -466,6 +477,8 @@ def from_args(args: argparse.Namespace | Sequence[str]) -> BrokerConfig:
         changes["faults"] = parse_faults(list(config.faults.enabled) + list(get("fault")))
     if get("no_fsync"):
         changes["fsync"] = False
+    if get("no_settle_second"):
+        changes["settle_second"] = False
     limit_changes = {k: get(k) for k in _LIMIT_OPTIONS if get(k) is not None}
     if get("idle_timeout") is not None:
         limit_changes["idle_time_out_ms"] = idle_timeout_ms(get("idle_timeout"))

@@ -422,6 +422,26 @@ def session_scoped_delivery_tags(b, c) -> bool:
     return not ids <= settled
 
 
+def accept_new_after_incomplete_map(b, c) -> bool:
+    """A publisher link to a target with expiry-policy never, suspended and attached again
+    with an incomplete unsettled map: a new transfer (resume not set) is taken as a publish
+    instead of detaching the link (2.7.3, features/publisher_recovery.py)."""
+    session = _session(c)
+    target = Target(address=QUEUE, expiry_policy="never")
+    link = session.attach_sender("kept-target", Source(), target)
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    link.detach(closed=False)
+    c.wait_event(RemoteDetach, where=lambda e: e.link is link)
+    again = session.attach_sender(
+        "kept-target", Source(), target, unsettled={}, incomplete_unsettled=True
+    )
+    c.wait_event(RemoteAttach, where=lambda e: e.link is again)
+    c.wait_for(lambda: again.link_credit > 0, "credit")
+    again.send(Message.of(b"new").encode(), b"new", settled=False)
+    c.settle(0.3)
+    return not [e for e in c.of(RemoteDetach) if e.link is again]
+
+
 def forget_unsettled_on_reattach(b, c) -> bool:
     """A receiver from a source with expiry-policy never (recovery.py) takes one message
     unsettled, detaches with closed=false and attaches again: the broker's attach has no
@@ -724,6 +744,7 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "forget-durable-subscriptions": (forget_durable_subscriptions, {}),
     "sole-connection-weak-detection": (sole_connection_weak_detection, {}),
     "forget-unsettled-on-reattach": (forget_unsettled_on_reattach, {}),
+    "accept-new-after-incomplete-map": (accept_new_after_incomplete_map, {}),
     "session-scoped-delivery-tags": (session_scoped_delivery_tags, {}),
     "sasl-answers-as-client": (sasl_answers_as_client, {}),
     "scram-accepts-any-proof": (scram_accepts_any_proof, {}),

@@ -237,6 +237,7 @@ BROKER_FAULTS = {
     "consume-on-delivery",
     "sole-connection-weak-detection",
     "forget-unsettled-on-reattach",
+    "accept-new-after-incomplete-map",
     "session-scoped-delivery-tags",
     "sasl-answers-as-client",
     "scram-accepts-any-proof",

@@ -35,8 +35,8 @@ resumeReceivingLinkOneUnsettledWithNoOutcome, incompleteUnsettledReceiving; all 
 first @Ignore("QPID-7845") upstream: Broker-J fails them). Broker-J's tests suspend a link
 from a source with the default expiry-policy (session-end); these ask for never, which a
 broker keeping termini reports (the reference broker applies session-end as link-detach,
-reference_broker/features/recovery.py). Its sending-link rows (the broker as receiver) are not
-covered yet.
+reference_broker/features/recovery.py). Its sending-link rows (the broker as receiver) are in
+s2_6_13_publisher_resume.py.
 
 The broker as receiver (a publisher link from a target asking for expiry-policy never, same
 gate): its resuming attach carries its unsettled map (2.6.3), and a resumed transfer of a

@@ -26,6 +26,7 @@ Where each fault lives:
   (features/topic_subscriptions.py),
   sole-connection-weak-detection
   (features/sole_connection.py), forget-unsettled-on-reattach (features/recovery.py),
+  accept-new-after-incomplete-map (protocol/delivery_handler.py, features/publisher_recovery.py),
   report-unknown-filters and properties-filter-ignores-subject (features/filters.py),
   selector-like-escape-ignored (features/selectors.py),
   session-scoped-delivery-tags (protocol/delivery_handler.py, publishers' transfers),
@@ -463,6 +464,17 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "its unsettled state; Qpid Broker-J's resume tests are disabled upstream)",
                 PROTOCOL_LAYER,
                 "features.recovery.Recovery.unsettled_map / plan",
+            ),
+            _fault(
+                "accept-new-after-incomplete-map",
+                "a publisher link resumed with an incomplete unsettled map (the broker's or "
+                "the sender's) takes a transfer without resume as a new publish instead of "
+                "detaching with an error (2.7.3 incomplete-unsettled)",
+                "2.7.3 incomplete-unsettled, the receiving endpoint's MUST (Qpid Broker-J's "
+                "ResumeDeliveriesTest.rejectNewDeliveryWhilstUnsettledIncomplete, disabled "
+                "upstream)",
+                PROTOCOL_LAYER,
+                "protocol.delivery_handler.DeliveryHandler._resumed",
             ),
             _fault(
                 "session-scoped-delivery-tags",

@@ -48,11 +48,14 @@ map of the receiver's lacks go back to the queue meanwhile (less unsettled state
 Resumed transfers are deliveries: each waits for link-credit (2.6.7).
 
 Publisher links (the broker as receiver): their target is kept as its expiry-policy says,
-every policy applied as the text says (the broker settles each publish it receives, so a kept
-target holds no deliveries); attached again, the link gets the kept target back ("the
+every policy applied as the text says, with what the link held (features/publisher_recovery.py:
+the publishes of a link in rcv-settle-mode second the sender had not settled, and the
+delivery it was in the middle of); attached again, the link gets the kept target back ("the
 Receiver is considered to hold the authoritative version of the Target properties", 2.6.3)
-and an attach with an empty unsettled map (its state: nothing unsettled). A resumed transfer
-of a delivery not in that map is ignored (protocol/delivery_handler.py, 2.7.5).
+and an attach with the broker's unsettled map of them (empty when it held nothing: rcv-settle-
+mode first settles each publish on arrival). Its transfers are then judged there: resumed
+ones completed, restated or ignored (2.6.13, 2.7.5), new ones refused after an incomplete
+map (2.7.3).
 
 The `forget-unsettled-on-reattach` fault resumes the terminus but answers with a null
 unsettled map and never resumes its deliveries (they stay acquired until the link closes);
@@ -68,10 +71,13 @@ from typing import TYPE_CHECKING, Any
 
 from amqpspec.amqp10.composites import Accepted, Attach, Modified, Rejected, Released, Source
 from amqpspec.amqp10.frames import encode_frame
+from amqpspec.amqp10.spec import Role
 
 from ..faults.catalog import Faults
 from ..queues.classic import RELEASED, ClassicQueue, outcome_of
 from ..queues.streams import StreamQueue
+from .publisher_recovery import Held
+from .publisher_recovery import unsettled_map as publisher_unsettled_map
 
 if TYPE_CHECKING:
     from ..protocol.links import ConsumerLink
@@ -131,6 +137,22 @@ def map_room(attach: Attach, max_frame_size: int) -> int:
     return max_frame_size - len(encode_frame(attach, 0xFFFF)) - MAP_HEADROOM
 
 
+def target_map_room(link: Any, fields: dict[str, Any], max_frame_size: int) -> int:
+    """Octets left for unsettled-map entries in the broker's attach answering the publisher
+    `link` with `fields` (its target, settle mode, max-message-size; the source echoed)."""
+    answer = Attach(
+        name=link.name,
+        handle=0xFFFFFFFF,
+        role=Role.RECEIVER,
+        snd_settle_mode=link.snd_settle_mode,
+        source=link.remote_attach.source,
+        unsettled={},
+        incomplete_unsettled=True,
+        **fields,
+    )
+    return map_room(answer, max_frame_size)
+
+
 def delivery_tag(msg_id: int) -> bytes:
     """The delivery-tag of a message on a recoverable link: unique among the deliveries the
     terminus can hold unsettled (2.8.7), whatever session or connection resumes it."""
@@ -154,9 +176,9 @@ class KeptTerminus:
 
 @dataclass(slots=True, eq=False)
 class KeptTarget:
-    """A target whose publisher link went away while the terminus did not. It holds no
-    deliveries: the broker settles every publish it receives (rcv-settle-mode first), so
-    its unsettled map, resumed, is empty."""
+    """A target whose publisher link went away while the terminus did not, with what the
+    link held unsettled (features/publisher_recovery.py; nothing in rcv-settle-mode first
+    but a delivery cut off in its middle)."""
 
     key: LinkKey
     target: Any
@@ -164,6 +186,7 @@ class KeptTarget:
     timeout: int
     connection: Any
     session: Any
+    held: Held
     expires_at: float | None = None
 
 
@@ -263,10 +286,10 @@ class Recovery:
 
     # ------------------------------------------------------------------ publisher links
     def release_target(
-        self, key: LinkKey, target: Any, why: str, connection: Any, session: Any
+        self, key: LinkKey, target: Any, why: str, connection: Any, session: Any, held: Held
     ) -> None:
-        """A publisher link goes (`why`): its target is kept unless its expiry-policy
-        (3.5.3) ends it now with timeout 0; a closed link ends it (2.6.6)."""
+        """A publisher link goes (`why`) holding `held`: its target is kept with it unless
+        its expiry-policy (3.5.3) ends it now with timeout 0; a closed link ends it (2.6.6)."""
         self.targets.pop(key, None)
         if why == CLOSED or target is None or getattr(target, "dynamic", False):
             return
@@ -276,7 +299,7 @@ class Recovery:
         started = _target_expiry_started(policy, why)
         if started and not timeout:
             return
-        kept = KeptTarget(key, target, policy, timeout, connection, session)
+        kept = KeptTarget(key, target, policy, timeout, connection, session, held)
         if started:
             kept.expires_at = self.clock() + timeout
         self.targets[key] = kept
@@ -303,10 +326,14 @@ class Recovery:
             return None
         return kept
 
-    def target_unsettled_map(self) -> dict[bytes, Any] | None:
-        """The broker's unsettled map resuming a publisher link: empty (every publish it
-        received is settled); null with the forget-unsettled-on-reattach fault."""
-        return None if self.faults.forget_unsettled_on_reattach else {}
+    def target_unsettled_map(
+        self, kept: KeptTarget, room: int
+    ) -> tuple[dict[bytes, Any] | None, bool]:
+        """The broker's unsettled map resuming a publisher link and whether it is incomplete
+        (features/publisher_recovery.py); null with the forget-unsettled-on-reattach fault."""
+        if self.faults.forget_unsettled_on_reattach:
+            return None, False
+        return publisher_unsettled_map(kept.held, room)
 
     def _drop(self, kept: KeptTerminus) -> None:
         queue = kept.queue

@@ -2,8 +2,9 @@
 dispositions (2.6.7, 2.7.4-2.7.6), the broker's hot path.
 
 Owns: routing a publish into the vhost (after the checks its link and the alarms ask for:
-2.7.5 resumed deliveries ignored, anonymous terminus permissions, undecodable messages and
-messages whose sections break 3.2's order or run past its end rejected with
+2.7.5 resumed deliveries ignored or, on a resumed link, completed, restated or refused as
+features/publisher_recovery.py judges them, anonymous terminus permissions, undecodable
+messages and messages whose sections break 3.2's order or run past its end rejected with
 amqp:decode-error), its confirm (accepted at once, after the store's group commit for a
 durable queue, or released/rejected), the publishers whose credit to consider
 re-granting after each step (`credit_checks`, credit.py's rule in links.py), transfers on
@@ -17,6 +18,7 @@ durable waiters and dynamic-node sweep, the connection's transactions.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,7 @@ from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond, Role
 
 from ..features import relay
+from ..features.publisher_recovery import ROUTE_AS_SENT, Verdict
 from ..features.transactions import is_transactional
 from ..queues.addressing import AddressError
 from ..queues.errors import BrokerError
@@ -92,10 +95,12 @@ class DeliveryHandler:
             self._control_transfer(event)
             return
         session = publisher.session
-        if event.resume:
-            # 2.7.5 resume / 2.6.13: "The receiver MUST ignore resumed deliveries that are
-            # not in its local unsettled map" - this broker keeps none across attaches
-            return
+        if event.resume or publisher.resumed is not None:
+            # a resumed link or delivery (2.6.13, features/publisher_recovery.py)
+            resumed = self._resumed(publisher, event)
+            if resumed is None:
+                return
+            event = resumed
         if self.faults.session_scoped_delivery_tags and self._seen_tag(session, event):
             return  # fault: a tag seen on the session taken for a duplicate, never settled
         if self.context.alarm_active:
@@ -122,6 +127,8 @@ class DeliveryHandler:
             if publisher not in self.credit_checks:
                 self.credit_checks.append(publisher)
             return
+        if publisher.second and not event.settled:  # 2.8.3: settled once the sender has
+            session.hold_publish(publisher, event.delivery_id, bytes(event.delivery_tag))
         try:
             if publisher.anonymous:
                 self.access.check_anonymous_to(to)
@@ -143,6 +150,38 @@ class DeliveryHandler:
             # decided after the whole read: the engine has already counted every transfer
             # of it against the credit, and the unconfirmed count must include them too
             self.credit_checks.append(publisher)
+
+    def _resumed(
+        self, publisher: PublisherLink, event: ev.TransferReceived
+    ) -> ev.TransferReceived | None:
+        """A transfer of a resumed publisher link, or a resumed transfer: the delivery to
+        route, or None when it is answered here (features/publisher_recovery.py)."""
+        resumed = publisher.resumed
+        if resumed is None:
+            # 2.7.5 resume / 2.6.13: "The receiver MUST ignore resumed deliveries that are
+            # not in its local unsettled map" - nothing was kept for this link
+            return None
+        tag = bytes(event.delivery_tag)
+        judged = resumed.judge(tag, event.resume, event.settled, event.state, event.payload)
+        verdict = judged.verdict
+        if verdict is Verdict.DETACH:
+            if not event.resume and self.faults.accept_new_after_incomplete_map:
+                return event  # fault: a new delivery taken after an incomplete map
+            self.connection.link_handler.detach_with(
+                publisher.session, event.link, Cond.ILLEGAL_STATE, judged.reason
+            )
+            return None
+        if verdict is Verdict.ROUTE:
+            if judged is ROUTE_AS_SENT:
+                return event
+            return dataclasses.replace(event, payload=judged.payload, resume=False)
+        if verdict is Verdict.RESTATE:  # held: its outcome again, the message not routed twice
+            if publisher.second:
+                publisher.session.hold_publish(publisher, event.delivery_id, tag)
+            publisher.session.settle_publish(event.delivery_id, judged.state)
+        if publisher not in self.credit_checks:
+            self.credit_checks.append(publisher)
+        return None
 
     def _control_transfer(self, event: ev.TransferReceived) -> None:
         """A transfer on a link that publishes nothing: a transaction coordinator's control
@@ -239,9 +278,12 @@ class DeliveryHandler:
             self.mark_dirty()
 
     def on_disposition(self, event: ev.DispositionReceived) -> None:
-        if event.role != Role.RECEIVER:
-            return  # the peer as sender settling its publishes: we forget them anyway
         session = self.sessions.get(event.session)
-        if session is not None:
-            session.on_disposition(event.first, event.last, event.settled, event.state)
-            self.context.dynamic.sweep()  # delete-on-no-messages: a settled delivery
+        if session is None:
+            return
+        if event.role != Role.RECEIVER:  # the peer as sender settling its publishes
+            if event.settled:  # rcv-settle-mode second: ours settle now (2.8.3)
+                session.sender_settled(event.first, event.last)
+            return
+        session.on_disposition(event.first, event.last, event.settled, event.state)
+        self.context.dynamic.sweep()  # delete-on-no-messages: a settled delivery

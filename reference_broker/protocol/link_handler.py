@@ -28,7 +28,8 @@ from ..admin.management import MANAGEMENT_ADDRESS
 from ..admin.management import answer as management_answer
 from ..admin.management_links import ManagementPair
 from ..features.filters import in_place
-from ..features.recovery import CLOSED, SUSPENDED, map_room, reported_source
+from ..features.publisher_recovery import Resumed, with_partial
+from ..features.recovery import CLOSED, SUSPENDED, map_room, reported_source, target_map_room
 from ..features.transactions import CoordinatorLink
 from ..queues.addressing import AddressError, AddressKind, parse_source, parse_target
 from ..queues.errors import BrokerError
@@ -249,13 +250,24 @@ class LinkHandler:
         address = self.vhost.resolve_target(target.address if target is not None else None)
         if address.kind is not AddressKind.ANONYMOUS:  # a dynamic node's links are counted
             self.context.dynamic.attached(link, address.queue or address.exchange or "")
-        link.accept(
-            target=target,
-            rcv_settle_mode=RcvSettleMode.FIRST,
-            max_message_size=self.config.limits.max_message_size,
-            unsettled=recovery.target_unsettled_map() if kept is not None else None,  # 2.6.3
-        )
-        publisher = PublisherLink(session, link, address)
+        # 2.8.3: second when asked for (config settle_second; features/publisher_recovery.py)
+        second = self.config.settle_second and attach.rcv_settle_mode == RcvSettleMode.SECOND
+        fields: dict[str, Any] = {
+            "target": target,
+            "rcv_settle_mode": RcvSettleMode.SECOND if second else RcvSettleMode.FIRST,
+            "max_message_size": self.config.limits.max_message_size,
+        }
+        ours_incomplete = False
+        if kept is not None:  # 2.6.3: the broker's unsettled map, as much as fits (2.7.3)
+            room = target_map_room(link, fields, self.connection.engine.remote_max_frame_size)
+            fields["unsettled"], ours_incomplete = recovery.target_unsettled_map(kept, room)
+            fields["incomplete_unsettled"] = True if ours_incomplete else None
+        link.accept(**fields)
+        publisher = PublisherLink(session, link, address, second=second)
+        if kept is not None:
+            publisher.held = kept.held
+            strict = ours_incomplete or bool(attach.incomplete_unsettled)
+            publisher.resumed = Resumed(kept.held, strict, ours_incomplete)
         session.links[link] = publisher
         self.publishers[link] = publisher
         publisher.grant_initial()
@@ -353,7 +365,10 @@ class LinkHandler:
         self.publishers.pop(link, None)
         if isinstance(state, PublisherLink):  # its target may outlive it (features/recovery.py)
             why = SUSPENDED if suspended else why
-            self.context.recovery.release_target(key, link.target, why, self.connection, session)
+            session.forget_publisher(state)
+            held = with_partial(state.held, link.assembler.pending())
+            recovery = self.context.recovery
+            recovery.release_target(key, link.target, why, self.connection, session, held)
         if isinstance(state, ConsumerLink):
             session.consumers.pop(link, None)
             queue = state.queue

@@ -7,7 +7,8 @@ publisher's unconfirmed count and credit re-grant (credit.py), and the header re
 redelivered messages (3.2.1). May touch: the engine Link given to it (send, flow,
 set_flow_state / send_flow_state for the queue's replies to drain and echo,
 disposition), the queue of a consumer, the session state (sessions.py) to record
-unsettled deliveries and confirms, and the connection's transactions (features/transactions.py) to
+unsettled deliveries and confirms (a publisher's held ones in rcv-settle-mode second:
+features/publisher_recovery.py), and the connection's transactions (features/transactions.py) to
 send a consumer's deliveries in the transaction it acquires in (4.4.3). A consumer link
 that resumes a kept terminus (features/recovery.py, 2.6.13) sends its resumed deliveries first, as
 credit allows, and nothing new while the receiver's unsettled map was incomplete.
@@ -31,6 +32,7 @@ from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond, SndSettleMode
 
 from ..faults import wire as wire_faults
+from ..features.publisher_recovery import Held, Resumed
 from ..features.recovery import Resume, delivery_tag, recoverable
 from ..queues.addressing import Address, AddressKind
 from ..queues.classic import RELEASED, ClassicQueue, CreditReply, Delivery, QueuedMessage
@@ -243,19 +245,29 @@ class PublisherLink:
     __slots__ = (
         "anonymous",
         "decode_needed",
+        "held",
         "link",
         "max_link_credit",
         "max_unconfirmed",
         "regrant_below",
+        "resumed",
+        "second",
         "session",
         "target",
         "unconfirmed",
     )
 
-    def __init__(self, session: BrokerSession, link: Link, target: Address) -> None:
+    def __init__(
+        self, session: BrokerSession, link: Link, target: Address, *, second: bool = False
+    ) -> None:
         self.session = session
         self.link = link
         self.target = target
+        # rcv-settle-mode second: outcomes go out unsettled, held until the sender settles
+        # (features/publisher_recovery.py); a resumed link's memory of its kept target
+        self.second = second
+        self.held = Held()
+        self.resumed: Resumed | None = None
         limits = session.connection.config.limits
         self.max_link_credit = limits.max_link_credit
         self.max_unconfirmed = limits.max_unconfirmed

@@ -3,7 +3,9 @@
 Owns: the deliveries this session sent unsettled (delivery-id -> consumer link, queue
 message id), the publisher confirms waiting to go out (batched per event-loop turn into
 one disposition per contiguous delivery-id range, PR #9022 item 7), the session's links
-(engine Link -> ConsumerLink / PublisherLink), and the window policy around resource
+(engine Link -> ConsumerLink / PublisherLink), the publishes of links in rcv-settle-mode
+second whose outcome goes out unsettled and which the sender settles (delivery-id ->
+publisher, tag: features/publisher_recovery.py), and the window policy around resource
 alarms (incoming-window 0 on alarm, restored on clear). Dispositions carrying a
 transactional-state go to the connection's transactions (features/transactions.py, 4.4.2).
 May touch: its engine Session (flow, disposition, end), the queues of its consumer links
@@ -49,6 +51,7 @@ class BrokerSession:
         "engine",
         "links",
         "pending_accepts",
+        "second",
         "unsettled",
     )
 
@@ -60,6 +63,8 @@ class BrokerSession:
         self.unsettled: dict[int, tuple[ConsumerLink, int]] = {}  # delivery-id -> (link, msg)
         self.pending_accepts: list[int] = []  # publisher delivery-ids to confirm (accepted)
         self.alarm_overshoot = 0  # transfers received while our window was 0
+        # publishes in rcv-settle-mode second: delivery-id -> (publisher, delivery-tag)
+        self.second: dict[int, tuple[PublisherLink, bytes]] = {}
 
     # ------------------------------------------------------------------ confirms
     def confirm(self, delivery_id: int) -> None:
@@ -69,11 +74,16 @@ class BrokerSession:
         self.pending_accepts.append(delivery_id)
 
     def flush_confirms(self) -> None:
-        """One settled disposition per contiguous range of confirmed delivery-ids."""
+        """One settled disposition per contiguous range of confirmed delivery-ids (those
+        of links in rcv-settle-mode second: unsettled, one each)."""
         ids = self.pending_accepts
         self.pending_accepts = []
         if not ids:
             return
+        if self.second:
+            ids = [i for i in ids if not self._outcome_unsettled(i, ACCEPTED)]
+            if not ids:
+                return
         if len(ids) > 1:
             ids.sort()  # confirms of durable and transient queues may interleave
         disposition = self.engine.disposition
@@ -91,10 +101,51 @@ class BrokerSession:
 
     def settle_publish(self, delivery_id: int, state: Any) -> None:
         """A non-accepted outcome for one publish (released when unroutable, 3.4.4)."""
+        if self.second and self._outcome_unsettled(delivery_id, state):
+            return
         try:
             self.engine.disposition(Role.RECEIVER, delivery_id, delivery_id, True, state)
         except UsageError as exc:
             log.debug("disposition dropped on %r: %s", self.engine, exc)
+
+    # ------------------------------------------------------------------ rcv-settle-mode second
+    def hold_publish(self, publisher: PublisherLink, delivery_id: int, tag: bytes) -> None:
+        """An unsettled publish on a link in rcv-settle-mode second: its outcome goes out
+        unsettled and the broker settles once the sender has (2.8.3)."""
+        self.second[delivery_id] = (publisher, tag)
+        publisher.held.outcomes[tag] = None
+
+    def _outcome_unsettled(self, delivery_id: int, state: Any) -> bool:
+        """Send `state` unsettled for a held publish (True), or False when it is not one."""
+        entry = self.second.get(delivery_id)
+        if entry is None:
+            return False
+        publisher, tag = entry
+        if tag in publisher.held.outcomes:
+            publisher.held.outcomes[tag] = state
+        try:
+            self.engine.disposition(Role.RECEIVER, delivery_id, delivery_id, False, state)
+        except UsageError as exc:
+            log.debug("disposition dropped on %r: %s", self.engine, exc)
+        return True
+
+    def sender_settled(self, first: int, last: int) -> None:
+        """The sender settled deliveries first..last: held publishes among them are
+        settled here too (2.8.3), with no disposition of ours (the sender has forgotten
+        them)."""
+        if not self.second:
+            return
+        count = serial_count(first, last)
+        for did in [d for d in self.second if serial_offset(first, d) < count]:
+            publisher, tag = self.second.pop(did)
+            publisher.held.outcomes.pop(tag, None)
+
+    def forget_publisher(self, publisher: PublisherLink) -> None:
+        """Its link went: the delivery-ids of its held publishes settle nothing here any
+        more (a kept target took what it holds: features/recovery.py)."""
+        stale = [d for d, (owner, _) in self.second.items() if owner is publisher]
+        for delivery_id in stale:
+            del self.second[delivery_id]
 
     # ------------------------------------------------------------------ consumer settlement
     def on_disposition(self, first: int, last: int, settled: bool, state: Any) -> None:
