@@ -36,7 +36,6 @@ import time
 import uuid
 
 from amqpspec.amqp10.composites import Properties, Received, Source, Target
-from amqpspec.amqp10.composites import Transfer as TransferFrame
 from amqpspec.amqp10.engine import DispositionReceived, Link, RemoteAttach, Session
 from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.message import Message, resume_offset, split_sections
@@ -45,6 +44,7 @@ from amqpspec.conformance.probe import Probe
 from amqpspec.conformance.run.context import CaseContext
 from amqpspec.conformance.run.registry import MUST, case
 from amqpspec.conformance.steps.deliveries import collect, settle_all
+from amqpspec.conformance.steps.frames import send_head
 from amqpspec.conformance.steps.links import attach_answer, small_frame_probe, wait_credit
 from amqpspec.conformance.verdicts import Unsupported
 
@@ -290,19 +290,6 @@ def publisher_new_delivery_after_incomplete_map(probe, ctx):
         ctx.note(f"detached with {ending} (Broker-J expects amqp:illegal-state)")
 
 
-def _partial_first(probe: Probe, session: Session, link: Link, tag: bytes, part: bytes) -> None:
-    """The first transfer of a delivery, more=true: the rest never follows on this link."""
-    first = TransferFrame(
-        handle=link.handle,
-        delivery_id=session.next_delivery_id,
-        delivery_tag=tag,
-        message_format=0,
-        settled=False,
-        more=True,
-    )
-    probe.send_frame(first, session.channel, part)
-
-
 def _resume_point(ctx: CaseContext, state: object, sent: bytes) -> tuple[int, object]:
     """Where to resume the delivery from, as the broker's map states it: (offset, the state
     the first resumed transfer carries)."""
@@ -346,7 +333,7 @@ def publisher_resume_partial_delivery(probe, ctx):
     message.properties = Properties(message_id="amqpspec-partial")
     payload = message.encode()
     tag, cut = b"amqpspec-partial-delivery", len(payload) // 2
-    _partial_first(probe, session, link, tag, payload[:cut])
+    send_head(probe, session, link, tag, payload[:cut], settled=False)  # the rest never follows
     again, answer = _resume(probe, session, link, unsettled={tag: None})
     if not isinstance(answer, RemoteAttach):
         raise Unsupported(f"the broker refused the resuming attach: {answer}")

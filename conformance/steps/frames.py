@@ -43,16 +43,31 @@ def send_transfers(
     probe.flush()
 
 
-def send_one_delivery(probe: Probe, session: Session, sender: Link, tag: bytes, count: int) -> None:
-    """One delivery of `count` one-byte transfer frames (more=true throughout), sent at once."""
+def send_head(
+    probe: Probe,
+    session: Session,
+    sender: Link,
+    tag: bytes,
+    payload: bytes,
+    *,
+    flush: bool = True,
+    **fields: Any,
+) -> None:
+    """The first transfer of a delivery on `sender` (more=true: the rest follows, or not)."""
     head = Transfer(
         handle=sender.handle,
         delivery_id=session.next_delivery_id,
         delivery_tag=tag,
         message_format=0,
         more=True,
+        **fields,
     )
-    probe.send_frame(head, session.channel, b"\x00", flush=False)
+    probe.send_frame(head, session.channel, payload, flush=flush)
+
+
+def send_one_delivery(probe: Probe, session: Session, sender: Link, tag: bytes, count: int) -> None:
+    """One delivery of `count` one-byte transfer frames (more=true throughout), sent at once."""
+    send_head(probe, session, sender, tag, b"\x00", flush=False)
     rest = Transfer(handle=sender.handle, more=True)
     for _ in range(count - 1):
         probe.send_frame(rest, session.channel, b"\x00", flush=False)
