@@ -62,7 +62,6 @@ class Partial:
 
     tag: bytes
     payload: bytes  # the bytes received so far
-    message_format: int
 
 
 @dataclass(slots=True)
@@ -81,8 +80,7 @@ def with_partial(held: Held, pending: tuple[Any, bytes] | None) -> Held:
     if pending is not None:
         first, payload = pending
         if not first.resume and first.delivery_tag is not None:
-            tag, message_format = bytes(first.delivery_tag), int(first.message_format or 0)
-            held.partial = Partial(tag, payload, message_format)
+            held.partial = Partial(bytes(first.delivery_tag), payload)
     return held
 
 
