@@ -30,6 +30,8 @@ from amqpspec.amqp10.message import (
     Message,
     TransferAssembler,
     max_transfer_payload,
+    received_point,
+    resume_offset,
     section_fault,
     transfer_frame_count,
     transfer_frames,
@@ -223,3 +225,29 @@ def test_section_fault_names_a_break_of_the_3_2_order_or_a_malformed_section() -
     # not told apart without decoding: left to the full decoder
     assert section_fault(b"garbage") is None and section_fault(b"") is None
     assert section_fault(header + body[:-1]).startswith("data section malformed")
+
+
+def test_received_point_and_resume_offset_count_sections_of_every_prefix():
+    """3.4.1 received: (section-number, section-offset) of the first byte not yet received,
+    and back to that byte's offset, for every cut of a three-section message."""
+    message = Message.of(b"body-" * 20)
+    message.header = Header(durable=True)
+    message.properties = Properties(message_id="m")
+    payload = message.encode()
+    seen = set()
+    for cut in range(len(payload) + 1):
+        number, offset = received_point(payload[:cut])
+        seen.add(number)
+        assert resume_offset(payload[:cut], number, offset) == cut
+    assert seen == {0, 1, 2, 3} and received_point(payload) == (3, 0)
+    assert resume_offset(payload[:4], 0, 5) is None  # past the bytes received
+    assert resume_offset(payload[:4], 2, 0) is None
+
+
+def test_assembler_pending_is_the_delivery_under_way():
+    assembler = TransferAssembler()
+    assert assembler.pending() is None
+    first = Transfer(handle=0, delivery_id=0, delivery_tag=b"t", more=True)
+    assembler.feed(first, b"ab")
+    assembler.feed(Transfer(handle=0, more=True), b"cd")
+    assert assembler.pending() == (first, b"abcd")
