@@ -58,7 +58,7 @@ from amqpspec.fuzz.buckets import case_signature as _signature_of
 from amqpspec.fuzz.case import Case, Step
 from amqpspec.fuzz.crash_sites import ELEMENT_THRESHOLD, CrashSites
 from amqpspec.fuzz.crash_triage import CrashTriage
-from amqpspec.fuzz.findings import Finding, FindingStore, finding_id
+from amqpspec.fuzz.findings import Finding, FindingStore, finding_of
 from amqpspec.fuzz.intake import CANDIDATES_DIR as CANDIDATES_DIR
 from amqpspec.fuzz.intake import CandidateIntake
 from amqpspec.fuzz.making import make_case
@@ -354,24 +354,14 @@ def _finding(
 ) -> Finding:
     """The finding of a confirmed candidate, minimised to `small` (`final`: its last
     replay, the evidence kept; `record`: replays, minimal, broker, extra, close_held)."""
-    sig = _signature_of(small, verdict)
     exchange = final.exchange
-    return Finding(
-        id=finding_id(sig),
-        kind=verdict.kind,
-        signature=sig,
-        rule=verdict.rule,
-        section=verdict.section,
-        summary=verdict.summary,
-        reproducer="",
+    return finding_of(
+        verdict,
+        _signature_of(small, verdict),
         frames=small.labels,
         original_frames=[s.label for s in case.steps],
         seed=case.seed,
         strategy=case.strategy,
-        expected=verdict.expected,
-        observed=verdict.observed,
-        level=verdict.level,
-        sentence=verdict.sentence,
         evidence=exchange.record() if exchange is not None else {},
         **record,
     )

@@ -3,7 +3,8 @@
 Owns: `Step` (the exact bytes of one send: a protocol header, a frame, several frames
 coalesced, part of a frame, or junk; with a label saying what it is and how it was
 mutated), `Case` (the steps, the strategy and seed that made them) and the reproducer
-format: `case_to_json` / `case_from_json` / `load_case(path)` (a reproducer `.json`, a
+format: `reproducer_record` (the head every reproducer.json shares, a multi-party one's
+too), `case_to_json` / `case_from_json` / `load_case(path)` (a reproducer `.json`, a
 finding directory, or a recorded trace: its first connection's client side, read by
 `client_sides(path)` through `traces.load`).
 `describe(step)` names a step's bytes through the core decoder. Builds no AMQP bytes;
@@ -16,7 +17,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, decode_frame
@@ -24,6 +25,9 @@ from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, decode_
 REPRODUCER_FORMAT = "amqpspec-fuzz-reproducer"
 REPRODUCER_VERSION = 1
 REPRODUCER_NAME = "reproducer.json"
+
+if TYPE_CHECKING:
+    from amqpspec.fuzz.multiparty import MultiCase
 
 HEADER = "header"  # Step.kind values
 FRAME = "frame"
@@ -116,16 +120,22 @@ class Case:
         return Case(list(steps), self.strategy, self.seed, self.note, self.original or self.steps)
 
     def to_json(self, **extra: Any) -> dict[str, Any]:
-        record: dict[str, Any] = {
-            "format": REPRODUCER_FORMAT,
-            "version": REPRODUCER_VERSION,
-            "strategy": self.strategy,
-            "seed": self.seed,
-            "note": self.note,
-            "steps": [s.to_json() for s in self.steps],
-        }
+        record = reproducer_record(self, [s.to_json() for s in self.steps])
         record.update(extra)
         return record
+
+
+def reproducer_record(case: Case | MultiCase, steps: list[Any]) -> dict[str, Any]:
+    """The head of a reproducer.json: its format and version, the case's strategy, seed and
+    note, and `steps` (those of a one-connection case; none for a multi-party one)."""
+    return {
+        "format": REPRODUCER_FORMAT,
+        "version": REPRODUCER_VERSION,
+        "strategy": case.strategy,
+        "seed": case.seed,
+        "note": case.note,
+        "steps": steps,
+    }
 
 
 def case_from_json(record: dict[str, Any]) -> Case:

@@ -9,8 +9,9 @@ frames, original_frames, seed; plus replays and the broker; and what a broker te
 `expected`, `observed` (the broker's frames and TCP close timed from the bad frame),
 `level` (MUST, or robustness: no MUST of the text is at stake), `sentence` (its manifest
 id), `close_held` (the confirming runs held the fuzzer's close for the bound) and
-`evidence` (every frame both ways, who sent it, ms after the bad frame: fuzz.evidence))
-and `FindingStore`:
+`evidence` (every frame both ways, who sent it, ms after the bad frame: fuzz.evidence)),
+`finding_of` (a verdict's finding) and `verdict_record` (what a reproducer.json carries of
+a verdict), and `FindingStore`:
 `DIR/findings.json` and `DIR/findings/<id>/` with `reproducer.json` (replayable by
 `amqpspec fuzz replay`), `reproducer.txt` (expected, observed, then the exchange in time
 order: each fuzzer frame labelled as a case step or its own teardown close, each broker
@@ -31,7 +32,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amqpspec.amqp10.checker.signature import endpoint_state
 from amqpspec.amqp10.checker.signature import signature as rule_signature
@@ -42,6 +43,9 @@ from amqpspec.fuzz.evidence import Exchange
 from amqpspec.fuzz.findings_report import CAMPAIGN_NAME, Group, write_report
 from amqpspec.traces.pcap_writer import PcapWriter
 from amqpspec.traces.render import show_line
+
+if TYPE_CHECKING:
+    from amqpspec.fuzz.oracle import Verdict
 
 SIGNATURE_VERSION = "v2"
 FINDINGS_JSON = "findings.json"
@@ -93,16 +97,34 @@ class Finding:
 
     def verdict_fields(self) -> dict[str, Any]:
         """What a reproducer.json carries of the verdict, beside the case it replays."""
-        return {
-            "kind": self.kind,
-            "signature": self.signature,
-            "rule": self.rule,
-            "section": self.section,
-            "summary": self.summary,
-            "expected": self.expected,
-            "observed": self.observed,
-            "level": self.level,
-        }
+        return verdict_record(self, self.signature)
+
+
+def verdict_record(verdict: Verdict | Finding, sig: str) -> dict[str, Any]:
+    """What a reproducer.json carries of `verdict` (bucketed under `sig`), beside the case
+    it replays: a finding's, or a candidate's left untriaged (fuzz.intake)."""
+    return {
+        "kind": verdict.kind,
+        "signature": sig,
+        "rule": verdict.rule,
+        "section": verdict.section,
+        "summary": verdict.summary,
+        "expected": verdict.expected,
+        "observed": verdict.observed,
+        "level": verdict.level,
+    }
+
+
+def finding_of(verdict: Verdict | Finding, sig: str, **fields: Any) -> Finding:
+    """The finding of `verdict` in the bucket `sig` (its reproducer path is the store's to
+    set); `fields`: the rest of the record (frames, original_frames, seed, strategy, ...)."""
+    return Finding(
+        id=finding_id(sig),
+        reproducer="",
+        sentence=verdict.sentence,
+        **verdict_record(verdict, sig),
+        **fields,
+    )
 
 
 def atomic_write(path: str, data: bytes) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from amqpspec.fuzz import multiparty
 from amqpspec.fuzz.buckets import case_behaviour, case_signature
 from amqpspec.fuzz.case import Case
-from amqpspec.fuzz.findings import finding_id
+from amqpspec.fuzz.findings import finding_id, verdict_record
 from amqpspec.fuzz.oracle import CRASH, Outcome, Verdict
 
 CANDIDATES_DIR = "candidates"  # DIR/candidates/<id>/reproducer.json: queued, never triaged
@@ -127,17 +127,6 @@ class CandidateIntake:
         """DIR/candidates/<id>/reproducer.json: an untriaged case, replayable."""
         folder = os.path.join(self.config.out, CANDIDATES_DIR, finding_id(sig))
         os.makedirs(folder, exist_ok=True)
-        record = case.to_json(
-            kind=verdict.kind,
-            signature=sig,
-            rule=verdict.rule,
-            section=verdict.section,
-            summary=verdict.summary,
-            expected=verdict.expected,
-            observed=verdict.observed,
-            level=verdict.level,
-            triaged=False,
-            behaviour=behaviour,
-        )
+        record = case.to_json(**verdict_record(verdict, sig), triaged=False, behaviour=behaviour)
         with open(os.path.join(folder, "reproducer.json"), "w", encoding="utf-8") as file:
             json.dump(record, file, indent=2)

@@ -59,7 +59,7 @@ from amqpspec.amqp10.spec import Role
 from amqpspec.conformance.admin.management_node import ManagementNodeAdmin
 from amqpspec.conformance.probe import Probe, Recording
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
-from amqpspec.fuzz.case import REPRODUCER_FORMAT, REPRODUCER_VERSION
+from amqpspec.fuzz.case import reproducer_record
 from amqpspec.fuzz.cross_oracle import (
     COLLECTOR,
     CONFIRMED,
@@ -74,7 +74,7 @@ from amqpspec.fuzz.findings import (
     Finding,
     FindingStore,
     atomic_write,
-    finding_id,
+    finding_of,
     json_bytes,
     signature,
     write_pcap,
@@ -179,17 +179,10 @@ class MultiCase:
                          self.original or self.actions)  # fmt: skip
 
     def to_json(self, **extra: Any) -> dict[str, Any]:
-        record: dict[str, Any] = {
-            "format": REPRODUCER_FORMAT,
-            "version": REPRODUCER_VERSION,
-            "strategy": self.strategy,
-            "seed": self.seed,
-            "note": self.note,
-            "steps": [],
-            MULTI_KEY: {
-                "actions": [a.to_json() for a in self.actions],
-                "original_actions": [a.to_json() for a in self.original],
-            },
+        record = reproducer_record(self, [])
+        record[MULTI_KEY] = {
+            "actions": [a.to_json() for a in self.actions],
+            "original_actions": [a.to_json() for a in self.original],
         }
         record.update(extra)
         return record
@@ -760,15 +753,9 @@ def _multi_finding(
     minimal: bool,
 ) -> Finding:
     """The finding of a confirmed multi-party schedule."""
-    sig = multi_signature(verdict)
-    return Finding(
-        id=finding_id(sig),
-        kind=verdict.kind,
-        signature=sig,
-        rule=verdict.rule,
-        section=verdict.section,
-        summary=verdict.summary,
-        reproducer="",
+    return finding_of(
+        verdict,
+        multi_signature(verdict),
         frames=small.labels,
         original_frames=[a.label for a in case.actions],
         seed=case.seed,
@@ -777,10 +764,6 @@ def _multi_finding(
         minimal=minimal,
         broker=target.url,
         extra={"multi_party": True, "party": final.party},
-        expected=verdict.expected,
-        observed=verdict.observed,
-        level=verdict.level,
-        sentence=verdict.sentence,
     )
 
 
