@@ -44,8 +44,9 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from contextlib import suppress as _suppressed
 from dataclasses import dataclass, field
 from functools import partial
@@ -192,6 +193,15 @@ class Gate:
             if self._state[1]:  # only a triage alone waits for the cases to leave
                 self._cond.notify_all()
 
+    @contextmanager
+    def entered(self, test: bool = False) -> Iterator[None]:
+        """`enter`, then `leave` however the block ends."""
+        self.enter(test)
+        try:
+            yield
+        finally:
+            self.leave(test)
+
     def exclusive(self) -> _Exclusive:
         return _Exclusive(self)
 
@@ -271,12 +281,7 @@ def triage(
     `gate`: each test enters it as a test (`Gate`)."""
     wanted = outcome.verdict
     assert wanted is not None
-    # a crash's tests (alone) wait the bound learnt from the answers (fuzz.answers), not
-    # the full one: a crash shows as a drop and a refused connection, at once
-    reply = target.bounds.reply
-    if wanted.kind == CRASH:
-        reply = target.answers.bound(reply, cold=min(reply, CRASH_REPLY_COLD))
-    attempt = _Tests(target, case.seed, reply, abandon, gate).run
+    attempt = _Tests(target, case.seed, _reply_bound(target, wanted), abandon, gate).run
 
     careful = wanted.kind == RESOURCE
     held = wanted.kind in SILENCE_KINDS or bool(outcome.inconclusive)
@@ -307,18 +312,38 @@ def triage(
     if confirmed is None:
         return None
     small, replays = confirmed
-    reproduced = confirm
-    if small is not candidates[0]:
-        field_counts = {}  # the fields minimised did not confirm
     final = replays[-1]
     record = {
-        "replays": f"{reproduced}/{confirm}",
-        "minimal": reduced.minimal and (small.steps != case.steps or reduced.items == case.steps),
+        "replays": f"{confirm}/{confirm}",
         "broker": broker or target.url,
-        "extra": {"non_default_fields": field_counts} if field_counts else {},
         "close_held": held,
+        # the fields minimised count only when their candidate is the one that confirmed
+        **_minimised(case, reduced, small, field_counts if small is candidates[0] else {}),
     }
     return _finding(case, small, final, final.verdict or wanted, record), small, final
+
+
+def _minimised(
+    case: Case, reduced: MinimizeResult, small: Case, field_counts: dict[str, int]
+) -> dict[str, Any]:
+    """What a finding records of the minimising of `case` to the confirmed `small`: whether
+    it is minimal (ddmin's `reduced` said so, and `small` is smaller than the case or ddmin
+    could drop no step), and `field_counts` (non-default fields before and after the field
+    minimising, its tests), if any."""
+    return {
+        "minimal": reduced.minimal and (small.steps != case.steps or reduced.items == case.steps),
+        "extra": {"non_default_fields": field_counts} if field_counts else {},
+    }
+
+
+def _reply_bound(target: Target, wanted: Verdict) -> float:
+    """The reply bound of a triage's tests: the full one, but a crash's tests (alone) wait
+    the bound learnt from the answers (fuzz.answers): a crash shows as a drop and a refused
+    connection, at once."""
+    reply = target.bounds.reply
+    if wanted.kind == CRASH:
+        return target.answers.bound(reply, cold=min(reply, CRASH_REPLY_COLD))
+    return reply
 
 
 class _Tests:
@@ -340,13 +365,8 @@ class _Tests:
         """One test of the triage, unless the campaign abandons it first."""
         if self.abandon is not None and self.abandon():
             raise TriageAbandonedError(self.seed)
-        if self.gate is None:
+        with self.gate.entered(test=True) if self.gate is not None else nullcontext():
             return run_case(self.target, steps, careful, quick=quick, reply=self.reply)
-        self.gate.enter(test=True)
-        try:
-            return run_case(self.target, steps, careful, quick=quick, reply=self.reply)
-        finally:
-            self.gate.leave(test=True)
 
 
 def _finding(
@@ -664,42 +684,15 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
     def _triage_one(self, case: Case, outcome: Outcome, sig: str) -> None:
         """Minimise, confirm and keep one candidate (alone for the TRIAGED_ALONE kinds)."""
         assert outcome.verdict is not None
-        alone = outcome.verdict.kind in TRIAGED_ALONE
         outage = outcome.verdict.kind == CRASH and not isinstance(case, multiparty.MultiCase)
-        args = (self.config.target, case, outcome, self.config.confirm)
-        triage_one: Any = triage
-        if isinstance(case, multiparty.MultiCase):
-            triage_one = partial(multiparty.triage_multi, queues=self.config.queues)
         if outage and self._outage_waits(case, outcome, sig):
             return
         found: list[tuple[Any, str]] = []
-        result = None
-        try:
-            if outage:  # its findings kept at once (fuzz.crash_triage)
-                self._triage_outage_alone(case, outcome, sig)
-            elif alone:
-                with self.gate.exclusive():
-                    result = triage_one(*args, abandon=self._grace_over)
-            elif isinstance(case, multiparty.MultiCase):  # beside the cases, as a test
-                self.gate.enter(test=True)
-                try:
-                    result = triage_one(*args, abandon=self._grace_over)
-                finally:
-                    self.gate.leave(test=True)
-            else:  # beside the cases, each test as one of them for a triage alone
-                result = triage(
-                    *args, abandon=self._grace_over, parallel=TRIAGE_PARALLEL, gate=self.gate
-                )
-        except TriageAbandonedError:
-            self._keep(case, outcome, sig)  # counted out of the queue there
+        done, result = self._triaged_by(
+            partial(self._triage_as_kind, case, outcome, sig, outage), case, outcome, sig
+        )
+        if not done:
             return
-        except BaseException:
-            with self._lock:
-                self.stats.queued -= 1
-            raise
-        with self._lock:
-            self.stats.queued -= 1
-            self.stats.triaged += 1
         with self._lock:
             self._waiting.discard(sig)
             if outage:  # kept as confirmed; none rejected for an outage none reproduced
@@ -717,6 +710,27 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             self._keep_finding(item)
         if outcome.verdict.kind == CRASH and "not back" in outcome.verdict.summary:
             self.stop("the broker did not come back after a crash")
+
+    def _triage_as_kind(self, case: Case, outcome: Outcome, sig: str, outage: bool) -> Any:
+        """The triage of one candidate, run as its kind wants: an outage's alone, its
+        findings kept at once (fuzz.crash_triage: None here); a TRIAGED_ALONE kind's alone;
+        a multi-party schedule's beside the cases, as a test; any other beside the cases,
+        each of its tests as one of them for a triage alone."""
+        assert outcome.verdict is not None
+        args = (self.config.target, case, outcome, self.config.confirm)
+        if outage:
+            self._triage_outage_alone(case, outcome, sig)
+            return None
+        triage_one: Any = triage
+        if isinstance(case, multiparty.MultiCase):
+            triage_one = partial(multiparty.triage_multi, queues=self.config.queues)
+        if outcome.verdict.kind in TRIAGED_ALONE:
+            with self.gate.exclusive():
+                return triage_one(*args, abandon=self._grace_over)
+        if isinstance(case, multiparty.MultiCase):
+            with self.gate.entered(test=True):
+                return triage_one(*args, abandon=self._grace_over)
+        return triage(*args, abandon=self._grace_over, parallel=TRIAGE_PARALLEL, gate=self.gate)
 
     def _triage_case(self, case: Case, outcome: Outcome, minimise: bool) -> Any:
         """`triage` of one crash suspect, alone (fuzz.crash_triage)."""

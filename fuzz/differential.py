@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from amqpspec.fuzz.campaign import FIELD_TESTS_HELD, MINIMIZE_TESTS_HELD, Campaign, CampaignConfig
@@ -404,23 +405,14 @@ class DifferentialCampaign(Campaign):
 
     def _triage_one(self, case: Case, found: Any, sig: str) -> None:  # type: ignore[override]
         """Minimise, confirm, label and keep one divergence, beside the cases."""
-        self.gate.enter()
-        try:
-            result = triage_divergence(
-                self.pair, case, found, self.config.confirm, abandon=self._grace_over
-            )
-        except TriageAbandonedError:
-            self._keep(case, found, sig)  # counted out of the queue there
+        run = partial(
+            triage_divergence, self.pair, case, found, self.config.confirm, abandon=self._grace_over
+        )
+        with self.gate.entered():
+            done, result = self._triaged_by(run, case, found, sig)
+        if not done:
             return
-        except BaseException:
-            with self._lock:
-                self.stats.queued -= 1
-            raise
-        finally:
-            self.gate.leave()
         with self._lock:
-            self.stats.queued -= 1
-            self.stats.triaged += 1
             self._waiting.discard(sig)
             if result is None:
                 self._rejected[sig] = self._rejected.get(sig, 0) + 1

@@ -5,7 +5,9 @@ signature known: counted; its broker behaviour triaged `per_behaviour` times alr
 kept as a further example; else queued, the worker waiting while the queue is full, a
 crash joining the outage queued, `_crash_candidate`), `_seen`, `_enqueue`, `_keep` and
 `_write_candidate` (a candidate left untriaged, written as a reproducer under
-DIR/candidates/<id>/ so that none is lost), `_budget_spent` and `_grace_over`.
+DIR/candidates/<id>/ so that none is lost), `_triaged_by` (a queued candidate's triage
+run and counted out of the queue, or kept when the campaign abandons it), `_budget_spent`
+and `_grace_over`.
 Reads and changes the campaign's counters and signature sets under its lock.
 """
 
@@ -15,6 +17,7 @@ import json
 import os
 import queue
 import time
+from collections.abc import Callable
 from typing import Any
 
 from amqpspec.fuzz import multiparty
@@ -22,6 +25,7 @@ from amqpspec.fuzz.buckets import case_behaviour, case_signature
 from amqpspec.fuzz.case import Case
 from amqpspec.fuzz.findings import finding_id, verdict_record
 from amqpspec.fuzz.oracle import CRASH, Outcome, Verdict
+from amqpspec.fuzz.stops import TriageAbandonedError
 
 CANDIDATES_DIR = "candidates"  # DIR/candidates/<id>/reproducer.json: queued, never triaged
 
@@ -99,6 +103,27 @@ class CandidateIntake:
             or sig in self._kept
             or self._rejected.get(sig, 0) >= 2
         )
+
+    def _triaged_by(
+        self, triage: Callable[[], Any], case: Case, found: Any, sig: str
+    ) -> tuple[bool, Any]:
+        """Run the `triage` of a queued candidate (`case`, `found`: as it was queued):
+        (True, its result), counted out of the queue as triaged; (False, None) when the
+        campaign abandoned it (`_keep`: kept under DIR/candidates/, counted out there). An
+        error of ours counts it out of the queue and goes on up."""
+        try:
+            result = triage()
+        except TriageAbandonedError:
+            self._keep(case, found, sig)  # counted out of the queue there
+            return False, None
+        except BaseException:
+            with self._lock:
+                self.stats.queued -= 1
+            raise
+        with self._lock:
+            self.stats.queued -= 1
+            self.stats.triaged += 1
+        return True, result
 
     def _budget_spent(self) -> bool:
         return self._deadline is not None and time.monotonic() >= self._deadline
