@@ -18,7 +18,7 @@ import argparse
 import sys
 import tomllib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,7 @@ DOC = Path("docs/anchor-parity.md")
 SUITES = {"broker-j": "Qpid Broker-J protocol tests", "rabbitmq": "RabbitMQ amqp_client_SUITE"}
 STATUSES = ("covered", "partly", "missing", "not-applicable")
 FLAGS = ("disabled", "broker-j-specific", "parameterized")
+FLAG_LETTERS = {"disabled": "D", "broker-j-specific": "J", "parameterized": "P"}  # in the doc
 # systests/protocol-tests-amqp-1-0 @ 1df338ce: 172 @Test + 1 @ParameterizedTest, less the 7
 # self-tests of its own admin harness (ExistingQueueAdminTest)
 BROKER_J_TESTS = 166
@@ -198,44 +199,41 @@ def render(rows: list[Row]) -> str:
 def _broker_j_tables(broker_j: list[Row]) -> list[str]:
     """The Broker-J rows of docs/anchor-parity.md: a table per area (its heading is the
     section's, written by `render`)."""
-    lines: list[str] = []
-    flag_letters = {"disabled": "D", "broker-j-specific": "J", "parameterized": "P"}
-    for area in dict.fromkeys(row.area for row in broker_j):
-        mine = [row for row in broker_j if row.area == area]
-        lines += [
-            _area_heading(area, mine),
-            "",
-            "| Test | § | Flags | Status | amqpspec case(s) | Reason |",
-            "|---|---|---|---|---|---|",
-        ]
-        for row in mine:
-            flags = " ".join(flag_letters[flag] for flag in row.flags)
-            lines.append(
-                f"| `{row.name}` | {_cell(row.section)} | {flags} | {row.status} | "
-                f"{_cases(row)} | {_cell(row.reason)} |"
-            )
-        lines.append("")
-    return lines
+    columns = ("Test", "§", "Flags", "Status", "amqpspec case(s)", "Reason")
+    return _area_tables(broker_j, columns, _broker_j_cells)
+
+
+def _broker_j_cells(row: Row) -> list[str]:
+    flags = " ".join(FLAG_LETTERS[flag] for flag in row.flags)
+    return [f"`{row.name}`", _cell(row.section), flags, row.status, _cases(row), _cell(row.reason)]
 
 
 def _rabbitmq_tables(rabbitmq: list[Row]) -> list[str]:
     """The RabbitMQ section of docs/anchor-parity.md: its heading, a table per area."""
-    lines = [f"## {SUITES['rabbitmq']}", ""]
-    for area in dict.fromkeys(row.area for row in rabbitmq):
-        mine = [row for row in rabbitmq if row.area == area]
-        lines += [
-            _area_heading(area, mine),
-            "",
-            "| Test | Group | Status | amqpspec case(s) | Reason |",
-            "|---|---|---|---|---|",
-        ]
-        for row in mine:
-            lines.append(
-                f"| `{row.name}` | {row.group} | {row.status} | {_cases(row)} | "
-                f"{_cell(row.reason)} |"
-            )
+    columns = ("Test", "Group", "Status", "amqpspec case(s)", "Reason")
+    return [f"## {SUITES['rabbitmq']}", "", *_area_tables(rabbitmq, columns, _rabbitmq_cells)]
+
+
+def _rabbitmq_cells(row: Row) -> list[str]:
+    return [f"`{row.name}`", row.group, row.status, _cases(row), _cell(row.reason)]
+
+
+def _area_tables(
+    rows: list[Row], columns: tuple[str, ...], cells: Callable[[Row], list[str]]
+) -> list[str]:
+    """A Markdown table per area of `rows` (in their order): its heading, then `columns`,
+    then a line of `cells` per row."""
+    lines: list[str] = []
+    for area in dict.fromkeys(row.area for row in rows):
+        mine = [row for row in rows if row.area == area]
+        lines += [_area_heading(area, mine), "", _table_line(columns), "|" + "---|" * len(columns)]
+        lines += [_table_line(cells(row)) for row in mine]
         lines.append("")
     return lines
+
+
+def _table_line(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 def registry_ids() -> set[str]:
