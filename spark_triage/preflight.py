@@ -116,29 +116,33 @@ def _bounded(context: Any, job: Any) -> list:
 
 
 def _problems(rows: list) -> list[str]:
-    """One line per host and problem (import, unreadable files, unreadable URLs)."""
-    problems: list[str] = []
-    seen = set()
+    """One line per host and problem (import, unreadable files, unreadable URLs), as the
+    first executor on the host that had it said."""
+    problems: dict[tuple[str, str], str] = {}
     for host, cwd, missing, url_problems, failed in rows:
-        if failed and (host, "import") not in seen:
-            seen.add((host, "import"))
-            problems.append(
+        if failed:
+            problems.setdefault(
+                (host, "import"),
                 f"executors on {host} cannot import amqpspec ({failed}): ship it with "
-                "spark-submit --py-files or a Python archive (docs/triage.md, 'On a cluster')"
+                "spark-submit --py-files or a Python archive (docs/triage.md, 'On a cluster')",
             )
-        if missing and (host, "read") not in seen:
-            seen.add((host, "read"))
-            more = f" and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
-            problems.append(
+        if missing:
+            problems.setdefault(
+                (host, "read"),
                 f"executors on {host} (working directory {cwd}) cannot read "
-                f"{len(missing)} input file(s): {', '.join(missing[:SHOWN])}{more}"
+                f"{len(missing)} input file(s): {_shown(missing, ', ', ' and')}",
             )
-        if url_problems and (host, "url") not in seen:
-            seen.add((host, "url"))
-            more = f"; and {len(url_problems) - SHOWN} more" if len(url_problems) > SHOWN else ""
-            problems.append(
+        if url_problems:
+            problems.setdefault(
+                (host, "url"),
                 f"executors on {host} cannot read {len(url_problems)} input URL(s) with their "
-                f"environment (docs/triage.md, 'Inputs by URL'): "
-                f"{'; '.join(url_problems[:SHOWN])}{more}"
+                "environment (docs/triage.md, 'Inputs by URL'): "
+                + _shown(url_problems, "; ", "; and"),
             )
-    return problems
+    return list(problems.values())
+
+
+def _shown(items: list[str], separator: str, more: str) -> str:
+    """The first SHOWN `items`, and how many more there are ('a, b and 3 more')."""
+    rest = f"{more} {len(items) - SHOWN} more" if len(items) > SHOWN else ""
+    return separator.join(items[:SHOWN]) + rest
