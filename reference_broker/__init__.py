@@ -15,7 +15,8 @@
                `/management` node (`management`, `management_links`).
 - `faults/`    `catalog` of switchable real-world bugs, `parser` and `wire` fault effects.
 - `runtime/`   `scheduler`, `pump` (asyncio), `server`, `websocket`, `memory` (in-memory broker,
-               manual clock), `process` (the broker as a subprocess).
+               manual clock), `process` (the broker as a subprocess), `loop_thread` (an
+               event loop in a thread of its own).
 - `config`     BrokerConfig from TOML + command line; `cli`: `amqpspec broker` /
                `python -m amqpspec.reference_broker`.
 """

@@ -30,6 +30,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
+from amqpspec.reference_broker.runtime.loop_thread import Started, run_loop
+
 # the TCP client's port -> the port of the WebSocket connection the broker sees (an admin API
 # lists that one), for every bridge of this process
 _UPSTREAM_PORTS: dict[int, int] = {}
@@ -87,16 +89,15 @@ class WebSocketBridge:
         self.broker_closes: list[int | None] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self._started = Started()
         self._thread = threading.Thread(target=self._run, name="amqpspec-ws-bridge", daemon=True)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- life cycle ---------------------------------------------------------------------
     def start(self) -> WebSocketBridge:
         self._thread.start()
-        if not self._ready.wait(self.connect_timeout) or self._error is not None:
-            raise RuntimeError(f"the WebSocket bridge did not start: {self._error}")
+        if not self._started.wait(self.connect_timeout) or self._started.error is not None:
+            raise RuntimeError(f"the WebSocket bridge did not start: {self._started.error}")
         return self
 
     def stop(self) -> None:
@@ -114,22 +115,12 @@ class WebSocketBridge:
         self.stop()
 
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            self._server = loop.run_until_complete(
-                asyncio.start_server(self._bridge, "127.0.0.1", 0)
-            )
-            self.port = self._server.sockets[0].getsockname()[1]
-        except BaseException as exc:  # reported by start()
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.close()
+        loop = self._loop = asyncio.new_event_loop()
+        run_loop(loop, self._listen, loop.run_forever, self._started)
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(self._bridge, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
 
     async def _shutdown(self) -> None:
         if self._server is not None:

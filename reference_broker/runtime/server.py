@@ -30,6 +30,7 @@ from ..config import BrokerConfig
 from ..features.alarms import ResourceAlarms
 from ..protocol.context import BrokerContext
 from ..queues.vhost import VirtualHost
+from .loop_thread import Started, run_loop
 from .pump import AmqpProtocol, LoopScheduler
 from .websocket import start_websocket
 
@@ -201,37 +202,33 @@ class BrokerThread:
         self.start_timeout = start_timeout
         self.server: BrokerServer | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
+        self._started = Started()
         self._thread = threading.Thread(target=self._run, name="reference-broker", daemon=True)
 
     def _run(self) -> None:
         try:
             import uvloop  # type: ignore[import-not-found]
 
-            self.loop = uvloop.new_event_loop()
+            loop = self.loop = uvloop.new_event_loop()
         except ImportError:
-            self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.server = BrokerServer(self.config)
-            self.loop.run_until_complete(self.server.start())
-        except BaseException as exc:  # reported by start()
-            self._error = exc
-            self._ready.set()
-            return
-        self._ready.set()
-        try:
-            self.loop.run_until_complete(self.server.wait_stopped())
-        finally:
-            self.loop.close()
+            loop = self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        run_loop(loop, self._start_server, self._serve, self._started)
+
+    async def _start_server(self) -> None:
+        self.server = BrokerServer(self.config)
+        await self.server.start()
+
+    def _serve(self) -> None:
+        assert self.loop is not None and self.server is not None
+        self.loop.run_until_complete(self.server.wait_stopped())
 
     def start(self) -> BrokerThread:
         self._thread.start()
-        if not self._ready.wait(self.start_timeout):
+        if not self._started.wait(self.start_timeout):
             raise TimeoutError("reference broker did not start")
-        if self._error is not None:
-            raise self._error
+        if self._started.error is not None:
+            raise self._started.error
         return self
 
     @property
