@@ -115,7 +115,7 @@ def verdict_record(verdict: Verdict | Finding, sig: str) -> dict[str, Any]:
     }
 
 
-def finding_of(verdict: Verdict | Finding, sig: str, **fields: Any) -> Finding:
+def finding_of(verdict: Verdict, sig: str, **fields: Any) -> Finding:
     """The finding of `verdict` in the bucket `sig` (its reproducer path is the store's to
     set); `fields`: the rest of the record (frames, original_frames, seed, strategy, ...)."""
     return Finding(
