@@ -197,29 +197,38 @@ _RANK_OF_CODE: dict[int, tuple[str, int]] = {
 _SMALLULONG, _ULONG = 0x53, 0x80
 
 
+def section_at(payload: bytes, pos: int, end: int) -> tuple[str, int, int] | None:
+    """The section whose descriptor starts at `pos`, read without decoding anything: (its
+    name, its rank in 3.2's order, where its value starts), or None when the bytes there are
+    not a section descriptor this cheap reading knows (not a described value, a symbolic
+    descriptor, a code that is no section's)."""
+    if payload[pos] != 0x00 or pos + 2 >= end:
+        return None
+    code = payload[pos + 1]
+    if code == _SMALLULONG:
+        number, value_at = payload[pos + 2], pos + 3
+    elif code == _ULONG and pos + 10 <= end:
+        number, value_at = int.from_bytes(payload[pos + 2 : pos + 10], "big"), pos + 10
+    else:
+        return None
+    known = _RANK_OF_CODE.get(number)
+    return None if known is None else (known[0], known[1], value_at)
+
+
 def section_fault(payload: bytes) -> str | None:
     """What is wrong with the sections of `payload`, or None: the first section out of
     3.2's order (one after a later kind, or a second header, properties, ...), or a section
     whose value runs past the payload's end (malformed). Cheap enough for every publish:
-    each section's descriptor code is read and its value stepped over (codec.value_end),
-    nothing decoded. A payload whose sections cannot be told apart this way (not a described
-    value, a symbolic descriptor) is not judged here: None."""
+    each section's descriptor code is read (`section_at`) and its value stepped over
+    (codec.value_end), nothing decoded. A payload whose sections cannot be told apart this
+    way (not a described value, a symbolic descriptor) is not judged here: None."""
     pos, end, last_rank, last_name = 0, len(payload), -1, ""
     try:
         while pos < end:
-            if payload[pos] != 0x00 or pos + 2 >= end:
+            found = section_at(payload, pos, end)
+            if found is None:
                 return None
-            code = payload[pos + 1]
-            if code == _SMALLULONG:
-                number, value_at = payload[pos + 2], pos + 3
-            elif code == _ULONG and pos + 10 <= end:
-                number, value_at = int.from_bytes(payload[pos + 2 : pos + 10], "big"), pos + 10
-            else:
-                return None
-            known = _RANK_OF_CODE.get(number)
-            if known is None:
-                return None
-            name, rank = known
+            name, rank, value_at = found
             if rank < last_rank or (rank == last_rank and rank != 5):
                 return f"{name} after {last_name}"
             last_rank, last_name = rank, name

@@ -463,6 +463,37 @@ def forget_unsettled_on_reattach(b, c) -> bool:
 UNKNOWN_FILTER = {symbol("x"): Described(symbol("amqpspec:no-such-filter:string"), "y")}
 
 
+def _published_to_queue(c, message: Message) -> object:
+    """One unsettled message to the queue: its outcome, or the detach that answered it."""
+    session = _session(c)
+    link = session.attach_sender("s", target=Target(address=QUEUE))
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    c.wait_for(lambda: link.link_credit > 0, "credit")
+    sent = link.send(message.encode(), b"t-1", settled=False)
+
+    def answer():
+        states = [e.state for e in c.of(DispositionReceived) if e.first <= sent <= e.last]
+        detaches = [e for e in c.of(RemoteDetach) if e.link is link]
+        return (states or detaches or [None])[0]
+
+    c.wait_for(lambda: answer() is not None, "outcome or detach")
+    return answer()
+
+
+def accept_reserved_annotations(b, c) -> bool:
+    """A message-annotations key 3.2.10 reserves: accepted rather than the link detached
+    with amqp:not-implemented."""
+    message = Message.of(b"m", message_annotations={symbol("reserved-key"): 1})
+    return isinstance(_published_to_queue(c, message), Accepted)
+
+
+def accept_any_user_id(b, c) -> bool:
+    """A user-id naming another user than the connection's: accepted rather than rejected
+    with amqp:unauthorized-access."""
+    message = Message.of(b"m", properties=Properties(user_id=b"amqpspec-someone-else"))
+    return isinstance(_published_to_queue(c, message), Accepted)
+
+
 def report_unknown_filters(b, c) -> bool:
     """A receiver whose source has a filter of an unknown type (filters.py): the broker's
     attach reports it as in place."""
@@ -751,6 +782,8 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "publish-without-write-permission": (publish_without_write_permission, {}),
     "no-sasl-timeout": (no_sasl_timeout, {"sasl_timeout": 0.5}),
     "accept-misordered-sections": (accept_misordered_sections, {}),
+    "accept-reserved-annotations": (accept_reserved_annotations, {}),
+    "accept-any-user-id": (accept_any_user_id, {}),
     "report-unknown-filters": (report_unknown_filters, {}),
     "properties-filter-ignores-subject": (properties_filter_ignores_subject, {}),
     "selector-like-escape-ignored": (selector_like_escape_ignored, {}),

@@ -244,6 +244,8 @@ BROKER_FAULTS = {
     "publish-without-write-permission",
     "no-sasl-timeout",
     "accept-misordered-sections",
+    "accept-reserved-annotations",
+    "accept-any-user-id",
     "report-unknown-filters",
     "properties-filter-ignores-subject",
     "selector-like-escape-ignored",

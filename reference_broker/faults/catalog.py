@@ -20,6 +20,7 @@ Where each fault lives:
   scram-accepts-any-proof (protocol/sasl.py), publish-without-write-permission
   (protocol/permissions.py), no-sasl-timeout (protocol/connection.py),
   accept-misordered-sections (protocol/delivery_handler.py),
+  accept-reserved-annotations and accept-any-user-id (features/message_checks.py),
   relay-error-without-delivery-tag (features/relay.py),
   keep-dynamic-nodes and forget-persistent-nodes (features/dynamic_nodes.py),
   close-shared-subscription-with-links and forget-durable-subscriptions
@@ -386,6 +387,25 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "amqp:decode-error)",
                 PROTOCOL_LAYER,
                 "protocol.delivery_handler.DeliveryHandler.on_transfer",
+            ),
+            _fault(
+                "accept-reserved-annotations",
+                "a message whose delivery- or message-annotations carry a key 3.2.10 reserves "
+                "(a ulong key, a symbol not beginning with x-) is taken and queued with it, "
+                "not refused by detaching the link with amqp:not-implemented",
+                "a broker that passes annotations through unread (RabbitMQ's "
+                "reserved_annotation test expects the link detached)",
+                PROTOCOL_LAYER,
+                "features.message_checks.refusal",
+            ),
+            _fault(
+                "accept-any-user-id",
+                "a message whose properties.user-id names a user other than the "
+                "connection's authenticated one is taken as it came",
+                "a broker that leaves user-id unauthenticated (RabbitMQ's user_id test "
+                "expects amqp:unauthorized-access)",
+                PROTOCOL_LAYER,
+                "features.message_checks.refusal",
             ),
             _fault(
                 "scram-accepts-any-proof",

@@ -5,8 +5,10 @@ Owns: routing a publish into the vhost (after the checks its link and the alarms
 2.7.5 resumed deliveries ignored or, on a resumed link, completed, restated or refused as
 features/publisher_recovery.py judges them, anonymous terminus permissions, undecodable
 messages and messages whose sections break 3.2's order or run past its end rejected with
-amqp:decode-error), its confirm (accepted at once, after the store's group commit for a
-durable queue, or released/rejected), the publishers whose credit to consider
+amqp:decode-error, then the message-level checks of features/message_checks.py on the
+message's head: reserved annotation keys, 3.2.10, and user-id, 3.2.4), its confirm
+(accepted at once, after the store's group commit for a durable queue, or
+released/rejected), the publishers whose credit to consider
 re-granting after each step (`credit_checks`, credit.py's rule in links.py), transfers on
 the control links (Part 4) and /management links handed on, echo of session and link flows
 answered from the broker's own state (the engine's auto_echo is off), a consumer's flow to
@@ -26,10 +28,11 @@ from amqpspec.amqp10.composites import Error, Rejected
 from amqpspec.amqp10.engine import UsageError
 from amqpspec.amqp10.engine import events as ev
 from amqpspec.amqp10.message import Message, section_fault
+from amqpspec.amqp10.message_head import MessageHead, message_head
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond, Role
 
-from ..features import relay
+from ..features import message_checks, relay
 from ..features.publisher_recovery import ROUTE_AS_SENT, Verdict
 from ..features.transactions import is_transactional
 from ..queues.addressing import AddressError
@@ -58,6 +61,7 @@ class DeliveryHandler:
         "mark_dirty",
         "publishers",
         "sessions",
+        "summary",
         "transactions",
         "vhost",
     )
@@ -72,6 +76,7 @@ class DeliveryHandler:
         self.publishers = connection.publishers
         self.management_links = connection.management_links
         self.transactions = connection.transactions
+        self.summary = connection.summary  # its user, once SASL authenticated one
         self.mark_dirty = connection.mark_dirty
         self.credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
         # fault session-scoped-delivery-tags: the tags each session's publishers used
@@ -105,23 +110,15 @@ class DeliveryHandler:
             return  # fault: a tag seen on the session taken for a duplicate, never settled
         if self.context.alarm_active:
             self._transfer_during_alarm(session)
+        head = self._judged(publisher, event)
+        if head is None:
+            return  # refused
         to = subject = headers = None
-        if publisher.decode_needed:
-            try:
-                message = Message.decode(event.payload)
-            except Exception:
-                self._refuse_publish(session, event, Cond.DECODE_ERROR, "undecodable message")
-                return
-            props = message.properties
+        if publisher.decode_needed:  # a decoded Message (routing reads its properties)
+            props = head.properties
             if props is not None:
                 to, subject = props.to, props.subject
-            headers = message.application_properties
-        elif self.check_section_order:  # routing decodes nothing: the order, cheaply
-            misplaced = section_fault(event.payload)
-            if misplaced is not None:
-                reason = f"message: {misplaced} (3.2)"
-                self._refuse_publish(session, event, Cond.DECODE_ERROR, reason)
-                return
+            headers = head.application_properties
         if event.state is not None and is_transactional(event.state):  # 4.4.1
             self.transactions.post(publisher, event, to, subject, headers)
             if publisher not in self.credit_checks:
@@ -183,6 +180,38 @@ class DeliveryHandler:
             self.credit_checks.append(publisher)
         return None
 
+    def _judged(
+        self, publisher: PublisherLink, event: ev.TransferReceived
+    ) -> MessageHead | Message | None:
+        """The publish's message as far as routing reads it, once it passed the checks: the
+        whole message decoded when routing needs it, else its section order (3.2, cheaply)
+        and its head (amqp10.message_head); then features/message_checks.py. None: refused
+        here (amqp:decode-error, or the check's refusal)."""
+        session = publisher.session
+        head: MessageHead | Message
+        if publisher.decode_needed:
+            try:
+                head = Message.decode(event.payload)
+            except Exception:
+                self._refuse_publish(session, event, Cond.DECODE_ERROR, "undecodable message")
+                return None
+        else:
+            misplaced = section_fault(event.payload) if self.check_section_order else None
+            if misplaced is not None:
+                reason = f"message: {misplaced} (3.2)"
+                self._refuse_publish(session, event, Cond.DECODE_ERROR, reason)
+                return None
+            try:
+                head = message_head(event.payload)
+            except Exception:
+                self._refuse_publish(session, event, Cond.DECODE_ERROR, "undecodable head")
+                return None
+        refused = message_checks.refusal(head, self.summary.user, self.faults)
+        if refused is not None:
+            self._message_refused(publisher, event, refused)
+            return None
+        return head
+
     def _control_transfer(self, event: ev.TransferReceived) -> None:
         """A transfer on a link that publishes nothing: a transaction coordinator's control
         message (4.5) or a /management request."""
@@ -231,6 +260,25 @@ class DeliveryHandler:
         rejected): the link is detached with the error, the delivery-tag in its info
         (features/relay.py: the anonymous terminus spec's routing errors; RabbitMQ 4 does the
         same)."""
+        self._detach_publisher(publisher, event, error)
+
+    def _message_refused(
+        self, publisher: PublisherLink, event: ev.TransferReceived, refused: message_checks.Refusal
+    ) -> None:
+        """A message features/message_checks.py refuses: the link detached when the
+        refusal says so (3.2.10) or the message came settled, the delivery rejected
+        otherwise."""
+        if refused.detach or event.settled:
+            error = Error(condition=refused.condition, description=refused.description)
+            self._detach_publisher(publisher, event, error)
+            return
+        self._refuse_publish(publisher.session, event, refused.condition, refused.description)
+        if publisher not in self.credit_checks:
+            self.credit_checks.append(publisher)
+
+    def _detach_publisher(
+        self, publisher: PublisherLink, event: ev.TransferReceived, error: Error
+    ) -> None:
         link = event.link
         self.connection.link_handler.release_link(publisher.session, link)
         try:
