@@ -38,6 +38,7 @@ from ..features.transactions import is_transactional
 from ..queues.addressing import AddressError
 from ..queues.errors import BrokerError
 from .links import PublisherLink
+from .parts import ConnectionPart
 from .sessions import RELEASED_STATE, BrokerSession
 
 if TYPE_CHECKING:
@@ -46,38 +47,25 @@ if TYPE_CHECKING:
 log = logging.getLogger("reference_broker.connection")
 
 
-class DeliveryHandler:
+class DeliveryHandler(ConnectionPart):
     """Transfers, flows and dispositions of one connection."""
 
-    __slots__ = (
-        "_fault_session_tags",
+    SHARED = (
         "access",
-        "check_section_order",
-        "connection",
         "context",
-        "credit_checks",
         "faults",
         "management_links",
         "mark_dirty",
         "publishers",
         "sessions",
-        "summary",
+        "summary",  # its user, once SASL authenticated one
         "transactions",
         "vhost",
     )
+    __slots__ = (*SHARED, "_fault_session_tags", "check_section_order", "credit_checks")
 
     def __init__(self, connection: BrokerConnection) -> None:
-        self.connection = connection
-        self.context = connection.context
-        self.vhost = connection.vhost
-        self.faults = connection.faults
-        self.access = connection.access
-        self.sessions = connection.sessions
-        self.publishers = connection.publishers
-        self.management_links = connection.management_links
-        self.transactions = connection.transactions
-        self.summary = connection.summary  # its user, once SASL authenticated one
-        self.mark_dirty = connection.mark_dirty
+        super().__init__(connection)
         self.credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
         # fault session-scoped-delivery-tags: the tags each session's publishers used
         self._fault_session_tags: dict[BrokerSession, set[bytes]] = {}

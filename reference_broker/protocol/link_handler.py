@@ -35,6 +35,7 @@ from ..queues.addressing import AddressError, AddressKind, parse_source, parse_t
 from ..queues.errors import BrokerError
 from ..queues.streams import OffsetSpecError, StreamQueue, offset_spec_from_filter
 from .links import ConsumerLink, PublisherLink
+from .parts import ConnectionPart
 from .permissions import FULL, READ
 from .sessions import BrokerSession
 
@@ -44,13 +45,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("reference_broker.connection")
 
 
-class LinkHandler:
+class LinkHandler(ConnectionPart):
     """Attach, detach and the release of the links of one connection."""
 
-    __slots__ = (
+    SHARED = (
         "access",
         "config",
-        "connection",
         "context",
         "faults",
         "management_links",
@@ -60,22 +60,11 @@ class LinkHandler:
         "sessions",
         "summary",
         "vhost",
-        "watching_closes",
     )
+    __slots__ = (*SHARED, "watching_closes")
 
     def __init__(self, connection: BrokerConnection) -> None:
-        self.connection = connection
-        self.context = connection.context
-        self.vhost = connection.vhost
-        self.config = connection.config
-        self.faults = connection.faults
-        self.summary = connection.summary
-        self.access = connection.access
-        self.sessions = connection.sessions
-        self.publishers = connection.publishers
-        self.management_links = connection.management_links
-        self.management_pairs = connection.management_pairs
-        self.mark_dirty = connection.mark_dirty
+        super().__init__(connection)
         self.watching_closes = False  # _watch_closes
 
     def on_attach(self, event: ev.RemoteAttach) -> None:
