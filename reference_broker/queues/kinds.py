@@ -13,7 +13,8 @@ through its x-dead-letter-exchange. May touch: the vhost's queue and exchange re
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from amqpspec.amqp10.types import symbol
 
@@ -25,47 +26,40 @@ from .store import MessageStore
 from .streams import StreamQueue, parse_max_age
 
 
+class Declaration(NamedTuple):
+    """A queue declaration the vhost has found new: its `x-queue-type` and properties."""
+
+    queue_type: str
+    name: str
+    durable: bool
+    auto_delete: bool
+    exclusive_owner: Any
+    arguments: dict[str, Any]
+
+
+@dataclass(slots=True, eq=False)
 class QueueKinds:
     """Builds the queues of one vhost."""
 
-    __slots__ = ("clock", "exchanges", "faults", "on_ready", "queues", "store", "vhost_name")
+    vhost_name: str
+    queues: dict[str, ClassicQueue]
+    exchanges: dict[str, Exchange]
+    faults: Faults
+    store: MessageStore | None
+    clock: Callable[[], float]
+    on_ready: Callable[[ClassicQueue], None]
 
-    def __init__(
-        self,
-        vhost_name: str,
-        queues: dict[str, ClassicQueue],
-        exchanges: dict[str, Exchange],
-        faults: Faults,
-        store: MessageStore | None,
-        clock: Callable[[], float],
-        on_ready: Callable[[ClassicQueue], None],
-    ) -> None:
-        self.vhost_name = vhost_name
-        self.queues = queues
-        self.exchanges = exchanges
-        self.faults = faults
-        self.store = store
-        self.clock = clock
-        self.on_ready = on_ready
-
-    def check(
-        self,
-        queue_type: str,
-        name: str,
-        durable: bool,
-        auto_delete: bool,
-        exclusive_owner: Any,
-        arguments: dict[str, Any],
-    ) -> None:
+    def check(self, declared: Declaration) -> None:
         """ValueError for a declaration RabbitMQ 4 refuses: a quorum queue or stream that is
         not durable, auto-delete or exclusive, or bad settings."""
+        queue_type, arguments = declared.queue_type, declared.arguments
         if queue_type not in ("stream", "quorum"):
             return
-        if not durable or auto_delete or exclusive_owner is not None:
+        if not declared.durable or declared.auto_delete or declared.exclusive_owner is not None:
             kind = "stream" if queue_type == "stream" else "quorum queue"
             raise ValueError(
                 f"invalid property 'non-durable', 'auto-delete' or 'exclusive' for {kind} "
-                f"'{name}' in vhost '{self.vhost_name}'"
+                f"'{declared.name}' in vhost '{self.vhost_name}'"
             )
         if queue_type == "quorum":
             quorum_settings(arguments)
@@ -76,16 +70,9 @@ class QueueKinds:
         except TypeError as exc:
             raise ValueError(str(exc)) from None
 
-    def new(
-        self,
-        queue_type: str,
-        name: str,
-        durable: bool,
-        auto_delete: bool,
-        exclusive_owner: Any,
-        arguments: dict[str, Any],
-    ) -> ClassicQueue:
-        """A new queue of `queue_type` (after `check`)."""
+    def new(self, declared: Declaration) -> ClassicQueue:
+        """A new queue of `declared.queue_type` (after `check`)."""
+        queue_type, name, durable, auto_delete, exclusive_owner, arguments = declared
         if queue_type == "stream":
             return StreamQueue(
                 name,

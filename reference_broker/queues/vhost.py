@@ -42,7 +42,7 @@ from .exchanges import (
     ExchangeError,
     freeze_arguments,
 )
-from .kinds import QueueKinds
+from .kinds import Declaration, QueueKinds
 from .owners import QueueOwners
 from .store import DefinitionsFile, MessageStore
 from .streams import StreamQueue
@@ -164,12 +164,12 @@ class VirtualHost:
                     f"'{existing.queue_type}'"
                 )
             return existing, False
-        declared = (queue_type, name, durable, auto_delete, exclusive_owner, arguments)
+        declared = Declaration(queue_type, name, durable, auto_delete, exclusive_owner, arguments)
         try:
-            self.kinds.check(*declared)
+            self.kinds.check(declared)
         except ValueError as exc:
             raise PreconditionFailedError(str(exc)) from None
-        queue = self.kinds.new(*declared)
+        queue = self.kinds.new(declared)
         self.queues[name] = queue
         if durable:
             self._save_definitions()
