@@ -523,8 +523,11 @@ class ClassicQueue:
             if msg is None:
                 continue
             settled += 1
-            if outcome is Outcome.ACCEPTED or outcome is Outcome.REJECTED:
+            if outcome is Outcome.ACCEPTED:
                 self._discard(msg)
+                continue
+            if outcome is Outcome.REJECTED:
+                self._rejected(msg)
                 continue
             if outcome is Outcome.MODIFIED:
                 here = undeliverable_here and not self.faults.redeliver_undeliverable_here
@@ -539,6 +542,9 @@ class ClassicQueue:
         self.acked_total += 1
         if self._log is not None:
             self._log.append_ack(self.name, msg.msg_id)
+
+    # 3.4.3 rejected: gone like accepted (a quorum queue dead-letters it instead)
+    _rejected = _discard
 
     def _requeue(self, msg: QueuedMessage) -> None:
         """Back to the head, in original (msg_id) order; first-acquirer false (3.2.1)."""

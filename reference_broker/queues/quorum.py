@@ -21,11 +21,11 @@ delivered), as RabbitMQ keeps it until a route exists.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from ..faults.catalog import NO_FAULTS, Faults
-from .classic import ClassicQueue, MessageLog, Outcome, QueuedMessage
+from .classic import ClassicQueue, MessageLog, QueuedMessage
 
 DEFAULT_DELIVERY_LIMIT = 20  # RabbitMQ 4.0's default for quorum queues
 AT_MOST_ONCE = "at-most-once"
@@ -77,35 +77,10 @@ class QuorumQueue(ClassicQueue):
     def messages(self) -> int:
         return super().messages + len(self.held)
 
-    def settle(
-        self,
-        tag: str,
-        msg_ids: Iterable[int],
-        outcome: Outcome,
-        *,
-        delivery_failed: bool = False,
-        undeliverable_here: bool = False,
-        annotations: dict[Any, Any] | None = None,
-    ) -> int:
-        """As a classic queue, except that rejected dead-letters (3.4.3) and a requeue past
-        the delivery limit dead-letters (see `_requeue`)."""
-        if outcome is not Outcome.REJECTED:
-            return super().settle(
-                tag,
-                msg_ids,
-                outcome,
-                delivery_failed=delivery_failed,
-                undeliverable_here=undeliverable_here,
-                annotations=annotations,
-            )
-        unacked = self.consumer(tag).unacked
-        settled = 0
-        for msg_id in msg_ids:
-            msg = unacked.pop(msg_id, None)
-            if msg is not None:
-                settled += 1
-                self._dead_letter_one(msg, REASON_REJECTED)
-        return settled
+    def _rejected(self, msg: QueuedMessage) -> None:
+        """3.4.3 rejected: dead-lettered (settle() otherwise as a classic queue's; a requeue
+        past the delivery limit dead-letters too, see `_requeue`)."""
+        self._dead_letter_one(msg, REASON_REJECTED)
 
     def _requeue(self, msg: QueuedMessage) -> None:
         """3.2.1 delivery-count counts the failed deliveries: past the limit, the message is
