@@ -22,6 +22,7 @@ import contextlib
 import socket
 import time
 from collections import deque
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 from amqpspec.amqp10.origins import CLIENT, SERVER
@@ -199,25 +200,21 @@ class _Pair:
             self.proxy.enqueue(("close", self.connection_id, self.closer or CLIENT, time.time()))
 
 
+@dataclass(eq=False)
 class RecordingProxy:
-    def __init__(
-        self,
-        listen_host: str,
-        listen_port: int,
-        upstream_host: str,
-        upstream_port: int,
-        recorder: RecordSink,
-        *,
-        max_connections: int | None = None,
-        close_on_eof: bool = False,
-    ) -> None:
-        self.listen_host = listen_host
-        self.listen_port = listen_port
-        self.upstream_host = upstream_host
-        self.upstream_port = upstream_port
-        self.recorder = recorder
-        self.max_connections = max_connections
-        self.close_on_eof = close_on_eof
+    """Listens on (listen_host, listen_port) and relays each client to (upstream_host,
+    upstream_port), recording both directions into `recorder`."""
+
+    listen_host: str
+    listen_port: int
+    upstream_host: str
+    upstream_port: int
+    recorder: RecordSink
+    _: KW_ONLY
+    max_connections: int | None = None
+    close_on_eof: bool = False
+
+    def __post_init__(self) -> None:
         self.pairs: dict[int, _Pair] = {}
         self._next_id = 1
         self._queue: deque[tuple] = deque()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 Callback = Callable[[float], None]
@@ -44,17 +45,15 @@ class Scheduler(Protocol):
         ...
 
 
+@dataclass(slots=True, eq=False)
 class _Entry:
     """A scheduled callback; `done` once it ran or was cancelled."""
 
-    __slots__ = ("callback", "done", "owner", "seq", "when")
-
-    def __init__(self, owner: ManualScheduler, when: float, seq: int, callback: Callback) -> None:
-        self.owner = owner
-        self.when = when
-        self.seq = seq
-        self.callback = callback
-        self.done = False
+    owner: ManualScheduler
+    when: float
+    seq: int
+    callback: Callback
+    done: bool = False
 
     def cancel(self) -> None:
         if not self.done:
