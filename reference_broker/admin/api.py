@@ -374,13 +374,22 @@ class AdminApi:
         )
         return Response(201 if created else 204)
 
+    def _listing(
+        self, request: Request, rest: list[str], items: Callable[[], list[dict[str, Any]]]
+    ) -> Response:
+        """GET /api/<kind> or /api/<kind>/<vhost>: all of them, as views.py shows them."""
+        self._only(request, "GET")
+        if rest:
+            self._vhost(rest)
+        return Response(200, items())
+
     # ------------------------------------------------------------------ exchanges
     def _exchanges(self, request: Request, rest: list[str]) -> Response:
         if len(rest) <= 1:
-            self._only(request, "GET")
-            if rest:
-                self._vhost(rest)
-            return Response(200, [self.views.exchange(e) for e in self.vhost.exchanges.values()])
+            exchanges = self.vhost.exchanges
+            return self._listing(
+                request, rest, lambda: [self.views.exchange(e) for e in exchanges.values()]
+            )
         self._vhost(rest)
         if len(rest) != 2:
             raise not_found()
@@ -410,10 +419,9 @@ class AdminApi:
     # ------------------------------------------------------------------ bindings
     def _bindings(self, request: Request, rest: list[str]) -> Response:
         if len(rest) <= 1:
-            self._only(request, "GET")
-            if rest:
-                self._vhost(rest)
-            return Response(200, [self.views.binding(b) for b in self.vhost.bindings()])
+            return self._listing(
+                request, rest, lambda: [self.views.binding(b) for b in self.vhost.bindings()]
+            )
         self._vhost(rest)
         if len(rest) < 5 or rest[1] != "e" or rest[3] != "q" or len(rest) > 6:
             raise not_found()

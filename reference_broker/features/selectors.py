@@ -289,17 +289,19 @@ class _Parser:
         return got
 
     def expression(self) -> Node:
-        node = self.conjunction()
-        while self.accept("kw", "OR"):
-            left, right = node, self.conjunction()
-            node = _bind(_or, left, right)
-        return node
+        return self._chain("OR", self.conjunction, _or)
 
     def conjunction(self) -> Node:
-        node = self.negation()
-        while self.accept("kw", "AND"):
-            left, right = node, self.negation()
-            node = _bind(_and, left, right)
+        return self._chain("AND", self.negation, _and)
+
+    def _chain(
+        self, keyword: str, operand: Callable[[], Node], combine: Callable[[Value, Value], Value]
+    ) -> Node:
+        """operand (keyword operand)*, bound left to right with `combine` (OR, AND)."""
+        node = operand()
+        while self.accept("kw", keyword):
+            left, right = node, operand()
+            node = _bind(combine, left, right)
         return node
 
     def negation(self) -> Node:
