@@ -2,7 +2,8 @@
 (stall) rule: credit outstanding and messages available, nothing delivered.
 
 Owns: `LivenessRules`, the checker mixin the sweep (`Checker.sweep`) and the end of a link
-call. May touch: the link state records (`drain_pending`, `echo_pending`, `stall_reported`).
+call. May touch: the link state records (`drain_pending`, `echo_pending`, `stall_reported`)
+and a session's `echo_pending` (`_unanswered_echoes`, for sessions.py).
 """
 
 from __future__ import annotations
@@ -31,18 +32,31 @@ class LivenessRules:
                     f"{link.name!r} within {bound} s",
                 )
                 link.drain_pending = None
-        for asked_origin, (echo_idx, asked) in list(link.echo_pending.items()):
+        if link.echo_pending:
+            where = f" on {link.name!r}"
+            self._unanswered_echoes(link.echo_pending, now, bound, "echo request", where)
+        if sender_origin is not None and not link.stall_reported:
+            self._check_stall(link, sender_origin, now, bound)
+
+    def _unanswered_echoes(
+        self: Checker,
+        pending: dict[str, tuple[int, float | None]],
+        now: float,
+        bound: float,
+        request: str,
+        where: str,
+    ) -> None:
+        """2.7.4: an echo request of a link or a session that no flow answered within
+        `bound`; `pending` maps the asking origin to (frame index, time asked)."""
+        for asked_origin, (echo_idx, asked) in list(pending.items()):
             if asked is not None and now - asked >= bound:
                 self._report(
                     "link.echo.unanswered",
                     echo_idx,
                     asked_origin,
-                    f"no flow answered the echo request of frame {echo_idx} on "
-                    f"{link.name!r} within {bound} s",
+                    f"no flow answered the {request} of frame {echo_idx}{where} within {bound} s",
                 )
-                del link.echo_pending[asked_origin]
-        if sender_origin is not None and not link.stall_reported:
-            self._check_stall(link, sender_origin, now, bound)
+                del pending[asked_origin]
 
     def _check_stall(self: Checker, link: Link, sender_origin: str, now: float, bound: float):
         last = link.grants.last

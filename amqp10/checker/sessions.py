@@ -178,13 +178,5 @@ class SessionRules:
 
     def _session_sweep(self: Checker, session: Session, now: float, bound: float) -> None:
         """2.7.4: a session-level echo (flow without handle) answered by any flow."""
-        for asked_origin, (echo_idx, asked) in list(session.echo_pending.items()):
-            if asked is not None and now - asked >= bound:
-                self._report(
-                    "link.echo.unanswered",
-                    echo_idx,
-                    asked_origin,
-                    f"no flow answered the session echo request of frame {echo_idx} "
-                    f"within {bound} s",
-                )
-                del session.echo_pending[asked_origin]
+        if session.echo_pending:
+            self._unanswered_echoes(session.echo_pending, now, bound, "session echo request", "")
