@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from amqpspec.amqp10.composites import Begin, Close, Open, Transfer
 from amqpspec.amqp10.engine import crafted
@@ -38,7 +38,7 @@ from amqpspec.amqp10.engine.link import Link
 from amqpspec.amqp10.engine.policy import STRICT, EndpointPolicy
 from amqpspec.amqp10.engine.sasl import ClientSasl, ServerSasl
 from amqpspec.amqp10.engine.sasl_layer import SaslLayer
-from amqpspec.amqp10.engine.session import Session
+from amqpspec.amqp10.engine.session import Session, SessionOptions
 from amqpspec.amqp10.engine.transitions import (
     DISCARD,
     ConnInput,
@@ -233,26 +233,18 @@ class Connection(Handshake, SaslLayer, IdleTimers, EventQueue):
         incoming_window: int = 2048,
         outgoing_window: int = 2048,
         handle_max: int = 0xFFFFFFFF,
-        *,
-        auto_window: bool = True,
-        properties: dict | None = None,
-        offered_capabilities: list[str] | None = None,
-        desired_capabilities: list[str] | None = None,
-        initial_outgoing_id: int = 0,
+        **options: Unpack[SessionOptions],
     ) -> Session:
-        """Begin a new session (2.5.2) on the lowest free channel; its first transfer-id
-        (our begin's next-outgoing-id) is `initial_outgoing_id`."""
+        """Begin a new session (2.5.2) on the lowest free channel; `options` are Session's
+        (SessionOptions): its first transfer-id (our begin's next-outgoing-id) is
+        `initial_outgoing_id`."""
         self.machine.refuse_unless(ConnInput.SEND_FRAME)  # before a channel is taken
         session = Session(
             self,
             incoming_window=incoming_window,
             outgoing_window=outgoing_window,
             handle_max=handle_max,
-            auto_window=auto_window,
-            properties=properties,
-            offered_capabilities=offered_capabilities,
-            desired_capabilities=desired_capabilities,
-            initial_outgoing_id=initial_outgoing_id,
+            **options,
         )
         session.send_begin()
         return session

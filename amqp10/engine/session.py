@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from amqpspec.amqp10.composites import (
     Attach,
@@ -83,6 +83,16 @@ _INPUT_OF = {
     Detach: SessInput.RECV_DETACH,
     End: SessInput.RECV_END,
 }
+
+
+class SessionOptions(TypedDict, total=False):
+    """Session's keywords that Connection.begin passes on as they are (defaults: Session's)."""
+
+    auto_window: bool
+    properties: dict | None
+    offered_capabilities: list[str] | None
+    desired_capabilities: list[str] | None
+    initial_outgoing_id: int
 
 
 class Session(SessionLifecycle, SessionLinks):
