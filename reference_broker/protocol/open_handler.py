@@ -13,7 +13,7 @@ and the handshake deadline here.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amqpspec.amqp10.engine import Connection, ConnState
 from amqpspec.amqp10.engine import events as ev
@@ -23,16 +23,15 @@ from ..features import relay
 from ..features.sole_connection import SoleConnections
 from ..features.topic_subscriptions import TopicSubscriptions
 from .limits import connection_refusal, handshake_timeout_reason
-
-if TYPE_CHECKING:
-    from .connection import BrokerConnection
+from .parts import ConnectionPart
 
 log = logging.getLogger("reference_broker.connection")
 
 
-class OpenHandler:
-    def __init__(self, connection: BrokerConnection) -> None:
-        self.connection = connection
+class OpenHandler(ConnectionPart):
+    """The peer's open and the handshake time-out of one connection."""
+
+    __slots__ = ()
 
     def on_open(self, event: ev.RemoteOpen) -> None:
         """The peer's open (2.4.1): ours with the configured limits and sole-connection

@@ -1,10 +1,11 @@
 """What a handler of one broker connection reads of it (connection.py's split into open,
 session, link and delivery handlers).
 
-Owns: `ConnectionPart`, the base of the handlers that keep their own references to some of
-the connection's parts (`SHARED`), taken once when the connection makes them, so that the
-per-frame code reads `self.vhost` rather than `self.connection.vhost` (delivery_handler.py,
-the hot path). May touch: nothing but the attributes its subclass names.
+Owns: `ConnectionPart`, the base of the four handlers: each holds its `connection` and its
+own references to the connection's parts it names in `SHARED`, taken once when the
+connection makes it, so that the per-frame code reads `self.vhost` rather than
+`self.connection.vhost` (delivery_handler.py, the hot path); their types are the
+connection's attributes'. May touch: nothing but the attributes its subclass names.
 """
 
 from __future__ import annotations

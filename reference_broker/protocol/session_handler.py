@@ -12,7 +12,6 @@ with it), the recovery registry (features/recovery.py, 3.5.3 session-end).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
 
 from amqpspec.amqp10.engine import UsageError
 from amqpspec.amqp10.engine import events as ev
@@ -21,10 +20,8 @@ from amqpspec.amqp10.spec import Cond
 
 from ..features.recovery import CLOSED, SESSION_ENDED
 from .limits import session_options
+from .parts import ConnectionPart
 from .sessions import BrokerSession
-
-if TYPE_CHECKING:
-    from .connection import BrokerConnection
 
 log = logging.getLogger("reference_broker.connection")
 
@@ -32,14 +29,11 @@ _GONE_LINK = frozenset({LinkState.DETACHED, LinkState.DETACH_SENT})
 _LIVE_SESSION = frozenset({SessState.MAPPED, SessState.BEGIN_RCVD})
 
 
-class SessionHandler:
+class SessionHandler(ConnectionPart):
     """Begin, end and the sessions' windows of one connection."""
 
-    __slots__ = ("connection", "sessions")
-
-    def __init__(self, connection: BrokerConnection) -> None:
-        self.connection = connection
-        self.sessions: dict[Any, BrokerSession] = connection.sessions
+    SHARED = ("sessions",)
+    __slots__ = SHARED
 
     def on_begin(self, event: ev.RemoteBegin) -> None:
         connection = self.connection
