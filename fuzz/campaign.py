@@ -91,7 +91,7 @@ SILENCE_KINDS = (HANG, ERROR_MISSING)
 # for the reply bound, a resource reading for the broker's memory to settle
 FIELD_TESTS = {CRASH: 8, HANG: 40, RESOURCE: 10}
 FIELD_TESTS_OTHER = 100
-TRIAGE_QUEUE = 32  # candidates waiting for triage; a worker with a new one waits when full
+TRIAGE_QUEUE = 32  # candidates waiting for triage; more wait in fuzz.intake's overflow
 TRIAGE_GRACE_MIN_S = 30.0  # after a --duration budget, the queue is triaged this long at
 TRIAGE_GRACE_SHARE = 0.25  # least, or this share of the budget; then what is left is kept
 PER_BEHAVIOUR = 2  # signatures of one broker behaviour triaged; further ones kept as examples
@@ -558,6 +558,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         self._sampled: tuple[float, int | None] = (0.0, None)
         self._deadline = time.monotonic() + config.duration if config.duration is not None else None
         self._queue: queue.Queue[tuple[Case, Outcome, str] | None] = queue.Queue(TRIAGE_QUEUE)
+        self._overflow: deque[tuple[Case, Outcome, str]] = deque()  # beyond the full queue
         self._waiting: set[str] = set()  # signatures queued or in triage
         self._examples: set[str] = set()  # signatures kept untriaged as further examples
         self._kept: set[str] = set()  # signatures the grace left untriaged, written once
@@ -671,6 +672,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
     def _triager(self) -> None:
         try:
             while (item := self._queue.get()) is not None:
+                self._refill()
                 if self._stop.is_set() and not self._draining:
                     continue  # interrupted: what is queued is abandoned (no finding yet)
                 if self._grace_over():
@@ -793,11 +795,14 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             self._grace_end = None if grace is None else time.monotonic() + grace
             self._stop.set()
             self._polish_crashes()  # first: the crashes confirmed, then what is queued
+            while self._overflow and not self._grace_over() and _any_alive(triagers):
+                time.sleep(0.2)  # the triage threads take it through the queue
             for _ in triagers:
                 self._queue.put(None)
             for thread in triagers:
                 while thread.is_alive():
                     thread.join(0.2)
+            self._keep_left()
         except KeyboardInterrupt:
             self.stop("interrupted")
             for thread in threads:
@@ -808,3 +813,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             for thread in triagers:
                 thread.join(10)
         return self.stats
+
+
+def _any_alive(threads: list[threading.Thread]) -> bool:
+    return any(thread.is_alive() for thread in threads)

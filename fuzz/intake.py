@@ -2,8 +2,10 @@
 
 Owns: `CandidateIntake` (a part of fuzz.campaign.Campaign): `_candidate` (a verdict's
 signature known: counted; its broker behaviour triaged `per_behaviour` times already:
-kept as a further example; else queued, the worker waiting while the queue is full, a
-crash joining the outage queued, `_crash_candidate`), `_seen`, `_enqueue`, `_keep` and
+kept as a further example; else queued, into the overflow while the queue is full (no
+case waits for triage), a crash joining the outage queued, `_crash_candidate`), `_seen`,
+`_enqueue`, `_refill` (the overflow into the queue as the triage threads take from it),
+`_keep_left` (what the triage threads left at the end, kept), `_keep` and
 `_write_candidate` (a candidate left untriaged, written as a reproducer under
 DIR/candidates/<id>/ so that none is lost), `_triaged_by` (a queued candidate's triage
 run and counted out of the queue, or kept when the campaign abandons it), `_budget_spent`
@@ -28,6 +30,7 @@ from amqpspec.fuzz.oracle import CRASH, Outcome, Verdict
 from amqpspec.fuzz.stops import TriageAbandonedError
 
 CANDIDATES_DIR = "candidates"  # DIR/candidates/<id>/reproducer.json: queued, never triaged
+OVERFLOW = 4096  # candidates waiting beyond the triage queue; past it kept at once
 
 
 class CandidateIntake:
@@ -39,6 +42,7 @@ class CandidateIntake:
     _lock: Any
     _stop: Any
     _queue: Any
+    _overflow: Any
     _deadline: float | None
     _grace_end: float | None
 
@@ -47,7 +51,7 @@ class CandidateIntake:
     ) -> None:
         """A case with a verdict: counted when its signature is known; kept as an example
         when its behaviour has been triaged enough; else queued for the triage thread
-        (waiting while the queue is full, unless the campaign stops). `sig`, `behaviour`:
+        (or its overflow while the queue is full: no case waits). `sig`, `behaviour`:
         as `CaseResult.describe` found them, if it did."""
         verdict = outcome.verdict
         assert verdict is not None
@@ -82,15 +86,56 @@ class CandidateIntake:
         self._enqueue(case, outcome, sig)
 
     def _enqueue(self, case: Case, outcome: Outcome, sig: str) -> None:
-        """Into the triage queue, waiting while it is full; kept under DIR/candidates/ if
-        the budget runs out or the campaign stops meanwhile."""
-        while not self._stop.is_set() and not self._budget_spent():
+        """Into the triage queue, or its overflow while the queue is full: the cases never
+        wait for triage (with worker processes the thread that counts every process's
+        results calls this, and one wait there stalls them all). Past OVERFLOW candidates
+        waiting, or once the budget is spent, kept under DIR/candidates/ at once."""
+        if self._budget_spent() or self._stop.is_set():
+            self._keep(case, outcome, sig)
+            return
+        try:
+            self._queue.put_nowait((case, outcome, sig))
+            return
+        except queue.Full:
+            pass
+        with self._lock:
+            room = len(self._overflow) < OVERFLOW
+            if room:
+                self._overflow.append((case, outcome, sig))
+        if not room:
+            self._keep(case, outcome, sig)
+
+    def _refill(self) -> None:
+        """The overflow, oldest first, into the queue while it has room (a triage thread
+        calls this each time it takes a candidate)."""
+        while True:
+            with self._lock:
+                if not self._overflow:
+                    return
+                item = self._overflow.popleft()
             try:
-                self._queue.put((case, outcome, sig), timeout=0.2)
-                return
+                self._queue.put_nowait(item)
             except queue.Full:
-                continue
-        self._keep(case, outcome, sig)
+                with self._lock:
+                    self._overflow.appendleft(item)
+                return
+
+    def _keep_left(self) -> None:
+        """After the triage threads ended: every candidate still queued or in the overflow
+        kept under DIR/candidates/, so none is lost."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self._keep(*item)
+        while True:
+            with self._lock:
+                if not self._overflow:
+                    return
+                item = self._overflow.popleft()
+            self._keep(*item)
 
     def _seen(self, sig: str) -> bool:
         """Confirmed, triaged, queued, kept (as an example or untriaged) or rejected twice
