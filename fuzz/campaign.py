@@ -154,6 +154,9 @@ class Stats:
     skipped: int = 0  # cases not run: their mutation site crashed the broker enough
     # (fuzz.crash_sites)
     exhausted: list = field(default_factory=list)  # those sites, in the order exhausted
+    memory_searches: int = 0  # searches for a case that made the broker's memory grow
+    memory_search_s: float = 0.0  # the time they paused the cases
+    memory_transient: int = 0  # growths freed once the cases paused: not searched
 
     @property
     def rate(self) -> float:

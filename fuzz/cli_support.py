@@ -223,6 +223,7 @@ class Progress:
             f"{stats.triaged} done, {stats.queued} queued, {stats.kept + stats.examples} kept, "
             f"{stats.duplicates} known  state coverage {100 * stats.coverage:.1f}%"
             + (f"  skipped {skipped} (crash thresholds)" if (skipped := _skipped(stats)) else "")
+            + _memory_text(stats)
         )
 
     def update(self, stats) -> None:  # type: ignore[no-untyped-def]
@@ -273,3 +274,11 @@ def _skipped(stats) -> int:  # type: ignore[no-untyped-def]
     """Cases skipped by the crash thresholds (fuzz.crash_sites), where a campaign counts
     them."""
     return getattr(stats, "skipped", 0)
+
+
+def _memory_text(stats) -> str:  # type: ignore[no-untyped-def]
+    """The memory watch's searches (fuzz.memory_watch): they pause every case."""
+    searches = getattr(stats, "memory_searches", 0)
+    if not searches:
+        return ""
+    return f"  memory searches {searches} ({stats.memory_search_s:.0f}s paused)"

@@ -2,9 +2,11 @@
 
 Owns: `MemoryWatch._sample_memory` (a part of fuzz.campaign.Campaign: every
 MEMORY_SAMPLE_S the broker's memory; if it grew past `growth_bound` since the last sample,
-the cases run since then are searched by halving, `bisect_growth` (batches run as the
-workers ran them, `grows`), and the suspects left replayed carefully, within
-MEMORY_SEARCH_S, the workers paused at the campaign's gate) and the MEMORY_* bounds.
+the cases run since then are searched by halving if the growth stays once the cases are
+paused and the broker is quiet (`_growth_stays`; else counted as transient),
+`bisect_growth` (batches run as the workers ran them, `grows`), and the suspects left
+replayed carefully, within MEMORY_SEARCH_S, the workers paused at the campaign's gate) and
+the MEMORY_* bounds.
 Reads the campaign's config, lock, gate and recent case indices; hands what it finds to
 the campaign's `_candidate`.
 """
@@ -36,6 +38,7 @@ class MemoryWatch:
     _lock: Any
     _sampled: tuple[float, int | None]
     _recent: Any
+    stats: Any
 
     def _sample_memory(self) -> None:
         """Every MEMORY_SAMPLE_S: the broker's memory; if it grew past the bound since the
@@ -63,7 +66,10 @@ class MemoryWatch:
             return
         found = None
         with self.gate.exclusive():
-            deadline = time.monotonic() + MEMORY_SEARCH_S
+            if not self._growth_stays(last_value):
+                return  # what grew was freed with the connections: no case to look for
+            started = time.monotonic()
+            deadline = started + MEMORY_SEARCH_S
             batch = [make_case(self.config, i) for i in indices[-MEMORY_SUSPECTS:]]
             for case in bisect_growth(target, batch, min(workers, 16), deadline):
                 if time.monotonic() >= deadline:
@@ -72,9 +78,28 @@ class MemoryWatch:
                 if outcome.verdict is not None and outcome.verdict.kind == RESOURCE:
                     found = (case, outcome)
                     break
+            with self._lock:
+                self.stats.memory_searches += 1
+                self.stats.memory_search_s += time.monotonic() - started
         if found is not None:
             self._candidate(*found)
         self._sampled = (time.monotonic(), target.memory())
+
+    def _growth_stays(self, before: int) -> bool:
+        """The workers paused (no case in flight): is the broker's memory, once quiet
+        (`Bounds.memory_quiet`), still more than one connection's bound above the reading
+        before the growth? A broker's buffers for many connections at once go with them; a
+        leak stays. A growth gone is counted (`memory_transient`), not searched: a search
+        pauses every case for up to MEMORY_SEARCH_S."""
+        target = self.config.target
+        time.sleep(target.bounds.memory_quiet)
+        quiet = target.memory()
+        stays = quiet is not None and quiet - before > target.bounds.memory_growth
+        if not stays:
+            with self._lock:
+                self.stats.memory_transient += 1
+            self._sampled = (time.monotonic(), quiet)
+        return stays
 
 
 def grows(target: Target, cases: list[Case], workers: int = 1) -> bool:

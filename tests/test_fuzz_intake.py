@@ -1,7 +1,8 @@
 """The campaign's candidate intake (fuzz.intake): a full triage queue never makes a case
 wait (with worker processes one wait there would stall every process), the overflow feeds
 the queue as the triage threads take from it, and what is left at the end is kept under
-DIR/candidates/, none lost."""
+DIR/candidates/, none lost; a growth of the broker's memory that goes once the cases
+pause is not searched (the search pauses every case)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from amqpspec.fuzz.campaign import TRIAGE_QUEUE, Campaign, CampaignConfig
 from amqpspec.fuzz.case import Case, Step
 from amqpspec.fuzz.intake import CANDIDATES_DIR
 from amqpspec.fuzz.model import Handshake
-from amqpspec.fuzz.oracle import Outcome, Target, Verdict
+from amqpspec.fuzz.oracle import Bounds, Outcome, Target, Verdict
 
 
 def _candidate(n: int) -> tuple[Case, Outcome, str]:
@@ -54,3 +55,24 @@ def test_a_full_queue_sends_candidates_to_the_overflow_without_waiting(tmp_path)
     kept = os.listdir(os.path.join(tmp_path, CANDIDATES_DIR))
     assert len(kept) == TRIAGE_QUEUE + extra - 1
     assert campaign.stats.kept == TRIAGE_QUEUE + extra - 1 and campaign.stats.queued == 1
+
+
+def _memory_campaign(tmp_path, before: int, readings: list[int]) -> Campaign:
+    target = Target("127.0.0.1", 1, Handshake(sasl="none"), Bounds(memory_quiet=0.01))
+    values = iter(readings)
+    target.memory = lambda: next(values)
+    campaign = Campaign(CampaignConfig(target, str(tmp_path), seed=3, cases=0))
+    campaign._sampled = (0.0, before)  # the last sample, long ago
+    return campaign
+
+
+def test_a_memory_growth_freed_once_the_cases_pause_is_not_searched(tmp_path) -> None:
+    mib = 1024 * 1024
+    # grew by 300 MiB between two samples, back within one connection's bound once quiet
+    transient = _memory_campaign(tmp_path / "a", 100 * mib, [400 * mib, 110 * mib])
+    transient._sample_memory()
+    assert transient.stats.memory_transient == 1 and transient.stats.memory_searches == 0
+    # the same growth still there once quiet: searched (no cases to search here)
+    leak = _memory_campaign(tmp_path / "b", 100 * mib, [400 * mib, 390 * mib, 390 * mib])
+    leak._sample_memory()
+    assert leak.stats.memory_transient == 0 and leak.stats.memory_searches == 1
