@@ -86,20 +86,26 @@ class MemoryWatch:
         self._sampled = (time.monotonic(), target.memory())
 
     def _growth_stays(self, before: int) -> bool:
-        """The workers paused (no case in flight): is the broker's memory, once quiet
-        (`Bounds.memory_quiet`), still more than one connection's bound above the reading
-        before the growth? A broker's buffers for many connections at once go with them; a
-        leak stays. A growth gone is counted (`memory_transient`), not searched: a search
-        pauses every case for up to MEMORY_SEARCH_S."""
+        """The workers paused (no case in flight): does the broker's memory stay more than
+        one connection's bound above the reading before the growth, at every reading for
+        twice `Bounds.memory_quiet`? A broker's buffers for many connections at once go
+        with them (RabbitMQ 3.10 refreshes `mem_used` every few seconds: one reading after
+        the pause can still be the peak); a leak stays. A growth gone is counted
+        (`memory_transient`), not searched: a search pauses every case for up to
+        MEMORY_SEARCH_S."""
         target = self.config.target
-        time.sleep(target.bounds.memory_quiet)
-        quiet = target.memory()
-        stays = quiet is not None and quiet - before > target.bounds.memory_growth
-        if not stays:
-            with self._lock:
-                self.stats.memory_transient += 1
-            self._sampled = (time.monotonic(), quiet)
-        return stays
+        bounds = target.bounds
+        until = time.monotonic() + 2 * bounds.memory_quiet
+        while True:
+            time.sleep(min(bounds.memory_settle, bounds.memory_quiet))
+            quiet = target.memory()
+            if quiet is not None and quiet - before <= bounds.memory_growth:
+                with self._lock:
+                    self.stats.memory_transient += 1
+                self._sampled = (time.monotonic(), quiet)
+                return False
+            if time.monotonic() >= until:
+                return quiet is not None
 
 
 def grows(target: Target, cases: list[Case], workers: int = 1) -> bool:
