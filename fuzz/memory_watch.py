@@ -26,6 +26,7 @@ MEMORY_PER_CONNECTION = 1024 * 1024  # what one open connection of a case may ho
 # 3.10: a reader, a writer and a session process each; bench/README.md "Fuzzer speed")
 MEMORY_SEARCH_S = 120.0  # the search for a case that made memory grow, at most (the
 # workers wait meanwhile); past it, the suspects left are replayed until this again
+MEMORY_FREED_S = 20.0  # a growth gone within this, the cases paused, was no leak
 MEMORY_SUSPECTS = 2000  # the cases since the last sample searched when memory grew (a
 # second of cases at the campaign's rate: a leaking case must still be among them)
 
@@ -88,14 +89,15 @@ class MemoryWatch:
     def _growth_stays(self, before: int) -> bool:
         """The workers paused (no case in flight): does the broker's memory stay more than
         one connection's bound above the reading before the growth, at every reading for
-        twice `Bounds.memory_quiet`? A broker's buffers for many connections at once go
-        with them (RabbitMQ 3.10 refreshes `mem_used` every few seconds: one reading after
-        the pause can still be the peak); a leak stays. A growth gone is counted
+        MEMORY_FREED_S (or twice `Bounds.memory_quiet`)? A broker's buffers for many
+        connections at once go with them (RabbitMQ 3.10 frees them and refreshes `mem_used`
+        within seconds, not at once: a reading 7 s after the pause still saw the peak); a
+        leak stays. A growth gone is counted
         (`memory_transient`), not searched: a search pauses every case for up to
         MEMORY_SEARCH_S."""
         target = self.config.target
         bounds = target.bounds
-        until = time.monotonic() + 2 * bounds.memory_quiet
+        until = time.monotonic() + max(2 * bounds.memory_quiet, MEMORY_FREED_S)
         while True:
             time.sleep(min(bounds.memory_settle, bounds.memory_quiet))
             quiet = target.memory()

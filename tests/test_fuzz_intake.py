@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 
+from amqpspec.fuzz import memory_watch
 from amqpspec.fuzz.campaign import TRIAGE_QUEUE, Campaign, CampaignConfig
 from amqpspec.fuzz.case import Case, Step
 from amqpspec.fuzz.intake import CANDIDATES_DIR
@@ -67,7 +68,8 @@ def _memory_campaign(tmp_path, before: int, readings: list[int]) -> Campaign:
     return campaign
 
 
-def test_a_memory_growth_freed_once_the_cases_pause_is_not_searched(tmp_path) -> None:
+def test_a_memory_growth_freed_once_the_cases_pause_is_not_searched(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(memory_watch, "MEMORY_FREED_S", 0.05)
     mib = 1024 * 1024
     # grew by 300 MiB between two samples; once quiet, the peak read once more (a broker
     # refreshes its figure every few seconds), then back within one connection's bound
