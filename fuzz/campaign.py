@@ -157,6 +157,7 @@ class Stats:
     memory_searches: int = 0  # searches for a case that made the broker's memory grow
     memory_search_s: float = 0.0  # the time they paused the cases
     memory_transient: int = 0  # growths freed once the cases paused: not searched
+    memory_unsearched: int = 0  # growths past the searches' share of the time (MEMORY_SHARE)
 
     @property
     def rate(self) -> float:

@@ -281,4 +281,7 @@ def _memory_text(stats) -> str:  # type: ignore[no-untyped-def]
     searches = getattr(stats, "memory_searches", 0)
     if not searches:
         return ""
-    return f"  memory searches {searches} ({stats.memory_search_s:.0f}s paused)"
+    unsearched = getattr(stats, "memory_unsearched", 0)
+    return f"  memory searches {searches} ({stats.memory_search_s:.0f}s paused" + (
+        f", {unsearched} past their share)" if unsearched else ")"
+    )

@@ -80,3 +80,13 @@ def test_a_memory_growth_freed_once_the_cases_pause_is_not_searched(tmp_path, mo
     leak = _memory_campaign(tmp_path / "b", 100 * mib, [400 * mib, 390 * mib])
     leak._sample_memory()
     assert leak.stats.memory_transient == 0 and leak.stats.memory_searches == 1
+
+
+def test_memory_searches_past_their_share_of_the_time_are_counted_not_run(tmp_path) -> None:
+    mib = 1024 * 1024
+    campaign = _memory_campaign(tmp_path, 100 * mib, [400 * mib])
+    campaign.stats.memory_search_s = memory_watch.MEMORY_SHARE * 10  # of 10 s, 9 s ago
+    campaign.stats.started -= 9
+    campaign._sample_memory()
+    assert campaign.stats.memory_unsearched == 1 and campaign.stats.memory_searches == 0
+    assert campaign.stats.memory_transient == 0  # not even re-read: no pause at all
