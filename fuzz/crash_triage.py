@@ -223,7 +223,7 @@ class CrashTriage:
     def _triage_outage_alone(self, case: Case, outcome: Outcome, sig: str) -> None:
         """`_triage_outage`, the workers paused (the time counted while the cases run)."""
         began = time.monotonic()
-        with self.gate.exclusive():
+        with self.gate.exclusive(tests=True):
             self._triage_outage(case, outcome, sig)
         if not self._stop.is_set():
             self._alone_s += time.monotonic() - began
@@ -290,7 +290,7 @@ class CrashTriage:
         try:
             while self._polish and not self._grace_over():
                 case, outcome, kept_id = self._polish.pop(0)
-                with self.gate.exclusive():
+                with self.gate.exclusive(tests=True):
                     result = self._triage_case(case, outcome, True)
                 if result is not None:
                     finding, small, final = result
@@ -300,7 +300,7 @@ class CrashTriage:
                         self.stats.polished += 1
             while self._late and not self._grace_over():
                 outage = self._late.pop(0)
-                with self.gate.exclusive():
+                with self.gate.exclusive(tests=True):
                     self._replay_outage(outage, None)
         except TriageAbandonedError:
             pass

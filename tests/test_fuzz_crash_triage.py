@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
 import time
 
 from amqpspec.fuzz import campaign as campaign_module
-from amqpspec.fuzz.campaign import Campaign, CampaignConfig, make_case, triage
+from amqpspec.fuzz.campaign import Campaign, CampaignConfig, Gate, make_case, triage
 from amqpspec.fuzz.case import Case, Step
 from amqpspec.fuzz.crash_sites import CrashSites, site_keys
 from amqpspec.fuzz.findings import FindingStore
@@ -159,3 +160,25 @@ def test_an_outage_past_the_share_alone_waits_and_is_kept_if_the_grace_is_over(
     campaign._polish_crashes()
     assert campaign._late == [] and campaign.stats.kept == 1
     assert os.listdir(os.path.join(tmp_path, "candidates"))
+
+
+def _hold_alone(gate, tests: bool, entered) -> None:
+    with gate.exclusive(tests=tests):
+        entered.set()
+
+
+def test_a_crash_replay_waits_for_the_triage_tests_in_flight() -> None:
+    """A test running beside a crash replay could bring the broker down and confirm a
+    crash that is not there: `exclusive(tests=True)` waits for the tests in flight; a
+    triage alone of another kind does not."""
+    gate = Gate()
+    gate.enter(test=True)  # a triage test in flight
+    plain, crash = threading.Event(), threading.Event()
+    threading.Thread(target=_hold_alone, args=(gate, False, plain), daemon=True).start()
+    assert plain.wait(5)  # does not wait for the test
+    waiter = threading.Thread(target=_hold_alone, args=(gate, True, crash), daemon=True)
+    waiter.start()
+    assert not crash.wait(0.3)  # waits while the test runs
+    gate.leave(test=True)
+    assert crash.wait(5)
+    waiter.join(5)
