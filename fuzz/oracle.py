@@ -58,6 +58,7 @@ from amqpspec.conformance.probe import Probe, Recording
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 from amqpspec.fuzz.answers import AnswerTimes
 from amqpspec.fuzz.case import FRAME, Step, mutation_label
+from amqpspec.fuzz.consequences import attributable
 from amqpspec.fuzz.evidence import HEADER as HEADER_KIND
 from amqpspec.fuzz.evidence import (
     BrokerStream,
@@ -498,7 +499,7 @@ def _judge(
     judged = judged_items(recording)
     violations = [
         v
-        for v in recording.violations
+        for v in attributable(recording.violations, recording.probe_violations)
         if v.level == "MUST" and (v.frame_index < judged or v.rule_id in _JUDGED_PAST_CUT)
     ]
     if violations:
