@@ -1,7 +1,8 @@
 """2.7.3 / 2.6.1 attach: the broker's attach answers (its initial-delivery-count as sender,
 2.7.3 MUST; role and name recorded), the settle modes it agreed to and then keeps (2.7.5
 MUST), a link name reused after detach and max-message-size enforced (MAY: no sentence
-binds the broker there).
+binds the broker there), and the receiver's max-message-size kept by the broker as sender
+(the rabbitmq4 model: no sentence binds the sender either).
 
 Owns the cases `2.7.3/attach-*` and `2.6.1/*`.
 """
@@ -9,12 +10,16 @@ Owns the cases `2.7.3/attach-*` and `2.6.1/*`.
 from __future__ import annotations
 
 from amqpspec.amqp10.engine import DispositionReceived
+from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.origins import SERVER
 from amqpspec.amqp10.spec import RcvSettleMode, Role, SndSettleMode
-from amqpspec.conformance.run.registry import MAY, MUST, case
+from amqpspec.amqp10.types import ulong
+from amqpspec.conformance.run.registry import MAY, MODEL, MUST, case
 from amqpspec.conformance.steps.deliveries import exactly, queued_receiver
 from amqpspec.conformance.steps.links import consumer, wait_credit
-from amqpspec.conformance.steps.queues import body, fill
+from amqpspec.conformance.steps.queues import body, fill, publish_messages
+from amqpspec.conformance.steps.sentences import RABBITMQ4
 from amqpspec.conformance.verdicts import Unsupported
 
 INITIAL_COUNT = "2.7.3/attach.initial-delivery-count.1"  # not null if role is sender
@@ -160,4 +165,67 @@ def max_message_size(probe, ctx):
         for event in list(probe.inbox):
             if isinstance(event, DispositionReceived) and event.first <= delivery_id <= event.last:
                 observed = f"disposition:{type(event.state).__name__.lower()}"
+    ctx.outcome(observed)
+
+
+RECEIVER_LIMIT = 2000  # the receiver's max-message-size (RabbitMQ's test uses the same)
+SIZE_EXCEEDED = frozenset(
+    f"{ending}:amqp:link:message-size-exceeded" for ending in ("detach", "end")
+)
+
+
+def _largest_delivery(probe, handle: int | None, since: int) -> int:
+    """The largest delivery (its transfer frames' payloads together) the broker sent on
+    the link whose handle (the broker's) is `handle`, after trace position `since`."""
+    largest = size = 0
+    for item in probe.recording.items[since:]:
+        frame = item.item
+        if item.direction != SERVER or not isinstance(frame, Frame) or frame.name != "transfer":
+            continue
+        if frame.performative.handle != handle:
+            continue
+        size += len(frame.payload)
+        if not frame.performative.more:
+            largest, size = max(largest, size), 0
+    return max(largest, size)
+
+
+@case(
+    "2.7.3/attach-max-message-size-receiver",
+    MODEL,
+    "max-message-size: the maximum message size supported by the link endpoint; any "
+    "attempt to deliver a message larger than this results in a message-size-exceeded "
+    "link-error. The broker as sender delivers what fits and not the larger message, its "
+    "link (or session) ended with message-size-exceeded (RabbitMQ 4; no sentence binds the "
+    "sender).",
+    model=RABBITMQ4,
+    requires={"queues"},
+    outcomes=SIZE_EXCEEDED,
+)
+def max_message_size_receiver(probe, ctx):
+    """Counters RabbitMQ's max_message_size_server_to_client: a queue holding a 1,500-byte
+    message and a 3,000-byte one; a receiver attached with max-message-size 2000 grants 2:
+    the first is delivered, the second is not (no delivery over 2000 bytes on the link) and
+    the broker ends the link or its session with amqp:link:message-size-exceeded."""
+    queue = ctx.queue()
+    small, large = Message.of(b"\x00" * 1500), Message.of(b"\x00" * 3000)
+    publish_messages(probe, ctx, queue, [small, large])
+    session = probe.open_session()
+    receiver = probe.attach_receiver(
+        session, ctx.source(queue), max_message_size=ulong(RECEIVER_LIMIT)
+    )
+    since = probe.mark()
+    probe.grant(receiver, 2)
+    first = probe.next_transfer(receiver)
+    ctx.check(
+        Message.decode(first.payload).value == small.value,
+        f"expected the 1,500-byte message first; observed a {len(first.payload)}-byte one",
+    )
+    observed = probe.error_outcome(timeout=2.0, since=since)
+    largest = _largest_delivery(probe, receiver.remote_handle, since)
+    ctx.check(
+        largest <= RECEIVER_LIMIT,
+        f"expected no delivery over the receiver's max-message-size {RECEIVER_LIMIT}; the "
+        f"broker sent one of {largest} bytes",
+    )
     ctx.outcome(observed)
