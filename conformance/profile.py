@@ -100,6 +100,9 @@ CAPABILITIES: dict[str, str] = {
     "same ports and data, wait until it listens): the durability cases (3.2.1)",
     "websocket": "AMQP over WebSocket (OASIS AMQP WebSocket Binding v1.0, subprotocol amqp): "
     "the binding's cases run when the run's --broker is a ws:// or wss:// URL",
+    "volatile-queues": "the admin adapter declares a queue that cannot keep durable messages "
+    "(queue argument x-amqpspec-volatile = true: the reference broker's volatile queue), "
+    "which 3.2.1 forbids to accept a message with header durable=true",
     "management-node": "RabbitMQ 4's /management node (HTTP-over-AMQP on a link pair) on the "
     "AMQP port: queues declared exclusive to the asking connection, 409 to a conflicting "
     "redeclaration",

@@ -28,6 +28,7 @@ from amqpspec.amqp10.composites import (
     Coordinator,
     Declare,
     Discharge,
+    Header,
     Modified,
     Properties,
     Source,
@@ -50,6 +51,7 @@ from amqpspec.amqp10.spec import Cond
 from amqpspec.amqp10.types import Described, symbol, uint
 from amqpspec.reference_broker.admin.client import ManagementError
 from amqpspec.reference_broker.features.transactions import LOCAL_TRANSACTIONS
+from amqpspec.reference_broker.features.volatile_nodes import VOLATILE_ARGUMENT
 
 QUEUE = "/queues/q"
 
@@ -737,6 +739,29 @@ def _restarted_keeps(b, *, consumed: bool) -> bool:
         return d.call(lambda: d.server.vhost.get_queue("q").messages) == 1
 
 
+def keep_publishers_of_deleted_nodes(b, c) -> bool:
+    """A sender to /queues/q, the queue deleted through the admin API
+    (features/deleted_targets.py): the link is not detached."""
+    link = _sender(c, _session(c))
+    management(b).delete_queue("q")
+    c.settle(0.3)
+    return not [e for e in c.of(RemoteDetach) if e.link is link]
+
+
+def accept_durable_on_volatile(b, c) -> bool:
+    """A message with header durable=true to a volatile queue (features/volatile_nodes.py):
+    accepted."""
+    management(b).declare_queue("v", durable=False, arguments={VOLATILE_ARGUMENT: True})
+    link = _session(c).attach_sender("v", target="/queues/v")
+    c.wait_event(RemoteAttach, where=lambda e: e.link is link)
+    c.wait_for(lambda: link.link_credit > 0, "credit")
+    payload = Message.of(b"x", header=Header(durable=True)).encode()
+    sent = link.send(payload, b"t-1", settled=False)
+    c.wait_for(lambda: [e for e in c.of(DispositionReceived) if e.first <= sent], "outcome")
+    (state,) = [e.state for e in c.of(DispositionReceived) if e.first <= sent <= e.last]
+    return isinstance(state, Accepted)
+
+
 def durable_messages_in_memory(b, c) -> bool:
     """A durable message in a durable queue, the broker restarted: it is gone."""
     return not _restarted_keeps(b, consumed=False)
@@ -791,6 +816,8 @@ SCENARIOS: dict[str, tuple[Callable, dict]] = {
     "txn-discharge-unknown-accepted": (txn_discharge_unknown_accepted, {}),
     "txn-timeout-never-fires": (txn_timeout_never_fires, {"transaction_timeout": 0.2}),
     "durable-messages-in-memory": (durable_messages_in_memory, {}),
+    "keep-publishers-of-deleted-nodes": (keep_publishers_of_deleted_nodes, {}),
+    "accept-durable-on-volatile": (accept_durable_on_volatile, {}),
     "consume-on-delivery": (consume_on_delivery, {}),
 }
 

@@ -235,6 +235,8 @@ BROKER_FAULTS = {
     "forget-persistent-nodes",
     "durable-messages-in-memory",
     "consume-on-delivery",
+    "keep-publishers-of-deleted-nodes",
+    "accept-durable-on-volatile",
     "sole-connection-weak-detection",
     "forget-unsettled-on-reattach",
     "accept-new-after-incomplete-map",

@@ -180,7 +180,7 @@ class Link(LinkLifecycle, LinkCredit):
             )
         if not lane:
             self.machine.process(LinkInput.SEND_TRANSFER)
-        session.write_transfer(transfer, payload, frame, lane)
+        session.write_transfer(transfer, payload, frame, lane, self)
         # 2.6.7: each delivery advances delivery-count and uses one credit
         self.delivery_count = (self.delivery_count + 1) & SERIAL_MASK  # serial_add(..., 1)
         if self.link_credit > 0:

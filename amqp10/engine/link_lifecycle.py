@@ -137,6 +137,7 @@ class LinkLifecycle:
         never_attached = self.handle is None  # the peer's attach is still unanswered
         if never_attached:  # refusing it: our attach needs a handle
             self.handle = self.session.allocate_handle(self)
+        replying = self.state is LinkState.DETACH_RCVD  # the peer destroyed its end first
         action = self.machine.process(LinkInput.SEND_DETACH)
         # 2.6.3: our attach goes first, also when the peer's detach came before we answered
         # its attach (both in one read: DETACH_RCVD)
@@ -145,7 +146,7 @@ class LinkLifecycle:
                 self.initial_delivery_count = self.delivery_count = 0  # 2.7.3: a sender's
             self.session.write_attach(self.attach_frame({}))
         detach = Detach(handle=self.handle, closed=closed, error=as_error(error, description))
-        self.session.write_detach(detach)
+        self.session.write_detach(detach, self, replying)
         self.maybe_detached()
 
     def receive_detach(self, detach: Detach) -> None:

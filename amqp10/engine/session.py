@@ -143,9 +143,9 @@ class Session(SessionLifecycle, SessionLinks):
         # (name, our role) -> our link awaiting the peer's attach: a link is its name and
         # direction (2.6.1), so a sender and a receiver may share a name (a link pair)
         self._attaching: dict[tuple[str, bool], Link] = {}
-        # (frame or a maker of it, is_transfer): transfers waiting for the peer's window
-        # and the frames that must stay behind them
-        self._queue: deque[tuple[bytes | Callable[[], bytes], bool]] = deque()
+        # (frame or a maker of it, is_transfer, its link or None): transfers waiting for the
+        # peer's window and the frames that must stay behind them
+        self._queue: deque[tuple[bytes | Callable[[], bytes], bool, Link | None]] = deque()
         self._handlers = {  # peer frame type -> its handler, after the table (receive)
             Attach: self._on_attach,
             Flow: self._on_flow,
@@ -175,6 +175,13 @@ class Session(SessionLifecycle, SessionLinks):
     def drop_queued(self) -> None:
         """Drop the frames waiting for the peer's window: our end is going out (2.5.6, 2.7.8)."""
         self._queue.clear()
+
+    def drop_queued_of(self, link: Link) -> int:
+        """Drop the frames of `link` still waiting for the peer's window (its transfers and
+        flows: never sent), when the link is destroyed at both ends; returns how many."""
+        before = len(self._queue)
+        self._queue = deque(entry for entry in self._queue if entry[2] is not link)
+        return before - len(self._queue)
 
     # --- actions ----------------------------------------------------------------------
 
@@ -260,7 +267,7 @@ class Session(SessionLifecycle, SessionLinks):
             self.connection.check_can_send()
             self.machine.process(SessInput.SEND_FLOW)
             link_fields = link.flow_fields()
-            self._queue.append((lambda: self._flow_frame(link_fields, echo), False))
+            self._queue.append((lambda: self._flow_frame(link_fields, echo), False, link))
             return
         self.connection.check_can_send()
         self.machine.process(SessInput.SEND_FLOW)
@@ -275,6 +282,7 @@ class Session(SessionLifecycle, SessionLinks):
         payload: bytes,
         frame: bytes | None = None,
         lane: bool = False,
+        link: Link | None = None,
     ) -> None:
         """One delivery from Link.send, which has checked the connection (SEND_FRAME):
         `frame` already encoded (it fits max-frame-size), or `transfer` to encode/split.
@@ -288,23 +296,23 @@ class Session(SessionLifecycle, SessionLinks):
                     self.next_outgoing_id = following
                     self.connection.write_frame(frame)
                     return
-            self._queue.append((frame, True))
+            self._queue.append((frame, True, link))
             self._pump()
             return
         max_frame_size = self.connection.remote_max_frame_size
         frame = encode_frame(transfer, self.channel, payload)  # the common, one-frame case
         if len(frame) <= max_frame_size:
-            self._queue.append((frame, True))
+            self._queue.append((frame, True, link))
         else:  # 2.6.14: split at the peer's max-frame-size
             frames = transfer_frames(transfer, payload, max_frame_size, self.channel)
-            self._queue.extend((f, True) for f in frames)
+            self._queue.extend((f, True, link) for f in frames)
         self._pump()
 
     def _pump(self) -> None:
         """Release queued frames while the peer's incoming window admits transfers."""
         queue, write = self._queue, self.connection.write_frame
         while queue:
-            frame, is_transfer = queue[0]
+            frame, is_transfer, _ = queue[0]
             if is_transfer:
                 following = self._next_transfer_id_admitted()
                 if following is None:

@@ -85,12 +85,21 @@ class SessionLinks:
         link.attach(attach_fields)
         return link
 
-    def write_detach(self, detach: Detach) -> None:
+    def write_detach(
+        self, detach: Detach, link: Link | None = None, replying: bool = False
+    ) -> None:
+        """Our detach of `link`: behind the link's transfers still waiting for the peer's
+        window; but when `replying` to the peer's detach (the peer destroyed its end, 2.6.6)
+        those are dropped, never sent, and the detach goes out now: the application took
+        them back when the link went (a broker requeues them), and nothing may follow our
+        detach for the handle (2.7.4 flow handle)."""
         self.connection.check_can_send()
         self.machine.process(SessInput.SEND_DETACH)
         frame = encode_frame(detach, self.channel)
-        if self._queue:
-            self._queue.append((frame, False))  # keep it behind the link's transfers
+        if replying and link is not None:
+            self.drop_queued_of(link)
+        if self._queue and not (replying and link is not None):
+            self._queue.append((frame, False, link))  # keep it behind the link's transfers
         else:
             self.connection.write_frame(frame)
 

@@ -1,5 +1,5 @@
-"""The admin interface: how the suite manages a broker out of band (queues, alarms, closing a
-client connection or setting its transaction timeout, restricted users, listeners, a
+"""The admin interface: how the suite manages a broker out of band (queues, exchanges, alarms,
+closing a client connection or setting its transaction timeout, restricted users, listeners, a
 restart).
 
 Owns: `Admin` (every operation raises Unsupported unless an adapter implements it) and
@@ -31,6 +31,14 @@ class Admin:
 
     def purge_queue(self, queue: str) -> None:
         raise Unsupported(f"admin adapter {self.name!r} cannot purge queues")
+
+    def declare_exchange(self, exchange: str, queue: str, routing_key: str) -> None:
+        """Declare a direct `exchange` (not durable) bound to `queue` by `routing_key`."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot declare exchanges")
+
+    def delete_exchange(self, exchange: str) -> None:
+        """Delete `exchange` (nothing when it is gone already)."""
+        raise Unsupported(f"admin adapter {self.name!r} cannot delete exchanges")
 
     def queue_depth(self, queue: str) -> int:
         raise Unsupported(f"admin adapter {self.name!r} cannot report queue depth")

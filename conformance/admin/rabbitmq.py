@@ -1,8 +1,10 @@
 """The RabbitMQ admin adapters: `RabbitMqHttpAdmin` (the management HTTP API; the reference
 broker serves the same subset) and `RabbitMqCtlAdmin` (rabbitmqctl, with the environment of
-tools/brokers/rabbitmq.sh, through `RabbitMqCtl`). Restricted users (`restricted_user` /
-`delete_user`): PUT /api/users, PUT /api/permissions/%2F/{user}, DELETE /api/users. Memory
-alarms: `PUT/DELETE /api/alarms/memory` on the reference broker;
+tools/brokers/rabbitmq.sh, through `RabbitMqCtl`). Exchanges (`declare_exchange` /
+`delete_exchange`): PUT /api/exchanges/%2F/{x} (direct, not durable), POST
+/api/bindings/%2F/e/{x}/q/{q}, DELETE /api/exchanges/%2F/{x}. Restricted users
+(`restricted_user` / `delete_user`): PUT /api/users, PUT /api/permissions/%2F/{user}, DELETE
+/api/users. Memory alarms: `PUT/DELETE /api/alarms/memory` on the reference broker;
 `rabbitmqctl set_vm_memory_high_watermark 0.00001` / restore on RabbitMQ. A restart
 (`restart`, profile `[admin] restart = "http"`): the reference broker's POST /api/restart,
 then /api/overview polled until it answers with another boot_id (RESTART_WAIT_S at most);
@@ -93,6 +95,19 @@ class RabbitMqHttpAdmin(Admin):
 
     def purge_queue(self, queue: str) -> None:
         self._call("purge queue", self.client.purge_queue, queue)
+
+    def declare_exchange(self, exchange: str, queue: str, routing_key: str) -> None:
+        def declare() -> None:
+            self.client.declare_exchange(exchange, "direct", durable=False)
+            self.client.bind(exchange, queue, routing_key)
+
+        self._call("declare exchange", declare)
+
+    def delete_exchange(self, exchange: str) -> None:
+        def delete() -> None:
+            self.client.delete_exchange(exchange, missing_ok=True)
+
+        self._call("delete exchange", delete)
 
     def queue_depth(self, queue: str) -> int:
         info = self._call("queue", self.client.queue, queue)

@@ -8,7 +8,10 @@ begin's next-outgoing-id: 2.5.6's MUSTs on the remote-incoming-window a sender k
 (session-flow-control.1) and the next-incoming-id taken from the partner's
 next-outgoing-id (.3), as the manifest links them; a session flow whose next-outgoing-id
 goes backwards (Qpid Broker-J ends the session) either ends the session (recorded) or
-moves the broker's next-incoming-id to it (.3: "update ... directly").
+moves the broker's next-incoming-id to it (.3: "update ... directly"); a receiver detached
+while our incoming-window is 0 gets nothing for its handle once the window opens (2.7.4
+flow.handle: a frame for a handle no longer attached is an error the recipient MUST end
+the session for).
 
 Owns the cases `2.5.6/window-*` and `2.5.6/session-*` (the alarm cases are in
 s2_5_6_alarms.py).
@@ -19,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from amqpspec.amqp10.composites import Flow
+from amqpspec.amqp10.engine import RemoteDetach, UsageError
 from amqpspec.amqp10.frames import Frame
 from amqpspec.amqp10.serial import serial_add, serial_offset
+from amqpspec.conformance.probe import WaitTimeout
 from amqpspec.conformance.run.registry import MODEL, MUST, RunFunction, case
 from amqpspec.conformance.steps.alarms import memory_alarm, window_closed_or_unsupported
 from amqpspec.conformance.steps.credit import server_flows
@@ -34,7 +39,7 @@ from amqpspec.conformance.steps.links import (
 )
 from amqpspec.conformance.steps.queues import body, fill
 from amqpspec.conformance.steps.refusals import sent_frame_outcome
-from amqpspec.conformance.steps.sentences import RABBITMQ4
+from amqpspec.conformance.steps.sentences import FLOW_UNATTACHED, RABBITMQ4
 from amqpspec.conformance.verdicts import Unsupported
 
 VIOLATION = {"end:amqp:session:window-violation", "close:amqp:session:window-violation"}
@@ -148,6 +153,76 @@ def window_zero_then_open(probe, ctx):
     session.flow(incoming_window=10)
     probe.flush()
     exactly(probe, link, 3)
+
+
+HANDLE_GONE = (
+    "If set to a handle that is not currently associated with an attached Link, the "
+    "recipient MUST respond by ending the session with an unattached-handle session error: "
+    "a link detached by both ends while our incoming-window is 0 gets no transfer or flow "
+    "once the window opens."
+)
+
+
+@case(
+    "2.5.6/session-window-zero-detached-link",
+    MUST,
+    HANDLE_GONE,
+    sentences=(FLOW_UNATTACHED, REMOTE_WINDOW),
+    role="sender",
+    model=RABBITMQ4,
+    requires={"queues"},
+    pipelined=False,  # the detach and the window's opening wait for the broker's answers
+)
+def window_zero_detached_link(probe, ctx):
+    """Counters RabbitMQ's incoming_window_closed_close_link: one message queued, a
+    session begun with incoming-window 0, a receiver granted 2 with drain: nothing for 0.3
+    s; the receiver detached (closed) and the broker's detach awaited; then a session flow
+    opening the window to 10: for 0.3 s no transfer or flow for the detached link's handle
+    (both ends destroyed it). Whether the message is then still queued is recorded."""
+    queue = ctx.queue()
+    fill(probe, ctx, queue, 1)
+    session = probe.open_session(incoming_window=0, auto_window=False)
+    _, link = consumer(probe, ctx, queue, session=session)
+    granted = probe.mark()
+    probe.grant(link, 2, drain=True)
+    early = collect(probe, link, 0.3)
+    ctx.check(
+        not early,
+        f"expected no transfer into our incoming-window of 0; observed {len(early)} (the "
+        f"first: delivery-id {early[0].delivery_id if early else ''})",
+    )
+    handle = link.remote_handle
+    try:
+        probe.detach(link, wait=False)
+    except UsageError:  # RabbitMQ 3.10 ends the session on the drain (internal-error)
+        raise Unsupported(
+            f"the broker ended the session before our detach: {probe.observed(granted)}"
+        ) from None
+    try:
+        probe.expect(lambda e: isinstance(e, RemoteDetach) and e.link is link, 2.0, "detach")
+    except WaitTimeout:
+        ctx.model(
+            False,
+            f"expected our detach answered while our incoming-window is 0 (RabbitMQ 4 "
+            f"answers it); {probe.observed()}",
+        )
+    since = probe.mark()
+    session.flow(incoming_window=10)
+    probe.flush()
+    probe.idle(0.3)
+    late = [
+        f"{item.item.name} (handle {item.item.performative.handle})"
+        for item in probe.frames_since(since)
+        if item.item.name in ("transfer", "flow")
+        and getattr(item.item.performative, "handle", None) == handle
+    ]
+    ctx.check(
+        not late,
+        f"expected nothing for handle {handle} after both ends detached its link; observed "
+        f"{', '.join(late)} once our window opened",
+    )
+    _, again = consumer(probe, ctx, queue, credit=1)
+    ctx.note(f"the message queued again after the detach: {bool(collect(probe, again, 0.3))}")
 
 
 @_remote_window_case("2.5.6/session-window-one", WINDOW)

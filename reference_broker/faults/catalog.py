@@ -31,6 +31,8 @@ Where each fault lives:
   report-unknown-filters and properties-filter-ignores-subject (features/filters.py),
   selector-like-escape-ignored (features/selectors.py),
   session-scoped-delivery-tags (protocol/delivery_handler.py, publishers' transfers),
+  keep-publishers-of-deleted-nodes (protocol/context.py, features/deleted_targets.py),
+  accept-durable-on-volatile (protocol/delivery_handler.py, features/volatile_nodes.py),
   ws-drop-short-messages and ws-close-without-handshake (runtime/websocket.py); the
   transaction faults (Part 4, in `reference_broker.features.transactions`):
   txn-post-immediately, txn-discharge-unknown-accepted, txn-timeout-never-fires.
@@ -589,6 +591,27 @@ CATALOG: Mapping[str, FaultInfo] = MappingProxyType(
                 "to disk; what bench/overload/kill_soak.py looks for)",
                 QUEUE_LAYER,
                 "queues.classic.ClassicQueue.publish",
+            ),
+            _fault(
+                "keep-publishers-of-deleted-nodes",
+                "a sender whose target queue or exchange is deleted stays attached: its "
+                "messages released (queue) or rejected with amqp:not-found (exchange), the "
+                "link never detached (2.6.5; RabbitMQ 4 detaches it)",
+                "RabbitMQ 4's amqp_client_SUITE server_closes_link_exchange_* and "
+                "link_target_queue_deleted (the publisher detached when its node is deleted); "
+                "this broker before features/deleted_targets.py",
+                PROTOCOL_LAYER,
+                "protocol.context.BrokerContext._on_vhost_event",
+            ),
+            _fault(
+                "accept-durable-on-volatile",
+                "a volatile queue (x-amqpspec-volatile) accepts messages with header "
+                "durable=true, which it cannot keep across a restart (3.2.1 MUST NOT)",
+                "3.2.1 header durable (Qpid Broker-J's TransferTest.durableTransferWith"
+                "RejectedOutcome / WithoutRejectedOutcome; a broker whose non-durable nodes "
+                "take durable messages)",
+                PROTOCOL_LAYER,
+                "protocol.delivery_handler.DeliveryHandler._refused_durable",
             ),
             _fault(
                 "consume-on-delivery",

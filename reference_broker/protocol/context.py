@@ -6,8 +6,8 @@ the dynamic nodes, sole-connection and recovery registries (features/), the conn
 bytes to write, the end of a turn (dispatch of every queue with work, then one write per
 dirty connection) and the periodic housekeeping (alarm readings, store flush / compaction,
 expiry of kept termini). May touch: the connections through their public methods
-(`flush`, `mark_dirty`, `close_with`, `set_windows`, `queue_deleted`), the vhost and queues
-through their APIs; no engine object directly.
+(`flush`, `mark_dirty`, `close_with`, `set_windows`, `queue_deleted`, `target_deleted`),
+the vhost and queues through their APIs; no engine object directly.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import BrokerConfig
 from ..faults.catalog import Faults
 from ..features.alarms import ResourceAlarms, alarms_from_config
+from ..features.deleted_targets import EXCHANGE_DELETED, QUEUE_DELETED
 from ..features.dynamic_nodes import DynamicNodes
 from ..features.recovery import Recovery
 from ..features.sole_connection import SoleConnections
@@ -217,15 +218,20 @@ class BrokerContext:
             w for w in self._durable_waiters if w[1].connection is not connection
         )
 
-    def _on_vhost_event(self, event: str, queue: Any) -> None:
-        """A queue was deleted (admin API, auto-delete): its consumers are detached with
-        amqp:resource-deleted (RabbitMQ 4 does the same)."""
-        if event != "queue.deleted":
+    def _on_vhost_event(self, event: str, node: Any) -> None:
+        """A queue or exchange was deleted (admin API, auto-delete): a queue's consumers
+        are detached with amqp:resource-deleted (RabbitMQ 4 does the same), and so are the
+        publishers whose target it was (features/deleted_targets.py)."""
+        if event not in (QUEUE_DELETED, EXCHANGE_DELETED):
             return
-        for consumer in queue.consumers:
-            owner = consumer.owner
-            if isinstance(owner, ConsumerLink):
-                owner.session.connection.link_handler.queue_deleted(owner)
+        if event == QUEUE_DELETED:
+            for consumer in node.consumers:
+                owner = consumer.owner
+                if isinstance(owner, ConsumerLink):
+                    owner.session.connection.link_handler.queue_deleted(owner)
+        if not self.faults.keep_publishers_of_deleted_nodes:
+            for connection in list(self.connections):
+                connection.link_handler.target_deleted(event, node.name)
         self.flush(self.scheduler.now())
 
     # ------------------------------------------------------------------ alarms

@@ -6,7 +6,8 @@ Owns: routing a publish into the vhost (after the checks its link and the alarms
 features/publisher_recovery.py judges them, anonymous terminus permissions, undecodable
 messages and messages whose sections break 3.2's order or run past its end rejected with
 amqp:decode-error, then the message-level checks of features/message_checks.py on the
-message's head: reserved annotation keys, 3.2.10, and user-id, 3.2.4), its confirm
+message's head: reserved annotation keys, 3.2.10, and user-id, 3.2.4; a durable message to a
+volatile queue refused: features/volatile_nodes.py, 3.2.1), its confirm
 (accepted at once, after the store's group commit for a durable queue, or
 released/rejected), the publishers whose credit to consider
 re-granting after each step (`credit_checks`, credit.py's rule in links.py), transfers on
@@ -35,6 +36,7 @@ from amqpspec.amqp10.spec import Cond, Role
 from ..features import message_checks, relay
 from ..features.publisher_recovery import ROUTE_AS_SENT, Verdict
 from ..features.transactions import is_transactional
+from ..features.volatile_nodes import asks_durability, durable_refused
 from ..queues.addressing import AddressError
 from ..queues.errors import BrokerError
 from .links import PublisherLink
@@ -107,6 +109,8 @@ class DeliveryHandler(ConnectionPart):
             if props is not None:
                 to, subject = props.to, props.subject
             headers = head.application_properties
+        if publisher.volatile and self._refused_durable(publisher, event):
+            return
         if event.state is not None and is_transactional(event.state):  # 4.4.1
             self.transactions.post(publisher, event, to, subject, headers)
             if publisher not in self.credit_checks:
@@ -229,6 +233,21 @@ class DeliveryHandler(ConnectionPart):
         if publisher not in self.credit_checks:
             self.credit_checks.append(publisher)
 
+    def _refused_durable(self, publisher: PublisherLink, event: ev.TransferReceived) -> bool:
+        """A message with header durable=true to a volatile queue (features/volatile_nodes.py,
+        3.2.1): rejected with amqp:precondition-failed when unsettled and the sender's
+        source supports rejected, else the link detached with it. True when refused."""
+        if self.faults.accept_durable_on_volatile or not asks_durability(event.payload):
+            return False
+        error = durable_refused(publisher.target.queue or "")
+        if event.settled or not relay.rejects(event.link):
+            self.detach_publisher(publisher, error)
+            return True
+        publisher.session.settle_publish(event.delivery_id, Rejected(error=error))
+        if publisher not in self.credit_checks:
+            self.credit_checks.append(publisher)
+        return True
+
     def _seen_tag(self, session: BrokerSession, event: ev.TransferReceived) -> bool:
         """Fault session-scoped-delivery-tags: has a publisher of `session` used this tag
         before (on any link, settled or not)? 2.6.12 makes a tag unique only among the
@@ -248,7 +267,7 @@ class DeliveryHandler(ConnectionPart):
         rejected): the link is detached with the error, the delivery-tag in its info
         (features/relay.py: the anonymous terminus spec's routing errors; RabbitMQ 4 does the
         same)."""
-        self._detach_publisher(publisher, event, error)
+        self.detach_publisher(publisher, error)
 
     def _message_refused(
         self, publisher: PublisherLink, event: ev.TransferReceived, refused: message_checks.Refusal
@@ -258,16 +277,15 @@ class DeliveryHandler(ConnectionPart):
         otherwise."""
         if refused.detach or event.settled:
             error = Error(condition=refused.condition, description=refused.description)
-            self._detach_publisher(publisher, event, error)
+            self.detach_publisher(publisher, error)
             return
         self._refuse_publish(publisher.session, event, refused.condition, refused.description)
         if publisher not in self.credit_checks:
             self.credit_checks.append(publisher)
 
-    def _detach_publisher(
-        self, publisher: PublisherLink, event: ev.TransferReceived, error: Error
-    ) -> None:
-        link = event.link
+    def detach_publisher(self, publisher: PublisherLink, error: Error) -> None:
+        """Release the publisher's link and detach it with `error` (2.6.5)."""
+        link = publisher.link
         self.connection.link_handler.release_link(publisher.session, link)
         try:
             link.detach(closed=True, error=error)

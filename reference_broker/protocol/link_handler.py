@@ -6,7 +6,8 @@ Owns: which link an attach makes (a consumer on a queue, a stream or a dynamic n
 publisher to an address or the anonymous terminus; one link of a /management pair; a
 coordinator, 4.5.1), the permissions it needs (permissions.py), the link name's uniqueness
 per container pair (2.6.1: a second attachment steals it), refusing an attach with the
-error, detaching with an error, and the release of a link when it goes: requeue, kept
+error, detaching with an error (the publishers of a deleted node:
+features/deleted_targets.py), and the release of a link when it goes: requeue, kept
 termini (features/recovery.py, 3.5.3), dynamic nodes (features/dynamic_nodes.py). The
 connection's `publishers`, `management_links` and `management_pairs` dicts are filled here.
 May touch: the engine Links of its connection, the vhost and queues through their APIs,
@@ -27,6 +28,7 @@ from amqpspec.amqp10.spec import Cond, RcvSettleMode, Role
 from ..admin.management import MANAGEMENT_ADDRESS
 from ..admin.management import answer as management_answer
 from ..admin.management_links import ManagementPair
+from ..features.deleted_targets import deleted_error, stranded
 from ..features.filters import in_place
 from ..features.publisher_recovery import Resumed, with_partial
 from ..features.recovery import CLOSED, SUSPENDED, map_room, reported_source, target_map_room
@@ -300,6 +302,18 @@ class LinkHandler(ConnectionPart):
         session.consumers.pop(link, None)
         session.forget_consumer(consumer)
         self.detach_error(link, Cond.RESOURCE_DELETED, f"queue '{consumer.queue.name}' deleted")
+
+    def target_deleted(self, event: str, name: str) -> None:
+        """The queue or exchange `name` was deleted (vhost `event`): detach the publishers
+        whose target it was with amqp:resource-deleted (features/deleted_targets.py). A link
+        the peer is detaching (its dynamic node deleted as it goes) or a connection that is
+        closing is left to its own ending."""
+        if not self.connection.open:
+            return
+        error = deleted_error(event, name)
+        for publisher in stranded(list(self.publishers.values()), event, name):
+            if publisher.link.state is LinkState.ATTACHED:
+                self.connection.delivery_handler.detach_publisher(publisher, error)
 
     def consumer_failed(self, consumer: ConsumerLink, condition: str, description: str) -> None:
         """The consumer link cannot go on (e.g. a message above its max-message-size):

@@ -34,6 +34,7 @@ from amqpspec.amqp10.spec import Cond, SndSettleMode
 from ..faults import wire as wire_faults
 from ..features.publisher_recovery import Held, Resumed
 from ..features.recovery import Resume, delivery_tag, recoverable
+from ..features.volatile_nodes import is_volatile
 from ..queues.addressing import Address, AddressKind
 from ..queues.classic import RELEASED, ClassicQueue, CreditReply, Delivery, QueuedMessage
 from .credit import initial_publisher_credit, publisher_regrant
@@ -255,6 +256,7 @@ class PublisherLink:
         "session",
         "target",
         "unconfirmed",
+        "volatile",
     )
 
     def __init__(
@@ -274,6 +276,13 @@ class PublisherLink:
         self.regrant_below = limits.max_link_credit // 2
         self.unconfirmed = 0
         self.anonymous = target.kind is AddressKind.ANONYMOUS  # each message's `to` routes it
+        vhost = session.connection.vhost
+        # a queue that refuses durable messages (features/volatile_nodes.py, 3.2.1)
+        self.volatile = (
+            target.kind is AddressKind.QUEUE
+            and not target.queue_from_subject
+            and is_volatile(vhost.queues.get(target.queue or ""))
+        )
         # the message must be decoded only when routing reads its to / subject / headers
         self.decode_needed = (
             target.kind is AddressKind.ANONYMOUS
@@ -281,8 +290,8 @@ class PublisherLink:
             or (target.kind is AddressKind.EXCHANGE and target.routing_key is None)
             or (
                 target.kind is AddressKind.EXCHANGE
-                and session.connection.vhost.exchanges.get(target.exchange or "") is not None
-                and session.connection.vhost.exchanges[target.exchange or ""].type == "headers"
+                and vhost.exchanges.get(target.exchange or "") is not None
+                and vhost.exchanges[target.exchange or ""].type == "headers"
             )
         )
 

@@ -18,7 +18,8 @@ Protocol-layer entry points:
   declared through /management), refused to others with `ResourceLockedError`
   (amqp:resource-locked), deleted with it.
 - `cancel_consumer(queue, tag)` on detach / end / close / connection loss (requeues).
-- `listeners`: callbacks told when a queue is deleted (its consumers must be detached).
+- `listeners`: callbacks told when a queue or an exchange is deleted ("queue.deleted",
+  "exchange.deleted": its consumers and publishers must be detached).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ class VirtualHost:
         self.connections: dict[str, ConnectionSummary] = {}
         self._dirty: dict[str, ClassicQueue] = {}
         self.owners = QueueOwners(self)  # dynamic and exclusive queues' owners (owners.py)
-        self.listeners: list[Callable[[str, ClassicQueue], None]] = []  # (event, queue)
+        self.listeners: list[Callable[[str, Any], None]] = []  # (event, queue or exchange)
         self.store: MessageStore | None = None
         self.definitions: DefinitionsFile | None = None
         if data_dir is not None:
@@ -266,6 +267,8 @@ class VirtualHost:
         del self.exchanges[name]
         if exchange.durable:
             self._save_definitions()
+        for listener in list(self.listeners):
+            listener("exchange.deleted", exchange)
 
     # ------------------------------------------------------------------ bindings
     def bind(
