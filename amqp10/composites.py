@@ -223,21 +223,105 @@ def _make_init(names: tuple[str, ...], defaults: tuple[Any, ...]) -> Any:
     return scope["__init__"]
 
 
+def _field_table(field: Field) -> list[Decoder]:
+    """The decoders of a field's items: typed values where its declared type does not say
+    what they are ('*', maps, fields), plain ints otherwise."""
+    if primitive_of(field.type) in ("*", "map") or field.type == "fields":
+        return codec.DECODERS
+    return PLAIN_DECODERS
+
+
+def _list_header(buf: bytes, pos: int, end: int, name: str, count_max: int) -> tuple[int, int, int]:
+    """(count, first field, stop) of the list of composite `name` at `pos` (1.4): a list
+    constructor, its size within `end`, at most `count_max` fields."""
+    code = buf[pos]
+    start = pos
+    if code == LIST0:
+        count = 0
+        pos += 1
+        stop = pos
+    elif code in (LIST8, LIST32):
+        width = 1 if code == LIST8 else 4  # of the size and of the count
+        if pos + 1 + 2 * width > end:
+            codec._need(pos + 1, 2 * width, end, f"{name} list size and count")
+        size, count = (_BB if width == 1 else _II).unpack_from(buf, pos + 1)
+        stop = pos + 1 + width + size
+        pos += 1 + 2 * width
+    else:
+        raise DecodeError(
+            pos,
+            f"{name} as a list, got constructor 0x{code:02x}",
+            kind=ErrorKind.NOT_A_LIST,
+            performative=name,
+        )
+    if stop > end or stop < pos:
+        raise DecodeError(
+            start,
+            f"{name} list within {end - start} byte(s)",
+            kind=ErrorKind.COMPOUND_OVERRUN,
+            performative=name,
+            declared=stop - start,
+            limit=end - start,
+        )
+    if count > count_max:
+        raise DecodeError(
+            start,
+            f"at most {count_max} fields of {name}, got {count}",
+            kind=ErrorKind.TOO_MANY_FIELDS,
+            performative=name,
+            declared=count,
+            allowed=count_max,
+        )
+    return count, pos, stop
+
+
+def _field_error(pos: int, expected: str, kind: ErrorKind, name: str, field: Field) -> DecodeError:
+    """What is wrong with field `field` of composite `name` (1.4)."""
+    return DecodeError(pos, expected, kind=kind, performative=name, field=field.name)
+
+
+# a composite's checks after its fields are read, as field indexes: (mandatory, multiple,
+# (index, archetype) of the '*' fields that require one)
+_Checks = tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, str], ...]]
+
+
+def _finish_fields(
+    values: list[Any], start: int, name: str, fields: tuple[Field, ...], checks: _Checks
+) -> None:
+    """Mandatory fields present, multiple=true fields as lists, '*' fields of the archetype
+    they require (1.4)."""
+    mandatory, multiple, requires = checks
+    for index in mandatory:
+        if values[index] is None:
+            field = fields[index]
+            expected = f"mandatory field {name}.{field.name}"
+            raise _field_error(start, expected, ErrorKind.MANDATORY_FIELD, name, field)
+    for index in multiple:
+        value = values[index]
+        if value is not None:
+            values[index] = list(value.items) if isinstance(value, Array) else [value]
+    for index, archetype in requires:
+        value = values[index]
+        if isinstance(value, Composite) and archetype not in value.SPEC.provides:
+            expected = f"{name}.{fields[index].name} to be a {archetype}"
+            raise _field_error(start, expected, ErrorKind.FIELD_ARCHETYPE, name, fields[index])
+
+
 def _make_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
-    """Decode the list that follows the descriptor, straight into a `cls` instance."""
+    """Decode the list that follows the descriptor, straight into a `cls` instance (the
+    reference the generated decoders are held to)."""
     fields = spec.fields
     count_max = len(fields)
     allowed = tuple(_field_codes(f) for f in fields)
-    tables = tuple(
-        codec.DECODERS
-        if primitive_of(f.type) in ("*", "map") or f.type == "fields"
-        else PLAIN_DECODERS
-        for f in fields
-    )
-    multiple = tuple(i for i, f in enumerate(fields) if f.multiple)
-    mandatory = tuple(i for i, f in enumerate(fields) if f.mandatory)
-    requires = tuple(
-        (i, f.requires) for i, f in enumerate(fields) if f.requires and primitive_of(f.type) == "*"
+    tables = tuple(_field_table(f) for f in fields)
+    checks: _Checks = (
+        tuple(i for i, f in enumerate(fields) if f.mandatory),
+        tuple(i for i, f in enumerate(fields) if f.multiple),
+        tuple(
+            (i, f.requires)
+            for i, f in enumerate(fields)
+            if f.requires and primitive_of(f.type) == "*"
+        ),
     )
     names = cls.FIELD_NAMES
     defaults = cls._DEFAULTS
@@ -245,64 +329,19 @@ def _make_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
     new = object.__new__
 
     def dec(buf: bytes, pos: int, end: int, depth: int) -> tuple[Composite, int]:
-        code = buf[pos]
         start = pos
-        if code == LIST0:
-            count = 0
-            pos += 1
-            stop = pos
-        elif code == LIST8:
-            if pos + 3 > end:
-                codec._need(pos + 1, 2, end, f"{name} list size and count")
-            size, count = _BB.unpack_from(buf, pos + 1)
-            stop = pos + 2 + size
-            pos += 3
-        elif code == LIST32:
-            if pos + 9 > end:
-                codec._need(pos + 1, 8, end, f"{name} list size and count")
-            size, count = _II.unpack_from(buf, pos + 1)
-            stop = pos + 5 + size
-            pos += 9
-        else:
-            raise DecodeError(
-                pos,
-                f"{name} as a list, got constructor 0x{code:02x}",
-                kind=ErrorKind.NOT_A_LIST,
-                performative=name,
-            )
-        if stop > end or stop < pos:
-            raise DecodeError(
-                start,
-                f"{name} list within {end - start} byte(s)",
-                kind=ErrorKind.COMPOUND_OVERRUN,
-                performative=name,
-                declared=stop - start,
-                limit=end - start,
-            )
-        if count > count_max:
-            raise DecodeError(
-                start,
-                f"at most {count_max} fields of {name}, got {count}",
-                kind=ErrorKind.TOO_MANY_FIELDS,
-                performative=name,
-                declared=count,
-                allowed=count_max,
-            )
+        count, pos, stop = _list_header(buf, pos, end, name, count_max)
         values: list[Any] = [None] * count_max
         for index in range(count):
             if pos >= stop:
                 codec._need(pos, 1, stop, f"{name}.{names[index]}")
             item_code = buf[pos]
             if item_code not in allowed[index]:
-                raise DecodeError(
-                    pos,
-                    f"{name}.{fields[index].name} of type {fields[index].type}, "
-                    f"got constructor 0x{item_code:02x}",
-                    "amqp:decode-error",
-                    ErrorKind.FIELD_TYPE,
-                    performative=name,
-                    field=fields[index].name,
+                field = fields[index]
+                expected = (
+                    f"{name}.{field.name} of type {field.type}, got constructor 0x{item_code:02x}"
                 )
+                raise _field_error(pos, expected, ErrorKind.FIELD_TYPE, name, field)
             values[index], pos = tables[index][item_code](buf, pos + 1, stop, depth + 1)
         if pos != stop:
             raise DecodeError(
@@ -311,29 +350,7 @@ def _make_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
                 kind=ErrorKind.COMPOUND_END,
                 performative=name,
             )
-        for index in mandatory:
-            if values[index] is None:
-                raise DecodeError(
-                    start,
-                    f"mandatory field {name}.{fields[index].name}",
-                    kind=ErrorKind.MANDATORY_FIELD,
-                    performative=name,
-                    field=fields[index].name,
-                )
-        for index in multiple:
-            value = values[index]
-            if value is not None:
-                values[index] = list(value.items) if isinstance(value, Array) else [value]
-        for index, archetype in requires:
-            value = values[index]
-            if isinstance(value, Composite) and archetype not in value.SPEC.provides:
-                raise DecodeError(
-                    start,
-                    f"{name}.{fields[index].name} to be a {archetype}",
-                    kind=ErrorKind.FIELD_ARCHETYPE,
-                    performative=name,
-                    field=fields[index].name,
-                )
+        _finish_fields(values, start, name, fields, checks)
         obj = new(cls)
         for index in range(count_max):
             value = values[index]
@@ -485,22 +502,23 @@ def _inline_kind(field: Field) -> str | None:
     return primitive if primitive in _INLINE_ENCODE else None
 
 
-def _make_list_encoder(cls: type[Composite], spec: CompositeType) -> Any:
-    """encode_list_into(self, out): the composite's list (1.4), trailing null/default
-    fields omitted, list8 when it fits, written straight into `out`."""
-    fields = spec.fields
-    count = len(fields)
-    names = cls.FIELD_NAMES
-    defaults = cls._DEFAULTS
+def _encoder_head(spec: CompositeType, names: tuple[str, ...]) -> list[str]:
+    """Generated lines: v0..vN read from self, the mandatory ones checked (1.4)."""
     lines = ["def encode_list_into(self, out):"]
     for i, name in enumerate(names):
         lines.append(f"    v{i} = self.{name}")
-    for i, field in enumerate(fields):
+    for i, field in enumerate(spec.fields):
         if field.mandatory:
             lines.append(f"    if v{i} is None:")
             lines.append(f"        raise EncodeError('{spec.name}.{names[i]} is mandatory')")
-    # last = 1 + index of the last field that must be sent
-    lines.append("    last = 0")
+    return lines
+
+
+def _encoder_last(defaults: tuple[Any, ...]) -> list[str]:
+    """Generated lines: last = 1 + the index of the last field that must be sent (1.4:
+    trailing fields that are null or equal to their default are omitted)."""
+    count = len(defaults)
+    lines = ["    last = 0"]
     for i in reversed(range(count)):
         keyword = "if" if i == count - 1 else "elif"
         if defaults[i] is None:
@@ -509,12 +527,13 @@ def _make_list_encoder(cls: type[Composite], spec: CompositeType) -> Any:
             cond = f"v{i} is not None and not (v{i} == _d{i} and type(v{i}) is _t{i})"
         lines.append(f"    {keyword} {cond}:")
         lines.append(f"        last = {i + 1}")
-    lines.append("    if last == 0:")
-    lines.append("        out.append(0x45)")
-    lines.append("        return")
-    lines.append("    start = len(out)")
-    lines.append("    out += b'\\xc0\\x00\\x00'")
-    lines.append("    try:")
+    return lines
+
+
+def _encoder_fields(fields: tuple[Field, ...]) -> list[str]:
+    """Generated lines, inside the try: each field up to `last`, inlined where its type has
+    a template (_INLINE_ENCODE), else through its field encoder _e{i}."""
+    lines = []
     if not fields:
         lines.append("        pass")
     for i, field in enumerate(fields):
@@ -531,18 +550,30 @@ def _make_list_encoder(cls: type[Composite], spec: CompositeType) -> Any:
         else:
             lines.append(f"        if last > {i}:")
             lines.append(_indent(code, 12).rstrip("\n"))
-    lines.append("    except EncodeError:")
-    lines.append("        del out[start:]")
-    lines.append("        raise")
-    lines.append("    except (struct.error, UnicodeEncodeError, OverflowError, TypeError) as exc:")
-    lines.append("        del out[start:]")
-    lines.append(f"        raise EncodeError(f'{spec.name}: {{exc}}') from None")
-    lines.append("    size = len(out) - start - 2")  # body bytes + the count byte
-    lines.append("    if size < 256:")
-    lines.append("        out[start + 1] = size")
-    lines.append("        out[start + 2] = last")
-    lines.append("    else:")
-    lines.append("        out[start : start + 3] = _LIST32(0xD0, size + 3, last)")
+    return lines
+
+
+def _encoder_tail(name: str) -> list[str]:
+    """Generated lines: a failed field leaves `out` as it was; the list's size and count
+    patched in, list32 when the body does not fit list8."""
+    return [
+        "    except EncodeError:",
+        "        del out[start:]",
+        "        raise",
+        "    except (struct.error, UnicodeEncodeError, OverflowError, TypeError) as exc:",
+        "        del out[start:]",
+        f"        raise EncodeError(f'{name}: {{exc}}') from None",
+        "    size = len(out) - start - 2",  # body bytes + the count byte
+        "    if size < 256:",
+        "        out[start + 1] = size",
+        "        out[start + 2] = last",
+        "    else:",
+        "        out[start : start + 3] = _LIST32(0xD0, size + 3, last)",
+    ]
+
+
+def _encoder_scope(cls: type[Composite]) -> dict[str, Any]:
+    """The names the generated encoder of `cls` reads."""
     scope: dict[str, Any] = {
         "EncodeError": EncodeError,
         "struct": struct,
@@ -552,11 +583,29 @@ def _make_list_encoder(cls: type[Composite], spec: CompositeType) -> Any:
         "_BH": struct.Struct(">BH").pack,
         "_LIST32": struct.Struct(">BII").pack,
     }
-    for i in range(count):
-        scope[f"_d{i}"] = defaults[i]
-        scope[f"_t{i}"] = type(defaults[i])
+    for i, default in enumerate(cls._DEFAULTS):
+        scope[f"_d{i}"] = default
+        scope[f"_t{i}"] = type(default)
         scope[f"_e{i}"] = cls._ENCODERS[i]
-    return _generated("\n".join(lines), scope, "encode_list_into")
+    return scope
+
+
+def _make_list_encoder(cls: type[Composite], spec: CompositeType) -> Any:
+    """encode_list_into(self, out): the composite's list (1.4), trailing null/default
+    fields omitted, list8 when it fits, written straight into `out`."""
+    lines = [
+        *_encoder_head(spec, cls.FIELD_NAMES),
+        *_encoder_last(cls._DEFAULTS),
+        "    if last == 0:",
+        "        out.append(0x45)",
+        "        return",
+        "    start = len(out)",
+        "    out += b'\\xc0\\x00\\x00'",
+        "    try:",
+        *_encoder_fields(spec.fields),
+        *_encoder_tail(spec.name),
+    ]
+    return _generated("\n".join(lines), _encoder_scope(cls), "encode_list_into")
 
 
 # (constructor, width of the bytes after it, expression for the value) per inline type
@@ -600,15 +649,10 @@ def _decode_field_code(i: int, field: Field, spec: CompositeType, what: str) -> 
     return "\n".join(out)
 
 
-def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
-    """Like _make_body_decoder, generated per class with the common types inlined."""
-    fields = spec.fields
-    count_max = len(fields)
-    names = cls.FIELD_NAMES
-    defaults = cls._DEFAULTS
-    name = spec.name
-    lines = [
-        "def dec(buf, pos, end, depth):",
+def _fast_list_header(name: str, count_max: int) -> list[str]:
+    """Generated lines: the list's constructor, size and count (1.4) into start, stop, count
+    and pos, the same checks as _list_header."""
+    return [
         "    start = pos",
         "    code = buf[pos]",
         "    if code == 0xC0:",
@@ -639,9 +683,15 @@ def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decode
         f"kind={ErrorKind.TOO_MANY_FIELDS.value!r}, {_facts(name)}, "
         f"declared=count, allowed={count_max})",
     ]
-    if count_max:
-        lines.append("    " + " = ".join(f"v{i}" for i in range(count_max)) + " = None")
-    for i, field in enumerate(fields):
+
+
+def _fast_fields(spec: CompositeType) -> list[str]:
+    """Generated lines: v0..vN from the fields present (the rest None), then the list's end."""
+    name = spec.name
+    lines = []
+    if spec.fields:
+        lines.append("    " + " = ".join(f"v{i}" for i in range(len(spec.fields))) + " = None")
+    for i, field in enumerate(spec.fields):
         what = f"{name}.{field.name}"
         lines.append(f"    if count > {i}:")
         lines.append("        if pos >= stop:")
@@ -652,7 +702,15 @@ def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decode
         f"        raise DecodeError(pos, f'{name} list to end at byte {{stop}}', "
         f"kind={ErrorKind.COMPOUND_END.value!r}, {_facts(name)})"
     )
-    for i, field in enumerate(fields):
+    return lines
+
+
+def _fast_field_checks(spec: CompositeType) -> list[str]:
+    """Generated lines, field by field: mandatory present, multiple=true as a list, a '*'
+    field of the archetype it requires (1.4), the same checks as _finish_fields."""
+    name = spec.name
+    lines = []
+    for i, field in enumerate(spec.fields):
         if field.mandatory:
             lines.append(f"    if v{i} is None:")
             lines.append(
@@ -671,13 +729,11 @@ def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decode
                 f"        raise DecodeError(start, '{name}.{field.name} to be a {field.requires}', "
                 f"kind={ErrorKind.FIELD_ARCHETYPE.value!r}, {_facts(name, field.name)})"
             )
-    lines.append("    obj = _new(_cls)")
-    for i, attr in enumerate(names):
-        if defaults[i] is None:
-            lines.append(f"    obj.{attr} = v{i}")
-        else:
-            lines.append(f"    obj.{attr} = _d{i} if v{i} is None else v{i}")
-    lines.append("    return obj, stop")
+    return lines
+
+
+def _fast_decoder_scope(cls: type[Composite], spec: CompositeType) -> dict[str, Any]:
+    """The names the generated decoder of `cls` reads."""
     scope: dict[str, Any] = {
         "DecodeError": DecodeError,
         "Array": Array,
@@ -689,15 +745,29 @@ def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decode
         "_new": object.__new__,
         "_cls": cls,
     }
-    for i, field in enumerate(fields):
-        scope[f"_d{i}"] = defaults[i]
+    for i, field in enumerate(spec.fields):
+        scope[f"_d{i}"] = cls._DEFAULTS[i]
         scope[f"_allowed{i}"] = _field_codes(field)
-        scope[f"_table{i}"] = (
-            codec.DECODERS
-            if primitive_of(field.type) in ("*", "map") or field.type == "fields"
-            else PLAIN_DECODERS
-        )
-    return _generated("\n".join(lines), scope, "dec")
+        scope[f"_table{i}"] = _field_table(field)
+    return scope
+
+
+def _make_fast_body_decoder(cls: type[Composite], spec: CompositeType) -> Decoder:
+    """Like _make_body_decoder, generated per class with the common types inlined."""
+    lines = [
+        "def dec(buf, pos, end, depth):",
+        *_fast_list_header(spec.name, len(spec.fields)),
+        *_fast_fields(spec),
+        *_fast_field_checks(spec),
+        "    obj = _new(_cls)",
+    ]
+    for i, attr in enumerate(cls.FIELD_NAMES):
+        if cls._DEFAULTS[i] is None:
+            lines.append(f"    obj.{attr} = v{i}")
+        else:
+            lines.append(f"    obj.{attr} = _d{i} if v{i} is None else v{i}")
+    lines.append("    return obj, stop")
+    return _generated("\n".join(lines), _fast_decoder_scope(cls, spec), "dec")
 
 
 class Section:
