@@ -190,11 +190,19 @@ def split_sections(payload: bytes) -> list[RawSection]:
     return sections
 
 
-# 3.2's sections by descriptor code (0x70 header .. 0x78 footer) -> (name, rank in 3.2 order)
-_RANK_OF_CODE: dict[int, tuple[str, int]] = {
-    0x70 + index: (name, rank) for index, (name, rank) in enumerate(_ORDER.items())
-}
+# 3.2's sections in descriptor code order (0x70 header .. 0x78 footer): (name, rank in 3.2 order)
+_SECTION_BY_CODE: tuple[tuple[str, int], ...] = tuple(_ORDER.items())
+_FIRST_SECTION_CODE, _LAST_SECTION_CODE = 0x70, 0x70 + len(_SECTION_BY_CODE) - 1
 _SMALLULONG, _ULONG = 0x53, 0x80
+# How section_fault steps over a section's value without a call, by its constructor (1.2:
+# the subcategory in the upper nibble): the bytes of a fixed-width value, constructor included
+# (0x4-0x9: null, list0, booleans, numbers, ...), -1 for a one-byte size and then that many
+# bytes (0xA, 0xC, 0xE: vbin8, str8, sym8, list8, map8, array8), 0 for the rest (described
+# values, 32-bit sizes), which codec.value_end steps over, as does a value past the payload.
+_FIXED_BYTES = {0x4: 1, 0x5: 2, 0x6: 3, 0x7: 5, 0x8: 9, 0x9: 17}
+_STEP: tuple[int, ...] = tuple(
+    _FIXED_BYTES.get(code >> 4, -1 if code >> 4 in (0xA, 0xC, 0xE) else 0) for code in range(256)
+)
 
 
 def section_at(payload: bytes, pos: int, end: int) -> tuple[str, int, int] | None:
@@ -211,18 +219,22 @@ def section_at(payload: bytes, pos: int, end: int) -> tuple[str, int, int] | Non
         number, value_at = int.from_bytes(payload[pos + 2 : pos + 10], "big"), pos + 10
     else:
         return None
-    known = _RANK_OF_CODE.get(number)
-    return None if known is None else (known[0], known[1], value_at)
+    if not _FIRST_SECTION_CODE <= number <= _LAST_SECTION_CODE:
+        return None
+    name, rank = _SECTION_BY_CODE[number - _FIRST_SECTION_CODE]
+    return name, rank, value_at
 
 
 def section_fault(payload: bytes) -> str | None:
     """What is wrong with the sections of `payload`, or None: the first section out of
     3.2's order (one after a later kind, or a second header, properties, ...), or a section
     whose value runs past the payload's end (malformed). Cheap enough for every publish:
-    each section's descriptor code is read (`section_at`) and its value stepped over
-    (codec.value_end), nothing decoded. A payload whose sections cannot be told apart this
-    way (not a described value, a symbolic descriptor) is not judged here: None."""
+    each section's descriptor code is read (`section_at`) and its value stepped over (by
+    its constructor's width or size byte, else codec.value_end), nothing decoded. A payload
+    whose sections cannot be told apart this way (not a described value, a symbolic
+    descriptor) is not judged here: None."""
     pos, end, last_rank, last_name = 0, len(payload), -1, ""
+    steps = _STEP
     try:
         while pos < end:
             found = section_at(payload, pos, end)
@@ -232,6 +244,12 @@ def section_fault(payload: bytes) -> str | None:
             if rank < last_rank or (rank == last_rank and rank != 5):
                 return f"{name} after {last_name}"
             last_rank, last_name = rank, name
+            step = steps[payload[value_at]] if value_at < end else 0
+            if step < 0 and value_at + 1 < end:
+                step = 2 + payload[value_at + 1]
+            if 0 < step <= end - value_at:  # where codec.value_end says the value ends
+                pos = value_at + step
+                continue
             try:
                 pos = codec.value_end(payload, value_at, end)
             except DecodeError as exc:
