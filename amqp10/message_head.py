@@ -1,11 +1,14 @@
-"""The head of an encoded message (3.2): its delivery-annotations, message-annotations and
-properties sections, decoded without touching what follows them (application-properties,
-the body, the footer), and the keys 3.2.10 reserves in an annotations map.
+"""The head of an encoded message (3.2): its delivery-annotations and message-annotations
+sections and the user-id of its properties, decoded without touching what follows them
+(the other properties, application-properties, the body, the footer), and the keys 3.2.10
+reserves in an annotations map.
 
-Owns `MessageHead`, `message_head(payload)` and `reserved_key(annotations)`. A broker that
-routes without decoding a message reads its head on every publish: a message with no
-annotations and no properties costs one descriptor peek (`message.section_at`) per
-leading section, a properties section one list decode.
+Owns `MessageHead` (`EMPTY_HEAD`), `message_head(payload)` and `reserved_key(annotations)`.
+A broker that routes without decoding a message reads its head on every publish: a message
+with no annotations costs one descriptor peek (`message.section_at`) per leading section, a
+properties section its list header, one step over message-id and one decode of user-id
+(a whole Properties decode tripled the calls a publish costs the reference broker:
+bench/README.md, "Cause of the send delta").
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqpspec.amqp10 import codec
-from amqpspec.amqp10.composites import Properties
+from amqpspec.amqp10.errors import DecodeError
 from amqpspec.amqp10.message import section_at
 from amqpspec.amqp10.types import symbol
 
 _PROPERTIES_RANK = 3  # 3.2: header, delivery-annotations, message-annotations, properties
+_LIST0, _LIST8, _LIST32 = codec.LIST0, codec.LIST8, codec.LIST32
 # 3.2.10 annotations: "All ulong keys, and all symbolic keys except those beginning with
 # "x-" are reserved."
 _UNRESERVED_PREFIX = "x-"
@@ -27,41 +31,63 @@ _UNRESERVED_PREFIX = "x-"
 
 @dataclass(frozen=True, slots=True)
 class MessageHead:
-    """The sections of a message before its application data that a broker judges a
-    publish by (3.2.2, 3.2.3, 3.2.4); None where the message has no such section."""
+    """What a broker judges a publish by before its application data (3.2.2, 3.2.3, the
+    user-id of 3.2.4); None where the message has no such section or field."""
 
     delivery_annotations: Mapping[Any, Any] | None = None
     message_annotations: Mapping[Any, Any] | None = None
-    properties: Properties | None = None
+    user_id: bytes | None = None
+
+
+EMPTY_HEAD = MessageHead()  # a message with no annotations and no user-id
 
 
 def message_head(payload: bytes) -> MessageHead:
-    """The delivery-annotations, message-annotations and properties of an encoded message,
-    read in order up to the first section after properties (nothing after it decoded).
-    Sections this cheap reading does not know (`section_at`: a symbolic descriptor, not a
-    section) end the head there. DecodeError when one of the head's sections cannot be
-    decoded."""
+    """The delivery-annotations, message-annotations and properties' user-id of an encoded
+    message, read in order up to its properties (nothing after them decoded). Sections this
+    cheap reading does not know (`section_at`: a symbolic descriptor, not a section) end the
+    head there. DecodeError when what the head reads cannot be decoded."""
     pos, end = 0, len(payload)
-    found: dict[str, Any] = {}
+    delivery = message = user_id = None
     while pos < end:
         at = section_at(payload, pos, end)
         if at is None or at[1] > _PROPERTIES_RANK:
             break
         name, _, value_at = at
+        if name == "properties":
+            user_id = _user_id(payload, value_at, end)
+            break  # the last section of the head
         if name == "header":  # 3.2.1: nothing a broker judges here
             pos = codec.value_end(payload, value_at, end)
             continue
         section, pos = codec.decode_value(payload, pos, end)
-        found.setdefault(name, section)
-    return MessageHead(
-        delivery_annotations=_value(found.get("delivery-annotations")),
-        message_annotations=_value(found.get("message-annotations")),
-        properties=found.get("properties"),
-    )
+        if name == "delivery-annotations":
+            delivery = section.value if delivery is None else delivery
+        else:
+            message = section.value if message is None else message
+    if delivery is None and message is None and user_id is None:
+        return EMPTY_HEAD  # the common publish: nothing to build
+    return MessageHead(delivery, message, user_id)
 
 
-def _value(section: Any) -> Any:
-    return section.value if section is not None else None
+def _user_id(payload: bytes, at: int, end: int) -> bytes | None:
+    """The user-id of the properties list at `at` (3.2.4: its second field), message-id
+    stepped over, nothing else of the list read."""
+    code = payload[at] if at < end else None
+    if code == _LIST8 and at + 3 <= end:
+        count, first = payload[at + 2], at + 3
+    elif code == _LIST32 and at + 9 <= end:
+        count, first = int.from_bytes(payload[at + 5 : at + 9], "big"), at + 9
+    elif code == _LIST0:
+        return None
+    else:
+        raise DecodeError(f"properties: not a list (constructor {code!r})")
+    if count < 2:
+        return None
+    value, _ = codec.decode_value(payload, codec.value_end(payload, first, end), end)
+    if value is not None and not isinstance(value, bytes | bytearray):
+        raise DecodeError(f"properties.user-id of type binary, got {type(value).__name__}")
+    return bytes(value) if value is not None else None
 
 
 def reserved_key(annotations: Mapping[Any, Any] | None) -> Any:

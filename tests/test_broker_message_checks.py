@@ -108,7 +108,13 @@ def test_message_head_reads_the_sections_before_the_application_data():
         body=[Data(b"body")],
     )
     head = message_head(message.encode())
-    assert head == MessageHead({"x-opt-d": 1}, {"x-opt-m": 2}, properties)
+    assert head == MessageHead({"x-opt-d": 1}, {"x-opt-m": 2}, b"u")
+    long_properties = Properties(message_id="m" * 300, user_id=b"v" * 300, subject="s")
+    assert message_head(Message.of(b"b", properties=long_properties).encode()).user_id == (
+        b"v" * 300
+    )  # list32, str32, vbin32
+    assert message_head(Message.of(b"b", properties=Properties(to="q")).encode()) == (MessageHead())
+    assert message_head(Message.of(b"b", properties=Properties()).encode()) == MessageHead()
     assert message_head(Message.of(b"only a body").encode()) == MessageHead()
     assert message_head(b"\x01not a message") == MessageHead()
     name, rank, _ = section_at(message.encode(), 0, len(message.encode()))

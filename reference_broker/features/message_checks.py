@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from amqpspec.amqp10.message_head import MessageHead, reserved_key
+from amqpspec.amqp10.message_head import EMPTY_HEAD, MessageHead, reserved_key
 from amqpspec.amqp10.spec import Cond
 
 from ..faults.catalog import Faults
@@ -48,6 +48,8 @@ class Refusal:
 def refusal(head: MessageHead | Any, user: str | None, faults: Faults) -> Refusal | None:
     """What to answer a publish whose head is `head` (an amqp10 MessageHead, or a decoded
     Message: the same fields) on a connection authenticated as `user`; None: take it."""
+    if head is EMPTY_HEAD:
+        return None  # nothing to judge (most publishes: one comparison)
     refused = None if faults.accept_reserved_annotations else _reserved(head)
     if refused is None and not faults.accept_any_user_id:
         refused = _other_user(head, user)
@@ -69,8 +71,10 @@ def _reserved(head: MessageHead | Any) -> Refusal | None:
 
 def _other_user(head: MessageHead | Any, user: str | None) -> Refusal | None:
     """3.2.4 user-id authenticated (RabbitMQ 4's rule): one naming another user."""
-    properties = head.properties
-    user_id = properties.user_id if properties is not None else None
+    if isinstance(head, MessageHead):
+        user_id = head.user_id
+    else:  # a decoded Message
+        user_id = head.properties.user_id if head.properties is not None else None
     if user_id is None or user is None or bytes(user_id) == user.encode():
         return None
     reason = f"user_id property set to {bytes(user_id)!r} but authenticated user was {user!r}"
