@@ -65,9 +65,14 @@ class Trace:
         return self.add(origin, header, time)
 
     # --- common openings ---------------------------------------------------------------
-    def connect(self, time: float | None = None, client_open=None, server_open=None) -> Trace:
+    def headers(self, time: float | None = None) -> Trace:
+        """Both protocol headers, the client's first."""
         self.header(C, time=time)
         self.header(S, time=time)
+        return self
+
+    def connect(self, time: float | None = None, client_open=None, server_open=None) -> Trace:
+        self.headers(time)
         self.frame(C, client_open or Open(container_id="client"), time=time)
         self.frame(S, server_open or Open(container_id="server"), time=time)
         return self

@@ -40,6 +40,12 @@ CREDIT_RULES = {
 }
 
 
+def assert_next_transfer_caught(trace: Trace, rule_id: str = BEYOND) -> None:
+    """The sender's next transfer breaks `rule_id`: reported at that frame and at no other."""
+    index = trace.transfer()
+    assert found(trace.check(), rule_id) == [index]
+
+
 # --- Horizons -----------------------------------------------------------------------------
 def test_horizons_keep_the_maximum_until_a_proof_supersedes_it():
     grants = Horizons()
@@ -91,8 +97,7 @@ def test_reduction_race_is_clean_and_proven_reduction_is_enforced():
     trace.flow(C, 5, 1)
     trace.flow(S, 5, 1)  # the sender applied the last grant: horizon 6
     trace.transfer()
-    index = trace.transfer()
-    assert found(trace.check(), BEYOND) == [index]
+    assert_next_transfer_caught(trace)
 
 
 def test_sender_proof_of_a_reduction_makes_the_next_transfer_a_violation():
@@ -101,8 +106,7 @@ def test_sender_proof_of_a_reduction_makes_the_next_transfer_a_violation():
     trace.flow(C, 0, 1)
     trace.flow(S, 0, 1)  # the sender read the reduction before sending anything
     trace.transfer()
-    index = trace.transfer()
-    assert found(trace.check(), BEYOND) == [index]
+    assert_next_transfer_caught(trace)
 
 
 def test_continuation_frames_do_not_use_credit():
@@ -113,8 +117,7 @@ def test_continuation_frames_do_not_use_credit():
         trace.transfer(continuation=True, more=True)
     trace.transfer(continuation=True)
     assert trace.check() == []
-    index = trace.transfer()
-    assert found(trace.check(), BEYOND) == [index]
+    assert_next_transfer_caught(trace)
 
 
 def test_flow_without_delivery_count_uses_initial_delivery_count():
@@ -122,8 +125,7 @@ def test_flow_without_delivery_count_uses_initial_delivery_count():
     trace.flow(C, None, 2)
     trace.transfer()
     trace.transfer()
-    index = trace.transfer()
-    assert found(trace.check(), BEYOND) == [index]
+    assert_next_transfer_caught(trace)
 
 
 def test_grant_before_the_senders_attach_waits_for_its_initial_delivery_count():
@@ -133,8 +135,7 @@ def test_grant_before_the_senders_attach_waits_for_its_initial_delivery_count():
     trace.frame(S, Attach(name="q", handle=0, role=False, initial_delivery_count=7))
     trace.transfer(delivery_id=0)
     trace.transfer()
-    index = trace.transfer()
-    assert found(trace.check(), BEYOND) == [index]
+    assert_next_transfer_caught(trace)
 
 
 def test_delivery_count_wraps():
@@ -143,8 +144,7 @@ def test_delivery_count_wraps():
     for _ in range(4):
         trace.transfer()
     assert trace.check() == []
-    index = trace.transfer()
-    assert found(trace.check(), BEYOND) == [index]
+    assert_next_transfer_caught(trace)
 
 
 def test_sender_zeroing_its_credit_is_no_violation_but_stalling_is():
@@ -209,8 +209,7 @@ def test_session_window_reduction_race_is_clean():
     for _ in range(5):
         trace.transfer()
     assert trace.check() == []
-    index = trace.transfer()
-    assert found(trace.check(), "session.window-violation") == [index]
+    assert_next_transfer_caught(trace, "session.window-violation")
 
 
 @pytest.mark.parametrize("huge", [2**31, 2**31 + 1, 2**32 - 1])

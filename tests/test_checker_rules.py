@@ -100,13 +100,9 @@ def _wrong_frame_type() -> Case:
 
 @case("framing.pre-open-frame-size")
 def _pre_open_frame_size() -> Case:
-    bad = Trace()
-    bad.header(C)
-    bad.header(S)
+    bad = Trace().headers()
     index = bad.frame(C, Open(container_id="c" * 600))
-    good = Trace()
-    good.header(C)
-    good.header(S)
+    good = Trace().headers()
     good.frame(S, Open(container_id="s"))
     good.frame(C, Open(container_id="c" * 600))  # the partner's open allows it
     return bad, index, good, {}
@@ -138,9 +134,7 @@ def _sasl_order() -> Case:
 @case("connection.open-first")
 def _open_first() -> Case:
     begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
-    bad = Trace()
-    bad.header(C)
-    bad.header(S)
+    bad = Trace().headers()
     index = bad.frame(C, begin)
     good = Trace().connect()
     good.frame(C, begin)
@@ -149,9 +143,7 @@ def _open_first() -> Case:
 
 @case("connection.open-channel")
 def _open_channel() -> Case:
-    bad = Trace()
-    bad.header(C)
-    bad.header(S)
+    bad = Trace().headers()
     index = bad.frame(C, Open(container_id="c"), channel=1)
     good = Trace().connect()
     return bad, index, good, {}
@@ -159,13 +151,9 @@ def _open_channel() -> Case:
 
 @case("connection.container-id")
 def _container_id() -> Case:
-    bad = Trace()
-    bad.header(C)
-    bad.header(S)
+    bad = Trace().headers()
     index = bad.add(C, Frame(FrameType.AMQP, 0, Open()))  # cannot be encoded: no wire form
-    good = Trace()
-    good.header(C)
-    good.header(S)
+    good = Trace().headers()
     good.add(C, Frame(FrameType.AMQP, 0, Open(container_id="")))
     return bad, index, good, {}
 
@@ -641,9 +629,7 @@ def test_rule_ids_are_hierarchical_and_sections_numbered():
 
 
 def test_a_run_of_frames_before_open_is_reported_once():
-    trace = Trace()
-    trace.header(C)
-    trace.header(S)
+    trace = Trace().headers()
     begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
     first = trace.frame(C, begin)
     trace.frame(C, Attach(name="q", handle=0, role=True))
@@ -668,9 +654,7 @@ def test_begin_answering_a_begin_the_peer_already_ended_is_clean():
 def test_frames_up_to_512_bytes_are_within_any_advertised_max_frame_size():
     """2.7.1: MIN-MAX-FRAME-SIZE is 512. A client advertising max-frame-size 1 is still
     sent the server's open and a close of up to 512 bytes (found by the fuzzer)."""
-    trace = Trace()
-    trace.header(C)
-    trace.header(S)
+    trace = Trace().headers()
     trace.frame(C, Open(container_id="client", max_frame_size=1))
     trace.frame(S, Open(container_id="server", properties={symbol("x"): "y" * 300}))
     assert found(trace.check(), "framing.max-frame-size") == []
