@@ -100,6 +100,17 @@ def transfers(client: EngineClient, link, start: int = 0) -> list[TransferReceiv
     return [e for e in client.of(TransferReceived, start) if e.link is link]
 
 
+def holding(broker, client: EngineClient, count: int, name: str = "r"):
+    """`count` messages published, then received unsettled on a new session's link `name`
+    granted just that much credit: (the session, the link)."""
+    publish(broker, count)
+    session = begin(client)
+    link = receiver(client, session, name=name)
+    link.flow(link_credit=count)
+    client.wait_for(lambda: len(transfers(client, link)) == count, f"{count} transfers")
+    return session, link
+
+
 def link_flows(client: EngineClient, link, start: int = 0) -> list:
     return [e.flow for e in client.of(FlowReceived, start) if e.link is link]
 
@@ -228,11 +239,7 @@ def test_fault_no_drain_reply_is_caught():
 
 
 def test_detach_requeues_unsettled_with_first_acquirer_false(broker, client):
-    publish(broker, 4)
-    session = begin(client)
-    first = receiver(client, session, name="first")
-    first.flow(link_credit=4)
-    client.wait_for(lambda: len(transfers(client, first)) == 4, "4 transfers")
+    session, first = holding(broker, client, 4, name="first")
     settled = transfers(client, first)[0]
     first.disposition(settled.delivery_id, settled=True, state=Accepted())
     first.detach(closed=True)
@@ -245,11 +252,7 @@ def test_detach_requeues_unsettled_with_first_acquirer_false(broker, client):
 
 
 def test_outcomes_released_modified_rejected(broker, client):
-    publish(broker, 3)
-    session = begin(client)
-    link = receiver(client, session, name="one")
-    link.flow(link_credit=3)
-    client.wait_for(lambda: len(transfers(client, link)) == 3, "3 transfers")
+    _, link = holding(broker, client, 3, name="one")
     t0, t1, t2 = transfers(client, link)
     link.disposition(t0.delivery_id, settled=True, state=Released())
     link.disposition(t1.delivery_id, settled=True, state=Modified(delivery_failed=True))
@@ -374,11 +377,7 @@ def test_fault_ignore_alarm_is_caught():
 
 
 def test_end_requeues_and_session_end_is_answered(broker, client):
-    publish(broker, 2)
-    session = begin(client)
-    link = receiver(client, session)
-    link.flow(link_credit=2)
-    client.wait_for(lambda: len(transfers(client, link)) == 2, "2 transfers")
+    session, _ = holding(broker, client, 2)
     session.end()
     client.wait_event(RemoteEnd)
     assert broker.call(lambda: broker.server.vhost.get_queue("q").messages_ready) == 2

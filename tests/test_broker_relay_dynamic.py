@@ -212,13 +212,20 @@ def test_supported_dist_modes_that_are_not_symbols_are_refused():
         assert set(reported.dynamic_node_properties) == {LIFETIME}
 
 
+def _temporary_topic(session, broker, conn, target: bool):
+    """A dynamic node asking for the temporary-topic capability: (the link, the terminus the
+    broker answered with), a fresh exchange under /exchanges/ with that capability."""
+    link, terminus, _ = _dynamic(
+        session, broker, conn, target=target, capabilities=[symbol("temporary-topic")]
+    )
+    assert terminus.address.startswith("/exchanges/amqpspec.tmp-topic-")
+    assert [str(c) for c in terminus.capabilities] == ["temporary-topic"]
+    return link, terminus
+
+
 def test_a_temporary_topic_fans_out_to_its_subscribers_and_goes_with_its_link():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
-        creator, target, _ = _dynamic(
-            session, broker, conn, target=True, capabilities=[symbol("temporary-topic")]
-        )
-        assert target.address.startswith("/exchanges/amqpspec.tmp-topic-")
-        assert [str(c) for c in target.capabilities] == ["temporary-topic"]
+        creator, target = _temporary_topic(session, broker, conn, target=True)
         readers = [session.attach_receiver(f"sub-{i}", source=target.address) for i in (1, 2)]
         broker.pump()
         for reader in readers:
@@ -241,11 +248,7 @@ def test_a_temporary_topic_fans_out_to_its_subscribers_and_goes_with_its_link():
 
 def test_a_dynamic_source_asking_for_a_temporary_topic_subscribes_its_receiver():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
-        receiver, source, _ = _dynamic(
-            session, broker, conn, target=False, capabilities=[symbol("temporary-topic")]
-        )
-        assert source.address.startswith("/exchanges/amqpspec.tmp-topic-")
-        assert [str(c) for c in source.capabilities] == ["temporary-topic"]
+        receiver, source = _temporary_topic(session, broker, conn, target=False)
         sender = session.attach_sender("to-topic", target=source.address)
         broker.pump()
         receiver.flow(link_credit=5)

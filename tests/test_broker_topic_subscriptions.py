@@ -40,6 +40,15 @@ def _detach(conn, link) -> RemoteDetach:
     return [e for e in conn.of(RemoteDetach) if e.link is link][-1]
 
 
+def _close_and_gone(broker, conn, link) -> None:
+    """`link` detached with closed=true: the broker answers without an error, and no
+    subscription is left."""
+    link.detach(closed=True)
+    broker.pump()
+    assert _detach(conn, link).error is None
+    assert _subscriptions(broker) == []
+
+
 def test_the_broker_offers_shared_subs():
     with MemoryBroker() as broker, memory_session(broker) as (conn, _):
         assert "SHARED-SUBS" in [str(c) for c in conn.client.remote_open.offered_capabilities]
@@ -54,10 +63,7 @@ def test_a_volatile_subscription_gets_what_the_topic_routes_and_goes_with_its_li
         assert attach.source.address == "/exchanges/amq.topic"
         assert [str(c) for c in attach.source.capabilities] == ["topic"]
         assert len(_subscriptions(broker)) == 1
-        link.detach(closed=True)
-        broker.pump()
-        assert _detach(conn, link).error is None
-        assert _subscriptions(broker) == []
+        _close_and_gone(broker, conn, link)
 
 
 def test_a_shared_durable_subscription_is_kept_found_by_name_and_closed():
@@ -74,10 +80,7 @@ def test_a_shared_durable_subscription_is_kept_found_by_name_and_closed():
         broker.pump()
         attach = next(e for e in conn.of(RemoteAttach) if e.link is again).attach
         assert attach.source.address == "/exchanges/amq.topic"
-        again.detach(closed=True)
-        broker.pump()
-        assert _detach(conn, again).error is None
-        assert _subscriptions(broker) == []
+        _close_and_gone(broker, conn, again)
 
 
 def test_closing_a_shared_durable_subscription_in_use_is_resource_locked():
@@ -98,7 +101,4 @@ def test_the_fault_removes_the_subscription_in_use_without_an_error():
         first = session.attach_receiver("foo|global", _durable())
         session.attach_receiver("foo|global2", _durable())
         broker.pump()
-        first.detach(closed=True)
-        broker.pump()
-        assert _detach(conn, first).error is None
-        assert _subscriptions(broker) == []
+        _close_and_gone(broker, conn, first)

@@ -64,6 +64,29 @@ def session_pair(pair: ConnectionPair, **begin):
     return client_session, server_session
 
 
+def granted_link(credit: int, drain: bool = False, begin: dict | None = None, **pair_args):
+    """An opened pair (`pair_args`) with a session (`begin`: its begin fields) and a client
+    sender link whose server receiver granted `credit` (with `drain`), all pumped: (the pair,
+    the client's session, the sender, the receiver)."""
+    pair = opened_pair(**pair_args)
+    client_session, _ = session_pair(pair, **(begin or {}))
+    sender, receiver = sender_link(pair, client_session)
+    receiver.flow(link_credit=credit, drain=drain)
+    pair.pump()
+    return pair, client_session, sender, receiver
+
+
+def client_attaching(name: str, sending: bool, **termini):
+    """An opened pair with a session; the client attaches `name` as sender (`sending`) or
+    receiver: (the pair, the client's link, the server's link, not yet answered)."""
+    pair = opened_pair()
+    client_session, _ = session_pair(pair)
+    attach = client_session.attach_sender if sending else client_session.attach_receiver
+    link = attach(name, **termini)
+    pair.pump()
+    return pair, link, one(RemoteAttach, pair.take("server")).link
+
+
 def sender_link(pair, client_session, name="l", **attach):
     sender = client_session.attach_sender(
         name, source=Source(address="src"), target=Target(address="q"), **attach
@@ -184,11 +207,7 @@ def test_rcv_settle_mode_second_and_mixed_sender():
 
 
 def test_refused_link_gets_null_terminus_and_error():
-    pair = opened_pair()
-    cs, _ = session_pair(pair)
-    sender = cs.attach_sender("x", target=Target(address="nowhere"))
-    pair.pump()
-    incoming = one(RemoteAttach, pair.take("server")).link
+    pair, sender, incoming = client_attaching("x", sending=True, target=Target(address="nowhere"))
     incoming.reject(Cond.NOT_FOUND, "no such node")
     pair.pump()
     events = pair.take("client")
@@ -317,11 +336,7 @@ def test_header_mismatch_sasl_client_plain_server():
 
 
 def test_multi_frame_transfer_at_max_frame_size_512():
-    pair = opened_pair(max_frame_size=512)
-    cs, _ = session_pair(pair)
-    sender, receiver = sender_link(pair, cs)
-    receiver.flow(link_credit=2)
-    pair.pump()
+    pair, cs, sender, receiver = granted_link(2, max_frame_size=512)
     body = bytes(range(256)) * 10  # 2560 bytes: several 512-byte frames
     sender.send(body)
     sender.send(b"small")
@@ -349,11 +364,7 @@ def _frames(pair, direction):
 
 
 def test_drain_with_nothing_to_send_and_echo():
-    pair = opened_pair()
-    cs, _ss = session_pair(pair)
-    receiver = cs.attach_receiver("r", source=Source(address="q"))
-    pair.pump()
-    sender = one(RemoteAttach, pair.take("server")).link
+    pair, receiver, sender = client_attaching("r", sending=False, source=Source(address="q"))
     sender.accept()
     pair.pump()
     receiver.flow(link_credit=10, drain=True)
@@ -414,11 +425,7 @@ def test_session_window_exhaustion_and_refill():
 
 
 def test_auto_window_refills():
-    pair = opened_pair()
-    cs, _ss = session_pair(pair, incoming_window=4)
-    sender, receiver = sender_link(pair, cs)
-    receiver.flow(link_credit=50)
-    pair.pump()
+    pair, cs, sender, _receiver = granted_link(50, begin={"incoming_window": 4})
     for i in range(20):
         sender.send(b"%d" % i)
     pair.pump()
@@ -528,11 +535,8 @@ def test_usage_errors():
 
 
 def test_send_respects_the_peers_max_message_size():
-    pair = opened_pair()
-    cs, _ = session_pair(pair)
-    sender = cs.attach_sender("m", target="q")  # an address string stands for Target
-    pair.pump()
-    receiver = one(RemoteAttach, pair.take("server")).link
+    # an address string stands for Target
+    pair, sender, receiver = client_attaching("m", sending=True, target="q")
     receiver.accept(max_message_size=4)
     receiver.flow(link_credit=2)
     pair.pump()
@@ -546,11 +550,7 @@ def test_send_respects_the_peers_max_message_size():
 
 
 def test_aborted_delivery_is_dropped():
-    pair = opened_pair(max_frame_size=512)
-    cs, _ = session_pair(pair)
-    _sender, receiver = sender_link(pair, cs)
-    receiver.flow(link_credit=2)
-    pair.pump()
+    pair, _cs, _sender, receiver = granted_link(2, max_frame_size=512)
     from amqpspec.amqp10.composites import Transfer
     from amqpspec.amqp10.frames import encode_frame
 
@@ -593,11 +593,8 @@ def test_a_senders_flow_does_not_overtake_its_queued_transfers():
     """2.6.7: delivery-count counts deliveries sent. A drain reply (or any flow of the
     sender) while transfers wait for the peer's session window goes out behind them, so
     the receiver never sees a delivery after the flow that already counted it."""
-    pair = opened_pair()
-    cs, _ = session_pair(pair, incoming_window=1)  # one transfer at a time
-    sender, receiver = sender_link(pair, cs)
-    receiver.flow(link_credit=3, drain=True)
-    pair.pump()
+    # one transfer at a time: the session's incoming-window is 1
+    pair, cs, sender, receiver = granted_link(3, drain=True, begin={"incoming_window": 1})
     sender.send(b"a")
     sender.send(b"b")
     assert cs.queued_frames == 1  # the second transfer waits for the window
@@ -614,11 +611,7 @@ def test_a_senders_flow_does_not_overtake_its_queued_transfers():
 def test_drained_refused_after_close_changes_nothing():
     """A refused drained() (the connection is closed) leaves the link's 2.6.7 state as it
     was: the refusal comes before any side effect."""
-    pair = opened_pair()
-    cs, _ = session_pair(pair)
-    sender, receiver = sender_link(pair, cs)
-    receiver.flow(link_credit=3, drain=True)
-    pair.pump()
+    pair, _cs, sender, _receiver = granted_link(3, drain=True)
     pair.client.close()
     with pytest.raises(UsageError):
         sender.drained()
