@@ -234,21 +234,23 @@ def test_a_new_consumer_gets_a_message_another_still_holds():
 
 # ----------------------------------------------------------------- against the broker
 
+
+def _attached(*links: str) -> list[Action]:
+    """The links attached, in this order."""
+    return [Action("attach", link) for link in links]
+
+
 _SCRIPTS = {
     # R2 attached, granted nothing: the round-robin gives it a delivery on R1's credit
     "shared-credit-across-links": [
-        Action("attach", "S1"),
-        Action("attach", "R1"),
-        Action("attach", "R2"),
+        *_attached("S1", "R1", "R2"),
         Action("grant", "R1", (5, False, False)),
         Action("publish", "S1", (4,)),
         Action("wait", "-", (300,)),
     ],
     # R1 holds one unsettled, R2 nothing and no credit; both detach: R1's is not requeued
     "lose-requeue-on-concurrent-detach": [
-        Action("attach", "S1"),
-        Action("attach", "R1"),
-        Action("attach", "R2"),
+        *_attached("S1", "R1", "R2"),
         Action("grant", "R1", (1, False, False)),
         Action("publish", "S1", (1,)),
         Action("wait", "-", (500,)),
@@ -257,8 +259,7 @@ _SCRIPTS = {
     ],
     # R1 holds one unsettled; R2 attaches and gets it too
     "deliver-to-two-consumers": [
-        Action("attach", "S1"),
-        Action("attach", "R1"),
+        *_attached("S1", "R1"),
         Action("grant", "R1", (1, False, False)),
         Action("publish", "S1", (1,)),
         Action("wait", "-", (500,)),

@@ -5,31 +5,20 @@ header, each finding's violation text and links to its reproducer files that lea
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
+from fuzz_support import run_fuzz
 from report_support import dead_links, dead_markdown_links
 
 REPO = Path(__file__).resolve().parent.parent
 CAMPAIGN = REPO / "reports" / "fuzz-brokers" / "rabbitmq3"
 
 
-def _fuzz(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "amqpspec.cli", "fuzz", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_fuzz_report_links_every_reproducer(tmp_path: Path) -> None:
     campaign = tmp_path / "campaign"
     shutil.copytree(CAMPAIGN, campaign)
     (campaign / "report.md").unlink(missing_ok=True)
-    done = _fuzz("report", str(campaign))
+    done = run_fuzz("report", str(campaign), timeout=120)
     assert done.returncode == 0, done.stderr
     markdown = (campaign / "report.md").read_text()
     assert "- broker: amqp://127.0.0.1:6072" in markdown and "- amqpspec: " in markdown
@@ -43,5 +32,5 @@ def test_fuzz_report_links_every_reproducer(tmp_path: Path) -> None:
 
 
 def test_fuzz_report_needs_a_campaign_directory(tmp_path: Path) -> None:
-    done = _fuzz("report", str(tmp_path))
+    done = run_fuzz("report", str(tmp_path), timeout=120)
     assert done.returncode == 2 and "findings.json" in done.stderr

@@ -342,38 +342,25 @@ def test_another_pytest_project_is_unaffected(installed: Install) -> None:
     project.mkdir()
     (project / "test_tiny.py").write_text("def test_adds():\n    assert 1 + 1 == 2\n")
     pytest_argv = [str(installed.python), "-m", "pytest", "-p", "no:cacheprovider"]
-    tiny = step(
-        "pytest in an unrelated project beside the install",
-        [*pytest_argv, "-q"],
-        cwd=project,
-        env=installed.env,
-        timeout=120,
-    )
+
+    def pytest_there(what: str, *options: str) -> subprocess.CompletedProcess[str]:
+        """The virtualenv's pytest in the unrelated project."""
+        return step(what, [*pytest_argv, *options], cwd=project, env=installed.env, timeout=120)
+
+    tiny = pytest_there("pytest in an unrelated project beside the install", "-q")
     assert re.search(r"\b1 passed\b", tiny.stdout), _tail(tiny.stdout)
     warned = warning_lines(tiny.stdout, tiny.stderr)
     assert not warned, "the unrelated project's pytest printed warnings:\n" + "\n".join(warned)
-    traced = step(
-        "pytest --trace-config there (the plugins it loads)",
-        [*pytest_argv, "-q", "--trace-config"],
-        cwd=project,
-        env=installed.env,
-        timeout=120,
+    traced = pytest_there(
+        "pytest --trace-config there (the plugins it loads)", "-q", "--trace-config"
     )
     loaded = [line for line in traced.stdout.splitlines() if "amqpspec" in line]
     assert not loaded, "amqpspec loaded into another project's pytest:\n" + "\n".join(loaded)
     assert "pytest_profiling" in traced.stdout, "pytest-profiling did not load (the check is void)"
-    helped = step(
-        "pytest --help there", [*pytest_argv, "--help"], cwd=project, env=installed.env, timeout=120
-    )
+    helped = pytest_there("pytest --help there", "--help")
     assert "--amqp-" not in helped.stdout, "amqpspec's --amqp- options in another project"
     assert "--profile" in helped.stdout, "pytest-profiling's options are missing from --help"
-    plugins = step(
-        "pytest -VV there",
-        [*pytest_argv, "--version", "--version"],
-        cwd=project,
-        env=installed.env,
-        timeout=120,
-    )
+    plugins = pytest_there("pytest -VV there", "--version", "--version")
     listing = plugins.stdout + plugins.stderr
     assert "amqpspec" not in listing, f"amqpspec among pytest's plugins:\n{listing}"
 
