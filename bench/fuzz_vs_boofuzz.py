@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from importlib.metadata import version
 
-from amqpspec.bench.peers.boofuzz_amqp import EDGES, build_session
+from amqpspec.bench.peers.boofuzz_amqp import AMQP_MESSAGES, EDGES, build_session
 from amqpspec.fuzz.cli import QUEUE
 from amqpspec.fuzz.detection import PARSER_FAULTS, Detection, Supervised, detect, target_for
 from amqpspec.reference_broker.faults.catalog import CATALOG
@@ -41,18 +41,6 @@ HINDSIGHT = {
     "die-on-channel-reuse": "begin",  # needs a second begin on channel 0: not in the graph
     "die-on-credit-overflow": "flow",  # link-credit at 2^31
 }
-POST_OPEN = (
-    "open",
-    "begin",
-    "attach-receiver",
-    "flow",
-    "disposition",
-    "detach",
-    "attach-sender",
-    "transfer",
-    "end",
-    "close",
-)
 
 
 @dataclass(slots=True)
@@ -199,7 +187,7 @@ def _clean_lines(results: Results, args: argparse.Namespace) -> list[str]:
         each = ", ".join(
             f"{run.node or name} {run.cases} cases"
             + ("" if run.index is None else f" FAILURE at #{run.index}: {run.message}")
-            for name, run in zip(POST_OPEN, results.clean_nodes, strict=True)
+            for name, run in zip(AMQP_MESSAGES, results.clean_nodes, strict=True)
         )
         failures = sum(run.index is not None for run in results.clean_nodes)
         lines += [
@@ -223,7 +211,7 @@ def _run_clean(args: argparse.Namespace, results: Results) -> None:
             flush=True,
         )
     if args.clean_nodes > 0:
-        for node in POST_OPEN:
+        for node in AMQP_MESSAGES:
             run = run_boofuzz([], args.clean_nodes, node)
             print(f"clean {node}: boofuzz {_boofuzz_cells(run)}", flush=True)
             results.clean_nodes.append(run)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from amqpspec.amqp10.frames import Frame, ProtocolHeader, decode_stream
-from amqpspec.bench.peers.boofuzz_amqp import EDGES, build_session, render_path
+from amqpspec.bench.peers.boofuzz_amqp import AMQP_MESSAGES, EDGES, build_session, render_path
 from amqpspec.fuzz.cli import QUEUE as FUZZ_QUEUE
 from amqpspec.fuzz.detection import Supervised, target_for
 
@@ -18,19 +18,7 @@ QUEUE = "/queues/boofuzz"
 LIVE_QUEUE = f"/queues/{FUZZ_QUEUE}"
 FIRST = 1941  # the flow node's first case with link-credit 2^31 (boofuzz is deterministic)
 SASL = ["sasl-header", "sasl-init"]
-AMQP = [
-    "amqp-header",
-    "open",
-    "begin",
-    "attach-receiver",
-    "flow",
-    "disposition",
-    "detach",
-    "attach-sender",
-    "transfer",
-    "end",
-    "close",
-]
+AMQP = ["amqp-header", *AMQP_MESSAGES]
 
 
 def _names(items: list[ProtocolHeader | Frame]) -> list[str]:

@@ -284,6 +284,19 @@ EDGES = (
     ("attach-receiver", "detach"),
     ("attach-sender", "transfer"),
 )
+# the AMQP messages after the protocol header, in the order one connection sends them all
+AMQP_MESSAGES = (
+    "open",
+    "begin",
+    "attach-receiver",
+    "flow",
+    "disposition",
+    "detach",
+    "attach-sender",
+    "transfer",
+    "end",
+    "close",
+)
 
 
 # -- detection ------------------------------------------------------------------------------
