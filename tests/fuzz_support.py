@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
+
+from cli_support import run_amqpspec
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_fuzz(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     """`python -m amqpspec.cli fuzz ARGS` from this checkout; output captured."""
-    env = dict(os.environ, PYTHONPATH=REPO)
-    return subprocess.run(
-        [sys.executable, "-m", "amqpspec.cli", "fuzz", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env=env,
-    )
+    return run_amqpspec("fuzz", *args, timeout=timeout, env=dict(os.environ, PYTHONPATH=REPO))
 
 
 def run_campaign(broker, out, *options: str, timeout: float = 240) -> subprocess.CompletedProcess:

@@ -13,8 +13,6 @@ import contextlib
 import dataclasses
 import json
 import socket
-import subprocess
-import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -22,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_support import REPO, run_amqpspec
+from peer_support import LoopbackPeer
 
 from amqpspec.amqp10.composites import End
 from amqpspec.conformance.admin import NoAdmin, make_admin
@@ -41,7 +41,6 @@ from amqpspec.conformance.verdicts import Unsupported, Verdict
 from amqpspec.reference_broker.admin.client import ManagementClient
 from amqpspec.reference_broker.runtime.process import BrokerProcess, free_port
 
-REPO = Path(__file__).resolve().parent.parent
 CASES = {case.case_id: case for case in load_cases()}
 
 
@@ -184,22 +183,12 @@ def test_step_after_broker_close_is_a_verdict_not_error(
     assert result.reason.startswith(reason), result.reason
 
 
-def _amqpspec(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "amqpspec.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-
-
 SELECTION = "2.2/header-unsupported-version or 2.6.7/credit-single-grant or 2.6.7/drain-empty-queue"
 
 
 def test_run_writes_index_junit_traces_and_report(broker: BrokerProcess, tmp_path: Path) -> None:
     results = tmp_path / "results"
-    run = _amqpspec(
+    run = run_amqpspec(
         "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
         "--results", str(results), "-k", SELECTION, "-q", "--pipelined", "never",
     )  # fmt: skip
@@ -233,7 +222,7 @@ def test_run_writes_index_junit_traces_and_report(broker: BrokerProcess, tmp_pat
     assert any((results / "allure").glob("*-attachment.pcap"))
 
     out = tmp_path / "reports"
-    report = _amqpspec("report", str(results), "--out", str(out))
+    report = run_amqpspec("report", str(results), "--out", str(out))
     assert report.returncode == 0, report.stderr
     markdown = (out / "conformance-matrix.md").read_text()
     assert "| `2.6.7/drain-empty-queue` | MUST | [OK](" in markdown
@@ -257,18 +246,18 @@ def test_run_with_expectations_fails_on_difference(broker: BrokerProcess, tmp_pa
         "--results", str(tmp_path / "r"), "-k", "credit-single-grant", "-q",
         "--pipelined", "never",
     ]  # fmt: skip
-    differing = _amqpspec(*args, "--expect", str(expect))
+    differing = run_amqpspec(*args, "--expect", str(expect))
     assert differing.returncode == 1
     assert "expected FAILED (example/issue#1), got OK" in differing.stdout
     expect.write_text(format_expectations("reference", {"2.6.7/credit-single-grant": "OK"}))
-    matching = _amqpspec(*args, "--expect", str(expect))
+    matching = run_amqpspec(*args, "--expect", str(expect))
     assert matching.returncode == 0, matching.stdout[-2000:]
     assert "every verdict matches" in matching.stdout
 
 
 def test_unreachable_broker_is_error_and_fails_the_run(tmp_path: Path) -> None:
     port = free_port()  # nothing listens there
-    run = _amqpspec(
+    run = run_amqpspec(
         "run", "--broker", f"amqp://127.0.0.1:{port}", "--profile", "proton-example",
         "--results", str(tmp_path), "-k", "2.4.1/open-answered", "-q",
         "--preflight-timeout", "0",  # no preflight: the case itself finds nobody there
@@ -445,35 +434,26 @@ def test_fault_detection_table_names_undetected_faults() -> None:
     assert "Clean broker (2 cases: FAILED 1, OK 1) FAILED/ERROR: 2.2/b." in table
 
 
-class FlakyRelay:
+class FlakyRelay(LoopbackPeer):
     """A TCP relay to a real broker that hangs up on the first `drop` connections: a broker
     that fails a case in some runs only, for the --expect-retries tests."""
 
     def __init__(self, upstream_port: int, drop: int) -> None:
         self.upstream_port, self.drop = upstream_port, drop
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
         self.accepted = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+        self.counting = threading.Lock()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                continue
+    def _serve(self, client: socket.socket) -> None:
+        with self.counting:
             self.accepted += 1
-            if self.accepted <= self.drop:
-                client.close()
-                continue
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            dropped = self.accepted <= self.drop
+        if dropped:
+            client.close()
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
+        for src, dst in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
 
     @staticmethod
     def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -487,11 +467,6 @@ class FlakyRelay:
             for sock in (src, dst):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=5)
-        self.sock.close()
 
 
 def test_expect_retries_report_unstable_case_without_failing(
@@ -507,11 +482,11 @@ def test_expect_retries_report_unstable_case_without_failing(
             "--results", str(results), "-k", "2.2/header-amqp-answered", "-q",
             "--expect", str(expect), "--preflight-timeout", "0",  # the relay drops the first
         ]  # fmt: skip
-        strict = _amqpspec(*args)
+        strict = run_amqpspec(*args)
         assert strict.returncode == 1, strict.stdout[-2000:]
         assert "expected OK, got " in strict.stdout
         relay.accepted = 0  # the next run's first connection is dropped again
-        retried = _amqpspec(*args, "--expect-retries", "2")
+        retried = run_amqpspec(*args, "--expect-retries", "2")
     finally:
         relay.close()
     assert retried.returncode == 0, retried.stdout[-3000:] + retried.stderr[-2000:]
@@ -531,7 +506,7 @@ def test_expect_retries_still_fail_a_difference_that_repeats(
     expect = tmp_path / "wrong.toml"
     expect.write_text(format_expectations("reference", {"2.6.7/credit-single-grant": "FAILED"}))
     results = tmp_path / "r"
-    run = _amqpspec(
+    run = run_amqpspec(
         "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
         "--results", str(results), "-k", "credit-single-grant", "-q",
         "--expect", str(expect), "--expect-retries", "2", "--pipelined", "never",
@@ -543,7 +518,7 @@ def test_expect_retries_still_fail_a_difference_that_repeats(
 
 
 def test_expect_retries_needs_expect(tmp_path: Path) -> None:
-    run = _amqpspec(
+    run = run_amqpspec(
         "run", "--broker", "amqp://127.0.0.1:1", "--results", str(tmp_path),
         "--expect-retries", "2",
     )  # fmt: skip

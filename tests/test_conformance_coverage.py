@@ -4,29 +4,22 @@ they reached, and what no case covers, as Markdown and HTML."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+
+from cli_support import run_amqpspec
 
 from amqpspec.amqp10.checker import RULES
 from amqpspec.conformance.audit.fault_matrix import reference_broker
 from amqpspec.conformance.report.coverage import measure
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _amqpspec(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "amqpspec.cli", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=180)  # fmt: skip
 
 
 def test_coverage_of_a_run_names_what_was_and_was_not_covered(tmp_path: Path) -> None:
     results, out = tmp_path / "r", tmp_path / "out"
     broker = reference_broker()
     try:
-        run = _amqpspec(
+        run = run_amqpspec(
             "run", "--broker", broker.url, "--profile", "reference", "--admin",
-            broker.admin_url, "--results", str(results), "-k", "2.6.2/", "-q",
+            broker.admin_url, "--results", str(results), "-k", "2.6.2/", "-q", timeout=180
         )  # fmt: skip
     finally:
         broker.stop()
@@ -48,7 +41,7 @@ def test_coverage_of_a_run_names_what_was_and_was_not_covered(tmp_path: Path) ->
     assert len(transitions.uncovered()) > 10
     assert set(rules.items) == set(RULES)
     assert rules.items["link.unattached-handle"]  # the probe's deliberate flow on handle 77
-    done = _amqpspec("coverage", str(results), "--out", str(out))
+    done = run_amqpspec("coverage", str(results), "--out", str(out), timeout=180)
     assert done.returncode == 0, done.stderr
     markdown = (out / "spec-coverage.md").read_text()
     assert "# Spec coverage: reference" in markdown and "- `open.outgoing-locales`" in markdown
@@ -61,12 +54,12 @@ def test_coverage_of_a_run_names_what_was_and_was_not_covered(tmp_path: Path) ->
 
 
 def test_coverage_without_results_is_a_usage_error(tmp_path: Path) -> None:
-    done = _amqpspec("coverage", str(tmp_path))
+    done = run_amqpspec("coverage", str(tmp_path), timeout=180)
     assert done.returncode == 2 and "no index.json" in done.stderr
 
 
 def test_coverage_of_the_manifest_needs_no_run(tmp_path: Path) -> None:
-    done = _amqpspec("coverage", "--manifest", "--out", str(tmp_path))
+    done = run_amqpspec("coverage", "--manifest", "--out", str(tmp_path), timeout=180)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[1].startswith("Part 2 Transport: ") and "not yet tested" in lines[1]

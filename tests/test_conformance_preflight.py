@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cli_support import REPO, run_amqpspec
 
 from amqpspec.conformance.profile import load_profile
 from amqpspec.conformance.run.context import BrokerTarget
@@ -26,7 +27,6 @@ from amqpspec.conformance.run.preflight import check_broker
 from amqpspec.conformance.run.registry import suite_cases
 from amqpspec.reference_broker.runtime.process import BrokerProcess, free_port
 
-REPO = Path(__file__).resolve().parent.parent
 PROFILE = load_profile("reference")
 
 
@@ -120,24 +120,14 @@ def test_preflight_of_a_refused_port_and_of_a_real_broker() -> None:
         assert reason is not None and "SASL refused" in reason, reason
 
 
-def _amqpspec(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "amqpspec.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 @pytest.mark.parametrize("server", ["silent", "slowloris"], indirect=True)
 def test_a_run_against_a_hostile_port_stops_at_once_with_every_case_error(
     server: int, tmp_path: Path
 ) -> None:
     started = time.monotonic()
-    run = _amqpspec(
+    run = run_amqpspec(
         "run", "--broker", f"amqp://127.0.0.1:{server}", "--profile", "reference",
-        "--results", str(tmp_path), "--preflight-timeout", "3",
+        "--results", str(tmp_path), "--preflight-timeout", "3", timeout=120,
     )  # fmt: skip
     assert time.monotonic() - started < 30  # a user knows within 30 s
     assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import REPO, run_amqpspec
 from report_support import (
     BROKER,
     contrast,
@@ -29,7 +29,6 @@ from amqpspec.conformance.report.html import render_html
 from amqpspec.conformance.report.markdown import render_markdown
 from amqpspec.conformance.report.matrix import OPTED_OUT, PALETTE, Matrix
 
-REPO = Path(__file__).resolve().parent.parent
 ARTEFACTS = Path(os.environ.get("AMQPSPEC_ARTEFACTS", REPO / "reports" / "_artefacts"))
 
 
@@ -39,13 +38,7 @@ def results(tmp_path: Path) -> Path:
 
 
 def _report(results: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "amqpspec.cli", "report", str(results), "--out", str(out), *extra],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_amqpspec("report", str(results), "--out", str(out), *extra, timeout=120)
 
 
 def test_every_colour_pair_has_contrast_at_least_4_5() -> None:

@@ -12,16 +12,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
-import subprocess
-import sys
-import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from peer_support import chunks
+from cli_support import run_amqpspec
+from peer_support import LoopbackPeer, chunks
 
 from amqpspec.amqp10.checker import Violation
 from amqpspec.amqp10.composites import End, Error, Flow, Open
@@ -53,47 +51,31 @@ from amqpspec.conformance.run.runner import (
 from amqpspec.conformance.verdicts import PASSING, CaseFailed, NoDelivery, Verdict
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 
-REPO = Path(__file__).resolve().parent.parent
 CASES = {case.case_id: case for case in load_cases()}
 
 
-class SilentPeer:
+class SilentPeer(LoopbackPeer):
     """A real socket on 127.0.0.1 that accepts every connection and reads what arrives, but
     never writes a byte (a broker that hangs)."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
         self.received = 0
-        self._stop = threading.Event()
         self._conns: list[socket.socket] = []
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self._conns.append(conn)
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
-
-    def _read(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket) -> None:
+        self._conns.append(conn)
         try:
             conn.settimeout(0.2)
         except OSError:  # closed already (the test ended)
             return
-        for data in chunks(conn, self._stop):
+        for data in chunks(conn, self.stop):
             self.received += len(data)
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
+        super().close()
         for conn in self._conns:
             conn.close()
-        self.sock.close()
 
 
 @pytest.fixture
@@ -245,7 +227,7 @@ def test_a_timeout_says_what_the_broker_did_instead() -> None:
 def test_a_drain_case_names_the_broker_frame_not_the_wait(tmp_path: Path) -> None:
     broker = reference_broker("ignore-drain")
     try:
-        run = _amqpspec(
+        run = run_amqpspec(
             "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
             "--results", str(tmp_path), "-k", "2.6.7/drain-empty-queue", "-q",
             "--pipelined", "never",
@@ -339,16 +321,6 @@ def test_the_proton_loop_stops_at_its_bound(silent_peer: SilentPeer) -> None:
 # --- DIFFERS end to end: index.json, JUnit, the matrix, the gate ---------------------------
 
 
-def _amqpspec(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "amqpspec.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-
-
 @pytest.fixture(scope="module")
 def no_requeue() -> Iterator[BrokerProcess]:
     running = reference_broker("no-requeue-on-detach")  # RabbitMQ 4's model broken
@@ -364,7 +336,7 @@ def test_differs_end_to_end_and_the_gate(no_requeue: BrokerProcess, tmp_path: Pa
         "-k", "2.6.6/requeue-after-detach-closed or 2.6.7/credit-single-grant",
         "--pipelined", "never",
     ]  # fmt: skip
-    run = _amqpspec(*args)
+    run = run_amqpspec(*args)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     entries = json.loads((results / "index.json").read_text())["reference"]
     entry = entries["2.6.6/requeue-after-detach-closed"]
@@ -381,7 +353,7 @@ def test_differs_end_to_end_and_the_gate(no_requeue: BrokerProcess, tmp_path: Pa
     assert props["verdict:2.6.6/requeue-after-detach-closed"] == "DIFFERS"
     assert "DIFFERS: differs from the rabbitmq4 model" in (case.findtext("system-out") or "")
 
-    report = _amqpspec("report", str(results), "--out", str(tmp_path / "out"))
+    report = run_amqpspec("report", str(results), "--out", str(tmp_path / "out"))
     assert report.returncode == 0, report.stderr
     markdown = (tmp_path / "out" / "conformance-matrix.md").read_text()
     assert "| broker | ERROR | FAILED | NON-STRICT | OK | UNSUPPORTED | DIFFERS (model) |" in (
@@ -399,7 +371,7 @@ def test_differs_end_to_end_and_the_gate(no_requeue: BrokerProcess, tmp_path: Pa
     page = (tmp_path / "out" / "conformance-matrix.html").read_text()
     assert "Model behaviour (not required by the spec)" in page and ">DIFFERS<" in page
 
-    gated = _amqpspec(*args, "--results", str(tmp_path / "g"), "--gate-differs")
+    gated = run_amqpspec(*args, "--results", str(tmp_path / "g"), "--gate-differs")
     assert gated.returncode == 1, gated.stdout[-2000:]
     junit = ET.parse(tmp_path / "g" / "junit-reference.xml").getroot()
     (case,) = [t for t in junit.iter("testcase") if "requeue" in t.get("name", "")]
@@ -434,7 +406,7 @@ def test_a_rule_broken_in_setup_traffic_is_its_own_row(
     the rule's row is FAILED with the offending flow, and fails the run."""
     broker = flows_without_delivery_count
     results = tmp_path / "r"
-    run = _amqpspec(
+    run = run_amqpspec(
         "run", "--broker", broker.url, "--profile", "reference", "--admin", broker.admin_url,
         "--results", str(results), "-k", "3.2/message-properties-all-fields",
         "--pipelined", "never",

@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
+from cli_support import run_amqpspec
 from triage_support import QuietProgress, big_endian, editcap, gzipped, local_spark
 
 from amqpspec.spark_triage.inputs import discover
@@ -168,13 +169,7 @@ def _tshark_packets(path: Path) -> int:
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
-    return subprocess.run(
-        [sys.executable, "-m", "amqpspec.cli", "triage", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-    )
+    return run_amqpspec("triage", *args, env=env)
 
 
 def test_cli_bad_input_exits_2_naming_the_file(tmp_path):
