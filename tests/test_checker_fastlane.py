@@ -219,51 +219,58 @@ def _fuzzed(opens, link, steps, ending, grant_first) -> Trace:
         trace.flow(C, count[0], 100, 0, time=now)
         trace.flow(S, count[1], 100, 1, time=now)
     for step in steps:
-        kind, origin = step[0], step[1]
-        if kind == "transfer":
-            _, (origin, handle), size, delivery_id, settled, more, aborted, mode, gap = step
-            now += gap
-            if delivery_id not in (-1, None):
-                delivery_id = trace.next_delivery[origin] + delivery_id - 1
-            trace.transfer(
-                origin,
-                handle,
-                time=now,
-                delivery_id=delivery_id,
-                payload=b"x" * size,
-                settled=settled,
-                more=more,
-                aborted=aborted,
-                rcv_settle_mode=mode,
-            )
-            if handle in count:
-                count[handle] += 1
-        elif kind == "flow":
-            _, _, handle, skew, credit, drain, echo, window, gap = step
-            now += gap
-            trace.flow(
-                origin,
-                (count.get(handle, 0) + skew) & 0xFFFFFFFF,
-                credit,
-                handle,
-                time=now,
-                drain=drain,
-                echo=echo,
-                incoming_window=window,
-            )
-        elif kind == "disposition":
-            _, _, first, span, settled, gap = step
-            now += gap
-            first &= 0xFFFFFFFF
-            last = None if span is None else (first + span) & 0xFFFFFFFF
-            trace.disposition(origin, first, last, settled=settled, time=now)
-        elif kind == "detach":
-            trace.detach(origin, time=now)
-        elif kind == "end":
-            trace.end(origin, time=now)
-        else:
-            trace.close(origin, time=now)
+        now = _apply(trace, step, count, now)
     return trace
+
+
+def _apply(trace: Trace, step: tuple, count: dict[int, int], now: float) -> float:
+    """One fuzzed step added to `trace` after its gap from `now` (transfers and flows keep
+    `count`, the delivery-count per handle, up to date); returns the step's time."""
+    kind, origin = step[0], step[1]
+    if kind == "transfer":
+        _, (origin, handle), size, delivery_id, settled, more, aborted, mode, gap = step
+        now += gap
+        if delivery_id not in (-1, None):
+            delivery_id = trace.next_delivery[origin] + delivery_id - 1
+        trace.transfer(
+            origin,
+            handle,
+            time=now,
+            delivery_id=delivery_id,
+            payload=b"x" * size,
+            settled=settled,
+            more=more,
+            aborted=aborted,
+            rcv_settle_mode=mode,
+        )
+        if handle in count:
+            count[handle] += 1
+    elif kind == "flow":
+        _, _, handle, skew, credit, drain, echo, window, gap = step
+        now += gap
+        trace.flow(
+            origin,
+            (count.get(handle, 0) + skew) & 0xFFFFFFFF,
+            credit,
+            handle,
+            time=now,
+            drain=drain,
+            echo=echo,
+            incoming_window=window,
+        )
+    elif kind == "disposition":
+        _, _, first, span, settled, gap = step
+        now += gap
+        first &= 0xFFFFFFFF
+        last = None if span is None else (first + span) & 0xFFFFFFFF
+        trace.disposition(origin, first, last, settled=settled, time=now)
+    elif kind == "detach":
+        trace.detach(origin, time=now)
+    elif kind == "end":
+        trace.end(origin, time=now)
+    else:
+        trace.close(origin, time=now)
+    return now
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

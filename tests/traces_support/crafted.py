@@ -138,13 +138,30 @@ def write_capture(
     transfers: int = 30,
 ) -> tuple[bytes, bytes]:
     """Write the crafted exchange; returns (client bytes, server bytes)."""
+    from scapy.utils import PcapNgWriter, PcapWriter
+
+    client, server = exchange(transfers)
+    packets = tcp_packets(client, server, link, ip)
+    for number, pkt in enumerate(packets):
+        pkt.time = 1_700_000_000 + number / 1000
+    if pcapng:
+        writer = PcapNgWriter(path)
+    else:
+        writer = PcapWriter(path, nano=nano, endianness=endianness, sync=False)
+    for pkt in packets:
+        writer.write(pkt)
+    writer.close()
+    return client, server
+
+
+def tcp_packets(client: bytes, server: bytes, link: str, ip: int) -> list:
+    """The scapy packets of one TCP connection carrying `client` and `server` (the
+    segment_plan's disorder): handshake, segments, both FINs, over `link` and IPv`ip`."""
     from scapy.layers.inet import IP, TCP
     from scapy.layers.inet6 import IPv6
     from scapy.layers.l2 import CookedLinux, Ether, Loopback
     from scapy.packet import Raw
-    from scapy.utils import PcapNgWriter, PcapWriter
 
-    client, server = exchange(transfers)
     isn = {"client": 1000, "server": 4_294_967_000}  # the server's sequence numbers wrap
     ends = {"client": CLIENT_ADDR, "server": SERVER_ADDR}
     if ip == 6:
@@ -180,16 +197,7 @@ def write_capture(
     packets.append(
         packet("server", "FA", isn["server"] + 1 + len(server), isn["client"] + 2 + len(client))
     )
-    for number, pkt in enumerate(packets):
-        pkt.time = 1_700_000_000 + number / 1000
-    if pcapng:
-        writer = PcapNgWriter(path)
-    else:
-        writer = PcapWriter(path, nano=nano, endianness=endianness, sync=False)
-    for pkt in packets:
-        writer.write(pkt)
-    writer.close()
-    return client, server
+    return packets
 
 
 def session_frames(transfers: int, credit: int) -> list[tuple[str, bytes]]:
