@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 from amqpspec import amqp10
@@ -349,6 +349,29 @@ def proton_c_broker(build_dir: pathlib.Path) -> Iterator[Broker]:
         subprocess.run([str(script), "stop"], env=env, timeout=60, check=False)
 
 
+@contextlib.contextmanager
+def started_brokers(
+    names: list[str], prefix: str, c_clients: Callable[[], pathlib.Path]
+) -> Iterator[list[Broker]]:
+    """The brokers `names` (reference, rabbitmq, else the Proton C example broker from the
+    build `c_clients()` returns) started in this order, in one temporary work directory named
+    from `prefix`; all stopped at the end."""
+    with (
+        tempfile.TemporaryDirectory(prefix=prefix) as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        work = pathlib.Path(tmp)
+        brokers = []
+        for name in names:
+            if name == "reference":
+                brokers.append(stack.enter_context(reference_broker(work)))
+            elif name == "rabbitmq":
+                brokers.append(stack.enter_context(rabbitmq_broker(work)))
+            else:
+                brokers.append(stack.enter_context(proton_c_broker(c_clients())))
+        yield brokers
+
+
 def _pid_file(path: pathlib.Path) -> int | None:
     try:
         return int(path.read_text().strip())
@@ -417,13 +440,19 @@ def _spawn(program: pathlib.Path, port: int, address: str, count: int) -> subpro
     )
 
 
-def _finish(process: subprocess.Popen, expect: str) -> None:
+def output_within(process: subprocess.Popen, timeout: float, late: str) -> tuple[str, str]:
+    """The process's (stdout, stderr) once it exits; killed and RuntimeError(`late`) when it
+    runs longer than `timeout` seconds."""
     try:
-        out, err = process.communicate(timeout=CLIENT_TIMEOUT)
+        return process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.communicate(timeout=10)
-        raise RuntimeError(f"client timed out (expected {expect!r})") from None
+        raise RuntimeError(late) from None
+
+
+def _finish(process: subprocess.Popen, expect: str) -> None:
+    out, err = output_within(process, CLIENT_TIMEOUT, f"client timed out (expected {expect!r})")
     last = out.strip().splitlines()[-1] if out.strip() else ""
     if process.returncode != 0 or last != expect:
         raise RuntimeError(f"client exit {process.returncode}, {last!r}: {err[-2000:]}")
@@ -606,19 +635,7 @@ def _measure(
     broker); the samples and each broker's label."""
     samples: list[Sample] = []
     labels: dict[str, str] = {}
-    with (
-        tempfile.TemporaryDirectory(prefix="amqpspec-bench-") as tmp,
-        contextlib.ExitStack() as stack,
-    ):
-        work = pathlib.Path(tmp)
-        brokers = []
-        for name in names:
-            if name == "reference":
-                brokers.append(stack.enter_context(reference_broker(work)))
-            elif name == "rabbitmq":
-                brokers.append(stack.enter_context(rabbitmq_broker(work)))
-            else:
-                brokers.append(stack.enter_context(proton_c_broker(clients)))
+    with started_brokers(names, "amqpspec-bench-", lambda: clients) as brokers:
         for broker in brokers:
             labels[broker.name] = broker.label
             print(f"{broker.label}: 127.0.0.1:{broker.port} address {broker.address}", flush=True)

@@ -76,11 +76,12 @@ def started_targets(names: list[str], args: argparse.Namespace) -> Iterator[list
     """The targets of the run, brokers started (and stopped at the end) on free ports."""
     from amqpspec.bench import broker_bench
 
-    with (
-        tempfile.TemporaryDirectory(prefix="amqpspec-arrows-") as tmp,
-        contextlib.ExitStack() as stack,
-    ):
-        work = pathlib.Path(tmp)
+    examples = pathlib.Path(args.build_dir) / "examples"
+    brokers = [name for name in names if name != PEER]
+    with broker_bench.started_brokers(
+        brokers, "amqpspec-arrows-", lambda: broker_bench.build_c_clients(examples)
+    ) as started:
+        running = iter(started)
         targets = []
         for name in names:
             if name == PEER:
@@ -88,13 +89,7 @@ def started_targets(names: list[str], args: argparse.Namespace) -> Iterator[list
                     Target(PEER, "peer to peer (no broker)", "127.0.0.1", 0, "arrows", listen=True)
                 )
                 continue
-            if name == "reference":
-                broker = stack.enter_context(broker_bench.reference_broker(work))
-            elif name == "rabbitmq":
-                broker = stack.enter_context(broker_bench.rabbitmq_broker(work))
-            else:
-                clients = broker_bench.build_c_clients(pathlib.Path(args.build_dir) / "examples")
-                broker = stack.enter_context(broker_bench.proton_c_broker(clients))
+            broker = next(running)
             address = broker.address
             if args.durable:
                 if broker.durable_address is None:
@@ -152,12 +147,10 @@ def wait_ready(process: subprocess.Popen, what: str) -> None:
 
 
 def arrow_result(process: subprocess.Popen, what: str, timeout: float) -> dict:
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate(timeout=10)
-        raise RuntimeError(f"{what} did not finish within {timeout:.0f} s") from None
+    from amqpspec.bench.broker_bench import output_within
+
+    late = f"{what} did not finish within {timeout:.0f} s"
+    out, err = output_within(process, timeout, late)
     lines = [line for line in out.splitlines() if line.startswith("{")]
     if not lines:
         raise RuntimeError(f"{what} exited {process.returncode} without a result: {err[-2000:]}")

@@ -167,6 +167,19 @@ def _link_performatives(queue: str) -> Performatives:
     return {**_receiver_performatives(queue), **_sender_performatives(queue)}
 
 
+def _attach_fields(name: str, handle: int, role: bool, source: Any, target: Any) -> tuple:
+    """An attach's fields up to its target (2.7.3), settle modes mixed (0)."""
+    return (
+        string("name", name),
+        uint("handle", handle),
+        boolean("role", role),
+        ubyte("snd-settle-mode", 0),
+        ubyte("rcv-settle-mode", 0),
+        source,
+        target,
+    )
+
+
 def _receiver_performatives(queue: str) -> Performatives:
     source = described_list("source", 0x28, (string("address", queue),))
     no_target = described_list("target", 0x29, (null("address"),))
@@ -174,15 +187,7 @@ def _receiver_performatives(queue: str) -> Performatives:
     return {
         "attach-receiver": (  # 2.7.3, role receiver: the broker sends from the queue
             0x12,
-            (
-                string("name", "boofuzz-receiver"),
-                uint("handle", 0),
-                boolean("role", True),
-                ubyte("snd-settle-mode", 0),
-                ubyte("rcv-settle-mode", 0),
-                source,
-                no_target,
-            ),
+            _attach_fields("boofuzz-receiver", 0, True, source, no_target),
             0,
         ),
         "flow": (  # 2.7.4
@@ -223,13 +228,7 @@ def _sender_performatives(queue: str) -> Performatives:
         "attach-sender": (  # 2.7.3, role sender: the client publishes to the queue
             0x12,
             (
-                string("name", "boofuzz-sender"),
-                uint("handle", 1),
-                boolean("role", False),
-                ubyte("snd-settle-mode", 0),
-                ubyte("rcv-settle-mode", 0),
-                no_source,
-                target,
+                *_attach_fields("boofuzz-sender", 1, False, no_source, target),
                 null("unsettled"),
                 boolean("incomplete-unsettled", False),
                 uint("initial-delivery-count", 0),
