@@ -8,6 +8,9 @@ must not hide it.
 The switch: AMQPSPEC_REQUIRE_ALL=1 (.ci/run exports it), or CI=true (any CI service), turns
 any skip into a failed run (exit status 1, the skipped tests and their reasons listed).
 AMQPSPEC_REQUIRE_ALL=0 turns it off even under CI.
+
+Also the module-scoped fixtures several test modules share: `spark` (a local Spark session,
+tests/triage_support.py) and `s3` (moto's S3 server on loopback, tests/s3_support.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from s3_support import s3_server
+from triage_support import local_spark
 
 OFF = ("", "0", "false", "no")
 
@@ -40,3 +45,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for report in skipped[:20]:
             print(f"  {report.nodeid}: {report.longrepr[2] if report.longrepr else ''}")
         session.exitstatus = 1
+
+
+@pytest.fixture(scope="module")
+def spark():
+    with local_spark() as session:
+        yield session
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with s3_server() as server:
+        yield server

@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from triage_support import QuietProgress, local_spark
+from triage_support import QuietProgress
 
 from amqpspec.amqp10.checker.rules import RULES
 from amqpspec.amqp10.checker.signature import OPENED, signature
@@ -174,12 +174,6 @@ def test_a_cut_segment_retransmitted_late_gives_no_violation(templates, tmp_path
 
 def test_the_earliest_stall_sets_the_cutoff_not_the_first_raw_item(templates, tmp_path):
     assert _signatures(gap_then_cut(templates["receiver"]), tmp_path) == set()
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with local_spark() as session:
-        yield session
 
 
 def _corpus(templates: dict[str, list[Packet]], root: Path) -> Path:

@@ -16,19 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
 from cli_support import run_amqpspec
-from triage_support import QuietProgress, big_endian, editcap, gzipped, local_spark
+from triage_support import QuietProgress, big_endian, editcap, gzipped
 
 from amqpspec.spark_triage.inputs import discover
 from amqpspec.spark_triage.job import run_job
 
 CREDIT = "v1+link.credit.transfer-beyond-credit+2.6.7+transfer+opened"
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    with local_spark() as session:
-        yield session
 
 
 @pytest.fixture(scope="module")

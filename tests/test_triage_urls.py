@@ -18,19 +18,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
-from s3_support import BUCKET, s3_server
+from s3_support import BUCKET
 from triage_support import QuietProgress, gzipped, local_spark
 
 from amqpspec.spark_triage.inputs import FRAMELOG, PCAP, PCAPNG, InputError, discover
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLIT = 400_000  # the pcapng in several splits, as a file over 2 GiB is read
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with s3_server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

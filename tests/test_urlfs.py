@@ -14,19 +14,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
-from s3_support import BUCKET, s3_server
+from s3_support import BUCKET
 from triage_support import gzipped
 
 from amqpspec.traces import urlfs
 from amqpspec.traces.pcap_vector import SEGMENT_SCHEMA, plan_splits_with_context, read_segments
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def s3():
-    with s3_server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
