@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+import performative_strategies as ps
 import pytest
 from checker_support import C, S, Trace, found
 from hypothesis import HealthCheck, given, settings
@@ -527,59 +528,19 @@ def test_state_stays_bounded_on_a_long_connection():
 
 _SMALL = st.integers(0, 4)
 _PERFORMATIVES = st.one_of(
-    st.builds(
-        Begin,
-        remote_channel=st.none() | _SMALL,
-        next_outgoing_id=_SMALL,
-        incoming_window=_SMALL,
-        outgoing_window=_SMALL,
-        handle_max=st.none() | _SMALL,
+    ps.begins(_SMALL, _SMALL),
+    ps.attaches(
+        _SMALL, _SMALL, snd_settle_mode=st.integers(0, 2), rcv_settle_mode=st.integers(0, 1)
     ),
-    st.builds(
-        Attach,
-        name=st.sampled_from(["a", "b"]),
-        handle=_SMALL,
-        role=st.booleans(),
-        initial_delivery_count=st.none() | _SMALL,
-        snd_settle_mode=st.integers(0, 2),
-        rcv_settle_mode=st.integers(0, 1),
-    ),
-    st.builds(
-        Flow,
-        next_incoming_id=st.none() | _SMALL,
-        incoming_window=_SMALL,
-        next_outgoing_id=_SMALL,
-        outgoing_window=_SMALL,
-        handle=st.none() | _SMALL,
-        delivery_count=st.none() | _SMALL,
-        link_credit=st.none() | _SMALL,
-        available=st.none() | _SMALL,
-        drain=st.booleans(),
-        echo=st.booleans(),
-    ),
-    st.builds(
-        Transfer,
-        handle=st.none() | _SMALL,
-        delivery_id=st.none() | _SMALL,
-        delivery_tag=st.none() | st.just(b"t"),
-        settled=st.none() | st.booleans(),
-        more=st.booleans(),
-        aborted=st.booleans(),
-        rcv_settle_mode=st.none() | _SMALL,
-    ),
-    st.builds(
-        Disposition,
-        role=st.booleans(),
-        first=_SMALL,
-        last=st.none() | _SMALL,
-        settled=st.booleans(),
-    ),
-    st.builds(Detach, handle=_SMALL, closed=st.booleans()),
+    ps.flows(_SMALL, _SMALL, available=ps.maybe(_SMALL)),
+    ps.transfers(_SMALL, handle=ps.maybe(_SMALL), rcv_settle_mode=ps.maybe(_SMALL)),
+    ps.dispositions(_SMALL),
+    ps.detaches(_SMALL),
     st.builds(
         Open,
-        container_id=st.none() | st.just("x"),
-        channel_max=st.none() | _SMALL,
-        idle_time_out=st.none() | st.integers(0, 2000),
+        container_id=ps.maybe(st.just("x")),
+        channel_max=ps.maybe(_SMALL),
+        idle_time_out=ps.maybe(st.integers(0, 2000)),
     ),
 )
 _ITEMS = st.lists(

@@ -3,18 +3,14 @@ from receive_data(); it answers with the spec's errors and its output stays deco
 
 from __future__ import annotations
 
+import performative_strategies as ps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from amqpspec.amqp10.composites import (
     Accepted,
-    Attach,
-    Begin,
     Close,
-    Detach,
-    Disposition,
     End,
-    Flow,
     Open,
     Source,
     Target,
@@ -27,53 +23,14 @@ small = st.integers(0, 3)
 serial = st.sampled_from([0, 1, 2, 5, 0xFFFFFFFF, 0x7FFFFFFF])
 
 performatives = st.one_of(
-    st.builds(
-        Begin,
-        remote_channel=st.none() | small,
-        next_outgoing_id=serial,
-        incoming_window=small,
-        outgoing_window=small,
-        handle_max=st.none() | small,
+    ps.begins(serial, small),
+    ps.attaches(
+        serial, small, source=st.just(Source(address="s")), target=st.just(Target(address="t"))
     ),
-    st.builds(
-        Attach,
-        name=st.sampled_from(["a", "b"]),
-        handle=small,
-        role=st.booleans(),
-        source=st.just(Source(address="s")),
-        target=st.just(Target(address="t")),
-        initial_delivery_count=st.none() | serial,
-    ),
-    st.builds(
-        Flow,
-        next_incoming_id=st.none() | serial,
-        incoming_window=small,
-        next_outgoing_id=serial,
-        outgoing_window=small,
-        handle=st.none() | small,
-        delivery_count=st.none() | serial,
-        link_credit=st.none() | small,
-        drain=st.booleans(),
-        echo=st.booleans(),
-    ),
-    st.builds(
-        Transfer,
-        handle=small,
-        delivery_id=st.none() | small,
-        delivery_tag=st.none() | st.just(b"t"),
-        more=st.booleans(),
-        aborted=st.booleans(),
-        settled=st.none() | st.booleans(),
-    ),
-    st.builds(
-        Disposition,
-        role=st.booleans(),
-        first=small,
-        last=st.none() | small,
-        settled=st.booleans(),
-        state=st.none() | st.just(Accepted()),
-    ),
-    st.builds(Detach, handle=small, closed=st.booleans()),
+    ps.flows(serial, small),
+    ps.transfers(small, handle=small),
+    ps.dispositions(small, state=ps.maybe(st.just(Accepted()))),
+    ps.detaches(small),
     st.builds(End),
     st.builds(Close),
     st.builds(Open, container_id=st.just("again")),
