@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
-from triage_support import editcap, gzipped
+from capture_files import PROTON_C_PCAP
+from triage_support import editcap, gzipped, rabbit_overrun
 
 from amqpspec.spark_triage import standalone
 
@@ -49,11 +49,8 @@ def place(tmp_path_factory) -> Path:
     captures.mkdir()
     # the RabbitMQ capture up to just past its credit overrun (frame 13655), as pcapng and
     # as a gzip'd classic pcap, and two connections of the Proton C capture
-    subprocess.run(
-        ["editcap", "-r", str(RABBITMQ_PCAP), str(captures / "rabbit.pcapng"), "1-14000"],
-        check=True,
-    )
-    micro = editcap(captures / "rabbit.pcapng", root / "rabbit-micro.pcap", "-F", "pcap")
+    rabbit = rabbit_overrun(captures / "rabbit.pcapng")
+    micro = editcap(rabbit, root / "rabbit-micro.pcap", "-F", "pcap")
     gzipped(micro, captures / "rabbit-micro.pcap.gz")
     subprocess.run(
         ["tshark", "-r", str(PROTON_C_PCAP), "-Y", "tcp.stream<=1", "-w", str(root / "p.pcap")],

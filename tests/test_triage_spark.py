@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
+from capture_files import PROTON_C_PCAP
 from cli_support import run_amqpspec
-from triage_support import QuietProgress, big_endian, editcap, gzipped
+from triage_support import QuietProgress, big_endian, editcap, gzipped, rabbit_overrun
 
 from amqpspec.spark_triage.inputs import discover
 from amqpspec.spark_triage.job import run_job
@@ -30,8 +30,7 @@ def corpus(tmp_path_factory) -> Path:
     """The first 14,000 packets of the RabbitMQ capture (a credit overrun at frame 13655) in
     five capture formats and as a frame log, and the Proton C capture."""
     root = tmp_path_factory.mktemp("corpus")
-    ng = root / "rabbit.pcapng"
-    subprocess.run(["editcap", "-r", str(RABBITMQ_PCAP), str(ng), "1-14000"], check=True)
+    ng = rabbit_overrun(root / "rabbit.pcapng")
     micro = editcap(ng, root / "rabbit-micro.pcap", "-F", "pcap")
     editcap(ng, root / "rabbit-nano.pcap", "-F", "nsecpcap")
     big_endian(micro, root / "rabbit-big-endian.pcap")

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
 from s3_support import BUCKET
-from triage_support import QuietProgress, gzipped, local_spark
+from triage_support import QuietProgress, gzipped, local_spark, rabbit_overrun
 
 from amqpspec.spark_triage.inputs import FRAMELOG, PCAP, PCAPNG, InputError, discover
 
@@ -33,8 +33,7 @@ def corpus(tmp_path_factory) -> Path:
     pcapng, read in several splits; two connections of the Proton C capture, plain and
     gzip'd, each read whole; a text file, skipped."""
     root = tmp_path_factory.mktemp("corpus")
-    ng = root / "rabbit.pcapng"
-    subprocess.run(["editcap", "-r", str(RABBITMQ_PCAP), str(ng), "1-14000"], check=True)
+    rabbit_overrun(root / "rabbit.pcapng")
     (root / "proton").mkdir()
     proton = root / "proton" / "proton-c.pcap"
     cut = ["-Y", "tcp.stream<=1", "-F", "pcap"]  # two connections, as classic pcap

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from capture_files import PROTON_C_PCAP, RABBITMQ_PCAP
 from s3_support import BUCKET
-from triage_support import gzipped
+from triage_support import gzipped, rabbit_overrun
 
 from amqpspec.traces import urlfs
 from amqpspec.traces.pcap_vector import SEGMENT_SCHEMA, plan_splits_with_context, read_segments
@@ -26,9 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("captures")
-    subprocess.run(
-        ["editcap", "-r", str(RABBITMQ_PCAP), str(root / "rabbit.pcapng"), "1-14000"], check=True
-    )
+    rabbit_overrun(root / "rabbit.pcapng")
     (root / "proton-c.pcap").write_bytes(PROTON_C_PCAP.read_bytes())
     gzipped(root / "proton-c.pcap", root / "proton-c.pcap.gz")
     return root

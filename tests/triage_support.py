@@ -1,7 +1,8 @@
 """Capture variants for the triage tests: the same packets as classic pcap in the other byte
 order, or gzip'd; written with struct from a classic pcap (an independent writer from the
 reader under test). tshark's editcap makes the pcapng <-> pcap and nanosecond variants.
-Also what the run_job tests share: a local Spark session, a progress display showing nothing."""
+`rabbit_overrun` cuts the RabbitMQ capture the triage tests share. Also what the run_job tests
+share: a local Spark session, a progress display showing nothing."""
 
 from __future__ import annotations
 
@@ -21,6 +22,15 @@ EDITCAP = shutil.which("editcap")
 
 def editcap(source: Path, target: Path, *options: str) -> Path:
     subprocess.run([EDITCAP or "editcap", *options, str(source), str(target)], check=True)
+    return target
+
+
+def rabbit_overrun(target: Path) -> Path:
+    """The RabbitMQ capture's first 14,000 packets, just past its credit overrun (frame
+    13655), written as pcapng to `target`."""
+    from capture_files import RABBITMQ_PCAP  # unpacks the captures: only when a test needs one
+
+    subprocess.run(["editcap", "-r", str(RABBITMQ_PCAP), str(target), "1-14000"], check=True)
     return target
 
 
