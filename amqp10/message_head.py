@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqpspec.amqp10 import codec
-from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.errors import DecodeError, ErrorKind
 from amqpspec.amqp10.message import section_at
 from amqpspec.amqp10.types import symbol
 
@@ -81,12 +81,21 @@ def _user_id(payload: bytes, at: int, end: int) -> bytes | None:
     elif code == _LIST0:
         return None
     else:
-        raise DecodeError(f"properties: not a list (constructor {code!r})")
+        raise DecodeError(
+            at, "properties as a list", kind=ErrorKind.NOT_A_LIST, performative="properties"
+        )
     if count < 2:
         return None
-    value, _ = codec.decode_value(payload, codec.value_end(payload, first, end), end)
+    user_at = codec.value_end(payload, first, end)
+    value, _ = codec.decode_value(payload, user_at, end)
     if value is not None and not isinstance(value, bytes | bytearray):
-        raise DecodeError(f"properties.user-id of type binary, got {type(value).__name__}")
+        raise DecodeError(
+            user_at,
+            f"properties.user-id of type binary, got {type(value).__name__}",
+            kind=ErrorKind.FIELD_TYPE,
+            performative="properties",
+            field="user-id",
+        )
     return bytes(value) if value is not None else None
 
 

@@ -12,7 +12,7 @@ from broker_support import memory_session
 
 from amqpspec.amqp10.composites import Data, Header, Properties, Rejected, Target
 from amqpspec.amqp10.engine import DispositionReceived, RemoteDetach
-from amqpspec.amqp10.errors import DecodeError
+from amqpspec.amqp10.errors import DecodeError, ErrorKind
 from amqpspec.amqp10.message import Message, section_at
 from amqpspec.amqp10.message_head import MessageHead, message_head, reserved_key
 from amqpspec.amqp10.types import symbol, ulong
@@ -130,3 +130,14 @@ def test_reserved_key_names_the_first_key_3_2_10_reserves():
     assert reserved_key({symbol("x-a"): 1, symbol("key"): 2}) == "key"
     assert reserved_key({ulong(1): 1}) == 1
     assert reserved_key({"x-string-key": 1}) == "x-string-key"  # not a symbol
+
+
+def test_a_head_whose_properties_are_no_list_or_whose_user_id_is_no_binary_is_refused():
+    no_list = b"\x00\x53\x73\xa1\x01x"  # properties whose value is a str8
+    with pytest.raises(DecodeError) as raised:
+        message_head(no_list)
+    assert raised.value.kind == ErrorKind.NOT_A_LIST
+    wrong_type = b"\x00\x53\x73\xc0\x05\x02\x40\xa1\x01u"  # list8: message-id null, user-id str
+    with pytest.raises(DecodeError) as raised:
+        message_head(wrong_type)
+    assert raised.value.kind == ErrorKind.FIELD_TYPE
