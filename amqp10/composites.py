@@ -275,6 +275,9 @@ def _list_header(buf: bytes, pos: int, end: int, name: str, count_max: int) -> t
     return count, pos, stop
 
 
+list_header = _list_header  # public: amqp10.message_head reads a properties list's header
+
+
 def _field_error(pos: int, expected: str, kind: ErrorKind, name: str, field: Field) -> DecodeError:
     """What is wrong with field `field` of composite `name` (1.4)."""
     return DecodeError(pos, expected, kind=kind, performative=name, field=field.name)

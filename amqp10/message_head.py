@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from amqpspec.amqp10 import codec
+from amqpspec.amqp10.composites import list_header
 from amqpspec.amqp10.errors import DecodeError, ErrorKind
 from amqpspec.amqp10.message import section_at
 from amqpspec.amqp10.types import symbol
 
 _PROPERTIES_RANK = 3  # 3.2: header, delivery-annotations, message-annotations, properties
-_LIST0, _LIST8, _LIST32 = codec.LIST0, codec.LIST8, codec.LIST32
+_PROPERTIES_FIELDS = 13  # 3.2.4: message-id ... reply-to-group-id
 # 3.2.10 annotations: "All ulong keys, and all symbolic keys except those beginning with
 # "x-" are reserved."
 _UNRESERVED_PREFIX = "x-"
@@ -71,19 +72,10 @@ def message_head(payload: bytes) -> MessageHead:
 
 
 def _user_id(payload: bytes, at: int, end: int) -> bytes | None:
-    """The user-id of the properties list at `at` (3.2.4: its second field), message-id
-    stepped over, nothing else of the list read."""
-    code = payload[at] if at < end else None
-    if code == _LIST8 and at + 3 <= end:
-        count, first = payload[at + 2], at + 3
-    elif code == _LIST32 and at + 9 <= end:
-        count, first = int.from_bytes(payload[at + 5 : at + 9], "big"), at + 9
-    elif code == _LIST0:
-        return None
-    else:
-        raise DecodeError(
-            at, "properties as a list", kind=ErrorKind.NOT_A_LIST, performative="properties"
-        )
+    """The user-id of the properties list at `at` (3.2.4: its second field): the list's
+    header (composites.list_header, its size and count checked), message-id stepped over,
+    nothing else of the list read."""
+    count, first, _ = list_header(payload, at, end, "properties", _PROPERTIES_FIELDS)
     if count < 2:
         return None
     user_at = codec.value_end(payload, first, end)
