@@ -8,20 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from amqpspec.amqp10 import composites
 from amqpspec.amqp10.checker import Checker, Violation
-from amqpspec.amqp10.composites import (
-    Attach,
-    Begin,
-    Close,
-    Detach,
-    Disposition,
-    End,
-    Flow,
-    Open,
-    Source,
-    Target,
-    Transfer,
-)
 from amqpspec.amqp10.frames import (
     AMQP_HEADER,
     Frame,
@@ -73,20 +61,22 @@ class Trace:
 
     def connect(self, time: float | None = None, client_open=None, server_open=None) -> Trace:
         self.headers(time)
-        self.frame(C, client_open or Open(container_id="client"), time=time)
-        self.frame(S, server_open or Open(container_id="server"), time=time)
+        self.frame(C, client_open or composites.Open(container_id="client"), time=time)
+        self.frame(S, server_open or composites.Open(container_id="server"), time=time)
         return self
 
     def begin(self, window: int = 1000, time: float | None = None, handle_max=None) -> Trace:
         extra = {} if handle_max is None else {"handle_max": handle_max}
         self.frame(
             C,
-            Begin(next_outgoing_id=0, incoming_window=window, outgoing_window=window, **extra),
+            composites.Begin(
+                next_outgoing_id=0, incoming_window=window, outgoing_window=window, **extra
+            ),
             time=time,
         )
         self.frame(
             S,
-            Begin(
+            composites.Begin(
                 remote_channel=0,
                 next_outgoing_id=0,
                 incoming_window=window,
@@ -112,16 +102,18 @@ class Trace:
         modes = {"snd_settle_mode": snd_settle_mode, "rcv_settle_mode": rcv_settle_mode}
         self.frame(
             receiver,
-            Attach(name=name, handle=handle, role=True, source=Source(address=name), **modes),
+            composites.Attach(
+                name=name, handle=handle, role=True, source=composites.Source(address=name), **modes
+            ),
             time=time,
         )
         self.frame(
             sender,
-            Attach(
+            composites.Attach(
                 name=name,
                 handle=handle,
                 role=False,
-                target=Target(address=name),
+                target=composites.Target(address=name),
                 initial_delivery_count=initial_delivery_count,
                 **modes,
             ),
@@ -153,7 +145,7 @@ class Trace:
         if "next_incoming_id" not in extra:
             fields["next_incoming_id"] = self.next_out[C if origin == S else S]
         fields.update(extra)
-        return self.frame(origin, Flow(**fields), time=time)
+        return self.frame(origin, composites.Flow(**fields), time=time)
 
     def transfer(
         self,
@@ -177,23 +169,23 @@ class Trace:
             fields["message_format"] = 0
         fields.update(extra)
         self.next_out[origin] += 1
-        return self.frame(origin, Transfer(**fields), payload=payload, time=time)
+        return self.frame(origin, composites.Transfer(**fields), payload=payload, time=time)
 
     def disposition(self, origin: str, first: int, last: int | None = None, **extra) -> int:
         role = extra.pop("role", origin == C)
         time = extra.pop("time", None)
         return self.frame(
-            origin, Disposition(role=role, first=first, last=last, **extra), time=time
+            origin, composites.Disposition(role=role, first=first, last=last, **extra), time=time
         )
 
     def detach(self, origin: str, handle: int = 0, time=None) -> int:
-        return self.frame(origin, Detach(handle=handle, closed=True), time=time)
+        return self.frame(origin, composites.Detach(handle=handle, closed=True), time=time)
 
     def end(self, origin: str, time=None) -> int:
-        return self.frame(origin, End(), time=time)
+        return self.frame(origin, composites.End(), time=time)
 
     def close(self, origin: str, time=None) -> int:
-        return self.frame(origin, Close(), time=time)
+        return self.frame(origin, composites.Close(), time=time)
 
     # --- running ------------------------------------------------------------------------
     def check(self, liveness_bound: float | None = None, now: float | None = None):
@@ -218,10 +210,13 @@ def publishing(
     receiver = S if sender == C else C
     trace.frame(
         sender,
-        Attach(
-            name=name, handle=0, role=False, target=Target(address="q"),
+        composites.Attach(
+            name=name, handle=0, role=False, target=composites.Target(address="q"),
             initial_delivery_count=initial_delivery_count, **attach,
         ),
     )  # fmt: skip
-    trace.frame(receiver, Attach(name=name, handle=0, role=True, target=Target(address="q")))
+    trace.frame(
+        receiver,
+        composites.Attach(name=name, handle=0, role=True, target=composites.Target(address="q")),
+    )
     return trace

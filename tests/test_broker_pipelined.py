@@ -14,18 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from amqpspec.amqp10 import composites
 from amqpspec.amqp10.builder import build_frame, protocol_header
-from amqpspec.amqp10.composites import (
-    Attach,
-    Begin,
-    Detach,
-    End,
-    Flow,
-    Open,
-    Source,
-    Target,
-    Transfer,
-)
 from amqpspec.amqp10.frames import Frame, FrameDecoder
 from amqpspec.amqp10.origins import CLIENT
 from amqpspec.amqp10.spec import Role
@@ -38,19 +28,36 @@ from amqpspec.conformance.run.runner import run_case
 from amqpspec.reference_broker.runtime.memory import MemoryBroker
 from amqpspec.reference_broker.runtime.process import BrokerProcess
 
-FLOW_77 = Flow(handle=77, incoming_window=10, next_outgoing_id=0, outgoing_window=10,
-               link_credit=5)  # fmt: skip
-ATTACH = Attach(name="r", handle=0, role=Role.RECEIVER, source=Source(address="/queues/q"),
-                target=Target())  # fmt: skip
-PUBLISHER = Attach(name="p", handle=0, role=Role.SENDER, source=Source(),
-                   target=Target(address="/queues/q"), initial_delivery_count=0)  # fmt: skip
-ATTACH_PAST_MAX = Attach(name="r", handle=2**31 + 1, role=Role.RECEIVER,
-                         source=Source(address="/queues/q"), target=Target())  # fmt: skip
+FLOW_77 = composites.Flow(
+    handle=77, incoming_window=10, next_outgoing_id=0, outgoing_window=10, link_credit=5
+)
+ATTACH = composites.Attach(
+    name="r",
+    handle=0,
+    role=Role.RECEIVER,
+    source=composites.Source(address="/queues/q"),
+    target=composites.Target(),
+)
+PUBLISHER = composites.Attach(
+    name="p",
+    handle=0,
+    role=Role.SENDER,
+    source=composites.Source(),
+    target=composites.Target(address="/queues/q"),
+    initial_delivery_count=0,
+)
+ATTACH_PAST_MAX = composites.Attach(
+    name="r",
+    handle=2**31 + 1,
+    role=Role.RECEIVER,
+    source=composites.Source(address="/queues/q"),
+    target=composites.Target(),
+)
 # frames after open + begin on channel 0, and what the broker answers after its begin
 SHAPES = {
     # the transfer meets the credit the broker grants on attach, not a link still unanswered
     "a publisher's attach then a transfer": (
-        [PUBLISHER, Transfer(handle=0, delivery_id=0, delivery_tag=b"t", settled=True)],
+        [PUBLISHER, composites.Transfer(handle=0, delivery_id=0, delivery_tag=b"t", settled=True)],
         ["attach"],
     ),
     # 2.7.2 / 2.5.1: the handle-max of the broker's begin holds for the attach behind it
@@ -60,15 +67,18 @@ SHAPES = {
     ),
     "flow on an unattached handle": ([FLOW_77], ["end:amqp:session:unattached-handle"]),
     "transfer on an unattached handle": (
-        [Transfer(handle=99, delivery_id=0, delivery_tag=b"t", message_format=0)],
+        [composites.Transfer(handle=99, delivery_id=0, delivery_tag=b"t", message_format=0)],
         ["end:amqp:session:unattached-handle"],
     ),
     "detach on an unattached handle": (
-        [Detach(handle=41, closed=True)],
+        [composites.Detach(handle=41, closed=True)],
         ["end:amqp:session:unattached-handle"],
     ),
-    "end": ([End()], ["end:none"]),
-    "attach then detach": ([ATTACH, Detach(handle=0, closed=True)], ["attach", "detach:none"]),
+    "end": ([composites.End()], ["end:none"]),
+    "attach then detach": (
+        [ATTACH, composites.Detach(handle=0, closed=True)],
+        ["attach", "detach:none"],
+    ),
     "attach then a flow on another handle": (
         [ATTACH, FLOW_77],
         ["attach", "end:amqp:session:unattached-handle"],
@@ -96,8 +106,10 @@ def _broker_output(frames: list[object], pipelined: bool) -> bytes:
     broker = MemoryBroker()
     broker.vhost.declare_queue("q", durable=False)
     conn = broker.connect(raw=True)
-    writes = [protocol_header(0), build_frame(Open(container_id="c"))]
-    writes.append(build_frame(Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)))
+    writes = [protocol_header(0), build_frame(composites.Open(container_id="c"))]
+    writes.append(
+        build_frame(composites.Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10))
+    )
     writes += [build_frame(frame) for frame in frames]
     for data in [b"".join(writes)] if pipelined else writes:
         conn.send(data)

@@ -8,19 +8,7 @@ from __future__ import annotations
 
 from broker_support import memory_session
 
-from amqpspec.amqp10.composites import (
-    Coordinator,
-    Declare,
-    DeleteOnClose,
-    DeleteOnNoLinks,
-    DeleteOnNoLinksOrMessages,
-    DeleteOnNoMessages,
-    Properties,
-    Rejected,
-    Source,
-    Target,
-    TransactionalState,
-)
+from amqpspec.amqp10 import composites
 from amqpspec.amqp10.engine import (
     DispositionReceived,
     RemoteAttach,
@@ -44,7 +32,7 @@ def _broker(*faults: str) -> MemoryBroker:
 
 
 def _message(to: str | None) -> bytes:
-    return Message.of(b"x", properties=Properties(to=to)).encode()
+    return Message.of(b"x", properties=composites.Properties(to=to)).encode()
 
 
 def _states(conn) -> dict:
@@ -61,14 +49,14 @@ def test_the_broker_offers_anonymous_relay():
 def test_relay_routes_by_to_and_rejects_an_unknown_one_naming_the_delivery():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
         broker.vhost.declare_queue("q")
-        link = session.attach_sender("anon", target=Target(address=None))
+        link = session.attach_sender("anon", target=composites.Target(address=None))
         broker.pump()
         known = link.send(_message("/queues/q"), b"t-known", settled=False)
         unknown = link.send(_message("/queues/missing"), b"t-unknown", settled=False)
         broker.pump()
         states = _states(conn)
         assert type(states[known]).__name__ == "Accepted"
-        assert isinstance(states[unknown], Rejected)
+        assert isinstance(states[unknown], composites.Rejected)
         assert str(states[unknown].error.condition) == "amqp:not-found"
         assert states[unknown].error.info == {TAG: b"t-unknown"}
         assert broker.vhost.get_queue("q").messages == 1
@@ -77,8 +65,8 @@ def test_relay_routes_by_to_and_rejects_an_unknown_one_naming_the_delivery():
 
 def test_a_source_without_rejected_gets_the_link_detached_naming_the_delivery():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
-        source = Source(outcomes=[symbol("amqp:accepted:list")])
-        link = session.attach_sender("anon", source=source, target=Target(address=None))
+        source = composites.Source(outcomes=[symbol("amqp:accepted:list")])
+        link = session.attach_sender("anon", source=source, target=composites.Target(address=None))
         broker.pump()
         link.send(_message("/queues/missing"), b"t-1", settled=False)
         broker.pump()
@@ -90,7 +78,7 @@ def test_a_source_without_rejected_gets_the_link_detached_naming_the_delivery():
 def test_the_fault_leaves_the_delivery_tag_out():
     broker = _broker("relay-error-without-delivery-tag")
     with broker, memory_session(broker) as (conn, session):
-        link = session.attach_sender("anon", target=Target(address=None))
+        link = session.attach_sender("anon", target=composites.Target(address=None))
         broker.pump()
         sent = link.send(_message("/queues/missing"), b"t-1", settled=False)
         broker.pump()
@@ -100,12 +88,12 @@ def test_the_fault_leaves_the_delivery_tag_out():
 def _dynamic(session, broker, conn, policy=None, *, target: bool = False, capabilities=None):
     properties = {LIFETIME: policy} if policy is not None else None
     if target:
-        terminus = Target(
+        terminus = composites.Target(
             dynamic=True, dynamic_node_properties=properties, capabilities=capabilities
         )
         link = session.attach_sender(f"dyn-{id(terminus)}", target=terminus)
     else:
-        terminus = Source(
+        terminus = composites.Source(
             dynamic=True, dynamic_node_properties=properties, capabilities=capabilities
         )
         link = session.attach_receiver(f"dyn-{id(terminus)}", source=terminus)
@@ -135,7 +123,7 @@ def test_a_dynamic_target_is_created_reported_and_deleted_on_close():
 def test_delete_on_close_goes_with_the_closed_link_unless_the_fault_keeps_it():
     for faults, kept in (((), False), (("keep-dynamic-nodes",), True)):
         with _broker(*faults) as broker, memory_session(broker) as (conn, session):
-            link, _, name = _dynamic(session, broker, conn, DeleteOnClose())
+            link, _, name = _dynamic(session, broker, conn, composites.DeleteOnClose())
             link.detach()
             broker.pump()
             assert broker.vhost.has_queue(name) is kept
@@ -143,7 +131,7 @@ def test_delete_on_close_goes_with_the_closed_link_unless_the_fault_keeps_it():
 
 def test_delete_on_no_links_waits_for_the_last_link():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
-        creator, source, name = _dynamic(session, broker, conn, DeleteOnNoLinks())
+        creator, source, name = _dynamic(session, broker, conn, composites.DeleteOnNoLinks())
         other = session.attach_receiver("other", source=source.address)
         broker.pump()
         creator.detach()
@@ -155,7 +143,7 @@ def test_delete_on_no_links_waits_for_the_last_link():
 
 
 def test_delete_on_no_messages_waits_for_the_last_message():
-    for policy in (DeleteOnNoMessages(), DeleteOnNoLinksOrMessages()):
+    for policy in (composites.DeleteOnNoMessages(), composites.DeleteOnNoLinksOrMessages()):
         with MemoryBroker() as broker, memory_session(broker) as (conn, session):
             creator, source, name = _dynamic(session, broker, conn, policy)
             broker.vhost.get_queue(name).publish(Message.of(b"m").encode())
@@ -176,7 +164,7 @@ def test_delete_on_no_messages_waits_for_the_last_message():
 
 def test_a_lifetime_policy_that_is_none_is_refused():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
-        source = Source(dynamic=True, dynamic_node_properties={LIFETIME: "forever"})
+        source = composites.Source(dynamic=True, dynamic_node_properties={LIFETIME: "forever"})
         link = session.attach_receiver("bad", source=source)
         broker.pump()
         (detach,) = [e for e in conn.of(RemoteDetach) if e.link is link]
@@ -196,7 +184,7 @@ def test_another_connection_cannot_consume_from_a_dynamic_node():
 def test_supported_dist_modes_that_are_not_symbols_are_refused():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
         properties = {symbol("supported-dist-modes"): 7}
-        source = Source(dynamic=True, dynamic_node_properties=properties)
+        source = composites.Source(dynamic=True, dynamic_node_properties=properties)
         link = session.attach_receiver("bad-modes", source=source)
         broker.pump()
         (detach,) = [e for e in conn.of(RemoteDetach) if e.link is link]
@@ -204,7 +192,7 @@ def test_supported_dist_modes_that_are_not_symbols_are_refused():
         good = {symbol("supported-dist-modes"): [symbol("move")]}
         _, reported, _ = _dynamic(session, broker, conn, None)
         link = session.attach_receiver(
-            "good-modes", source=Source(dynamic=True, dynamic_node_properties=good)
+            "good-modes", source=composites.Source(dynamic=True, dynamic_node_properties=good)
         )
         broker.pump()
         (attach,) = [e.attach for e in conn.of(RemoteAttach) if e.link is link]
@@ -263,7 +251,9 @@ def test_a_dynamic_source_asking_for_a_temporary_topic_subscribes_its_receiver()
 
 def test_a_suspended_link_attached_again_resumes_its_node_and_closing_it_deletes_it():
     with MemoryBroker() as broker, memory_session(broker) as (_, session):
-        terminus = Source(dynamic=True, dynamic_node_properties={LIFETIME: DeleteOnClose()})
+        terminus = composites.Source(
+            dynamic=True, dynamic_node_properties={LIFETIME: composites.DeleteOnClose()}
+        )
         link = session.attach_receiver("resumed", source=terminus)
         broker.pump()
         first = link.remote_attach.source.address
@@ -282,22 +272,26 @@ def test_a_suspended_link_attached_again_resumes_its_node_and_closing_it_deletes
 def test_a_transactional_message_the_relay_cannot_route_is_rejected_naming_the_delivery():
     with MemoryBroker() as broker, memory_session(broker) as (conn, session):
         control = session.attach_sender(
-            "ctl", Source(), Coordinator(capabilities=[symbol("amqp:local-transactions")])
+            "ctl",
+            composites.Source(),
+            composites.Coordinator(capabilities=[symbol("amqp:local-transactions")]),
         )
         broker.pump()
-        declare = control.send(Message.of(Declare()).encode(), b"d", settled=False)
+        declare = control.send(Message.of(composites.Declare()).encode(), b"d", settled=False)
         broker.pump()
         txn_id = _states(conn)[declare].txn_id
-        anon = session.attach_sender("anon", target=Target(address=None))
+        anon = session.attach_sender("anon", target=composites.Target(address=None))
         broker.pump()
-        state = TransactionalState(txn_id=txn_id)
+        state = composites.TransactionalState(txn_id=txn_id)
         sent = anon.send(_message("/queues/missing"), b"t-txn", False, state=state)
         broker.pump()
         outcome = _states(conn)[sent].outcome
-        assert isinstance(outcome, Rejected)
+        assert isinstance(outcome, composites.Rejected)
         assert outcome.error.info == {TAG: b"t-txn"}
         strict = session.attach_sender(
-            "anon-strict", Source(outcomes=[symbol("amqp:accepted:list")]), Target(address=None)
+            "anon-strict",
+            composites.Source(outcomes=[symbol("amqp:accepted:list")]),
+            composites.Target(address=None),
         )
         broker.pump()
         strict.send(_message("/queues/missing"), b"t-2", False, state=state)

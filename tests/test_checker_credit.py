@@ -17,19 +17,9 @@ from checker_support import C, S, Trace, found
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from amqpspec.amqp10 import composites
 from amqpspec.amqp10.checker import Checker, check_connection
 from amqpspec.amqp10.checker.horizons import _MAX_KEYS, Horizons
-from amqpspec.amqp10.composites import (
-    Attach,
-    Begin,
-    Detach,
-    Disposition,
-    Flow,
-    Open,
-    Source,
-    Target,
-    Transfer,
-)
 from amqpspec.amqp10.frames import AMQP_HEADER, Frame, FrameType
 from amqpspec.amqp10.serial import serial_add, serial_lt
 
@@ -131,9 +121,9 @@ def test_flow_without_delivery_count_uses_initial_delivery_count():
 
 def test_grant_before_the_senders_attach_waits_for_its_initial_delivery_count():
     trace = Trace().connect().begin()
-    trace.frame(C, Attach(name="q", handle=0, role=True))
+    trace.frame(C, composites.Attach(name="q", handle=0, role=True))
     trace.flow(C, None, 2)
-    trace.frame(S, Attach(name="q", handle=0, role=False, initial_delivery_count=7))
+    trace.frame(S, composites.Attach(name="q", handle=0, role=False, initial_delivery_count=7))
     trace.transfer(delivery_id=0)
     trace.transfer()
     assert_next_transfer_caught(trace)
@@ -166,7 +156,7 @@ def test_sender_zeroing_its_credit_is_no_violation_but_stalling_is():
 def test_drain_reply_missing_is_reported_once_the_sender_provably_read_it():
     trace = Trace().setup()
     drain = trace.flow(C, 0, 5, drain=True)
-    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    begin = composites.Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
     trace.frame(C, begin, channel=1)
     trace.frame(S, begin.replace(remote_channel=1), channel=1)  # proves S read frame `drain`
     violations = trace.check()
@@ -181,7 +171,7 @@ def test_a_close_or_end_after_a_drain_request_owes_no_reply(ending):
     ends every link (2.7.9), an end detaches them (2.7.8); no flow is owed after it."""
     trace = Trace().setup(time=0.0)
     trace.flow(C, 0, 5, drain=True, time=1.0)
-    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    begin = composites.Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
     trace.frame(C, begin, channel=1)
     trace.frame(S, begin.replace(remote_channel=1), channel=1)  # proves S read the drain
     who, what = ending.split("-")
@@ -283,15 +273,19 @@ class Model:
     def opening(self) -> None:
         self.items.append((C, AMQP_HEADER))
         self.items.append((S, AMQP_HEADER))
-        self.record(C, Open(container_id="r"))
-        self.record(S, Open(container_id="s"))
-        self.record(C, Begin(next_outgoing_id=0, incoming_window=1 << 20, outgoing_window=9))
+        self.record(C, composites.Open(container_id="r"))
+        self.record(S, composites.Open(container_id="s"))
+        self.record(
+            C, composites.Begin(next_outgoing_id=0, incoming_window=1 << 20, outgoing_window=9)
+        )
         self.record(
             S,
-            Begin(remote_channel=0, next_outgoing_id=0, incoming_window=9, outgoing_window=9),
+            composites.Begin(
+                remote_channel=0, next_outgoing_id=0, incoming_window=9, outgoing_window=9
+            ),
         )
-        self.record(C, Attach(name="q", handle=0, role=True))
-        self.record(S, Attach(name="q", handle=0, role=False, initial_delivery_count=0))
+        self.record(C, composites.Attach(name="q", handle=0, role=True))
+        self.record(S, composites.Attach(name="q", handle=0, role=False, initial_delivery_count=0))
 
     # R's side
     def r_send(self, performative) -> None:
@@ -302,7 +296,7 @@ class Model:
     def grant(self, credit: int, drain: bool, echo: bool) -> None:
         self.max_horizon = max(self.max_horizon, self.r_count + credit)
         self.r_send(
-            Flow(
+            composites.Flow(
                 next_incoming_id=self.r_incoming,
                 incoming_window=1 << 20,
                 next_outgoing_id=0,
@@ -336,7 +330,7 @@ class Model:
         if credit < 0:
             credit = credit & 0xFFFFFFFF if self.wrap_negative_credit else 0
         self.s_send(
-            Flow(
+            composites.Flow(
                 next_incoming_id=0,
                 incoming_window=9,
                 next_outgoing_id=self.s_out,
@@ -353,7 +347,9 @@ class Model:
         if self.s_credit <= 0:
             self.illegal.add(self.s_count)
         self.s_send(
-            Transfer(handle=0, delivery_id=self.s_count, delivery_tag=b"t", message_format=0)
+            composites.Transfer(
+                handle=0, delivery_id=self.s_count, delivery_tag=b"t", message_format=0
+            )
         )
         self.s_count += 1
         self.s_out += 1
@@ -450,7 +446,7 @@ def test_session_echo_is_answered_by_any_flow_of_the_peer():
         trace = Trace().setup(time=0.0)
         echo = trace.frame(
             C,
-            Flow(incoming_window=9, next_outgoing_id=0, outgoing_window=9, echo=True),
+            composites.Flow(incoming_window=9, next_outgoing_id=0, outgoing_window=9, echo=True),
             time=1.0,
         )
         return trace, echo
@@ -463,7 +459,9 @@ def test_session_echo_is_answered_by_any_flow_of_the_peer():
     good, _ = asked()
     good.frame(
         S,
-        Flow(next_incoming_id=0, incoming_window=9, next_outgoing_id=0, outgoing_window=9),
+        composites.Flow(
+            next_incoming_id=0, incoming_window=9, next_outgoing_id=0, outgoing_window=9
+        ),
         time=1.5,
     )
     assert good.check(liveness_bound=5.0, now=10.0) == []
@@ -479,22 +477,27 @@ def test_state_stays_bounded_on_a_long_connection():
     feed = checker.feed
     feed(C, AMQP_HEADER)
     feed(S, AMQP_HEADER)
-    feed(C, frame(Open(container_id="c")))
-    feed(S, frame(Open(container_id="s")))
-    feed(C, frame(Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=9)))
+    feed(C, frame(composites.Open(container_id="c")))
+    feed(S, frame(composites.Open(container_id="s")))
+    feed(C, frame(composites.Begin(next_outgoing_id=0, incoming_window=100, outgoing_window=9)))
     feed(
-        S, frame(Begin(remote_channel=0, next_outgoing_id=0, incoming_window=9, outgoing_window=9))
+        S,
+        frame(
+            composites.Begin(
+                remote_channel=0, next_outgoing_id=0, incoming_window=9, outgoing_window=9
+            )
+        ),
     )
     delivered = 0
     for link_number in range(20):  # short-lived links come and go
         name = f"q{link_number}"
-        feed(C, frame(Attach(name=name, handle=0, role=True)))
-        feed(S, frame(Attach(name=name, handle=0, role=False, initial_delivery_count=0)))
+        feed(C, frame(composites.Attach(name=name, handle=0, role=True)))
+        feed(S, frame(composites.Attach(name=name, handle=0, role=False, initial_delivery_count=0)))
         for count in range(1000):  # prefetch 1: a grant after every delivery, no sender flow
             feed(
                 C,
                 frame(
-                    Flow(
+                    composites.Flow(
                         next_incoming_id=delivered,
                         incoming_window=100,
                         next_outgoing_id=0,
@@ -508,16 +511,18 @@ def test_state_stays_bounded_on_a_long_connection():
             feed(
                 S,
                 frame(
-                    Transfer(handle=0, delivery_id=delivered, delivery_tag=b"t", message_format=0)
+                    composites.Transfer(
+                        handle=0, delivery_id=delivered, delivery_tag=b"t", message_format=0
+                    )
                 ),
             )
-            feed(C, frame(Disposition(role=True, first=delivered, settled=True)))
+            feed(C, frame(composites.Disposition(role=True, first=delivered, settled=True)))
             delivered += 1
         link = checker.peers[S].sessions[0].handles[0]
         assert len(link.grants) <= 2
         assert len(link.grants._by_horizon) <= 256
-        feed(C, frame(Detach(handle=0, closed=True)))
-        feed(S, frame(Detach(handle=0, closed=True)))
+        feed(C, frame(composites.Detach(handle=0, closed=True)))
+        feed(S, frame(composites.Detach(handle=0, closed=True)))
     assert checker.violations == []
     assert len(checker._links) == 0
     server_end = checker.peers[S].sessions[0]
@@ -537,7 +542,7 @@ _PERFORMATIVES = st.one_of(
     ps.dispositions(_SMALL),
     ps.detaches(_SMALL),
     st.builds(
-        Open,
+        composites.Open,
         container_id=ps.maybe(st.just("x")),
         channel_max=ps.maybe(_SMALL),
         idle_time_out=ps.maybe(st.integers(0, 2000)),
@@ -577,16 +582,21 @@ def test_a_name_attached_twice_pairs_the_partners_attaches_in_order():
     for handle, initial in ((0, 0), (1, 0xFFFFFFFE)):
         trace.frame(
             C,
-            Attach(
+            composites.Attach(
                 name="q",
                 handle=handle,
                 role=False,
-                target=Target(address="q"),
+                target=composites.Target(address="q"),
                 initial_delivery_count=initial,
             ),
         )
     for handle, count in ((0, 0), (1, 0xFFFFFFFE)):
-        trace.frame(S, Attach(name="q", handle=handle, role=True, source=Source(address="q")))
+        trace.frame(
+            S,
+            composites.Attach(
+                name="q", handle=handle, role=True, source=composites.Source(address="q")
+            ),
+        )
         trace.flow(S, count, 170, handle=handle)
     trace.transfer(C, handle=0)
     trace.transfer(C, handle=1)
@@ -596,15 +606,17 @@ def test_a_name_attached_twice_pairs_the_partners_attaches_in_order():
     wrong = Trace().connect().begin()
     wrong.frame(
         C,
-        Attach(
+        composites.Attach(
             name="q",
             handle=0,
             role=False,
-            target=Target(address="q"),
+            target=composites.Target(address="q"),
             initial_delivery_count=0xFFFFFFFE,
         ),
     )
-    wrong.frame(S, Attach(name="q", handle=0, role=True, source=Source(address="q")))
+    wrong.frame(
+        S, composites.Attach(name="q", handle=0, role=True, source=composites.Source(address="q"))
+    )
     wrong.flow(S, 0, 170)
     assert found(wrong.check(), "link.credit.receiver-delivery-count-ahead")
 
@@ -614,9 +626,13 @@ def test_a_sender_flow_that_regresses_its_count_leaves_the_receiver_judged_by_wh
     regression: its own violation); the broker's grant at delivery-count 0 crossed it and
     is not a receiver ahead of the sender (found by the fuzzer's clean campaign)."""
     trace = Trace().connect().begin()
-    trace.frame(C, Attach(name="q", handle=0, role=False, target=Target(address="q")))
+    trace.frame(
+        C, composites.Attach(name="q", handle=0, role=False, target=composites.Target(address="q"))
+    )
     regress = trace.flow(C, 0xFFFFFFFF, 1)
-    trace.frame(S, Attach(name="q", handle=0, role=True, source=Source(address="q")))
+    trace.frame(
+        S, composites.Attach(name="q", handle=0, role=True, source=composites.Source(address="q"))
+    )
     trace.flow(S, 0, 170)
     violations = trace.check()
     assert found(violations, "link.credit.sender-delivery-count-regressed") == [regress]

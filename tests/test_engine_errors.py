@@ -15,18 +15,7 @@ from engine_support import (
     with_session,
 )
 
-from amqpspec.amqp10.composites import (
-    Attach,
-    Begin,
-    Close,
-    Detach,
-    Disposition,
-    End,
-    Flow,
-    Open,
-    Source,
-    Transfer,
-)
+from amqpspec.amqp10 import composites
 from amqpspec.amqp10.engine import (
     Connection,
     ConnState,
@@ -45,15 +34,15 @@ from amqpspec.amqp10.spec import Cond, Role
 
 def test_decode_error_closes_with_decode_error():
     peer = server_peer()
-    bad = encode_frame(End())[:-1] + b"\x40"  # the performative's list replaced by null
+    bad = encode_frame(composites.End())[:-1] + b"\x40"  # the performative's list replaced by null
     peer.send(bad)
     assert close_condition(peer) == Cond.DECODE_ERROR
     assert peer.engine.state is ConnState.DISCARDING
     assert peer.errors()[0].condition == Cond.DECODE_ERROR
     # 2.4.6 DISCARDING: frames are dropped until the peer's close, which ends it
-    peer.frame(Begin(next_outgoing_id=0, incoming_window=1, outgoing_window=1))
+    peer.frame(composites.Begin(next_outgoing_id=0, incoming_window=1, outgoing_window=1))
     assert not peer.engine.sessions_by_channel
-    peer.frame(Close())
+    peer.frame(composites.Close())
     assert peer.engine.state is ConnState.END
 
 
@@ -68,7 +57,9 @@ def test_frame_larger_than_max_frame_size_is_framing_error():
 
 def test_doff_below_two_is_framing_error():
     peer = server_peer()
-    frame = bytearray(encode_frame(Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1)))
+    frame = bytearray(
+        encode_frame(composites.Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1))
+    )
     frame[4] = 1  # DOFF
     peer.send(bytes(frame))
     assert close_condition(peer) == Cond.FRAMING_ERROR
@@ -76,17 +67,21 @@ def test_doff_below_two_is_framing_error():
 
 def test_open_with_max_frame_size_below_512():
     peer = Peer(Connection("server", "engine"))
-    peer.send(AMQP_HEADER.encode(), encode_frame(Open(container_id="p", max_frame_size=256)))
+    peer.send(
+        AMQP_HEADER.encode(), encode_frame(composites.Open(container_id="p", max_frame_size=256))
+    )
     # 2.4.6: the engine still sends its open, then the close with the error
-    opens, closes = peer.performatives(Open), peer.performatives(Close)
+    opens, closes = peer.performatives(composites.Open), peer.performatives(composites.Close)
     assert len(opens) == 1 and closes[0].error.condition == Cond.FRAME_SIZE_TOO_SMALL
     kinds = [type(i.performative) for i in peer.received if isinstance(i, Frame)]
-    assert kinds == [Open, Close]
+    assert kinds == [composites.Open, composites.Close]
 
 
 def test_channel_above_channel_max_is_framing_error():
     peer = server_peer(channel_max=1)
-    peer.frame(Begin(next_outgoing_id=0, incoming_window=1, outgoing_window=1), channel=5)
+    peer.frame(
+        composites.Begin(next_outgoing_id=0, incoming_window=1, outgoing_window=1), channel=5
+    )
     assert close_condition(peer) == Cond.FRAMING_ERROR
 
 
@@ -95,16 +90,25 @@ def test_accepting_a_begin_with_no_channel_left_changes_nothing():
     # accept() failed after the session was already MAPPED, with no channel of its own,
     # and answering an attach on it raised TypeError from the frame encoder
     peer = Peer(Connection("server", "engine"))
-    peer.send(AMQP_HEADER.encode(), encode_frame(Open(container_id="peer", channel_max=0)))
+    peer.send(
+        AMQP_HEADER.encode(), encode_frame(composites.Open(container_id="peer", channel_max=0))
+    )
     peer.engine.open()
     for channel in (0, 1):
-        peer.frame(Begin(next_outgoing_id=0, incoming_window=9, outgoing_window=9), channel)
+        peer.frame(
+            composites.Begin(next_outgoing_id=0, incoming_window=9, outgoing_window=9), channel
+        )
     first, second = [e.session for e in peer.engine.events() if isinstance(e, RemoteBegin)]
     first.accept()
     with pytest.raises(UsageError, match="channel-max 0"):
         second.accept()
     assert second.state is SessState.BEGIN_RCVD and second.channel is None
-    peer.frame(Attach(name="l", handle=0, role=Role.SENDER, source=Source(address="s")), 1)
+    peer.frame(
+        composites.Attach(
+            name="l", handle=0, role=Role.SENDER, source=composites.Source(address="s")
+        ),
+        1,
+    )
     link = next(e for e in peer.engine.events() if isinstance(e, RemoteAttach)).link
     with pytest.raises(UsageError):
         link.accept()
@@ -112,20 +116,20 @@ def test_accepting_a_begin_with_no_channel_left_changes_nothing():
 
 def test_second_open_is_illegal_state():
     peer = server_peer()
-    peer.frame(Open(container_id="again"))
+    peer.frame(composites.Open(container_id="again"))
     assert close_condition(peer) == Cond.ILLEGAL_STATE
 
 
 def test_frame_on_unmapped_channel_is_illegal_state():
     peer = server_peer()
-    peer.frame(Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1), channel=3)
+    peer.frame(composites.Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1), channel=3)
     assert close_condition(peer) == Cond.ILLEGAL_STATE
 
 
 def test_begin_on_mapped_channel_is_illegal_state():
     peer = server_peer()
     with_session(peer)
-    peer.frame(Begin(next_outgoing_id=0, incoming_window=1, outgoing_window=1))
+    peer.frame(composites.Begin(next_outgoing_id=0, incoming_window=1, outgoing_window=1))
     assert close_condition(peer) == Cond.ILLEGAL_STATE
 
 
@@ -140,7 +144,7 @@ def test_unsupported_header_is_answered_with_ours(header):
 
 def test_amqp_frame_before_header():
     peer = Peer(Connection("server", "engine"))
-    peer.send(encode_frame(Open(container_id="x")))
+    peer.send(encode_frame(composites.Open(container_id="x")))
     assert peer.read() == [AMQP_HEADER]  # not a header: answered with ours, then the end
     assert peer.errors()[0].condition == Cond.FRAMING_ERROR
 
@@ -154,23 +158,25 @@ def test_transfer_beyond_incoming_window_is_window_violation():
     with_receiving_link(peer, credit=10)
     for delivery_id in range(2):
         peer.frame(transfer(delivery_id))
-    assert peer.performatives(End) == []
+    assert peer.performatives(composites.End) == []
     peer.frame(transfer(2))
     assert end_condition(peer) == Cond.WINDOW_VIOLATION
     assert session.state is SessState.DISCARDING
     assert peer.engine.state is ConnState.OPENED  # only the session ends
     peer.frame(transfer(3))  # 2.5.5: discarded until the peer's end
     assert not peer.errors()[1:]
-    peer.frame(End())
+    peer.frame(composites.End())
     assert session.state is SessState.UNMAPPED
 
 
 @pytest.mark.parametrize(
     "performative",
     [
-        Flow(incoming_window=9, next_outgoing_id=0, outgoing_window=9, handle=5, link_credit=1),
-        Transfer(handle=5, delivery_id=0, delivery_tag=b"t"),
-        Detach(handle=5, closed=True),
+        composites.Flow(
+            incoming_window=9, next_outgoing_id=0, outgoing_window=9, handle=5, link_credit=1
+        ),
+        composites.Transfer(handle=5, delivery_id=0, delivery_tag=b"t"),
+        composites.Detach(handle=5, closed=True),
     ],
     ids=["flow", "transfer", "detach"],
 )
@@ -185,25 +191,27 @@ def test_attach_on_handle_in_use():
     peer = server_peer()
     with_session(peer)
     with_receiving_link(peer)
-    peer.frame(Attach(name="other", handle=0, role=Role.SENDER, initial_delivery_count=0))
+    peer.frame(
+        composites.Attach(name="other", handle=0, role=Role.SENDER, initial_delivery_count=0)
+    )
     assert end_condition(peer) == Cond.HANDLE_IN_USE
 
 
 def test_handle_above_handle_max_is_framing_error():
     peer = server_peer()
     with_session(peer, handle_max=3)
-    peer.frame(Attach(name="big", handle=7, role=Role.SENDER, initial_delivery_count=0))
+    peer.frame(composites.Attach(name="big", handle=7, role=Role.SENDER, initial_delivery_count=0))
     assert close_condition(peer) == Cond.FRAMING_ERROR
 
 
 def test_disposition_and_end_after_ok_traffic_are_accepted():
     peer = server_peer()
     session = with_session(peer)
-    peer.frame(Disposition(role=Role.RECEIVER, first=0, last=3, settled=True))
+    peer.frame(composites.Disposition(role=Role.RECEIVER, first=0, last=3, settled=True))
     assert not peer.errors()
-    peer.frame(End())
+    peer.frame(composites.End())
     assert session.state is SessState.UNMAPPED
-    assert len(peer.performatives(End)) == 1  # answered (auto_reply)
+    assert len(peer.performatives(composites.End)) == 1  # answered (auto_reply)
 
 
 # --- link errors ------------------------------------------------------------------------
@@ -214,12 +222,12 @@ def test_transfer_without_credit_is_transfer_limit_exceeded():
     with_session(peer)
     link = with_receiving_link(peer, credit=None)
     peer.frame(transfer(0))
-    detaches = peer.performatives(Detach)
+    detaches = peer.performatives(composites.Detach)
     assert detaches[0].error.condition == Cond.TRANSFER_LIMIT_EXCEEDED and detaches[0].closed
     assert link.state is LinkState.DETACH_SENT
     # frames in flight after our detach are discarded, the peer's detach completes it
     peer.frame(transfer(1))
-    peer.frame(Detach(handle=0, closed=True))
+    peer.frame(composites.Detach(handle=0, closed=True))
     assert link.state is LinkState.DETACHED
 
 
@@ -229,9 +237,9 @@ def test_transfer_beyond_granted_credit():
     with_receiving_link(peer, credit=2)
     peer.frame(transfer(0))
     peer.frame(transfer(1))
-    assert peer.performatives(Detach) == []
+    assert peer.performatives(composites.Detach) == []
     peer.frame(transfer(2))
-    assert peer.performatives(Detach)[0].error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
+    assert peer.performatives(composites.Detach)[0].error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
 
 
 def test_in_flight_transfers_after_credit_reduction_are_legal():
@@ -243,7 +251,7 @@ def test_in_flight_transfers_after_credit_reduction_are_legal():
     peer.read()
     for delivery_id in range(3):
         peer.frame(transfer(delivery_id))
-    assert peer.performatives(Detach) == []
+    assert peer.performatives(composites.Detach) == []
     received = [e for e in peer.engine.events() if isinstance(e, TransferReceived)]
     assert len(received) == 3
 
@@ -252,57 +260,67 @@ def test_continuation_frames_take_no_credit():
     peer = server_peer()
     with_session(peer)
     with_receiving_link(peer, credit=1)
-    first = Transfer(handle=0, delivery_id=0, delivery_tag=b"t", more=True)
+    first = composites.Transfer(handle=0, delivery_id=0, delivery_tag=b"t", more=True)
     peer.frame(first, payload=b"ab")
-    peer.frame(Transfer(handle=0, more=True), payload=b"cd")
-    peer.frame(Transfer(handle=0), payload=b"ef")
+    peer.frame(composites.Transfer(handle=0, more=True), payload=b"cd")
+    peer.frame(composites.Transfer(handle=0), payload=b"ef")
     events = [e for e in peer.engine.events() if isinstance(e, TransferReceived)]
     assert [e.payload for e in events] == [b"abcdef"] and events[0].frame_count == 3
-    assert peer.performatives(Detach) == []
+    assert peer.performatives(composites.Detach) == []
 
 
 def test_transfer_to_a_sending_link_is_illegal_state():
     peer = server_peer()
     with_session(peer)
-    peer.frame(Attach(name="r", handle=0, role=Role.RECEIVER, source=Source(address="q")))
+    peer.frame(
+        composites.Attach(
+            name="r", handle=0, role=Role.RECEIVER, source=composites.Source(address="q")
+        )
+    )
     link = next(e for e in peer.engine.events() if isinstance(e, RemoteAttach)).link
     link.accept()
     peer.frame(transfer(0))
-    assert peer.performatives(Detach)[0].error.condition == Cond.ILLEGAL_STATE
+    assert peer.performatives(composites.Detach)[0].error.condition == Cond.ILLEGAL_STATE
 
 
 def test_transfer_before_our_attach_is_transfer_limit_exceeded():
     peer = server_peer()
     with_session(peer)
-    peer.frame(Attach(name="s", handle=0, role=Role.SENDER, initial_delivery_count=0))
+    peer.frame(composites.Attach(name="s", handle=0, role=Role.SENDER, initial_delivery_count=0))
     peer.frame(transfer(0))
     # we never attached: the answer is our attach, then the detach with the error
-    kinds = [type(p) for p in peer.performatives(object) if isinstance(p, (Attach, Detach))]
-    assert kinds == [Attach, Detach]
-    assert peer.performatives(Detach)[0].error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
+    kinds = [
+        type(p)
+        for p in peer.performatives(object)
+        if isinstance(p, (composites.Attach, composites.Detach))
+    ]
+    assert kinds == [composites.Attach, composites.Detach]
+    assert peer.performatives(composites.Detach)[0].error.condition == Cond.TRANSFER_LIMIT_EXCEEDED
 
 
 def test_errors_are_reported_as_events():
     peer = server_peer()
     with_session(peer)
-    peer.frame(Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1, handle=9))
+    peer.frame(composites.Flow(incoming_window=1, next_outgoing_id=0, outgoing_window=1, handle=9))
     error = peer.errors()[0]
     assert (error.condition, error.scope) == (Cond.UNATTACHED_HANDLE, "session")
 
 
 def test_delivery_beyond_our_max_message_size():
     peer = Peer(Connection("server", "engine"))
-    peer.send(AMQP_HEADER.encode(), encode_frame(Open(container_id="peer")))
+    peer.send(AMQP_HEADER.encode(), encode_frame(composites.Open(container_id="peer")))
     peer.engine.open()
     with_session(peer)
-    peer.frame(Attach(name="m", handle=0, role=Role.SENDER, initial_delivery_count=0))
+    peer.frame(composites.Attach(name="m", handle=0, role=Role.SENDER, initial_delivery_count=0))
     link = next(e for e in peer.engine.events() if isinstance(e, RemoteAttach)).link
     link.accept(max_message_size=10)
     link.flow(link_credit=5)
-    peer.frame(Transfer(handle=0, delivery_id=0, delivery_tag=b"a", more=True), payload=b"x" * 6)
-    assert peer.performatives(Detach) == []
-    peer.frame(Transfer(handle=0), payload=b"x" * 6)
-    assert peer.performatives(Detach)[0].error.condition == Cond.MESSAGE_SIZE_EXCEEDED
+    peer.frame(
+        composites.Transfer(handle=0, delivery_id=0, delivery_tag=b"a", more=True), payload=b"x" * 6
+    )
+    assert peer.performatives(composites.Detach) == []
+    peer.frame(composites.Transfer(handle=0), payload=b"x" * 6)
+    assert peer.performatives(composites.Detach)[0].error.condition == Cond.MESSAGE_SIZE_EXCEEDED
 
 
 def test_garbage_in_sasl_ends_the_exchange():
@@ -356,7 +374,10 @@ def test_open_and_close_pipelined_are_answered_with_open_then_close():
     the fuzzer: the reference broker answered with a bare close)."""
     server = Connection("server", "s")
     server.receive_data(
-        AMQP_HEADER.encode() + encode_frame(Open(container_id="c")) + encode_frame(Close()), 0.0
+        AMQP_HEADER.encode()
+        + encode_frame(composites.Open(container_id="c"))
+        + encode_frame(composites.Close()),
+        0.0,
     )
     sent = FrameDecoder()
     sent.feed(server.data_to_send(0.0))
@@ -369,10 +390,10 @@ def test_a_begin_ended_in_the_same_read_cannot_be_accepted_again():
     end). The application's later accept() of that begin is refused (UsageError) instead
     of a second begin on the channel (found by the fuzzer against the reference broker)."""
     server = Connection("server", "s")
-    server.receive_data(AMQP_HEADER.encode() + encode_frame(Open(container_id="c")), 0.0)
+    server.receive_data(AMQP_HEADER.encode() + encode_frame(composites.Open(container_id="c")), 0.0)
     server.open()
-    begin = Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
-    server.receive_data(encode_frame(begin) + encode_frame(End()), 0.0)
+    begin = composites.Begin(next_outgoing_id=0, incoming_window=10, outgoing_window=10)
+    server.receive_data(encode_frame(begin) + encode_frame(composites.End()), 0.0)
     remote_begin = next(e for e in server.events() if isinstance(e, RemoteBegin))
     with pytest.raises(UsageError):
         remote_begin.session.accept()

@@ -10,19 +10,7 @@ import dataclasses
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amqpspec.amqp10.composites import (
-    Accepted,
-    Attach,
-    Begin,
-    Detach,
-    Disposition,
-    End,
-    Flow,
-    Open,
-    Source,
-    Target,
-    Transfer,
-)
+from amqpspec.amqp10 import composites
 from amqpspec.amqp10.engine import Connection, RemoteAttach, RemoteBegin, RemoteOpen, UsageError
 from amqpspec.amqp10.engine.link import Link
 from amqpspec.amqp10.engine.policy import EndpointPolicy
@@ -35,7 +23,7 @@ SERIALS = st.sampled_from([0, 1, 2, 3, 7, 0x7FFFFFFF, 0xFFFFFFFE, 0xFFFFFFFF])
 PAYLOADS = st.sampled_from([b"", b"x", b"hello world!", bytes(40)])
 
 transfers = st.builds(
-    Transfer,
+    composites.Transfer,
     handle=st.sampled_from([0] * 20 + [1, 2]),
     delivery_id=st.sampled_from([1, 2, 3, 0xFFFFFFFF] * 5 + [None]),
     delivery_tag=st.sampled_from([b"t", b"", b"tag-0001"] * 6 + [None]),
@@ -43,25 +31,25 @@ transfers = st.builds(
     settled=st.none() | st.booleans(),
     more=st.sampled_from([False] * 6 + [True]),
     aborted=st.sampled_from([False] * 9 + [True]),
-    state=st.none() | st.just(Accepted()),
+    state=st.none() | st.just(composites.Accepted()),
 )
 transfer_frames = st.tuples(transfers, PAYLOADS)
 other_frames = st.one_of(
     st.tuples(
         st.builds(
-            Attach,
+            composites.Attach,
             name=st.sampled_from(["b", "c"]),
             handle=st.sampled_from([1, 2]),
             role=st.sampled_from([False, False, True]),
-            source=st.just(Source(address="s")),
-            target=st.just(Target(address="t")),
+            source=st.just(composites.Source(address="s")),
+            target=st.just(composites.Target(address="t")),
             initial_delivery_count=st.none() | SERIALS,
         ),
         st.just(b""),
     ),
     st.tuples(
         st.builds(
-            Flow,
+            composites.Flow,
             next_incoming_id=st.none() | SERIALS,
             incoming_window=st.integers(0, 4),
             next_outgoing_id=SERIALS,
@@ -74,13 +62,14 @@ other_frames = st.one_of(
         st.just(b""),
     ),
     st.tuples(
-        st.builds(Disposition, role=st.booleans(), first=SERIALS, settled=st.booleans()),
+        st.builds(composites.Disposition, role=st.booleans(), first=SERIALS, settled=st.booleans()),
         st.just(b""),
     ),
     st.tuples(
-        st.builds(Detach, handle=st.sampled_from([0, 1, 2]), closed=st.booleans()), st.just(b"")
+        st.builds(composites.Detach, handle=st.sampled_from([0, 1, 2]), closed=st.booleans()),
+        st.just(b""),
     ),
-    st.tuples(st.builds(End), st.just(b"")),
+    st.tuples(st.builds(composites.End), st.just(b"")),
 )
 # mostly transfers: the other frames change the state the next transfers meet
 peer_frames = st.integers(0, 15).flatmap(lambda n: other_frames if n == 0 else transfer_frames)
@@ -203,18 +192,22 @@ def _engine(fast: bool, setup: dict) -> tuple[Connection, _App]:
 @given(setups, steps)
 def test_fast_lanes_match_the_general_path(setup, sequence):
     engines = [_engine(True, setup), _engine(False, setup)]
-    opening = AMQP_HEADER.encode() + encode_frame(Open(container_id="peer"))
+    opening = AMQP_HEADER.encode() + encode_frame(composites.Open(container_id="peer"))
     opening += encode_frame(
-        Begin(next_outgoing_id=setup["begin_id"], incoming_window=3, outgoing_window=9)
+        composites.Begin(next_outgoing_id=setup["begin_id"], incoming_window=3, outgoing_window=9)
     )
+    # "r" is the engine's sending link: its transfers take Link.send's lane
+    for name, handle, role in (("a", 0, False), ("r", 1, True)):
+        attach = composites.Attach(
+            name=name,
+            handle=handle,
+            role=role,
+            source=composites.Source(address="s"),
+            target=composites.Target(),
+        )
+        opening += encode_frame(attach)
     opening += encode_frame(
-        Attach(name="a", handle=0, role=False, source=Source(address="s"), target=Target())
-    )
-    opening += encode_frame(
-        Attach(name="r", handle=1, role=True, source=Source(address="s"), target=Target())
-    )  # the engine's sending link: its transfers take Link.send's lane
-    opening += encode_frame(
-        Flow(
+        composites.Flow(
             next_incoming_id=0,
             incoming_window=setup["remote_window"],
             next_outgoing_id=setup["begin_id"],
@@ -249,16 +242,21 @@ def test_fast_lane_takes_the_common_transfer(monkeypatch):
     setup["max_message_size"] = None
     for fast, expected in ((True, 0), (False, 1)):
         conn, app = _engine(fast, setup)
-        conn.receive_data(AMQP_HEADER.encode() + encode_frame(Open(container_id="p")), 0.0)
-        begin = Begin(next_outgoing_id=0, incoming_window=5, outgoing_window=5)
+        conn.receive_data(
+            AMQP_HEADER.encode() + encode_frame(composites.Open(container_id="p")), 0.0
+        )
+        begin = composites.Begin(next_outgoing_id=0, incoming_window=5, outgoing_window=5)
         conn.receive_data(encode_frame(begin), 0.0)
-        conn.receive_data(encode_frame(Attach(name="a", handle=0, role=False)), 0.0)
+        conn.receive_data(encode_frame(composites.Attach(name="a", handle=0, role=False)), 0.0)
         app.answer(0)
         conn.data_to_send(0.0)  # the window and the credit reach the peer (2.5.6)
         general.clear()
         conn.receive_data(
-            encode_frame(Transfer(handle=0, delivery_id=0, delivery_tag=b"t"), 0, b"m"), 0.0
+            encode_frame(composites.Transfer(handle=0, delivery_id=0, delivery_tag=b"t"), 0, b"m"),
+            0.0,
         )
         received = [e for e in conn.events() if type(e).__name__ == "TransferReceived"]
         assert [e.payload for e in received] == [b"m"]
-        assert len([f for f in general if isinstance(f.performative, Transfer)]) == expected
+        assert (
+            len([f for f in general if isinstance(f.performative, composites.Transfer)]) == expected
+        )

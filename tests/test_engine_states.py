@@ -16,17 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from amqpspec.amqp10.composites import (
-    Attach,
-    Begin,
-    Close,
-    Detach,
-    Disposition,
-    End,
-    Flow,
-    Open,
-    Transfer,
-)
+from amqpspec.amqp10 import composites
 from amqpspec.amqp10.engine import (
     Connection,
     ProtocolErrorRaised,
@@ -145,7 +135,7 @@ _AWAITING_HEADER = {ConnState.START, ConnState.HDR_SENT, ConnState.OPEN_PIPE, Co
 
 def _next_begin(h: Harness) -> None:
     h.channels += 1
-    h.frame(Begin(next_outgoing_id=0, incoming_window=5, outgoing_window=5), h.channels)
+    h.frame(composites.Begin(next_outgoing_id=0, incoming_window=5, outgoing_window=5), h.channels)
 
 
 CONN_OPS = {
@@ -155,8 +145,8 @@ CONN_OPS = {
     "begin": Op(C.SEND_FRAME, lambda h: h.conn.begin()),
     "recv-header": Op(C.RECV_HEADER, lambda h: h.feed(AMQP_HEADER.encode())),
     "recv-bad-header": Op(C.RECV_BAD_HEADER, lambda h: h.feed(b"AMQP\x01\x01\x00\x00")),
-    "recv-open": Op(C.RECV_OPEN, lambda h: h.frame(Open(container_id="peer"))),
-    "recv-close": Op(C.RECV_CLOSE, lambda h: h.frame(Close())),
+    "recv-open": Op(C.RECV_OPEN, lambda h: h.frame(composites.Open(container_id="peer"))),
+    "recv-close": Op(C.RECV_CLOSE, lambda h: h.frame(composites.Close())),
     "recv-begin": Op(C.RECV_FRAME, _next_begin),
     "transport-closed": Op(C.TRANSPORT_CLOSED, lambda h: h.feed(b"")),
 }
@@ -229,7 +219,7 @@ def test_connection_engine_follows_table(role, path, op_name):
     state = h.conn.state
     op = CONN_OPS[op_name]
     expected, error, close_expected = _conn_expect(state, op)
-    closes_before = len(h.errors_sent(Close))
+    closes_before = len(h.errors_sent(composites.Close))
     reported_before = len(h.reported())
     if error is UsageError:
         with pytest.raises(UsageError):
@@ -243,7 +233,7 @@ def test_connection_engine_follows_table(role, path, op_name):
         assert not h.reported()[reported_before:]
         return
     assert error in h.reported()[reported_before:]
-    new_closes = h.errors_sent(Close)[closes_before:]
+    new_closes = h.errors_sent(composites.Close)[closes_before:]
     assert new_closes == ([error] if close_expected else [])
     assert h.conn.state is expected
 
@@ -256,7 +246,7 @@ S = SessInput
 def _opened(role: str = "client") -> Harness:
     h = Harness(role)
     h.conn.open()
-    h.feed(AMQP_HEADER.encode() + encode_frame(Open(container_id="peer")))
+    h.feed(AMQP_HEADER.encode() + encode_frame(composites.Open(container_id="peer")))
     assert h.conn.state is ConnState.OPENED
     h.sent.clear()
     return h
@@ -273,7 +263,11 @@ def _recv_begin(h: Harness) -> None:
     ours = None
     if h.session is not None:  # answer our begin (or, for the peer's own session, chan 0)
         ours = h.session.channel if h.session.channel is not None else 0
-    h.frame(Begin(remote_channel=ours, next_outgoing_id=0, incoming_window=5, outgoing_window=5))
+    h.frame(
+        composites.Begin(
+            remote_channel=ours, next_outgoing_id=0, incoming_window=5, outgoing_window=5
+        )
+    )
 
 
 def _session(h: Harness):
@@ -284,7 +278,7 @@ def _session(h: Harness):
 
 def _recv_attach(h: Harness) -> None:
     h.channels += 1
-    h.frame(Attach(name=f"p{h.channels}", handle=h.channels, role=Role.RECEIVER))
+    h.frame(composites.Attach(name=f"p{h.channels}", handle=h.channels, role=Role.RECEIVER))
 
 
 def _send_attach(h: Harness) -> None:
@@ -297,19 +291,21 @@ SESSION_OPS = {
     "recv-begin": Op(S.RECV_BEGIN, _recv_begin),
     "end": Op(S.SEND_END, lambda h: _session(h).end()),
     "end-error": Op(S.SEND_END_ERROR, lambda h: _session(h).end(Cond.INTERNAL_ERROR)),
-    "recv-end": Op(S.RECV_END, lambda h: h.frame(End())),
+    "recv-end": Op(S.RECV_END, lambda h: h.frame(composites.End())),
     "attach": Op(S.SEND_ATTACH, _send_attach),
     "recv-attach": Op(S.RECV_ATTACH, _recv_attach),
     "flow": Op(S.SEND_FLOW, lambda h: _session(h).flow()),
     "recv-flow": Op(
         S.RECV_FLOW,
         lambda h: h.frame(
-            Flow(next_incoming_id=0, incoming_window=5, next_outgoing_id=0, outgoing_window=5)
+            composites.Flow(
+                next_incoming_id=0, incoming_window=5, next_outgoing_id=0, outgoing_window=5
+            )
         ),
     ),
     "disposition": Op(S.SEND_DISPOSITION, lambda h: _session(h).disposition(Role.RECEIVER, 0)),
     "recv-disposition": Op(
-        S.RECV_DISPOSITION, lambda h: h.frame(Disposition(role=Role.SENDER, first=0))
+        S.RECV_DISPOSITION, lambda h: h.frame(composites.Disposition(role=Role.SENDER, first=0))
     ),
 }
 
@@ -381,7 +377,7 @@ def test_session_engine_follows_table(role, path, op_name):
             op.run(h)
         assert _session_state(h) is state
         return
-    before = (len(h.errors_sent(End)), len(h.errors_sent(Close)))
+    before = (len(h.errors_sent(composites.End)), len(h.errors_sent(composites.Close)))
     reported_before = len(h.reported())
     op.run(h)
     h.collect()
@@ -391,12 +387,12 @@ def test_session_engine_follows_table(role, path, op_name):
         return
     assert error in h.reported()
     if scope == "connection":  # the connection closes with it
-        assert h.errors_sent(Close)[before[1] :] == [error]
+        assert h.errors_sent(composites.Close)[before[1] :] == [error]
     elif answer_expected:
-        assert h.errors_sent(End)[before[0] :] == [error]
+        assert h.errors_sent(composites.End)[before[0] :] == [error]
         assert _session_state(h) is expected
     else:
-        assert h.errors_sent(End)[before[0] :] == []
+        assert h.errors_sent(composites.End)[before[0] :] == []
 
 
 # --- link -------------------------------------------------------------------------------
@@ -408,7 +404,7 @@ def _mapped(role: str = "client") -> Harness:
     h = _opened(role)
     h.session = h.conn.begin()
     h.frame(
-        Begin(
+        composites.Begin(
             remote_channel=h.session.channel,
             next_outgoing_id=0,
             incoming_window=50,
@@ -435,7 +431,7 @@ def _send_attach_link(h: Harness) -> None:
 
 def _recv_transfer(h: Harness) -> None:
     h.channels += 1
-    h.frame(Transfer(handle=0, delivery_id=h.channels, delivery_tag=b"t%d" % h.channels))
+    h.frame(composites.Transfer(handle=0, delivery_id=h.channels, delivery_tag=b"t%d" % h.channels))
 
 
 # The engine's link is a receiver; the scripted peer is the sender, handle 0.
@@ -443,13 +439,15 @@ LINK_OPS = {
     "attach": Op(L.SEND_ATTACH, _send_attach_link),
     "recv-attach": Op(
         L.RECV_ATTACH,
-        lambda h: h.frame(Attach(name="L", handle=0, role=Role.SENDER, initial_delivery_count=0)),
+        lambda h: h.frame(
+            composites.Attach(name="L", handle=0, role=Role.SENDER, initial_delivery_count=0)
+        ),
     ),
     "flow": Op(L.SEND_FLOW, lambda h: _link(h).flow(link_credit=100)),
     "recv-flow": Op(
         L.RECV_FLOW,
         lambda h: h.frame(
-            Flow(
+            composites.Flow(
                 next_incoming_id=0,
                 incoming_window=50,
                 next_outgoing_id=0,
@@ -462,7 +460,7 @@ LINK_OPS = {
     ),
     "recv-transfer": Op(L.RECV_TRANSFER, _recv_transfer),
     "detach": Op(L.SEND_DETACH, lambda h: _link(h).detach()),
-    "recv-detach": Op(L.RECV_DETACH, lambda h: h.frame(Detach(handle=0, closed=True))),
+    "recv-detach": Op(L.RECV_DETACH, lambda h: h.frame(composites.Detach(handle=0, closed=True))),
 }
 
 
@@ -530,7 +528,7 @@ def test_link_engine_follows_table(path, op_name):
             op.run(h)
         assert _link_state(h) is state
         return
-    before = (len(h.errors_sent(Detach)), len(h.errors_sent(End)))
+    before = (len(h.errors_sent(composites.Detach)), len(h.errors_sent(composites.End)))
     reported_before = len(h.reported())
     old_link = h.link
     op.run(h)
@@ -551,7 +549,7 @@ def test_link_engine_follows_table(path, op_name):
     else:
         scope = LINK_ERRORS[state, op.inp][1]
     if scope == "session":  # handle errors end the session (2.8.16)
-        assert h.errors_sent(End)[before[1] :] == [error]
+        assert h.errors_sent(composites.End)[before[1] :] == [error]
     elif answer_expected:
-        assert h.errors_sent(Detach)[before[0] :] == [error]
+        assert h.errors_sent(composites.Detach)[before[0] :] == [error]
         assert _link_state(h) is expected

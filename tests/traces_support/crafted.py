@@ -5,17 +5,7 @@ with a retransmission, an overlapping segment and an out-of-order pair. Also
 
 from __future__ import annotations
 
-from amqpspec.amqp10.composites import (
-    Attach,
-    Begin,
-    Close,
-    Disposition,
-    Flow,
-    Open,
-    Source,
-    Target,
-    Transfer,
-)
+from amqpspec.amqp10 import composites
 from amqpspec.amqp10.frames import AMQP_HEADER, encode_frame
 from amqpspec.amqp10.message import Message
 from amqpspec.amqp10.origins import CLIENT, SERVER
@@ -28,7 +18,7 @@ SERVER_ADDR = ("10.0.0.2", 5672)
 def begin(remote_channel: int | None = None) -> bytes:
     """A begin with windows of 100 (an answer when `remote_channel` is given)."""
     return encode_frame(
-        Begin(
+        composites.Begin(
             remote_channel=remote_channel,
             next_outgoing_id=0,
             incoming_window=100,
@@ -39,7 +29,7 @@ def begin(remote_channel: int | None = None) -> bytes:
 
 def grant(credit: int) -> bytes:
     """The receiver's first flow on handle 0: `credit` from delivery-count 0."""
-    flow = Flow(
+    flow = composites.Flow(
         next_incoming_id=0,
         incoming_window=100,
         next_outgoing_id=0,
@@ -51,9 +41,21 @@ def grant(credit: int) -> bytes:
     return encode_frame(flow)
 
 
+def attach(role: bool) -> bytes:
+    """Link "l" on handle 0, its target the node q, attached in `role`."""
+    link = composites.Attach(
+        name="l",
+        handle=0,
+        role=role,
+        source=composites.Source(),
+        target=composites.Target(address="q"),
+    )
+    return encode_frame(link)
+
+
 def settled_transfer(number: int, body: bytes) -> bytes:
     """Pre-settled delivery `number` on handle 0 (its delivery-id, its one-byte tag) of `body`."""
-    transfer = Transfer(
+    transfer = composites.Transfer(
         handle=0,
         delivery_id=number,
         delivery_tag=bytes([number]),
@@ -67,29 +69,23 @@ def exchange(transfers: int = 30) -> tuple[bytes, bytes]:
     """(client bytes, server bytes) of a short sender session."""
     client = [
         AMQP_HEADER.encode(),
-        encode_frame(Open(container_id="crafted-client")),
+        encode_frame(composites.Open(container_id="crafted-client")),
         begin(),
-        encode_frame(
-            Attach(
-                name="l", handle=0, role=Role.SENDER, source=Source(), target=Target(address="q")
-            )
-        ),
+        attach(Role.SENDER),
     ]
     for number in range(transfers):
         client.append(settled_transfer(number, b"x" * (number * 7 % 300)))
-    client.append(encode_frame(Close()))
+    client.append(encode_frame(composites.Close()))
     server = [
         AMQP_HEADER.encode(),
-        encode_frame(Open(container_id="crafted-server")),
+        encode_frame(composites.Open(container_id="crafted-server")),
         begin(remote_channel=0),
-        encode_frame(
-            Attach(
-                name="l", handle=0, role=Role.RECEIVER, source=Source(), target=Target(address="q")
-            )
-        ),
+        attach(Role.RECEIVER),
         grant(transfers),
-        encode_frame(Disposition(role=Role.RECEIVER, first=0, last=transfers - 1, settled=True)),
-        encode_frame(Close()),
+        encode_frame(
+            composites.Disposition(role=Role.RECEIVER, first=0, last=transfers - 1, settled=True)
+        ),
+        encode_frame(composites.Close()),
     ]
     return b"".join(client), b"".join(server)
 
@@ -202,16 +198,24 @@ def tcp_packets(client: bytes, server: bytes, link: str, ip: int) -> list:
 
 def session_frames(transfers: int, credit: int) -> list[tuple[str, bytes]]:
     """A receiver grants `credit`; the sender sends `transfers` (over-delivers if more)."""
-    link = {"name": "r", "handle": 0, "source": Source(address="q"), "target": Target()}
+    link = {
+        "name": "r",
+        "handle": 0,
+        "source": composites.Source(address="q"),
+        "target": composites.Target(),
+    }
     frames = [
         (CLIENT, AMQP_HEADER.encode()),
-        (CLIENT, encode_frame(Open(container_id="receiver"))),
+        (CLIENT, encode_frame(composites.Open(container_id="receiver"))),
         (SERVER, AMQP_HEADER.encode()),
-        (SERVER, encode_frame(Open(container_id="broker"))),
+        (SERVER, encode_frame(composites.Open(container_id="broker"))),
         (CLIENT, begin()),
         (SERVER, begin(remote_channel=0)),
-        (CLIENT, encode_frame(Attach(role=Role.RECEIVER, **link))),
-        (SERVER, encode_frame(Attach(role=Role.SENDER, initial_delivery_count=0, **link))),
+        (CLIENT, encode_frame(composites.Attach(role=Role.RECEIVER, **link))),
+        (
+            SERVER,
+            encode_frame(composites.Attach(role=Role.SENDER, initial_delivery_count=0, **link)),
+        ),
         (CLIENT, grant(credit)),
     ]
     for number in range(transfers):
