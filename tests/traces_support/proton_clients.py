@@ -15,17 +15,30 @@ from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
 
-class Sender(MessagingHandler):
-    def __init__(self, url: str, address: str, count: int) -> None:
-        super().__init__()
+class Client(MessagingHandler):
+    """Connects to `url` at the start (the clock starts then) and opens its one link on
+    `address` (`open_link`); `count` is how many messages it is done after."""
+
+    def __init__(self, url: str, address: str, count: int, **options) -> None:
+        super().__init__(**options)
         self.url, self.address, self.count = url, address, count
-        self.sent = self.confirmed = 0
         self.start = 0.0
 
     def on_start(self, event) -> None:
         self.start = time.perf_counter()
-        connection = event.container.connect(self.url)
-        event.container.create_sender(connection, self.address)
+        self.open_link(event.container, event.container.connect(self.url))
+
+    def open_link(self, container: Container, connection) -> None:
+        raise NotImplementedError
+
+
+class Sender(Client):
+    def __init__(self, url: str, address: str, count: int) -> None:
+        super().__init__(url, address, count)
+        self.sent = self.confirmed = 0
+
+    def open_link(self, container: Container, connection) -> None:
+        container.create_sender(connection, self.address)
 
     def on_sendable(self, event) -> None:
         while event.sender.credit and self.sent < self.count:
@@ -38,17 +51,13 @@ class Sender(MessagingHandler):
             event.connection.close()
 
 
-class Receiver(MessagingHandler):
+class Receiver(Client):
     def __init__(self, url: str, address: str, count: int, prefetch: int) -> None:
-        super().__init__(prefetch=prefetch)
-        self.url, self.address, self.count = url, address, count
+        super().__init__(url, address, count, prefetch=prefetch)
         self.received = 0
-        self.start = 0.0
 
-    def on_start(self, event) -> None:
-        self.start = time.perf_counter()
-        connection = event.container.connect(self.url)
-        event.container.create_receiver(connection, self.address)
+    def open_link(self, container: Container, connection) -> None:
+        container.create_receiver(connection, self.address)
 
     def on_message(self, event) -> None:
         self.received += 1
