@@ -2,13 +2,16 @@
 the fuzzer's real evidence comes from the brokers). Owns `LoopbackPeer`: a server socket on
 a free port of 127.0.0.1 whose connections are each served on a thread of their own by the
 subclass's `_serve(conn)`; `close()` stops accepting (every wait in it is bounded). Also
-`chunks`: what a served connection delivers, read until the peer stops or the socket ends."""
+`chunks`: what a served connection delivers, read until the peer stops or the socket ends;
+`closed_after`: the peers a test makes, each closed when it ends (a fixture's teardown)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 
 def chunks(conn: socket.socket, stop: threading.Event, size: int = 65536) -> Iterator[bytes]:
@@ -57,3 +60,24 @@ class LoopbackPeer:
     def close(self) -> None:
         self.stop.set()
         self.server.close()
+
+
+P = TypeVar("P", bound=LoopbackPeer)
+
+
+@contextlib.contextmanager
+def closed_after(make: Callable[..., P]) -> Iterator[Callable[..., P]]:
+    """`make` (a LoopbackPeer subclass), each peer it makes recorded and closed when the
+    block ends: a fixture yields a maker from it, and its teardown closes them all."""
+    made: list[P] = []
+
+    def tracked(**kw: Any) -> P:
+        peer = make(**kw)
+        made.append(peer)
+        return peer
+
+    try:
+        yield tracked
+    finally:
+        for peer in made:
+            peer.close()

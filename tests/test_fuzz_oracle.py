@@ -9,7 +9,7 @@ import socket
 import time
 
 import pytest
-from peer_support import LoopbackPeer
+from peer_support import LoopbackPeer, closed_after
 
 from amqpspec.amqp10.builder import build_frame, sasl_frame
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
@@ -59,17 +59,9 @@ class ScriptedBroker(LoopbackPeer):
 
 @pytest.fixture
 def scripted():
-    brokers: list[ScriptedBroker] = []
-
-    def make(**kw) -> Target:
-        broker = ScriptedBroker(**kw)
-        brokers.append(broker)
-        bounds = Bounds(reply=0.6, liveness=1.0, restart_wait=0.5)
-        return Target("127.0.0.1", broker.port, Handshake(), bounds)
-
-    yield make
-    for broker in brokers:
-        broker.close()
+    bounds = Bounds(reply=0.6, liveness=1.0, restart_wait=0.5)
+    with closed_after(ScriptedBroker) as make:
+        yield lambda **kw: Target("127.0.0.1", make(**kw).port, Handshake(), bounds)
 
 
 def _login(password: str) -> list[Step]:

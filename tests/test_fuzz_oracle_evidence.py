@@ -19,7 +19,7 @@ import socket
 import time
 
 import pytest
-from peer_support import LoopbackPeer, chunks
+from peer_support import LoopbackPeer, chunks, closed_after
 
 from amqpspec.amqp10.builder import build_frame, mutate
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
@@ -124,16 +124,10 @@ class Peer(LoopbackPeer):
 
 @pytest.fixture
 def peer():
-    peers: list[Peer] = []
-
-    def make(**kw) -> Target:
-        p = Peer(**kw)
-        peers.append(p)
-        return Target("127.0.0.1", p.port, Handshake(sasl="none"), Bounds(reply=BOUND))
-
-    yield make
-    for p in peers:
-        p.close()
+    with closed_after(Peer) as make:
+        yield lambda **kw: Target(
+            "127.0.0.1", make(**kw).port, Handshake(sasl="none"), Bounds(reply=BOUND)
+        )
 
 
 def _steps() -> list[Step]:
