@@ -271,33 +271,29 @@ def test_unreachable_broker_is_error_and_fails_the_run(tmp_path: Path) -> None:
 # --- verdict grading with fakes ------------------------------------------------------------
 
 
-class FakeServer:
-    """Accepts one connection, reads, answers `reply` once, then stays silent (or closes)."""
+class FakeServer(LoopbackPeer):
+    """Reads a connection's first bytes, answers `reply` once, then stays silent (or closes,
+    with `closes`)."""
 
-    def __init__(self, reply: bytes, close: bool = False) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(1)
-        self.port = self.sock.getsockname()[1]
-        self.reply, self.close = reply, close
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+    def __init__(self, reply: bytes, closes: bool = False) -> None:
+        self.reply, self.closes = reply, closes
+        super().__init__()
 
-    def _serve(self) -> None:
-        conn, _ = self.sock.accept()
+    def _serve(self, conn: socket.socket) -> None:
         with conn:
             conn.settimeout(5)
             try:
                 conn.recv(1024)
                 conn.sendall(self.reply)
-                if not self.close:
+                if not self.closes:
                     time.sleep(3)
             except OSError:
                 pass
 
-    def stop(self) -> None:
-        self.thread.join(6)
-        self.sock.close()
+    def close(self) -> None:
+        super().close()
+        for thread in self.threads:
+            thread.join(6)
 
 
 @pytest.mark.parametrize(
@@ -320,7 +316,7 @@ def test_header_case_grading_against_fakes(reply: bytes, close: bool, verdict: V
             NoAdmin(),
         )
     finally:
-        server.stop()
+        server.close()
     assert result.verdict == verdict, result.reason
 
 
