@@ -79,6 +79,16 @@ def check_nothing_more(
     return extra
 
 
+def nothing_until_granted(
+    ctx: CaseContext, probe: Probe, link: Link, message: Callable[[int], str], credit: int = 2
+) -> list[TransferReceived]:
+    """No delivery on `link` for 0.5 s while it has no credit (`message(extra)` names a
+    failure), then a grant of `credit`: exactly that many arrive (2.6.7)."""
+    check_nothing_more(ctx, probe, link, message, 0.5)
+    probe.grant(link, credit)
+    return exactly(probe, link, credit)
+
+
 def queued_receiver(
     probe: Probe,
     ctx: CaseContext,
