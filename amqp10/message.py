@@ -2,7 +2,9 @@
 
 Owns: `Message` (header, delivery-annotations, message-annotations, properties,
 application-properties, body as data / amqp-sequence / amqp-value sections, footer) with
-its strict section-order decoding, `split_sections` (each section with its exact bytes, so
+its strict section-order decoding (3.2's order: `SECTION_ORDER`; the cheap walk of a
+message's sections that a broker runs on every publish is amqp10.message_head's),
+`split_sections` (each section with its exact bytes, so
 the bare message can be compared section by section), and the split of one delivery's
 payload into transfer frames that fit a max-frame-size, plus reassembly of such frames
 (and the part of a delivery received so far, for link recovery: `received_point` and
@@ -31,8 +33,8 @@ from amqpspec.amqp10.composites import (
 from amqpspec.amqp10.errors import DecodeError, EncodeError, ErrorKind
 from amqpspec.amqp10.frames import encode_frame
 
-# 3.2: the order sections must appear in; body sections share one slot.
-_ORDER = {
+# 3.2: the order sections must appear in (their rank); body sections share one slot.
+SECTION_ORDER = {
     "header": 0,
     "delivery-annotations": 1,
     "message-annotations": 2,
@@ -131,7 +133,7 @@ _RANK_OF_CLASS: dict[type, int] = {
     AmqpValue: 5,
     Footer: 6,
 }
-assert {cls.NAME: rank for cls, rank in _RANK_OF_CLASS.items()} == _ORDER
+assert {cls.NAME: rank for cls, rank in _RANK_OF_CLASS.items()} == SECTION_ORDER
 
 
 # 3.2: "The bare message consists of sections standard properties, application-properties,
@@ -188,75 +190,6 @@ def split_sections(payload: bytes) -> list[RawSection]:
         last_rank = rank
         sections.append(RawSection(section.NAME, bytes(payload[start:pos]), section))
     return sections
-
-
-# 3.2's sections in descriptor code order (0x70 header .. 0x78 footer): (name, rank in 3.2 order)
-_SECTION_BY_CODE: tuple[tuple[str, int], ...] = tuple(_ORDER.items())
-_FIRST_SECTION_CODE, _LAST_SECTION_CODE = 0x70, 0x70 + len(_SECTION_BY_CODE) - 1
-_SMALLULONG, _ULONG = 0x53, 0x80
-# How section_fault steps over a section's value without a call, by its constructor (1.2:
-# the subcategory in the upper nibble): the bytes of a fixed-width value, constructor included
-# (0x4-0x9: null, list0, booleans, numbers, ...), -1 for a one-byte size and then that many
-# bytes (0xA, 0xC, 0xE: vbin8, str8, sym8, list8, map8, array8), 0 for the rest (described
-# values, 32-bit sizes), which codec.value_end steps over, as does a value past the payload.
-_FIXED_BYTES = {0x4: 1, 0x5: 2, 0x6: 3, 0x7: 5, 0x8: 9, 0x9: 17}
-_STEP: tuple[int, ...] = tuple(
-    _FIXED_BYTES.get(code >> 4, -1 if code >> 4 in (0xA, 0xC, 0xE) else 0) for code in range(256)
-)
-
-
-def section_at(payload: bytes, pos: int, end: int) -> tuple[str, int, int] | None:
-    """The section whose descriptor starts at `pos`, read without decoding anything: (its
-    name, its rank in 3.2's order, where its value starts), or None when the bytes there are
-    not a section descriptor this cheap reading knows (not a described value, a symbolic
-    descriptor, a code that is no section's)."""
-    if payload[pos] != 0x00 or pos + 2 >= end:
-        return None
-    code = payload[pos + 1]
-    if code == _SMALLULONG:
-        number, value_at = payload[pos + 2], pos + 3
-    elif code == _ULONG and pos + 10 <= end:
-        number, value_at = int.from_bytes(payload[pos + 2 : pos + 10], "big"), pos + 10
-    else:
-        return None
-    if not _FIRST_SECTION_CODE <= number <= _LAST_SECTION_CODE:
-        return None
-    name, rank = _SECTION_BY_CODE[number - _FIRST_SECTION_CODE]
-    return name, rank, value_at
-
-
-def section_fault(payload: bytes) -> str | None:
-    """What is wrong with the sections of `payload`, or None: the first section out of
-    3.2's order (one after a later kind, or a second header, properties, ...), or a section
-    whose value runs past the payload's end (malformed). Cheap enough for every publish:
-    each section's descriptor code is read (`section_at`) and its value stepped over (by
-    its constructor's width or size byte, else codec.value_end), nothing decoded. A payload
-    whose sections cannot be told apart this way (not a described value, a symbolic
-    descriptor) is not judged here: None."""
-    pos, end, last_rank, last_name = 0, len(payload), -1, ""
-    steps = _STEP
-    try:
-        while pos < end:
-            found = section_at(payload, pos, end)
-            if found is None:
-                return None
-            name, rank, value_at = found
-            if rank < last_rank or (rank == last_rank and rank != 5):
-                return f"{name} after {last_name}"
-            last_rank, last_name = rank, name
-            step = steps[payload[value_at]] if value_at < end else 0
-            if step < 0 and value_at + 1 < end:
-                step = 2 + payload[value_at + 1]
-            if 0 < step <= end - value_at:  # where codec.value_end says the value ends
-                pos = value_at + step
-                continue
-            try:
-                pos = codec.value_end(payload, value_at, end)
-            except DecodeError as exc:
-                return f"{name} section malformed ({exc})"
-    except DecodeError:
-        return None
-    return None
 
 
 def received_point(partial: bytes) -> tuple[int, int]:

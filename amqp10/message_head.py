@@ -1,14 +1,18 @@
-"""The head of an encoded message (3.2): its delivery-annotations and message-annotations
-sections and the user-id of its properties, decoded without touching what follows them
-(the other properties, application-properties, the body, the footer), and the keys 3.2.10
-reserves in an annotations map.
+"""The sections of an encoded message read without decoding them (3.2): their order, and
+the head a broker judges a publish by (its delivery-annotations and message-annotations
+sections and the user-id of its properties), with nothing after the properties decoded.
 
-Owns `MessageHead` (`EMPTY_HEAD`), `message_head(payload)` and `reserved_key(annotations)`.
-A broker that routes without decoding a message reads its head on every publish: a message
-with no annotations costs one descriptor peek (`message.section_at`) per leading section, a
-properties section its list header, one step over message-id and one decode of user-id
-(a whole Properties decode tripled the calls a publish costs the reference broker:
-bench/README.md, "Cause of the send delta").
+Owns `section_at(payload, pos, end)` (one section descriptor peeked), `publish_head(payload)`
+(the broker's check of every publish: the 3.2 section order and the head in one walk),
+`section_fault(payload)` (that walk's verdict on the order alone), `message_head(payload)`
+(the head without the order check), `MessageHead` (`EMPTY_HEAD`) and
+`reserved_key(annotations)` (the keys 3.2.10 reserves in an annotations map).
+
+A broker that routes without decoding a message walks its sections on every publish, so
+the walk is counted in calls (bench/README.md, "Cause of the send delta"): a descriptor
+read in place, a value stepped over by its constructor, nothing built for a message with no
+annotations and no user-id; a properties section costs its list header, one step over
+message-id and one decode of user-id.
 """
 
 from __future__ import annotations
@@ -20,10 +24,30 @@ from typing import Any
 from amqpspec.amqp10 import codec
 from amqpspec.amqp10.composites import list_header
 from amqpspec.amqp10.errors import DecodeError, ErrorKind
-from amqpspec.amqp10.message import section_at
+from amqpspec.amqp10.message import SECTION_ORDER
 from amqpspec.amqp10.types import symbol
 
-_PROPERTIES_RANK = 3  # 3.2: header, delivery-annotations, message-annotations, properties
+# 3.2's sections in descriptor code order (0x70 header .. 0x78 footer): (name, rank in 3.2 order)
+_SECTION_BY_CODE: tuple[tuple[str, int], ...] = tuple(SECTION_ORDER.items())
+_FIRST_SECTION_CODE, _LAST_SECTION_CODE = 0x70, 0x70 + len(_SECTION_BY_CODE) - 1
+_SMALLULONG, _ULONG = 0x53, 0x80
+# the same by the one byte of a smallulong descriptor (1.5: 0x00 0x53 CODE), None: no section
+_SECTION_BY_SMALL_CODE: tuple[tuple[str, int] | None, ...] = tuple(
+    _SECTION_BY_CODE[code - _FIRST_SECTION_CODE]
+    if _FIRST_SECTION_CODE <= code <= _LAST_SECTION_CODE
+    else None
+    for code in range(256)
+)
+# How the walk steps over a section's value without a call, by its constructor (1.2: the
+# subcategory in the upper nibble): the bytes of a fixed-width value, constructor included
+# (0x4-0x9: null, list0, booleans, numbers, ...), -1 for a one-byte size and then that many
+# bytes (0xA, 0xC, 0xE: vbin8, str8, sym8, list8, map8, array8), 0 for the rest (described
+# values, 32-bit sizes), which codec.value_end steps over, as does a value past the payload.
+_FIXED_BYTES = {0x4: 1, 0x5: 2, 0x6: 3, 0x7: 5, 0x8: 9, 0x9: 17}
+_STEP: tuple[int, ...] = tuple(
+    _FIXED_BYTES.get(code >> 4, -1 if code >> 4 in (0xA, 0xC, 0xE) else 0) for code in range(256)
+)
+_PROPERTIES_RANK = 3
 _PROPERTIES_FIELDS = 13  # 3.2.4: message-id ... reply-to-group-id
 # 3.2.10 annotations: "All ulong keys, and all symbolic keys except those beginning with
 # "x-" are reserved."
@@ -43,11 +67,97 @@ class MessageHead:
 EMPTY_HEAD = MessageHead()  # a message with no annotations and no user-id
 
 
+def section_at(payload: bytes, pos: int, end: int) -> tuple[str, int, int] | None:
+    """The section whose descriptor starts at `pos`, read without decoding anything: (its
+    name, its rank in 3.2's order, where its value starts), or None when the bytes there are
+    not a section descriptor this cheap reading knows (not a described value, a symbolic
+    descriptor, a code that is no section's)."""
+    if payload[pos] != 0x00 or pos + 2 >= end:
+        return None
+    code = payload[pos + 1]
+    if code == _SMALLULONG:
+        number, value_at = payload[pos + 2], pos + 3
+    elif code == _ULONG and pos + 10 <= end:
+        number, value_at = int.from_bytes(payload[pos + 2 : pos + 10], "big"), pos + 10
+    else:
+        return None
+    if not _FIRST_SECTION_CODE <= number <= _LAST_SECTION_CODE:
+        return None
+    name, rank = _SECTION_BY_CODE[number - _FIRST_SECTION_CODE]
+    return name, rank, value_at
+
+
+def publish_head(payload: bytes) -> MessageHead | str:
+    """The sections of a published message in one walk: what is wrong with their order (a
+    str: the first section out of 3.2's order, one after a later kind or a second header,
+    properties, ..., or a section whose value runs past the payload's end), else the head
+    `message_head` reads (its sections are those the walk passed before properties).
+
+    Each section's descriptor is read in place (a smallulong code; anything else by
+    `section_at`) and its value stepped over by its constructor's width or size byte, else
+    by codec.value_end; only the head's sections are decoded, after the walk. A payload
+    whose sections cannot be told apart this way (not a described value, a symbolic
+    descriptor) is judged up to there. DecodeError when the head cannot be decoded."""
+    pos, end, last_rank, last_name = 0, len(payload), -1, ""
+    delivery_at = message_at = properties_at = -1  # the head's sections, once passed
+    steps, sections = _STEP, _SECTION_BY_SMALL_CODE
+    while pos < end:
+        if pos + 2 < end and payload[pos] == 0 and payload[pos + 1] == _SMALLULONG:
+            section = sections[payload[pos + 2]]  # section_at's reading, in place
+            if section is None:
+                break  # no section's code: not judged past here
+            (name, rank), value_at = section, pos + 3
+        else:
+            found = section_at(payload, pos, end)
+            if found is None:
+                break  # not told apart without decoding: not judged past here
+            name, rank, value_at = found
+        if rank < last_rank or (rank == last_rank and rank != 5):
+            return f"{name} after {last_name}"
+        last_rank, last_name = rank, name
+        if rank == 1:
+            delivery_at = pos
+        elif rank == 2:
+            message_at = pos
+        elif rank == _PROPERTIES_RANK:
+            properties_at = value_at
+        step = steps[payload[value_at]] if value_at < end else 0
+        if step < 0 and value_at + 1 < end:
+            step = 2 + payload[value_at + 1]
+        if 0 < step <= end - value_at:  # where codec.value_end says the value ends
+            pos = value_at + step
+            continue
+        try:
+            pos = codec.value_end(payload, value_at, end)
+        except DecodeError as exc:
+            return f"{name} section malformed ({exc})"
+    if delivery_at < 0 and message_at < 0 and properties_at < 0:
+        return EMPTY_HEAD  # the common publish: nothing to decode, nothing to build
+    delivery = codec.decode_value(payload, delivery_at, end)[0].value if delivery_at >= 0 else None
+    message = codec.decode_value(payload, message_at, end)[0].value if message_at >= 0 else None
+    user_id = _user_id(payload, properties_at, end) if properties_at >= 0 else None
+    if delivery is None and message is None and user_id is None:
+        return EMPTY_HEAD
+    return MessageHead(delivery, message, user_id)
+
+
+def section_fault(payload: bytes) -> str | None:
+    """What is wrong with the sections of `payload` (`publish_head`'s verdict on their 3.2
+    order and extent), or None: also when the head it reads after an orderly walk cannot be
+    decoded (a verdict on the head, not on the order)."""
+    try:
+        found = publish_head(payload)
+    except DecodeError:
+        return None
+    return found if type(found) is str else None
+
+
 def message_head(payload: bytes) -> MessageHead:
     """The delivery-annotations, message-annotations and properties' user-id of an encoded
-    message, read in order up to its properties (nothing after them decoded). Sections this
-    cheap reading does not know (`section_at`: a symbolic descriptor, not a section) end the
-    head there. DecodeError when what the head reads cannot be decoded."""
+    message, read in order up to its properties (nothing after them decoded) whatever the
+    order of the sections (`publish_head` checks it too). Sections this cheap reading does
+    not know (`section_at`: a symbolic descriptor, not a section) end the head there.
+    DecodeError when what the head reads cannot be decoded."""
     pos, end = 0, len(payload)
     delivery = message = user_id = None
     while pos < end:

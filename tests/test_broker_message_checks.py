@@ -3,19 +3,28 @@ message_checks.py), in memory: a reserved annotation key detaches the link with
 amqp:not-implemented (3.2.10), a user-id other than the authenticated user is refused with
 amqp:unauthorized-access (rejected, or the link detached when the message came settled), a
 matching one taken as it came; the two faults of the area; and amqp10.message_head, the
-cheap reading of a message's head the checks rest on."""
+cheap reading of a message's sections the checks rest on (their 3.2 order judged first, then
+the head)."""
 
 from __future__ import annotations
 
 import pytest
 from broker_support import memory_session
 
+from amqpspec.amqp10 import codec
 from amqpspec.amqp10.composites import Data, Header, Properties, Rejected, Target
 from amqpspec.amqp10.engine import DispositionReceived, RemoteDetach
 from amqpspec.amqp10.errors import DecodeError, ErrorKind
-from amqpspec.amqp10.message import Message, section_at
-from amqpspec.amqp10.message_head import MessageHead, message_head, reserved_key
-from amqpspec.amqp10.types import symbol, ulong
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.message_head import (
+    EMPTY_HEAD,
+    MessageHead,
+    message_head,
+    publish_head,
+    reserved_key,
+    section_at,
+)
+from amqpspec.amqp10.types import Described, symbol, ulong
 from amqpspec.reference_broker.config import BrokerConfig
 from amqpspec.reference_broker.faults.catalog import Faults
 from amqpspec.reference_broker.runtime.memory import MemoryBroker
@@ -29,12 +38,14 @@ def _broker(*faults: str) -> MemoryBroker:
     )
 
 
-def _publish(broker, conn, session, message: Message, *, settled: bool = False):
-    """One message to queue q: (its disposition's state or None, the detach error or None)."""
+def _publish(broker, conn, session, message: Message | bytes, *, settled: bool = False):
+    """One message (or a payload) to queue q: (its disposition's state or None, the detach
+    error or None)."""
     broker.vhost.declare_queue("q")
     link = session.attach_sender("s", target=Target(address="/queues/q"))
     broker.pump()
-    sent = link.send(message.encode(), b"t-1", settled=settled)
+    payload = message if isinstance(message, bytes) else message.encode()
+    sent = link.send(payload, b"t-1", settled=settled)
     broker.pump()
     states = [e.state for e in conn.of(DispositionReceived) if e.first <= sent <= e.last]
     detaches = [e.error for e in conn.of(RemoteDetach) if e.link is link]
@@ -95,6 +106,39 @@ def test_the_own_user_id_is_taken_unchanged_and_the_fault_takes_any():
     with broker, memory_session(broker) as (conn, session):
         state, _ = _publish(broker, conn, session, _user_message("guest"))
         assert type(state).__name__ == "Accepted"
+
+
+# a properties section whose user-id is a string, not binary (3.2.4): an undecodable head
+_STRING_USER_ID = codec.encode(Described(ulong(0x73), ["id", "guest"]))
+
+
+@pytest.mark.parametrize(
+    ("payload", "description"),
+    [
+        (Data(b"m").encode() + Properties(subject="s").encode(), "message: properties after data"),
+        (Data(b"m").encode() + _STRING_USER_ID, "message: properties after data"),  # order first
+        (Header().encode() + Data(b"m").encode()[:-1], "message: data section malformed"),
+        (_STRING_USER_ID + Data(b"m").encode(), "undecodable head"),
+    ],
+)
+def test_a_publish_is_rejected_for_its_sections_order_first_then_for_its_head(payload, description):
+    """3.2's order (or a section past the payload's end) is judged before the head: both
+    rejected with amqp:decode-error, the description naming which."""
+    with MemoryBroker() as broker, memory_session(broker) as (conn, session):
+        state, _ = _publish(broker, conn, session, payload)
+        assert isinstance(state, Rejected) and str(state.error.condition) == "amqp:decode-error"
+        assert state.error.description.startswith(description)
+        assert broker.vhost.get_queue("q").messages == 0
+
+
+def test_publish_head_gives_the_sections_fault_or_the_head():
+    plain = Message.of(b"m", properties=Properties(message_id="m")).encode()
+    assert publish_head(plain) is EMPTY_HEAD  # nothing built for the common publish
+    assert publish_head(_user_message("u").encode()) == MessageHead(user_id=b"u")
+    assert publish_head(Data(b"m").encode() + plain) == "properties after data"
+    with pytest.raises(DecodeError) as raised:
+        publish_head(_STRING_USER_ID)
+    assert raised.value.kind == ErrorKind.FIELD_TYPE
 
 
 def test_message_head_reads_the_sections_before_the_application_data():

@@ -1,5 +1,5 @@
 """The reference broker's message-level checks on a publish, past 3.2's section order
-(amqp10.message.section_fault, protocol/delivery_handler.py): the annotation keys 3.2.10
+(amqp10.message_head.publish_head, protocol/delivery_handler.py): the annotation keys 3.2.10
 reserves and the properties' user-id (3.2.4).
 
 Owns: `Refusal` and `refusal(head, user, faults)`, what the broker answers a message whose
@@ -49,7 +49,7 @@ def refusal(head: MessageHead | Any, user: str | None, faults: Faults) -> Refusa
     """What to answer a publish whose head is `head` (an amqp10 MessageHead, or a decoded
     Message: the same fields) on a connection authenticated as `user`; None: take it."""
     if head is EMPTY_HEAD:
-        return None  # nothing to judge (most publishes: one comparison)
+        return None  # nothing to judge (the delivery handler does not ask for these)
     refused = None if faults.accept_reserved_annotations else _reserved(head)
     if refused is None and not faults.accept_any_user_id:
         refused = _other_user(head, user)

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 from amqpspec.amqp10.composites import Error, Rejected
 from amqpspec.amqp10.engine import UsageError
 from amqpspec.amqp10.engine import events as ev
-from amqpspec.amqp10.message import Message, section_fault
-from amqpspec.amqp10.message_head import MessageHead, message_head
+from amqpspec.amqp10.message import Message
+from amqpspec.amqp10.message_head import EMPTY_HEAD, MessageHead, message_head, publish_head
 from amqpspec.amqp10.serial import serial_add
 from amqpspec.amqp10.spec import Cond, Role
 
@@ -64,15 +64,16 @@ class DeliveryHandler(ConnectionPart):
         "transactions",
         "vhost",
     )
-    __slots__ = (*SHARED, "_fault_session_tags", "check_section_order", "credit_checks")
+    __slots__ = (*SHARED, "_fault_session_tags", "credit_checks", "read_head")
 
     def __init__(self, connection: BrokerConnection) -> None:
         super().__init__(connection)
         self.credit_checks: list[PublisherLink] = []  # publishers to consider re-granting
         # fault session-scoped-delivery-tags: the tags each session's publishers used
         self._fault_session_tags: dict[BrokerSession, set[bytes]] = {}
-        # 3.2's section order checked on every publish (fault accept-misordered-sections)
-        self.check_section_order = not self.faults.accept_misordered_sections
+        # a publish's head, with 3.2's section order checked in the same walk (unchecked
+        # under the fault accept-misordered-sections)
+        self.read_head = message_head if self.faults.accept_misordered_sections else publish_head
 
     def regrant(self) -> bool:
         """After a step: re-grant credit to the publishers that may need it (credit.py's
@@ -176,11 +177,12 @@ class DeliveryHandler(ConnectionPart):
         self, publisher: PublisherLink, event: ev.TransferReceived
     ) -> MessageHead | Message | None:
         """The publish's message as far as routing reads it, once it passed the checks: the
-        whole message decoded when routing needs it, else its section order (3.2, cheaply)
-        and its head (amqp10.message_head); then features/message_checks.py. None: refused
-        here (amqp:decode-error, or the check's refusal)."""
+        whole message decoded when routing needs it, else its section order (3.2) and its
+        head in one walk (amqp10.message_head.publish_head); then features/message_checks.py
+        unless the head is empty. None: refused here (amqp:decode-error: a section out of
+        order or malformed first, then an undecodable head; or the check's refusal)."""
         session = publisher.session
-        head: MessageHead | Message
+        head: MessageHead | Message | str
         if publisher.decode_needed:
             try:
                 head = Message.decode(event.payload)
@@ -188,16 +190,16 @@ class DeliveryHandler(ConnectionPart):
                 self._refuse_publish(session, event, Cond.DECODE_ERROR, "undecodable message")
                 return None
         else:
-            misplaced = section_fault(event.payload) if self.check_section_order else None
-            if misplaced is not None:
-                reason = f"message: {misplaced} (3.2)"
-                self._refuse_publish(session, event, Cond.DECODE_ERROR, reason)
-                return None
             try:
-                head = message_head(event.payload)
+                head = self.read_head(event.payload)
             except Exception:
                 self._refuse_publish(session, event, Cond.DECODE_ERROR, "undecodable head")
                 return None
+            if type(head) is str:  # the sections' fault (3.2)
+                self._refuse_publish(session, event, Cond.DECODE_ERROR, f"message: {head} (3.2)")
+                return None
+            if head is EMPTY_HEAD:
+                return head  # nothing for the checks to judge (most publishes)
         refused = message_checks.refusal(head, self.summary.user, self.faults)
         if refused is not None:
             self._message_refused(publisher, event, refused)
