@@ -287,10 +287,10 @@ class TransferAssembler:
     def __init__(self) -> None:
         self._first: Transfer | None = None
         self._chunks: list[bytes] = []
-
-    @property
-    def in_progress(self) -> bool:
-        return self._first is not None
+        # a delivery under way (its first transfer fed, not yet complete): an attribute, not a
+        # property, as the engine reads it for every transfer (bench/README.md, "Cause of the
+        # send delta")
+        self.in_progress = False
 
     def pending(self) -> tuple[Transfer, bytes] | None:
         """The delivery under way: its first transfer and the payload received so far (a
@@ -306,6 +306,7 @@ class TransferAssembler:
         """
         if self._first is None:
             self._first = transfer
+            self.in_progress = True
         self._chunks.append(payload)
         if transfer.aborted:
             first = self._first
@@ -320,3 +321,4 @@ class TransferAssembler:
     def _reset(self) -> None:
         self._first = None
         self._chunks = []
+        self.in_progress = False

@@ -458,7 +458,8 @@ class Session(SessionLifecycle, SessionLinks):
                 frames,
             )
         )
-        self._regrant_window_if_low()  # an observer of the event may have granted already
+        if self.incoming_window * 2 < self.incoming_window_max:  # else nothing to re-grant
+            self._regrant_window_if_low()  # an observer of the event may have granted already
         return True
 
     def _on_disposition(self, frame: Frame) -> None:
