@@ -435,8 +435,9 @@ class Session(SessionLifecycle, SessionLinks):
         if horizon is None or not 0 < ((horizon - count) & SERIAL_MASK) <= HALF:
             return False
         payload = frame.payload
+        size = len(payload)  # once: for max-message-size and bytes_in_delivery
         limit = link.max_message_size
-        if limit and len(payload) > limit:
+        if limit and size > limit:
             return False
         self.next_incoming_id = (next_id + 1) & SERIAL_MASK
         window = self.incoming_window
@@ -444,7 +445,7 @@ class Session(SessionLifecycle, SessionLinks):
         link.delivery_count = (count + 1) & SERIAL_MASK
         credit = link.link_credit
         link.link_credit = credit - 1 if credit > 0 else 0
-        link.bytes_in_delivery = len(payload)
+        link.bytes_in_delivery = size
         frames, link.frames_in_delivery = link.frames_in_delivery + 1, 0
         self.connection.emit(
             ev.TransferReceived(
