@@ -33,6 +33,7 @@ from amqpspec.conformance.probe.recording import Chunk, Recording, broker_monito
 from amqpspec.conformance.verdicts import CaseFailed, HarnessError
 
 DEFAULT_WAIT = 5.0
+DRAIN_S = 0.01  # a pump with no time to wait still reads what is readable this long
 _connection_ids = itertools.count(1)
 _observations = itertools.count(1)  # orders Probe.last_observed across a case's probes
 
@@ -239,6 +240,10 @@ class ProbeWire:
             return False
         timeout = max(0.0, min(timeout, self._left()))
         readable, _, _ = select.select([self.sock], [], [], timeout)
+        # what is readable is read until `timeout`, or DRAIN_S past it for a timeout of 0:
+        # a broker that never stops sending (a storm of frames) ends the read there, not
+        # the wait (it read on for minutes and gigabytes, none of the caller's bounds held)
+        stop = time.monotonic() + max(timeout, DRAIN_S)
         got = False
         while readable:
             try:
@@ -254,6 +259,8 @@ class ProbeWire:
             self._record(SERVER, data)
             if self.conn is not None:
                 self.conn.receive_data(data, time.monotonic())
+            if time.monotonic() >= stop:
+                break
             readable, _, _ = select.select([self.sock], [], [], 0)
         if self.conn is not None:
             self._run_timer()
