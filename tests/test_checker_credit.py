@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import performative_strategies as ps
 import pytest
@@ -467,6 +468,24 @@ def test_session_echo_is_answered_by_any_flow_of_the_peer():
     assert good.check(liveness_bound=5.0, now=10.0) == []
 
 
+def _one_prefetched_delivery(delivered: int, count: int) -> list[tuple[str, Any]]:
+    """A grant of 1 from the receiver, the one transfer it allows, settled by the receiver."""
+    flow = composites.Flow(
+        next_incoming_id=delivered,
+        incoming_window=100,
+        next_outgoing_id=0,
+        outgoing_window=9,
+        handle=0,
+        delivery_count=count,
+        link_credit=1,
+    )
+    transfer = composites.Transfer(
+        handle=0, delivery_id=delivered, delivery_tag=b"t", message_format=0
+    )
+    settled = composites.Disposition(role=True, first=delivered, settled=True)
+    return [(C, flow), (S, transfer), (C, settled)]
+
+
 def test_state_stays_bounded_on_a_long_connection():
     """Per-frame work is O(1) amortized and what the checker keeps does not grow."""
 
@@ -494,29 +513,8 @@ def test_state_stays_bounded_on_a_long_connection():
         feed(C, frame(composites.Attach(name=name, handle=0, role=True)))
         feed(S, frame(composites.Attach(name=name, handle=0, role=False, initial_delivery_count=0)))
         for count in range(1000):  # prefetch 1: a grant after every delivery, no sender flow
-            feed(
-                C,
-                frame(
-                    composites.Flow(
-                        next_incoming_id=delivered,
-                        incoming_window=100,
-                        next_outgoing_id=0,
-                        outgoing_window=9,
-                        handle=0,
-                        delivery_count=count,
-                        link_credit=1,
-                    )
-                ),
-            )
-            feed(
-                S,
-                frame(
-                    composites.Transfer(
-                        handle=0, delivery_id=delivered, delivery_tag=b"t", message_format=0
-                    )
-                ),
-            )
-            feed(C, frame(composites.Disposition(role=True, first=delivered, settled=True)))
+            for origin, performative in _one_prefetched_delivery(delivered, count):
+                feed(origin, frame(performative))
             delivered += 1
         link = checker.peers[S].sessions[0].handles[0]
         assert len(link.grants) <= 2

@@ -402,12 +402,11 @@ class Session(SessionLifecycle, SessionLinks):
         self._regrant_window_if_low()
 
     def fast_transfer(self, frame: Frame) -> bool:
-        """The fast lane (Connection._on_frame): a whole one-frame delivery on an attached
-        receiving link of a mapped session, within our incoming window (2.5.6) and the
-        link's credit (2.6.7), under max-message-size (2.7.3), not aborted. Handled exactly
-        as receive -> _on_transfer -> Link.receive_transfer would (the tables' transitions
-        are self-loops in these states), and True; anything else is left untouched for the
-        general path, which raises the spec's errors (False)."""
+        """The fast lane (Connection._on_frame) for a whole one-frame delivery on an attached
+        receiving link of a mapped session, within our incoming window (2.5.6), the link's
+        credit (2.6.7) and max-message-size (2.7.3), not aborted: handled exactly as the
+        general path (receive -> _on_transfer -> Link.receive_transfer) would, True; else
+        untouched, for the general path and the spec's errors it raises, False."""
         transfer: Transfer = frame.performative
         if self.machine.state is not _MAPPED:
             return False
