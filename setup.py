@@ -105,8 +105,9 @@ class OptionalSpeedups(build_ext):
 
         generated = scratch / "_generated.pyx"
         generated.write_text(tool.generated_pyx())
+        tree = tool.package_tree(scratch)  # each module's .pxd applies (build_speedups.py)
         sources = [
-            Extension(f"amqpspec.amqp10.{name}", [str(ROOT / "amqp10" / f"{name}.py")])
+            Extension(f"amqpspec.amqp10.{name}", [str(tree / f"{name}.py")])
             for name in tool.MODULES
         ]
         sources.append(Extension("amqpspec.amqp10._generated", [str(generated)]))

@@ -10,9 +10,11 @@ Owns `section_at(payload, pos, end)` (one section descriptor peeked), `publish_h
 
 A broker that routes without decoding a message walks its sections on every publish, so
 the walk is counted in calls (bench/README.md, "Cause of the send delta"): a descriptor
-read in place, a value stepped over by its constructor, nothing built for a message with no
-annotations and no user-id; a properties section costs its list header, one step over
-message-id and one decode of user-id.
+read in place, a value stepped over by its constructor, a section's name looked up only for a
+fault, nothing built for a message with no annotations and no user-id; a properties section
+costs its header bytes when it is empty or its user-id absent or null, else its list header,
+one step over message-id and one decode of user-id. Compiled with the codec where the build
+can (scripts/build_speedups.py, docs/speedups.md).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from amqpspec.amqp10.types import symbol
 _SECTION_BY_CODE: tuple[tuple[str, int], ...] = tuple(SECTION_ORDER.items())
 _FIRST_SECTION_CODE, _LAST_SECTION_CODE = 0x70, 0x70 + len(_SECTION_BY_CODE) - 1
 _SMALLULONG, _ULONG = 0x53, 0x80
+_LIST0, _LIST8, _NULL = 0x45, 0xC0, 0x40  # 1.6.22 list0, list8; 1.6.1 null
 # the same by the one byte of a smallulong descriptor (1.5: 0x00 0x53 CODE), None: no section
 _SECTION_BY_SMALL_CODE: tuple[tuple[str, int] | None, ...] = tuple(
     _SECTION_BY_CODE[code - _FIRST_SECTION_CODE]
@@ -47,7 +50,12 @@ _FIXED_BYTES = {0x4: 1, 0x5: 2, 0x6: 3, 0x7: 5, 0x8: 9, 0x9: 17}
 _STEP: tuple[int, ...] = tuple(
     _FIXED_BYTES.get(code >> 4, -1 if code >> 4 in (0xA, 0xC, 0xE) else 0) for code in range(256)
 )
+# the same as ranks alone (-1: no section), what the walk compares
+_RANK_BY_SMALL_CODE: tuple[int, ...] = tuple(
+    -1 if section is None else section[1] for section in _SECTION_BY_SMALL_CODE
+)
 _PROPERTIES_RANK = 3
+_BODY_RANK = 5  # data, amqp-sequence, amqp-value: the one rank a message may repeat (3.2)
 _PROPERTIES_FIELDS = 13  # 3.2.4: message-id ... reply-to-group-id
 # 3.2.10 annotations: "All ulong keys, and all symbolic keys except those beginning with
 # "x-" are reserved."
@@ -93,52 +101,66 @@ def publish_head(payload: bytes) -> MessageHead | str:
     properties, ..., or a section whose value runs past the payload's end), else the head
     `message_head` reads (its sections are those the walk passed before properties).
 
-    Each section's descriptor is read in place (a smallulong code; anything else by
-    `section_at`) and its value stepped over by its constructor's width or size byte, else
-    by codec.value_end; only the head's sections are decoded, after the walk. A payload
-    whose sections cannot be told apart this way (not a described value, a symbolic
-    descriptor) is judged up to there. DecodeError when the head cannot be decoded."""
-    pos, end, last_rank, last_name = 0, len(payload), -1, ""
+    Each section's descriptor is read in place (a smallulong code, its rank by index; anything
+    else by `section_at`) and its value stepped over by its constructor's width or size byte,
+    else by codec.value_end; only the head's sections are decoded, after the walk, and a
+    section's name is looked up only for a fault. A payload whose sections cannot be told
+    apart this way (not a described value, a symbolic descriptor) is judged up to there.
+    DecodeError when the head cannot be decoded."""
+    data = payload if type(payload) is bytes else bytes(payload)  # read in place compiled
+    pos, end, last_rank, last_at = 0, len(data), -1, -1
     delivery_at = message_at = properties_at = -1  # the head's sections, once passed
-    steps, sections = _STEP, _SECTION_BY_SMALL_CODE
+    steps, ranks = _STEP, _RANK_BY_SMALL_CODE
     while pos < end:
-        if pos + 2 < end and payload[pos] == 0 and payload[pos + 1] == _SMALLULONG:
-            section = sections[payload[pos + 2]]  # section_at's reading, in place
-            if section is None:
+        if data[pos] == 0 and pos + 2 < end and data[pos + 1] == _SMALLULONG:
+            rank = ranks[data[pos + 2]]  # section_at's reading, in place
+            if rank < 0:
                 break  # no section's code: not judged past here
-            (name, rank), value_at = section, pos + 3
+            value_at = pos + 3
         else:
-            found = section_at(payload, pos, end)
+            found = section_at(data, pos, end)
             if found is None:
                 break  # not told apart without decoding: not judged past here
-            name, rank, value_at = found
-        if rank < last_rank or (rank == last_rank and rank != 5):
-            return f"{name} after {last_name}"
-        last_rank, last_name = rank, name
-        if rank == 1:
-            delivery_at = pos
-        elif rank == 2:
-            message_at = pos
-        elif rank == _PROPERTIES_RANK:
-            properties_at = value_at
-        step = steps[payload[value_at]] if value_at < end else 0
-        if step < 0 and value_at + 1 < end:
-            step = 2 + payload[value_at + 1]
-        if 0 < step <= end - value_at:  # where codec.value_end says the value ends
-            pos = value_at + step
-            continue
+            rank, value_at = found[1], found[2]
+        if rank <= last_rank and (rank < last_rank or rank != _BODY_RANK):
+            return f"{_name_at(data, pos)} after {_name_at(data, last_at)}"
+        last_rank, last_at = rank, pos
+        if rank <= _PROPERTIES_RANK:
+            if rank == _PROPERTIES_RANK:
+                properties_at = value_at
+            elif rank == 2:
+                message_at = pos
+            elif rank == 1:
+                delivery_at = pos
+        if value_at < end:
+            step = steps[data[value_at]]
+            if step < 0 and value_at + 1 < end:
+                step = 2 + data[value_at + 1]
+            if 0 < step <= end - value_at:  # where codec.value_end says the value ends
+                pos = value_at + step
+                continue
         try:
-            pos = codec.value_end(payload, value_at, end)
+            pos = codec.value_end(data, value_at, end)
         except DecodeError as exc:
-            return f"{name} section malformed ({exc})"
-    if delivery_at < 0 and message_at < 0 and properties_at < 0:
-        return EMPTY_HEAD  # the common publish: nothing to decode, nothing to build
-    delivery = codec.decode_value(payload, delivery_at, end)[0].value if delivery_at >= 0 else None
-    message = codec.decode_value(payload, message_at, end)[0].value if message_at >= 0 else None
-    user_id = _user_id(payload, properties_at, end) if properties_at >= 0 else None
+            return f"{_name_at(data, pos)} section malformed ({exc})"
+    if delivery_at < 0 and message_at < 0:
+        if properties_at < 0:
+            return EMPTY_HEAD  # the common publish: nothing to decode, nothing to build
+        user_id = _user_id(data, properties_at, end)
+        return EMPTY_HEAD if user_id is None else MessageHead(None, None, user_id)
+    delivery = codec.decode_value(data, delivery_at, end)[0].value if delivery_at >= 0 else None
+    message = codec.decode_value(data, message_at, end)[0].value if message_at >= 0 else None
+    user_id = _user_id(data, properties_at, end) if properties_at >= 0 else None
     if delivery is None and message is None and user_id is None:
         return EMPTY_HEAD
     return MessageHead(delivery, message, user_id)
+
+
+def _name_at(payload: bytes, pos: int) -> str:
+    """The name of the section whose descriptor `publish_head` read at `pos` (for its verdict)."""
+    found = section_at(payload, pos, len(payload))
+    assert found is not None  # the walk read a section there
+    return found[0]
 
 
 def section_fault(payload: bytes) -> str | None:
@@ -182,8 +204,29 @@ def message_head(payload: bytes) -> MessageHead:
 
 
 def _user_id(payload: bytes, at: int, end: int) -> bytes | None:
-    """The user-id of the properties list at `at` (3.2.4: its second field): the list's
-    header (composites.list_header, its size and count checked), message-id stepped over,
+    """The user-id of the properties list at `at` (3.2.4: its second field), read as
+    `_user_id_decoded` reads it; an empty list, or a list8 whose user-id is absent or null
+    (most publishes), is answered from its header and constructor bytes, without a call."""
+    code = payload[at]
+    if code == _LIST0:
+        return None  # no fields (list_header's count 0)
+    if code == _LIST8 and at + 3 <= end:
+        stop, count = at + 2 + payload[at + 1], payload[at + 2]
+        if at + 3 <= stop <= end and count <= _PROPERTIES_FIELDS:  # list_header's checks
+            if count < 2:
+                return None  # no user-id field
+            first = at + 3  # message-id: stepped over as publish_head steps a value
+            step = _STEP[payload[first]] if first < end else 0
+            if step < 0 and first + 1 < end:
+                step = 2 + payload[first + 1]
+            if 0 < step < end - first and payload[first + step] == _NULL:
+                return None  # user-id null
+    return _user_id_decoded(payload, at, end)
+
+
+def _user_id_decoded(payload: bytes, at: int, end: int) -> bytes | None:
+    """The user-id of the properties list at `at`: the list's header
+    (composites.list_header, its size and count checked), message-id stepped over,
     nothing else of the list read."""
     count, first, _ = list_header(payload, at, end, "properties", _PROPERTIES_FIELDS)
     if count < 2:

@@ -35,7 +35,7 @@ if "amqpspec" not in sys.modules:
 # the hot modules (profiles: FrameDecoder.next_item -> _frame_from -> the generated decoders,
 # the codec's primitives, serial arithmetic, frames.encode_transfer_frame); only modules that
 # measurably gain belong here (bench/README.md, "Compiled fast path")
-MODULES = ("codec", "composites", "frames", "serial")
+MODULES = ("codec", "composites", "frames", "message_head", "serial")
 DIRECTIVES = {
     "language_level": 3,
     "binding": True,  # functions keep __name__, signatures, inspect support
@@ -94,6 +94,20 @@ def generated_pyx() -> str:
     return "\n".join(lines)
 
 
+def package_tree(scratch: Path) -> Path:
+    """amqp10 as Cython must see it to apply each module's .pxd: inside a package named
+    amqpspec (scratch/amqpspec/amqp10, a link to the sources), so that the module
+    amqpspec.amqp10.NAME finds amqpspec/amqp10/NAME.pxd. Compiled from amqp10/ itself, the
+    package Cython deduces is `amqp10` and no .pxd applies (the modules compile untyped)."""
+    package = scratch / "src" / "amqpspec"
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text("")
+    link = package / "amqp10"
+    if not link.exists():
+        link.symlink_to(PACKAGE, target_is_directory=True)
+    return link
+
+
 def clean() -> None:
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         for name in MODULES:
@@ -118,8 +132,9 @@ def build(jobs: int) -> None:
     clean()
     (PACKAGE / "_generated.pyx").write_text(generated_pyx())
     with tempfile.TemporaryDirectory(prefix="amqp10-speedups-") as tmp:
+        sources = package_tree(Path(tmp))
         extensions = [
-            Extension(f"amqpspec.amqp10.{name}", [str(PACKAGE / f"{name}.py")]) for name in MODULES
+            Extension(f"amqpspec.amqp10.{name}", [str(sources / f"{name}.py")]) for name in MODULES
         ]
         generated = Extension("amqpspec.amqp10._generated", [str(PACKAGE / "_generated.pyx")])
         extensions.append(generated)

@@ -318,3 +318,20 @@ def test_publish_head_is_the_section_fault_else_message_head(start, data) -> Non
     else:
         assert _outcome(publish_head, payload) == _outcome(message_head, payload)
         assert section_fault(payload) is None
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(gen.messages().map(Message.encode), st.data())
+def test_user_id_from_header_bytes_is_the_decoded_user_id(start, data) -> None:
+    """The user-id read from a properties list's header and constructor bytes alone (an
+    empty list, a list8 without user-id or with a null one) is what the full read gives
+    (composites.list_header, codec.value_end, codec.decode_value): the same value or the
+    same DecodeError, at every position of whole messages, cut short or a byte changed."""
+    payload = bytearray(start)
+    if payload and data.draw(st.booleans()):
+        payload[data.draw(st.integers(0, len(payload) - 1))] = data.draw(st.integers(0, 255))
+    payload = bytes(payload[: data.draw(st.integers(0, len(payload)))])
+    for at in range(len(payload)):
+        fast = _outcome(lambda p, at=at: head_module._user_id(p, at, len(p)), payload)
+        full = _outcome(lambda p, at=at: head_module._user_id_decoded(p, at, len(p)), payload)
+        assert fast == full
