@@ -2,7 +2,7 @@
 machine does not move (valgrind counts instructions, not seconds).
 
     cd CHECKOUT && PYTHONPATH=$PWD PYTHONHASHSEED=0 [AMQP10_PURE=1] \\
-        python3 /path/to/bench/ab/broker_instructions.py [--mode send|receive] [--low 5000] \\
+        python3 /path/to/bench/broker_instructions.py [--mode send|receive] [--low 5000] \\
         [--high 25000] [--out DIR]
 
 Owns: running the checkout's own reference broker (`bench.broker_profile.broker`, as
