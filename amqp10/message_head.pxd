@@ -22,4 +22,4 @@ cpdef object publish_head(object payload)
 
 
 @cython.locals(code=int, stop=Py_ssize_t, count=Py_ssize_t, first=Py_ssize_t, step=Py_ssize_t)
-cpdef object _user_id(bytes payload, Py_ssize_t at, Py_ssize_t end)
+cpdef object _user_id(object payload, Py_ssize_t at, Py_ssize_t end)  # message_head: any bytes-like

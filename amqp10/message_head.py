@@ -107,7 +107,8 @@ def publish_head(payload: bytes) -> MessageHead | str:
     section's name is looked up only for a fault. A payload whose sections cannot be told
     apart this way (not a described value, a symbolic descriptor) is judged up to there.
     DecodeError when the head cannot be decoded."""
-    data = payload if type(payload) is bytes else bytes(payload)  # read in place compiled
+    # bytes: what message_head.pxd types the walk's reads on (any bytes-like taken alike)
+    data = payload if type(payload) is bytes else bytes(payload)
     pos, end, last_rank, last_at = 0, len(data), -1, -1
     delivery_at = message_at = properties_at = -1  # the head's sections, once passed
     steps, ranks = _STEP, _RANK_BY_SMALL_CODE

@@ -335,3 +335,17 @@ def test_user_id_from_header_bytes_is_the_decoded_user_id(start, data) -> None:
         fast = _outcome(lambda p, at=at: head_module._user_id(p, at, len(p)), payload)
         full = _outcome(lambda p, at=at: head_module._user_id_decoded(p, at, len(p)), payload)
         assert fast == full
+
+
+def test_the_head_reads_take_any_bytes_like_payload() -> None:
+    """publish_head, message_head and section_fault answer a bytearray or a memoryview as
+    they answer the same bytes, compiled or pure (message_head.pxd types only the walk's
+    own copy)."""
+    message = Message.of(b"body")
+    message.properties = Properties(message_id="m", user_id=b"u")
+    message.message_annotations = {symbol("x-opt-a"): 1}
+    for payload in (message.encode(), Data(b"m").encode() + message.encode()):
+        for read in (publish_head, message_head, section_fault):
+            expected = _outcome(read, payload)
+            assert _outcome(read, bytearray(payload)) == expected
+            assert _outcome(read, memoryview(payload)) == expected
