@@ -17,7 +17,9 @@ comes back on replays that held the close (fuzz.campaign.triage). Judged, first 
   flags a MUST rule in the broker's frames; or a frame of the broker does not decode
   (2.3.2, pseudo-rule `frame.undecodable`: the frames after it are still read, by length);
 - crash: the connection cannot be made, or the case ends with no reply or a drop and a
-  fresh connection then fails to open, begin and attach within `Bounds.liveness`;
+  fresh connection then fails to open, begin and attach within `Bounds.liveness` (a case
+  running beside it that connected after the drop and got its attach is that fresh
+  connection: fuzz.served);
 - violation: the broker dropped the socket after its open without a close frame (2.4.3,
   pseudo-rule `connection.close-missing`);
 - hang: no close and no drop from the broker within the bound after the bad frame, nor
@@ -75,6 +77,7 @@ from amqpspec.fuzz.model import (
     ServerModel,
     with_container_id,
 )
+from amqpspec.fuzz.served import EVIDENCE_WAIT_S, ServedConnections
 
 CRASH, HANG, VIOLATION, ERROR_MISSING, RESOURCE = (
     "crash",
@@ -106,6 +109,7 @@ _liveness = itertools.count(1)  # each liveness check's container-id
 class Bounds:
     reply: float = 2.0  # the broker answers our close (or drops us) within this
     liveness: float = 5.0  # a fresh connection opens, begins and attaches within this
+    evidence: float = EVIDENCE_WAIT_S  # a case beside this one may show that first (fuzz.served)
     connect: float = 3.0
     sasl: float = 1.0  # per SASL round trip
     restart_wait: float = 30.0  # after a crash, how long to wait for the broker to return
@@ -129,6 +133,7 @@ class Target:
     answers: AnswerTimes = field(default_factory=AnswerTimes, repr=False)  # quick bound
     _liveness: list[Step] | None = field(default=None, repr=False)  # liveness_steps' template
     _restart: threading.Lock = field(default_factory=threading.Lock, repr=False)  # wait_back
+    served: ServedConnections = field(default_factory=ServedConnections, repr=False)
     _back_at: float = field(default=-1.0, repr=False)  # when wait_back last saw it serve
 
     @property
@@ -237,6 +242,7 @@ def alive(target: Target, timeout: float | None = None) -> bool:
     try:
         _send(probe, target.liveness_steps(), min(timeout, target.bounds.sasl * 3))
         probe.wait_for_frame("attach", max(0.0, deadline - time.monotonic()))
+        target.served.note(probe.recording.start)
         return True
     except CaseFailed:
         return False
@@ -285,6 +291,21 @@ def run_case(
     `quick`: send the fuzzer's close at once instead of holding it for the bound, then
     wait `reply` for the broker's answer (None: the quick bound learnt from its answers,
     `fuzz.answers`; a silence for a bound shorter than `Bounds.reply` is `Outcome.short`)."""
+    target.served.entered()  # in flight: its attach may show the broker serves (fuzz.served)
+    try:
+        return _run_case(target, steps, careful, pace, quick, reply)
+    finally:
+        target.served.left()
+
+
+def _run_case(
+    target: Target,
+    steps: list[Step],
+    careful: bool,
+    pace: float,
+    quick: bool,
+    reply: float | None,
+) -> Outcome:
     bounds = target.bounds
     before = None
     if careful and target.memory is not None:
@@ -296,7 +317,7 @@ def run_case(
         # down before this case started (restarting after an earlier one): not this case's
         # doing; wait for it, and call it a crash only if it never comes back
         if wait_back(target):
-            return run_case(target, steps, careful, pace, quick, reply)
+            return _run_case(target, steps, careful, pace, quick, reply)
         summary = f"broker unreachable: {exc}; not back within {bounds.restart_wait}s"
         return Outcome(_unreachable(summary), None, 0)
     stream = BrokerStream()
@@ -310,6 +331,8 @@ def run_case(
     exchange = read_exchange(
         probe.recording, steps, sent, peer_closed, bound, not quick and not run.pending, stream
     )
+    if stream.first("attach") is not None:  # a fresh connection it served (fuzz.served)
+        target.served.note(probe.recording.start)
     outcome = Outcome(None, probe.recording, sent, exchange=exchange)
     during = run.during
     growth = during - before if during is not None and before is not None else None
@@ -516,11 +539,11 @@ def _judge(
             # the broker may rightly wait for the rest of a frame; after a failed login
             # nothing more is owed (RabbitMQ 3.10 drops the socket 3 s after its outcome)
             return None
-        if not alive(target):
+        if not _still_serves(target, time.time()):
             return _crash(target, last, "no reply, and a fresh connection is refused", exchange)
         return _hang(target, last, exchange)
     # a drop (in the SASL layer too, where it may be right): is the broker still there?
-    if peer_closed and not replied and not alive(target):
+    if peer_closed and not replied and not _still_serves(target, exchange.dropped):
         return _crash(target, last, "the broker dropped us and refuses fresh connections", exchange)
     if peer_closed and not replied and ("open" in names or _opened(steps[:sent], frames)):
         return _close_missing(exchange, last)
@@ -529,6 +552,14 @@ def _judge(
     if memory_growth is not None and memory_growth > target.bounds.memory_growth:
         return _memory_grew(target, memory_growth, last)
     return None
+
+
+def _still_serves(target: Target, since: float | None) -> bool:
+    """A connection started at or after `since` opens, begins and attaches: a case in
+    flight beside this one showed it (fuzz.served), or a fresh check does (`alive`)."""
+    if since is not None and target.served.since(since, target.bounds.evidence):
+        return True
+    return alive(target)
 
 
 def _undecodable(exchange: Exchange, undecodable: Any, last: int) -> Verdict:
