@@ -1,7 +1,8 @@
 """`amqpspec broker` / `python -m amqpspec.reference_broker`: run the reference broker.
 
 Owns: the command-line entry (options from config.add_arguments, `--fault help`),
-logging set-up, the event loop (uvloop when installed) and SIGINT/SIGTERM handling.
+logging set-up (per-connection lines bounded per second: runtime/log_flood.py), the event
+loop (uvloop when installed) and SIGINT/SIGTERM handling.
 May touch: runtime/server.py (builds and stops the broker).
 """
 
@@ -17,6 +18,7 @@ import sys
 from .config import ConfigError, from_args
 from .config import add_arguments as add_config_arguments
 from .faults.catalog import describe_catalog
+from .runtime.log_flood import FloodLimit, limit_connection_lines
 from .runtime.server import BrokerServer, install_uvloop
 
 log = logging.getLogger("reference_broker")
@@ -26,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser)
 
 
-async def _serve(server: BrokerServer) -> None:
+async def _serve(server: BrokerServer, lines: FloodLimit) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -35,6 +37,7 @@ async def _serve(server: BrokerServer) -> None:
     await stop.wait()
     log.info("stopping")
     await server.stop()
+    lines.report_left_out()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,12 +54,13 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    lines = limit_connection_lines()  # a flood of refused connections: bounded lines
     if config.faults:
         log.warning("faults switched on: %s", ", ".join(sorted(config.faults.enabled)))
     install_uvloop()
     tune_gc()
     try:
-        asyncio.run(_serve(BrokerServer(config)))
+        asyncio.run(_serve(BrokerServer(config), lines))
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1
