@@ -87,16 +87,25 @@ class Received:
 
 
 class BrokerStream:
-    """The broker's chunks of a recording, decoded leniently; `update()` reads new ones."""
+    """The broker's chunks of a recording, decoded leniently; `update()` reads new ones.
 
-    def __init__(self) -> None:
+    `monitored`: the recording's items are a live probe's connection monitor's reading of
+    the same bytes (conformance.probe): its headers and frames are taken as they are, not
+    decoded again, as long as it decoded every byte of the broker's; at the first it could
+    not (a raw item), the chunks are read leniently from the start, as without it."""
+
+    def __init__(self, monitored: bool = False) -> None:
         self._decoder = FrameDecoder(expect_header=True)
         self._seen = 0  # chunks of the recording already read
         self._data = bytearray()  # the broker's bytes so far (to tell a header from junk)
         self.items: list[Received] = []
         self.broken = False  # the framing itself broke: the rest is raw
+        self._monitored = monitored
+        self._items_seen = 0  # monitored: the recording's items already read
 
     def update(self, recording: Recording) -> BrokerStream:
+        if self._monitored and self._take_monitored(recording):
+            return self
         chunks = recording.chunks
         while self._seen < len(chunks):
             chunk = chunks[self._seen]
@@ -104,6 +113,25 @@ class BrokerStream:
             if chunk.direction == SERVER:
                 self._feed(chunk)
         return self
+
+    def _take_monitored(self, recording: Recording) -> bool:
+        """The monitor's new items of the broker's; False once one is raw (items reset)."""
+        items = recording.items
+        while self._items_seen < len(items):
+            traced = items[self._items_seen]
+            self._items_seen += 1
+            if traced.direction != SERVER:
+                continue
+            item = traced.item
+            if isinstance(item, Frame):
+                self.items.append(Received(traced.time, FRAME, item, item.size, item.channel))
+            elif isinstance(item, ProtocolHeader):
+                self.items.append(Received(traced.time, HEADER, item, 8))
+            else:
+                self._monitored = False
+                self.items = []
+                return False
+        return True
 
     def _feed(self, chunk: Chunk) -> None:
         if self.broken:

@@ -320,7 +320,7 @@ def _run_case(
             return _run_case(target, steps, careful, pace, quick, reply)
         summary = f"broker unreachable: {exc}; not back within {bounds.restart_wait}s"
         return Outcome(_unreachable(summary), None, 0)
-    stream = BrokerStream()
+    stream = BrokerStream(monitored=True)  # the probe's monitor decoded it (fuzz.evidence)
     try:
         run = _converse(target, probe, stream, steps, pace, quick, reply, before)
     finally:
