@@ -9,7 +9,10 @@ A worker is a thread with one case in flight; a case costs the fuzzer a few mill
 CPU and the broker's answer time of wall time. The reference broker answers in
 milliseconds, but a worker waiting for that answer leaves its core idle: a few cases in
 flight per core keep both busy (against the reference broker on this 2-core machine, 2
-workers in 2 processes ran 369 cases/s, 4 ran 506/s and 8 ran 560/s: bench/README.md).
+workers in 2 processes ran 369 cases/s, 4 ran 506/s and 8 ran 560/s; on a slower day, 8
+ran 341-348/s, 12 ran 370-410/s and 16 and 24 ran 389/s and 357/s: bench/README.md,
+"Fuzzer speed"; a case that waits for a case beside it to show the broker still serves,
+fuzz.served, holds its worker meanwhile).
 RabbitMQ 3.10 answers many bad frames seconds later, on purpose (its reader sleeps before
 it closes a connection that failed the handshake): there each case must cost concurrency,
 not time, so the workers are the answer time times the rate a core can drive
@@ -27,7 +30,7 @@ import time
 from amqpspec.fuzz.oracle import run_case
 
 CASES_PER_S = 200.0  # cases/s the campaign drives when answers cost no CPU here (bench/README.md)
-MIN_WORKERS = 8  # four cases in flight per core of this 2-core machine (module doc)
+MIN_WORKERS = 12  # six cases in flight per core of this 2-core machine (module doc)
 MAX_WORKERS = 128  # threads and sockets at once; beyond, the broker's accept queue is the limit
 PROBE_CASES = 40  # the campaign's first cases, run one by one to time the broker's answers
 PROBE_BUDGET_S = 5.0  # ... or fewer, once this is spent

@@ -19,7 +19,7 @@ FAULT = "flow-without-delivery-count"  # one behaviour (2.7.4), whatever the inp
 
 def test_workers_follow_the_answer_time() -> None:
     assert choose_workers(0.002) == MIN_WORKERS  # the reference broker: both cores
-    assert choose_workers(0.05) == 10
+    assert choose_workers(0.1) == 20  # 0.1 s x 200 cases/s
     assert choose_workers(1.5) == MAX_WORKERS  # RabbitMQ 3.10's delayed error answers
     assert choose_workers(-1.0) == MIN_WORKERS
     assert choose_workers(1.5, connections=5) == MAX_WORKERS // 5  # multi-party: 5 parties
