@@ -3,7 +3,8 @@
 Owns: the one exception every decoder raises on bad input (DecodeError, with the byte
 offset and what was expected), the encoder's error, the protocol error that carries an
 AMQP error condition (2.8.15-2.8.18) for the engine to send to the peer, and `ErrorKind`:
-the machine-readable name of what went wrong. The message text (`expected`,
+the machine-readable name of what went wrong; and `kept`, an error stripped of its
+traceback for whoever keeps it past the except block. The message text (`expected`,
 `description`, `str(exc)`) is for humans and may be reworded at any time; code that acts
 on an error keys on `kind`, `condition` and the structured facts (`performative`,
 `field`, `declared`, `allowed`, `limit`, `channel`, `refused_input`), never on the text
@@ -14,7 +15,9 @@ Errors are off the hot path: nothing here runs while decoding succeeds.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+E = TypeVar("E", bound=BaseException)
 
 
 class ErrorKind(StrEnum):
@@ -118,6 +121,22 @@ class AMQPError(Exception):
             if name not in FACTS:
                 raise TypeError(f"{type(self).__name__} has no fact {name!r}")
             setattr(self, name, value)
+
+
+def kept(exc: E) -> E:
+    """`exc` without its traceback (and those of its cause and context), for an error
+    that is kept after its except block: a traceback holds the frames it passed through,
+    and each frame its locals and callers, so a kept error made a reference cycle that
+    only the cyclic collector frees, and with it everything those frames held (a whole
+    connection's trace: the collector cost a fuzz campaign a fifth of its CPU,
+    bench/README.md "Fuzzer speed"). What an error says is in its fields, not its frames."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__
+    return exc
 
 
 class DecodeError(AMQPError):

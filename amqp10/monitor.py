@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from amqpspec.amqp10.checker import Checker, Violation
-from amqpspec.amqp10.errors import DecodeError, ErrorKind
+from amqpspec.amqp10.errors import DecodeError, ErrorKind, kept
 from amqpspec.amqp10.frames import Frame, FrameDecoder, FrameType, ProtocolHeader
 from amqpspec.amqp10.origins import CLIENT, ORIGINS, SERVER, other
 
@@ -294,7 +294,7 @@ class ConnectionMonitor:
                         side.after_sasl_frame = False
                         decoder.expect_protocol_header()
                         continue
-                    side.error = exc
+                    side.error = kept(exc)  # kept past the except: no frames
                     side.raw_mode = True
                     self._flush_pending(direction, now, out)
                     return

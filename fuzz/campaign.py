@@ -39,6 +39,7 @@ behaviour (fuzz.buckets), the candidate intake and what is kept untriaged (fuzz.
 
 from __future__ import annotations
 
+import gc
 import queue
 import threading
 import time
@@ -772,6 +773,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         workers = max(1, self.config.workers)
         count = self.config.triagers or max(1, min(TRIAGERS_MAX, workers // 4))
         pool = None
+        _freeze_heap()
         if len(self._shares) > 1:  # forked before this process starts any thread of its own
             pool = processes.WorkerProcesses(self, self._shares)
             threads = [threading.Thread(target=pool.serve, name="fuzz-workers", daemon=True)]
@@ -789,6 +791,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         finally:
             if pool is not None:
                 pool.end()
+            gc.unfreeze()  # what lived before the campaign is collected as before again
 
     def _run(self, threads: list[threading.Thread], triagers: list[threading.Thread]) -> Stats:
         for thread in triagers + threads:
@@ -822,6 +825,16 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             for thread in triagers:
                 thread.join(10)
         return self.stats
+
+
+def _freeze_heap() -> None:
+    """What lives when the campaign starts (modules, tables, the target, the corpus) lives
+    to its end: moved out of the cyclic collector's reach (gc.freeze), its full
+    collections no longer walk it, and a forked worker process does not touch those pages
+    (CPython's advice for a pre-fork server). Garbage is collected first, so none is
+    frozen."""
+    gc.collect()
+    gc.freeze()
 
 
 def _any_alive(threads: list[threading.Thread]) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from amqpspec.amqp10.composites import Attach, Begin, Error, Flow, Open
-from amqpspec.amqp10.errors import ErrorKind, ProtocolError
+from amqpspec.amqp10.errors import ErrorKind, ProtocolError, kept
 
 if TYPE_CHECKING:
     from amqpspec.amqp10.engine.link import Link
@@ -187,7 +187,7 @@ class ProtocolErrorRaised(Event):
         link: Link | None = None,
     ) -> ProtocolErrorRaised:
         """The event reporting `exc` (its condition, description, kind and facts)."""
-        return cls(exc.condition, exc.description, scope, session, link, exc)
+        return cls(exc.condition, exc.description, scope, session, link, kept(exc))
 
 
 @dataclass(frozen=True, slots=True)

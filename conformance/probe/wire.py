@@ -239,13 +239,17 @@ class ProbeWire:
         if self.closed:
             return False
         timeout = max(0.0, min(timeout, self._left()))
-        readable, _, _ = select.select([self.sock], [], [], timeout)
+        if timeout > 0:  # a wait; a pump of 0 only reads what is there (the socket does
+            # not block: a read with nothing to read raises at once, one call not two)
+            readable, _, _ = select.select([self.sock], [], [], timeout)
+            if not readable:
+                return self._after_read(False)
         # what is readable is read until `timeout`, or DRAIN_S past it for a timeout of 0:
         # a broker that never stops sending (a storm of frames) ends the read there, not
         # the wait (it read on for minutes and gigabytes, none of the caller's bounds held)
         stop = time.monotonic() + max(timeout, DRAIN_S)
         got = False
-        while readable:
+        while True:
             try:
                 data = self.sock.recv(262144)
             except BlockingIOError:
@@ -261,7 +265,9 @@ class ProbeWire:
                 self.conn.receive_data(data, time.monotonic())
             if time.monotonic() >= stop:
                 break
-            readable, _, _ = select.select([self.sock], [], [], 0)
+        return self._after_read(got)
+
+    def _after_read(self, got: bool) -> bool:
         if self.conn is not None:
             self._run_timer()
             self._collect_events()
