@@ -131,11 +131,14 @@ def kept(exc: E) -> E:
     connection's trace: the collector cost a fuzz campaign a fifth of its CPU,
     bench/README.md "Fuzzer speed"). What an error says is in its fields, not its frames."""
     seen: set[int] = set()
-    error: BaseException | None = exc
-    while error is not None and id(error) not in seen:
+    chain: list[BaseException | None] = [exc]
+    while chain:
+        error = chain.pop()
+        if error is None or id(error) in seen:
+            continue
         seen.add(id(error))
         error.__traceback__ = None
-        error = error.__cause__ or error.__context__
+        chain += (error.__cause__, error.__context__)  # both: they may differ
     return exc
 
 

@@ -65,6 +65,24 @@ def test_kept_clears_the_tracebacks_of_the_error_its_cause_and_its_context() -> 
     assert (error.offset, error.expected) == (3, "a list")  # what it says is kept
 
 
+def test_kept_clears_a_context_that_is_not_the_cause() -> None:
+    try:
+        raise ValueError("the cause, raised earlier")
+    except ValueError as raised:
+        cause = raised
+    try:
+        try:
+            raise KeyError("handled when the error came")
+        except KeyError:
+            raise DecodeError(5, "a frame") from cause
+    except DecodeError as exc:
+        error = kept(exc)
+    assert error.__cause__ is cause and isinstance(error.__context__, KeyError)
+    assert cause.__traceback__ is None
+    assert error.__context__.__traceback__ is None
+    assert error.__traceback__ is None
+
+
 def test_a_monitor_that_met_undecodable_bytes_is_freed_without_the_collector() -> None:
     with _collector_off():
         monitor = ConnectionMonitor(check=False)
