@@ -7,20 +7,22 @@ format: `reproducer_record` (the head every reproducer.json shares, a multi-part
 too), `case_to_json` / `case_from_json` / `load_case(path)` (a reproducer `.json`, a
 finding directory, or a recorded trace: its first connection's client side, read by
 `client_sides(path)` through `traces.load`).
-`describe(step)` names a step's bytes through the core decoder. Builds no AMQP bytes;
-touches nothing else.
+`describe(step)` names a step's bytes through the core decoder; `decoded(data)` is that
+decoder's answer for one step's bytes, remembered. Builds no AMQP bytes; touches nothing
+else.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from amqpspec.amqp10.errors import DecodeError
-from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE, ProtocolHeader, decode_frame
+from amqpspec.amqp10.errors import DecodeError, kept
+from amqpspec.amqp10.frames import PROTOCOL_HEADER_SIZE, Frame, ProtocolHeader, decode_frame
 
 REPRODUCER_FORMAT = "amqpspec-fuzz-reproducer"
 REPRODUCER_VERSION = 1
@@ -74,15 +76,39 @@ def mutation_label(label: str) -> str:
     return label.split(FIELDS_MARK, 1)[0]
 
 
+DECODED_KEPT = 8192  # step encodings whose decoding `decoded` remembers
+DECODED_MAX_SIZE = 4096  # ... each of at most this many bytes (a storm is decoded again)
+
+
+def decoded(data: bytes) -> tuple[Frame | None, DecodeError | None]:
+    """(the frame, None) that `decode_frame(data)` gives, or (None, the DecodeError it
+    raises), remembered by the bytes: a campaign's cases are a pool of legal conversations
+    with a step or two changed, so the same steps are judged, labelled and modelled case
+    after case (each decoding cost about 7 us; bench/README.md "Fuzzer speed"). The frame
+    is shared by every caller: read it, never change it."""
+    if len(data) > DECODED_MAX_SIZE or type(data) is not bytes:
+        return _decode(data)
+    return _remembered(data)
+
+
+def _decode(data: bytes) -> tuple[Frame | None, DecodeError | None]:
+    try:
+        return decode_frame(data), None
+    except DecodeError as exc:
+        return None, kept(exc)  # remembered: without the frames its traceback holds
+
+
+_remembered = functools.lru_cache(maxsize=DECODED_KEPT)(_decode)
+
+
 def judge_bytes(data: bytes) -> tuple[str, str | None]:
     """(kind, malformed) for one step's bytes, by the core decoder alone."""
     if data[:4] == b"AMQP" and len(data) == PROTOCOL_HEADER_SIZE:
         header = ProtocolHeader.decode(data)
         return HEADER, None if header.is_supported else "unsupported protocol header (2.2)"
-    try:
-        decode_frame(data)
-    except DecodeError as exc:
-        return RAW if len(data) < 8 else FRAME, f"{exc.condition}: {exc.expected}"
+    _frame, error = decoded(data)
+    if error is not None:
+        return RAW if len(data) < 8 else FRAME, f"{error.condition}: {error.expected}"
     return FRAME, None
 
 
@@ -96,10 +122,8 @@ def describe(data: bytes) -> str:
     """'open', 'flow', 'protocol-header 3.1.0.0', 'empty' or 'raw(12)'."""
     if data[:4] == b"AMQP" and len(data) == PROTOCOL_HEADER_SIZE:
         return "protocol-header " + ".".join(str(b) for b in data[4:8])
-    try:
-        return decode_frame(data).name
-    except DecodeError:
-        return f"raw({len(data)})"
+    frame, _error = decoded(data)
+    return frame.name if frame is not None else f"raw({len(data)})"
 
 
 @dataclass(slots=True)

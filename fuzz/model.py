@@ -16,10 +16,11 @@ other's links).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 
 from amqpspec.amqp10 import malformed
-from amqpspec.amqp10.builder import Mutation, read_frame
+from amqpspec.amqp10.builder import FrameParts, Mutation, read_frame
 from amqpspec.amqp10.composites import Source, Target
 from amqpspec.amqp10.engine import (
     ClientSasl,
@@ -34,13 +35,14 @@ from amqpspec.amqp10.engine.link import Link
 from amqpspec.amqp10.engine.session import Session
 from amqpspec.amqp10.engine.testing import ConnectionPair
 from amqpspec.amqp10.engine.transitions import TABLES
-from amqpspec.amqp10.errors import AMQPError, DecodeError
-from amqpspec.amqp10.frames import Frame, ProtocolHeader, decode_frame
+from amqpspec.amqp10.errors import AMQPError
+from amqpspec.amqp10.frames import Frame, ProtocolHeader
 from amqpspec.amqp10.monitor import ConnectionMonitor, TraceItem
 from amqpspec.amqp10.origins import CLIENT
-from amqpspec.fuzz.case import FRAME, HEADER, Step
+from amqpspec.fuzz.case import FRAME, HEADER, Step, decoded
 
 SASL_NONE = "none"
+POOL_OPENS = 1024  # open frames whose parts `with_container_id` remembers
 
 
 FUZZ_QUEUE = "amqpspec-fuzz"  # the queue every campaign and in-process target talks to
@@ -203,19 +205,24 @@ def with_container_id(steps: list[Step], container_id: str) -> list[Step]:
     for index, s in enumerate(steps):
         if s.kind != FRAME or s.malformed is not None:
             continue
-        try:
-            name = decode_frame(s.data).name
-        except DecodeError:
+        frame, _error = decoded(s.data)
+        if frame is None or frame.name != "open":
             continue
-        if name != "open":
-            continue
-        parts = read_frame(s.data)
+        parts = _open_parts(s.data)
         if parts is None or not isinstance(parts.body, Mutation):
             return steps
-        parts.body.set_field("container-id", container_id)
-        changed = Step(parts.build(), s.label, s.kind, s.malformed)
+        body = parts.body.copy()  # the remembered parts stay as read
+        body.set_field("container-id", container_id)
+        changed = Step(replace(parts, body=body).build(), s.label, s.kind, s.malformed)
         return [*steps[:index], changed, *steps[index + 1 :]]
     return steps
+
+
+@functools.lru_cache(maxsize=POOL_OPENS)
+def _open_parts(data: bytes) -> FrameParts | None:
+    """`read_frame` of an open step, remembered: a campaign's every case sets the
+    container-id of one of its pool's few opens (fuzz.seeds). Copy its body to change it."""
+    return read_frame(data)
 
 
 def _step(item: TraceItem) -> Step:
@@ -282,10 +289,7 @@ class ServerModel:
         """Feed one step; returns the state it arrived in."""
         frame = None
         if step.kind == FRAME and step.malformed is None:
-            try:
-                frame = decode_frame(step.data)
-            except DecodeError:
-                frame = None
+            frame, _error = decoded(step.data)
         state = self.state_of(frame)
         if self.server is None:
             self.server = _permissive_server(malformed.starts_sasl(step.data))
