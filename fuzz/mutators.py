@@ -323,8 +323,8 @@ def _perf(name: str, /, **fields: object) -> Composite:
     return COMPOSITE_CLASSES[name](**fields)
 
 
-# A crafted frame: how to build it, and its label. Only the one drawn is built (a draw
-# built all thirteen, a tenth of the cost of making a case).
+# A crafted frame: how to build it, and its label. Only the one drawn is built (each draw
+# built all thirteen to keep one).
 Crafted = tuple[Callable[[], bytes], str]
 
 
