@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from test_fuzz_container_id import _conversation
 
 from amqpspec.amqp10.builder import build_frame
 from amqpspec.amqp10.composites import COMPOSITE_CLASSES
@@ -18,19 +19,11 @@ from amqpspec.amqp10.frames import decode_frame
 from amqpspec.fuzz import case as fuzz_case
 from amqpspec.fuzz import mutators
 from amqpspec.fuzz.case import decoded, judge_bytes, step
-from amqpspec.fuzz.model import Conversation, Handshake, with_container_id
-
-
-def _steps() -> list:
-    conv = Conversation(Handshake()).open()
-    session = conv.begin()
-    conv.attach_sender(session)
-    conv.attach_receiver(session, credit=5)
-    return conv.steps()
+from amqpspec.fuzz.model import with_container_id
 
 
 def test_decoded_answers_as_the_decoder_does():
-    frames = [s.data for s in _steps() if s.kind == "frame"]
+    frames = [s.data for s in _conversation() if s.kind == "frame"]
     for data in frames:
         frame, error = decoded(data)
         assert error is None
@@ -65,7 +58,7 @@ def test_large_steps_are_decoded_but_not_remembered():
 
 
 def test_with_container_id_leaves_the_remembered_open_as_read():
-    steps = _steps()
+    steps = _conversation()
     first = with_container_id(steps, "case-1")
     second = with_container_id(steps, "case-2")
     opens = [decode_frame(s.data).performative for s in (first[3], second[3])]
@@ -91,7 +84,7 @@ def test_crafted_frames_are_built_when_drawn_and_draw_alike():
 
 
 def test_sequences_mutations_are_a_function_of_the_rng():
-    steps = _steps()
+    steps = _conversation()
     for seed in range(60):
         once = mutators.mutate_case(steps, "sequences", random.Random(seed))
         again = mutators.mutate_case(steps, "sequences", random.Random(seed))
