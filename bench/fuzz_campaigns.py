@@ -12,8 +12,11 @@ directory. `reference` starts a reference broker on free ports (profile referenc
 Figures: cases / wall time of the whole campaign (the budget plus the triage's grace: what
 a user waits), cases / budget, findings, candidates triaged, kept untriaged (grace over, or
 further examples of a behaviour), state coverage, and the CPU per case of the fuzzer (its
-process and its worker processes) and of the broker (reference only).
-bench/README.md ("Fuzzer speed") quotes them with the command and the machine's load.
+process and its worker processes) and of the broker (reference only), and the share of the
+machine's CPU time the hypervisor gave to others while the campaign ran (`steal`, Linux's
+/proc/stat; None elsewhere): on a shared host the same code runs markedly slower when that
+share rises, so a rate comes with it. bench/README.md ("Fuzzer speed") quotes them with the
+command and the machine's load.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class CampaignFigures:
     coverage: float
     fuzzer_cpu: float = 0.0  # CPU seconds of the campaign's process and its worker processes
     broker_cpu: float | None = None  # CPU seconds of the broker's process (reference only)
+    steal: float | None = None  # the hypervisor's share of the machine's CPU time, 0..1
 
     @property
     def whole_rate(self) -> float:
@@ -57,7 +61,8 @@ class CampaignFigures:
             f"{self.budget_rate:,.1f}/s in the budget; {self.findings} findings, "
             f"{self.triaged} triaged, {self.kept} kept; state coverage "
             f"{100 * self.coverage:.1f}%; CPU per case: fuzzer {self.per_case(self.fuzzer_cpu)}"
-            + ("" if self.broker_cpu is None else f", broker {self.per_case(self.broker_cpu)}"),
+            + ("" if self.broker_cpu is None else f", broker {self.per_case(self.broker_cpu)}")
+            + ("" if self.steal is None else f"; steal {100 * self.steal:.1f}%"),
         )
 
     def per_case(self, seconds: float) -> str:
@@ -90,6 +95,36 @@ def process_cpu(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_times(stat: str) -> tuple[int, int] | None:
+    """(steal, total) clock ticks of the machine from /proc/stat's text: its first line,
+    `cpu  user nice system idle iowait irq softirq steal ...` (proc(5)); None without one.
+    guest and guest_nice are already counted in user and nice, so they are left out."""
+    for line in stat.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            ticks = [int(value) for value in fields[1:9]]
+            if len(ticks) < 8:
+                return None
+            return ticks[7], sum(ticks)
+    return None
+
+
+def read_cpu_times() -> tuple[int, int] | None:
+    """`cpu_times` of this machine now (None where /proc/stat cannot be read)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as file:
+            return cpu_times(file.read())
+    except OSError:
+        return None
+
+
+def steal_share(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The hypervisor's share (0..1) of the machine's CPU time between two readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def own_cpu() -> float:
@@ -132,11 +167,13 @@ def run_campaign(
         else:
             config.processes = int(processes)
         broker_before = process_cpu(broker_pid) if broker_pid else None
+        machine_before = read_cpu_times()
         cpu_before, started = own_cpu(), time.monotonic()
         stats = Campaign(config).run()
         wall = time.monotonic() - started
         fuzzer_cpu = own_cpu() - cpu_before
         broker_after = process_cpu(broker_pid) if broker_pid else None
+        steal = steal_share(machine_before, read_cpu_times())
     broker_cpu = None
     if broker_before is not None and broker_after is not None:
         broker_cpu = broker_after - broker_before
@@ -152,4 +189,5 @@ def run_campaign(
         coverage=stats.coverage,
         fuzzer_cpu=fuzzer_cpu,
         broker_cpu=broker_cpu,
+        steal=steal,
     )
