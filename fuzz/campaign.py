@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import gc
 import queue
+import signal
 import threading
 import time
 import traceback
@@ -577,6 +578,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         self._draining = False  # the cases are done: the triage threads empty the queue
         self._init_crash_triage()
         self._grace_end: float | None = None  # then, until when (None: no bound)
+        self._interrupted = False  # a Ctrl-C came (`_catch_ctrl_c`)
 
     def _process_shares(self) -> list[int]:
         """The workers of each worker process (fuzz.processes): [workers] for threads in
@@ -773,8 +775,9 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         workers = max(1, self.config.workers)
         count = self.config.triagers or max(1, min(TRIAGERS_MAX, workers // 4))
         pool = None
+        restore_ctrl_c = self._catch_ctrl_c()
         _freeze_heap()
-        if len(self._shares) > 1:  # forked before this process starts any thread of its own
+        if len(self._shares) > 1:  # forked (in `_run`) before this process starts a thread
             pool = processes.WorkerProcesses(self, self._shares)
             threads = [threading.Thread(target=pool.serve, name="fuzz-workers", daemon=True)]
         else:
@@ -787,24 +790,66 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             for n in range(count)
         ]
         try:
-            return self._run(threads, triagers)
+            return self._run(threads, triagers, pool)
         finally:
             if pool is not None:
                 pool.end()
             gc.unfreeze()  # what lived before the campaign is collected as before again
+            restore_ctrl_c()
 
-    def _run(self, threads: list[threading.Thread], triagers: list[threading.Thread]) -> Stats:
-        for thread in triagers + threads:
-            thread.start()
+    def _catch_ctrl_c(self) -> Callable[[], None]:
+        """While `run` runs in the main thread with Python's default SIGINT handler: the
+        first Ctrl-C stops the campaign as `interrupted` (`_interrupt`), the next one raises
+        KeyboardInterrupt as usual. A handler rather than the exception: a KeyboardInterrupt
+        raised inside a finaliser (a `__del__` run by the collector or a dropped pipe) is
+        printed and dropped by Python, and the campaign would run on to its budget. Returns
+        what puts the handler back."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return lambda: None  # ignored (a background job) or the embedder's own
+
+        def interrupt(signum: int, frame: Any) -> None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            self._interrupt()
+
+        signal.signal(signal.SIGINT, interrupt)
+        return lambda: signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _interrupt(self) -> None:
+        """Ctrl-C: no new case, a triage under way abandoned (its candidate kept under
+        DIR/candidates/), the rest as a stop."""
+        self._interrupted = True
+        self._grace_end = time.monotonic()
+        self.stop("interrupted")
+
+    def _run(
+        self,
+        threads: list[threading.Thread],
+        triagers: list[threading.Thread],
+        pool: processes.WorkerProcesses | None,
+    ) -> Stats:
+        """The campaign from its first fork or thread to its end. A Ctrl-C at any point of
+        it (even before the last thread started) stops it as `interrupted`: what was
+        confirmed is kept, what runs is joined, bounded."""
         try:
+            if pool is not None:
+                pool.start()
+            for thread in triagers + threads:
+                thread.start()
             for thread in threads:
                 while thread.is_alive():
                     thread.join(0.2)
+            if self._interrupted:  # the cases ended after a Ctrl-C
+                self._end_interrupted(threads, triagers)
+                return self.stats
             # the budget is spent (not stopped): what is queued is still triaged, within
             # the grace; what is left then is kept under DIR/candidates/
             self._draining = not self._stop.is_set()
             grace = self.config.triage_grace
             self._grace_end = None if grace is None else time.monotonic() + grace
+            if self._interrupted:  # a Ctrl-C between the two lines above
+                self._grace_end = time.monotonic()
             self._stop.set()
             self._polish_crashes()  # first: the crashes confirmed, then what is queued
             while self._overflow and not self._grace_over() and _any_alive(triagers):
@@ -815,16 +860,24 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
                 while thread.is_alive():
                     thread.join(0.2)
             self._keep_left()
-        except KeyboardInterrupt:
-            self.stop("interrupted")
-            for thread in threads:
-                thread.join(10)
-            for _ in triagers:
-                with _suppressed(queue.Full):
-                    self._queue.put_nowait(None)
-            for thread in triagers:
-                thread.join(10)
+        except KeyboardInterrupt:  # a second Ctrl-C, or the handler not ours
+            self._interrupt()
+            self._end_interrupted(threads, triagers)
         return self.stats
+
+    def _end_interrupted(
+        self, threads: list[threading.Thread], triagers: list[threading.Thread]
+    ) -> None:
+        """After a Ctrl-C: the workers and triage threads joined, each wait bounded."""
+        for thread in threads:
+            if thread.is_alive():  # False for one not started yet
+                thread.join(10)
+        for _ in triagers:
+            with _suppressed(queue.Full):
+                self._queue.put_nowait(None)
+        for thread in triagers:
+            if thread.is_alive():
+                thread.join(10)
 
 
 def _freeze_heap() -> None:

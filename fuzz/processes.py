@@ -83,22 +83,34 @@ class WorkerProcesses:
 
     def __init__(self, campaign: Any, shares: list[int]) -> None:
         self.campaign = campaign
-        ctx = context()
+        self._shares = shares
         self._procs: list[Any] = []
         self._conns: dict[Any, Any] = {}
+
+    def start(self) -> None:
+        """Fork the children. SIGINT stays blocked until each child ignores it: a Ctrl-C
+        during the forks reaches the parent alone (its campaign stops as `interrupted`),
+        never a child that has not set SIG_IGN yet (which would die as a failed worker).
+        Each child is recorded as soon as it exists, so `end` ends it whatever happens."""
+        ctx = context()
         parent = os.getpid()
-        for number, threads in enumerate(shares):
-            reader, writer = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=_child,
-                args=(campaign, number, len(shares), threads, writer, parent),
-                name=f"fuzz-worker-process-{number}",
-                daemon=True,
-            )
-            proc.start()
-            writer.close()
-            self._procs.append(proc)
-            self._conns[reader] = proc
+        shares = self._shares
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for number, threads in enumerate(shares):
+                reader, writer = ctx.Pipe(duplex=False)
+                proc = ctx.Process(
+                    target=_child,
+                    args=(self.campaign, number, len(shares), threads, writer, parent),
+                    name=f"fuzz-worker-process-{number}",
+                    daemon=True,
+                )
+                proc.start()
+                self._procs.append(proc)
+                self._conns[reader] = proc
+                writer.close()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
     def serve(self) -> None:
         """Count what the children send until every one has ended (each wait bounded)."""
@@ -146,7 +158,8 @@ def _child(
     the parent's end; results sent in batches."""
     from amqpspec.fuzz.oracle import number_liveness_checks
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C pending since the fork is dropped
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by `start`
     number_liveness_checks(number + 1, processes)
     pending: list[Any] = []
     lock = threading.Lock()

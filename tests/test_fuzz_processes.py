@@ -99,7 +99,7 @@ def _campaign_with_children(broker, out):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + 30
     children: list[str] = []
     while len(children) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
+        time.sleep(0.002)  # soon after the second fork: Ctrl-C can meet the forks
         with open(f"/proc/{proc.pid}/task/{proc.pid}/children", encoding="ascii") as file:
             children = file.read().split()
     assert len(children) == 2, "the worker processes did not start"
@@ -115,12 +115,37 @@ def _gone(pids: list[str], seconds: float) -> bool:
     return False
 
 
-def test_ctrl_c_ends_the_campaign_and_its_worker_processes(broker, tmp_path) -> None:
+@pytest.mark.parametrize("after", [0.0, 1.0], ids=["as-the-children-start", "mid-campaign"])
+def test_ctrl_c_ends_the_campaign_and_its_worker_processes(broker, tmp_path, after) -> None:
+    """At once (the parent may still be forking: a child must not die of it as a failed
+    worker, the parent must stop as interrupted) and once cases run."""
     proc, children = _campaign_with_children(broker, tmp_path)
+    time.sleep(after)
     os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert "[interrupted]" in out, out
+    assert "worker failed" not in out, out
     assert _gone(children, 10), "a worker process outlived the interrupted campaign"
+
+
+def test_a_ctrl_c_inside_a_finaliser_still_stops_the_campaign(broker, tmp_path) -> None:
+    """Python drops a KeyboardInterrupt raised in a `__del__`: the campaign's own SIGINT
+    handler stops it instead, and a second Ctrl-C raises as usual."""
+    campaign = Campaign(CampaignConfig(target_for(broker), str(tmp_path), seed=1, duration=5.0))
+
+    class SignalsWhenCollected:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)
+
+    restore = campaign._catch_ctrl_c()
+    try:
+        SignalsWhenCollected()  # collected at once: SIGINT inside its __del__
+        assert campaign.stats.stopped == "interrupted", campaign.stats.stopped
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        restore()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_worker_processes_end_when_the_campaign_is_killed(broker, tmp_path) -> None:
