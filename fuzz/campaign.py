@@ -819,8 +819,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
     def _interrupt(self) -> None:
         """Ctrl-C: no new case, a triage under way abandoned (its candidate kept under
         DIR/candidates/), the rest as a stop."""
-        self._interrupted = True
-        self._grace_end = time.monotonic()
+        self._interrupted = True  # `_grace_over` from now on
         self.stop("interrupted")
 
     def _run(
@@ -848,8 +847,6 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             self._draining = not self._stop.is_set()
             grace = self.config.triage_grace
             self._grace_end = None if grace is None else time.monotonic() + grace
-            if self._interrupted:  # a Ctrl-C between the two lines above
-                self._grace_end = time.monotonic()
             self._stop.set()
             self._polish_crashes()  # first: the crashes confirmed, then what is queued
             while self._overflow and not self._grace_over() and _any_alive(triagers):

@@ -45,6 +45,7 @@ class CandidateIntake:
     _overflow: Any
     _deadline: float | None
     _grace_end: float | None
+    _interrupted: bool
 
     def _candidate(
         self, case: Case, outcome: Outcome, sig: str = "", behaviour: str | None = None
@@ -174,6 +175,9 @@ class CandidateIntake:
         return self._deadline is not None and time.monotonic() >= self._deadline
 
     def _grace_over(self) -> bool:
+        """Triage stops here: after a Ctrl-C at once, else once the grace has ended."""
+        if self._interrupted:
+            return True
         return self._grace_end is not None and time.monotonic() >= self._grace_end
 
     def _keep(self, case: Case, outcome: Outcome, sig: str) -> None:
