@@ -24,8 +24,10 @@ for the kinds whose proof other traffic would spoil: a crash (the broker restart
 or a missing error (the broker's silence within a bound), a resource reading (the broker's
 memory). At the end of a campaign the queue is triaged before `run()` returns; an
 interrupted one abandons what is still queued (no candidate is a finding until it is
-confirmed). State coverage: the (machine, state, input) pairs of the engine's tables the
-sent steps exercised in the reference model (`fuzz.model.ServerModel`). With `kind` multi
+confirmed). A broker not back within `--restart-wait` after a crash or a hang stops the
+campaign at once (`_broker_gone`): what is queued is kept under DIR/candidates/. State
+coverage: the (machine, state, input) pairs of the engine's tables the sent steps exercised
+in the reference model (`fuzz.model.ServerModel`). With `kind` multi
 (or both: every other case), case N is a multi-party case instead (`fuzz.multiparty`:
 several peers on one queue of its own, judged per connection and across them by
 `fuzz.cross_oracle`), triaged by `triage_multi` and kept by `keep_multi` through the same
@@ -76,10 +78,11 @@ from amqpspec.fuzz.oracle import (
     Outcome,
     Target,
     Verdict,
+    not_back,
     run_case,
 )
 from amqpspec.fuzz.shrink import FieldResult, shrink_fields
-from amqpspec.fuzz.stops import WORKER_FAILED, TriageAbandonedError
+from amqpspec.fuzz.stops import BROKER_GONE, WORKER_FAILED, TriageAbandonedError
 from amqpspec.traces.minimize import MinimizeResult, ddmin
 
 MINIMIZE_TESTS = 150
@@ -579,6 +582,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         self._init_crash_triage()
         self._grace_end: float | None = None  # then, until when (None: no bound)
         self._interrupted = False  # a Ctrl-C came (`_catch_ctrl_c`)
+        self._gone = False  # a case found the broker down for good (`_broker_gone`)
 
     def _process_shares(self) -> list[int]:
         """The workers of each worker process (fuzz.processes): [workers] for threads in
@@ -662,6 +666,8 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             self.stats.covered |= result.covered
             if not result.multi:
                 self._recent.append(result.index)
+        if not_back(result.verdict):
+            self._broker_gone()
         if result.verdict is not None:
             self._candidate(*self._case_outcome(result), result.signature, result.behaviour)
         if not result.multi:
@@ -685,7 +691,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         try:
             while (item := self._queue.get()) is not None:
                 self._refill()
-                if self._stop.is_set() and not self._draining:
+                if self._stop.is_set() and not self._draining and not self._gone:
                     continue  # interrupted: what is queued is abandoned (no finding yet)
                 if self._grace_over():
                     self._keep(*item)  # past the grace: kept for a later replay
@@ -722,8 +728,8 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
                 found = [(result, sig)]
         for item, _ in found:
             self._keep_finding(item)
-        if outcome.verdict.kind == CRASH and "not back" in outcome.verdict.summary:
-            self.stop("the broker did not come back after a crash")
+        if not_back(outcome.verdict):
+            self._broker_gone()
 
     def _triage_as_kind(self, case: Case, outcome: Outcome, sig: str, outage: bool) -> Any:
         """The triage of one candidate, run as its kind wants: an outage's alone, its
@@ -776,6 +782,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         count = self.config.triagers or max(1, min(TRIAGERS_MAX, workers // 4))
         pool = None
         restore_ctrl_c = self._catch_ctrl_c()
+        self.config.target.reset_waits()  # an earlier campaign's end is not this one's
         _freeze_heap()
         if len(self._shares) > 1:  # forked (in `_run`) before this process starts a thread
             pool = processes.WorkerProcesses(self, self._shares)
@@ -820,7 +827,22 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         """Ctrl-C: no new case, a triage under way abandoned (its candidate kept under
         DIR/candidates/), the rest as a stop."""
         self._interrupted = True  # `_grace_over` from now on
+        self.config.target.waits_end = time.monotonic()  # no wait for a restart either
         self.stop("interrupted")
+
+    def _broker_gone(self) -> None:
+        """A case (or a triage test) found the broker down and not back within
+        `--restart-wait`: it stopped serving for good (crashed with nothing to restart it,
+        or hung: a deadlocked broker still holds its port). Nothing more can be learnt from
+        it: no new case, no wait for its return, no triage (`_grace_over`); what is
+        queued is kept under DIR/candidates/ and every confirmed finding is already kept
+        (docs/fuzz.md, "A broker that does not come back")."""
+        with self._lock:
+            if self._gone:
+                return
+            self._gone = True
+        self.config.target.waits_end = time.monotonic()
+        self.stop(BROKER_GONE.format(seconds=self.config.target.bounds.restart_wait))
 
     def _run(
         self,
@@ -847,6 +869,9 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             self._draining = not self._stop.is_set()
             grace = self.config.triage_grace
             self._grace_end = None if grace is None else time.monotonic() + grace
+            if self._grace_end is not None:  # a test's wait for a restart ends with it too
+                target = self.config.target
+                target.waits_end = min(target.waits_end, self._grace_end)
             self._stop.set()
             self._polish_crashes()  # first: the crashes confirmed, then what is queued
             while self._overflow and not self._grace_over() and _any_alive(triagers):

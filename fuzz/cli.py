@@ -44,6 +44,7 @@ from amqpspec.fuzz.cli_support import (
 )
 from amqpspec.fuzz.cli_support import target_from as target_from
 from amqpspec.fuzz.mutators import STRATEGIES
+from amqpspec.fuzz.stops import BROKER_GONE
 
 ACTIONS = ("replay", "report", "codec", "engine", "broker")
 
@@ -261,9 +262,12 @@ def _print_campaign(args: argparse.Namespace, config, stats, total: int) -> None
         + (f" [{stats.stopped}]" if stats.stopped else "")
     )
     if stats.kept:
+        why = "within the budget's grace"
+        if stats.stopped.startswith(BROKER_GONE.split("{", 1)[0]):
+            why = "once the broker stopped serving"
         print(
-            f"amqpspec fuzz: {stats.kept} candidate(s) of new signatures not triaged within the "
-            f"budget's grace, kept in {os.path.join(args.out, 'candidates')} "
+            f"amqpspec fuzz: {stats.kept} candidate(s) of new signatures not triaged {why}, "
+            f"kept in {os.path.join(args.out, 'candidates')} "
             "(`amqpspec fuzz replay DIR/candidates/<id>` runs one)"
         )
     if stats.exhausted:

@@ -87,6 +87,7 @@ class CrashTriage:
     _lock: Any
     _stop: Any
     _draining: bool
+    _gone: bool
     _outage: Outage | None
     _crashes: dict[str, int]
     _triaged: set[str]
@@ -285,7 +286,7 @@ class CrashTriage:
         the grace leaves stays as it was: a confirmed crash larger (`minimal` false in
         findings.json), an outage's likeliest culprit under DIR/candidates/. Run as the
         budget ends, before the triage threads empty the queue (they wait meanwhile)."""
-        if not self._draining:
+        if not self._draining and not self._gone:
             return  # interrupted: nothing more is sent to the broker
         try:
             while self._polish and not self._grace_over():

@@ -46,6 +46,7 @@ class CandidateIntake:
     _deadline: float | None
     _grace_end: float | None
     _interrupted: bool
+    _gone: bool
 
     def _candidate(
         self, case: Case, outcome: Outcome, sig: str = "", behaviour: str | None = None
@@ -175,8 +176,9 @@ class CandidateIntake:
         return self._deadline is not None and time.monotonic() >= self._deadline
 
     def _grace_over(self) -> bool:
-        """Triage stops here: after a Ctrl-C at once, else once the grace has ended."""
-        if self._interrupted:
+        """Triage stops here: after a Ctrl-C or once the broker is gone for good at once,
+        else once the grace has ended."""
+        if self._interrupted or self._gone:
             return True
         return self._grace_end is not None and time.monotonic() >= self._grace_end
 

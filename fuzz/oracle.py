@@ -1,7 +1,9 @@
 """The oracle: send one case to a broker over a real socket and judge what came back.
 
 Owns: `Target` (where the broker is, how to log in, optional memory reader), `Bounds`
-(every wait), `Verdict` and `Outcome`, `run_case(target, steps)` and `alive(target)`.
+(every wait), `Verdict` and `Outcome`, `run_case(target, steps)`, `alive(target)`,
+`wait_back(target)` (a crash's wait for the broker's return, shared by the threads of a
+process and cut at `Target.waits_end`) and `not_back(verdict)`.
 
 One case = one new TCP connection: the steps are sent in order (waiting, bounded, for
 sasl-mechanisms and sasl-outcome at the SASL steps). Then the fuzzer HOLDS its own close:
@@ -43,6 +45,7 @@ named as such; fuzz.evidence reads the recording). Builds bytes only through amq
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -135,10 +138,18 @@ class Target:
     _restart: threading.Lock = field(default_factory=threading.Lock, repr=False)  # wait_back
     served: ServedConnections = field(default_factory=ServedConnections, repr=False)
     _back_at: float = field(default=-1.0, repr=False)  # when wait_back last saw it serve
+    _gone_at: float = field(default=-1.0, repr=False)  # when a wait_back last gave it up
+    waits_end: float = field(default=math.inf, repr=False)  # no wait_back waits past this
+    # (monotonic): a campaign sets it to its triage grace's end, and to now when it stops
 
     @property
     def url(self) -> str:
         return f"amqp://{self.host}:{self.port}"
+
+    def reset_waits(self) -> None:
+        """A new campaign's waits for a restart: no end set, the broker not given up."""
+        self.waits_end = math.inf
+        self._gone_at = -1.0
 
     def liveness_steps(self) -> list[Step]:
         """A fresh connection's open, begin and attach, under a container-id of its own
@@ -252,24 +263,32 @@ def alive(target: Target, timeout: float | None = None) -> bool:
 
 def wait_back(target: Target) -> bool:
     """After a crash, or a connection refused: poll until the broker serves again or
-    `restart_wait` passes. One thread of a process polls (a fresh connection from 0.01 s
-    apart, doubling up to `Bounds.restart_poll`: a refused connect fails at once); the
-    others wait for it, and a thread that asked before it saw the broker back returns at
-    once, so a restart costs the workers one poller's wait, not a storm of checks."""
+    `restart_wait` passes (or `Target.waits_end`, the campaign's). One thread of a process
+    polls (a fresh connection from 0.01 s apart, doubling up to `Bounds.restart_poll`: a
+    refused connect fails at once); the others wait for it, and a thread that asked before
+    the poller saw the broker back returns True at once, one that asked before the poller
+    gave it up returns False at once: a restart, or a broker gone for good, costs the
+    workers one poller's wait, not one wait per case in flight. Once given up and not seen
+    back since, a wait is one liveness check."""
     asked = time.monotonic()
-    end = asked + target.bounds.restart_wait
-    if not target._restart.acquire(timeout=target.bounds.restart_wait):
+    end = min(asked + target.bounds.restart_wait, target.waits_end)
+    if not target._restart.acquire(timeout=max(0.0, end - asked)):
         return False
     try:
         if target._back_at >= asked:
             return True
+        if target._gone_at >= asked:
+            return False  # the poller waited it out while this thread waited for it
+        if target._gone_at > target._back_at:
+            end = asked  # given up, not seen back since: one check
         pause = 0.01
         while True:
             if alive(target, min(2.0, target.bounds.liveness)):
                 target._back_at = time.monotonic()
                 return True
-            left = end - time.monotonic()
+            left = min(end, target.waits_end) - time.monotonic()
             if left <= 0:
+                target._gone_at = time.monotonic()
                 return False
             time.sleep(min(pause, left))
             pause = min(2 * pause, target.bounds.restart_poll)
@@ -318,7 +337,7 @@ def _run_case(
         # doing; wait for it, and call it a crash only if it never comes back
         if wait_back(target):
             return _run_case(target, steps, careful, pace, quick, reply)
-        summary = f"broker unreachable: {exc}; not back within {bounds.restart_wait}s"
+        summary = f"broker unreachable: {exc}{_not_back_note(target)}"
         return Outcome(_unreachable(summary), None, 0)
     stream = BrokerStream(monitored=True)  # the probe's monitor decoded it (fuzz.evidence)
     try:
@@ -452,6 +471,21 @@ def _wait_broker(
             break
         probe.pump(min(0.05, left))
     stream.update(probe.recording)
+
+
+NOT_BACK = "not back within"  # in a crash verdict's summary: wait_back gave the broker up
+
+
+def not_back(verdict: Verdict | None) -> bool:
+    """A crash after which the broker did not serve again within `Bounds.restart_wait`."""
+    return verdict is not None and verdict.kind == CRASH and NOT_BACK in verdict.summary
+
+
+def _not_back_note(target: Target) -> str:
+    """What a crash's summary says of a wait_back that returned False."""
+    if time.monotonic() >= target.waits_end:
+        return "; its return not waited for (the campaign is ending)"
+    return f"; {NOT_BACK} {target.bounds.restart_wait}s"
 
 
 def _unreachable(summary: str) -> Verdict:
@@ -733,7 +767,7 @@ def _opened(sent: list[Step], frames: list[Frame]) -> bool:
 
 def _crash(target: Target, step: int, summary: str, exchange: Exchange) -> Verdict:
     back = wait_back(target)
-    note = "" if back else f"; not back within {target.bounds.restart_wait}s"
+    note = "" if back else _not_back_note(target)
     observed = (
         f"{summary}{note}; after the bad frame ({exchange.bad_label}) the broker sent: "
         f"{exchange.broker_summary()}; {exchange.teardown_note()}"

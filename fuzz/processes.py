@@ -21,10 +21,12 @@ everything that decides what a finding is, and every write to DIR, stays in the 
 index)). Cases and triage tests meet at the campaign's `Gate`, shared by the processes, so a
 triage alone (crash, resource) still pauses every case. A child that fails prints its
 traceback and stops the campaign (`WORKER_FAILED`, CLI exit 3); one that dies without a
-word does too. Children ignore SIGINT: the parent's stop (Ctrl-C) ends them after their
-case. Each child numbers its liveness checks apart (`fuzz.oracle.number_liveness_checks`),
-so their container-ids stay unique (2.6.1). What a process learns of the broker's answer
-times (`fuzz.answers`, on the target) it learns from its own cases, from the fork on.
+word does too. Children ignore SIGINT: the parent's stop (Ctrl-C, the broker gone for
+good) ends them after their case, and cuts the case's wait for a restart
+(`Target.waits_end`). Each child numbers its liveness checks apart
+(`fuzz.oracle.number_liveness_checks`), so their container-ids stay unique (2.6.1). What
+a process learns of the broker's answer times (`fuzz.answers`, on the target) it learns
+from its own cases, from the fork on.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import multiprocessing.connection
 import os
 import signal
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -193,10 +196,13 @@ def _child(
     ]
     for worker in workers:
         worker.start()
+    target = campaign.config.target
     for worker in workers:
         while worker.is_alive():
             worker.join(SEND_EVERY_S)
             flush()
+            if campaign._stop.is_set():  # a Ctrl-C, the broker gone: no wait for a restart
+                target.waits_end = min(target.waits_end, time.monotonic())
     flush()
     send(("done", None))
     conn.close()
