@@ -128,7 +128,19 @@ def test_ctrl_c_ends_the_campaign_and_its_worker_processes(broker, tmp_path, aft
     assert _gone(children, 10), "a worker process outlived the interrupted campaign"
 
 
-def test_a_ctrl_c_inside_a_finaliser_still_stops_the_campaign(broker, tmp_path) -> None:
+@pytest.fixture
+def default_sigint():
+    """Python's own SIGINT handler, as `amqpspec fuzz` runs with it, whatever an earlier
+    test of this process left (a SparkContext made in the main thread installs its own and
+    never puts the old one back); the handler found is put back after."""
+    found = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, found)
+
+
+def test_a_ctrl_c_inside_a_finaliser_still_stops_the_campaign(
+    broker, tmp_path, default_sigint
+) -> None:
     """Python drops a KeyboardInterrupt raised in a `__del__`: the campaign's own SIGINT
     handler stops it instead, and a second Ctrl-C raises as usual."""
     campaign = Campaign(CampaignConfig(target_for(broker), str(tmp_path), seed=1, duration=5.0))
@@ -146,6 +158,26 @@ def test_a_ctrl_c_inside_a_finaliser_still_stops_the_campaign(broker, tmp_path) 
     finally:
         restore()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_embedders_sigint_handler_is_left_alone(broker, tmp_path, default_sigint) -> None:
+    """A process with a SIGINT handler of its own (an embedder's, or PySpark's) keeps it
+    while a campaign runs: the campaign catches Ctrl-C only where Python's default is."""
+    interrupts: list[int] = []
+
+    def embedders(signum: int, frame: object) -> None:
+        interrupts.append(signum)
+
+    signal.signal(signal.SIGINT, embedders)
+    campaign = Campaign(CampaignConfig(target_for(broker), str(tmp_path), seed=1, duration=5.0))
+    restore = campaign._catch_ctrl_c()
+    try:
+        assert signal.getsignal(signal.SIGINT) is embedders
+        signal.raise_signal(signal.SIGINT)
+        assert interrupts == [signal.SIGINT] and not campaign.stats.stopped
+    finally:
+        restore()
+    assert signal.getsignal(signal.SIGINT) is embedders
 
 
 def test_worker_processes_end_when_the_campaign_is_killed(broker, tmp_path) -> None:
