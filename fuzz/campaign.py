@@ -827,8 +827,7 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
         """Ctrl-C: no new case, a triage under way abandoned (its candidate kept under
         DIR/candidates/), the rest as a stop."""
         self._interrupted = True  # `_grace_over` from now on
-        self.config.target.waits_end = time.monotonic()  # no wait for a restart either
-        self.stop("interrupted")
+        self._stop_now("interrupted")
 
     def _broker_gone(self) -> None:
         """A case (or a triage test) found the broker down and not back within
@@ -841,8 +840,13 @@ class Campaign(CandidateIntake, MemoryWatch, CrashTriage):
             if self._gone:
                 return
             self._gone = True
+        self._stop_now(BROKER_GONE.format(seconds=self.config.target.bounds.restart_wait))
+
+    def _stop_now(self, reason: str) -> None:
+        """A stop before the budget's end: no wait for a restart either (the worker
+        processes cut theirs when they see the stop, fuzz.processes)."""
         self.config.target.waits_end = time.monotonic()
-        self.stop(BROKER_GONE.format(seconds=self.config.target.bounds.restart_wait))
+        self.stop(reason)
 
     def _run(
         self,

@@ -44,7 +44,7 @@ from amqpspec.fuzz.cli_support import (
 )
 from amqpspec.fuzz.cli_support import target_from as target_from
 from amqpspec.fuzz.mutators import STRATEGIES
-from amqpspec.fuzz.stops import BROKER_GONE
+from amqpspec.fuzz.stops import broker_gone
 
 ACTIONS = ("replay", "report", "codec", "engine", "broker")
 
@@ -263,7 +263,7 @@ def _print_campaign(args: argparse.Namespace, config, stats, total: int) -> None
     )
     if stats.kept:
         why = "within the budget's grace"
-        if stats.stopped.startswith(BROKER_GONE.split("{", 1)[0]):
+        if broker_gone(stats.stopped):
             why = "once the broker stopped serving"
         print(
             f"amqpspec fuzz: {stats.kept} candidate(s) of new signatures not triaged {why}, "
